@@ -1,0 +1,602 @@
+"""Adapter for the real RKNN compiler (``rknn-toolkit2``), driven in its own virtualenv.
+
+rknn-toolkit2 pins numpy/onnx/protobuf versions that conflict with a modern stack, so it is run
+in a separate Python (found from an explicit argument or the ``NPUCHECK_RKNN_PYTHON`` environment
+variable) as a subprocess executing :mod:`pytest_npucheck.oracles._rknn_worker`.
+
+Each model is loaded and built (fp16, ``do_quantization=False``) in isolation: the worker streams
+one result per model, and when it crashes or hangs on a model the parent records that model as
+``crashed`` / ``timeout`` and starts a fresh worker for the remaining ones.
+
+The verbose build log is parsed for the "Network Layer Information Table"; every row tells
+whether the compiled op runs on the NPU or the CPU. RKNN fuses and renames NPU ops, so only CPU
+rows map back to ONNX nodes (``FullName`` is ``<OpType>:<onnx node name>``).
+:func:`onnx_placement` turns a result into a per-ONNX-node verdict.
+
+Only the standard library is imported at module level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = [
+    "ENV_VAR",
+    "RknnUnavailable",
+    "LayerRow",
+    "RknnResult",
+    "ModelJob",
+    "find_rknn_python",
+    "compile_models",
+    "strip_ansi",
+    "parse_layer_table",
+    "extract_errors",
+    "extract_warnings",
+    "onnx_placement",
+    "onnx_node_names",
+]
+
+ENV_VAR = "NPUCHECK_RKNN_PYTHON"
+"""Environment variable naming the python executable of a venv with rknn-toolkit2."""
+
+WORKER = Path(__file__).with_name("_rknn_worker.py")
+
+STATUSES = ("ok", "build_failed", "load_failed", "crashed", "timeout")
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_RKNN_PREFIX_RE = re.compile(r"^[DIWE] RKNN: \[[0-9:.]+\] ?")
+_ROW_RE = re.compile(
+    r"^(?P<id>\d+)\s+(?P<op_type>\S+)\s+(?P<dtype>\S+)\s+(?P<target>NPU|CPU|GPU|\S+)\s+"
+    r"(?P<input_shape>\S+)\s+(?P<output_shape>\S+)\s+(?P<cycles>\S+)\s+(?P<rw>\S+)\s+"
+    r"(?P<full_name>.+?)\s*$"
+)
+_RECORD_START_RE = re.compile(r"^(?P<level>[DIWE]) (?P<body>.*)$")
+_IO_OPS = ("InputOperator", "OutputOperator")
+
+
+class RknnUnavailable(RuntimeError):
+    """The rknn-toolkit2 python cannot be found or the worker cannot import ``rknn``."""
+
+
+@dataclass
+class LayerRow:
+    """One row of RKNN's "Network Layer Information Table"."""
+
+    id: int
+    op_type: str
+    dtype: str
+    target: str
+    input_shape: str
+    output_shape: str
+    full_name: str
+    onnx_name: str | None = None
+    """Text after the first colon of ``full_name`` (the original ONNX node name for CPU rows)."""
+
+    @property
+    def is_io(self) -> bool:
+        """True for the Input/OutputOperator pseudo rows (always CPU, never meaningful)."""
+        return self.op_type in _IO_OPS
+
+
+@dataclass
+class RknnResult:
+    """Outcome of compiling one model with rknn-toolkit2."""
+
+    key: str
+    path: str
+    status: str
+    """One of ``ok``, ``build_failed``, ``load_failed``, ``crashed``, ``timeout``."""
+    message: str = ""
+    """The toolchain's error message (ANSI codes stripped); empty when the build succeeded."""
+    rows: list[LayerRow] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float | None = None
+    stage: str | None = None
+    log: str | None = None
+    """Full build log (ANSI stripped) when ``keep_logs`` was requested."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when the build succeeded."""
+        return self.status == "ok"
+
+    def cpu_rows(self) -> list[LayerRow]:
+        """Table rows placed on the CPU, without Input/OutputOperator rows."""
+        return [r for r in self.rows if r.target == "CPU" and not r.is_io]
+
+    def npu_rows(self) -> list[LayerRow]:
+        """Table rows placed on the NPU."""
+        return [r for r in self.rows if r.target == "NPU" and not r.is_io]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form."""
+        d = asdict(self)
+        if d.get("log") is None:
+            d.pop("log", None)
+        return d
+
+
+@dataclass
+class ModelJob:
+    """A model to compile, with optional extra ``RKNN.config`` / ``RKNN.load_onnx`` arguments."""
+
+    path: str
+    key: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    load: dict[str, Any] = field(default_factory=dict)
+    inference: dict[str, Any] | None = None
+    debug: dict[str, Any] | None = None
+    """Test hooks for the worker: ``{"crash": exit_code}`` or ``{"hang": seconds}``."""
+
+
+# --------------------------------------------------------------------------------------------
+# Log parsing
+# --------------------------------------------------------------------------------------------
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI colour/escape sequences."""
+    return _ANSI_RE.sub("", text)
+
+
+def parse_layer_table(log: str) -> list[LayerRow]:
+    """Parse the last "Network Layer Information Table" of a verbose build log.
+
+    Returns an empty list if the log has no table (e.g. the build failed before code generation).
+    """
+    lines = [_RKNN_PREFIX_RE.sub("", ln) for ln in strip_ansi(log).splitlines()]
+    tables: list[list[LayerRow]] = []
+    i = 0
+    while i < len(lines):
+        if "Network Layer Information Table" in lines[i]:
+            rows: list[LayerRow] = []
+            # find header
+            j = i + 1
+            while j < len(lines) and not lines[j].lstrip().startswith("ID "):
+                j += 1
+            j += 1
+            while j < len(lines) and set(lines[j].strip()) <= {"-"} and lines[j].strip():
+                j += 1
+            while j < len(lines):
+                s = lines[j].strip()
+                if not s or set(s) <= {"-"}:
+                    break
+                m = _ROW_RE.match(s)
+                if not m:
+                    break
+                full = m.group("full_name")
+                onnx_name = full.split(":", 1)[1] if ":" in full else None
+                rows.append(LayerRow(
+                    id=int(m.group("id")), op_type=m.group("op_type"), dtype=m.group("dtype"),
+                    target=m.group("target"), input_shape=m.group("input_shape"),
+                    output_shape=m.group("output_shape"), full_name=full, onnx_name=onnx_name))
+                j += 1
+            tables.append(rows)
+            i = j
+        else:
+            i += 1
+    return tables[-1] if tables else []
+
+
+def _records(log: str) -> list[tuple[str, str]]:
+    """Split a log into (level, text) records; continuation lines join the previous record."""
+    out: list[tuple[str, str]] = []
+    for ln in strip_ansi(log).splitlines():
+        m = _RECORD_START_RE.match(ln)
+        if m:
+            out.append((m.group("level"), m.group("body")))
+        elif out:
+            out[-1] = (out[-1][0], out[-1][1] + "\n" + ln)
+    return out
+
+
+def extract_errors(log: str) -> list[str]:
+    """The distinct error messages (``E`` records) of a log, without tracebacks/banners."""
+    msgs: list[str] = []
+    for level, body in _records(log):
+        if level != "E":
+            continue
+        body = body.strip()
+        if body.startswith("rknn-toolkit2 version") or not body:
+            continue
+        if "Traceback (most recent call last)" in body:
+            # keep only the final exception text of a traceback dump
+            tail = body.rsplit("Error:", 1)[-1].strip() if "Error:" in body else ""
+            if tail and not any(tail in m for m in msgs):
+                msgs.append(tail)
+            continue
+        body = re.sub(r"\s*\n\s*", " ", body).strip()
+        if body not in msgs:
+            msgs.append(body)
+    return msgs
+
+
+def extract_warnings(log: str) -> list[str]:
+    """Warning records that carry information (toolkit boilerplate is dropped)."""
+    boring = ("config.mean_values is None", "config.std_values is None", "temperate env",
+              "===================== WARN")
+    out: list[str] = []
+    for level, body in _records(log):
+        if level == "W":
+            body = re.sub(r"^RKNN: \[[0-9:.]+\] ?", "", body.strip())
+            body = re.sub(r"\s*\n\s*", " ", body)
+            if body and not any(b in body for b in boring) and body not in out:
+                out.append(body)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Finding the rknn python
+# --------------------------------------------------------------------------------------------
+
+
+def find_rknn_python(python: str | os.PathLike[str] | None = None) -> str | None:
+    """Locate the python executable of the rknn-toolkit2 venv.
+
+    Order: the explicit ``python`` argument, the ``NPUCHECK_RKNN_PYTHON`` environment variable,
+    ``.venv-rknn/bin/python`` in the current directory.  Returns ``None`` if none is executable.
+    """
+    candidates: list[str] = []
+    if python:
+        candidates.append(os.fspath(python))
+    env = os.environ.get(ENV_VAR)
+    if env:
+        candidates.append(env)
+    candidates.append(os.path.join(os.getcwd(), ".venv-rknn", "bin", "python"))
+    for c in candidates:
+        resolved = shutil.which(c) if os.sep not in c else c
+        if resolved and os.path.isfile(resolved) and os.access(resolved, os.X_OK):
+            return resolved
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Running the worker
+# --------------------------------------------------------------------------------------------
+
+
+def _normalise_jobs(models: Iterable[str | os.PathLike[str] | ModelJob | Mapping[str, Any]]
+                    ) -> list[ModelJob]:
+    jobs: list[ModelJob] = []
+    for i, m in enumerate(models):
+        if isinstance(m, ModelJob):
+            job = ModelJob(path=os.fspath(m.path), key=m.key, config=dict(m.config),
+                           load=dict(m.load), inference=m.inference, debug=m.debug)
+        elif isinstance(m, Mapping):
+            job = ModelJob(path=os.fspath(m["path"]), key=m.get("key"),
+                           config=dict(m.get("config") or {}), load=dict(m.get("load") or {}),
+                           inference=m.get("inference"), debug=m.get("debug"))
+        else:
+            job = ModelJob(path=os.fspath(m))
+        job.path = os.path.abspath(job.path)
+        if job.key is None:
+            job.key = str(i)
+        jobs.append(job)
+    keys = [j.key for j in jobs]
+    if len(set(keys)) != len(keys):
+        raise ValueError("model keys must be unique")
+    return jobs
+
+
+def _read_text(path: str | None) -> str:
+    if not path:
+        return ""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
+def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] | None,
+            keep_logs: bool, fallback_message: str = "") -> RknnResult:
+    clean = strip_ansi(log_text)
+    rows = parse_layer_table(clean) if status == "ok" else []
+    message = ""
+    if status != "ok":
+        errs = extract_errors(clean)
+        if errs:
+            message = "\n".join(errs)
+        elif event and event.get("exception"):
+            message = strip_ansi(str(event["exception"])).strip()
+        if fallback_message:
+            message = (fallback_message + ("\n" + message if message else "")).strip()
+    extra: dict[str, Any] = {}
+    if event:
+        for k in ("inference_status", "outputs", "inference_exception", "ret"):
+            if k in event:
+                extra[k] = event[k]
+    return RknnResult(
+        key=str(job.key), path=job.path, status=status, message=message, rows=rows,
+        warnings=extract_warnings(clean), seconds=(event or {}).get("seconds"),
+        stage=(event or {}).get("stage"), log=clean if keep_logs else None, extra=extra)
+
+
+def _tail(text: str, n: int = 20) -> str:
+    return "\n".join(strip_ansi(text).strip().splitlines()[-n:])
+
+
+def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout: float,
+               startup_timeout: float, config: Mapping[str, Any] | None, keep_logs: bool,
+               progress: Any = None) -> list[RknnResult]:
+    """Compile ``jobs`` with as many worker processes (one after another) as crashes require."""
+    results: dict[str, RknnResult] = {}
+    pending = list(jobs)
+    by_key = {j.key: j for j in jobs}
+    restarts_without_progress = 0
+    with tempfile.TemporaryDirectory(prefix="npucheck-rknn-") as tmp:
+        attempt = 0
+        while pending:
+            attempt += 1
+            log_dir = os.path.join(tmp, "run%03d" % attempt)
+            os.makedirs(log_dir)
+            spec = {
+                "target_platform": target_platform,
+                "log_dir": log_dir,
+                "config": dict(config or {}),
+                "models": [
+                    {"key": j.key, "path": j.path, "config": j.config, "load": j.load,
+                     "inference": j.inference, "debug": j.debug, "index": n}
+                    for n, j in enumerate(pending)
+                ],
+            }
+            job_file = os.path.join(log_dir, "job.json")
+            with open(job_file, "w", encoding="utf-8") as fh:
+                json.dump(spec, fh)
+            stderr_path = os.path.join(log_dir, "worker.stderr")
+            env = dict(os.environ)
+            env.pop("PYTHONPATH", None)  # keep the host stack out of the rknn venv
+            env.setdefault("PYTHONUNBUFFERED", "1")
+            with open(stderr_path, "wb") as err:
+                proc = subprocess.Popen(
+                    [python, str(WORKER), job_file], stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE, stderr=err, env=env, cwd=log_dir)
+            lines: queue.Queue[str | None] = queue.Queue()
+
+            def _reader(stream: Any = proc.stdout) -> None:
+                for raw in iter(stream.readline, b""):
+                    lines.put(raw.decode("utf-8", errors="replace"))
+                lines.put(None)
+
+            thread = threading.Thread(target=_reader, daemon=True)
+            thread.start()
+            current: dict[str, Any] | None = None
+            started = False
+            deadline = time.monotonic() + startup_timeout
+            progressed = False
+            fatal: str | None = None
+            try:
+                while True:
+                    remaining = deadline - time.monotonic()
+                    try:
+                        line = lines.get(timeout=max(remaining, 0.01))
+                    except queue.Empty:
+                        # timeout: of the model in flight, or of the start-up
+                        if current is not None:
+                            j = by_key[current["key"]]
+                            results[j.key] = _finish(
+                                j, "timeout", _read_text(current.get("log")), None, keep_logs,
+                                "rknn build did not finish within %.0f s" % timeout)
+                            pending = [p for p in pending if p.key != j.key]
+                            progressed = True
+                            if progress:
+                                progress(results[j.key])
+                        else:
+                            fatal = "rknn worker did not start within %.0f s" % startup_timeout
+                        break
+                    if line is None:  # EOF: worker ended
+                        if current is not None:
+                            proc.wait()
+                            j = by_key[current["key"]]
+                            results[j.key] = _finish(
+                                j, "crashed", _read_text(current.get("log")), None, keep_logs,
+                                "rknn worker died (exit code %s) while building this model"
+                                % proc.returncode)
+                            pending = [p for p in pending if p.key != j.key]
+                            progressed = True
+                            if progress:
+                                progress(results[j.key])
+                        elif not started:
+                            proc.wait()
+                            fatal = ("rknn worker exited with code %s before starting: %s" % (
+                                proc.returncode, _tail(_read_text(stderr_path))))
+                        break
+                    line = line.strip()
+                    if not line.startswith("{"):
+                        continue
+                    try:
+                        ev = json.loads(line)
+                    except ValueError:
+                        continue
+                    kind = ev.get("event")
+                    if kind == "hello":
+                        started = True
+                        deadline = time.monotonic() + timeout
+                    elif kind == "fatal":
+                        fatal = "%s\n%s" % (ev.get("error"),
+                                            _tail(_read_text(ev.get("log"))))
+                        break
+                    elif kind == "start":
+                        current = ev
+                        deadline = time.monotonic() + timeout
+                    elif kind == "result":
+                        j = by_key[ev["key"]]
+                        results[j.key] = _finish(j, ev.get("status", "build_failed"),
+                                                 _read_text(ev.get("log")), ev, keep_logs)
+                        pending = [p for p in pending if p.key != j.key]
+                        current = None
+                        progressed = True
+                        deadline = time.monotonic() + timeout
+                        if progress:
+                            progress(results[j.key])
+                    elif kind == "done":
+                        break
+            finally:
+                if proc.poll() is None:
+                    try:
+                        proc.kill()
+                    except OSError:
+                        pass
+                proc.wait()
+                if proc.stdout:
+                    proc.stdout.close()
+                thread.join(timeout=5)
+            if fatal:
+                raise RknnUnavailable(fatal)
+            if not progressed:
+                restarts_without_progress += 1
+                if restarts_without_progress >= 3:
+                    raise RknnUnavailable("rknn worker repeatedly stopped without progress: "
+                                          + _tail(_read_text(stderr_path)))
+            else:
+                restarts_without_progress = 0
+    return [results[j.key] for j in jobs]
+
+
+def compile_models(
+    models: Sequence[str | os.PathLike[str] | ModelJob | Mapping[str, Any]],
+    target_platform: str = "rk3588",
+    python: str | os.PathLike[str] | None = None,
+    *,
+    timeout: float = 300.0,
+    startup_timeout: float = 180.0,
+    config: Mapping[str, Any] | None = None,
+    workers: int = 1,
+    keep_logs: bool = False,
+    progress: Any = None,
+) -> list[RknnResult]:
+    """Compile ONNX models with rknn-toolkit2 (fp16 build) and report per-model placement.
+
+    Args:
+        models: ONNX file paths, or :class:`ModelJob` / mappings with ``path`` and optional
+            ``key``, ``config`` (extra ``RKNN.config`` kwargs, e.g. ``dynamic_input``), ``load``
+            (extra ``RKNN.load_onnx`` kwargs) and ``inference`` (``{"inputs": [npy paths],
+            "outputs_dir": dir}`` to also run the x86 simulator).
+        target_platform: the SoC, e.g. ``rk3588``, ``rk3576``, ``rk3566``.
+        python: the rknn venv's python; default from :func:`find_rknn_python`.
+        timeout: seconds allowed for one model (load+build); the worker is killed after it.
+        startup_timeout: seconds allowed for the worker to import rknn.
+        config: extra ``RKNN.config`` kwargs for every model.
+        workers: number of worker processes run in parallel (models are split round-robin).
+        keep_logs: keep the full ANSI-stripped build log in each result.
+        progress: optional callable invoked with every finished :class:`RknnResult`.
+
+    Returns:
+        One :class:`RknnResult` per model, in input order.
+
+    Raises:
+        RknnUnavailable: no usable rknn python, or the worker cannot import ``rknn``.
+    """
+    exe = find_rknn_python(python)
+    if exe is None:
+        raise RknnUnavailable(
+            "no rknn-toolkit2 python found (pass python=..., or set %s)" % ENV_VAR)
+    jobs = _normalise_jobs(models)
+    if not jobs:
+        return []
+    workers = max(1, min(int(workers), len(jobs)))
+    if workers == 1:
+        return _run_batch(exe, target_platform, jobs, timeout, startup_timeout, config,
+                          keep_logs, progress)
+    chunks = [jobs[i::workers] for i in range(workers)]
+    outs: list[list[RknnResult] | BaseException] = [[] for _ in chunks]
+    lock = threading.Lock()
+
+    def _prog(r: RknnResult) -> None:
+        if progress:
+            with lock:
+                progress(r)
+
+    def _run(n: int) -> None:
+        try:
+            outs[n] = _run_batch(exe, target_platform, chunks[n], timeout, startup_timeout,
+                                 config, keep_logs, _prog)
+        except BaseException as exc:  # re-raised in the caller's thread
+            outs[n] = exc
+
+    threads = [threading.Thread(target=_run, args=(n,)) for n in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    merged: dict[str, RknnResult] = {}
+    for o in outs:
+        if isinstance(o, BaseException):
+            raise o
+        for r in o:
+            merged[r.key] = r
+    return [merged[str(j.key)] for j in jobs]
+
+
+# --------------------------------------------------------------------------------------------
+# Mapping placement back to ONNX nodes
+# --------------------------------------------------------------------------------------------
+
+
+def onnx_node_names(model_path: str | os.PathLike[str]) -> list[str]:
+    """Names of the nodes of an ONNX model's main graph (imports ``onnx`` lazily).
+
+    Unnamed nodes get ``<OpType>_<index>`` names, which RKNN cannot report; name your nodes.
+    """
+    import onnx  # local import: the module itself stays stdlib-only
+
+    model = onnx.load(os.fspath(model_path), load_external_data=False)
+    return [n.name or "%s_%d" % (n.op_type, i) for i, n in enumerate(model.graph.node)]
+
+
+def onnx_placement(result: RknnResult, node_names: Sequence[str] | None = None
+                   ) -> dict[str, str]:
+    """Per-ONNX-node placement derived from an RKNN result.
+
+    A node is ``"cpu"`` if a CPU row of the layer table names it (``FullName`` after the colon),
+    otherwise ``"npu"`` if the build succeeded.  If the build did not succeed every node is
+    ``"unsupported"``.  Input/OutputOperator rows are ignored.
+
+    Args:
+        result: the compile result.
+        node_names: the ONNX node names; default read from ``result.path`` (needs ``onnx``).
+    """
+    names = list(node_names) if node_names is not None else onnx_node_names(result.path)
+    if result.status != "ok":
+        return {n: "unsupported" for n in names}
+    cpu = {r.onnx_name for r in result.cpu_rows() if r.onnx_name}
+    return {n: ("cpu" if n in cpu else "npu") for n in names}
+
+
+def unmapped_cpu_rows(result: RknnResult, node_names: Sequence[str]) -> list[LayerRow]:
+    """CPU rows whose name is not an ONNX node (ops RKNN created while rewriting the graph)."""
+    names = set(node_names)
+    return [r for r in result.cpu_rows() if r.onnx_name not in names]
+
+
+def _main(argv: Sequence[str] | None = None) -> int:
+    """Tiny CLI: ``python -m pytest_npucheck.oracles.rknn [--soc rk3588] [--python P] model.onnx...``."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("models", nargs="+")
+    ap.add_argument("--soc", default="rk3588")
+    ap.add_argument("--python")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    args = ap.parse_args(argv)
+    res = compile_models(args.models, args.soc, args.python, timeout=args.timeout)
+    json.dump([r.to_dict() for r in res], sys.stdout, indent=1)
+    sys.stdout.write("\n")
+    return 0 if all(r.ok for r in res) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
