@@ -1,0 +1,539 @@
+"""ONNX model -> immutable graph facts.
+
+Facts are computed once per model file: opsets per domain, every node (including nodes in
+If/Loop/Scan bodies) with its attributes (ONNX defaults filled in), the dtype and shape of every
+tensor from ONNX shape inference (symbolic dims kept as strings, unknown dims as ``None``, unknown
+rank as ``shape=None``), constants and their values where small, and where each node came from in
+the PyTorch source when the exporter recorded it. External data is never loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from .errors import ModelError
+
+Dim = "int | str | None"
+
+DEFAULT_DOMAIN = "ai.onnx"
+SMALL_CONSTANT = 64  # constants up to this many elements keep their values
+
+_DTYPE_NAMES = {
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+    14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
+    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4",
+}
+DTYPE_SIZES = {
+    "float32": 4, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8,
+    "bool": 1, "float16": 2, "float64": 8, "uint32": 4, "uint64": 8, "complex64": 8,
+    "complex128": 16, "bfloat16": 2, "float8e4m3fn": 1, "float8e4m3fnuz": 1, "float8e5m2": 1,
+    "float8e5m2fnuz": 1, "uint4": 1, "int4": 1,
+}
+
+
+def dtype_name(elem_type: int) -> Optional[str]:
+    return _DTYPE_NAMES.get(elem_type)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What is known statically about one tensor."""
+
+    name: str
+    dtype: Optional[str]
+    shape: Optional[tuple[Any, ...]]  # dims are int (static), str (symbolic) or None (unknown)
+    const: bool = False
+    value: Optional[tuple[Any, ...]] = None  # flattened values of a small constant
+
+    @property
+    def static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def symbolic_dims(self) -> list[str]:
+        return [d for d in (self.shape or ()) if isinstance(d, str)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """Where a node came from in the PyTorch model, as far as the exporter recorded it."""
+
+    module: Optional[str] = None  # dotted module path, "" for the root module
+    file: Optional[str] = None
+    line: Optional[int] = None
+    code: Optional[str] = None
+    function: Optional[str] = None
+
+    def __str__(self) -> str:
+        parts = []
+        if self.module is not None:
+            parts.append(self.module or "<root>")
+        if self.file:
+            parts.append(f"{self.file}:{self.line}" if self.line else self.file)
+        return " at ".join(parts) if parts else "unknown"
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in (("module", self.module), ("file", self.file), ("line", self.line),
+                                  ("function", self.function), ("code", self.code)) if v is not None}
+
+
+@dataclass(frozen=True)
+class NodeFact:
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+    explicit_attrs: frozenset[str]
+    defaults: Mapping[str, Any]
+    graph: str = ""  # "" for the main graph, else "<node name>/<attribute>" of the owning node
+    source: Optional[SourceLocation] = None
+    opset: int = 0
+    subgraphs: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.domain}:{self.op_type}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.op_type} {self.name}"
+
+
+@dataclass
+class GraphFacts:
+    path: str
+    opsets: dict[str, int]
+    ir_version: int
+    nodes: tuple[NodeFact, ...]
+    tensors: dict[str, TensorInfo]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    initializers: frozenset[str]
+    producer_name: str = ""
+    producer: dict[str, int] = field(default_factory=dict)
+    consumers: dict[str, list[int]] = field(default_factory=dict)
+    shape_inference_error: Optional[str] = None
+
+    def tensor(self, name: str) -> Optional[TensorInfo]:
+        return self.tensors.get(name)
+
+    def __post_init__(self) -> None:
+        if not self.producer:
+            for node in self.nodes:
+                for out in node.outputs:
+                    if out:
+                        self.producer[out] = node.index
+                for inp in node.inputs:
+                    if inp:
+                        self.consumers.setdefault(inp, []).append(node.index)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+_GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for unknown dims
+_LFS = b"version https://git-lfs.github.com/spec/"
+
+
+def load_model_proto(path: Path) -> Any:
+    """Read an ONNX file without its external data; every failure names the file."""
+    import onnx  # lazy: heavy
+    from google.protobuf.message import DecodeError
+
+    path = Path(path)
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot read model file: {exc.strerror or exc}") from None
+    if not path.is_file():
+        raise ModelError(f"{path}: not a regular file")
+    if st.st_size == 0:
+        raise ModelError(f"{path}: empty file, not an ONNX model")
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+    if head.startswith(_LFS):
+        raise ModelError(f"{path}: is a Git LFS pointer, not the model (run `git lfs pull`)")
+    try:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+    except (DecodeError, RuntimeError, ValueError, OSError, UnicodeDecodeError) as exc:
+        raise ModelError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # protobuf raises assorted errors on random bytes
+        raise ModelError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
+    if not model.HasField("graph"):
+        raise ModelError(f"{path}: ONNX file has no graph")
+    if len(model.graph.node) == 0:
+        raise ModelError(f"{path}: ONNX graph '{model.graph.name}' has no nodes: nothing to check")
+    if len(model.graph.output) == 0:
+        raise ModelError(f"{path}: ONNX graph '{model.graph.name}' declares no outputs")
+    return model
+
+
+def load_graph(path: Path) -> GraphFacts:
+    """Graph facts of an ONNX file (no weights loaded)."""
+    model = load_model_proto(Path(path))
+    return facts_from_model(model, str(path))
+
+
+def facts_from_model(model: Any, path: str = "<memory>") -> GraphFacts:
+    import onnx
+    from onnx import shape_inference
+
+    opsets: dict[str, int] = {}
+    for imp in model.opset_import:
+        opsets[imp.domain or DEFAULT_DOMAIN] = int(imp.version)
+    if DEFAULT_DOMAIN not in opsets:
+        opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
+    inferred, error = _infer(model)
+    folded = _fold_small_constants(inferred, opsets)
+    if folded:
+        # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
+        # infer again on a shadow graph where those constants are initializers
+        shadow, error2 = _infer(_shadow_model(model, folded))
+        if error2 is None:
+            error = None
+    builder = _Builder(opsets, onnx)
+    builder.walk_graph(inferred.graph, prefix="")
+    if folded:
+        builder.merge_value_infos(shadow.graph)
+        for name, arr in folded.items():
+            builder.folded_value(name, arr)
+    g = inferred.graph
+    return GraphFacts(
+        path=path,
+        opsets=opsets,
+        ir_version=int(model.ir_version),
+        nodes=tuple(builder.nodes),
+        tensors=builder.tensors,
+        inputs=tuple(i.name for i in g.input if i.name not in builder.initializers),
+        outputs=tuple(o.name for o in g.output),
+        initializers=frozenset(builder.initializers),
+        producer_name=f"{model.producer_name} {model.producer_version}".strip(),
+        shape_inference_error=error,
+    )
+
+
+
+def _infer(model: Any) -> tuple[Any, Optional[str]]:
+    from onnx import shape_inference
+
+    try:
+        return shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True), None
+    except Exception as exc:  # shape inference errors leave shapes unknown, never "supported"
+        text = str(exc).strip().splitlines()
+        return model, f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+_NO_FOLD = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial",
+                      "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"})
+
+
+def _fold_small_constants(model: Any, opsets: Mapping[str, int]) -> dict[str, Any]:
+    """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
+
+    Only nodes of the default domain whose inputs are all known small values are evaluated, with
+    ONNX's reference implementation; initializers larger than SMALL_CONSTANT elements and external
+    data are never read. Returns {tensor name: numpy array} for node outputs only.
+    """
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    known: dict[str, Any] = {}
+    for init in model.graph.initializer:
+        numel = 1
+        for d in init.dims:
+            numel *= d
+        if numel <= SMALL_CONSTANT and init.data_location != 1:
+            try:
+                known[init.name] = numpy_helper.to_array(init)
+            except Exception:
+                pass
+    shapes: dict[str, tuple[int, ...]] = {}
+    for vi in list(model.graph.input) + list(model.graph.value_info):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    out: dict[str, Any] = {}
+    opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
+    for node in model.graph.node:
+        if node.domain not in ("", DEFAULT_DOMAIN) or node.op_type in _NO_FOLD:
+            continue
+        values: Optional[list[Any]] = None
+        if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
+            dims = shapes[node.input[0]]
+            if node.op_type == "Size":
+                values = [np.array(int(np.prod(dims)), dtype=np.int64)]
+            else:
+                attrs = {a.name: a.i for a in node.attribute}
+                r = len(dims)
+                start, end = attrs.get("start", 0), attrs.get("end", r)
+                start = min(max(start + r if start < 0 else start, 0), r)
+                end = min(max(end + r if end < 0 else end, 0), r)
+                values = [np.array(dims[start:end], dtype=np.int64)]
+        elif node.op_type == "Constant" or (node.input and all((not i) or i in known for i in node.input)):
+            values = _evaluate(node, known, opset_list)
+        if values is None:
+            continue
+        for name, value in zip(node.output, values):
+            if name and value is not None and np.size(value) <= SMALL_CONSTANT:
+                known[name] = value
+                out[name] = value
+    return out
+
+
+def _evaluate(node: Any, known: Mapping[str, Any], opset_list: list[Any]) -> Optional[list[Any]]:
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        feeds = {i: known[i] for i in node.input if i}
+        inputs = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in feeds.items()]
+        outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        g = helper.make_graph([node], "fold", inputs, outputs)
+        m = helper.make_model(g, opset_imports=opset_list)
+        res = ReferenceEvaluator(m).run(None, feeds)
+        return [r for r in res]
+    except Exception:
+        return None
+
+
+def _shadow_model(model: Any, folded: Mapping[str, Any]) -> Any:
+    """A copy of the model where folded node outputs are initializers and their nodes are gone."""
+    from onnx import ModelProto, numpy_helper
+
+    shadow = ModelProto()
+    shadow.CopyFrom(model)
+    g = shadow.graph
+    keep = [n for n in g.node if not (n.output and all((not o) or o in folded for o in n.output))]
+    del g.node[:]
+    g.node.extend(keep)
+    used = {i for n in keep for i in n.input} | {o.name for o in g.output}
+    for name, value in folded.items():
+        if name in used:
+            g.initializer.append(numpy_helper.from_array(value, name))
+    return shadow
+
+
+class _Builder:
+    def __init__(self, opsets: Mapping[str, int], onnx: Any) -> None:
+        self.opsets = opsets
+        self.onnx = onnx
+        self.nodes: list[NodeFact] = []
+        self.tensors: dict[str, TensorInfo] = {}
+        self.initializers: set[str] = set()
+        self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
+
+    # tensors
+    def _value_info(self, vi: Any) -> None:
+        t = vi.type
+        if not t.HasField("tensor_type"):
+            self.tensors.setdefault(vi.name, TensorInfo(vi.name, None, None))
+            return
+        tt = t.tensor_type
+        dtype = dtype_name(tt.elem_type) if tt.elem_type else None
+        shape: Optional[tuple[Any, ...]] = None
+        if tt.HasField("shape"):
+            dims: list[Any] = []
+            for d in tt.shape.dim:
+                if d.HasField("dim_value"):
+                    dims.append(int(d.dim_value))
+                elif d.HasField("dim_param") and not _GENERATED_DIM.match(d.dim_param):
+                    dims.append(d.dim_param)
+                else:
+                    dims.append(None)
+            shape = tuple(dims)
+        old = self.tensors.get(vi.name)
+        if old is not None and old.const:
+            return
+        self.tensors[vi.name] = TensorInfo(vi.name, dtype, shape)
+
+    def _const(self, name: str, tensor: Any) -> None:
+        dims = tuple(int(d) for d in tensor.dims)
+        numel = 1
+        for d in dims:
+            numel *= d
+        value: Optional[tuple[Any, ...]] = None
+        external = tensor.data_location == self.onnx.TensorProto.EXTERNAL
+        if numel <= SMALL_CONSTANT and not external:
+            try:
+                from onnx import numpy_helper
+
+                value = tuple(numpy_helper.to_array(tensor).reshape(-1).tolist())
+            except Exception:
+                value = None
+        self.tensors[name] = TensorInfo(name, dtype_name(tensor.data_type), dims, const=True, value=value)
+
+    def merge_value_infos(self, graph: Any) -> None:
+        """Shapes from a second inference pass; better knowledge replaces unknown dims."""
+        for vi in list(graph.value_info) + list(graph.output):
+            old = self.tensors.get(vi.name)
+            if old is not None and old.const:
+                continue
+            self._value_info(vi)
+
+    def folded_value(self, name: str, arr: Any) -> None:
+        """A node output the compiler computes at build time: its value is known."""
+        old = self.tensors.get(name)
+        dtype = (old.dtype if old else None) or _np_dtype_name(arr)
+        self.tensors[name] = TensorInfo(name, dtype, tuple(int(d) for d in arr.shape), const=False,
+                                        value=tuple(arr.reshape(-1).tolist()))
+
+    def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
+        key = (op_type, domain, opset)
+        if key in self._schema_cache:
+            return self._schema_cache[key]
+        defaults: Optional[dict[str, Any]]
+        try:
+            schema = self.onnx.defs.get_schema(op_type, max_inclusive_version=opset,
+                                               domain="" if domain == DEFAULT_DOMAIN else domain)
+        except Exception:
+            defaults = None
+        else:
+            defaults = {}
+            for name, attr in schema.attributes.items():
+                dv = attr.default_value
+                if dv is not None and dv.type != 0:
+                    defaults[name] = _attr_value(self.onnx.helper.get_attribute_value(dv))
+        self._schema_cache[key] = defaults
+        return defaults
+
+    def walk_graph(self, graph: Any, prefix: str) -> None:
+        for init in graph.initializer:
+            self.initializers.add(init.name)
+            self._const(init.name, init)
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            if vi.name not in self.initializers:
+                self._value_info(vi)
+        for node in graph.node:
+            self._node(node, prefix)
+
+    def _node(self, node: Any, prefix: str) -> None:
+        domain = node.domain or DEFAULT_DOMAIN
+        opset = self.opsets.get(domain, 0)
+        attrs: dict[str, Any] = {}
+        explicit: set[str] = set()
+        bodies: list[tuple[str, Any]] = []
+        for a in node.attribute:
+            explicit.add(a.name)
+            if a.type == self.onnx.AttributeProto.GRAPH:
+                bodies.append((a.name, a.g))
+                attrs[a.name] = "<graph>"
+            elif a.type == self.onnx.AttributeProto.GRAPHS:
+                for i, g in enumerate(a.graphs):
+                    bodies.append((f"{a.name}[{i}]", g))
+                attrs[a.name] = "<graphs>"
+            elif a.type == self.onnx.AttributeProto.TENSOR:
+                attrs[a.name] = "<tensor>"
+            else:
+                attrs[a.name] = _attr_value(self.onnx.helper.get_attribute_value(a))
+        defaults = self._schema_defaults(node.op_type, domain, opset) or {}
+        for k, v in defaults.items():
+            attrs.setdefault(k, v)
+        index = len(self.nodes)
+        name = node.name or f"{node.op_type}_{index}"
+        if node.op_type == "Constant" and domain == DEFAULT_DOMAIN and node.output:
+            self._constant_node(node)
+        sub_names = tuple(f"{name}/{label}" for label, _ in bodies)
+        self.nodes.append(NodeFact(
+            index=index, name=name, op_type=node.op_type, domain=domain,
+            inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            explicit_attrs=frozenset(explicit), defaults=defaults, graph=prefix,
+            source=_source(node, name), opset=opset, subgraphs=sub_names,
+        ))
+        for (label, body), sub in zip(bodies, sub_names):
+            self.walk_graph(body, sub)
+
+    def _constant_node(self, node: Any) -> None:
+        out = node.output[0]
+        for a in node.attribute:
+            if a.name == "value" and a.type == self.onnx.AttributeProto.TENSOR:
+                self._const(out, a.t)
+                return
+            if a.name in ("value_float", "value_int"):
+                v = self.onnx.helper.get_attribute_value(a)
+                self.tensors[out] = TensorInfo(out, "float32" if a.name == "value_float" else "int64", (), True, (v,))
+                return
+            if a.name in ("value_floats", "value_ints"):
+                v = list(self.onnx.helper.get_attribute_value(a))
+                self.tensors[out] = TensorInfo(out, "float32" if a.name == "value_floats" else "int64", (len(v),), True,
+                                               tuple(v) if len(v) <= SMALL_CONSTANT else None)
+                return
+        self.tensors[out] = TensorInfo(out, None, None, True, None)
+
+
+def _np_dtype_name(arr: Any) -> Optional[str]:
+    name = str(arr.dtype)
+    return {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "bool",
+            "float16": "float16", "int8": "int8", "uint8": "uint8"}.get(name)
+
+
+def _attr_value(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, (list, tuple)):
+        return [_attr_value(x) for x in v]
+    return v
+
+
+# -- source locations ---------------------------------------------------------------------------
+
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _source(node: Any, name: str) -> Optional[SourceLocation]:
+    meta = {p.key: p.value for p in node.metadata_props}
+    if meta:
+        module = None
+        scopes = meta.get("pkg.torch.onnx.name_scopes")
+        if scopes:
+            try:
+                parts = ast.literal_eval(scopes)
+                # the last scope is the aten op itself; the rest is the module path
+                module = ".".join(p for p in parts[:-1] if p)
+            except (ValueError, SyntaxError):
+                module = None
+        file = line = function = code = None
+        trace = meta.get("pkg.torch.onnx.stack_trace")
+        if trace:
+            frames = list(_iter_frames(trace))
+            if frames:
+                file, line, function, code = frames[-1]
+        if module is not None or file:
+            return SourceLocation(module=module, file=file, line=line, function=function, code=code)
+    if name.startswith("/") and len(name) > 1:
+        # TorchScript exporter scope names: /layer1/conv1/Conv -> layer1.conv1
+        return SourceLocation(module=".".join(name.strip("/").split("/")[:-1]))
+    return None
+
+
+def _iter_frames(trace: str) -> Iterator[tuple[str, int, str, Optional[str]]]:
+    lines = trace.splitlines()
+    for i, text in enumerate(lines):
+        m = _FRAME.search(text)
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not _FRAME.search(lines[i + 1]) else None
+            yield m.group(1), int(m.group(2)), m.group(3), code
+
+
+def tensor_bytes(info: Optional[TensorInfo]) -> Optional[int]:
+    """Size in bytes of a statically shaped tensor, else None."""
+    if info is None or not info.static or info.dtype is None:
+        return None
+    n = 1
+    for d in info.shape or ():
+        n *= d
+    return n * DTYPE_SIZES.get(info.dtype, 4)
+
+
+def iter_main_nodes(nodes: Sequence[NodeFact]) -> Iterator[NodeFact]:
+    return (n for n in nodes if not n.graph)

@@ -1,0 +1,84 @@
+"""Strict JSON reading (no duplicate keys, no NaN/Infinity) and atomic writing."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import NpuCheckError
+
+
+class JsonFileError(NpuCheckError):
+    """A JSON file is unreadable or not strict JSON."""
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"non-standard JSON literal {name}")
+
+
+def loads_strict(text: str) -> Any:
+    """Parse JSON, rejecting duplicate keys and NaN/Infinity literals."""
+    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+
+
+def load_strict(path: Path) -> Any:
+    """Read a strict JSON file; every failure names the file (and line/column where known)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise JsonFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if raw.startswith(b"version https://git-lfs.github.com/spec/"):
+        raise JsonFileError(f"{path}: is a Git LFS pointer, not the file itself (run `git lfs pull`)")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonFileError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    try:
+        return loads_strict(text)
+    except json.JSONDecodeError as exc:
+        raise JsonFileError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except ValueError as exc:
+        raise JsonFileError(f"{path}: invalid JSON: {exc}") from None
+
+
+def dumps(data: Any) -> str:
+    """Serialise for files we write: stable key order, strict (NaN is an error)."""
+    return json.dumps(data, indent=2, sort_keys=False, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write a file so readers see the old or the new content, never a partial one.
+
+    The temporary file lives in the same directory and replaces the target with
+    ``os.replace``. A target that is a symlink is refused rather than followed.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise NpuCheckError(f"{path}: refusing to write through a symbolic link")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

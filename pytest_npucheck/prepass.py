@@ -1,0 +1,184 @@
+"""What a toolchain does to the graph before placing ops.
+
+Each pass marks nodes the compiler removes (``folded``) or merges into one fused op
+(``fused``); the graph facts themselves are never changed, so one set of facts serves every
+target. Which passes run, and in which order, is listed per table (``prepasses``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Optional, Sequence
+
+from .graph import GraphFacts, NodeFact, TensorInfo
+from .tables import Pattern, Table
+
+# ops whose value is not a function of their inputs: never folded
+NONDETERMINISTIC = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"})
+IDENTITY_OPS = frozenset({"Identity", "Dropout"})
+SHAPE_OPS = frozenset({"Shape", "Size"})
+
+
+@dataclass
+class PrepassResult:
+    folded: dict[int, str] = field(default_factory=dict)  # node index -> why it is removed
+    fused: dict[int, tuple[Pattern, int]] = field(default_factory=dict)  # node index -> (pattern, anchor index)
+    const: dict[str, TensorInfo] = field(default_factory=dict)  # tensors that became constants
+
+
+class GraphView:
+    """Graph facts as the toolchain sees them after its pre-passes (constants folded)."""
+
+    def __init__(self, graph: GraphFacts, pre: PrepassResult) -> None:
+        self.graph = graph
+        self.pre = pre
+
+    def tensor(self, name: str) -> Optional[TensorInfo]:
+        return self.pre.const.get(name) or self.graph.tensor(name)
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.graph, item)
+
+
+def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
+    pre = PrepassResult()
+    passes = set(table.prepasses)
+    if "eliminate_identity" in passes:
+        _eliminate_identity(graph, pre)
+    if passes & {"fold_constants", "fold_shape_ops"}:
+        _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes)
+    if "fuse_conv_bn" in passes:
+        _fuse_conv_bn(graph, pre)
+    if "fuse_patterns" in passes and table.patterns:
+        _fuse_patterns(graph, pre, table.patterns)
+    return pre
+
+
+def _is_const(graph: GraphFacts, pre: PrepassResult, name: str) -> bool:
+    if not name:
+        return True  # an omitted optional input
+    if name in pre.const:
+        return True
+    info = graph.tensor(name)
+    return bool(info and info.const)
+
+
+def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
+    for node in graph.nodes:
+        if node.op_type in IDENTITY_OPS and node.domain == "ai.onnx":
+            if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1] and graph.consumers.get(node.outputs[1]):
+                continue  # the mask is used: not an inference no-op
+            pre.folded[node.index] = f"{node.op_type} is removed by the compiler (no-op at inference)"
+
+
+def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool) -> None:
+    for node in graph.nodes:  # ONNX nodes are stored in topological order
+        if node.index in pre.folded or node.domain != "ai.onnx" or node.subgraphs:
+            continue
+        if shapes and node.op_type in SHAPE_OPS:
+            src = graph.tensor(node.inputs[0]) if node.inputs else None
+            if src is not None and src.static:
+                value = _shape_value(node, src)
+                for out in node.outputs:
+                    pre.const[out] = replace(graph.tensor(out) or TensorInfo(out, "int64", None), const=True, value=value)
+                pre.folded[node.index] = f"{node.op_type} of a static shape {list(src.shape or ())} folds to a constant"
+                continue
+        if not constants or node.op_type in NONDETERMINISTIC:
+            continue
+        if node.op_type == "Constant" or all(_is_const(graph, pre, i) for i in node.inputs):
+            for out in node.outputs:
+                if out:
+                    base = graph.tensor(out) or TensorInfo(out, None, None)
+                    pre.const[out] = base if base.const else replace(base, const=True)
+            why = "constant" if node.op_type == "Constant" else "all inputs are constant"
+            pre.folded[node.index] = f"{why}: folded at compile time"
+
+
+def _shape_value(node: NodeFact, src: TensorInfo) -> tuple[Any, ...]:
+    dims = tuple(src.shape or ())
+    if node.op_type == "Size":
+        n = 1
+        for d in dims:
+            n *= int(d)
+        return (n,)
+    rank = len(dims)
+    start = int(node.attrs.get("start", 0) or 0)
+    end = node.attrs.get("end")
+    start = max(0, start + rank if start < 0 else start)
+    stop = rank if end is None else (int(end) + rank if int(end) < 0 else int(end))
+    return dims[start:max(start, min(stop, rank))]
+
+
+def _fuse_conv_bn(graph: GraphFacts, pre: PrepassResult) -> None:
+    for node in graph.nodes:
+        if node.op_type != "BatchNormalization" or node.index in pre.folded or not node.inputs:
+            continue
+        prod = graph.producer.get(node.inputs[0])
+        if prod is None:
+            continue
+        conv = graph.nodes[prod]
+        if conv.op_type not in ("Conv", "ConvTranspose") or conv.index in pre.folded:
+            continue
+        if len(graph.consumers.get(node.inputs[0], [])) != 1:
+            continue
+        if not all(_is_const(graph, pre, i) for i in node.inputs[1:]):
+            continue
+        pre.folded[node.index] = f"fused into {conv.op_type} {conv.name}"
+
+
+def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pattern]) -> None:
+    for pattern in patterns:
+        first_op = pattern.nodes[0][1]
+        for node in graph.nodes:
+            if node.key != first_op or node.index in pre.folded or node.index in pre.fused:
+                continue
+            match = _match_from(graph, pre, pattern, node)
+            if match:
+                for idx in match:
+                    pre.fused[idx] = (pattern, node.index)
+
+
+def _match_from(graph: GraphFacts, pre: PrepassResult, pattern: Pattern, anchor: NodeFact) -> Optional[list[int]]:
+    """Backtracking match: pattern node k must consume an output of each node in its `after`."""
+    ids = [pid for pid, _, _ in pattern.nodes]
+    assigned: dict[str, int] = {ids[0]: anchor.index}
+
+    def candidates(k: int) -> list[int]:
+        _, op, after = pattern.nodes[k]
+        sets = []
+        for ref in after:
+            src = graph.nodes[assigned[ref]]
+            cons: set[int] = set()
+            for out in src.outputs:
+                cons.update(graph.consumers.get(out, []))
+            sets.append(cons)
+        common = set.intersection(*sets) if sets else set()
+        used = set(assigned.values())
+        return sorted(i for i in common if graph.nodes[i].key == op and i not in used
+                      and i not in pre.folded and i not in pre.fused)
+
+    def solve(k: int) -> bool:
+        if k == len(pattern.nodes):
+            return True
+        for cand in candidates(k):
+            assigned[ids[k]] = cand
+            if solve(k + 1):
+                return True
+            del assigned[ids[k]]
+        return False
+
+    if not solve(1):
+        return None
+    matched = set(assigned.values())
+    # inner outputs must not escape the pattern (the fused op only exposes the last node's output)
+    last = assigned[ids[-1]]
+    for idx in matched:
+        if idx == last:
+            continue
+        for out in graph.nodes[idx].outputs:
+            if out in graph.outputs or any(c not in matched for c in graph.consumers.get(out, [])):
+                return None
+    return sorted(matched)
+
+
+PassFn = Callable[[GraphFacts, PrepassResult], None]

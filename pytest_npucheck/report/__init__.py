@@ -1,0 +1,1 @@
+"""Renderers: structured results -> text lines, JSON documents."""

@@ -1,0 +1,70 @@
+"""Terminal rendering: per-operator tables and one-line summaries."""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from ..result import NodeResult, TargetResult
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+MAX_NAME = 120
+
+
+def clean(text: str, limit: int = MAX_NAME) -> str:
+    """Names come from the model: escape control characters and cap the length."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    return text if len(text) <= limit else text[: limit - 12] + f"...(+{len(text) - limit + 12})"
+
+
+def summary_line(result: TargetResult) -> str:
+    s = result.summary
+    total = len(result.nodes)
+    counts = f"npu {s['npu']}, cpu {s['cpu']}, unsupported {s['unsupported']}, folded {s['folded']}"
+    if result.passed:
+        head = f"PASS: all {total - s['folded']} remaining nodes run on the NPU"
+    else:
+        bad = s["cpu"] + s["unsupported"]
+        head = "FAIL: " + (f"{bad} of {total} nodes leave the NPU" if bad else "the compiler rejects the model")
+        if result.model_issues and bad:
+            head += " and the compiler rejects the model"
+    return f"{result.target} [table {result.table.get('sha256', '')[:12]}]: {head} ({counts})"
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    widths[-1] = 0  # the last column is not padded
+    fmt = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return [fmt(header), fmt(["-" * max(len(h), 1) for h in header])] + [fmt(r) for r in rows]
+
+
+def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
+    rows = []
+    for n in nodes:
+        src = str(n.source) if n.source else "unknown"
+        label = f"{clean(n.op_type, 40)} {clean(n.name)}"
+        reasons = n.reasons or ()
+        if not reasons:
+            rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, "", clean(src, 200)])
+        for i, r in enumerate(reasons):
+            msg = f"{label}: {clean(r.message, 400)}"
+            if i == 0:
+                rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, clean(src, 200), msg])
+            else:
+                rows.append(["", "", "", "", msg])
+    return rows
+
+
+def render_target(result: TargetResult, all_nodes: bool = False) -> list[str]:
+    """Summary line, model-level problems, then the per-operator table of nodes that leave the NPU."""
+    lines = [summary_line(result)]
+    for issue in result.model_issues:
+        lines.append(f"  model: {issue.verdict}: {clean(issue.message, 400)}")
+    for note in result.notes:
+        lines.append(f"  note: {clean(note, 400)}")
+    nodes = result.nodes if all_nodes else [n for n in result.nodes if n.falls_back]
+    if nodes:
+        rows = node_rows(sorted(nodes, key=lambda n: (-{"unsupported": 2, "cpu": 1}.get(n.verdict, 0), n.index))
+                         if not all_nodes else nodes)
+        lines += ["  " + line for line in _table(rows, ["op type", "node", "verdict", "source", "reason"])]
+    return lines

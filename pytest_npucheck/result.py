@@ -1,0 +1,97 @@
+"""Structured results of a check. Every report is rendered from these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from .graph import SourceLocation
+
+VERDICTS = ("npu", "cpu", "unsupported", "folded")
+SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
+
+
+@dataclass(frozen=True)
+class Reason:
+    rule: str
+    message: str
+    verdict: str  # the verdict this reason alone leads to
+    category: str = "op"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rule": self.rule, "message": self.message, "verdict": self.verdict, "category": self.category}
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    verdict: str
+    reasons: tuple[Reason, ...] = ()
+    graph: str = ""
+    source: Optional[SourceLocation] = None
+    fused_into: Optional[str] = None
+
+    @property
+    def falls_back(self) -> bool:
+        return self.verdict in ("cpu", "unsupported")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name, "op_type": self.op_type, "domain": self.domain, "verdict": self.verdict,
+            "reasons": [r.to_json() for r in self.reasons],
+        }
+        if self.graph:
+            out["graph"] = self.graph
+        if self.fused_into:
+            out["fused_into"] = self.fused_into
+        out["source"] = self.source.to_json() if self.source else None
+        return out
+
+
+@dataclass(frozen=True)
+class TargetResult:
+    target: str
+    table: Mapping[str, str]
+    model: Mapping[str, Any]
+    nodes: tuple[NodeResult, ...]
+    model_issues: tuple[Reason, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def summary(self) -> dict[str, int]:
+        counts = {v: 0 for v in VERDICTS}
+        for n in self.nodes:
+            counts[n.verdict] += 1
+        return counts
+
+    @property
+    def passed(self) -> bool:
+        return not self.model_issues and not any(n.falls_back for n in self.nodes)
+
+    @property
+    def verdict(self) -> str:
+        if self.model_issues or any(n.verdict == "unsupported" for n in self.nodes):
+            return "unsupported"
+        if any(n.verdict == "cpu" for n in self.nodes):
+            return "cpu"
+        return "npu"
+
+    @property
+    def fallbacks(self) -> list[NodeResult]:
+        return [n for n in self.nodes if n.falls_back]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "table": dict(self.table),
+            "model": dict(self.model),
+            "passed": self.passed,
+            "verdict": self.verdict,
+            "summary": self.summary,
+            "model_issues": [r.to_json() for r in self.model_issues],
+            "notes": list(self.notes),
+            "nodes": [n.to_json() for n in self.nodes],
+        }

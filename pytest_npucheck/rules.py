@@ -1,0 +1,367 @@
+"""Constraint rules: small named functions, registered by id.
+
+Each rule takes the node, its params (from the table) and the graph facts and returns
+``None`` when the node satisfies it, else a message that says what the node actually has
+(``mode='reflect' not in {'constant'}``). A rule that needs a fact the graph does not
+have (an unknown shape or dtype) fails: unknown is never reported as supported.
+
+The docstring's first line, formatted with the params, is the requirement in words; it
+is what the generated supported-ops pages print.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+
+from .graph import GraphFacts, NodeFact, TensorInfo
+
+RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    fn: RuleFn
+    category: str  # dtype | shape | attribute | constant | structure
+
+    def check(self, node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+        return self.fn(node, params, graph)
+
+    def describe(self, params: Mapping[str, Any]) -> str:
+        """The requirement in words, from the docstring filled with the params."""
+        doc = (self.fn.__doc__ or self.id).strip().splitlines()[0]
+        return doc.format_map(_Describe(params))
+
+
+class _Describe(dict):  # type: ignore[type-arg]
+    """Format helper: params rendered readably, missing ones as sensible defaults."""
+
+    def __init__(self, params: Mapping[str, Any]) -> None:
+        super().__init__(params)
+
+    def __missing__(self, key: str) -> str:
+        return {"tensor": "input", "index": "0", "tensors": "all", "attr": "axis", "min": "-inf", "max": "inf"}.get(key, "?")
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "values_set" or key == "allowed_set":
+            values = super().get("values", super().get("allowed", []))
+            return fmt_set(values)
+        if key == "which":
+            return _which(self.get("tensor", "input"), self.get("index", 0))
+        if key == "range":
+            lo, hi = self.get("min"), self.get("max")
+            return _fmt_range(lo, hi)
+        value = super().__getitem__(key) if key in self else self.__missing__(key)
+        return value
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, category: str) -> Callable[[RuleFn], RuleFn]:
+    def register(fn: RuleFn) -> RuleFn:
+        if rule_id in RULES:
+            raise RuntimeError(f"rule {rule_id} registered twice")
+        RULES[rule_id] = Rule(rule_id, fn, category)
+        return fn
+
+    return register
+
+
+# -- formatting helpers -------------------------------------------------------------------------
+
+def fmt_value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def fmt_set(values: Iterable[Any]) -> str:
+    return "{" + ", ".join(fmt_value(v) for v in values) + "}"
+
+
+def _fmt_range(lo: Any, hi: Any) -> str:
+    left = "-inf" if lo is None else fmt_value(lo)
+    right = "inf" if hi is None else fmt_value(hi)
+    return f"[{left}, {right}]"
+
+
+def _which(kind: str, index: Any) -> str:
+    return f"every {kind}" if index == "*" else f"{kind} {index}"
+
+
+def _fmt_shape(shape: Optional[Sequence[Any]]) -> str:
+    if shape is None:
+        return "unknown"
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def _tensors(node: NodeFact, graph: GraphFacts, kind: str, index: Any) -> list[tuple[str, Optional[TensorInfo]]]:
+    """(label, info) for the referenced tensors; missing optional inputs are skipped."""
+    names = node.inputs if kind == "input" else node.outputs
+    if index == "*":
+        picks = [(i, n) for i, n in enumerate(names) if n]
+    elif isinstance(index, int) and index < len(names) and names[index]:
+        picks = [(index, names[index])]
+    else:
+        return []
+    return [(f"{kind} {i} '{n}'", graph.tensor(n)) for i, n in picks]
+
+
+def _in_range(value: float, lo: Any, hi: Any) -> bool:
+    return (lo is None or value >= lo) and (hi is None or value <= hi)
+
+
+# -- rules --------------------------------------------------------------------------------------
+
+@rule("dtype", "dtype")
+def rule_dtype(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """{which} dtype must be one of {allowed_set}."""
+    allowed = set(params["allowed"])
+    bad = []
+    for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
+        dtype = info.dtype if info else None
+        if dtype is None:
+            bad.append(f"{label} has unknown dtype")
+        elif dtype not in allowed:
+            bad.append(f"{label} dtype {dtype} not in {fmt_set(sorted(allowed))}")
+    return "; ".join(bad) or None
+
+
+@rule("rank", "shape")
+def rule_rank(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """{which} rank must be in {range}."""
+    lo, hi = params.get("min"), params.get("max")
+    bad = []
+    for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
+        if info is None or info.shape is None:
+            bad.append(f"{label} has unknown rank")
+        elif not _in_range(len(info.shape), lo, hi):
+            bad.append(f"{label} has rank {len(info.shape)}, outside {_fmt_range(lo, hi)}")
+    return "; ".join(bad) or None
+
+
+@rule("dim", "shape")
+def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """{which} dimension {axis} must be in {range}."""
+    lo, hi = params.get("min"), params.get("max")
+    axis = params["axis"]
+    bad = []
+    for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
+        if info is None or info.shape is None:
+            bad.append(f"{label} has unknown shape")
+            continue
+        rank = len(info.shape)
+        axes = range(rank) if axis == "*" else [axis + rank if axis < 0 else axis]
+        for a in axes:
+            if not 0 <= a < rank:
+                continue  # the rank rule speaks about missing axes
+            d = info.shape[a]
+            if not isinstance(d, int):
+                bad.append(f"{label} dim {a} is {'unknown' if d is None else repr(d)} (not static)")
+            elif not _in_range(d, lo, hi):
+                bad.append(f"{label} dim {a} is {d}, outside {_fmt_range(lo, hi)}")
+    return "; ".join(bad) or None
+
+
+def _dynamic_dims(node: NodeFact, graph: GraphFacts, which: str, unknown_only: bool) -> list[str]:
+    kinds = ["input", "output"] if which == "all" else [which.rstrip("s")]
+    bad = []
+    for kind in kinds:
+        for label, info in _tensors(node, graph, kind, "*"):
+            if info is None or info.shape is None:
+                bad.append(f"{label} has unknown shape")
+                continue
+            if unknown_only:
+                unknown = [i for i, d in enumerate(info.shape) if d is None]
+                if unknown:
+                    bad.append(f"{label} shape {_fmt_shape(info.shape)} has unknown dims {unknown}")
+                continue
+            dynamic = [d if isinstance(d, str) else "?" for d in info.shape if not isinstance(d, int)]
+            if dynamic:
+                bad.append(f"{label} shape {_fmt_shape(info.shape)} is dynamic ({', '.join(map(str, dynamic))})")
+    return bad
+
+
+@rule("static_shape", "shape")
+def rule_static_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """{tensors} tensors must have static shapes (no symbolic or unknown dims)."""
+    return "; ".join(_dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=False)) or None
+
+
+@rule("known_shape", "shape")
+def rule_known_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """{tensors} tensors must have a known rank and no unknown dims (symbolic dims are allowed)."""
+    return "; ".join(_dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=True)) or None
+
+
+def _attr(node: NodeFact, name: str) -> tuple[bool, Any]:
+    if name in node.attrs:
+        return True, node.attrs[name]
+    return False, None
+
+
+def _norm(value: Any) -> Any:
+    """Make list attributes comparable with JSON lists and numbers with each other."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_norm(v) for v in value)
+    if isinstance(value, bool):
+        return int(value)
+    return value
+
+
+@rule("attr_in", "attribute")
+def rule_attr_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """attribute {attr} must be one of {values_set}."""
+    name = params["attr"]
+    present, value = _attr(node, name)
+    if not present:
+        return f"{name} is not set and has no default"
+    allowed = {_norm(v) for v in params["values"]}
+    if _norm(value) in allowed:
+        return None
+    return f"{name}={fmt_value(value)} not in {fmt_set(params['values'])}"
+
+
+@rule("attr_not_in", "attribute")
+def rule_attr_not_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """attribute {attr} must not be one of {values_set}."""
+    name = params["attr"]
+    present, value = _attr(node, name)
+    if present and _norm(value) in {_norm(v) for v in params["values"]}:
+        return f"{name}={fmt_value(value)} is not supported"
+    return None
+
+
+@rule("attr_range", "attribute")
+def rule_attr_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """every value of attribute {attr} must be in {range}."""
+    name = params["attr"]
+    lo, hi = params.get("min"), params.get("max")
+    present, value = _attr(node, name)
+    if not present or value is None:
+        return None  # an absent attribute with no default takes the op's natural value
+    values = value if isinstance(value, (list, tuple)) else [value]
+    bad = [v for v in values if not isinstance(v, (int, float)) or not _in_range(v, lo, hi)]
+    if bad:
+        return f"{name}={fmt_value(value)} outside {_fmt_range(lo, hi)}"
+    return None
+
+
+@rule("attr_default", "attribute")
+def rule_attr_default(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """attributes {attrs} must keep their default values."""
+    bad = []
+    for name in params["attrs"]:
+        if name in node.explicit_attrs and node.attrs.get(name) != node.defaults.get(name, object()):
+            bad.append(f"{name}={fmt_value(node.attrs.get(name))}")
+    if bad:
+        return f"{', '.join(bad)} set, only the default is supported"
+    return None
+
+
+@rule("axis_in", "attribute")
+def rule_axis_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """axis must be one of {values_set} (normalised against the rank of input 0)."""
+    if "input" in params:
+        idx = params["input"]
+        name = node.inputs[idx] if idx < len(node.inputs) else ""
+        info = graph.tensor(name) if name else None
+        if info is None or info.value is None:
+            return f"axis input {idx} is not a known constant"
+        axes = list(info.value)
+        label = f"axis input {idx}"
+    else:
+        attr = params.get("attr", "axis")
+        present, value = _attr(node, attr)
+        if not present or value is None:
+            return f"{attr} is not set"
+        axes = list(value) if isinstance(value, (list, tuple)) else [value]
+        label = attr
+    x = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if x is None or x.shape is None:
+        if any(int(a) < 0 for a in axes):
+            return f"{label}={fmt_value(axes if len(axes) > 1 else axes[0])} with input of unknown rank"
+        rank = None
+    else:
+        rank = len(x.shape)
+    normed = [int(a) + rank if rank is not None and int(a) < 0 else int(a) for a in axes]
+    allowed = set(params["values"])
+    if all(a in allowed for a in normed):
+        return None
+    shown = normed if len(normed) > 1 else normed[0]
+    rank_txt = f" (rank {rank})" if rank is not None else ""
+    return f"{label}={fmt_value(shown)}{rank_txt} not in {fmt_set(params['values'])}"
+
+
+def _indices(params: Mapping[str, Any]) -> list[int]:
+    idx = params["index"]
+    return list(idx) if isinstance(idx, list) else [idx]
+
+
+@rule("const_input", "constant")
+def rule_const_input(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input {index} must be a constant (initializer or folded)."""
+    bad = []
+    for i in _indices(params):
+        if i < len(node.inputs) and node.inputs[i]:
+            info = graph.tensor(node.inputs[i])
+            if info is None or not info.const:
+                bad.append(f"input {i} '{node.inputs[i]}' is computed at run time, not a constant")
+    return "; ".join(bad) or None
+
+
+@rule("const_value_range", "constant")
+def rule_const_value_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """every value of constant input {index} must be in {range} (integers only: {integer})."""
+    i = params["index"]
+    if i >= len(node.inputs) or not node.inputs[i]:
+        return None
+    info = graph.tensor(node.inputs[i])
+    if info is None or not info.const:
+        return f"input {i} '{node.inputs[i]}' is not a constant"
+    if info.value is None:
+        return f"input {i} '{node.inputs[i]}' is a constant whose values are not known statically"
+    lo, hi = params.get("min"), params.get("max")
+    ignore = set(params.get("ignore", []))
+    values = [v for v in info.value if v not in ignore]
+    bad = [v for v in values if not _in_range(v, lo, hi)
+           or (params.get("integer") and not float(v).is_integer())
+           or (isinstance(v, float) and math.isnan(v))]
+    if bad:
+        want = _fmt_range(lo, hi) + (" and integer" if params.get("integer") else "")
+        return f"input {i} '{node.inputs[i]}' = {fmt_value(list(info.value))}, needs every value in {want}"
+    return None
+
+
+@rule("input_count", "structure")
+def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the number of inputs must be in {range}."""
+    n = sum(1 for name in node.inputs if name)
+    if _in_range(n, params.get("min"), params.get("max")):
+        return None
+    return f"has {n} inputs, outside {_fmt_range(params.get('min'), params.get('max'))}"
+
+
+@rule("elements_max", "shape")
+def rule_elements_max(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the product of {which} dims over axes {axes} must be at most {max}."""
+    bad = []
+    for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
+        if info is None or info.shape is None:
+            bad.append(f"{label} has unknown shape")
+            continue
+        rank = len(info.shape)
+        axes = params.get("axes") or list(range(rank))
+        dims = [info.shape[a + rank if a < 0 else a] for a in axes if -rank <= a < rank]
+        if not all(isinstance(d, int) for d in dims):
+            bad.append(f"{label} shape {_fmt_shape(info.shape)} is not static over axes {list(axes)}")
+            continue
+        product = math.prod(dims)  # type: ignore[arg-type]
+        if product > params["max"]:
+            bad.append(f"{label} shape {_fmt_shape(info.shape)}: {product} elements over axes {list(axes)} > {params['max']}")
+    return "; ".join(bad) or None

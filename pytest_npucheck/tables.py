@@ -1,0 +1,416 @@
+"""Load, validate and resolve versioned support tables.
+
+Layout of a table directory (the bundled one is ``op_support_tables/``)::
+
+    catalog.json                     toolchain titles, default SoC, SoC aliases
+    schema.json                      JSON Schema of a table file
+    <toolchain>/<version>/<soc>.json one table per toolchain version and SoC
+
+Targets are written ``TOOLCHAIN@VERSION/SOC``; version and SoC may be omitted (newest version,
+the toolchain's default SoC). A version may be given as a prefix of dotted components
+(``qnn@2.51`` names ``2.51.0``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .errors import TableError, UsageError
+from .jsonio import JsonFileError, load_strict
+
+_TARGET = re.compile(r"^(?P<tc>[a-z][a-z0-9_-]*)(?:@(?P<ver>[0-9A-Za-z][0-9A-Za-z.+_-]*))?(?:/(?P<soc>[a-z0-9][a-z0-9_.-]*))?$")
+
+
+def bundled_tables_dir() -> Path:
+    """The tables shipped with the package (source checkout or installed wheel)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "op_support_tables", here.parent / "op_support_tables"):
+        if (candidate / "schema.json").is_file():
+            return candidate
+    raise TableError(str(here / "op_support_tables"), ["bundled support tables not found (broken installation)"])
+
+
+def version_key(version: str) -> tuple[Any, ...]:
+    parts = re.split(r"[.+_-]", version)
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in parts)
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A parsed target string, not yet resolved against the tables."""
+
+    toolchain: str
+    version: Optional[str] = None
+    soc: Optional[str] = None
+
+    @classmethod
+    def parse(cls, text: str) -> "TargetSpec":
+        m = _TARGET.match(text.strip().lower()) if isinstance(text, str) else None
+        if not m:
+            raise UsageError(f"invalid target {text!r}: expected TOOLCHAIN[@VERSION][/SOC], e.g. rknn@2.5.0/rk3588")
+        return cls(m.group("tc"), m.group("ver"), m.group("soc"))
+
+    def __str__(self) -> str:
+        s = self.toolchain
+        if self.version:
+            s += f"@{self.version}"
+        if self.soc:
+            s += f"/{self.soc}"
+        return s
+
+
+@dataclass(frozen=True)
+class Constraint:
+    rule: str
+    params: Mapping[str, Any]
+    on_fail: str
+    source: Optional[str] = None
+    except_ops: frozenset[str] = frozenset()
+    only_ops: Optional[frozenset[str]] = None
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    key: str
+    status: str
+    opset: Optional[tuple[int, int]]
+    constraints: tuple[Constraint, ...]
+    source: str
+    note: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    name: str
+    nodes: tuple[tuple[str, str, tuple[str, ...]], ...]  # (id, domain:op, after ids)
+    fused_op: str
+    status: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Table:
+    toolchain: str
+    version: str
+    soc: str
+    path: Path
+    sha256: str
+    opsets: Mapping[str, tuple[int, int]]
+    prepasses: tuple[str, ...]
+    default_verdict: str
+    generic_constraints: tuple[Constraint, ...]
+    patterns: tuple[Pattern, ...]
+    ops: Mapping[str, OpEntry]
+    precision: Mapping[str, Any]
+    provenance: Mapping[str, Any]
+    description: str = ""
+
+    @property
+    def target(self) -> str:
+        return f"{self.toolchain}@{self.version}/{self.soc}"
+
+    def header(self) -> dict[str, str]:
+        return {"toolchain": self.toolchain, "version": self.version, "soc": self.soc, "sha256": self.sha256}
+
+
+# -- validation ---------------------------------------------------------------------------------
+
+@lru_cache(maxsize=4)
+def _validator(schema_path: str) -> Any:
+    import jsonschema  # lazy: only when a table is loaded
+
+    schema = load_strict(Path(schema_path))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def _json_path(path: Iterable[Any]) -> str:
+    out = "$"
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(p)) else f"[{str(p)!r}]")
+    return out
+
+
+def _schema_problems(data: Any, schema_path: Path) -> list[str]:
+    validator = _validator(str(schema_path))
+    problems = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.message)):
+        # an if/then failure inside allOf reports the leaf error; keep the leaves only
+        leaves = [err] if not err.context else sorted(err.context, key=lambda e: list(map(str, e.absolute_path)))
+        for leaf in leaves:
+            msg = leaf.message if len(leaf.message) < 300 else leaf.message[:300] + "..."
+            problems.append(f"{_json_path(leaf.absolute_path)}: {msg}")
+    return list(dict.fromkeys(problems))
+
+
+def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, str]]) -> list[str]:
+    from .rules import RULES
+
+    problems: list[str] = []
+    if rel is not None:
+        for field_name, expected in zip(("toolchain", "version", "soc"), rel):
+            if str(data.get(field_name, "")).lower() != expected.lower():
+                problems.append(f"$.{field_name}: {data.get(field_name)!r} does not match its location "
+                                f"<toolchain>/<version>/<soc>.json ({expected!r})")
+    sources = set((data.get("provenance") or {}).get("sources") or {})
+
+    def check_source(path: str, src: Any) -> None:
+        if isinstance(src, str) and src not in sources:
+            problems.append(f"{path}.source: {src!r} is not declared in $.provenance.sources")
+
+    for dom, rng in (data.get("opsets") or {}).items():
+        if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[0] > rng[1]:
+            problems.append(f"$.opsets[{dom!r}]: range {rng} is empty (min > max)")
+
+    def check_constraints(path: str, items: Any) -> None:
+        for i, c in enumerate(items or []):
+            if not isinstance(c, dict):
+                continue
+            cpath = f"{path}[{i}]"
+            check_source(cpath, c.get("source"))
+            if c.get("rule") not in RULES:
+                continue
+            params = c.get("params") or {}
+            lo, hi = params.get("min"), params.get("max")
+            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
+                problems.append(f"{cpath}.params: min {lo} > max {hi}")
+            for key in ("except_ops", "only_ops"):
+                for op in c.get(key) or []:
+                    if ":" not in op:
+                        problems.append(f"{cpath}.{key}: {op!r} must be DOMAIN:OP_TYPE")
+
+    check_constraints("$.generic_constraints", data.get("generic_constraints"))
+    for key, entry in (data.get("ops") or {}).items():
+        if not isinstance(entry, dict):
+            continue
+        path = f"$.ops[{key!r}]"
+        check_source(path, entry.get("source"))
+        rng = entry.get("opset")
+        if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[0] > rng[1]:
+            problems.append(f"{path}.opset: range {rng} is empty (min > max)")
+        check_constraints(f"{path}.constraints", entry.get("constraints"))
+    for i, pat in enumerate(data.get("patterns") or []):
+        if not isinstance(pat, dict):
+            continue
+        path = f"$.patterns[{i}]"
+        check_source(path, pat.get("source"))
+        seen: set[str] = set()
+        for j, node in enumerate(pat.get("nodes") or []):
+            if not isinstance(node, dict):
+                continue
+            for ref in node.get("after") or []:
+                if ref not in seen:
+                    problems.append(f"{path}.nodes[{j}].after: {ref!r} is not an earlier node id of the pattern")
+            if node.get("id") in seen:
+                problems.append(f"{path}.nodes[{j}].id: duplicate id {node.get('id')!r}")
+            seen.add(node.get("id"))
+            if j > 0 and not node.get("after"):
+                problems.append(f"{path}.nodes[{j}]: every node after the first needs `after`")
+    return problems
+
+
+def validate_table_data(data: Any, path: Path, schema_path: Path, rel: Optional[tuple[str, str, str]] = None) -> list[str]:
+    """All problems of one table, each as 'JSON path: message'."""
+    problems = _schema_problems(data, schema_path)
+    if isinstance(data, dict):
+        problems += _semantic_problems(data, rel)
+    return problems
+
+
+def _constraint(c: Mapping[str, Any]) -> Constraint:
+    only = c.get("only_ops")
+    return Constraint(
+        rule=c["rule"], params=dict(c.get("params") or {}), on_fail=c.get("else", "cpu"), source=c.get("source"),
+        except_ops=frozenset(c.get("except_ops") or ()), only_ops=frozenset(only) if only is not None else None,
+    )
+
+
+def _op_key(op: str) -> str:
+    return op if ":" in op else f"ai.onnx:{op}"
+
+
+def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tuple[str, str, str]] = None) -> Table:
+    """Read and validate one table file; raises TableError listing every problem."""
+    path = Path(path)
+    schema_path = schema_path or (bundled_tables_dir() / "schema.json")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TableError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
+    try:
+        data = load_strict(path)
+    except JsonFileError as exc:
+        raise TableError(str(path), [str(exc).split(": ", 1)[-1] if str(exc).startswith(str(path)) else str(exc)]) from None
+    problems = validate_table_data(data, path, schema_path, rel)
+    if problems:
+        raise TableError(str(path), problems)
+    ops = {
+        key: OpEntry(
+            key=key, status=e["status"], opset=tuple(e["opset"]) if "opset" in e else None,  # type: ignore[arg-type]
+            constraints=tuple(_constraint(c) for c in e.get("constraints", [])), source=e["source"], note=e.get("note"),
+        )
+        for key, e in data["ops"].items()
+    }
+    patterns = tuple(
+        Pattern(
+            name=p["name"],
+            nodes=tuple((n["id"], _op_key(n["op"]), tuple(n.get("after", []))) for n in p["nodes"]),
+            fused_op=p["fused_op"], status=p.get("status", "npu"), source=p["source"],
+        )
+        for p in data.get("patterns", [])
+    )
+    return Table(
+        toolchain=data["toolchain"], version=data["version"], soc=data["soc"], path=path,
+        sha256=hashlib.sha256(raw).hexdigest(),
+        opsets={k: (v[0], v[1]) for k, v in data["opsets"].items()},
+        prepasses=tuple(data.get("prepasses", [])), default_verdict=data["default_verdict"],
+        generic_constraints=tuple(_constraint(c) for c in data.get("generic_constraints", [])),
+        patterns=patterns, ops=ops, precision=data.get("precision", {}), provenance=data["provenance"],
+        description=data.get("description", ""),
+    )
+
+
+# -- catalog ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TableRef:
+    toolchain: str
+    version: str
+    soc: str
+    path: Path
+    root: Path
+
+    @property
+    def target(self) -> str:
+        return f"{self.toolchain}@{self.version}/{self.soc}"
+
+
+@dataclass
+class Catalog:
+    """Every table found in the table directories (later directories override earlier ones)."""
+
+    roots: tuple[Path, ...]
+    refs: dict[tuple[str, str, str], TableRef] = field(default_factory=dict)
+    toolchains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _loaded: dict[Path, Table] = field(default_factory=dict)
+
+    @classmethod
+    def discover(cls, extra_dirs: Sequence[os.PathLike[str] | str] = ()) -> "Catalog":
+        roots = [bundled_tables_dir()] + [Path(d) for d in extra_dirs]
+        cat = cls(tuple(roots))
+        for root in roots:
+            if not root.is_dir():
+                raise UsageError(f"support table directory {root} does not exist")
+            meta_path = root / "catalog.json"
+            if meta_path.is_file():
+                try:
+                    meta = load_strict(meta_path)
+                except JsonFileError as exc:
+                    raise TableError(str(meta_path), [str(exc)]) from None
+                problems = _catalog_problems(meta)
+                if problems:
+                    raise TableError(str(meta_path), problems)
+                for name, info in meta["toolchains"].items():
+                    cat.toolchains.setdefault(name, {}).update(info)
+            for tc_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+                for ver_dir in sorted(p for p in tc_dir.iterdir() if p.is_dir()):
+                    for f in sorted(ver_dir.glob("*.json")):
+                        if f.name.endswith(".results.json"):
+                            continue
+                        key = (tc_dir.name.lower(), ver_dir.name, f.stem.lower())
+                        cat.refs[key] = TableRef(key[0], key[1], key[2], f, root)
+        return cat
+
+    def versions(self, toolchain: str) -> list[str]:
+        return sorted({v for (tc, v, _) in self.refs if tc == toolchain}, key=version_key)
+
+    def socs(self, toolchain: str, version: str) -> list[str]:
+        return sorted(s for (tc, v, s) in self.refs if tc == toolchain and v == version)
+
+    def resolve(self, spec: TargetSpec | str) -> TableRef:
+        """Resolve a target to one table; unknown parts are a usage error listing what exists."""
+        if isinstance(spec, str):
+            spec = TargetSpec.parse(spec)
+        toolchains = sorted({tc for (tc, _, _) in self.refs})
+        if spec.toolchain not in toolchains:
+            raise UsageError(f"unknown toolchain {spec.toolchain!r} in target '{spec}'; available: {', '.join(toolchains) or 'none'}")
+        versions = self.versions(spec.toolchain)
+        if spec.version:
+            matching = [v for v in versions if v == spec.version or v.startswith(spec.version + ".")]
+            if not matching:
+                raise UsageError(f"unknown version {spec.version!r} of {spec.toolchain} in target '{spec}'; "
+                                 f"available: {', '.join(versions)}")
+            version = matching[-1]
+        else:
+            version = versions[-1]
+        meta = self.toolchains.get(spec.toolchain, {})
+        socs = self.socs(spec.toolchain, version)
+        soc = spec.soc or meta.get("default_soc") or (socs[0] if len(socs) == 1 else None)
+        if soc is None:
+            raise UsageError(f"target '{spec}' needs a SoC: {spec.toolchain}@{version} has {', '.join(socs)}")
+        soc = meta.get("soc_aliases", {}).get(soc, soc)
+        if soc not in socs:
+            raise UsageError(f"unknown SoC {soc!r} for {spec.toolchain}@{version} in target '{spec}'; available: {', '.join(socs)}")
+        return self.refs[(spec.toolchain, version, soc)]
+
+    def load(self, ref: TableRef) -> Table:
+        if ref.path not in self._loaded:
+            schema = ref.root / "schema.json"
+            if not schema.is_file():
+                schema = bundled_tables_dir() / "schema.json"
+            self._loaded[ref.path] = load_table(ref.path, schema, rel=(ref.toolchain, ref.version, ref.soc))
+        return self._loaded[ref.path]
+
+    def table(self, target: TargetSpec | str) -> Table:
+        return self.load(self.resolve(target))
+
+    def validate_all(self) -> dict[str, list[str]]:
+        """Problems per table file (empty dict when every table is valid)."""
+        out: dict[str, list[str]] = {}
+        for ref in self.refs.values():
+            try:
+                self.load(ref)
+            except TableError as exc:
+                out[str(ref.path)] = exc.problems
+        return out
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every available target with its provenance (for `npucheck targets`)."""
+        rows = []
+        for key in sorted(self.refs, key=lambda k: (k[0], version_key(k[1]), k[2])):
+            ref = self.refs[key]
+            meta = self.toolchains.get(ref.toolchain, {})
+            row: dict[str, Any] = {"target": ref.target, "toolchain": ref.toolchain, "version": ref.version,
+                                   "soc": ref.soc, "path": str(ref.path), "title": meta.get("title", ref.toolchain)}
+            try:
+                t = self.load(ref)
+            except TableError as exc:
+                row["error"] = str(exc)
+            else:
+                row.update(sha256=t.sha256, ops=len(t.ops), prepasses=list(t.prepasses),
+                           precision=dict(t.precision), provenance=dict(t.provenance))
+            rows.append(row)
+        return rows
+
+
+def _catalog_problems(meta: Any) -> list[str]:
+    if not isinstance(meta, dict) or not isinstance(meta.get("toolchains"), dict):
+        return ["$: expected an object with a `toolchains` object"]
+    problems = []
+    for name, info in meta["toolchains"].items():
+        if not isinstance(info, dict):
+            problems.append(f"$.toolchains[{name!r}]: expected an object")
+            continue
+        for key in info:
+            if key not in ("title", "default_soc", "soc_aliases", "description", "vendor"):
+                problems.append(f"$.toolchains[{name!r}].{key}: unknown field")
+        if "soc_aliases" in info and not isinstance(info["soc_aliases"], dict):
+            problems.append(f"$.toolchains[{name!r}].soc_aliases: expected an object")
+    return problems
