@@ -1,0 +1,69 @@
+"""Shared helpers for the test-suite: tiny ONNX graphs built with onnx.helper, the toy tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+
+TOY_TABLES = Path(__file__).parent / "data" / "tables"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def toy_catalog():
+    from pytest_npucheck.tables import Catalog
+
+    return Catalog.discover([TOY_TABLES])
+
+
+def make_model(nodes: Sequence[Any], inputs: Sequence[tuple[str, Any]], outputs: Sequence[str],
+               initializers: Sequence[Any] = (), opset: int = 17, dtype: Any = None) -> Any:
+    """A model from nodes; inputs as (name, shape) with float32, outputs with unknown shape."""
+    from onnx import TensorProto, helper
+
+    dt = dtype if dtype is not None else TensorProto.FLOAT
+    g = helper.make_graph(
+        list(nodes), "test",
+        [helper.make_tensor_value_info(n, dt, list(s) if s is not None else None) for n, s in inputs],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        initializer=list(initializers),
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def const(name: str, values: Any, dtype: str = "float32") -> Any:
+    import numpy as np
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(values, dtype=dtype), name)
+
+
+@pytest.fixture
+def save(tmp_path):
+    """save(model) -> path of the model written to a temp dir."""
+    import onnx
+
+    counter = iter(range(10_000))
+
+    def _save(model: Any, name: str | None = None) -> Path:
+        path = tmp_path / (name or f"m{next(counter)}.onnx")
+        onnx.save(model, path)
+        return path
+
+    return _save
+
+
+@pytest.fixture
+def judge(toy_catalog, save):
+    """judge(model, target='toy@1.0') -> {node name: NodeResult} plus the TargetResult as ['__result__']."""
+    from pytest_npucheck.check import check_file
+
+    def _judge(model: Any, target: str = "toy@1.0/soc-a") -> dict[str, Any]:
+        [res] = check_file(save(model), [target], toy_catalog)
+        out: dict[str, Any] = {n.name: n for n in res.nodes}
+        out["__result__"] = res
+        return out
+
+    return _judge

@@ -1,0 +1,185 @@
+"""Every rule on tiny real ONNX graphs, checked through the whole static pipeline."""
+
+from __future__ import annotations
+
+from onnx import TensorProto, helper
+
+from conftest import const, make_model
+
+
+def conv(name="c", k=3, x="x", w="w", out="y", **attrs):
+    return helper.make_node("Conv", [x, w, "b"], [out], name=name, kernel_shape=[k, k], pads=[k // 2] * 4, **attrs)
+
+
+def conv_model(k=3, shape=(1, 3, 16, 16)):
+    return make_model([conv(k=k)], [("x", shape)], ["y"],
+                      [const("w", [[[[0.1] * k] * k] * 3] * 8), const("b", [0.0] * 8)])
+
+
+def test_conv_in_range_runs_on_npu(judge):
+    r = judge(conv_model(k=3))
+    assert r["c"].verdict == "npu" and r["c"].reasons == ()
+    assert r["__result__"].passed
+
+
+def test_attr_range_names_the_value(judge):
+    r = judge(conv_model(k=9))
+    assert r["c"].verdict == "cpu"
+    [reason] = r["c"].reasons
+    assert reason.rule == "attr_range"
+    assert reason.message == "kernel_shape=[9, 9] outside [1, 7]"
+
+
+def test_attr_in_reflect_pad_message_matches_contract(judge):
+    m = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="/down1/Pad", mode="reflect")],
+                   [("x", (1, 3, 8, 8))], ["y"], [const("pads", [0, 0, 1, 1, 0, 0, 1, 1], "int64")])
+    r = judge(m)
+    node = r["/down1/Pad"]
+    assert node.verdict == "cpu"
+    assert [x.message for x in node.reasons] == ["mode='reflect' not in {'constant'}"]
+    from pytest_npucheck.report.text import render_target
+
+    text = "\n".join(render_target(r["__result__"]))
+    assert "Pad /down1/Pad: mode='reflect' not in {'constant'}" in text
+
+
+def test_attribute_default_is_filled_in(judge):
+    # Pad without a mode attribute has mode='constant' by the ONNX default: on the NPU
+    m = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="p")],
+                   [("x", (1, 3, 8, 8))], ["y"], [const("pads", [0, 0, 1, 1, 0, 0, 1, 1], "int64")])
+    assert judge(m)["p"].verdict == "npu"
+
+
+def test_pad_with_runtime_pads_is_unsupported(judge):
+    m = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="p")],
+                   [("x", (1, 3, 8, 8))], ["y"])
+    m.graph.input.append(helper.make_tensor_value_info("pads", TensorProto.INT64, [8]))
+    r = judge(m)
+    assert r["p"].verdict == "unsupported"
+    assert any(x.rule == "const_input" and "computed at run time" in x.message for x in r["p"].reasons)
+
+
+def test_dtype_rule(judge):
+    m = make_model([conv()], [("x", (1, 3, 16, 16))], ["y"],
+                   [const("w", [[[[0.1] * 3] * 3] * 3] * 8, "float64"), const("b", [0.0] * 8, "float64")],
+                   dtype=TensorProto.DOUBLE)
+    r = judge(m)
+    assert r["c"].verdict == "cpu"
+    assert "input 0 'x' dtype float64 not in {'float16', 'float32'}" in r["c"].reasons[0].message
+
+
+def test_dynamic_input_shape_is_flagged_and_kept_symbolic(judge):
+    r = judge(conv_model(shape=("batch", 3, 16, 16)))
+    assert r["c"].verdict == "unsupported"
+    assert "dynamic (batch)" in r["c"].reasons[0].message
+
+
+def test_unknown_shape_is_never_supported(judge):
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", None)], ["y"])
+    r = judge(m)
+    assert r["r"].verdict == "unsupported"
+    assert "unknown shape" in r["r"].reasons[0].message
+
+
+def test_rank_limit(judge):
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", (1, 2, 3, 4, 5))], ["y"])
+    r = judge(m)
+    assert r["r"].verdict == "cpu"
+    assert r["r"].reasons[0].message == "input 0 'x' has rank 5, outside [-inf, 4]"
+
+
+def test_axis_in_normalises_negative_axis(judge):
+    ok = make_model([helper.make_node("Softmax", ["x"], ["y"], name="s", axis=-1)], [("x", (1, 4, 8, 8))], ["y"])
+    bad = make_model([helper.make_node("Softmax", ["x"], ["y"], name="s", axis=-2)], [("x", (1, 4, 8, 8))], ["y"])
+    assert judge(ok)["s"].verdict == "npu"
+    r = judge(bad)["s"]
+    assert r.verdict == "cpu" and r.reasons[0].message == "axis=2 (rank 4) not in {1, 3}"
+
+
+def test_attr_not_in_and_attr_default(judge):
+    m = make_model([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], ceil_mode=1)],
+                   [("x", (1, 4, 8, 8))], ["y"])
+    assert judge(m)["mp"].reasons[0].message == "ceil_mode=1 is not supported"
+    rz = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rz", mode="cubic", cubic_coeff_a=-0.5)],
+                    [("x", (1, 4, 8, 8))], ["y"], [const("scales", [1, 1, 2, 2])], opset=19)
+    msgs = [x.message for x in judge(rz)["rz"].reasons]
+    assert "mode='cubic' not in {'nearest', 'linear'}" in msgs
+    assert "cubic_coeff_a=-0.5 set, only the default is supported" in msgs
+
+
+def test_const_value_range_on_resize_scales(judge):
+    ok = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rz", mode="nearest")],
+                    [("x", (1, 4, 8, 8))], ["y"], [const("scales", [1, 1, 2, 2])])
+    bad = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rz", mode="nearest")],
+                     [("x", (1, 4, 8, 8))], ["y"], [const("scales", [1, 1, 1.5, 1.5])])
+    assert judge(ok)["rz"].verdict == "npu"
+    r = judge(bad)["rz"]
+    assert r.verdict == "cpu" and "needs every value in [1, 8] and integer" in r.reasons[0].message
+
+
+def test_elements_max_and_dim(judge):
+    m = make_model([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=[0, 1, 3, 2])],
+                   [("x", (1, 128, 128, 128))], ["y"])
+    msgs = [x.message for x in judge(m)["t"].reasons]
+    assert "input 0 'x' shape (1, 128, 128, 128): 16384 elements over axes [2, 3] > 8192" in msgs
+    assert "input 0 'x' dim 1 is 128, outside [-inf, 64]" in msgs
+
+
+def test_input_count(judge):
+    names = [f"x{i}" for i in range(5)]
+    m = make_model([helper.make_node("Concat", names, ["y"], name="cat", axis=1)],
+                   [(n, (1, 2, 4, 4)) for n in names], ["y"])
+    assert judge(m)["cat"].reasons[0].message == "has 5 inputs, outside [-inf, 4]"
+
+
+def test_known_shape_on_reshape_with_runtime_shape(judge):
+    m = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], [("x", (1, 8))], ["y"])
+    m.graph.input.append(helper.make_tensor_value_info("s", TensorProto.INT64, [2]))
+    r = judge(m)["rs"]
+    assert r.verdict == "cpu" or r.verdict == "unsupported"
+    assert any(x.rule == "known_shape" for x in r.reasons)
+
+
+def test_missing_op_gets_default_verdict(judge):
+    m = make_model([helper.make_node("Sin", ["x"], ["y"], name="s")], [("x", (1, 4))], ["y"])
+    r = judge(m)["s"]
+    assert r.verdict == "unsupported"
+    assert r.reasons[0].rule == "op_missing" and "ai.onnx:Sin is not supported by toy@1.0/soc-a" in r.reasons[0].message
+
+
+def test_cpu_only_and_unsupported_status(judge):
+    m = make_model([helper.make_node("Erf", ["x"], ["e"], name="erf"),
+                    helper.make_node("TopK", ["e", "k"], ["v", "i"], name="topk", axis=1)],
+                   [("x", (1, 16))], ["v", "i"], [const("k", [3], "int64")])
+    r = judge(m)
+    assert r["erf"].verdict == "cpu" and "no NPU kernel" in r["erf"].reasons[0].message
+    assert r["topk"].verdict == "unsupported"
+    assert r["__result__"].verdict == "unsupported"
+
+
+def test_every_failing_rule_is_recorded(judge):
+    m = make_model([conv(k=9)], [("x", ("n", 3, 16, 16))], ["y"],
+                   [const("w", [[[[0.1] * 9] * 9] * 3] * 8), const("b", [0.0] * 8)])
+    rules = [x.rule for x in judge(m)["c"].reasons]
+    assert rules == ["static_shape", "attr_range"]
+
+
+def test_op_opset_range(judge):
+    m = make_model([helper.make_node("Gemm", ["x", "w"], ["y"], name="g")], [("x", (2, 4))], ["y"],
+                   [const("w", [[0.0] * 3] * 4)], opset=17)
+    r = judge(m)["g"]
+    assert r.verdict == "unsupported" and "opset 17 outside the supported range [11, 12] for Gemm" in r.reasons[0].message
+
+
+def test_model_opset_outside_table_range(judge):
+    m = make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", (1, 4))], ["y"], opset=21)
+    res = judge(m)["__result__"]
+    assert not res.passed and res.verdict == "unsupported"
+    assert "model opset 21" in res.model_issues[0].message
+
+
+def test_rule_docs_render_from_params():
+    from pytest_npucheck.rules import RULES
+
+    assert RULES["attr_in"].describe({"attr": "mode", "values": ["constant"]}) == "attribute mode must be one of {'constant'}."
+    assert RULES["rank"].describe({"max": 4}) == "input 0 rank must be in [-inf, 4]."

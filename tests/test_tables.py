@@ -1,0 +1,154 @@
+"""Support tables: schema validation with file and JSON path, target resolution, the bundled tables."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import TOY_TABLES
+
+from pytest_npucheck.errors import TableError, UsageError
+from pytest_npucheck.tables import Catalog, TargetSpec, bundled_tables_dir, load_table
+
+
+def copy_toy(tmp_path: Path) -> Path:
+    root = tmp_path / "tables"
+    shutil.copytree(TOY_TABLES, root)
+    return root
+
+
+def edit(path: Path, fn) -> None:
+    data = json.loads(path.read_text())
+    fn(data)
+    path.write_text(json.dumps(data))
+
+
+def test_every_bundled_table_is_valid():
+    cat = Catalog.discover()
+    assert cat.refs, "no bundled tables found"
+    assert cat.validate_all() == {}
+
+
+def test_toy_tables_valid(toy_catalog):
+    assert toy_catalog.validate_all() == {}
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("toy", "toy@1.1/soc-a"),
+    ("toy@1.0", "toy@1.0/soc-a"),
+    ("toy@1/soc-b", "toy@1.1/soc-b"),
+    ("TOY@1.1/soc-b", "toy@1.1/soc-b"),
+    ("toy@1.0/soc-a2", "toy@1.0/soc-a"),
+])
+def test_resolve(toy_catalog, text, expected):
+    assert toy_catalog.resolve(text).target == expected
+
+
+@pytest.mark.parametrize("text,fragment", [
+    ("nope", "unknown toolchain 'nope' in target 'nope'; available: "),
+    ("toy@2.0", "unknown version '2.0' of toy in target 'toy@2.0'; available: 1.0, 1.1"),
+    ("toy@1.0/soc-b", "unknown SoC 'soc-b' for toy@1.0 in target 'toy@1.0/soc-b'; available: soc-a"),
+    ("toy@@1", "invalid target 'toy@@1'"),
+    ("", "invalid target ''"),
+])
+def test_unknown_targets_list_what_exists(toy_catalog, text, fragment):
+    with pytest.raises(UsageError) as info:
+        toy_catalog.resolve(text)
+    assert fragment in str(info.value)
+
+
+def test_version_prefix_does_not_match_partial_component(toy_catalog):
+    with pytest.raises(UsageError):
+        toy_catalog.resolve("toy@1.")
+
+
+def test_all_schema_errors_are_reported_with_path(tmp_path):
+    root = copy_toy(tmp_path)
+    path = root / "toy" / "1.0" / "soc-a.json"
+
+    def break_it(d):
+        d["ops"]["ai.onnx:Conv"]["status"] = "maybe"
+        d["ops"]["ai.onnx:Pad"]["constraints"][0]["params"]["values"] = "constant"
+        d["ops"]["ai.onnx:Relu"]["constraints"] = [{"rule": "no_such_rule", "params": {}}]
+        d["ops"]["ai.onnx:Add"]["constraints"] = [{"rule": "rank", "params": {"max": 4}, "els": "cpu"}]
+        d["default_verdict"] = "npu"
+
+    edit(path, break_it)
+    with pytest.raises(TableError) as info:
+        load_table(path)
+    text = str(info.value)
+    assert str(path) in text
+    for fragment in ["$.default_verdict", "$.ops['ai.onnx:Conv'].status", "$.ops['ai.onnx:Pad'].constraints[0].params.values",
+                     "$.ops['ai.onnx:Relu'].constraints[0].rule", "'els' was unexpected"]:
+        assert fragment in text, fragment
+    assert len(info.value.problems) >= 5
+
+
+def test_semantic_errors(tmp_path):
+    root = copy_toy(tmp_path)
+    path = root / "toy" / "1.0" / "soc-a.json"
+
+    def break_it(d):
+        d["ops"]["ai.onnx:Relu"]["source"] = "nowhere"
+        d["ops"]["ai.onnx:Gemm"]["opset"] = [13, 11]
+        d["patterns"][0]["nodes"][2]["after"] = ["mul2"]
+        d["ops"]["ai.onnx:Conv"]["constraints"][0]["params"] = {"attr": "kernel_shape", "min": 9, "max": 3}
+        d["soc"] = "soc-z"
+
+    edit(path, break_it)
+    cat = Catalog.discover([root])
+    with pytest.raises(TableError) as info:
+        cat.table("toy@1.0/soc-a")
+    text = str(info.value)
+    assert "$.ops['ai.onnx:Relu'].source: 'nowhere' is not declared" in text
+    assert "$.ops['ai.onnx:Gemm'].opset: range [13, 11] is empty" in text
+    assert "$.patterns[0].nodes[2].after: 'mul2' is not an earlier node id" in text
+    assert "params: min 9 > max 3" in text
+    assert "$.soc: 'soc-z' does not match its location" in text
+
+
+@pytest.mark.parametrize("content,fragment", [
+    ('{"format": 1, "format": 1}', "duplicate key 'format'"),
+    ('{"format": NaN}', "non-standard JSON literal NaN"),
+    ('{"format": 1', "invalid JSON"),
+    ("", "invalid JSON"),
+    ("version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n", "Git LFS pointer"),
+])
+def test_unreadable_tables(tmp_path, content, fragment):
+    path = tmp_path / "t.json"
+    path.write_text(content)
+    with pytest.raises(TableError) as info:
+        load_table(path)
+    assert fragment in str(info.value) and str(path) in str(info.value)
+
+
+def test_user_table_dir_overrides_bundled(tmp_path):
+    bundled = Catalog.discover()
+    ref = next(iter(bundled.refs.values()))
+    root = tmp_path / "mine"
+    dest = root / ref.toolchain / ref.version / f"{ref.soc}.json"
+    dest.parent.mkdir(parents=True)
+    shutil.copy(ref.path, dest)
+    cat = Catalog.discover([root])
+    assert cat.resolve(ref.target).path == dest
+
+
+def test_missing_table_dir_is_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="does not exist"):
+        Catalog.discover([tmp_path / "missing"])
+
+
+def test_target_spec_roundtrip():
+    assert str(TargetSpec.parse("rknn@2.5.0/rk3588")) == "rknn@2.5.0/rk3588"
+    assert TargetSpec.parse("qnn@2.51").version == "2.51"
+
+
+def test_table_sha256_is_file_hash(toy_catalog):
+    import hashlib
+
+    t = toy_catalog.table("toy@1.0")
+    assert t.sha256 == hashlib.sha256(t.path.read_bytes()).hexdigest()
+    assert bundled_tables_dir().name == "op_support_tables"
