@@ -1,0 +1,950 @@
+"""Export a PyTorch model to ONNX, with an on-disk cache keyed by everything that shapes the file.
+
+This module is plain Python: it imports neither pytest nor (at import time) torch, onnx or numpy,
+so importing it is cheap; the heavy libraries load on the first call that needs them.
+
+The model is exported exactly as given: its train/eval mode is not changed (a model left in
+training mode exports training-mode BatchNorm/Dropout; call ``model.eval()`` first if that is not
+what you want). The TorchScript exporter is therefore run with ``TrainingMode.PRESERVE`` rather
+than its default of switching to eval mode for the duration of the export.
+
+Cache layout: ``cache_dir/<key>/model.onnx`` (plus any external-data files the exporter writes
+beside it, plus ``meta.json``). An entry is built in a temporary directory inside ``cache_dir``
+and renamed into place in one step, so a crash or a parallel worker (pytest-xdist) never leaves a
+partial entry; when two processes race, the first rename wins and the other uses that entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import enum
+import functools
+import hashlib
+import inspect
+import io
+import json
+import logging
+import os
+import pathlib
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import types
+import uuid
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+__all__ = [
+    "EXPORTERS",
+    "ExportError",
+    "ExportOptions",
+    "ExportResult",
+    "cache_key",
+    "export_model",
+]
+
+#: Bump when anything about how keys are computed or entries are laid out changes.
+KEY_FORMAT = "npucheck-export-v1"
+#: The exporters understood by :class:`ExportOptions`.
+EXPORTERS = ("dynamo", "torchscript")
+#: Name of the ONNX file inside a cache entry.
+MODEL_FILENAME = "model.onnx"
+#: Name of the small JSON sidecar inside a cache entry (opset, exporter, files, timing).
+META_FILENAME = "meta.json"
+
+_TMP_PREFIX = ".tmp-"
+_TRASH_PREFIX = ".trash-"
+_STALE_TMP_SECONDS = 24 * 3600
+_HASH_CHUNK = 1 << 24  # 16 MiB
+_OUTPUT_TAIL_LINES = 40
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+# Exports are serialised within a process: output capture (stdout, logging, warnings) is
+# process-global state.
+_EXPORT_LOCK = threading.RLock()
+# nn.Module bookkeeping that never changes what gets exported (hooks are handled separately).
+_MODULE_INTERNAL_ATTRS = frozenset(
+    {
+        "training",
+        "_parameters",
+        "_buffers",
+        "_non_persistent_buffers_set",
+        "_modules",
+        "_backward_pre_hooks",
+        "_backward_hooks",
+        "_is_full_backward_hook",
+        "_forward_hooks",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+        "forward",
+    }
+)
+
+
+# --------------------------------------------------------------------------- public values
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportOptions:
+    """How to export a model.
+
+    ``exporter``: ``"dynamo"`` (``torch.onnx.export(dynamo=True)``, built on ``torch.export``) or
+    ``"torchscript"`` (the legacy tracer, ``dynamo=False``).
+
+    ``opset``: the default-domain opset to target; ``None`` uses the exporter's default. The
+    dynamo exporter cannot always down-convert below opset 18 and then keeps 18: the opset
+    actually written is reported in :attr:`ExportResult.opset`.
+
+    ``dynamic_axes``: ``{"input": {0: "batch"}}``. Keys may be forward() parameter names or
+    entries of ``input_names`` (and, for the TorchScript exporter, output names). A list of axes
+    (``{"x": [0]}``) is accepted too and gets names ``<input>_dim<axis>``. For the dynamo
+    exporter this becomes ``dynamic_shapes`` with ``Dim.DYNAMIC`` dims renamed to the given names.
+
+    ``input_names`` / ``output_names``: graph input/output names, in the exporter's input order.
+    When ``input_names`` is not given, the TorchScript exporter is given the forward() parameter
+    names (its own defaults are names like ``input.1`` or ``onnx::Gemm_0``), so both exporters
+    name graph inputs after the parameters.
+    """
+
+    exporter: str = "dynamo"
+    opset: int | None = None
+    # Excluded from __hash__ (a mapping is not hashable) but part of ==.
+    dynamic_axes: Mapping[str, Mapping[int, str]] | None = dataclasses.field(
+        default=None, hash=False
+    )
+    input_names: Sequence[str] | None = None
+    output_names: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.exporter not in EXPORTERS:
+            raise ValueError(
+                f"unknown exporter {self.exporter!r}; expected one of {', '.join(EXPORTERS)}"
+            )
+        if self.opset is not None and (
+            isinstance(self.opset, bool) or not isinstance(self.opset, int) or self.opset < 1
+        ):
+            raise ValueError(f"opset must be a positive int or None, got {self.opset!r}")
+        for field in ("input_names", "output_names"):
+            names = getattr(self, field)
+            if names is None:
+                continue
+            if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+                raise ValueError(f"{field} must be a sequence of str, got {names!r}")
+            object.__setattr__(self, field, tuple(names))
+        if self.dynamic_axes is not None:
+            object.__setattr__(self, "dynamic_axes", _normalize_dynamic_axes(self.dynamic_axes))
+
+
+def _normalize_dynamic_axes(value: Any) -> Mapping[str, Mapping[int, str]]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"dynamic_axes must be a mapping, got {type(value).__name__}")
+    out: dict[str, Mapping[int, str]] = {}
+    for name, axes in value.items():
+        if not isinstance(name, str):
+            raise ValueError(f"dynamic_axes keys must be str, got {name!r}")
+        if isinstance(axes, Mapping):
+            items = list(axes.items())
+        elif isinstance(axes, Sequence) and not isinstance(axes, str):
+            items = [(axis, f"{name}_dim{axis}") for axis in axes]
+        else:
+            raise ValueError(f"dynamic_axes[{name!r}] must be {{axis: name}} or [axis, ...]")
+        for axis, dim in items:
+            if isinstance(axis, bool) or not isinstance(axis, int) or axis < 0:
+                raise ValueError(f"dynamic_axes[{name!r}]: axis must be an int >= 0, got {axis!r}")
+            if not isinstance(dim, str) or not dim:
+                raise ValueError(f"dynamic_axes[{name!r}][{axis}]: name must be a non-empty str")
+        out[name] = types.MappingProxyType(dict(items))
+    return types.MappingProxyType(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExportResult:
+    """Where the exported model is and how it got there.
+
+    ``path`` is the ``.onnx`` file (external data, if any, lies beside it); ``opset`` is the
+    default-domain opset read from the written file; ``seconds`` is the wall time of the
+    :func:`export_model` call (the export on a miss, the key and lookup on a hit).
+    """
+
+    path: pathlib.Path
+    cache_hit: bool
+    key: str
+    exporter: str
+    opset: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "cache_hit": self.cache_hit,
+            "key": self.key,
+            "exporter": self.exporter,
+            "opset": self.opset,
+            "seconds": self.seconds,
+        }
+
+
+class ExportError(Exception):
+    """The exporter failed. The message starts with which exporter and model class, followed by
+    the exporter's own message; ``output`` holds everything the exporter printed, logged or
+    warned during the attempt. The original exception is chained as ``__cause__``."""
+
+    def __init__(
+        self, message: str, *, exporter: str = "", model_class: str = "", output: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.exporter = exporter
+        self.model_class = model_class
+        self.output = output
+
+
+# --------------------------------------------------------------------------- export
+
+
+def export_model(
+    model: torch.nn.Module,
+    example_inputs: Any,
+    options: ExportOptions = ExportOptions(),
+    cache_dir: pathlib.Path | None = None,
+) -> ExportResult:
+    """Export ``model`` to ONNX, reusing ``cache_dir/<key>/model.onnx`` when it exists.
+
+    ``example_inputs`` is a tensor, a tuple/list of positional inputs, or a dict of keyword
+    inputs. The model's train/eval mode is left as given. With ``cache_dir=None`` the model is
+    exported into a fresh temporary directory (not cleaned up; it belongs to the caller).
+
+    Raises :class:`ExportError` if the exporter fails; no partial file is left behind.
+    """
+    start = time.perf_counter()
+    args, kwargs = _split_inputs(example_inputs)
+    key = cache_key(model, example_inputs, options)
+
+    if cache_dir is None:
+        work = pathlib.Path(tempfile.mkdtemp(prefix="npucheck-export-"))
+        try:
+            opset = _export_into(model, args, kwargs, options, work, start, key)
+        except BaseException:
+            shutil.rmtree(work, ignore_errors=True)
+            raise
+        return ExportResult(
+            work / MODEL_FILENAME, False, key, options.exporter, opset,
+            time.perf_counter() - start,
+        )
+
+    cache_dir = pathlib.Path(cache_dir)
+    entry = cache_dir / key
+    meta = _read_valid_entry(entry)
+    if meta is not None:
+        return ExportResult(
+            entry / MODEL_FILENAME, True, key, options.exporter, _entry_opset(entry, meta),
+            time.perf_counter() - start,
+        )
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    _remove_stale_tmp(cache_dir)
+    work = pathlib.Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{key[:12]}-", dir=cache_dir))
+    try:
+        opset = _export_into(model, args, kwargs, options, work, start, key)
+        _publish(work, entry)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # gone already if we won the rename
+    meta = _read_valid_entry(entry)
+    if meta is None:  # pragma: no cover - someone deleted it between rename and read
+        raise ExportError(f"cache entry {entry} vanished right after it was written")
+    return ExportResult(
+        entry / MODEL_FILENAME, False, key, options.exporter, _entry_opset(entry, meta),
+        time.perf_counter() - start,
+    )
+
+
+def _export_into(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: ExportOptions,
+    work: pathlib.Path,
+    start: float,
+    key: str,
+) -> int:
+    """Export into the empty directory ``work``; write meta.json; return the opset written."""
+    import onnx
+
+    path = work / MODEL_FILENAME
+    model_class = _qualname(type(model))
+    with _EXPORT_LOCK:
+        # Resolve names before capturing: a ValueError here is a usage error, not an export one.
+        plan = _plan_inputs(model, args, kwargs, options)
+        failure: Exception | None = None
+        with _captured_output() as output:
+            try:
+                if options.exporter == "dynamo":
+                    _run_dynamo(model, args, kwargs, options, plan, path, work)
+                else:
+                    _run_torchscript(model, args, kwargs, options, plan, path)
+                if not path.is_file() or path.stat().st_size == 0:
+                    raise RuntimeError(f"the exporter did not write {path.name}")
+            except Exception as exc:  # noqa: BLE001 - any exporter failure becomes ExportError
+                failure = exc
+        if failure is not None:
+            _clear_dir(work)
+            text = output.text()  # complete only once the capture has ended
+            raise ExportError(
+                _error_message(options.exporter, model_class, failure, text),
+                exporter=options.exporter,
+                model_class=model_class,
+                output=text,
+            ) from failure
+
+    proto = onnx.load(str(path), load_external_data=False)
+    opset = _default_opset(proto)
+    files = {p.name: p.stat().st_size for p in sorted(work.iterdir()) if p.is_file()}
+    meta = {
+        "format": KEY_FORMAT,
+        "key": key,
+        "exporter": options.exporter,
+        "requested_opset": options.opset,
+        "opset": opset,
+        "model_class": model_class,
+        "export_seconds": round(time.perf_counter() - start, 3),
+        "files": files,
+        "versions": _versions(),
+    }
+    (work / META_FILENAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return opset
+
+
+def _run_dynamo(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: ExportOptions,
+    plan: _InputPlan,
+    path: pathlib.Path,
+    work: pathlib.Path,
+) -> None:
+    import torch
+
+    program = torch.onnx.export(
+        model,
+        args,
+        kwargs=kwargs or None,
+        dynamo=True,
+        opset_version=options.opset,
+        input_names=list(options.input_names) if options.input_names else None,
+        output_names=list(options.output_names) if options.output_names else None,
+        dynamic_shapes=plan.dynamic_shapes,
+        artifacts_dir=str(work),
+        verbose=False,
+    )
+    if program is None:  # pragma: no cover - dynamo=True always returns a program
+        raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
+    # external_data=False still switches to external data above the 2 GB protobuf limit.
+    # ir.save keeps node metadata_props (pkg.torch.onnx.stack_trace, namespace, name_scopes).
+    program.save(str(path), external_data=False)
+
+
+def _run_torchscript(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: ExportOptions,
+    plan: _InputPlan,
+    path: pathlib.Path,
+) -> None:
+    import torch
+
+    jit_log = torch._C._jit_is_onnx_log_enabled()
+    try:
+        torch.onnx.export(
+            model,
+            args,
+            str(path),
+            kwargs=kwargs or None,
+            dynamo=False,
+            opset_version=options.opset,
+            input_names=plan.input_names,
+            output_names=list(options.output_names) if options.output_names else None,
+            dynamic_axes=plan.dynamic_axes,
+            # Export the model as given; the default (EVAL) flips it to eval() during export.
+            training=torch.onnx.TrainingMode.PRESERVE,
+            verbose=False,
+        )
+    finally:
+        # torch's setup_onnx_logging tests the function object instead of calling it, so it
+        # turns the JIT ONNX log on for good; put it back the way it was.
+        torch._C._jit_set_onnx_log_enabled(jit_log)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _split_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A tensor -> one positional input; a tuple/list -> positionals; a dict -> keywords."""
+    if isinstance(example_inputs, Mapping):
+        if not all(isinstance(k, str) for k in example_inputs):
+            raise TypeError("keyword example inputs must be a dict with str keys")
+        return (), dict(example_inputs)
+    if isinstance(example_inputs, (tuple, list)):
+        return tuple(example_inputs), {}
+    return (example_inputs,), {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _InputPlan:
+    input_names: list[str] | None  # for the TorchScript exporter
+    dynamic_axes: dict[str, dict[int, str]] | None  # for the TorchScript exporter
+    dynamic_shapes: dict[str, Any] | None  # for the dynamo exporter
+
+
+def _plan_inputs(
+    model: Any, args: tuple[Any, ...], kwargs: dict[str, Any], options: ExportOptions
+) -> _InputPlan:
+    """Work out graph input names and translate dynamic_axes for the chosen exporter.
+
+    Graph input order: the dynamo exporter takes positionals then keywords in dict order; the
+    TorchScript exporter binds keywords into signature order. Each tensor is one graph input
+    (nested containers contribute their tensor leaves, which cannot carry dynamic axes here).
+    """
+    import torch
+
+    try:
+        sig: inspect.Signature | None = inspect.signature(model.forward)
+    except (TypeError, ValueError):
+        sig = None
+    params = list(sig.parameters.values()) if sig else []
+    positional = [
+        p.name for p in params
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ]
+    var_positional = next(
+        (p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None
+    )
+
+    # (param name or None, value) in the exporter's graph-input order.
+    slots: list[tuple[str | None, Any]] = []
+    if options.exporter == "torchscript" and sig is not None and kwargs:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError:
+            bound = None
+        if bound is not None:
+            for name, value in bound.arguments.items():
+                kind = sig.parameters[name].kind
+                if kind is inspect.Parameter.VAR_POSITIONAL:
+                    slots.extend((None, v) for v in value)
+                elif kind is inspect.Parameter.VAR_KEYWORD:
+                    slots.extend(value.items())
+                else:
+                    slots.append((name, value))
+    if not slots:
+        slots = [(positional[i] if i < len(positional) else None, v) for i, v in enumerate(args)]
+        slots.extend(kwargs.items())
+
+    graph_inputs: list[tuple[str | None, int]] = []  # (param name, index into slots)
+    for index, (name, value) in enumerate(slots):
+        if isinstance(value, torch.Tensor):
+            graph_inputs.append((name, index))
+        elif value is not None:
+            n_leaves = sum(
+                isinstance(leaf, torch.Tensor) for leaf in torch.utils._pytree.tree_leaves(value)
+            )
+            graph_inputs.extend((None, index) for _ in range(n_leaves))
+
+    given = list(options.input_names or ())
+    graph_names: list[str | None] = [
+        given[i] if i < len(given) else name for i, (name, _) in enumerate(graph_inputs)
+    ]
+
+    # dynamic_axes keyed by graph input name (a key may be a param name or an input name).
+    axes_by_input: dict[int, dict[int, str]] = {}
+    unknown: list[str] = []
+    outputs = set(options.output_names or ())
+    output_axes: dict[str, dict[int, str]] = {}
+    for key, axes in (options.dynamic_axes or {}).items():
+        matches = [
+            i for i, (name, _) in enumerate(graph_inputs)
+            if key == graph_names[i] or (key == name and name is not None)
+        ]
+        if matches:
+            axes_by_input[matches[0]] = dict(axes)
+        elif key in outputs:
+            output_axes[key] = dict(axes)
+        else:
+            unknown.append(key)
+    if unknown:
+        known = sorted({n for n in graph_names if n} | {n for n, _ in graph_inputs if n} | outputs)
+        raise ValueError(
+            f"dynamic_axes names {unknown} match no model input or output "
+            f"(known: {', '.join(known) or 'none'}; pass input_names to name nested inputs)"
+        )
+    for i in axes_by_input:
+        if graph_inputs[i][0] is None and options.exporter == "dynamo":
+            raise ValueError(
+                "dynamic_axes on an input inside a container is not supported with the dynamo "
+                f"exporter (graph input #{i})"
+            )
+
+    if options.exporter == "torchscript":
+        names: list[str] | None = None
+        if given or all(n is not None for n in graph_names):
+            names = [n if n is not None else f"input_{i}" for i, n in enumerate(graph_names)]
+        dynamic_axes: dict[str, dict[int, str]] | None = None
+        if axes_by_input or output_axes:
+            if names is None:  # pragma: no cover - names exist for every top-level tensor
+                raise ValueError("dynamic_axes need input_names for this model's inputs")
+            dynamic_axes = {names[i]: axes for i, axes in axes_by_input.items()}
+            dynamic_axes.update(output_axes)
+        return _InputPlan(names, dynamic_axes, None)
+
+    if not axes_by_input:
+        return _InputPlan(None, None, None)
+    # dynamo: dynamic_shapes keyed by forward() parameter name; string dim names become
+    # Dim.DYNAMIC and the exporter renames the symbolic dims to them.
+    by_slot = {graph_inputs[i][1]: axes for i, axes in axes_by_input.items()}
+    shapes: dict[str, Any] = {}
+    var_specs: list[Any] = []
+    for index, (name, value) in enumerate(slots):
+        spec = by_slot.get(index)
+        if name is not None:
+            shapes[name] = spec
+        elif index < len(args) and var_positional is not None:
+            var_specs.append(spec)
+    if var_positional is not None and var_specs:
+        shapes[var_positional] = tuple(var_specs)
+    return _InputPlan(None, None, shapes)
+
+
+# --------------------------------------------------------------------------- cache key
+
+
+def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOptions) -> str:
+    """Hex SHA-256 over everything that determines the exported file.
+
+    Covered: parameters and buffers (names, dtypes, shapes, bytes; tied tensors recorded as
+    aliases), the module tree (names, classes, train/eval flags, plain attributes such as a
+    conv's stride, forward hooks, instance-level ``forward`` overrides), the source of every
+    module class and its non-torch base classes (module + qualname when the source is
+    unavailable), the example inputs (structure, dtypes, shapes, values), the options, and the
+    versions of python, torch, onnx, onnxscript, onnx-ir and the key format. Stable across
+    processes: nothing depends on ``id()`` or ``hash()``.
+
+    Not covered: helper functions or globals that ``forward`` reads outside its class.
+    """
+    import torch
+
+    h = _Hasher()
+    h.text("format", KEY_FORMAT)
+    for name, version in _versions().items():
+        h.text("version:" + name, version)
+
+    # Options.
+    h.text("exporter", options.exporter)
+    h.text("opset", repr(options.opset))
+    h.value("input_names", options.input_names)
+    h.value("output_names", options.output_names)
+    axes = options.dynamic_axes or {}
+    h.value("dynamic_axes", [(k, sorted(dict(v).items())) for k, v in sorted(axes.items())])
+
+    # Inputs, as the exporter will see them.
+    args, kwargs = _split_inputs(example_inputs)
+    h.value("args", args)
+    h.value("kwargs", kwargs)
+
+    # Module tree, code, attributes, hooks.
+    h.text("model_class", _qualname(type(model)))
+    seen_classes: set[type] = set()
+    for name, module in model.named_modules(remove_duplicate=False):
+        cls = type(module)
+        h.text("module", f"{name}:{_qualname(cls)}:training={module.training}")
+        for klass in cls.__mro__:
+            if klass not in seen_classes:
+                seen_classes.add(klass)
+                h.text("class", _class_code(klass))
+        for attr, value in vars(module).items():
+            if attr not in _MODULE_INTERNAL_ATTRS:
+                h.value("attr:" + attr, value)
+        if "forward" in vars(module):
+            h.text("instance_forward", _callable_code(vars(module)["forward"]))
+        for hooks in ("_forward_pre_hooks", "_forward_hooks"):
+            for hook in getattr(module, hooks, {}).values():  # values only: keys are global ids
+                h.text(hooks, _callable_code(hook))
+    global_hooks = torch.nn.modules.module
+    for hooks in ("_global_forward_pre_hooks", "_global_forward_hooks"):
+        for hook in getattr(global_hooks, hooks, {}).values():
+            h.text(hooks, _callable_code(hook))
+
+    # Weights.
+    first_name: dict[int, str] = {}  # in-process identity only, never hashed
+    for kind, named in (
+        ("param", model.named_parameters(remove_duplicate=False)),
+        ("buffer", model.named_buffers(remove_duplicate=False)),
+    ):
+        for name, tensor in named:
+            if tensor is None:
+                h.text(kind, f"{name}:None")
+                continue
+            alias = first_name.setdefault(id(tensor), name)
+            if alias != name:
+                h.text(kind, f"{name}:alias-of:{alias}")
+                continue
+            h.text(kind, f"{name}:requires_grad={tensor.requires_grad}")
+            h.tensor(tensor)
+    return h.hexdigest()
+
+
+class _Hasher:
+    """Length-prefixed records into one SHA-256, so that no two inputs share a byte stream."""
+
+    def __init__(self) -> None:
+        self._h = hashlib.sha256()
+
+    def hexdigest(self) -> str:
+        return self._h.hexdigest()
+
+    def _record(self, label: str, data: bytes | memoryview) -> None:
+        self._h.update(f"{label}\x1f{len(data)}\x1e".encode())
+        for start in range(0, len(data), _HASH_CHUNK):
+            self._h.update(data[start : start + _HASH_CHUNK])
+
+    def text(self, label: str, value: str) -> None:
+        self._record(label, value.encode("utf-8", "surrogatepass"))
+
+    def tensor(self, t: Any) -> None:
+        import torch
+
+        self.text(
+            "tensor",
+            f"{type(t).__name__}:{t.dtype}:{tuple(t.shape)}:{t.device.type}:{t.layout}",
+        )
+        if t.device.type == "meta":
+            return
+        try:
+            data = t.detach()
+            if data.is_quantized:
+                if data.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+                    self.text("qparams", f"{data.q_scale()!r}:{data.q_zero_point()!r}")
+                else:
+                    self.value("qparams", [data.q_per_channel_scales(),
+                                           data.q_per_channel_zero_points(),
+                                           data.q_per_channel_axis()])
+                data = data.int_repr()
+            if data.layout != torch.strided:
+                data = data.to_dense()
+            data = data.cpu().resolve_conj().resolve_neg().contiguous().reshape(-1)
+            raw = memoryview(data.view(torch.uint8).numpy()) if data.numel() else b""
+        except Exception:  # noqa: BLE001 - unreadable (exotic subclass): never share a key
+            self.text("unreadable", uuid.uuid4().hex)
+            return
+        self._record("bytes", raw)
+
+    def value(self, label: str, value: Any, depth: int = 0) -> None:
+        """Encode a plain value deterministically (never via repr of arbitrary objects)."""
+        import torch
+
+        if depth > 16:  # cyclic or absurdly deep structures
+            self.text(label, f"deep:{_qualname(type(value))}")
+        elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+            self.text(label, f"{type(value).__name__}:{value!r}")
+        elif isinstance(value, torch.Tensor):
+            self.text(label, "tensor")
+            self.tensor(value)
+        elif isinstance(value, (torch.dtype, torch.device, torch.Size, torch.memory_format,
+                                torch.layout, enum.Enum)):
+            self.text(label, f"{type(value).__name__}:{value!r}")
+        elif isinstance(value, torch.nn.Module):
+            self.text(label, f"module:{_qualname(type(value))}")  # walked by named_modules
+        elif isinstance(value, type):
+            self.text(label, f"type:{_qualname(value)}")
+        elif inspect.isroutine(value) or isinstance(value, functools.partial):
+            self.text(label, f"callable:{_callable_code(value)}")
+        elif isinstance(value, (list, tuple)):
+            self.text(label, f"{type(value).__name__}:{len(value)}")
+            for item in value:
+                self.value(label + "[]", item, depth + 1)
+        elif isinstance(value, Mapping):
+            self.text(label, f"{type(value).__name__}:{len(value)}")
+            for k, v in value.items():
+                self.value(label + "{k}", k, depth + 1)
+                self.value(label + "{v}", v, depth + 1)
+        elif isinstance(value, (set, frozenset)):
+            items = sorted(value, key=lambda x: f"{type(x).__name__}:{x!r}")
+            self.value(label, ("set", *items), depth)
+        elif dataclasses.is_dataclass(value) and depth < 4:
+            self.text(label, f"dataclass:{_qualname(type(value))}")
+            for f in dataclasses.fields(value):
+                self.value(f"{label}.{f.name}", getattr(value, f.name, None), depth + 1)
+        else:
+            self.text(label, f"object:{_qualname(type(value))}")
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict) and depth < 2:
+                for k, v in attrs.items():
+                    self.value(f"{label}.{k}", v, depth + 1)
+
+
+def _qualname(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
+
+
+def _is_torch_owned(obj: Any) -> bool:
+    module = getattr(obj, "__module__", "") or ""
+    return module in ("builtins", "torch") or module.startswith("torch.")
+
+
+def _class_code(cls: type) -> str:
+    """Source of a user class; torch's own classes are pinned by the torch version instead."""
+    if _is_torch_owned(cls):
+        return _qualname(cls)
+    try:
+        return _qualname(cls) + "\n" + inspect.getsource(cls)
+    except (OSError, TypeError):
+        return _qualname(cls)
+
+
+def _callable_code(fn: Any) -> str:
+    if isinstance(fn, functools.partial):
+        inner = _Hasher()
+        inner.value("args", fn.args)
+        inner.value("keywords", fn.keywords)
+        return f"partial({_callable_code(fn.func)}, {inner.hexdigest()})"
+    fn = getattr(fn, "__func__", fn)
+    if _is_torch_owned(fn):
+        return _qualname(fn)
+    try:
+        return _qualname(fn) + "\n" + inspect.getsource(fn)
+    except (OSError, TypeError):
+        return _qualname(fn)
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": "%d.%d" % sys.version_info[:2]}
+    try:
+        import torch
+
+        versions["torch"] = str(torch.__version__)
+    except ImportError:  # pragma: no cover
+        versions["torch"] = "missing"
+    for dist in ("onnx", "onnxscript", "onnx-ir"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "missing"
+    return versions
+
+
+# --------------------------------------------------------------------------- cache entries
+
+
+def _read_valid_entry(entry: pathlib.Path) -> dict[str, Any] | None:
+    """meta.json of a complete entry, or None when the entry is missing or damaged."""
+    model = entry / MODEL_FILENAME
+    try:
+        if model.stat().st_size == 0:
+            return None
+        meta = json.loads((entry / META_FILENAME).read_text())
+        for name, size in meta.get("files", {}).items():
+            if (entry / name).stat().st_size != size:
+                return None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return meta if isinstance(meta, dict) else None
+
+
+def _entry_opset(entry: pathlib.Path, meta: Mapping[str, Any]) -> int:
+    opset = meta.get("opset")
+    if isinstance(opset, int):
+        return opset
+    import onnx  # pragma: no cover - meta.json always has it
+
+    return _default_opset(onnx.load(str(entry / MODEL_FILENAME), load_external_data=False))
+
+
+def _default_opset(proto: Any) -> int:
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx"):
+            return int(imp.version)
+    raise ExportError("the exported model has no default-domain opset_import")
+
+
+def _publish(work: pathlib.Path, entry: pathlib.Path) -> bool:
+    """Rename ``work`` to ``entry`` atomically. True if ours landed, False if another process's
+    complete entry was already there (ours is then discarded)."""
+    for _ in range(5):
+        try:
+            os.rename(work, entry)
+            return True
+        except OSError:
+            if _read_valid_entry(entry) is not None:
+                shutil.rmtree(work, ignore_errors=True)
+                return False
+            _discard(entry)  # a damaged entry: move it aside and try again
+    raise ExportError(f"could not install cache entry {entry}")  # pragma: no cover
+
+
+def _discard(entry: pathlib.Path) -> None:
+    trash = entry.with_name(f"{_TRASH_PREFIX}{entry.name[:12]}-{uuid.uuid4().hex[:8]}")
+    try:
+        os.rename(entry, trash)
+    except OSError:
+        return  # gone already, or someone else is handling it
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _remove_stale_tmp(cache_dir: pathlib.Path) -> None:
+    """Remove work dirs left by crashed exports (older than a day, so never a live one)."""
+    cutoff = time.time() - _STALE_TMP_SECONDS
+    try:
+        candidates = [
+            p for p in cache_dir.iterdir()
+            if p.name.startswith((_TMP_PREFIX, _TRASH_PREFIX)) and p.stat().st_mtime < cutoff
+        ]
+    except OSError:
+        return
+    for path in candidates:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _clear_dir(path: pathlib.Path) -> None:
+    for child in list(path.iterdir()):
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- output capture
+
+
+class _Output:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+
+    def text(self) -> str:
+        return _ANSI_RE.sub("", "".join(self.parts))
+
+
+@contextlib.contextmanager
+def _captured_output() -> Iterator[_Output]:
+    """Capture what the exporters print, log and warn, at the Python and file-descriptor level.
+
+    The dynamo exporter prints progress lines and logs through torch's own stderr handlers; the
+    TorchScript exporter warns DeprecationWarning and its C++ side writes to fd 2.
+    """
+    out = _Output()
+    py_stdout, py_stderr = io.StringIO(), io.StringIO()
+    log_stream = io.StringIO()
+    handler = logging.StreamHandler(log_stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    saved_loggers = []
+    names = {"torch", "onnx", "onnxscript", "onnx_ir"}
+    names.update(
+        name for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger) and any(map(_is_console, lg.handlers))
+        and name.startswith(("torch.", "onnx.", "onnxscript.", "onnx_ir."))
+        and not name.startswith("torch.__")  # torch's structured-trace loggers
+    )
+    for name in sorted(names):
+        lg = logging.getLogger(name)
+        saved_loggers.append((lg, lg.handlers[:], lg.propagate))
+        # Console handlers are swapped for ours; others (TORCH_TRACE files ...) keep working.
+        lg.handlers = [h for h in lg.handlers if not _is_console(h)] + [handler]
+        lg.propagate = False
+    fd_capture = _FdCapture()
+    try:
+        with warnings.catch_warnings(record=True) as caught, \
+                contextlib.redirect_stdout(py_stdout), contextlib.redirect_stderr(py_stderr):
+            warnings.simplefilter("always")
+            fd_capture.start()
+            try:
+                yield out
+            finally:
+                # Progress lines (stdout) last: the error message shows the tail.
+                out.parts.append(fd_capture.stop())
+                out.parts.append(py_stderr.getvalue())
+                out.parts.append(log_stream.getvalue())
+                out.parts.extend(f"{w.category.__name__}: {w.message}\n" for w in caught)
+                out.parts.append(py_stdout.getvalue())
+    finally:
+        for lg, handlers, propagate in saved_loggers:
+            lg.handlers = handlers
+            lg.propagate = propagate
+
+
+def _is_console(handler: logging.Handler) -> bool:
+    # Exact type: subclasses are files or torch's LazyTraceHandler (TORCH_TRACE), left alone.
+    return type(handler) is logging.StreamHandler
+
+
+class _FdCapture:
+    """Point fds 1 and 2 at a temp file (what pytest's capture=fd does) and restore them."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[int, int]] = []
+        self._file: Any = None
+
+    def start(self) -> None:
+        try:
+            self._file = tempfile.TemporaryFile(mode="w+b")
+            for fd in (1, 2):
+                os.fstat(fd)
+            for stream in (sys.__stdout__, sys.__stderr__):
+                if stream is not None:
+                    stream.flush()
+            for fd in (1, 2):
+                self._saved.append((fd, os.dup(fd)))
+                os.dup2(self._file.fileno(), fd)
+        except (OSError, ValueError):
+            self.stop()
+
+    def stop(self) -> str:
+        for stream in (sys.__stdout__, sys.__stderr__):
+            try:
+                if stream is not None:
+                    stream.flush()
+            except (OSError, ValueError):
+                pass
+        for fd, saved in reversed(self._saved):
+            os.dup2(saved, fd)
+            os.close(saved)
+        self._saved = []
+        text = ""
+        if self._file is not None:
+            self._file.seek(0)
+            text = self._file.read().decode("utf-8", "replace")
+            self._file.close()
+            self._file = None
+        return text
+
+
+def _error_message(exporter: str, model_class: str, exc: BaseException, output: str) -> str:
+    message = _ANSI_RE.sub("", str(exc)).strip() or type(exc).__name__
+    lines = [f"{exporter} exporter failed to export {model_class}: {message}"]
+    seen = {id(exc)}
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        text = _ANSI_RE.sub("", str(cause)).strip()
+        first = text.splitlines()[0] if text else ""
+        if not first or first not in message:
+            short = "\n".join(text.splitlines()[:20])
+            lines.append(f"Caused by {type(cause).__name__}: {short}")
+        cause = cause.__cause__ or cause.__context__
+    tail = [line for line in output.splitlines() if line.strip()][-_OUTPUT_TAIL_LINES:]
+    if tail:
+        lines.append("Exporter output (last lines):")
+        lines.extend("  " + line for line in tail)
+    return "\n".join(lines)
