@@ -347,7 +347,8 @@ def _run_dynamo(
         output_names=list(options.output_names) if options.output_names else None,
         dynamic_shapes=plan.dynamic_shapes,
         artifacts_dir=str(work),
-        verbose=False,
+        # verbose=None: progress lines ("Translate the graph into ONNX... ❌") are printed,
+        # captured, and end up in the ExportError message.
     )
     if program is None:  # pragma: no cover - dynamo=True always returns a program
         raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
@@ -850,18 +851,21 @@ def _captured_output() -> Iterator[_Output]:
     handler = logging.StreamHandler(log_stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     saved_loggers = []
+    prefixes = ("torch.", "onnx.", "onnxscript.", "onnx_ir.")
     names = {"torch", "onnx", "onnxscript", "onnx_ir"}
     names.update(
         name for name, lg in logging.root.manager.loggerDict.items()
-        if isinstance(lg, logging.Logger) and any(map(_is_console, lg.handlers))
-        and name.startswith(("torch.", "onnx.", "onnxscript.", "onnx_ir."))
-        and not name.startswith("torch.__")  # torch's structured-trace loggers
+        if isinstance(lg, logging.Logger) and lg.handlers and name.startswith(prefixes)
     )
     for name in sorted(names):
         lg = logging.getLogger(name)
         saved_loggers.append((lg, lg.handlers[:], lg.propagate))
-        # Console handlers are swapped for ours; others (TORCH_TRACE files ...) keep working.
-        lg.handlers = [h for h in lg.handlers if not _is_console(h)] + [handler]
+        # Drop console and log-capture handlers (pytest attaches its own even to torch's
+        # non-propagating loggers); keep the ones that write files (--log-file, TORCH_TRACE).
+        kept = [h for h in lg.handlers if _writes_file(h)]
+        if not name.startswith("torch.__"):  # torch's structured-trace records are empty text
+            kept.append(handler)
+        lg.handlers = kept
         lg.propagate = False
     fd_capture = _FdCapture()
     try:
@@ -884,9 +888,8 @@ def _captured_output() -> Iterator[_Output]:
             lg.propagate = propagate
 
 
-def _is_console(handler: logging.Handler) -> bool:
-    # Exact type: subclasses are files or torch's LazyTraceHandler (TORCH_TRACE), left alone.
-    return type(handler) is logging.StreamHandler
+def _writes_file(handler: logging.Handler) -> bool:
+    return isinstance(handler, logging.FileHandler) or type(handler).__name__ == "LazyTraceHandler"
 
 
 class _FdCapture:
