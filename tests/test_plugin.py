@@ -1,0 +1,331 @@
+"""Acceptance tests: the plugin as a user meets it, through pytester, on real exported models."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import TOY_TABLES
+
+MODELS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Clean(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+
+    class ReflectPad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            return torch.relu(self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect")))
+
+
+    class Unexportable(nn.Module):
+        def forward(self, x):
+            return torch.ops.aten.nonexistent_op_for_test(x)
+    """
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _heavy_modules_stay_loaded(tmp_path_factory):
+    """pytester's in-process runs unload modules first imported inside them, and torch's cannot be
+    imported twice: load everything an export touches once, before any in-process run."""
+    torch = pytest.importorskip("torch")
+    import jsonschema  # noqa: F401
+    import onnx.reference  # noqa: F401
+
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    d = tmp_path_factory.mktemp("warmup")
+    for exporter in ("dynamo", "torchscript"):
+        export_model(torch.nn.Linear(2, 2).eval(), torch.randn(1, 2), ExportOptions(exporter=exporter), cache_dir=d)
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(models=MODELS)
+    pytester.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:cacheprovider\n")
+    return pytester
+
+
+def test_explicit_form_passes_clean_and_fails_fallback_with_report(suite):
+    suite.makepyfile(test_models="""
+        import pytest, torch
+        from models import Clean, ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_clean(npu_check):
+            out = npu_check(Clean().eval(), torch.randn(1, 3, 16, 16))
+            assert out.passed and out.results[0].summary["npu"] >= 2
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_reflect(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 16, 16))
+    """)
+    r = suite.runpytest()
+    r.assert_outcomes(passed=1, failed=1)
+    out = r.stdout.str()
+    assert "mode='reflect' not in {'constant'}" in out
+    assert "toy@1.0/soc-a" in out and "FAIL" in out
+    assert "npucheck summary" in out
+    assert "PASS test_models.py::test_clean toy@1.0/soc-a" in out
+
+
+def test_marker_only_form_uses_model_fixtures(suite):
+    suite.makepyfile(test_existing="""
+        import pytest, torch
+        from models import Clean, ReflectPad
+
+        @pytest.fixture
+        def model():
+            return ReflectPad()
+
+        @pytest.fixture
+        def example_inputs():
+            return torch.randn(1, 3, 16, 16)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0"])
+        def test_forward_shape(model, example_inputs):
+            assert model(example_inputs).shape == (1, 8, 16, 16)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.1/soc-b"])
+        def test_forward_on_soc_b(model, example_inputs):
+            assert model(example_inputs).shape == (1, 8, 16, 16)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0"])
+        def test_body_fails_first(model, example_inputs):
+            assert False, "body failure wins"
+    """)
+    r = suite.runpytest("-rA")
+    r.assert_outcomes(passed=1, failed=2)
+    out = r.stdout.str()
+    assert "mode='reflect' not in {'constant'}" in out
+    assert "body failure wins" in out
+    # soc-b supports reflect padding: the marker-only test passes there
+    assert "PASSED test_existing.py::test_forward_on_soc_b" in out
+
+
+def test_marker_only_form_configurable_fixture_names_and_ini_targets(pytester):
+    pytester.makepyfile(models=MODELS)
+    pytester.makeini(f"""
+        [pytest]
+        addopts = --npu-tables={TOY_TABLES} -p no:cacheprovider
+        npu_model_fixture = net
+        npu_inputs_fixture = sample
+        npu_targets =
+            toy@1.0/soc-a
+            toy@1.1/soc-b
+    """)
+    pytester.makepyfile(test_x="""
+        import pytest, torch
+        from models import Clean
+
+        @pytest.fixture
+        def net():
+            return Clean()
+
+        @pytest.fixture
+        def sample():
+            return torch.randn(1, 3, 8, 8)
+
+        @pytest.mark.npu_deployable
+        def test_not_requesting_fixtures():
+            pass
+    """)
+    r = pytester.runpytest("--npu-report=json:report.json")
+    r.assert_outcomes(passed=1)
+    doc = json.loads((pytester.path / "report.json").read_text())
+    [test] = doc["tests"]
+    assert [t["target"] for t in test["targets"]] == ["toy@1.0/soc-a", "toy@1.1/soc-b"]
+
+
+def test_marked_test_with_nothing_to_check_fails_clearly(suite):
+    suite.makepyfile(test_y="""
+        import pytest
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_no_model():
+            pass
+    """)
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)
+    assert "nothing to check" in r.stdout.str() and "'model'" in r.stdout.str()
+
+
+def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
+    suite.makepyfile(test_z="""
+        import pytest
+
+        def test_plain():
+            pass
+
+        @pytest.mark.npu_deployable(targets=["toy@9.9"])
+        def test_marked(npu_check):
+            pass
+    """)
+    r = suite.runpytest()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    err = r.stderr.str()
+    assert "unknown version '9.9' of toy" in err and "available: 1.0, 1.1" in err
+    assert "test_z.py::test_marked" in err
+
+
+def test_cli_target_and_unknown_toolchain(suite):
+    suite.makepyfile(test_w="""
+        import pytest, torch
+        from models import Clean
+
+        @pytest.mark.npu_deployable
+        def test_m(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    suite.runpytest("--npu-target=toy@1.0").assert_outcomes(passed=1)
+    r = suite.runpytest("--npu-target=nosuch")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "unknown toolchain 'nosuch'" in r.stderr.str()
+    r = suite.runpytest()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "no target" in r.stderr.str()
+
+
+def test_invalid_table_stops_the_run_with_file_and_path(pytester, tmp_path):
+    import shutil
+
+    root = tmp_path / "tables"
+    shutil.copytree(TOY_TABLES, root)
+    p = root / "toy" / "1.0" / "soc-a.json"
+    d = json.loads(p.read_text())
+    d["ops"]["ai.onnx:Conv"]["status"] = "perhaps"
+    d["ops"]["ai.onnx:Relu"]["constraints"] = [{"rule": "rank", "params": {"maxx": 4}}]
+    p.write_text(json.dumps(d))
+    pytester.makepyfile(test_t="""
+        import pytest
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0"])
+        def test_m(npu_check):
+            pass
+    """)
+    r = pytester.runpytest(f"--npu-tables={root}", "-p", "no:cacheprovider")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    err = r.stderr.str()
+    assert str(p) in err
+    assert "$.ops['ai.onnx:Conv'].status" in err and "$.ops['ai.onnx:Relu'].constraints[0].params" in err
+
+
+def test_export_error_fails_with_exporter_message(suite):
+    suite.makepyfile(test_e="""
+        import pytest, torch
+        from models import Unexportable
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_m(npu_check):
+            npu_check(Unexportable(), torch.randn(1, 3))
+    """)
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "could not be exported" in out and "nonexistent_op_for_test" in out
+    assert "INTERNALERROR" not in out
+
+
+def test_bad_marker_arguments_are_usage_errors(suite):
+    suite.makepyfile(test_b="""
+        import pytest
+
+        @pytest.mark.npu_deployable(targets=["toy"], exportr="dynamo")
+        def test_m(npu_check):
+            pass
+    """)
+    r = suite.runpytest()
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "unknown argument(s) exportr" in r.stderr.str()
+
+
+def test_json_report_validates_and_carries_contract_fields(suite):
+    suite.makepyfile(test_j="""
+        import pytest, torch
+        from models import Clean, ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0", "toy@1.1/soc-b"])
+        def test_reflect(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 16, 16))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0"], exporter="torchscript", opset=17)
+        def test_clean_ts(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 16, 16))
+    """)
+    r = suite.runpytest("--npu-report=json:out/report.json")
+    r.assert_outcomes(passed=1, failed=1)
+    from pytest_npucheck.report.jsonreport import validate
+
+    doc = json.loads((suite.path / "out" / "report.json").read_text())
+    assert validate(doc) == []
+    tests = {t["nodeid"]: t for t in doc["tests"]}
+    refl = tests["test_j.py::test_reflect"]
+    assert refl["status"] == "failed"
+    a, b = refl["targets"]
+    assert a["table"]["toolchain"] == "toy" and a["table"]["version"] == "1.0" and len(a["table"]["sha256"]) == 64
+    assert a["summary"]["cpu"] == 1 and not a["passed"]
+    pad = next(n for n in a["nodes"] if n["op_type"] == "Pad")
+    assert pad["verdict"] == "cpu" and pad["reasons"][0] == {
+        "rule": "attr_in", "message": "mode='reflect' not in {'constant'}", "verdict": "cpu", "category": "attribute"}
+    assert b["passed"]
+    ts = tests["test_j.py::test_clean_ts"]
+    assert ts["status"] == "passed" and ts["export"]["exporter"] == "torchscript" and ts["export"]["opset"] == 17
+
+
+def test_xdist_gives_the_same_report(suite):
+    pytest.importorskip("xdist")
+    suite.makepyfile(test_p="""
+        import pytest, torch
+        from models import Clean, ReflectPad
+
+        @pytest.mark.parametrize("i", range(3))
+        @pytest.mark.npu_deployable(targets=["toy@1.0"])
+        def test_clean(npu_check, i):
+            torch.manual_seed(i)
+            npu_check(Clean().eval(), torch.randn(1, 3, 8 + i, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0"])
+        def test_reflect(npu_check):
+            torch.manual_seed(5)
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r1 = suite.runpytest_subprocess("--npu-report=json:serial.json")
+    r2 = suite.runpytest_subprocess("-n", "2", "--npu-report=json:parallel.json")
+    r1.assert_outcomes(passed=3, failed=1)
+    r2.assert_outcomes(passed=3, failed=1)
+
+    def load(name):
+        d = json.loads((suite.path / name).read_text())
+        d.pop("created")
+        for t in d["tests"]:
+            t["export"].pop("path")  # temp dirs differ per process
+            for tr in t["targets"]:
+                tr["model"].pop("path")
+        return d
+
+    assert load("serial.json") == load("parallel.json")
+
+
+def test_plugin_import_is_light():
+    code = ("import sys, pytest_npucheck.plugin\n"
+            "heavy = [m for m in ('torch', 'onnx', 'onnxruntime', 'numpy', 'jsonschema') if m in sys.modules]\n"
+            "print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == ""
