@@ -46,6 +46,9 @@ __all__ = [
     "extract_warnings",
     "onnx_placement",
     "onnx_node_names",
+    "row_node",
+    "attribute_rows",
+    "unmapped_cpu_rows",
 ]
 
 ENV_VAR = "NPUCHECK_RKNN_PYTHON"
@@ -59,8 +62,8 @@ _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _RKNN_PREFIX_RE = re.compile(r"^[DIWE] RKNN: \[[0-9:.]+\] ?")
 _ROW_RE = re.compile(
     r"^(?P<id>\d+)\s+(?P<op_type>\S+)\s+(?P<dtype>\S+)\s+(?P<target>NPU|CPU|GPU|\S+)\s+"
-    r"(?P<input_shape>\S+)\s+(?P<output_shape>\S+)\s+(?P<cycles>\S+)\s+(?P<rw>\S+)\s+"
-    r"(?P<full_name>.+?)\s*$"
+    r"(?P<input_shape>\S+)\s+(?P<output_shape>\S+)\s+(?P<cycles>\S+)\s+(?P<rw>\S+)"
+    r"(?:\s+(?P<full_name>.+?))?\s*$"
 )
 _RECORD_START_RE = re.compile(r"^(?P<level>[DIWE]) (?P<body>.*)$")
 _IO_OPS = ("InputOperator", "OutputOperator")
@@ -177,7 +180,7 @@ def parse_layer_table(log: str) -> list[LayerRow]:
                 m = _ROW_RE.match(s)
                 if not m:
                     break
-                full = m.group("full_name")
+                full = m.group("full_name") or ""
                 onnx_name = full.split(":", 1)[1] if ":" in full else None
                 rows.append(LayerRow(
                     id=int(m.group("id")), op_type=m.group("op_type"), dtype=m.group("dtype"),
@@ -227,12 +230,14 @@ def extract_errors(log: str) -> list[str]:
 def extract_warnings(log: str) -> list[str]:
     """Warning records that carry information (toolkit boilerplate is dropped)."""
     boring = ("config.mean_values is None", "config.std_values is None", "temperate env",
-              "===================== WARN")
+              "===================== WARN", "need parameter qtype")
     out: list[str] = []
     for level, body in _records(log):
         if level == "W":
             body = re.sub(r"^RKNN: \[[0-9:.]+\] ?", "", body.strip())
             body = re.sub(r"\s*\n\s*", " ", body)
+            if len(body) > 600:
+                body = body[:600] + " ..."
             if body and not any(b in body for b in boring) and body not in out:
                 out.append(body)
     return out
@@ -374,6 +379,7 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
             thread = threading.Thread(target=_reader, daemon=True)
             thread.start()
             current: dict[str, Any] | None = None
+            worker_info: dict[str, Any] = {}
             started = False
             deadline = time.monotonic() + startup_timeout
             progressed = False
@@ -424,6 +430,7 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
                     kind = ev.get("event")
                     if kind == "hello":
                         started = True
+                        worker_info["rknn_version"] = ev.get("rknn_version")
                         deadline = time.monotonic() + timeout
                     elif kind == "fatal":
                         fatal = "%s\n%s" % (ev.get("error"),
@@ -454,6 +461,9 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
                 if proc.stdout:
                     proc.stdout.close()
                 thread.join(timeout=5)
+            for r in results.values():
+                if worker_info.get("rknn_version") and "rknn_version" not in r.extra:
+                    r.extra["rknn_version"] = worker_info["rknn_version"]
             if fatal:
                 raise RknnUnavailable(fatal)
             if not progressed:
@@ -557,13 +567,77 @@ def onnx_node_names(model_path: str | os.PathLike[str]) -> list[str]:
     return [n.name or "%s_%d" % (n.op_type, i) for i, n in enumerate(model.graph.node)]
 
 
+_REWRITE_SUFFIX_RE = re.compile(r"#\d+$")
+
+
+def row_node(row: LayerRow, node_names: Iterable[str]) -> str | None:
+    """The ONNX node a layer-table row stands for, or ``None``.
+
+    ``FullName`` is ``<OpType>:<name>``; the name is the ONNX node name, or the node name plus
+    ``#<n>`` when RKNN rewrote the node into another op type (e.g. ``Div:Reciprocal_0#1``).
+    """
+    name = row.onnx_name
+    if not name:
+        return None
+    names = node_names if isinstance(node_names, (set, frozenset, dict)) else set(node_names)
+    if name in names:
+        return name
+    base = _REWRITE_SUFFIX_RE.sub("", name)
+    if base != name and base in names:
+        return base
+    return None
+
+
+def attribute_rows(result: RknnResult, nodes: Sequence[Mapping[str, Any]]
+                   ) -> dict[str, dict[str, list[str]]]:
+    """Attribute layer-table rows to ONNX nodes, including helper ops RKNN inserted.
+
+    Args:
+        result: a successful compile result.
+        nodes: ``[{"name", "outputs": [tensor names]}]`` for the ONNX graph's nodes.
+
+    Returns:
+        ``{node_name: {"cpu": [...], "npu": [...], "cpu_helpers": [...], "npu_helpers": [...]}}``
+        with the ``FullName`` of each row: direct rows (the node itself, maybe rewritten to
+        another op type) and helper rows whose name is derived from the node's name or from one
+        of its output tensors (``<name>_out-rs``, ``<name>_2fp_mul_cast``, ``<name>#1_rs``...).
+        Rows that cannot be attributed are listed under the key ``""``.
+    """
+    names = {n["name"] for n in nodes}
+    owner_by_prefix: dict[str, str] = {}
+    for n in nodes:
+        owner_by_prefix.setdefault(n["name"], n["name"])
+        for t in n.get("outputs", ()):
+            if t:
+                owner_by_prefix.setdefault(t, n["name"])
+    prefixes = sorted(owner_by_prefix, key=len, reverse=True)
+    out: dict[str, dict[str, list[str]]] = {}
+    for r in result.rows:
+        if r.is_io:
+            continue
+        direct = row_node(r, names)
+        kind = r.target.lower()
+        if direct is not None:
+            out.setdefault(direct, {}).setdefault(kind, []).append(r.full_name)
+            continue
+        owner = None
+        nm = r.onnx_name or ""
+        for p in prefixes:
+            if nm.startswith(p) and len(nm) > len(p) and nm[len(p)] in "_#-.":
+                owner = owner_by_prefix[p]
+                break
+        out.setdefault(owner or "", {}).setdefault(kind + "_helpers", []).append(r.full_name)
+    return out
+
+
 def onnx_placement(result: RknnResult, node_names: Sequence[str] | None = None
                    ) -> dict[str, str]:
     """Per-ONNX-node placement derived from an RKNN result.
 
-    A node is ``"cpu"`` if a CPU row of the layer table names it (``FullName`` after the colon),
-    otherwise ``"npu"`` if the build succeeded.  If the build did not succeed every node is
-    ``"unsupported"``.  Input/OutputOperator rows are ignored.
+    A node is ``"cpu"`` if a CPU row of the layer table names it (``FullName`` after the colon,
+    optionally with RKNN's ``#<n>`` rewrite suffix), otherwise ``"npu"`` if the build succeeded
+    (RKNN fuses and renames NPU ops, so NPU rows are not needed).  If the build did not succeed
+    every node is ``"unsupported"``.  Input/OutputOperator rows are ignored.
 
     Args:
         result: the compile result.
@@ -572,14 +646,15 @@ def onnx_placement(result: RknnResult, node_names: Sequence[str] | None = None
     names = list(node_names) if node_names is not None else onnx_node_names(result.path)
     if result.status != "ok":
         return {n: "unsupported" for n in names}
-    cpu = {r.onnx_name for r in result.cpu_rows() if r.onnx_name}
+    nameset = set(names)
+    cpu = {row_node(r, nameset) for r in result.cpu_rows()}
     return {n: ("cpu" if n in cpu else "npu") for n in names}
 
 
 def unmapped_cpu_rows(result: RknnResult, node_names: Sequence[str]) -> list[LayerRow]:
-    """CPU rows whose name is not an ONNX node (ops RKNN created while rewriting the graph)."""
+    """CPU rows that do not stand for an ONNX node (helper ops RKNN created, e.g. Reshapes)."""
     names = set(node_names)
-    return [r for r in result.cpu_rows() if r.onnx_name not in names]
+    return [r for r in result.cpu_rows() if row_node(r, names) is None]
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
