@@ -242,9 +242,12 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         entry["error"] = str(exc)
         pytest.fail(f"npu_check: {exc}", pytrace=False)
     axes = _parse_axes(overrides["dynamic_axes"], "npu_check(dynamic_axes=...)") if "dynamic_axes" in overrides else spec.dynamic_axes
+    opset = overrides.get("opset", spec.opset)
+    if opset is None:
+        opset = _target_opset(tables)
     options = ExportOptions(
         exporter=overrides.get("exporter") or spec.exporter,
-        opset=overrides.get("opset", spec.opset),
+        opset=opset,
         dynamic_axes=axes,
         input_names=overrides.get("input_names") or spec.input_names,
         output_names=overrides.get("output_names") or spec.output_names,
@@ -269,6 +272,21 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     if not outcome.passed:
         pytest.fail(_failure_text(results), pytrace=False)
     return outcome
+
+
+# The opset torch 2.13's exporters write by default; a target that accepts less gets what it accepts.
+_EXPORTER_DEFAULT_OPSET = 20
+
+
+def _target_opset(tables: Sequence[Any]) -> Optional[int]:
+    """Export at the newest default-domain opset every target accepts (as a deployment would).
+
+    None (the exporter's default) when every target accepts the exporter's default.
+    """
+    highs = [t.opsets["ai.onnx"][1] for t in tables if "ai.onnx" in t.opsets]
+    if not highs or min(highs) >= _EXPORTER_DEFAULT_OPSET:
+        return None
+    return min(highs)
 
 
 class _eval_mode:

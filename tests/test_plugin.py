@@ -329,3 +329,31 @@ def test_plugin_import_is_light():
             "print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == ""
+
+
+def test_export_opset_defaults_to_what_every_target_accepts(pytester, tmp_path):
+    import shutil
+
+    root = tmp_path / "tables"
+    shutil.copytree(TOY_TABLES, root)
+    p = root / "toy" / "1.0" / "soc-a.json"
+    d = json.loads(p.read_text())
+    d["opsets"]["ai.onnx"] = [11, 18]
+    p.write_text(json.dumps(d))
+    pytester.makepyfile(models=MODELS)
+    pytester.makepyfile(test_o="""
+        import pytest, torch
+        from models import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0", "toy@1.1/soc-b"])
+        def test_default(npu_check):
+            out = npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+            assert out.export["opset"] == 18
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0"], opset=20)
+        def test_explicit_opset_outside_range(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = pytester.runpytest(f"--npu-tables={root}", "-p", "no:cacheprovider")
+    r.assert_outcomes(passed=1, failed=1)
+    assert "model opset 20 for domain 'ai.onnx' outside the range [11, 18]" in r.stdout.str()
