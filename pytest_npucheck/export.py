@@ -442,14 +442,14 @@ def _plan_inputs(
         except TypeError:
             bound = None
         if bound is not None:
-            for name, value in bound.arguments.items():
-                kind = sig.parameters[name].kind
+            for param, bound_value in bound.arguments.items():
+                kind = sig.parameters[param].kind
                 if kind is inspect.Parameter.VAR_POSITIONAL:
-                    slots.extend((None, v) for v in value)
+                    slots.extend((None, v) for v in bound_value)
                 elif kind is inspect.Parameter.VAR_KEYWORD:
-                    slots.extend(value.items())
+                    slots.extend(bound_value.items())
                 else:
-                    slots.append((name, value))
+                    slots.append((param, bound_value))
     if not slots:
         slots = [(positional[i] if i < len(positional) else None, v) for i, v in enumerate(args)]
         slots.extend(kwargs.items())
@@ -517,10 +517,10 @@ def _plan_inputs(
     by_slot = {graph_inputs[i][1]: axes for i, axes in axes_by_input.items()}
     shapes: dict[str, Any] = {}
     var_specs: list[Any] = []
-    for index, (name, value) in enumerate(slots):
+    for index, (slot_name, _) in enumerate(slots):
         spec = by_slot.get(index)
-        if name is not None:
-            shapes[name] = spec
+        if slot_name is not None:
+            shapes[slot_name] = spec
         elif index < len(args) and var_positional is not None:
             var_specs.append(spec)
     if var_positional is not None and var_specs:
@@ -538,11 +538,13 @@ def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOption
     aliases), the module tree (names, classes, train/eval flags, plain attributes such as a
     conv's stride, forward hooks, instance-level ``forward`` overrides), the source of every
     module class and its non-torch base classes (module + qualname when the source is
-    unavailable), the example inputs (structure, dtypes, shapes, values), the options, and the
-    versions of python, torch, onnx, onnxscript, onnx-ir and the key format. Stable across
-    processes: nothing depends on ``id()`` or ``hash()``.
+    unavailable) together with the module-level functions, classes and constants their methods
+    name (followed a few calls deep), the example inputs (structure, dtypes, shapes, values),
+    the options, and the versions of python, torch, onnx, onnxscript, onnx-ir and the key
+    format. Stable across processes: nothing depends on ``id()`` or ``hash()``.
 
-    Not covered: helper functions or globals that ``forward`` reads outside its class.
+    Not covered: code reached only through attributes of other modules (``helpers.scale(x)``
+    where ``helpers`` is an imported module of yours) and torch global settings.
     """
     import torch
 
@@ -566,26 +568,24 @@ def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOption
 
     # Module tree, code, attributes, hooks.
     h.text("model_class", _qualname(type(model)))
-    seen_classes: set[type] = set()
+    code = _CodeWalker(h)
     for name, module in model.named_modules(remove_duplicate=False):
         cls = type(module)
         h.text("module", f"{name}:{_qualname(cls)}:training={module.training}")
         for klass in cls.__mro__:
-            if klass not in seen_classes:
-                seen_classes.add(klass)
-                h.text("class", _class_code(klass))
+            code.klass(klass)
         for attr, value in vars(module).items():
             if attr not in _MODULE_INTERNAL_ATTRS:
                 h.value("attr:" + attr, value)
         if "forward" in vars(module):
-            h.text("instance_forward", _callable_code(vars(module)["forward"]))
+            code.function("instance_forward", vars(module)["forward"])
         for hooks in ("_forward_pre_hooks", "_forward_hooks"):
             for hook in getattr(module, hooks, {}).values():  # values only: keys are global ids
-                h.text(hooks, _callable_code(hook))
+                code.function(hooks, hook)
     global_hooks = torch.nn.modules.module
     for hooks in ("_global_forward_pre_hooks", "_global_forward_hooks"):
         for hook in getattr(global_hooks, hooks, {}).values():
-            h.text(hooks, _callable_code(hook))
+            code.function(hooks, hook)
 
     # Weights.
     first_name: dict[int, str] = {}  # in-process identity only, never hashed
@@ -695,6 +695,79 @@ class _Hasher:
                     self.value(f"{label}.{k}", v, depth + 1)
 
 
+class _CodeWalker:
+    """Hash the source of classes and functions, and of the module-level names they use."""
+
+    _MAX_DEPTH = 3
+
+    def __init__(self, h: _Hasher) -> None:
+        self.h = h
+        self._seen: set[int] = set()  # in-process identity only, never hashed
+
+    def _first_visit(self, obj: Any) -> bool:
+        if id(obj) in self._seen:
+            return False
+        self._seen.add(id(obj))
+        return True
+
+    def klass(self, cls: type, depth: int = 0) -> None:
+        if not self._first_visit(cls):
+            return
+        self.h.text("class", _class_code(cls))
+        if _is_torch_owned(cls) or depth > self._MAX_DEPTH:
+            return
+        for value in vars(cls).values():
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            elif isinstance(value, property):
+                value = value.fget
+            if inspect.isfunction(value):
+                self._globals_of(value, depth + 1)
+
+    def function(self, label: str, fn: Any, depth: int = 0) -> None:
+        self.h.text(label, _callable_code(fn))
+        while isinstance(fn, functools.partial):
+            fn = fn.func
+        fn = getattr(fn, "__func__", fn)
+        if inspect.isfunction(fn) and not _is_torch_owned(fn) and self._first_visit(fn):
+            self._globals_of(fn, depth + 1)
+
+    def _globals_of(self, fn: types.FunctionType, depth: int) -> None:
+        if depth > self._MAX_DEPTH:
+            return
+        namespace = fn.__globals__
+        for name in sorted(_code_names(fn.__code__)):
+            if name not in namespace:
+                continue  # an attribute name, a builtin or a local
+            self._global(f"global:{fn.__module__}.{name}", namespace[name], depth)
+        for cell in fn.__closure__ or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:  # empty cell
+                continue
+            self._global("closure", value, depth)
+
+    def _global(self, label: str, value: Any, depth: int) -> None:
+        if isinstance(value, types.ModuleType):
+            return
+        if isinstance(value, type):
+            self.klass(value, depth)
+        elif inspect.isfunction(value) or isinstance(value, functools.partial):
+            self.function(label, value, depth)
+        elif inspect.isroutine(value):
+            self.h.text(label, _qualname(value))
+        else:
+            self.h.value(label, value)
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):  # nested functions, comprehensions, lambdas
+            names |= _code_names(const)
+    return names
+
+
 def _qualname(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
@@ -732,7 +805,7 @@ def _callable_code(fn: Any) -> str:
 def _versions() -> dict[str, str]:
     from importlib import metadata
 
-    versions = {"python": "%d.%d" % sys.version_info[:2]}
+    versions = {"python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
     try:
         import torch
 

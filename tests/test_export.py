@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import pathlib
 import subprocess
 import sys
@@ -52,6 +51,18 @@ class TwoInputs(torch.nn.Module):
 
     def forward(self, x, y):
         return self.fc(x) + y
+
+
+SCALE = 2.0
+
+
+def _scaled(x):
+    return x * SCALE
+
+
+class UsesHelper(torch.nn.Module):
+    def forward(self, x):
+        return _scaled(x) + 1
 
 
 class DataDependent(torch.nn.Module):
@@ -158,7 +169,7 @@ def test_dynamo_export_keeps_source_metadata_and_prints_nothing(dynamo_cached, c
     proto = onnx.load(str(result.path))
     metadata = [{p.key: p.value for p in node.metadata_props} for node in proto.graph.node]
     assert all("namespace" in m and "pkg.torch.onnx.name_scopes" in m for m in metadata)
-    traces = [m["pkg.torch.onnx.stack_trace"] for m in metadata if "pkg.torch.onnx.stack_trace" in m]
+    traces = [m.get("pkg.torch.onnx.stack_trace", "") for m in metadata]
     assert any(__file__ in trace and "in forward" in trace for trace in traces)
     scopes = {m["pkg.torch.onnx.name_scopes"] for m in metadata}
     assert any("'fc'" in s for s in scopes)
@@ -373,6 +384,17 @@ def test_cache_key_sees_tied_weights():
     torch.manual_seed(0)
     untied = cache_key(Tied(False), torch.ones(1, 4), ExportOptions())
     assert tied != untied
+
+
+def test_cache_key_follows_module_level_helpers_and_constants(monkeypatch):
+    x = torch.ones(2, 2)
+    base = cache_key(UsesHelper(), x, ExportOptions())
+    assert cache_key(UsesHelper(), x, ExportOptions()) == base
+    monkeypatch.setattr(sys.modules[__name__], "SCALE", 3.0)
+    scaled = cache_key(UsesHelper(), x, ExportOptions())
+    assert scaled != base
+    monkeypatch.setattr(sys.modules[__name__], "_scaled", lambda t: t * 3.0)
+    assert cache_key(UsesHelper(), x, ExportOptions()) not in {base, scaled}
 
 
 def test_cache_key_of_a_100mb_model_is_fast():
