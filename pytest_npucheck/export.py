@@ -210,6 +210,17 @@ class ExportError(Exception):
         self.model_class = model_class
         self.output = output
 
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the attributes across pickling
+        return (
+            functools.partial(
+                ExportError,
+                exporter=self.exporter,
+                model_class=self.model_class,
+                output=self.output,
+            ),
+            self.args,
+        )
+
 
 # --------------------------------------------------------------------------- export
 
@@ -381,6 +392,8 @@ def _run_torchscript(
             dynamic_axes=plan.dynamic_axes,
             # Export the model as given; the default (EVAL) flips it to eval() during export.
             training=torch.onnx.TrainingMode.PRESERVE,
+            # torch: folding a training-mode graph "may not translate parameters correctly".
+            do_constant_folding=not getattr(model, "training", False),
             verbose=False,
         )
     finally:

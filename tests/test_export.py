@@ -456,9 +456,10 @@ def test_dynamic_axes_with_an_unknown_name_is_a_usage_error(tmp_path):
     ids=["dynamo-data-dependent", "dynamo-no-onnx-function", "torchscript-no-symbolic"],
 )
 def test_export_failure_raises_export_error_and_leaves_nothing(
-    tmp_path, capfd, exporter, model, expected
+    tmp_path, capfd, caplog, exporter, model, expected
 ):
     capfd.readouterr()
+    caplog.set_level("DEBUG")
     with pytest.raises(ExportError) as info:
         export_model(model, torch.randn(4, 4), ExportOptions(exporter=exporter), tmp_path)
     err = info.value
@@ -471,6 +472,7 @@ def test_export_failure_raises_export_error_and_leaves_nothing(
     assert err.__cause__ is not None
     assert cache_listing(tmp_path) == []  # no entry, no tmp dir
     assert capfd.readouterr() == ("", "")  # the exporter's chatter went into err.output
+    assert [r for r in caplog.records if not r.name.startswith("torch.__")] == []
     if exporter == "dynamo":
         assert "[torch.onnx]" in err.output
     assert not torch._C._jit_is_onnx_log_enabled()
@@ -482,3 +484,13 @@ def test_export_failure_without_cache_dir_leaves_no_temp_dir(tmp_path, monkeypat
     with pytest.raises(ExportError):
         export_model(NoSymbolic(), torch.randn(4, 4), ExportOptions(exporter="torchscript"))
     assert [p for p in tmp_path.iterdir() if p.name.startswith("npucheck-export-")] == []
+
+
+def test_export_error_survives_pickling():
+    import pickle
+
+    err = ExportError("dynamo exporter failed", exporter="dynamo", model_class="m.C", output="o")
+    copy = pickle.loads(pickle.dumps(err))
+    assert (str(copy), copy.exporter, copy.model_class, copy.output) == (
+        "dynamo exporter failed", "dynamo", "m.C", "o"
+    )
