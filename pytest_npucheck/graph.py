@@ -291,10 +291,92 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int]) -> dict[str, An
     return out
 
 
+def _fast_eval(node: Any, args: list[Any]) -> Optional[list[Any]]:
+    """numpy for the ops shape arithmetic is made of; None means 'use the reference evaluator'."""
+    import numpy as np
+    from onnx import helper
+
+    op = node.op_type
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if op == "Constant":
+        if "value" in attrs:
+            from onnx import numpy_helper
+
+            return [numpy_helper.to_array(attrs["value"])]
+        for key, dt in (("value_int", np.int64), ("value_ints", np.int64), ("value_float", np.float32), ("value_floats", np.float32)):
+            if key in attrs:
+                return [np.asarray(attrs[key], dtype=dt)]
+        return None
+    if op in ("Add", "Sub", "Mul") and len(args) == 2:
+        a, b = args
+        if a.dtype != b.dtype:
+            return None
+        return [{"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](a, b).astype(a.dtype)]
+    if op == "Div" and len(args) == 2 and args[0].dtype == args[1].dtype:
+        a, b = args
+        if np.issubdtype(a.dtype, np.integer):
+            if np.any(b == 0):
+                return None
+            return [np.trunc(a / b).astype(a.dtype)]
+        return [(a / b).astype(a.dtype)]
+    if op == "Unsqueeze" and len(args) == 2:
+        out = args[0]
+        rank = out.ndim + len(args[1])
+        for ax in sorted(int(a) + rank if a < 0 else int(a) for a in args[1]):
+            out = np.expand_dims(out, ax)
+        return [out]
+    if op == "Squeeze" and len(args) == 2:
+        return [np.squeeze(args[0], axis=tuple(int(a) for a in args[1]))]
+    if op == "Concat":
+        return [np.concatenate([a.reshape(a.shape or (1,)) if a.ndim == 0 else a for a in args], axis=int(attrs["axis"]))]
+    if op == "Gather" and len(args) == 2:
+        return [np.take(args[0], args[1].astype(np.int64), axis=int(attrs.get("axis", 0)))]
+    if op == "Cast" and len(args) == 1:
+        return [args[0].astype(helper.tensor_dtype_to_np_dtype(int(attrs["to"])))]
+    if op == "Reshape" and len(args) == 2:
+        shape = [int(d) for d in args[1]]
+        if 0 in shape and not attrs.get("allowzero", 0):
+            shape = [args[0].shape[i] if d == 0 else d for i, d in enumerate(shape)]
+        return [args[0].reshape(shape)]
+    if op == "Slice" and 3 <= len(args) <= 5:
+        data, starts, ends = args[0], args[1], args[2]
+        axes = args[3] if len(args) > 3 else np.arange(len(starts))
+        steps = args[4] if len(args) > 4 else np.ones(len(starts), dtype=np.int64)
+        index = [slice(None)] * data.ndim
+        for st, en, ax, sp in zip(starts, ends, axes, steps):
+            ax = int(ax) + data.ndim if ax < 0 else int(ax)
+            index[ax] = slice(int(st), int(en), int(sp))
+        return [data[tuple(index)]]
+    if op == "Sqrt" and len(args) == 1 and np.issubdtype(args[0].dtype, np.floating):
+        return [np.sqrt(args[0])]
+    if op == "Mod" and len(args) == 2 and np.issubdtype(args[0].dtype, np.integer) and not attrs.get("fmod", 0):
+        if np.any(args[1] == 0):
+            return None
+        return [np.mod(*args).astype(args[0].dtype)]
+    if op == "Equal" and len(args) == 2:
+        return [np.equal(*args)]
+    if op == "Where" and len(args) == 3:
+        return [np.where(*args)]
+    if op == "ConstantOfShape" and len(args) == 1:
+        value = attrs.get("value")
+        fill = helper.tensor_dtype_to_np_dtype(value.data_type) if value is not None else np.float32
+        from onnx import numpy_helper
+
+        v = numpy_helper.to_array(value).reshape(-1)[0] if value is not None else 0
+        return [np.full([int(d) for d in args[0]], v, dtype=fill)]
+    return None
+
+
 def _evaluate(node: Any, known: Mapping[str, Any], opset_list: list[Any]) -> Optional[list[Any]]:
     from onnx import helper
     from onnx.reference import ReferenceEvaluator
 
+    try:
+        fast = _fast_eval(node, [known[i] for i in node.input if i])
+    except Exception:
+        fast = None
+    if fast is not None:
+        return fast
     try:
         feeds = {i: known[i] for i in node.input if i}
         inputs = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in feeds.items()]

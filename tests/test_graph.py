@@ -223,3 +223,46 @@ def test_torchscript_pad_shape_arithmetic_folds_and_shapes_stay_known(judge, tmp
     verdicts = {n.op_type: n.verdict for n in r["__result__"].nodes if n.op_type not in ("Constant",)}
     assert verdicts["Pad"] == "cpu" and verdicts["Relu"] == "npu"
     assert all(n.verdict in ("folded",) for n in r["__result__"].nodes if n.op_type in ("Concat", "ConstantOfShape", "Slice"))
+
+
+FAST_CASES = [
+    ("Add", [np.array([1, 2], "int64"), np.array([3], "int64")], {}),
+    ("Sub", [np.array([1.5], "float32"), np.array([3.0], "float32")], {}),
+    ("Mul", [np.array([2, 3], "int64"), np.array([4, 5], "int64")], {}),
+    ("Div", [np.array([-7, 7], "int64"), np.array([2, 2], "int64")], {}),
+    ("Div", [np.array([1.0], "float32"), np.array([3.0], "float32")], {}),
+    ("Unsqueeze", [np.array(5, "int64"), np.array([0], "int64")], {}),
+    ("Squeeze", [np.array([[5]], "int64"), np.array([0, 1], "int64")], {}),
+    ("Concat", [np.array([1], "int64"), np.array([2, 3], "int64")], {"axis": 0}),
+    ("Gather", [np.array([4, 5, 6], "int64"), np.array(1, "int64")], {"axis": 0}),
+    ("Cast", [np.array([1.7, -2.2], "float32")], {"to": TensorProto.INT64}),
+    ("Reshape", [np.arange(6, dtype="int64").reshape(2, 3), np.array([0, -1, 1], "int64")], {}),
+    ("Slice", [np.arange(10, dtype="int64"), np.array([1], "int64"), np.array([2**62], "int64"),
+               np.array([0], "int64"), np.array([2], "int64")], {}),
+    ("Slice", [np.arange(10, dtype="int64"), np.array([-3], "int64"), np.array([-1], "int64")], {}),
+    ("Sqrt", [np.array([4.0, 2.0], "float32")], {}),
+    ("Mod", [np.array([-7, 7], "int64"), np.array([3, -3], "int64")], {}),
+    ("Equal", [np.array([1, 2], "int64"), np.array([1, 3], "int64")], {}),
+    ("Where", [np.array([True, False]), np.array([1, 2], "int64"), np.array([3, 4], "int64")], {}),
+    ("ConstantOfShape", [np.array([2, 2], "int64")], {"value": helper.make_tensor("v", TensorProto.INT64, [1], [7])}),
+    ("Constant", [], {"value": helper.make_tensor("v", TensorProto.FLOAT, [2], [1.0, 2.0])}),
+    ("Constant", [], {"value_ints": [1, 2, 3]}),
+]
+
+
+@pytest.mark.parametrize("op,args,attrs", FAST_CASES, ids=lambda v: v if isinstance(v, str) else "")
+def test_fast_folding_matches_onnx_reference(op, args, attrs):
+    from onnx.reference import ReferenceEvaluator
+
+    from pytest_npucheck.graph import _fast_eval
+
+    names = [f"i{k}" for k in range(len(args))]
+    node = helper.make_node(op, names, ["out"], **attrs)
+    fast = _fast_eval(node, list(args))
+    assert fast is not None, f"{op} should have a fast path"
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape) for n, a in zip(names, args)]
+    model = helper.make_model(helper.make_graph([node], "g", inputs, [helper.make_empty_tensor_value_info("out")]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    [expected] = ReferenceEvaluator(model).run(None, dict(zip(names, args)))
+    assert fast[0].dtype == expected.dtype and fast[0].shape == expected.shape
+    np.testing.assert_array_equal(fast[0], expected)
