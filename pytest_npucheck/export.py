@@ -447,8 +447,8 @@ def _plan_inputs(
         (p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None
     )
 
-    # (param name or None, value) in the exporter's graph-input order.
-    slots: list[tuple[str | None, Any]] = []
+    # (param name or None, value, is *args element) in the exporter's graph-input order.
+    slots: list[tuple[str | None, Any, bool]] = []
     if options.exporter == "torchscript" and sig is not None and kwargs:
         try:
             bound = sig.bind(*args, **kwargs)
@@ -458,39 +458,51 @@ def _plan_inputs(
             for param, bound_value in bound.arguments.items():
                 kind = sig.parameters[param].kind
                 if kind is inspect.Parameter.VAR_POSITIONAL:
-                    slots.extend((None, v) for v in bound_value)
+                    slots.extend((None, v, True) for v in bound_value)
                 elif kind is inspect.Parameter.VAR_KEYWORD:
-                    slots.extend(bound_value.items())
+                    slots.extend((k, v, False) for k, v in bound_value.items())
                 else:
-                    slots.append((param, bound_value))
+                    slots.append((param, bound_value, False))
     if not slots:
-        slots = [(positional[i] if i < len(positional) else None, v) for i, v in enumerate(args)]
-        slots.extend(kwargs.items())
+        for i, v in enumerate(args):
+            if i < len(positional):
+                slots.append((positional[i], v, False))
+            else:
+                slots.append((None, v, var_positional is not None))
+        slots.extend((k, v, False) for k, v in kwargs.items())
 
-    graph_inputs: list[tuple[str | None, int]] = []  # (param name, index into slots)
-    for index, (name, value) in enumerate(slots):
-        if isinstance(value, torch.Tensor):
-            graph_inputs.append((name, index))
+    # One entry per graph input (tensor leaf): its slot, leaf number, and default name, which
+    # follows the dynamo exporter's naming (x, xs_0, pair_1).
+    inputs: list[tuple[int, int, str | None]] = []
+    n_var = 0
+    for index, (name, value, is_var) in enumerate(slots):
+        if is_var and isinstance(value, torch.Tensor):
+            inputs.append((index, 0, f"{var_positional}_{n_var}"))
+            n_var += 1
+        elif isinstance(value, torch.Tensor):
+            inputs.append((index, 0, name))
         elif value is not None:
-            n_leaves = sum(
-                isinstance(leaf, torch.Tensor) for leaf in torch.utils._pytree.tree_leaves(value)
-            )
-            graph_inputs.extend((None, index) for _ in range(n_leaves))
+            leaves = [
+                leaf for leaf in torch.utils._pytree.tree_leaves(value)
+                if isinstance(leaf, torch.Tensor)
+            ]
+            for j in range(len(leaves)):
+                inputs.append((index, j, f"{name}_{j}" if name and not is_var else None))
 
     given = list(options.input_names or ())
-    graph_names: list[str | None] = [
-        given[i] if i < len(given) else name for i, (name, _) in enumerate(graph_inputs)
-    ]
+    graph_names = [given[i] if i < len(given) else dflt for i, (_, _, dflt) in enumerate(inputs)]
 
-    # dynamic_axes keyed by graph input name (a key may be a param name or an input name).
+    # dynamic_axes: a key names a graph input (given or default name), a forward() parameter
+    # holding a tensor, or (TorchScript) an output.
     axes_by_input: dict[int, dict[int, str]] = {}
     unknown: list[str] = []
     outputs = set(options.output_names or ())
     output_axes: dict[str, dict[int, str]] = {}
     for key, axes in (options.dynamic_axes or {}).items():
         matches = [
-            i for i, (name, _) in enumerate(graph_inputs)
-            if key == graph_names[i] or (key == name and name is not None)
+            i for i, (slot, _, _) in enumerate(inputs)
+            if key == graph_names[i]
+            or (key == slots[slot][0] and isinstance(slots[slot][1], torch.Tensor))
         ]
         if matches:
             axes_by_input[matches[0]] = dict(axes)
@@ -499,17 +511,11 @@ def _plan_inputs(
         else:
             unknown.append(key)
     if unknown:
-        known = sorted({n for n in graph_names if n} | {n for n, _ in graph_inputs if n} | outputs)
+        known = sorted({n for n in graph_names if n} | outputs)
         raise ValueError(
             f"dynamic_axes names {unknown} match no model input or output "
-            f"(known: {', '.join(known) or 'none'}; pass input_names to name nested inputs)"
+            f"(known: {', '.join(known) or 'none'}; input_names can name them)"
         )
-    for i in axes_by_input:
-        if graph_inputs[i][0] is None and options.exporter == "dynamo":
-            raise ValueError(
-                "dynamic_axes on an input inside a container is not supported with the dynamo "
-                f"exporter (graph input #{i})"
-            )
 
     if options.exporter == "torchscript":
         names: list[str] | None = None
@@ -517,25 +523,42 @@ def _plan_inputs(
             names = [n if n is not None else f"input_{i}" for i, n in enumerate(graph_names)]
         dynamic_axes: dict[str, dict[int, str]] | None = None
         if axes_by_input or output_axes:
-            if names is None:  # pragma: no cover - names exist for every top-level tensor
-                raise ValueError("dynamic_axes need input_names for this model's inputs")
+            if names is None:
+                raise ValueError(
+                    "dynamic_axes on this model's inputs need input_names (the TorchScript "
+                    "exporter cannot name them otherwise)"
+                )
             dynamic_axes = {names[i]: axes for i, axes in axes_by_input.items()}
             dynamic_axes.update(output_axes)
         return _InputPlan(names, dynamic_axes, None)
 
     if not axes_by_input:
         return _InputPlan(None, None, None)
-    # dynamo: dynamic_shapes keyed by forward() parameter name; string dim names become
-    # Dim.DYNAMIC and the exporter renames the symbolic dims to them.
-    by_slot = {graph_inputs[i][1]: axes for i, axes in axes_by_input.items()}
+    # dynamo: dynamic_shapes keyed by forward() parameter name, mirroring each input's
+    # structure; string dim names become Dim.DYNAMIC and the exporter renames the symbolic
+    # dims to them.
+    leaf_axes = {(inputs[i][0], inputs[i][1]): axes for i, axes in axes_by_input.items()}
     shapes: dict[str, Any] = {}
     var_specs: list[Any] = []
-    for index, (slot_name, _) in enumerate(slots):
-        spec = by_slot.get(index)
-        if slot_name is not None:
-            shapes[slot_name] = spec
-        elif index < len(args) and var_positional is not None:
+    for index, (name, value, is_var) in enumerate(slots):
+        if isinstance(value, torch.Tensor):
+            spec: Any = leaf_axes.get((index, 0))
+        elif value is None:
+            spec = None
+        else:
+            leaves, treespec = torch.utils._pytree.tree_flatten(value)
+            specs, j = [], 0
+            for leaf in leaves:
+                if isinstance(leaf, torch.Tensor):
+                    specs.append(leaf_axes.get((index, j)))
+                    j += 1
+                else:
+                    specs.append(None)
+            spec = torch.utils._pytree.tree_unflatten(specs, treespec)
+        if is_var:
             var_specs.append(spec)
+        elif name is not None:
+            shapes[name] = spec
     if var_positional is not None and var_specs:
         shapes[var_positional] = tuple(var_specs)
     return _InputPlan(None, None, shapes)

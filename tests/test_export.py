@@ -65,6 +65,11 @@ class UsesHelper(torch.nn.Module):
         return _scaled(x) + 1
 
 
+class PairAndVarargs(torch.nn.Module):
+    def forward(self, pair, *rest):
+        return pair[0] * pair[1] + sum(rest)
+
+
 class DataDependent(torch.nn.Module):
     def forward(self, x):
         if x.sum() > 0:  # Python control flow on a tensor value
@@ -434,6 +439,17 @@ def test_dynamic_axes_give_a_symbolic_dim(tmp_path, exporter, options, batch, in
     session = ort.InferenceSession(str(result.path), providers=["CPUExecutionProvider"])
     (got,) = session.run(None, {input_name: torch.randn(3, 3, 8, 8).numpy()})
     assert got.shape == (3, 4)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_nested_and_varargs_inputs_are_named_alike_by_both_exporters(tmp_path, exporter):
+    a = torch.ones(2, 4)
+    axes = {name: {0: "n"} for name in ("pair_0", "pair_1", "rest_0")}
+    options = ExportOptions(exporter=exporter, dynamic_axes=axes)
+    result = export_model(PairAndVarargs(), ((a, a), a), options, tmp_path)
+    assert graph_inputs(result.path) == {
+        "pair_0": ["n", 4], "pair_1": ["n", 4], "rest_0": ["n", 4]
+    }
 
 
 def test_dynamic_axes_with_an_unknown_name_is_a_usage_error(tmp_path):
