@@ -108,15 +108,17 @@ class ExportOptions:
     dynamo exporter cannot always down-convert below opset 18 and then keeps 18: the opset
     actually written is reported in :attr:`ExportResult.opset`.
 
-    ``dynamic_axes``: ``{"input": {0: "batch"}}``. Keys may be forward() parameter names or
-    entries of ``input_names`` (and, for the TorchScript exporter, output names). A list of axes
-    (``{"x": [0]}``) is accepted too and gets names ``<input>_dim<axis>``. For the dynamo
-    exporter this becomes ``dynamic_shapes`` with ``Dim.DYNAMIC`` dims renamed to the given names.
+    ``dynamic_axes``: ``{"input": {0: "batch"}}``. Keys may be graph input names (from
+    ``input_names`` or the defaults below), forward() parameter names holding a tensor, or, for
+    the TorchScript exporter, output names. A list of axes (``{"x": [0]}``) gets names
+    ``<input>_dim<axis>``. For the dynamo exporter this becomes ``dynamic_shapes`` with
+    ``Dim.DYNAMIC`` dims renamed to the given names (an example batch of 1 stays dynamic).
 
     ``input_names`` / ``output_names``: graph input/output names, in the exporter's input order.
-    When ``input_names`` is not given, the TorchScript exporter is given the forward() parameter
-    names (its own defaults are names like ``input.1`` or ``onnx::Gemm_0``), so both exporters
-    name graph inputs after the parameters.
+    Without ``input_names`` both exporters name inputs the way the dynamo exporter does: after
+    the forward() parameter (``x``), with ``_<i>`` for the tensors inside a container or
+    ``*args`` (``pair_0``, ``rest_1``); the TorchScript exporter's own defaults would be names
+    like ``input.1`` or ``onnx::Gemm_0``.
     """
 
     exporter: str = "dynamo"
@@ -429,8 +431,9 @@ def _plan_inputs(
     """Work out graph input names and translate dynamic_axes for the chosen exporter.
 
     Graph input order: the dynamo exporter takes positionals then keywords in dict order; the
-    TorchScript exporter binds keywords into signature order. Each tensor is one graph input
-    (nested containers contribute their tensor leaves, which cannot carry dynamic axes here).
+    TorchScript exporter binds keywords into signature order. Each tensor is one graph input;
+    a container contributes its tensor leaves (``pair`` -> ``pair_0``, ``pair_1``) and
+    ``*rest`` its elements (``rest_0`` ...), as the dynamo exporter names them.
     """
     import torch
 
