@@ -1,0 +1,113 @@
+"""Measure how often the static RKNN verdicts agree with the real compiler, node by node.
+
+Exports every model of the corpus (tests/models/corpus.py) and of the demo (examples/models.py)
+with both exporters, checks each statically against a table, compiles each with rknn-toolkit2
+(fp16 build, in its own venv: NPUCHECK_RKNN_PYTHON or --python) and compares.
+
+    python scripts/rknn_agreement.py --target rknn@2.5.0/rk3588 --python .venv-rknn/bin/python \
+        --out probes/rknn/2.5.0/rk3588.agreement.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests"), str(REPO / "examples")]
+
+
+def models() -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    try:
+        from models.corpus import ARCHS  # tests/models/corpus.py
+
+        for name, arch in sorted(ARCHS.items()):
+            out.append((name, arch))
+    except ImportError as exc:  # pragma: no cover - corpus missing
+        print(f"corpus not available: {exc}", file=sys.stderr)
+    return out
+
+
+def demo_models() -> list[tuple[str, Any]]:
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("demo_models", REPO / "examples" / "models.py")
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    torch.manual_seed(0)
+    return [
+        ("demo_resnet", lambda: (mod.TinyResNet().eval(), (torch.randn(1, 3, 64, 64),))),
+        ("demo_unet", lambda: (mod.SmallUNet().eval(), (torch.randn(1, 3, 64, 64),))),
+        ("demo_detection", lambda: (mod.DetectionHead().eval(), (torch.randn(1, 3, 64, 64),))),
+        ("demo_encoder", lambda: (mod.TinyEncoder().eval(), (torch.randint(0, 100, (1, 16)),))),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--target", default="rknn@2.5.0/rk3588")
+    p.add_argument("--python", default=None, help="python of the rknn-toolkit2 venv")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--only", nargs="*", default=None, help="model names to run")
+    p.add_argument("--exporters", nargs="*", default=["dynamo", "torchscript"])
+    args = p.parse_args(argv)
+
+    from pytest_npucheck.check import check_graph, graph_facts
+    from pytest_npucheck.export import ExportOptions, export_model
+    from pytest_npucheck.oracles import rknn
+    from pytest_npucheck.oracles.compare import compare
+    from pytest_npucheck.tables import Catalog
+
+    table = Catalog.discover().table(args.target)
+    opset = {"dynamo": min(19, table.opsets["ai.onnx"][1]), "torchscript": min(17, table.opsets["ai.onnx"][1])}
+    entries: list[tuple[str, str, Path]] = []
+    work = Path(tempfile.mkdtemp(prefix="npucheck-agreement-"))
+    builders: list[tuple[str, Any]] = []
+    for name, arch in models():
+        builders.append((name, arch.build))
+    builders += demo_models()
+    if args.only:
+        builders = [(n, b) for n, b in builders if n in args.only]
+    for name, build in builders:
+        for exporter in args.exporters:
+            model, inputs = build()
+            try:
+                res = export_model(model, inputs, ExportOptions(exporter=exporter, opset=opset[exporter]), cache_dir=work)
+            except Exception as exc:
+                print(f"{name}.{exporter}: export failed: {str(exc).splitlines()[0]}", file=sys.stderr)
+                continue
+            entries.append((name, exporter, res.path))
+    results = rknn.compile_models([str(e[2]) for e in entries], target_platform=table.soc, python=args.python)
+    report: list[dict[str, Any]] = []
+    total = agree = missed = 0
+    for (name, exporter, path), real in zip(entries, results):
+        [static] = check_graph(graph_facts(path), [table])
+        placement = rknn.onnx_placement(real)
+        a = compare(static, placement, real.ok)
+        total += a.nodes
+        agree += a.agree
+        missed += len(a.missed_fallbacks)
+        row = {"model": name, "exporter": exporter, **a.to_json(), "real_status": real.status,
+               "real_message": (real.message or "")[:300]}
+        report.append(row)
+        flag = "" if not a.disagreements else f"  <- {len(a.disagreements)} disagree"
+        print(f"{name:28} {exporter:11} nodes {a.nodes:4}  agree {a.rate:7.2%}  static {static.verdict:11} real {real.status}{flag}")
+        for d in a.disagreements[:8]:
+            print(f"    {d.kind:15} {d.op_type:18} {d.node[:50]:50} static={d.static:11} real={d.real}")
+    summary = {"target": table.target, "table_sha256": table.sha256, "models": len(report), "nodes": total,
+               "agree": agree, "rate": round(agree / total, 6) if total else None, "missed_fallbacks": missed}
+    print(json.dumps(summary))
+    if args.out:
+        args.out.write_text(json.dumps({"summary": summary, "models": report}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
