@@ -46,6 +46,8 @@ __all__ = [
     "extract_warnings",
     "onnx_placement",
     "onnx_node_names",
+    "onnx_nodes",
+    "GLUE_OPS",
     "row_node",
     "attribute_rows",
     "unmapped_cpu_rows",
@@ -556,18 +558,28 @@ def compile_models(
 # --------------------------------------------------------------------------------------------
 
 
-def onnx_node_names(model_path: str | os.PathLike[str]) -> list[str]:
-    """Names of the nodes of an ONNX model's main graph (imports ``onnx`` lazily).
+def onnx_nodes(model_path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """``[{"name", "op_type", "inputs", "outputs"}]`` of an ONNX model's main graph.
 
-    Unnamed nodes get ``<OpType>_<index>`` names, which RKNN cannot report; name your nodes.
+    Imports ``onnx`` lazily.  Unnamed nodes get ``<OpType>_<index>`` names, which RKNN cannot
+    report; name your nodes.
     """
     import onnx  # local import: the module itself stays stdlib-only
 
     model = onnx.load(os.fspath(model_path), load_external_data=False)
-    return [n.name or "%s_%d" % (n.op_type, i) for i, n in enumerate(model.graph.node)]
+    return [{"name": n.name or "%s_%d" % (n.op_type, i), "op_type": n.op_type,
+             "inputs": list(n.input), "outputs": list(n.output)}
+            for i, n in enumerate(model.graph.node)]
+
+
+def onnx_node_names(model_path: str | os.PathLike[str]) -> list[str]:
+    """Names of the nodes of an ONNX model's main graph (see :func:`onnx_nodes`)."""
+    return [n["name"] for n in onnx_nodes(model_path)]
 
 
 _REWRITE_SUFFIX_RE = re.compile(r"#\d+$")
+#: Layout ops RKNN inserts around other ops; on their own they do not move a node to the CPU.
+GLUE_OPS = frozenset({"Reshape", "Transpose"})
 
 
 def row_node(row: LayerRow, node_names: Iterable[str]) -> str | None:
@@ -588,67 +600,110 @@ def row_node(row: LayerRow, node_names: Iterable[str]) -> str | None:
     return None
 
 
-def attribute_rows(result: RknnResult, nodes: Sequence[Mapping[str, Any]]
+def _as_nodes(nodes: Sequence[str] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [{"name": n} if isinstance(n, str) else n for n in nodes]
+
+
+def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[str, Any]]
                    ) -> dict[str, dict[str, list[str]]]:
     """Attribute layer-table rows to ONNX nodes, including helper ops RKNN inserted.
 
     Args:
-        result: a successful compile result.
-        nodes: ``[{"name", "outputs": [tensor names]}]`` for the ONNX graph's nodes.
+        result: a compile result.
+        nodes: node names, or ``[{"name", "inputs", "outputs"}]`` (tensor names make helper
+            attribution possible).
 
     Returns:
-        ``{node_name: {"cpu": [...], "npu": [...], "cpu_helpers": [...], "npu_helpers": [...]}}``
-        with the ``FullName`` of each row: direct rows (the node itself, maybe rewritten to
-        another op type) and helper rows whose name is derived from the node's name or from one
-        of its output tensors (``<name>_out-rs``, ``<name>_2fp_mul_cast``, ``<name>#1_rs``...).
-        Rows that cannot be attributed are listed under the key ``""``.
+        ``{node: {"cpu": [...], "npu": [...], "cpu_helpers": [...], "npu_helpers": [...]}}``
+        listing the ``FullName`` of each row.  Direct rows name the node itself (perhaps with a
+        ``#<n>`` rewrite suffix).  Helper rows carry a name derived from the node name
+        (``<node>_2fp_mul_cast``, ``<node>#1_rs``) or from a tensor: ``<tensor>-rs`` belongs to
+        the tensor's producer, ``<tensor>_<suffix>`` (``x_gather``, ``h0_pad``) to its single
+        consumer.  Rows that cannot be attributed are listed under the key ``""``.
     """
+    nodes = _as_nodes(nodes)
     names = {n["name"] for n in nodes}
-    owner_by_prefix: dict[str, str] = {}
+    producer: dict[str, str] = {}
+    consumers: dict[str, list[str]] = {}
     for n in nodes:
-        owner_by_prefix.setdefault(n["name"], n["name"])
-        for t in n.get("outputs", ()):
+        for t in n.get("outputs", ()) or ():
             if t:
-                owner_by_prefix.setdefault(t, n["name"])
-    prefixes = sorted(owner_by_prefix, key=len, reverse=True)
+                producer.setdefault(t, n["name"])
+        for t in n.get("inputs", ()) or ():
+            if t:
+                lst = consumers.setdefault(t, [])
+                if n["name"] not in lst:
+                    lst.append(n["name"])
+    prefixes = sorted(set(names) | set(producer) | set(consumers), key=len, reverse=True)
     out: dict[str, dict[str, list[str]]] = {}
     for r in result.rows:
         if r.is_io:
             continue
-        direct = row_node(r, names)
         kind = r.target.lower()
+        direct = row_node(r, names)
         if direct is not None:
             out.setdefault(direct, {}).setdefault(kind, []).append(r.full_name)
             continue
-        owner = None
+        owner: str | None = None
         nm = r.onnx_name or ""
         for p in prefixes:
             if nm.startswith(p) and len(nm) > len(p) and nm[len(p)] in "_#-.":
-                owner = owner_by_prefix[p]
+                rest = nm[len(p):]
+                if p in names:
+                    owner = p
+                else:
+                    cons = consumers.get(p, [])
+                    if rest.startswith("-") or not cons:
+                        owner = producer.get(p)
+                    elif len(cons) == 1:
+                        owner = cons[0]
+                    else:
+                        owner = producer.get(p)
                 break
         out.setdefault(owner or "", {}).setdefault(kind + "_helpers", []).append(r.full_name)
     return out
 
 
-def onnx_placement(result: RknnResult, node_names: Sequence[str] | None = None
+def onnx_placement(result: RknnResult,
+                   nodes: Sequence[str] | Sequence[Mapping[str, Any]] | None = None
                    ) -> dict[str, str]:
     """Per-ONNX-node placement derived from an RKNN result.
 
     A node is ``"cpu"`` if a CPU row of the layer table names it (``FullName`` after the colon,
-    optionally with RKNN's ``#<n>`` rewrite suffix), otherwise ``"npu"`` if the build succeeded
-    (RKNN fuses and renames NPU ops, so NPU rows are not needed).  If the build did not succeed
-    every node is ``"unsupported"``.  Input/OutputOperator rows are ignored.
+    optionally with RKNN's ``#<n>`` rewrite suffix).  A node without any row of its own is
+    also ``"cpu"`` when RKNN replaced it by ops named after it or after its input that all run
+    on the CPU (e.g. an int64 Unsqueeze becoming ``Reshape:Unsqueeze_0_2rs``), or whose only
+    real work (anything but Reshape/Transpose glue) runs on the CPU (a rank-5 Slice becoming
+    ``Gather:x_gather``).  Otherwise a node is ``"npu"`` if the
+    build succeeded: RKNN fuses and renames NPU ops, so NPU rows do not map one-to-one.  If the
+    build did not succeed every node is ``"unsupported"``.  Input/OutputOperator rows are
+    ignored.
 
     Args:
         result: the compile result.
-        node_names: the ONNX node names; default read from ``result.path`` (needs ``onnx``).
+        nodes: node names, or node dicts with ``name``/``inputs``/``outputs`` (enables the
+            helper-row rule); default read from ``result.path`` (needs ``onnx``).
     """
-    names = list(node_names) if node_names is not None else onnx_node_names(result.path)
+    nodes = _as_nodes(nodes if nodes is not None else onnx_nodes(result.path))
     if result.status != "ok":
-        return {n: "unsupported" for n in names}
-    nameset = set(names)
-    cpu = {row_node(r, nameset) for r in result.cpu_rows()}
-    return {n: ("cpu" if n in cpu else "npu") for n in names}
+        return {n["name"]: "unsupported" for n in nodes}
+    attr = attribute_rows(result, nodes)
+    placement: dict[str, str] = {}
+    for n in nodes:
+        a = attr.get(n["name"], {})
+        if a.get("cpu"):
+            placement[n["name"]] = "cpu"
+        elif a.get("npu"):
+            placement[n["name"]] = "npu"
+        else:
+            npu_h, cpu_h = a.get("npu_helpers", []), a.get("cpu_helpers", [])
+            npu_work = [h for h in npu_h if h.split(":", 1)[0] not in GLUE_OPS]
+            cpu_work = [h for h in cpu_h if h.split(":", 1)[0] not in GLUE_OPS]
+            if cpu_h and not npu_h:  # replaced by CPU ops only (e.g. Unsqueeze -> Reshape)
+                placement[n["name"]] = "cpu"
+            else:
+                placement[n["name"]] = "cpu" if cpu_work and not npu_work else "npu"
+    return placement
 
 
 def unmapped_cpu_rows(result: RknnResult, node_names: Sequence[str]) -> list[LayerRow]:

@@ -50,7 +50,7 @@ _RNG = np.random.default_rng(0)
 def ir_version_for(opset: int) -> int:
     """Smallest IR version that allows ``opset`` of the default domain (never above 11)."""
     if opset <= 8:
-        return 4 if opset >= 7 else 3
+        return 4
     if opset <= 10:
         return 5
     if opset <= 12:
@@ -86,8 +86,9 @@ class Probe:
     note: str = ""
 
     def node_list(self) -> list[dict[str, str]]:
-        """``[{"name", "op_type", "outputs"}]`` of the model's nodes, in graph order."""
-        return [{"name": n.name, "op_type": n.op_type, "outputs": list(n.output)}
+        """``[{"name", "op_type", "inputs", "outputs"}]`` of the model's nodes, in graph order."""
+        return [{"name": n.name, "op_type": n.op_type, "inputs": list(n.input),
+                 "outputs": list(n.output)}
                 for n in self.model.graph.node]
 
 
@@ -307,7 +308,8 @@ def _multi(c: _Collector, op: str, inputs: Sequence[tuple[str, Sequence[int]]], 
             names.append(gb.input("in%d" % i, dt, shp))
     out = gb.node(op, names, n_out=n_out, **(attrs or {}))
     gb.output(*(out if isinstance(out, list) else [out]))
-    r = rank if rank is not None else len(inputs[0][1])
+    dyn_ranks = [len(spec[1]) for i, spec in enumerate(inputs) if i not in consts]
+    r = rank if rank is not None else max(dyn_ranks or [len(inputs[0][1])])
     c.add(probe_id or pid(op, parts if parts is not None else dict(attrs or {}), dtype, r, extra),
           op, gb, attributes=dict(attrs or {}), dtype=dtype, note=note)
 
@@ -1587,7 +1589,7 @@ def pattern_probes(c: _Collector) -> None:
 
 def opset_probes(c: _Collector) -> None:
     """The same small Conv/Relu/Add/Resize model declared with opsets 7..23."""
-    for opset in range(7, 24):
+    for opset in range(3, 24):
         gb = GraphBuilder(opset)
         x = gb.input("x", "float32", SHAPES[4])
         y = gb.node("Conv", [x, gb.weight([8, 8, 3, 3]), gb.weight([8])], name="conv",
@@ -1646,13 +1648,160 @@ def dynamic_probes(c: _Collector) -> None:
           attributes={"input_shape": [1, "S", 32]}, focus=["mm", "softmax"])
 
 
+def context_probes(c: _Collector) -> None:
+    """Ops between a Conv and a Conv, to check that single-op placement (next to the graph
+    inputs/outputs) carries over to the middle of a network."""
+    def ctx(tag: str, op: str, body: Callable[[GraphBuilder, str], str], cin: int = 8,
+            hw: int = 16, cout_after: int | None = None, opset: int = DEFAULT_OPSET) -> None:
+        gb = GraphBuilder(opset)
+        x = gb.input("x", "float32", [1, 8, hw, hw])
+        y = gb.node("Conv", [x, gb.weight([cin, 8, 3, 3])], name="pre_conv", kernel_shape=[3, 3],
+                    pads=[1, 1, 1, 1])
+        before = len(gb.nodes)
+        z = body(gb, y)
+        focus = [n.name for n in gb.nodes[before:]]
+        if cout_after:
+            z = gb.node("Conv", [z, gb.weight([8, cout_after, 1, 1])], name="post_conv",
+                        kernel_shape=[1, 1])
+        else:
+            z = gb.node("Relu", [z], name="post_relu")
+        gb.output(z)
+        c.add("ctx.%s" % tag, op, gb, kind="context", focus=focus,
+              note="%s between a Conv and a consumer" % op)
+
+    f32 = TensorProto.FLOAT
+    ctx("Cast.to=float32.f32.r4", "Cast", lambda gb, y: gb.node("Cast", [y], to=f32))
+    ctx("Cast.to=float16.f32.r4", "Cast",
+        lambda gb, y: gb.node("Cast", [gb.node("Cast", [y], to=TensorProto.FLOAT16)], to=f32))
+    ctx("Cast.to=float32.bool.r4", "Cast", lambda gb, y: gb.node(
+        "Cast", [gb.node("Greater", [y, gb.const(np.float32(0))])], to=f32))
+    ctx("Max.b=const_scalar.f32.r4", "Max", lambda gb, y: gb.node("Max", [y, gb.const(
+        np.float32(0.1))]))
+    ctx("Max.b=const_channel.f32.r4", "Max", lambda gb, y: gb.node("Max", [y, gb.const(
+        _rand([1, 8, 1, 1]))]))
+    ctx("Min.b=const_channel.f32.r4", "Min", lambda gb, y: gb.node("Min", [y, gb.const(
+        _rand([1, 8, 1, 1]))]))
+    for op in ("Exp", "Log", "Erf", "Sqrt", "Reciprocal", "Identity", "Floor", "Sin", "Neg",
+               "Softsign", "Mish", "Selu", "Abs"):
+        ctx("%s.f32.r4" % op, op, lambda gb, y, op=op: gb.node(op, [y]),
+            opset=18 if op == "Mish" else DEFAULT_OPSET)
+    ctx("Softmax.axis=1.f32.r4", "Softmax", lambda gb, y: gb.node("Softmax", [y], axis=1))
+    ctx("Slice.axis=2.step=2.f32.r4", "Slice", lambda gb, y: gb.node(
+        "Slice", [y, gb.ints([0]), gb.ints([16]), gb.ints([2]), gb.ints([2])]), cout_after=8)
+    ctx("Tile.repeats=1_1_2_2.f32.r4", "Tile",
+        lambda gb, y: gb.node("Tile", [y, gb.ints([1, 1, 2, 2])]))
+    ctx("SpaceToDepth.blocksize=2.f32.r4", "SpaceToDepth",
+        lambda gb, y: gb.node("SpaceToDepth", [y], blocksize=2))
+    ctx("ReduceMax.axes=1.keepdims=1.f32.r4", "ReduceMax",
+        lambda gb, y: gb.node("ReduceMax", [y], axes=[1], keepdims=1))
+    ctx("ReduceMean.axes=1.keepdims=1.f32.r4", "ReduceMean",
+        lambda gb, y: gb.node("ReduceMean", [y], axes=[1], keepdims=1))
+    ctx("Resize.mode=linear.ctm=half_pixel.scale=1.5.f32.r4", "Resize", lambda gb, y: gb.node(
+        "Resize", [y, "", gb.const(np.asarray([1, 1, 1.5, 1.5], np.float32))], mode="linear",
+        coordinate_transformation_mode="half_pixel"))
+    ctx("Resize.mode=linear.ctm=align_corners.scale=2.f32.r4", "Resize", lambda gb, y: gb.node(
+        "Resize", [y, "", gb.const(np.asarray([1, 1, 2, 2], np.float32))], mode="linear",
+        coordinate_transformation_mode="align_corners"))
+    ctx("AveragePool.k=3.s=1.p=1.f32.r4", "AveragePool", lambda gb, y: gb.node(
+        "AveragePool", [y], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+    ctx("Transpose.perm=0_2_3_1.f32.r4", "Transpose", lambda gb, y: gb.node(
+        "Transpose", [gb.node("Transpose", [y], perm=[0, 2, 3, 1])], perm=[0, 3, 1, 2]))
+    ctx("Equal.b=const_scalar.f32.r4", "Equal", lambda gb, y: gb.node("Where", [gb.node(
+        "Equal", [y, gb.const(np.float32(0))]), gb.const(np.float32(1)), y]))
+    ctx("Pad.mode=reflect.f32.r4", "Pad", lambda gb, y: gb.node(
+        "Pad", [y, gb.ints([0, 0, 1, 1, 0, 0, 1, 1])], mode="reflect"))
+    ctx("LogSoftmax.axis=1.f32.r4", "LogSoftmax", lambda gb, y: gb.node("LogSoftmax", [y],
+                                                                        axis=1))
+    ctx("GridSample.f32.r4", "GridSample", lambda gb, y: gb.node(
+        "GridSample", [y, gb.const((_RNG.random([1, 16, 16, 2]) * 2 - 1).astype(np.float32))]))
+    ctx("TopK.axis=1.k=4.f32.r4", "TopK", lambda gb, y: gb.node(
+        "TopK", [y, gb.ints([4])], n_out=2, axis=1)[0], cout_after=4)
+    ctx("Expand.to=batch2.f32.r4", "Expand", lambda gb, y: gb.node(
+        "Expand", [y, gb.ints([2, 8, 16, 16])]))
+
+
+def sweep_probes(c: _Collector) -> None:
+    """Size/attribute sweeps around thresholds seen in the single-op probes."""
+    for w in (1024, 2048, 2049, 3072, 4095, 4096, 8192):
+        _single(c, "Softmax", shape=[1, 1, 4, w], attrs={"axis": -1},
+                parts={"axis": -1, "len": w})
+    for w in (1024, 2048, 4096, 8192):
+        _single(c, "Softmax", shape=[1, 16, w], attrs={"axis": -1},
+                parts={"axis": -1, "len": w})
+    for shape in ([1, 1, 64, 4096], [1, 4, 16, 4096], [1, 1, 256, 4096], [1, 4, 64, 1024],
+                  [1, 8, 512, 512], [1, 16, 256, 256], [1, 4, 256, 1024], [1, 2, 64, 4096],
+                  [1, 1, 64, 1024], [1, 1, 65, 1024], [1, 1, 4096, 32], [1, 1, 256, 256],
+                  [1, 1, 256, 257], [1, 512, 512], [1, 4, 4096, 16]):
+        _single(c, "Softmax", shape=shape, attrs={"axis": -1},
+                parts={"axis": -1, "shape": "x".join(str(d) for d in shape[1:])})
+    for ch in (2048, 4096, 8192, 16384):
+        _single(c, "Softmax", shape=[1, ch, 2, 2], attrs={"axis": 1},
+                parts={"axis": 1, "len": ch})
+    for shape, axis in (([1, 8, 16, 16], 2), ([1, 8, 16, 16], 3), ([1, 4, 4, 8, 8], -1),
+                        ([4, 32], 0), ([1, 16, 32], 0), ([1, 16, 4096], -1)):
+        nshape = shape[axis:] if axis >= 0 else shape[axis:]
+        _single(c, "LayerNormalization", shape=shape, attrs={"axis": axis, "epsilon": 1e-5},
+                const_inputs=[_rand(nshape) + 1, _rand(nshape)],
+                parts={"axis": axis}, extra="len%d" % shape[-1] if shape[-1] == 4096 else None)
+    for mode, ctm, scales in (("linear", "half_pixel", 0.25), ("linear", "half_pixel", 2.5),
+                              ("linear", "half_pixel", 1.25), ("linear", "half_pixel", 1 / 3),
+                              ("linear", "pytorch_half_pixel", 0.25),
+                              ("nearest", "asymmetric", 0.25), ("nearest", "asymmetric", 2.5),
+                              ("nearest", "asymmetric", 1 / 3)):
+        gb = GraphBuilder()
+        x = gb.input("x", "float32", [1, 8, 24, 24])
+        nm = {"nearest_mode": "floor"} if mode == "nearest" else {}
+        gb.output(gb.node("Resize", [x, "", gb.const(np.asarray([1, 1, scales, scales],
+                                                                 np.float32))],
+                          mode=mode, coordinate_transformation_mode=ctm, **nm))
+        c.add(pid("Resize", {"mode": mode, "ctm": ctm, "scale": round(scales, 3)}, "float32", 4),
+              "Resize", gb, attributes=dict(mode=mode, coordinate_transformation_mode=ctm,
+                                            scales=[1, 1, scales, scales], **nm))
+    for b, tag in ((np.float32(0.5).reshape([1]), "const_1elem"), (_rand([16]), "const_lastdim"),
+                   (np.full([1, 1, 1, 1], 0.5, np.float32), "const_1111"),
+                   (_rand([1, 8, 16, 1]), "const_c_h")):
+        for op in ("Max", "Min"):
+            _multi(c, op, [("float32", SHAPES[4]), ("float32", [])], consts={1: b},
+                   parts={"b": tag})
+    _multi(c, "Max", [("float32", [1, 8, 16, 16]), ("float32", [1, 8, 16, 16])],
+           parts={"b": "same"}, extra="vs_r3", rank=4, probe_id="Max.b=same.f32.r4.again")
+    for rep in ([1, 1, 1, 2], [1, 1, 2, 1], [1, 3, 1, 1], [1, 2, 2, 1]):
+        _single(c, "Tile", shape=SHAPES[4], const_inputs=[np.asarray(rep, np.int64)],
+                parts={"repeats": rep})
+    for shape, target in (([1, 1, 16, 16], [1, 8, 16, 16]), ([1, 8, 1, 16], [1, 8, 16, 16]),
+                          ([1, 8, 16, 1], [1, 8, 16, 16])):
+        _single(c, "Expand", shape=shape, const_inputs=[np.asarray(target, np.int64)],
+                parts={"from": shape, "to": target}, extra="sweep")
+    # other integer / bool dtypes through common data-movement ops
+    for dt in ("int32", "bool"):
+        _single(c, "Reshape", shape=[4, 32], dtype=dt,
+                const_inputs=[np.asarray([1, 4, 4, 8], np.int64)], parts={"case": "r2_to_r4"})
+        _single(c, "Transpose", shape=SHAPES[4], dtype=dt, attrs={"perm": [0, 2, 3, 1]})
+        _multi(c, "Concat", [(dt, SHAPES[4])] * 2, dtype=dt, attrs={"axis": 1},
+               parts={"axis": 1, "n": 2})
+        _single(c, "Slice", shape=SHAPES[4], dtype=dt,
+                const_inputs=[np.asarray([0], np.int64), np.asarray([4], np.int64),
+                              np.asarray([1], np.int64)], parts={"axis": 1, "step": 1})
+        _single(c, "Unsqueeze", shape=[4, 32], dtype=dt, const_inputs=[np.asarray([0], np.int64)],
+                parts={"axes": [0]})
+    _multi(c, "Mul", [("int32", SHAPES[4])] * 2, dtype="int32", parts={"b": "same"})
+    _multi(c, "Where", [("bool", SHAPES[4]), ("int32", SHAPES[4]), ("int32", SHAPES[4])],
+           dtype="int32", parts={"xy": "dyn"})
+    _multi(c, "Gather", [("int32", SHAPES[3]), ("int64", [2])], dtype="int32",
+           consts={1: np.asarray([0, 2], np.int64)}, attrs={"axis": 1},
+           parts={"axis": 1, "idx": "const_vec"})
+    _multi(c, "Gather", [("int64", SHAPES[3]), ("int64", [2])], dtype="int64",
+           consts={1: np.asarray([0, 2], np.int64)}, attrs={"axis": 1},
+           parts={"axis": 1, "idx": "const_vec"})
+
+
 def build_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every probe model (optionally only those whose id starts with one of ``select``)."""
     c = _Collector()
     for fam in (unary_probes, binary_probes, cast_probes, matmul_probes, conv_probes,
                 norm_probes, reduce_probes, pool_probes, pad_probes, resize_probes, shape_probes,
                 index_probes, rnn_probes, misc_probes, pattern_probes, opset_probes,
-                dynamic_probes):
+                dynamic_probes, context_probes, sweep_probes):
         fam(c)
     probes = c.probes
     if select:

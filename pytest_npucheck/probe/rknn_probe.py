@@ -47,7 +47,7 @@ def _row_dict(r: oracle.LayerRow) -> dict[str, Any]:
 def probe_record(p: Probe, res: oracle.RknnResult) -> dict[str, Any]:
     """JSON record of one probe and its compile result."""
     names = [n.name for n in p.model.graph.node]
-    placement = oracle.onnx_placement(res, names)
+    placement = oracle.onnx_placement(res, p.node_list())
     rec: dict[str, Any] = {
         "id": p.id,
         "op": p.op,
