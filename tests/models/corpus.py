@@ -1,0 +1,1071 @@
+"""A corpus of real architectures, written from code the way their reference implementations are.
+
+Every entry builds a small configuration (inputs 32x32-96x96, sequences of 16-64, widths of
+16-128) with random, seeded weights: no downloads, no torchvision.  The modules follow the
+structure of the reference code (torchvision, timm, HuggingFace transformers, the DETR, YOLOv5,
+milesial UNet, CycleGAN, CompVis/diffusers repositories, ...) so that the exported ONNX graphs
+contain the op patterns deployment engineers actually meet: BN/conv chains, depthwise convs,
+channel shuffles, squeeze-excite, erf GELU, LayerNorm, attention with masks, relative position
+biases, RoPE, recurrent layers, GridSample, PixelShuffle, reflect padding, TopK/ArgMax decoding.
+
+Each entry exports with both ``torch.onnx.export(dynamo=True, opset_version=19)`` and
+``torch.onnx.export(dynamo=False, opset_version=17)`` and ONNX Runtime reproduces PyTorch's
+outputs (``tests/models/test_corpus.py``).  Where an exporter needed the code changed the way
+real code bases change it for export, ``Arch.notes`` says so.
+
+    >>> from tests.models.corpus import ARCHS, get
+    >>> model, inputs = get("resnet18_small").build()
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+__all__ = ["Arch", "ARCHS", "FAMILIES", "EXPORTERS", "get", "names"]
+
+FAMILIES = ("cnn", "vision_transformer", "text_transformer", "audio", "detection",
+            "segmentation", "recurrent", "generative")
+EXPORTERS = ("dynamo", "torchscript")
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    family: str
+    build: Callable[[], tuple[nn.Module, tuple[Tensor, ...]]]
+    notes: str = ""
+    exporters: tuple[str, ...] = EXPORTERS
+
+
+ARCHS: dict[str, Arch] = {}
+
+
+def get(name: str) -> Arch:
+    try:
+        return ARCHS[name]
+    except KeyError:
+        raise KeyError(f"unknown architecture {name!r}; known: {', '.join(sorted(ARCHS))}") from None
+
+
+def names(family: str | None = None) -> list[str]:
+    return [n for n, a in ARCHS.items() if family is None or a.family == family]
+
+
+def _perturb_norms(model: nn.Module, seed: int) -> None:
+    """Give norm layers non-trivial statistics/affine parameters, as a trained model has.
+
+    Freshly initialised BatchNorm is the identity in eval mode (mean 0, var 1, weight 1, bias 0),
+    which would let an exporter or a converter get away with dropping it."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) * 0.5 + 0.75)
+            if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.GroupNorm, nn.LayerNorm,
+                              nn.modules.instancenorm._InstanceNorm)):
+                if getattr(m, "weight", None) is not None:
+                    m.weight.copy_(1.0 + torch.randn(m.weight.shape, generator=g) * 0.1)
+                if getattr(m, "bias", None) is not None:
+                    m.bias.copy_(torch.randn(m.bias.shape, generator=g) * 0.1)
+
+
+def register(name: str, family: str, notes: str = "",
+             exporters: tuple[str, ...] = EXPORTERS) -> Callable[[Callable[[], tuple]], Callable]:
+    """Register ``fn() -> (model, inputs)``; the registered build seeds, perturbs norms, eval()s."""
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}")
+
+    def deco(fn: Callable[[], tuple[nn.Module, tuple[Tensor, ...]]]) -> Callable:
+        seed = sum(name.encode()) % 10_000
+
+        def build() -> tuple[nn.Module, tuple[Tensor, ...]]:
+            torch.manual_seed(seed)
+            model, inputs = fn()
+            _perturb_norms(model, seed)
+            model.eval()
+            for p in model.parameters():
+                p.requires_grad_(False)
+            return model, tuple(inputs)
+
+        build.__name__ = f"build_{name}"
+        build.__doc__ = fn.__doc__
+        if name in ARCHS:
+            raise ValueError(f"duplicate architecture {name!r}")
+        ARCHS[name] = Arch(name=name, family=family, build=build, notes=notes,
+                           exporters=tuple(exporters))
+        return fn
+
+    return deco
+
+
+def _make_divisible(v: float, divisor: int = 8, min_value: int | None = None) -> int:
+    """torchvision/TF rounding of channel counts."""
+    if min_value is None:
+        min_value = divisor
+    new_v = max(min_value, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+def _image(c: int = 3, h: int = 64, w: int | None = None, n: int = 1) -> Tensor:
+    return torch.randn(n, c, h, w if w is not None else h)
+
+
+def _tokens(vocab: int, length: int, n: int = 1) -> Tensor:
+    return torch.randint(0, vocab, (n, length), dtype=torch.long)
+
+
+# ============================================================================ CNN classifiers
+
+# ---------------------------------------------------------------- ResNet (torchvision layout)
+
+
+def conv3x3(in_planes: int, out_planes: int, stride: int = 1, groups: int = 1,
+            dilation: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=3, stride=stride, padding=dilation,
+                     groups=groups, bias=False, dilation=dilation)
+
+
+def conv1x1(in_planes: int, out_planes: int, stride: int = 1) -> nn.Conv2d:
+    return nn.Conv2d(in_planes, out_planes, kernel_size=1, stride=stride, bias=False)
+
+
+class BasicBlock(nn.Module):
+    expansion = 1
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1,
+                 downsample: nn.Module | None = None, dilation: int = 1) -> None:
+        super().__init__()
+        self.conv1 = conv3x3(inplanes, planes, stride)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = conv3x3(planes, planes)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.downsample = downsample
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class Bottleneck(nn.Module):
+    expansion = 4
+
+    def __init__(self, inplanes: int, planes: int, stride: int = 1,
+                 downsample: nn.Module | None = None, dilation: int = 1) -> None:
+        super().__init__()
+        self.conv1 = conv1x1(inplanes, planes)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = conv3x3(planes, planes, stride, dilation=dilation)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv3 = conv1x1(planes, planes * self.expansion)
+        self.bn3 = nn.BatchNorm2d(planes * self.expansion)
+        self.relu = nn.ReLU(inplace=True)
+        self.downsample = downsample
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.relu(self.bn2(self.conv2(out)))
+        out = self.bn3(self.conv3(out))
+        if self.downsample is not None:
+            identity = self.downsample(x)
+        out += identity
+        return self.relu(out)
+
+
+class ResNet(nn.Module):
+    def __init__(self, block: type[BasicBlock] | type[Bottleneck], layers: list[int],
+                 widths: tuple[int, ...] = (16, 32, 64, 128), num_classes: int = 10,
+                 replace_stride_with_dilation: tuple[bool, bool, bool] = (False, False, False)
+                 ) -> None:
+        super().__init__()
+        self.inplanes = widths[0]
+        self.dilation = 1
+        self.conv1 = nn.Conv2d(3, self.inplanes, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(self.inplanes)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = self._make_layer(block, widths[0], layers[0])
+        self.layer2 = self._make_layer(block, widths[1], layers[1], stride=2,
+                                       dilate=replace_stride_with_dilation[0])
+        self.layer3 = self._make_layer(block, widths[2], layers[2], stride=2,
+                                       dilate=replace_stride_with_dilation[1])
+        self.layer4 = self._make_layer(block, widths[3], layers[3], stride=2,
+                                       dilate=replace_stride_with_dilation[2])
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(widths[3] * block.expansion, num_classes)
+        for m in self.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    def _make_layer(self, block: type[BasicBlock] | type[Bottleneck], planes: int, blocks: int,
+                    stride: int = 1, dilate: bool = False) -> nn.Sequential:
+        downsample = None
+        previous_dilation = self.dilation
+        if dilate:
+            self.dilation *= stride
+            stride = 1
+        if stride != 1 or self.inplanes != planes * block.expansion:
+            downsample = nn.Sequential(conv1x1(self.inplanes, planes * block.expansion, stride),
+                                       nn.BatchNorm2d(planes * block.expansion))
+        layers = [block(self.inplanes, planes, stride, downsample, previous_dilation)]
+        self.inplanes = planes * block.expansion
+        for _ in range(1, blocks):
+            layers.append(block(self.inplanes, planes, dilation=self.dilation))
+        return nn.Sequential(*layers)
+
+    def features(self, x: Tensor) -> list[Tensor]:
+        x = self.maxpool(self.relu(self.bn1(self.conv1(x))))
+        c2 = self.layer1(x)
+        c3 = self.layer2(c2)
+        c4 = self.layer3(c3)
+        c5 = self.layer4(c4)
+        return [c2, c3, c4, c5]
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.features(x)[-1]
+        x = self.avgpool(x)
+        x = torch.flatten(x, 1)
+        return self.fc(x)
+
+
+@register("resnet18_small", "cnn",
+          "torchvision ResNet-18 layout (BasicBlock [2,2,2,2]), widths /4: Conv+BN+ReLU, "
+          "MaxPool pad 1, residual Add, GlobalAveragePool, Flatten, Gemm")
+def _resnet18() -> tuple:
+    return ResNet(BasicBlock, [2, 2, 2, 2]), (_image(3, 64),)
+
+
+@register("resnet50_small", "cnn",
+          "torchvision ResNet-50 layout (Bottleneck 1x1-3x3-1x1, expansion 4, strided 3x3, "
+          "projection shortcuts), depths [2,2,2,2], base width 8")
+def _resnet50() -> tuple:
+    return ResNet(Bottleneck, [2, 2, 2, 2], widths=(8, 16, 32, 64)), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- MobileNetV2 (torchvision)
+
+
+class ConvBNActivation(nn.Sequential):
+    def __init__(self, in_planes: int, out_planes: int, kernel_size: int = 3, stride: int = 1,
+                 groups: int = 1, activation_layer: Callable[..., nn.Module] | None = nn.ReLU6,
+                 dilation: int = 1) -> None:
+        padding = (kernel_size - 1) // 2 * dilation
+        layers: list[nn.Module] = [
+            nn.Conv2d(in_planes, out_planes, kernel_size, stride, padding, dilation=dilation,
+                      groups=groups, bias=False),
+            nn.BatchNorm2d(out_planes),
+        ]
+        if activation_layer is not None:
+            layers.append(activation_layer(inplace=True))
+        super().__init__(*layers)
+        self.out_channels = out_planes
+
+
+class InvertedResidualV2(nn.Module):
+    def __init__(self, inp: int, oup: int, stride: int, expand_ratio: int) -> None:
+        super().__init__()
+        hidden_dim = int(round(inp * expand_ratio))
+        self.use_res_connect = stride == 1 and inp == oup
+        layers: list[nn.Module] = []
+        if expand_ratio != 1:
+            layers.append(ConvBNActivation(inp, hidden_dim, kernel_size=1))
+        layers.extend([
+            ConvBNActivation(hidden_dim, hidden_dim, stride=stride, groups=hidden_dim),
+            nn.Conv2d(hidden_dim, oup, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(oup),
+        ])
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.use_res_connect:
+            return x + self.conv(x)
+        return self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    def __init__(self, num_classes: int = 10, width_mult: float = 0.35,
+                 round_nearest: int = 8) -> None:
+        super().__init__()
+        input_channel = _make_divisible(32 * width_mult, round_nearest)
+        self.last_channel = _make_divisible(1280 * max(1.0, width_mult), round_nearest) // 4
+        settings = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 2, 2],
+                    [6, 96, 2, 1], [6, 160, 2, 2], [6, 320, 1, 1]]  # t, c, n, s (n trimmed)
+        features: list[nn.Module] = [ConvBNActivation(3, input_channel, stride=2)]
+        for t, c, n, s in settings:
+            output_channel = _make_divisible(c * width_mult, round_nearest)
+            for i in range(n):
+                features.append(InvertedResidualV2(input_channel, output_channel,
+                                                   s if i == 0 else 1, expand_ratio=t))
+                input_channel = output_channel
+        features.append(ConvBNActivation(input_channel, self.last_channel, kernel_size=1))
+        self.features = nn.Sequential(*features)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(self.last_channel, num_classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.features(x)
+        x = F.adaptive_avg_pool2d(x, (1, 1))
+        x = torch.flatten(x, 1)
+        return self.classifier(x)
+
+
+@register("mobilenet_v2_small", "cnn",
+          "torchvision MobileNetV2 x0.35: inverted residuals, depthwise 3x3 (group=C), ReLU6 "
+          "(Clip 0..6), linear bottlenecks, residual Add")
+def _mobilenet_v2() -> tuple:
+    return MobileNetV2(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- MobileNetV3 (torchvision)
+
+
+class SqueezeExcitation(nn.Module):
+    """torchvision.ops.SqueezeExcitation."""
+
+    def __init__(self, input_channels: int, squeeze_channels: int,
+                 activation: Callable[..., nn.Module] = nn.ReLU,
+                 scale_activation: Callable[..., nn.Module] = nn.Sigmoid) -> None:
+        super().__init__()
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(input_channels, squeeze_channels, 1)
+        self.fc2 = nn.Conv2d(squeeze_channels, input_channels, 1)
+        self.activation = activation()
+        self.scale_activation = scale_activation()
+
+    def forward(self, x: Tensor) -> Tensor:
+        scale = self.avgpool(x)
+        scale = self.fc2(self.activation(self.fc1(scale)))
+        return self.scale_activation(scale) * x
+
+
+@dataclass
+class _V3Cfg:
+    input_channels: int
+    kernel: int
+    expanded_channels: int
+    out_channels: int
+    use_se: bool
+    use_hs: bool
+    stride: int
+
+    @staticmethod
+    def scaled(c: int, k: int, e: int, o: int, se: bool, act: str, s: int,
+               width_mult: float) -> "_V3Cfg":
+        return _V3Cfg(_make_divisible(c * width_mult), k, _make_divisible(e * width_mult),
+                      _make_divisible(o * width_mult), se, act == "HS", s)
+
+
+class InvertedResidualV3(nn.Module):
+    def __init__(self, cnf: _V3Cfg) -> None:
+        super().__init__()
+        self.use_res_connect = cnf.stride == 1 and cnf.input_channels == cnf.out_channels
+        act = nn.Hardswish if cnf.use_hs else nn.ReLU
+        layers: list[nn.Module] = []
+        if cnf.expanded_channels != cnf.input_channels:
+            layers.append(ConvBNActivation(cnf.input_channels, cnf.expanded_channels, 1,
+                                           activation_layer=act))
+        layers.append(ConvBNActivation(cnf.expanded_channels, cnf.expanded_channels, cnf.kernel,
+                                       cnf.stride, groups=cnf.expanded_channels,
+                                       activation_layer=act))
+        if cnf.use_se:
+            squeeze = _make_divisible(cnf.expanded_channels // 4, 8)
+            layers.append(SqueezeExcitation(cnf.expanded_channels, squeeze,
+                                            scale_activation=nn.Hardsigmoid))
+        layers.append(ConvBNActivation(cnf.expanded_channels, cnf.out_channels, 1,
+                                       activation_layer=None))
+        self.block = nn.Sequential(*layers)
+
+    def forward(self, x: Tensor) -> Tensor:
+        result = self.block(x)
+        if self.use_res_connect:
+            result = result + x
+        return result
+
+
+class MobileNetV3(nn.Module):
+    def __init__(self, num_classes: int = 10, width_mult: float = 0.5) -> None:
+        super().__init__()
+        spec = [  # mobilenet_v3_small: in, kernel, expanded, out, SE, activation, stride
+            (16, 3, 16, 16, True, "RE", 2), (16, 3, 72, 24, False, "RE", 2),
+            (24, 3, 88, 24, False, "RE", 1), (24, 5, 96, 40, True, "HS", 2),
+            (40, 5, 240, 40, True, "HS", 1), (40, 5, 120, 48, True, "HS", 1),
+            (48, 5, 288, 96, True, "HS", 2), (96, 5, 576, 96, True, "HS", 1),
+        ]
+        cfgs = [_V3Cfg.scaled(*s, width_mult=width_mult) for s in spec]
+        first = cfgs[0].input_channels
+        layers: list[nn.Module] = [ConvBNActivation(3, first, 3, 2, activation_layer=nn.Hardswish)]
+        layers += [InvertedResidualV3(c) for c in cfgs]
+        last_conv = 6 * cfgs[-1].out_channels
+        layers.append(ConvBNActivation(cfgs[-1].out_channels, last_conv, 1,
+                                       activation_layer=nn.Hardswish))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(nn.Linear(last_conv, 128), nn.Hardswish(inplace=True),
+                                        nn.Dropout(0.2, inplace=True), nn.Linear(128, num_classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+@register("mobilenet_v3_small", "cnn",
+          "torchvision MobileNetV3-Small x0.5: HardSwish, HardSigmoid squeeze-excite "
+          "(GlobalAveragePool, 1x1 convs, Mul), depthwise 5x5")
+def _mobilenet_v3() -> tuple:
+    return MobileNetV3(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- EfficientNet-B0 (torchvision)
+
+
+class MBConv(nn.Module):
+    def __init__(self, expand_ratio: float, kernel: int, stride: int, input_channels: int,
+                 out_channels: int, stochastic_depth_prob: float) -> None:
+        super().__init__()
+        self.use_res_connect = stride == 1 and input_channels == out_channels
+        layers: list[nn.Module] = []
+        expanded = _make_divisible(input_channels * expand_ratio, 8)
+        if expanded != input_channels:
+            layers.append(ConvBNActivation(input_channels, expanded, 1, activation_layer=nn.SiLU))
+        layers.append(ConvBNActivation(expanded, expanded, kernel, stride, groups=expanded,
+                                       activation_layer=nn.SiLU))
+        squeeze = max(1, input_channels // 4)
+        layers.append(SqueezeExcitation(expanded, squeeze, activation=nn.SiLU))
+        layers.append(ConvBNActivation(expanded, out_channels, 1, activation_layer=None))
+        self.block = nn.Sequential(*layers)
+        self.stochastic_depth_prob = stochastic_depth_prob
+
+    def forward(self, x: Tensor) -> Tensor:
+        result = self.block(x)
+        if self.use_res_connect:
+            if self.training and self.stochastic_depth_prob > 0:  # StochasticDepth("row")
+                keep = torch.rand(x.shape[0], 1, 1, 1) >= self.stochastic_depth_prob
+                result = result * keep / (1.0 - self.stochastic_depth_prob)
+            result = result + x
+        return result
+
+
+class EfficientNet(nn.Module):
+    def __init__(self, width_mult: float = 0.25, depth_mult: float = 0.34,
+                 num_classes: int = 10) -> None:
+        super().__init__()
+        base = [(1, 3, 1, 32, 16, 1), (6, 3, 2, 16, 24, 2), (6, 5, 2, 24, 40, 2),
+                (6, 3, 2, 40, 80, 3), (6, 5, 1, 80, 112, 3), (6, 5, 2, 112, 192, 4),
+                (6, 3, 1, 192, 320, 1)]  # expand, kernel, stride, in, out, layers
+        adjust = lambda c: _make_divisible(c * width_mult, 8)  # noqa: E731
+        first = adjust(base[0][3])
+        layers: list[nn.Module] = [ConvBNActivation(3, first, 3, 2, activation_layer=nn.SiLU)]
+        total = sum(int(math.ceil(b[5] * depth_mult)) for b in base)
+        block_id = 0
+        for e, k, s, cin, cout, n in base:
+            stage: list[nn.Module] = []
+            for i in range(int(math.ceil(n * depth_mult))):
+                sd_prob = 0.2 * float(block_id) / total
+                stage.append(MBConv(e, k, s if i == 0 else 1, adjust(cin) if i == 0 else adjust(cout),
+                                    adjust(cout), sd_prob))
+                block_id += 1
+            layers.append(nn.Sequential(*stage))
+        last = adjust(base[-1][4])
+        head = 4 * last
+        layers.append(ConvBNActivation(last, head, 1, activation_layer=nn.SiLU))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(nn.Dropout(0.2, inplace=True), nn.Linear(head, num_classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+@register("efficientnet_b0_small", "cnn",
+          "torchvision EfficientNet-B0 (width 0.25, depth 0.34): MBConv with SiLU (Sigmoid*Mul "
+          "or Swish), sigmoid squeeze-excite, depthwise 3x3/5x5, stochastic depth (no-op in eval)")
+def _efficientnet_b0() -> tuple:
+    return EfficientNet(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- ShuffleNetV2 (torchvision)
+
+
+def channel_shuffle(x: Tensor, groups: int) -> Tensor:
+    batchsize, num_channels, height, width = x.size()
+    channels_per_group = num_channels // groups
+    x = x.view(batchsize, groups, channels_per_group, height, width)
+    x = torch.transpose(x, 1, 2).contiguous()
+    return x.view(batchsize, num_channels, height, width)
+
+
+class ShuffleInvertedResidual(nn.Module):
+    def __init__(self, inp: int, oup: int, stride: int) -> None:
+        super().__init__()
+        self.stride = stride
+        branch_features = oup // 2
+        if self.stride > 1:
+            self.branch1 = nn.Sequential(
+                nn.Conv2d(inp, inp, 3, stride, 1, bias=False, groups=inp),
+                nn.BatchNorm2d(inp),
+                nn.Conv2d(inp, branch_features, 1, 1, 0, bias=False),
+                nn.BatchNorm2d(branch_features),
+                nn.ReLU(inplace=True),
+            )
+        else:
+            self.branch1 = nn.Sequential()
+        self.branch2 = nn.Sequential(
+            nn.Conv2d(inp if stride > 1 else branch_features, branch_features, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(branch_features),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(branch_features, branch_features, 3, stride, 1, bias=False,
+                      groups=branch_features),
+            nn.BatchNorm2d(branch_features),
+            nn.Conv2d(branch_features, branch_features, 1, 1, 0, bias=False),
+            nn.BatchNorm2d(branch_features),
+            nn.ReLU(inplace=True),
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.stride == 1:
+            x1, x2 = x.chunk(2, dim=1)
+            out = torch.cat((x1, self.branch2(x2)), dim=1)
+        else:
+            out = torch.cat((self.branch1(x), self.branch2(x)), dim=1)
+        return channel_shuffle(out, 2)
+
+
+class ShuffleNetV2(nn.Module):
+    def __init__(self, stages_repeats: list[int], stages_out_channels: list[int],
+                 num_classes: int = 10) -> None:
+        super().__init__()
+        input_channels = 3
+        output_channels = stages_out_channels[0]
+        self.conv1 = nn.Sequential(nn.Conv2d(input_channels, output_channels, 3, 2, 1, bias=False),
+                                   nn.BatchNorm2d(output_channels), nn.ReLU(inplace=True))
+        input_channels = output_channels
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        stages = []
+        for repeats, output_channels in zip(stages_repeats, stages_out_channels[1:]):
+            seq = [ShuffleInvertedResidual(input_channels, output_channels, 2)]
+            seq += [ShuffleInvertedResidual(output_channels, output_channels, 1)
+                    for _ in range(repeats - 1)]
+            stages.append(nn.Sequential(*seq))
+            input_channels = output_channels
+        self.stage2, self.stage3, self.stage4 = stages
+        output_channels = stages_out_channels[-1]
+        self.conv5 = nn.Sequential(nn.Conv2d(input_channels, output_channels, 1, 1, 0, bias=False),
+                                   nn.BatchNorm2d(output_channels), nn.ReLU(inplace=True))
+        self.fc = nn.Linear(output_channels, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.maxpool(self.conv1(x))
+        x = self.stage4(self.stage3(self.stage2(x)))
+        x = self.conv5(x)
+        x = x.mean([2, 3])  # global pool
+        return self.fc(x)
+
+
+@register("shufflenet_v2_small", "cnn",
+          "torchvision ShuffleNetV2: channel shuffle as view(b,g,c/g,h,w)+transpose+view "
+          "(Reshape/Transpose), chunk(2) -> Split, Concat, ReduceMean global pool")
+def _shufflenet_v2() -> tuple:
+    return ShuffleNetV2([2, 3, 2], [24, 32, 64, 128, 256]), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- DenseNet (torchvision)
+
+
+class _DenseLayer(nn.Module):
+    def __init__(self, num_input_features: int, growth_rate: int, bn_size: int) -> None:
+        super().__init__()
+        self.norm1 = nn.BatchNorm2d(num_input_features)
+        self.relu1 = nn.ReLU(inplace=True)
+        self.conv1 = nn.Conv2d(num_input_features, bn_size * growth_rate, 1, 1, bias=False)
+        self.norm2 = nn.BatchNorm2d(bn_size * growth_rate)
+        self.relu2 = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(bn_size * growth_rate, growth_rate, 3, 1, 1, bias=False)
+
+    def forward(self, inputs: list[Tensor]) -> Tensor:
+        concated = torch.cat(inputs, 1)
+        bottleneck = self.conv1(self.relu1(self.norm1(concated)))
+        return self.conv2(self.relu2(self.norm2(bottleneck)))
+
+
+class _DenseBlock(nn.ModuleDict):
+    def __init__(self, num_layers: int, num_input_features: int, bn_size: int,
+                 growth_rate: int) -> None:
+        super().__init__()
+        for i in range(num_layers):
+            self.add_module(f"denselayer{i + 1}",
+                            _DenseLayer(num_input_features + i * growth_rate, growth_rate, bn_size))
+
+    def forward(self, init_features: Tensor) -> Tensor:
+        features = [init_features]
+        for layer in self.values():
+            features.append(layer(features))
+        return torch.cat(features, 1)
+
+
+class _Transition(nn.Sequential):
+    def __init__(self, num_input_features: int, num_output_features: int) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm2d(num_input_features)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv = nn.Conv2d(num_input_features, num_output_features, 1, 1, bias=False)
+        self.pool = nn.AvgPool2d(kernel_size=2, stride=2)
+
+
+class DenseNet(nn.Module):
+    def __init__(self, growth_rate: int = 8, block_config: tuple[int, ...] = (2, 3, 4, 3),
+                 num_init_features: int = 16, bn_size: int = 4, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential()
+        self.features.add_module("conv0", nn.Conv2d(3, num_init_features, 7, 2, 3, bias=False))
+        self.features.add_module("norm0", nn.BatchNorm2d(num_init_features))
+        self.features.add_module("relu0", nn.ReLU(inplace=True))
+        self.features.add_module("pool0", nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+        num_features = num_init_features
+        for i, num_layers in enumerate(block_config):
+            self.features.add_module(f"denseblock{i + 1}",
+                                     _DenseBlock(num_layers, num_features, bn_size, growth_rate))
+            num_features += num_layers * growth_rate
+            if i != len(block_config) - 1:
+                self.features.add_module(f"transition{i + 1}",
+                                         _Transition(num_features, num_features // 2))
+                num_features //= 2
+        self.features.add_module("norm5", nn.BatchNorm2d(num_features))
+        self.classifier = nn.Linear(num_features, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = F.relu(self.features(x), inplace=True)
+        out = F.adaptive_avg_pool2d(out, (1, 1))
+        return self.classifier(torch.flatten(out, 1))
+
+
+@register("densenet_small", "cnn",
+          "torchvision DenseNet (growth 8, blocks [2,3,4,3]): dense Concat of all previous "
+          "features, pre-activation BN-ReLU-Conv, AveragePool transitions")
+def _densenet() -> tuple:
+    return DenseNet(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- SqueezeNet 1.1 (torchvision)
+
+
+class Fire(nn.Module):
+    def __init__(self, inplanes: int, squeeze_planes: int, expand1x1_planes: int,
+                 expand3x3_planes: int) -> None:
+        super().__init__()
+        self.squeeze = nn.Conv2d(inplanes, squeeze_planes, kernel_size=1)
+        self.squeeze_activation = nn.ReLU(inplace=True)
+        self.expand1x1 = nn.Conv2d(squeeze_planes, expand1x1_planes, kernel_size=1)
+        self.expand1x1_activation = nn.ReLU(inplace=True)
+        self.expand3x3 = nn.Conv2d(squeeze_planes, expand3x3_planes, kernel_size=3, padding=1)
+        self.expand3x3_activation = nn.ReLU(inplace=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.squeeze_activation(self.squeeze(x))
+        return torch.cat([self.expand1x1_activation(self.expand1x1(x)),
+                          self.expand3x3_activation(self.expand3x3(x))], 1)
+
+
+class SqueezeNet(nn.Module):
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, kernel_size=3, stride=2),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+            Fire(32, 8, 32, 32),
+            Fire(64, 8, 32, 32),
+            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+            Fire(64, 16, 64, 64),
+            Fire(128, 16, 64, 64),
+            nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True),
+            Fire(128, 24, 96, 96),
+            Fire(192, 24, 96, 96),
+            Fire(192, 32, 128, 128),
+        )
+        final_conv = nn.Conv2d(256, num_classes, kernel_size=1)
+        self.classifier = nn.Sequential(nn.Dropout(p=0.5), final_conv, nn.ReLU(inplace=True),
+                                        nn.AdaptiveAvgPool2d((1, 1)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
+@register("squeezenet1_1_small", "cnn",
+          "torchvision SqueezeNet 1.1 at half width: Fire modules (1x1 squeeze, 1x1/3x3 expand, "
+          "Concat), MaxPool ceil_mode=True on odd sizes, conv classifier")
+def _squeezenet() -> tuple:
+    return SqueezeNet(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- VGG-11 with BN (torchvision)
+
+
+class VGG(nn.Module):
+    def __init__(self, cfg: list[int | str], num_classes: int = 10, pool: int = 2) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_channels = 3
+        for v in cfg:
+            if v == "M":
+                layers += [nn.MaxPool2d(kernel_size=2, stride=2)]
+            else:
+                assert isinstance(v, int)
+                layers += [nn.Conv2d(in_channels, v, kernel_size=3, padding=1),
+                           nn.BatchNorm2d(v), nn.ReLU(inplace=True)]
+                in_channels = v
+        self.features = nn.Sequential(*layers)
+        # torchvision pools to 7x7 for 224 inputs; at 64x64 the map is 2x2, so pool to 2x2.
+        self.avgpool = nn.AdaptiveAvgPool2d((pool, pool))
+        self.classifier = nn.Sequential(
+            nn.Linear(in_channels * pool * pool, 128), nn.ReLU(True), nn.Dropout(),
+            nn.Linear(128, 128), nn.ReLU(True), nn.Dropout(), nn.Linear(128, num_classes))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+@register("vgg11_bn_small", "cnn",
+          "torchvision VGG-11-BN (cfg 'A', widths /8): Conv3x3+BN+ReLU stacks, MaxPool 2x2, "
+          "AdaptiveAvgPool to the map size, 3-layer MLP classifier")
+def _vgg11_bn() -> tuple:
+    return VGG([8, "M", 16, "M", 32, 32, "M", 64, 64, "M", 64, 64, "M"]), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- ConvNeXt (facebookresearch)
+
+
+class LayerNorm2d(nn.Module):
+    """ConvNeXt's LayerNorm supporting channels_last (F.layer_norm) or channels_first (manual)."""
+
+    def __init__(self, normalized_shape: int, eps: float = 1e-6,
+                 data_format: str = "channels_last") -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(normalized_shape))
+        self.bias = nn.Parameter(torch.zeros(normalized_shape))
+        self.eps = eps
+        self.data_format = data_format
+        self.normalized_shape = (normalized_shape,)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.data_format == "channels_last":
+            return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + self.eps)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class ConvNeXtBlock(nn.Module):
+    def __init__(self, dim: int, layer_scale_init_value: float = 1e-6) -> None:
+        super().__init__()
+        self.dwconv = nn.Conv2d(dim, dim, kernel_size=7, padding=3, groups=dim)
+        self.norm = LayerNorm2d(dim, eps=1e-6)
+        self.pwconv1 = nn.Linear(dim, 4 * dim)
+        self.act = nn.GELU()
+        self.pwconv2 = nn.Linear(4 * dim, dim)
+        # a trained model's layer scale is far from its 1e-6 init
+        self.gamma = nn.Parameter(layer_scale_init_value * torch.ones(dim) + 0.5 * torch.rand(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        shortcut = x
+        x = self.dwconv(x)
+        x = x.permute(0, 2, 3, 1)  # (N, C, H, W) -> (N, H, W, C)
+        x = self.norm(x)
+        x = self.pwconv2(self.act(self.pwconv1(x)))
+        x = self.gamma * x
+        x = x.permute(0, 3, 1, 2)
+        return shortcut + x
+
+
+class ConvNeXt(nn.Module):
+    def __init__(self, depths: tuple[int, ...] = (1, 1, 2, 1),
+                 dims: tuple[int, ...] = (16, 32, 64, 128), num_classes: int = 10) -> None:
+        super().__init__()
+        self.downsample_layers = nn.ModuleList()
+        self.downsample_layers.append(nn.Sequential(
+            nn.Conv2d(3, dims[0], kernel_size=4, stride=4),
+            LayerNorm2d(dims[0], eps=1e-6, data_format="channels_first")))
+        for i in range(3):
+            self.downsample_layers.append(nn.Sequential(
+                LayerNorm2d(dims[i], eps=1e-6, data_format="channels_first"),
+                nn.Conv2d(dims[i], dims[i + 1], kernel_size=2, stride=2)))
+        self.stages = nn.ModuleList(nn.Sequential(*[ConvNeXtBlock(dims[i]) for _ in range(d)])
+                                    for i, d in enumerate(depths))
+        self.norm = nn.LayerNorm(dims[-1], eps=1e-6)
+        self.head = nn.Linear(dims[-1], num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for down, stage in zip(self.downsample_layers, self.stages):
+            x = stage(down(x))
+        return self.head(self.norm(x.mean([-2, -1])))
+
+
+@register("convnext_small", "cnn",
+          "ConvNeXt (reference code, depths [1,1,2,1], dims 16..128): patchify 4x4/s4 stem, "
+          "depthwise 7x7, permute to NHWC + LayerNorm + Linear (MatMul on rank 4), exact GELU "
+          "(Erf), layer scale, channels_first LayerNorm written as ReduceMean/Pow/Sqrt/Div")
+def _convnext() -> tuple:
+    return ConvNeXt(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- RegNetY (torchvision layout)
+
+
+class RegNetYBlock(nn.Module):
+    """ResBottleneckBlock with group conv and SE (bottleneck multiplier 1)."""
+
+    def __init__(self, width_in: int, width_out: int, stride: int, group_width: int,
+                 se_ratio: float = 0.25) -> None:
+        super().__init__()
+        groups = width_out // group_width
+        self.proj = None
+        if width_in != width_out or stride != 1:
+            self.proj = ConvBNActivation(width_in, width_out, 1, stride, activation_layer=None)
+        self.a = ConvBNActivation(width_in, width_out, 1, activation_layer=nn.ReLU)
+        self.b = ConvBNActivation(width_out, width_out, 3, stride, groups=groups,
+                                  activation_layer=nn.ReLU)
+        self.se = SqueezeExcitation(width_out, int(round(se_ratio * width_in)))
+        self.c = ConvBNActivation(width_out, width_out, 1, activation_layer=None)
+        self.activation = nn.ReLU(inplace=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        shortcut = self.proj(x) if self.proj is not None else x
+        return self.activation(shortcut + self.c(self.se(self.b(self.a(x)))))
+
+
+class RegNetY(nn.Module):
+    def __init__(self, widths: tuple[int, ...] = (16, 32, 64, 128),
+                 depths: tuple[int, ...] = (1, 2, 2, 1), group_width: int = 8,
+                 num_classes: int = 10) -> None:
+        super().__init__()
+        self.stem = ConvBNActivation(3, 16, 3, 2, activation_layer=nn.ReLU)
+        blocks: list[nn.Module] = []
+        w_in = 16
+        for w, d in zip(widths, depths):
+            for i in range(d):
+                blocks.append(RegNetYBlock(w_in, w, 2 if i == 0 else 1, group_width))
+                w_in = w
+        self.trunk_output = nn.Sequential(*blocks)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(w_in, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.avgpool(self.trunk_output(self.stem(x)))
+        return self.fc(x.flatten(start_dim=1))
+
+
+@register("regnety_small", "cnn",
+          "torchvision RegNetY layout: grouped 3x3 convs (group width 8), squeeze-excite, "
+          "projection shortcuts")
+def _regnety() -> tuple:
+    return RegNetY(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- GhostNet (huawei-noah)
+
+
+def hard_sigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    if inplace:
+        return x.add_(3.0).clamp_(0.0, 6.0).div_(6.0)
+    return F.relu6(x + 3.0) / 6.0
+
+
+class GhostSqueezeExcite(nn.Module):
+    def __init__(self, in_chs: int, se_ratio: float = 0.25, divisor: int = 4) -> None:
+        super().__init__()
+        reduced = _make_divisible((in_chs * se_ratio), divisor)
+        self.avg_pool = nn.AdaptiveAvgPool2d(1)
+        self.conv_reduce = nn.Conv2d(in_chs, reduced, 1, bias=True)
+        self.act1 = nn.ReLU(inplace=True)
+        self.conv_expand = nn.Conv2d(reduced, in_chs, 1, bias=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x_se = self.conv_expand(self.act1(self.conv_reduce(self.avg_pool(x))))
+        return x * hard_sigmoid(x_se)
+
+
+class GhostModule(nn.Module):
+    def __init__(self, inp: int, oup: int, kernel_size: int = 1, ratio: int = 2,
+                 dw_size: int = 3, stride: int = 1, relu: bool = True) -> None:
+        super().__init__()
+        self.oup = oup
+        init_channels = math.ceil(oup / ratio)
+        new_channels = init_channels * (ratio - 1)
+        self.primary_conv = nn.Sequential(
+            nn.Conv2d(inp, init_channels, kernel_size, stride, kernel_size // 2, bias=False),
+            nn.BatchNorm2d(init_channels),
+            nn.ReLU(inplace=True) if relu else nn.Sequential())
+        self.cheap_operation = nn.Sequential(
+            nn.Conv2d(init_channels, new_channels, dw_size, 1, dw_size // 2,
+                      groups=init_channels, bias=False),
+            nn.BatchNorm2d(new_channels),
+            nn.ReLU(inplace=True) if relu else nn.Sequential())
+
+    def forward(self, x: Tensor) -> Tensor:
+        x1 = self.primary_conv(x)
+        x2 = self.cheap_operation(x1)
+        out = torch.cat([x1, x2], dim=1)
+        return out[:, :self.oup, :, :]
+
+
+class GhostBottleneck(nn.Module):
+    def __init__(self, in_chs: int, mid_chs: int, out_chs: int, dw_kernel_size: int = 3,
+                 stride: int = 1, se_ratio: float = 0.0) -> None:
+        super().__init__()
+        self.stride = stride
+        self.ghost1 = GhostModule(in_chs, mid_chs, relu=True)
+        if self.stride > 1:
+            self.conv_dw = nn.Conv2d(mid_chs, mid_chs, dw_kernel_size, stride,
+                                     (dw_kernel_size - 1) // 2, groups=mid_chs, bias=False)
+            self.bn_dw = nn.BatchNorm2d(mid_chs)
+        self.se = GhostSqueezeExcite(mid_chs, se_ratio) if se_ratio > 0 else None
+        self.ghost2 = GhostModule(mid_chs, out_chs, relu=False)
+        if in_chs == out_chs and self.stride == 1:
+            self.shortcut = nn.Sequential()
+        else:
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(in_chs, in_chs, dw_kernel_size, stride, (dw_kernel_size - 1) // 2,
+                          groups=in_chs, bias=False),
+                nn.BatchNorm2d(in_chs),
+                nn.Conv2d(in_chs, out_chs, 1, 1, 0, bias=False),
+                nn.BatchNorm2d(out_chs))
+
+    def forward(self, x: Tensor) -> Tensor:
+        residual = x
+        x = self.ghost1(x)
+        if self.stride > 1:
+            x = self.bn_dw(self.conv_dw(x))
+        if self.se is not None:
+            x = self.se(x)
+        x = self.ghost2(x)
+        return x + self.shortcut(residual)
+
+
+class GhostNet(nn.Module):
+    def __init__(self, width: float = 0.5, num_classes: int = 10) -> None:
+        super().__init__()
+        cfgs = [  # k, exp, c, se, s
+            [3, 16, 16, 0, 1], [3, 48, 24, 0, 2], [3, 72, 24, 0, 1], [5, 72, 40, 0.25, 2],
+            [5, 120, 40, 0.25, 1], [3, 240, 80, 0, 2], [3, 184, 80, 0, 1],
+            [3, 480, 112, 0.25, 1], [5, 672, 160, 0.25, 2],
+        ]
+        output_channel = _make_divisible(16 * width, 4)
+        self.conv_stem = nn.Conv2d(3, output_channel, 3, 2, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(output_channel)
+        self.act1 = nn.ReLU(inplace=True)
+        input_channel = output_channel
+        stages: list[nn.Module] = []
+        for k, exp_size, c, se_ratio, s in cfgs:
+            output_channel = _make_divisible(c * width, 4)
+            hidden_channel = _make_divisible(exp_size * width, 4)
+            stages.append(GhostBottleneck(input_channel, hidden_channel, output_channel, k, s,
+                                          se_ratio=se_ratio))
+            input_channel = output_channel
+        output_channel = _make_divisible(exp_size * width, 4)
+        stages.append(ConvBNActivation(input_channel, output_channel, 1, activation_layer=nn.ReLU))
+        self.blocks = nn.Sequential(*stages)
+        self.global_pool = nn.AdaptiveAvgPool2d((1, 1))
+        self.conv_head = nn.Conv2d(output_channel, 256, 1, 1, 0, bias=True)
+        self.act2 = nn.ReLU(inplace=True)
+        self.classifier = nn.Linear(256, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.act1(self.bn1(self.conv_stem(x)))
+        x = self.global_pool(self.blocks(x))
+        x = self.act2(self.conv_head(x))
+        x = x.view(x.size(0), -1)
+        x = F.dropout(x, p=0.2, training=self.training)
+        return self.classifier(x)
+
+
+@register("ghostnet_small", "cnn",
+          "GhostNet (huawei-noah reference, width 0.5): ghost modules = primary 1x1 conv + cheap "
+          "depthwise conv, Concat then Slice to the output channels, hard-sigmoid SE written "
+          "as relu6(x+3)/6, view(x.size(0), -1)")
+def _ghostnet() -> tuple:
+    return GhostNet(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- Spatial transformer network
+
+
+class AffineGrid(nn.Module):
+    """``F.affine_grid(theta, (N, C, H, W), align_corners=False)`` as an explicit base grid.
+
+    ONNX only has AffineGrid from opset 20 and the TorchScript exporter has no opset-17 lowering
+    of aten::affine_grid_generator, so exportable STN code (e.g. LPRNet's STN, kornia) builds
+    the normalised base grid once and applies theta with a batched matmul."""
+
+    def __init__(self, height: int, width: int) -> None:
+        super().__init__()
+        xs = (torch.arange(width, dtype=torch.float32) * 2 + 1) / width - 1
+        ys = (torch.arange(height, dtype=torch.float32) * 2 + 1) / height - 1
+        gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+        base = torch.stack([gx, gy, torch.ones_like(gx)], dim=-1)  # (H, W, 3)
+        self.register_buffer("base_grid", base.reshape(1, height * width, 3), persistent=False)
+        self.height, self.width = height, width
+
+    def forward(self, theta: Tensor) -> Tensor:
+        n = theta.shape[0]
+        grid = torch.matmul(self.base_grid.expand(n, -1, -1), theta.transpose(1, 2))
+        return grid.view(n, self.height, self.width, 2)
+
+
+class STNNet(nn.Module):
+    """The PyTorch spatial transformer tutorial network."""
+
+    def __init__(self, size: int = 28, num_classes: int = 10) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
+        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
+        self.conv2_drop = nn.Dropout2d()
+        self.fc1 = nn.Linear(320, 50)
+        self.fc2 = nn.Linear(50, num_classes)
+        self.localization = nn.Sequential(
+            nn.Conv2d(1, 8, kernel_size=7), nn.MaxPool2d(2, stride=2), nn.ReLU(True),
+            nn.Conv2d(8, 10, kernel_size=5), nn.MaxPool2d(2, stride=2), nn.ReLU(True))
+        self.fc_loc = nn.Sequential(nn.Linear(10 * 3 * 3, 32), nn.ReLU(True), nn.Linear(32, 3 * 2))
+        with torch.no_grad():  # near-identity transform, as after training
+            self.fc_loc[2].weight.mul_(0.1)
+            self.fc_loc[2].bias.copy_(torch.tensor([1, 0, 0, 0, 1, 0], dtype=torch.float))
+        self.affine_grid = AffineGrid(size, size)
+
+    def stn(self, x: Tensor) -> Tensor:
+        xs = self.localization(x)
+        xs = xs.view(-1, 10 * 3 * 3)
+        theta = self.fc_loc(xs).view(-1, 2, 3)
+        grid = self.affine_grid(theta)
+        return F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.stn(x)
+        x = F.relu(F.max_pool2d(self.conv1(x), 2))
+        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
+        x = x.view(-1, 320)
+        x = F.dropout(F.relu(self.fc1(x)), training=self.training)
+        return F.log_softmax(self.fc2(x), dim=1)
+
+
+@register("stn_mnist", "cnn",
+          "PyTorch spatial-transformer tutorial: localisation net -> theta, affine grid, "
+          "GridSample (bilinear, zeros, align_corners=False), LogSoftmax. Changed for export: "
+          "F.affine_grid replaced by base grid @ theta^T (no opset-17 TorchScript lowering of "
+          "affine_grid_generator; ONNX AffineGrid needs opset 20)")
+def _stn() -> tuple:
+    return STNNet(), (torch.randn(1, 1, 28, 28),)
