@@ -1221,6 +1221,11 @@ def rnn_probes(c: _Collector) -> None:
         rnn(op, {"dir": "forward", "init": "none"}, init=False, outs=1, **extra)
         rnn(op, {"dir": "forward", "bias": "no"}, bias=False, outs=outs, **extra)
     rnn("GRU", {"dir": "forward", "linear_before_reset": 0}, outs=2)
+    # the dynamo exporter writes the (default) layout attribute explicitly
+    rnn("LSTM", {"dir": "forward", "layout": 0}, outs=3, layout=0)
+    rnn("GRU", {"dir": "forward", "layout": 0}, outs=2, layout=0, linear_before_reset=1)
+    rnn("LSTM", {"dir": "bidirectional", "layout": 0, "input_forget": 0}, "bidirectional",
+        outs=3, layout=0, input_forget=0)
     rnn("LSTM", {"dir": "forward", "Y_only": "yes"}, outs=1)
 
 
