@@ -90,8 +90,6 @@ def register(name: str, family: str, notes: str = "",
             model, inputs = fn()
             _perturb_norms(model, seed)
             model.eval()
-            for p in model.parameters():
-                p.requires_grad_(False)
             return model, tuple(inputs)
 
         build.__name__ = f"build_{name}"
@@ -1069,3 +1067,390 @@ class STNNet(nn.Module):
           "affine_grid_generator; ONNX AffineGrid needs opset 20)")
 def _stn() -> tuple:
     return STNNet(), (torch.randn(1, 1, 28, 28),)
+
+
+# ============================================================================ vision transformers
+
+# ---------------------------------------------------------------- ViT (torchvision layout)
+
+
+class MLPBlock(nn.Sequential):
+    def __init__(self, in_dim: int, mlp_dim: int, dropout: float = 0.0) -> None:
+        super().__init__(nn.Linear(in_dim, mlp_dim), nn.GELU(), nn.Dropout(dropout),
+                         nn.Linear(mlp_dim, in_dim), nn.Dropout(dropout))
+
+
+class EncoderBlock(nn.Module):
+    def __init__(self, num_heads: int, hidden_dim: int, mlp_dim: int, dropout: float = 0.0,
+                 attention_dropout: float = 0.0) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(hidden_dim, eps=1e-6)
+        self.self_attention = nn.MultiheadAttention(hidden_dim, num_heads,
+                                                    dropout=attention_dropout, batch_first=True)
+        self.dropout = nn.Dropout(dropout)
+        self.ln_2 = nn.LayerNorm(hidden_dim, eps=1e-6)
+        self.mlp = MLPBlock(hidden_dim, mlp_dim, dropout)
+
+    def forward(self, input: Tensor) -> Tensor:
+        x = self.ln_1(input)
+        x, _ = self.self_attention(x, x, x, need_weights=False)
+        x = self.dropout(x) + input
+        y = self.mlp(self.ln_2(x))
+        return x + y
+
+
+class VisionTransformer(nn.Module):
+    def __init__(self, image_size: int = 64, patch_size: int = 8, num_layers: int = 4,
+                 num_heads: int = 4, hidden_dim: int = 64, mlp_dim: int = 128,
+                 num_classes: int = 10) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.hidden_dim = hidden_dim
+        self.conv_proj = nn.Conv2d(3, hidden_dim, kernel_size=patch_size, stride=patch_size)
+        seq_length = (image_size // patch_size) ** 2 + 1
+        self.class_token = nn.Parameter(torch.randn(1, 1, hidden_dim) * 0.02)
+        self.pos_embedding = nn.Parameter(torch.empty(1, seq_length, hidden_dim).normal_(std=0.02))
+        self.layers = nn.Sequential(*[EncoderBlock(num_heads, hidden_dim, mlp_dim)
+                                      for _ in range(num_layers)])
+        self.ln = nn.LayerNorm(hidden_dim, eps=1e-6)
+        self.heads = nn.Sequential(nn.Linear(hidden_dim, num_classes))
+
+    def _process_input(self, x: Tensor) -> Tensor:
+        n, c, h, w = x.shape
+        p = self.patch_size
+        n_h, n_w = h // p, w // p
+        x = self.conv_proj(x)  # (n, c, h, w) -> (n, hidden_dim, n_h, n_w)
+        x = x.reshape(n, self.hidden_dim, n_h * n_w)
+        return x.permute(0, 2, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self._process_input(x)
+        n = x.shape[0]
+        batch_class_token = self.class_token.expand(n, -1, -1)
+        x = torch.cat([batch_class_token, x], dim=1)
+        x = self.ln(self.layers(x + self.pos_embedding))
+        return self.heads(x[:, 0])
+
+
+@register("vit_tiny", "vision_transformer",
+          "torchvision ViT (patch 8 on 64x64, 4 layers, dim 64, 4 heads): patch-embedding Conv "
+          "stride=kernel, class token Expand+Concat, learned position embedding Add, "
+          "nn.MultiheadAttention (Softmax, MatMul), exact GELU (Erf), LayerNorm, Gather of token 0. "
+          "TorchScript export must run with grad enabled: under torch.no_grad() (or with "
+          "requires_grad=False weights) eval-mode MHA takes the fused fast path "
+          "aten::_native_multi_head_attention, which has no ONNX lowering")
+def _vit() -> tuple:
+    return VisionTransformer(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- DeiT (timm layout)
+
+
+class Attention(nn.Module):
+    """timm.models.vision_transformer.Attention (explicit softmax path)."""
+
+    def __init__(self, dim: int, num_heads: int = 8, qkv_bias: bool = True) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.scale = self.head_dim ** -0.5
+        self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
+        self.attn_drop = nn.Dropout(0.0)
+        self.proj = nn.Linear(dim, dim)
+        self.proj_drop = nn.Dropout(0.0)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, N, C = x.shape
+        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        attn = self.attn_drop(attn.softmax(dim=-1))
+        x = (attn @ v).transpose(1, 2).reshape(B, N, C)
+        return self.proj_drop(self.proj(x))
+
+
+class Mlp(nn.Module):
+    def __init__(self, in_features: int, hidden_features: int,
+                 act_layer: Callable[..., nn.Module] = nn.GELU) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, hidden_features)
+        self.act = act_layer()
+        self.fc2 = nn.Linear(hidden_features, in_features)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.act(self.fc1(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, num_heads: int, mlp_ratio: float = 4.0) -> None:
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.attn = Attention(dim, num_heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchEmbed(nn.Module):
+    def __init__(self, img_size: int = 64, patch_size: int = 8, in_chans: int = 3,
+                 embed_dim: int = 64, norm_layer: Callable[..., nn.Module] | None = None) -> None:
+        super().__init__()
+        self.num_patches = (img_size // patch_size) ** 2
+        self.grid = img_size // patch_size
+        self.proj = nn.Conv2d(in_chans, embed_dim, kernel_size=patch_size, stride=patch_size)
+        self.norm = norm_layer(embed_dim) if norm_layer else nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.proj(x).flatten(2).transpose(1, 2)  # BCHW -> BNC
+        return self.norm(x)
+
+
+class DistilledVisionTransformer(nn.Module):
+    def __init__(self, img_size: int = 64, patch_size: int = 8, embed_dim: int = 64,
+                 depth: int = 4, num_heads: int = 4, num_classes: int = 10) -> None:
+        super().__init__()
+        self.patch_embed = PatchEmbed(img_size, patch_size, 3, embed_dim)
+        num_patches = self.patch_embed.num_patches
+        self.cls_token = nn.Parameter(torch.randn(1, 1, embed_dim) * 0.02)
+        self.dist_token = nn.Parameter(torch.randn(1, 1, embed_dim) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, num_patches + 2, embed_dim) * 0.02)
+        self.pos_drop = nn.Dropout(0.0)
+        self.blocks = nn.Sequential(*[Block(embed_dim, num_heads) for _ in range(depth)])
+        self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        self.head = nn.Linear(embed_dim, num_classes)
+        self.head_dist = nn.Linear(embed_dim, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B = x.shape[0]
+        x = self.patch_embed(x)
+        cls_tokens = self.cls_token.expand(B, -1, -1)
+        dist_token = self.dist_token.expand(B, -1, -1)
+        x = torch.cat((cls_tokens, dist_token, x), dim=1)
+        x = self.pos_drop(x + self.pos_embed)
+        x = self.norm(self.blocks(x))
+        x, x_dist = self.head(x[:, 0]), self.head_dist(x[:, 1])
+        if self.training:
+            return x, x_dist
+        return (x + x_dist) / 2
+
+
+@register("deit_tiny_distilled", "vision_transformer",
+          "DeiT (timm layout): cls + distillation tokens, fused qkv Linear reshaped/permuted to "
+          "(3,B,H,N,d) and unbind, q*scale @ k^T, Softmax, exact GELU, two heads averaged")
+def _deit() -> tuple:
+    return DistilledVisionTransformer(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- MLP-Mixer (timm layout)
+
+
+class MixerBlock(nn.Module):
+    def __init__(self, dim: int, seq_len: int, mlp_ratio: tuple[float, float] = (0.5, 4.0)) -> None:
+        super().__init__()
+        tokens_dim, channels_dim = int(mlp_ratio[0] * dim), int(mlp_ratio[1] * dim)
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp_tokens = Mlp(seq_len, tokens_dim)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp_channels = Mlp(dim, channels_dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.mlp_tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.mlp_channels(self.norm2(x))
+
+
+class MlpMixer(nn.Module):
+    def __init__(self, img_size: int = 64, patch_size: int = 8, embed_dim: int = 64,
+                 depth: int = 4, num_classes: int = 10) -> None:
+        super().__init__()
+        self.stem = PatchEmbed(img_size, patch_size, 3, embed_dim)
+        self.blocks = nn.Sequential(*[MixerBlock(embed_dim, self.stem.num_patches)
+                                      for _ in range(depth)])
+        self.norm = nn.LayerNorm(embed_dim, eps=1e-6)
+        self.head = nn.Linear(embed_dim, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.norm(self.blocks(self.stem(x)))
+        return self.head(x.mean(dim=1))
+
+
+@register("mlp_mixer_small", "vision_transformer",
+          "MLP-Mixer (timm layout): token-mixing MLP over transposed tokens (Transpose, MatMul), "
+          "channel MLP, exact GELU, LayerNorm, mean pooling")
+def _mixer() -> tuple:
+    return MlpMixer(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- Swin Transformer (reference)
+
+
+def window_partition(x: Tensor, window_size: int) -> Tensor:
+    B, H, W, C = x.shape
+    x = x.view(B, H // window_size, window_size, W // window_size, window_size, C)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(-1, window_size, window_size, C)
+
+
+def window_reverse(windows: Tensor, window_size: int, H: int, W: int) -> Tensor:
+    B = int(windows.shape[0] / (H * W / window_size / window_size))
+    x = windows.view(B, H // window_size, W // window_size, window_size, window_size, -1)
+    return x.permute(0, 1, 3, 2, 4, 5).contiguous().view(B, H, W, -1)
+
+
+class WindowAttention(nn.Module):
+    def __init__(self, dim: int, window_size: tuple[int, int], num_heads: int) -> None:
+        super().__init__()
+        self.dim = dim
+        self.window_size = window_size
+        self.num_heads = num_heads
+        head_dim = dim // num_heads
+        self.scale = head_dim ** -0.5
+        self.relative_position_bias_table = nn.Parameter(
+            torch.randn((2 * window_size[0] - 1) * (2 * window_size[1] - 1), num_heads) * 0.02)
+        coords_h = torch.arange(window_size[0])
+        coords_w = torch.arange(window_size[1])
+        coords = torch.stack(torch.meshgrid([coords_h, coords_w], indexing="ij"))  # 2, Wh, Ww
+        coords_flatten = torch.flatten(coords, 1)
+        relative_coords = coords_flatten[:, :, None] - coords_flatten[:, None, :]
+        relative_coords = relative_coords.permute(1, 2, 0).contiguous()
+        relative_coords[:, :, 0] += window_size[0] - 1
+        relative_coords[:, :, 1] += window_size[1] - 1
+        relative_coords[:, :, 0] *= 2 * window_size[1] - 1
+        self.register_buffer("relative_position_index", relative_coords.sum(-1))
+        self.qkv = nn.Linear(dim, dim * 3, bias=True)
+        self.proj = nn.Linear(dim, dim)
+        self.softmax = nn.Softmax(dim=-1)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        B_, N, C = x.shape
+        qkv = self.qkv(x).reshape(B_, N, 3, self.num_heads, C // self.num_heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+        q = q * self.scale
+        attn = q @ k.transpose(-2, -1)
+        relative_position_bias = self.relative_position_bias_table[
+            self.relative_position_index.view(-1)].view(
+            self.window_size[0] * self.window_size[1], self.window_size[0] * self.window_size[1], -1)
+        relative_position_bias = relative_position_bias.permute(2, 0, 1).contiguous()
+        attn = attn + relative_position_bias.unsqueeze(0)
+        if mask is not None:
+            nW = mask.shape[0]
+            attn = attn.view(B_ // nW, nW, self.num_heads, N, N) + mask.unsqueeze(1).unsqueeze(0)
+            attn = attn.view(-1, self.num_heads, N, N)
+        attn = self.softmax(attn)
+        x = (attn @ v).transpose(1, 2).reshape(B_, N, C)
+        return self.proj(x)
+
+
+class SwinTransformerBlock(nn.Module):
+    def __init__(self, dim: int, input_resolution: tuple[int, int], num_heads: int,
+                 window_size: int = 4, shift_size: int = 0, mlp_ratio: float = 4.0) -> None:
+        super().__init__()
+        self.dim = dim
+        self.input_resolution = input_resolution
+        self.window_size = window_size
+        self.shift_size = shift_size
+        if min(self.input_resolution) <= self.window_size:
+            self.shift_size = 0
+            self.window_size = min(self.input_resolution)
+        self.norm1 = nn.LayerNorm(dim)
+        self.attn = WindowAttention(dim, (self.window_size, self.window_size), num_heads)
+        self.norm2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio))
+        if self.shift_size > 0:
+            H, W = self.input_resolution
+            img_mask = torch.zeros((1, H, W, 1))
+            slices = (slice(0, -self.window_size), slice(-self.window_size, -self.shift_size),
+                      slice(-self.shift_size, None))
+            cnt = 0
+            for h in slices:
+                for w in slices:
+                    img_mask[:, h, w, :] = cnt
+                    cnt += 1
+            mask_windows = window_partition(img_mask, self.window_size)
+            mask_windows = mask_windows.view(-1, self.window_size * self.window_size)
+            attn_mask = mask_windows.unsqueeze(1) - mask_windows.unsqueeze(2)
+            attn_mask = attn_mask.masked_fill(attn_mask != 0, float(-100.0)).masked_fill(
+                attn_mask == 0, float(0.0))
+        else:
+            attn_mask = None
+        self.register_buffer("attn_mask", attn_mask)
+
+    def forward(self, x: Tensor) -> Tensor:
+        H, W = self.input_resolution
+        B, L, C = x.shape
+        shortcut = x
+        x = self.norm1(x).view(B, H, W, C)
+        if self.shift_size > 0:
+            shifted_x = torch.roll(x, shifts=(-self.shift_size, -self.shift_size), dims=(1, 2))
+        else:
+            shifted_x = x
+        x_windows = window_partition(shifted_x, self.window_size)
+        x_windows = x_windows.view(-1, self.window_size * self.window_size, C)
+        attn_windows = self.attn(x_windows, mask=self.attn_mask)
+        attn_windows = attn_windows.view(-1, self.window_size, self.window_size, C)
+        shifted_x = window_reverse(attn_windows, self.window_size, H, W)
+        if self.shift_size > 0:
+            x = torch.roll(shifted_x, shifts=(self.shift_size, self.shift_size), dims=(1, 2))
+        else:
+            x = shifted_x
+        x = shortcut + x.view(B, H * W, C)
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchMerging(nn.Module):
+    def __init__(self, input_resolution: tuple[int, int], dim: int) -> None:
+        super().__init__()
+        self.input_resolution = input_resolution
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+        self.norm = nn.LayerNorm(4 * dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        H, W = self.input_resolution
+        B, L, C = x.shape
+        x = x.view(B, H, W, C)
+        x0 = x[:, 0::2, 0::2, :]
+        x1 = x[:, 1::2, 0::2, :]
+        x2 = x[:, 0::2, 1::2, :]
+        x3 = x[:, 1::2, 1::2, :]
+        x = torch.cat([x0, x1, x2, x3], -1).view(B, -1, 4 * C)
+        return self.reduction(self.norm(x))
+
+
+class SwinTransformer(nn.Module):
+    def __init__(self, img_size: int = 64, patch_size: int = 4, embed_dim: int = 32,
+                 depths: tuple[int, ...] = (2, 2, 2), num_heads: tuple[int, ...] = (2, 4, 8),
+                 window_size: int = 4, num_classes: int = 10) -> None:
+        super().__init__()
+        self.patch_embed = PatchEmbed(img_size, patch_size, 3, embed_dim, norm_layer=nn.LayerNorm)
+        res = img_size // patch_size
+        layers: list[nn.Module] = []
+        dim = embed_dim
+        for i, (depth, heads) in enumerate(zip(depths, num_heads)):
+            blocks = [SwinTransformerBlock(dim, (res, res), heads, window_size,
+                                           0 if j % 2 == 0 else window_size // 2)
+                      for j in range(depth)]
+            if i < len(depths) - 1:
+                blocks.append(PatchMerging((res, res), dim))
+                res //= 2
+                dim *= 2
+            layers.append(nn.Sequential(*blocks))
+        self.layers = nn.Sequential(*layers)
+        self.norm = nn.LayerNorm(dim)
+        self.avgpool = nn.AdaptiveAvgPool1d(1)
+        self.head = nn.Linear(dim, num_classes)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.norm(self.layers(self.patch_embed(x)))  # B L C
+        x = self.avgpool(x.transpose(1, 2))  # B C 1
+        return self.head(torch.flatten(x, 1))
+
+
+@register("swin_tiny_small", "vision_transformer",
+          "Swin Transformer (reference code, embed 32, depths [2,2,2], window 4): cyclic shift "
+          "torch.roll (Slice+Concat), window partition/reverse view+permute (rank-6 Transpose), "
+          "relative position bias gathered from a table, shifted-window attention mask, "
+          "PatchMerging strided slices + Concat, AdaptiveAvgPool1d")
+def _swin() -> tuple:
+    return SwinTransformer(), (_image(3, 64),)
