@@ -1454,3 +1454,557 @@ class SwinTransformer(nn.Module):
           "PatchMerging strided slices + Concat, AdaptiveAvgPool1d")
 def _swin() -> tuple:
     return SwinTransformer(), (_image(3, 64),)
+
+
+# ============================================================================ text transformers
+
+# ---------------------------------------------------------------- BERT (HF transformers layout)
+
+
+@dataclass(frozen=True)
+class TextConfig:
+    vocab_size: int = 512
+    hidden_size: int = 64
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    intermediate_size: int = 128
+    max_position_embeddings: int = 64
+    type_vocab_size: int = 2
+    layer_norm_eps: float = 1e-12
+    num_labels: int = 3
+
+
+class BertEmbeddings(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=0)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+        self.register_buffer("position_ids",
+                             torch.arange(config.max_position_embeddings).expand((1, -1)),
+                             persistent=False)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor) -> Tensor:
+        seq_length = input_ids.shape[1]
+        position_ids = self.position_ids[:, :seq_length]
+        embeddings = (self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+                      + self.position_embeddings(position_ids))
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class BertSelfAttention(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.all_head_size = self.num_attention_heads * self.attention_head_size
+        self.query = nn.Linear(config.hidden_size, self.all_head_size)
+        self.key = nn.Linear(config.hidden_size, self.all_head_size)
+        self.value = nn.Linear(config.hidden_size, self.all_head_size)
+        self.dropout = nn.Dropout(0.1)
+
+    def transpose_for_scores(self, x: Tensor) -> Tensor:
+        new_x_shape = x.size()[:-1] + (self.num_attention_heads, self.attention_head_size)
+        return x.view(new_x_shape).permute(0, 2, 1, 3)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor) -> Tensor:
+        query_layer = self.transpose_for_scores(self.query(hidden_states))
+        key_layer = self.transpose_for_scores(self.key(hidden_states))
+        value_layer = self.transpose_for_scores(self.value(hidden_states))
+        attention_scores = torch.matmul(query_layer, key_layer.transpose(-1, -2))
+        attention_scores = attention_scores / math.sqrt(self.attention_head_size)
+        attention_scores = attention_scores + attention_mask
+        attention_probs = self.dropout(nn.functional.softmax(attention_scores, dim=-1))
+        context_layer = torch.matmul(attention_probs, value_layer).permute(0, 2, 1, 3).contiguous()
+        new_context_layer_shape = context_layer.size()[:-2] + (self.all_head_size,)
+        return context_layer.view(new_context_layer_shape)
+
+
+class BertLayer(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.attention = BertSelfAttention(config)
+        self.attention_output = nn.Linear(config.hidden_size, config.hidden_size)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.intermediate = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = nn.GELU()
+        self.output = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.output_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states: Tensor, attention_mask: Tensor) -> Tensor:
+        attn = self.dropout(self.attention_output(self.attention(hidden_states, attention_mask)))
+        attention_output = self.attention_norm(attn + hidden_states)
+        intermediate = self.intermediate_act_fn(self.intermediate(attention_output))
+        return self.output_norm(self.dropout(self.output(intermediate)) + attention_output)
+
+
+class BertModel(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.embeddings = BertEmbeddings(config)
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.pooler_activation = nn.Tanh()
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor,
+                token_type_ids: Tensor) -> tuple[Tensor, Tensor]:
+        dtype = torch.float32
+        extended_attention_mask = attention_mask[:, None, None, :].to(dtype=dtype)
+        extended_attention_mask = (1.0 - extended_attention_mask) * torch.finfo(dtype).min
+        hidden_states = self.embeddings(input_ids, token_type_ids)
+        for layer in self.layer:
+            hidden_states = layer(hidden_states, extended_attention_mask)
+        pooled_output = self.pooler_activation(self.pooler(hidden_states[:, 0]))
+        return hidden_states, pooled_output
+
+
+def _text_inputs(config: TextConfig, length: int = 32, pad: int = 5,
+                 token_types: bool = True) -> tuple[Tensor, ...]:
+    input_ids = _tokens(config.vocab_size, length)
+    input_ids[:, -pad:] = 0
+    attention_mask = torch.ones(1, length, dtype=torch.long)
+    attention_mask[:, -pad:] = 0
+    if not token_types:
+        return input_ids, attention_mask
+    token_type_ids = torch.zeros(1, length, dtype=torch.long)
+    token_type_ids[:, length // 2:] = 1
+    return input_ids, attention_mask, token_type_ids
+
+
+@register("bert_tiny", "text_transformer",
+          "BERT (HF layout, 2 layers, hidden 64): word/position/token-type nn.Embedding (Gather), "
+          "LayerNorm eps 1e-12, padding mask (1-mask)*finfo.min added to the scores, exact GELU, "
+          "tanh pooler; int64 input_ids/attention_mask/token_type_ids inputs")
+def _bert() -> tuple:
+    config = TextConfig()
+    return BertModel(config), _text_inputs(config)
+
+
+# ---------------------------------------------------------------- DistilBERT (HF layout)
+
+
+class MultiHeadSelfAttention(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.n_heads = config.num_attention_heads
+        self.dim = config.hidden_size
+        self.q_lin = nn.Linear(self.dim, self.dim)
+        self.k_lin = nn.Linear(self.dim, self.dim)
+        self.v_lin = nn.Linear(self.dim, self.dim)
+        self.out_lin = nn.Linear(self.dim, self.dim)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor) -> Tensor:
+        bs, q_length, dim = query.size()
+        k_length = key.size(1)
+        dim_per_head = self.dim // self.n_heads
+        mask_reshp = (bs, 1, 1, k_length)
+
+        def shape(x: Tensor) -> Tensor:
+            return x.view(bs, -1, self.n_heads, dim_per_head).transpose(1, 2)
+
+        def unshape(x: Tensor) -> Tensor:
+            return x.transpose(1, 2).contiguous().view(bs, -1, self.n_heads * dim_per_head)
+
+        q = shape(self.q_lin(query))
+        k = shape(self.k_lin(key))
+        v = shape(self.v_lin(value))
+        q = q / math.sqrt(dim_per_head)
+        scores = torch.matmul(q, k.transpose(2, 3))
+        mask = (mask == 0).view(mask_reshp).expand_as(scores)
+        scores = scores.masked_fill(mask, torch.tensor(torch.finfo(scores.dtype).min))
+        weights = self.dropout(nn.functional.softmax(scores, dim=-1))
+        context = unshape(torch.matmul(weights, v))
+        return self.out_lin(context)
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.attention = MultiHeadSelfAttention(config)
+        self.sa_layer_norm = nn.LayerNorm(normalized_shape=config.hidden_size, eps=1e-12)
+        self.lin1 = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.lin2 = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.activation = nn.GELU()
+        self.dropout = nn.Dropout(0.1)
+        self.output_layer_norm = nn.LayerNorm(normalized_shape=config.hidden_size, eps=1e-12)
+
+    def forward(self, x: Tensor, attn_mask: Tensor) -> Tensor:
+        sa_output = self.sa_layer_norm(self.attention(x, x, x, attn_mask) + x)
+        ffn_output = self.dropout(self.lin2(self.activation(self.lin1(sa_output))))
+        return self.output_layer_norm(ffn_output + sa_output)
+
+
+class DistilBertForSequenceClassification(nn.Module):
+    def __init__(self, config: TextConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=0)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=1e-12)
+        self.dropout = nn.Dropout(0.1)
+        self.layer = nn.ModuleList(TransformerBlock(config) for _ in range(config.num_hidden_layers))
+        self.pre_classifier = nn.Linear(config.hidden_size, config.hidden_size)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        seq_length = input_ids.size(1)
+        position_ids = torch.arange(seq_length, dtype=torch.long, device=input_ids.device)
+        position_ids = position_ids.unsqueeze(0).expand_as(input_ids)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(position_ids)
+        x = self.dropout(self.LayerNorm(x))
+        for layer in self.layer:
+            x = layer(x, attention_mask)
+        pooled_output = nn.ReLU()(self.pre_classifier(x[:, 0]))
+        return self.classifier(self.dropout(pooled_output))
+
+
+@register("distilbert_tiny", "text_transformer",
+          "DistilBERT for sequence classification (HF layout): arange position ids, "
+          "(mask == 0).view().expand_as(scores) + masked_fill(finfo.min) (Where on bool), "
+          "exact GELU, LayerNorm, int64 inputs")
+def _distilbert() -> tuple:
+    config = TextConfig(num_hidden_layers=3)
+    return DistilBertForSequenceClassification(config), _text_inputs(config, token_types=False)
+
+
+# ---------------------------------------------------------------- GPT-2 (nanoGPT / HF layout)
+
+
+class Conv1D(nn.Module):
+    """HF GPT-2's transposed linear: addmm(bias, x.view(-1, nx), weight)."""
+
+    def __init__(self, nf: int, nx: int) -> None:
+        super().__init__()
+        self.nf = nf
+        self.weight = nn.Parameter(torch.empty(nx, nf).normal_(std=0.02))
+        self.bias = nn.Parameter(torch.zeros(nf))
+
+    def forward(self, x: Tensor) -> Tensor:
+        size_out = x.size()[:-1] + (self.nf,)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd: int, n_head: int) -> None:
+        super().__init__()
+        self.c_attn = Conv1D(3 * n_embd, n_embd)
+        self.c_proj = Conv1D(n_embd, n_embd)
+        self.n_head = n_head
+        self.n_embd = n_embd
+        self.attn_dropout = nn.Dropout(0.1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        causal_mask = torch.triu(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=1)
+        att = att.masked_fill(causal_mask, float("-inf"))
+        att = self.attn_dropout(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, n_embd: int, n_head: int) -> None:
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.c_fc = Conv1D(4 * n_embd, n_embd)
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's gelu_new
+        self.c_proj = Conv1D(n_embd, 4 * n_embd)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.c_proj(self.gelu(self.c_fc(self.ln_2(x))))
+
+
+class GPT2LMHeadModel(nn.Module):
+    def __init__(self, vocab_size: int = 512, n_positions: int = 64, n_embd: int = 64,
+                 n_layer: int = 2, n_head: int = 4) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab_size, n_embd)
+        self.wpe = nn.Embedding(n_positions, n_embd)
+        self.drop = nn.Dropout(0.1)
+        self.h = nn.ModuleList(GPT2Block(n_embd, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # weight tying
+
+    def forward(self, idx: Tensor) -> Tensor:
+        b, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+@register("gpt2_tiny", "text_transformer",
+          "GPT-2 decoder (HF/nanoGPT layout, 2 layers): Conv1D as addmm (Gemm), qkv split, causal "
+          "mask torch.triu(ones, 1) + masked_fill(-inf) (Trilu/Where, often constant-folded), "
+          "tanh-approximate GELU (gelu_new), tied lm_head (MatMul with the embedding table)")
+def _gpt2() -> tuple:
+    return GPT2LMHeadModel(), (_tokens(512, 32),)
+
+
+# ---------------------------------------------------------------- T5 encoder (HF layout)
+
+
+class T5LayerNorm(nn.Module):
+    """RMSNorm: no mean subtraction, no bias; variance in float32."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states
+
+
+class T5Attention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_kv: int, has_relative_attention_bias: bool,
+                 num_buckets: int = 32, max_distance: int = 128) -> None:
+        super().__init__()
+        self.has_relative_attention_bias = has_relative_attention_bias
+        self.relative_attention_num_buckets = num_buckets
+        self.relative_attention_max_distance = max_distance
+        self.n_heads = n_heads
+        self.key_value_proj_dim = d_kv
+        self.inner_dim = n_heads * d_kv
+        self.q = nn.Linear(d_model, self.inner_dim, bias=False)
+        self.k = nn.Linear(d_model, self.inner_dim, bias=False)
+        self.v = nn.Linear(d_model, self.inner_dim, bias=False)
+        self.o = nn.Linear(self.inner_dim, d_model, bias=False)
+        if self.has_relative_attention_bias:
+            self.relative_attention_bias = nn.Embedding(num_buckets, n_heads)
+
+    @staticmethod
+    def _relative_position_bucket(relative_position: Tensor, bidirectional: bool = True,
+                                  num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+        relative_buckets = 0
+        if bidirectional:
+            num_buckets //= 2
+            relative_buckets += (relative_position > 0).to(torch.long) * num_buckets
+            relative_position = torch.abs(relative_position)
+        else:
+            relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
+        max_exact = num_buckets // 2
+        is_small = relative_position < max_exact
+        relative_position_if_large = max_exact + (
+            torch.log(relative_position.float() / max_exact)
+            / math.log(max_distance / max_exact) * (num_buckets - max_exact)).to(torch.long)
+        relative_position_if_large = torch.min(
+            relative_position_if_large, torch.full_like(relative_position_if_large, num_buckets - 1))
+        relative_buckets += torch.where(is_small, relative_position, relative_position_if_large)
+        return relative_buckets
+
+    def compute_bias(self, query_length: int, key_length: int, device: torch.device) -> Tensor:
+        context_position = torch.arange(query_length, dtype=torch.long, device=device)[:, None]
+        memory_position = torch.arange(key_length, dtype=torch.long, device=device)[None, :]
+        relative_position = memory_position - context_position
+        relative_position_bucket = self._relative_position_bucket(
+            relative_position, bidirectional=True, num_buckets=self.relative_attention_num_buckets,
+            max_distance=self.relative_attention_max_distance)
+        values = self.relative_attention_bias(relative_position_bucket)  # (q, k, heads)
+        return values.permute([2, 0, 1]).unsqueeze(0)
+
+    def forward(self, hidden_states: Tensor, mask: Tensor,
+                position_bias: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        batch_size, seq_length = hidden_states.shape[:2]
+
+        def shape(states: Tensor) -> Tensor:
+            return states.view(batch_size, -1, self.n_heads, self.key_value_proj_dim).transpose(1, 2)
+
+        query_states = shape(self.q(hidden_states))
+        key_states = shape(self.k(hidden_states))
+        value_states = shape(self.v(hidden_states))
+        scores = torch.matmul(query_states, key_states.transpose(3, 2))  # T5: no 1/sqrt(d)
+        if position_bias is None:
+            position_bias = self.compute_bias(seq_length, seq_length, scores.device)
+            position_bias = position_bias + mask
+        scores += position_bias
+        attn_weights = nn.functional.softmax(scores.float(), dim=-1).type_as(scores)
+        attn_output = torch.matmul(attn_weights, value_states)
+        attn_output = attn_output.transpose(1, 2).contiguous().view(batch_size, -1, self.inner_dim)
+        return self.o(attn_output), position_bias
+
+
+class T5Block(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_kv: int, d_ff: int,
+                 has_relative_attention_bias: bool) -> None:
+        super().__init__()
+        self.layer_norm = T5LayerNorm(d_model)
+        self.SelfAttention = T5Attention(d_model, n_heads, d_kv, has_relative_attention_bias)
+        self.ff_layer_norm = T5LayerNorm(d_model)
+        self.wi = nn.Linear(d_model, d_ff, bias=False)
+        self.wo = nn.Linear(d_ff, d_model, bias=False)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, hidden_states: Tensor, mask: Tensor,
+                position_bias: Tensor | None) -> tuple[Tensor, Tensor]:
+        attn, position_bias = self.SelfAttention(self.layer_norm(hidden_states), mask, position_bias)
+        hidden_states = hidden_states + self.dropout(attn)
+        ff = self.wo(self.dropout(F.relu(self.wi(self.ff_layer_norm(hidden_states)))))
+        return hidden_states + self.dropout(ff), position_bias
+
+
+class T5EncoderModel(nn.Module):
+    def __init__(self, vocab_size: int = 512, d_model: int = 64, n_heads: int = 4, d_kv: int = 16,
+                 d_ff: int = 128, num_layers: int = 2) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab_size, d_model)
+        self.block = nn.ModuleList(T5Block(d_model, n_heads, d_kv, d_ff, i == 0)
+                                   for i in range(num_layers))
+        self.final_layer_norm = T5LayerNorm(d_model)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+        hidden_states = self.dropout(self.embed_tokens(input_ids))
+        extended = attention_mask[:, None, None, :].to(hidden_states.dtype)
+        extended = (1.0 - extended) * torch.finfo(hidden_states.dtype).min
+        position_bias = None
+        for layer in self.block:
+            hidden_states, position_bias = layer(hidden_states, extended, position_bias)
+        return self.dropout(self.final_layer_norm(hidden_states))
+
+
+@register("t5_encoder_tiny", "text_transformer",
+          "T5 encoder (HF layout): RMSNorm (Pow, ReduceMean, Rsqrt->Sqrt+Reciprocal, Mul), "
+          "unscaled attention, bidirectional relative position buckets (Abs, Log, Cast, Min, "
+          "Where over arange) + Embedding bias shared by all layers, ReLU FFN")
+def _t5() -> tuple:
+    return T5EncoderModel(), _text_inputs(TextConfig(), token_types=False)
+
+
+# ---------------------------------------------------------------- LLaMA-style decoder (HF layout)
+
+
+class LlamaRMSNorm(nn.Module):
+    def __init__(self, hidden_size: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class LlamaRotaryEmbedding(nn.Module):
+    def __init__(self, dim: int, base: float = 10000.0) -> None:
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=torch.int64).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x: Tensor, position_ids: Tensor) -> tuple[Tensor, Tensor]:
+        inv_freq_expanded = self.inv_freq[None, :, None].float().expand(position_ids.shape[0], -1, 1)
+        position_ids_expanded = position_ids[:, None, :].float()
+        freqs = (inv_freq_expanded @ position_ids_expanded).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+def rotate_half(x: Tensor) -> Tensor:
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    return (q * cos) + (rotate_half(q) * sin), (k * cos) + (rotate_half(k) * sin)
+
+
+def repeat_kv(hidden_states: Tensor, n_rep: int) -> Tensor:
+    batch, num_key_value_heads, slen, head_dim = hidden_states.shape
+    if n_rep == 1:
+        return hidden_states
+    hidden_states = hidden_states[:, :, None, :, :].expand(batch, num_key_value_heads, n_rep,
+                                                           slen, head_dim)
+    return hidden_states.reshape(batch, num_key_value_heads * n_rep, slen, head_dim)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, hidden_size: int, num_heads: int, num_key_value_heads: int) -> None:
+        super().__init__()
+        self.head_dim = hidden_size // num_heads
+        self.num_heads = num_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.num_key_value_groups = num_heads // num_key_value_heads
+        self.q_proj = nn.Linear(hidden_size, num_heads * self.head_dim, bias=False)
+        self.k_proj = nn.Linear(hidden_size, num_key_value_heads * self.head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden_size, num_key_value_heads * self.head_dim, bias=False)
+        self.o_proj = nn.Linear(num_heads * self.head_dim, hidden_size, bias=False)
+
+    def forward(self, hidden_states: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        bsz, q_len, _ = hidden_states.size()
+        q = self.q_proj(hidden_states).view(bsz, q_len, -1, self.head_dim).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(bsz, q_len, -1, self.head_dim).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(bsz, q_len, -1, self.head_dim).transpose(1, 2)
+        q, k = apply_rotary_pos_emb(q, k, cos, sin)
+        k = repeat_kv(k, self.num_key_value_groups)
+        v = repeat_kv(v, self.num_key_value_groups)
+        attn_output = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        attn_output = attn_output.transpose(1, 2).contiguous().reshape(bsz, q_len, -1)
+        return self.o_proj(attn_output)
+
+
+class LlamaDecoderLayer(nn.Module):
+    def __init__(self, hidden_size: int, intermediate_size: int, num_heads: int,
+                 num_key_value_heads: int) -> None:
+        super().__init__()
+        self.self_attn = LlamaAttention(hidden_size, num_heads, num_key_value_heads)
+        self.gate_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.up_proj = nn.Linear(hidden_size, intermediate_size, bias=False)
+        self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
+        self.act_fn = nn.SiLU()
+        self.input_layernorm = LlamaRMSNorm(hidden_size)
+        self.post_attention_layernorm = LlamaRMSNorm(hidden_size)
+
+    def forward(self, hidden_states: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+        hidden_states = hidden_states + self.self_attn(self.input_layernorm(hidden_states), cos, sin)
+        h = self.post_attention_layernorm(hidden_states)
+        return hidden_states + self.down_proj(self.act_fn(self.gate_proj(h)) * self.up_proj(h))
+
+
+class LlamaForCausalLM(nn.Module):
+    def __init__(self, vocab_size: int = 512, hidden_size: int = 64, intermediate_size: int = 128,
+                 num_layers: int = 2, num_heads: int = 4, num_key_value_heads: int = 2) -> None:
+        super().__init__()
+        self.embed_tokens = nn.Embedding(vocab_size, hidden_size)
+        self.layers = nn.ModuleList(
+            LlamaDecoderLayer(hidden_size, intermediate_size, num_heads, num_key_value_heads)
+            for _ in range(num_layers))
+        self.norm = LlamaRMSNorm(hidden_size)
+        self.rotary_emb = LlamaRotaryEmbedding(hidden_size // num_heads)
+        self.lm_head = nn.Linear(hidden_size, vocab_size, bias=False)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        hidden_states = self.embed_tokens(input_ids)
+        position_ids = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        cos, sin = self.rotary_emb(hidden_states, position_ids)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, cos, sin)
+        return self.lm_head(self.norm(hidden_states))
+
+
+@register("llama_tiny", "text_transformer",
+          "LLaMA-style decoder (HF layout, 2 layers, GQA 4q/2kv heads): RMSNorm, rotary position "
+          "embedding (Cos/Sin of inv_freq @ positions, rotate_half Slice+Neg+Concat), repeat_kv "
+          "Expand+Reshape, F.scaled_dot_product_attention(is_causal=True), SwiGLU MLP (SiLU*up)")
+def _llama() -> tuple:
+    return LlamaForCausalLM(), (_tokens(512, 32),)
