@@ -2008,3 +2008,336 @@ class LlamaForCausalLM(nn.Module):
           "Expand+Reshape, F.scaled_dot_product_attention(is_causal=True), SwiGLU MLP (SiLU*up)")
 def _llama() -> tuple:
     return LlamaForCausalLM(), (_tokens(512, 32),)
+
+
+# ============================================================================ audio
+
+# ---------------------------------------------------------------- wav2vec 2.0 (HF layout)
+
+
+class Wav2Vec2FeatureEncoder(nn.Module):
+    """conv_feature_layers with feat_extract_norm="group": GroupNorm(C, C) on the first layer."""
+
+    def __init__(self, conv_dim: tuple[int, ...], conv_kernel: tuple[int, ...],
+                 conv_stride: tuple[int, ...]) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        in_dim = 1
+        for i, (dim, k, s) in enumerate(zip(conv_dim, conv_kernel, conv_stride)):
+            layer = nn.Sequential(nn.Conv1d(in_dim, dim, kernel_size=k, stride=s, bias=False))
+            if i == 0:
+                layer.append(nn.GroupNorm(num_groups=dim, num_channels=dim, affine=True))
+            layer.append(nn.GELU())
+            layers.append(layer)
+            in_dim = dim
+        self.conv_layers = nn.ModuleList(layers)
+
+    def forward(self, input_values: Tensor) -> Tensor:
+        hidden_states = input_values[:, None]
+        for conv_layer in self.conv_layers:
+            hidden_states = conv_layer(hidden_states)
+        return hidden_states
+
+
+class Wav2Vec2PositionalConvEmbedding(nn.Module):
+    def __init__(self, hidden_size: int, kernel: int = 16, groups: int = 4) -> None:
+        super().__init__()
+        conv = nn.Conv1d(hidden_size, hidden_size, kernel_size=kernel, padding=kernel // 2,
+                         groups=groups)
+        self.conv = nn.utils.parametrizations.weight_norm(conv, name="weight", dim=2)
+        self.num_pad_remove = 1 if kernel % 2 == 0 else 0  # Wav2Vec2SamePadLayer
+        self.activation = nn.GELU()
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        hidden_states = self.conv(hidden_states.transpose(1, 2))
+        if self.num_pad_remove > 0:
+            hidden_states = hidden_states[:, :, : -self.num_pad_remove]
+        return self.activation(hidden_states).transpose(1, 2)
+
+
+class Wav2Vec2EncoderLayer(nn.Module):
+    def __init__(self, hidden_size: int, num_heads: int, intermediate_size: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = hidden_size // num_heads
+        self.scaling = self.head_dim ** -0.5
+        self.q_proj = nn.Linear(hidden_size, hidden_size)
+        self.k_proj = nn.Linear(hidden_size, hidden_size)
+        self.v_proj = nn.Linear(hidden_size, hidden_size)
+        self.out_proj = nn.Linear(hidden_size, hidden_size)
+        self.layer_norm = nn.LayerNorm(hidden_size, eps=1e-5)
+        self.intermediate_dense = nn.Linear(hidden_size, intermediate_size)
+        self.intermediate_act_fn = nn.GELU()
+        self.output_dense = nn.Linear(intermediate_size, hidden_size)
+        self.final_layer_norm = nn.LayerNorm(hidden_size, eps=1e-5)
+
+    def forward(self, hidden_states: Tensor) -> Tensor:
+        bsz, tgt_len, embed_dim = hidden_states.size()
+        shape = (bsz, tgt_len, self.num_heads, self.head_dim)
+        q = (self.q_proj(hidden_states) * self.scaling).view(shape).transpose(1, 2)
+        k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
+        v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        attn_weights = F.softmax(torch.matmul(q, k.transpose(2, 3)), dim=-1)
+        attn_output = torch.matmul(attn_weights, v).transpose(1, 2).reshape(bsz, tgt_len, embed_dim)
+        hidden_states = self.layer_norm(hidden_states + self.out_proj(attn_output))
+        ff = self.output_dense(self.intermediate_act_fn(self.intermediate_dense(hidden_states)))
+        return self.final_layer_norm(hidden_states + ff)
+
+
+class Wav2Vec2Model(nn.Module):
+    def __init__(self, conv_dim: int = 32, hidden_size: int = 64, num_layers: int = 1) -> None:
+        super().__init__()
+        self.feature_extractor = Wav2Vec2FeatureEncoder(
+            (conv_dim,) * 5, (10, 3, 3, 3, 2), (5, 2, 2, 2, 2))
+        self.feature_projection_norm = nn.LayerNorm(conv_dim, eps=1e-5)
+        self.feature_projection = nn.Linear(conv_dim, hidden_size)
+        self.dropout = nn.Dropout(0.1)
+        self.pos_conv_embed = Wav2Vec2PositionalConvEmbedding(hidden_size)
+        self.encoder_layer_norm = nn.LayerNorm(hidden_size, eps=1e-5)
+        self.layers = nn.ModuleList(Wav2Vec2EncoderLayer(hidden_size, 4, 2 * hidden_size)
+                                    for _ in range(num_layers))
+
+    def forward(self, input_values: Tensor) -> Tensor:
+        extract_features = self.feature_extractor(input_values).transpose(1, 2)
+        hidden_states = self.feature_projection(self.feature_projection_norm(extract_features))
+        hidden_states = self.dropout(hidden_states)
+        hidden_states = hidden_states + self.pos_conv_embed(hidden_states)
+        hidden_states = self.dropout(self.encoder_layer_norm(hidden_states))
+        for layer in self.layers:
+            hidden_states = layer(hidden_states)
+        return hidden_states
+
+
+@register("wav2vec2_tiny", "audio",
+          "wav2vec 2.0 base layout (HF): raw waveform -> Conv1d feature encoder (k10/s5 then "
+          "k3/s2, k2/s2), GroupNorm(C,C) on the first conv (InstanceNormalization or "
+          "GroupNormalization in ONNX), exact GELU, LayerNorm + Linear projection, weight-normed "
+          "grouped positional Conv1d (k16) with SamePad slice, one post-norm encoder layer")
+def _wav2vec2() -> tuple:
+    return Wav2Vec2Model(), (torch.randn(1, 4000) * 0.1,)
+
+
+# ---------------------------------------------------------------- KWS CRNN (Conv2d on log-mel + GRU)
+
+
+class KWSCRNN(nn.Module):
+    """Keyword-spotting CRNN (Arik et al. 2017 / hello-edge style)."""
+
+    def __init__(self, n_mels: int = 40, num_classes: int = 12, hidden: int = 32) -> None:
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Conv2d(1, 16, kernel_size=(5, 3), stride=(2, 1), padding=(2, 1), bias=False),
+            nn.BatchNorm2d(16), nn.ReLU(inplace=True),
+            nn.Conv2d(16, 32, kernel_size=3, stride=(2, 2), padding=1, bias=False),
+            nn.BatchNorm2d(32), nn.ReLU(inplace=True),
+            nn.MaxPool2d(kernel_size=(2, 1)),
+        )
+        freq = n_mels // 8
+        self.gru = nn.GRU(32 * freq, hidden, num_layers=2, batch_first=True, bidirectional=True)
+        self.attention = nn.Linear(2 * hidden, 1)
+        self.fc = nn.Linear(2 * hidden, num_classes)
+
+    def forward(self, mel: Tensor) -> Tensor:
+        x = self.conv(mel)  # (B, C, F', T')
+        b, c, f, t = x.shape
+        x = x.permute(0, 3, 1, 2).reshape(b, t, c * f)
+        x, _ = self.gru(x)  # (B, T', 2H)
+        weights = torch.softmax(self.attention(x), dim=1)  # attention pooling over time
+        x = (weights * x).sum(dim=1)
+        return self.fc(x)
+
+
+@register("kws_crnn", "audio",
+          "keyword-spotting CRNN on a 40x64 log-mel patch: Conv2d+BN+ReLU, MaxPool, permute+reshape "
+          "to (B, T, C*F), 2-layer bidirectional GRU (ONNX GRU), softmax attention pooling")
+def _kws() -> tuple:
+    return KWSCRNN(), (torch.randn(1, 1, 40, 64),)
+
+
+# ---------------------------------------------------------------- Conformer (torchaudio layout)
+
+
+class _ConvolutionModule(nn.Module):
+    def __init__(self, input_dim: int, num_channels: int, depthwise_kernel_size: int) -> None:
+        super().__init__()
+        self.layer_norm = nn.LayerNorm(input_dim)
+        self.sequential = nn.Sequential(
+            nn.Conv1d(input_dim, 2 * num_channels, 1, stride=1, padding=0),
+            nn.GLU(dim=1),
+            nn.Conv1d(num_channels, num_channels, depthwise_kernel_size, stride=1,
+                      padding=(depthwise_kernel_size - 1) // 2, groups=num_channels),
+            nn.BatchNorm1d(num_channels),
+            nn.SiLU(),
+            nn.Conv1d(num_channels, input_dim, kernel_size=1, stride=1, padding=0),
+            nn.Dropout(0.1),
+        )
+
+    def forward(self, input: Tensor) -> Tensor:
+        x = self.layer_norm(input).transpose(1, 2)
+        return self.sequential(x).transpose(1, 2)
+
+
+class _FeedForwardModule(nn.Sequential):
+    def __init__(self, input_dim: int, hidden_dim: int) -> None:
+        super().__init__(nn.LayerNorm(input_dim), nn.Linear(input_dim, hidden_dim), nn.SiLU(),
+                         nn.Dropout(0.1), nn.Linear(hidden_dim, input_dim), nn.Dropout(0.1))
+
+
+class ConformerLayer(nn.Module):
+    def __init__(self, input_dim: int, ffn_dim: int, num_attention_heads: int,
+                 depthwise_conv_kernel_size: int) -> None:
+        super().__init__()
+        self.ffn1 = _FeedForwardModule(input_dim, ffn_dim)
+        self.self_attn_layer_norm = nn.LayerNorm(input_dim)
+        self.self_attn = nn.MultiheadAttention(input_dim, num_attention_heads, dropout=0.1)
+        self.self_attn_dropout = nn.Dropout(0.1)
+        self.conv_module = _ConvolutionModule(input_dim, input_dim, depthwise_conv_kernel_size)
+        self.ffn2 = _FeedForwardModule(input_dim, ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(input_dim)
+
+    def forward(self, input: Tensor, key_padding_mask: Tensor) -> Tensor:
+        # input: (T, B, D) as in torchaudio
+        x = input + 0.5 * self.ffn1(input)
+        residual = x
+        x = self.self_attn_layer_norm(x)
+        x, _ = self.self_attn(query=x, key=x, value=x, key_padding_mask=key_padding_mask,
+                              need_weights=False)
+        x = self.self_attn_dropout(x) + residual
+        residual = x
+        x = x.transpose(0, 1)
+        x = self.conv_module(x).transpose(0, 1) + residual
+        x = x + 0.5 * self.ffn2(x)
+        return self.final_layer_norm(x)
+
+
+class ConformerEncoder(nn.Module):
+    """Conv2d subsampling (x4) + Conformer layers + CTC head, lengths-aware."""
+
+    def __init__(self, n_mels: int = 40, d_model: int = 64, num_layers: int = 2,
+                 vocab: int = 32) -> None:
+        super().__init__()
+        self.subsampling = nn.Sequential(nn.Conv2d(1, 16, 3, 2), nn.ReLU(),
+                                         nn.Conv2d(16, 16, 3, 2), nn.ReLU())
+        f = ((n_mels - 1) // 2 - 1) // 2
+        self.input_linear = nn.Linear(16 * f, d_model)
+        self.conformer_layers = nn.ModuleList(ConformerLayer(d_model, 2 * d_model, 4, 15)
+                                              for _ in range(num_layers))
+        self.ctc = nn.Linear(d_model, vocab)
+
+    def forward(self, features: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+        x = self.subsampling(features.unsqueeze(1))  # (B, C, T', F')
+        b, c, t, f = x.size()
+        x = self.input_linear(x.transpose(1, 2).contiguous().view(b, t, c * f))
+        lengths = torch.div(torch.div(lengths - 1, 2, rounding_mode="floor") - 1, 2,
+                            rounding_mode="floor")
+        padding_mask = torch.arange(t, device=lengths.device).expand(b, t) >= lengths.unsqueeze(1)
+        x = x.transpose(0, 1)
+        for layer in self.conformer_layers:
+            x = layer(x, padding_mask)
+        logits = self.ctc(x.transpose(0, 1))
+        return F.log_softmax(logits, dim=-1), lengths
+
+
+@register("conformer_small", "audio",
+          "Conformer (torchaudio layout, 2 layers, d 64): Conv2d x4 subsampling, half-step "
+          "macaron FFNs with SiLU (swish), nn.MultiheadAttention (T,B,D) with a key_padding_mask "
+          "computed from an int64 lengths input (Less/Greater on arange), conv module "
+          "pointwise Conv1d -> GLU -> depthwise Conv1d k15 -> BatchNorm1d -> SiLU, CTC LogSoftmax")
+def _conformer() -> tuple:
+    return ConformerEncoder(), (torch.randn(1, 64, 40), torch.tensor([60], dtype=torch.long))
+
+
+# ============================================================================ recurrent
+
+
+class RNNModel(nn.Module):
+    """pytorch/examples word_language_model (LSTM, tied weights)."""
+
+    def __init__(self, ntoken: int = 512, ninp: int = 64, nhid: int = 64, nlayers: int = 2,
+                 dropout: float = 0.2) -> None:
+        super().__init__()
+        self.ntoken = ntoken
+        self.drop = nn.Dropout(dropout)
+        self.encoder = nn.Embedding(ntoken, ninp)
+        self.rnn = nn.LSTM(ninp, nhid, nlayers, dropout=dropout)
+        self.decoder = nn.Linear(nhid, ntoken)
+        self.decoder.weight = self.encoder.weight  # tie_weights
+        self.nhid, self.nlayers = nhid, nlayers
+
+    def forward(self, input: Tensor, h0: Tensor, c0: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        emb = self.drop(self.encoder(input))  # (T, B, ninp)
+        output, (h, c) = self.rnn(emb, (h0, c0))
+        output = self.drop(output)
+        decoded = self.decoder(output).view(-1, self.ntoken)
+        return F.log_softmax(decoded, dim=1), h, c
+
+
+@register("lstm_lm", "recurrent",
+          "pytorch/examples word-language-model: Embedding, 2-layer LSTM (seq-first) with explicit "
+          "(h0, c0) state inputs and outputs, tied decoder, LogSoftmax")
+def _lstm_lm() -> tuple:
+    model = RNNModel()
+    tokens = torch.randint(0, 512, (32, 1), dtype=torch.long)
+    h0 = torch.randn(2, 1, 64) * 0.1
+    c0 = torch.randn(2, 1, 64) * 0.1
+    return model, (tokens, h0, c0)
+
+
+class BidirectionalLSTM(nn.Module):
+    def __init__(self, nIn: int, nHidden: int, nOut: int) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(nIn, nHidden, bidirectional=True)
+        self.embedding = nn.Linear(nHidden * 2, nOut)
+
+    def forward(self, input: Tensor) -> Tensor:
+        recurrent, _ = self.rnn(input)
+        T, b, h = recurrent.size()
+        output = self.embedding(recurrent.view(T * b, h))
+        return output.view(T, b, -1)
+
+
+class CRNN(nn.Module):
+    """Text-recognition CRNN (meijieru/crnn.pytorch layout, as in OCR pipelines)."""
+
+    def __init__(self, imgH: int = 32, nc: int = 1, nclass: int = 37, nh: int = 32) -> None:
+        super().__init__()
+        ks, ps, ss = [3, 3, 3, 3, 3, 3, 2], [1, 1, 1, 1, 1, 1, 0], [1] * 7
+        nm = [16, 32, 64, 64, 128, 128, 128]
+        cnn = nn.Sequential()
+
+        def convRelu(i: int, batchNormalization: bool = False) -> None:
+            nIn = nc if i == 0 else nm[i - 1]
+            cnn.add_module(f"conv{i}", nn.Conv2d(nIn, nm[i], ks[i], ss[i], ps[i]))
+            if batchNormalization:
+                cnn.add_module(f"batchnorm{i}", nn.BatchNorm2d(nm[i]))
+            cnn.add_module(f"relu{i}", nn.ReLU(True))
+
+        convRelu(0)
+        cnn.add_module("pooling0", nn.MaxPool2d(2, 2))
+        convRelu(1)
+        cnn.add_module("pooling1", nn.MaxPool2d(2, 2))
+        convRelu(2, True)
+        convRelu(3)
+        cnn.add_module("pooling2", nn.MaxPool2d((2, 2), (2, 1), (0, 1)))
+        convRelu(4, True)
+        convRelu(5)
+        cnn.add_module("pooling3", nn.MaxPool2d((2, 2), (2, 1), (0, 1)))
+        convRelu(6, True)
+        self.cnn = cnn
+        self.rnn = nn.Sequential(BidirectionalLSTM(128, nh, nh), BidirectionalLSTM(nh, nh, nclass))
+
+    def forward(self, input: Tensor) -> Tensor:
+        conv = self.cnn(input)
+        b, c, h, w = conv.size()
+        assert h == 1, "the height of conv must be 1"
+        conv = conv.squeeze(2).permute(2, 0, 1)  # [w, b, c]
+        output = self.rnn(conv)
+        return F.log_softmax(output, dim=2)
+
+
+@register("crnn_ocr", "recurrent",
+          "text-recognition CRNN (crnn.pytorch layout) on a 32x100 crop: VGG-ish conv stack with "
+          "asymmetric MaxPool (2,1) strides and padding, Squeeze+Transpose to (W, B, C), two "
+          "bidirectional LSTMs, CTC LogSoftmax")
+def _crnn() -> tuple:
+    return CRNN(), (torch.randn(1, 1, 32, 100),)
