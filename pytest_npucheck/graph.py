@@ -569,6 +569,7 @@ def _attr_value(v: Any) -> Any:
 
 # -- source locations ---------------------------------------------------------------------------
 
+_LIBRARY_FRAME = re.compile(r"[/\\\\](torch|onnxscript|torchvision)[/\\\\]")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -580,16 +581,18 @@ def _source(node: Any, name: str) -> Optional[SourceLocation]:
         if scopes:
             try:
                 parts = ast.literal_eval(scopes)
-                # the last scope is the aten op itself; the rest is the module path
-                module = ".".join(p for p in parts[:-1] if p)
-            except (ValueError, SyntaxError):
+                # cumulative scopes ['', 'layer1', 'layer1.conv1', '<aten op>']: the deepest module
+                module = parts[-2] if len(parts) >= 2 else ""
+            except (ValueError, SyntaxError, IndexError, TypeError):
                 module = None
         file = line = function = code = None
         trace = meta.get("pkg.torch.onnx.stack_trace")
         if trace:
             frames = list(_iter_frames(trace))
-            if frames:
-                file, line, function, code = frames[-1]
+            # the user's line, not torch's own module code that it called
+            user = [f for f in frames if not _LIBRARY_FRAME.search(f[0])]
+            if user or frames:
+                file, line, function, code = (user or frames)[-1]
         if module is not None or file:
             return SourceLocation(module=module, file=file, line=line, function=function, code=code)
     if name.startswith("/") and len(name) > 1:

@@ -278,6 +278,22 @@ def rule_axis_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -
     else:
         attr = params.get("attr", "axis")
         present, value = _attr(node, attr)
+        if (not present or value is None) and attr == "axes":
+            # from opset 13/18 on, Reduce*/Squeeze/Unsqueeze take axes as input 1; none means all axes
+            name = node.inputs[1] if len(node.inputs) > 1 else ""
+            info = graph.tensor(name) if name else None
+            if name and (info is None or info.value is None):
+                return f"axes input '{name}' is not a known constant"
+            if info is not None and info.value is not None:
+                value = list(info.value)
+            else:
+                x0 = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+                if x0 is None or x0.shape is None:
+                    return "axes not set (all axes) with input of unknown rank"
+                if node.attrs.get("noop_with_empty_axes"):
+                    return None
+                value = list(range(len(x0.shape)))
+            present = True
         if not present or value is None:
             return f"{attr} is not set"
         axes = list(value) if isinstance(value, (list, tuple)) else [value]
