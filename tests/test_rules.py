@@ -183,3 +183,16 @@ def test_rule_docs_render_from_params():
 
     assert RULES["attr_in"].describe({"attr": "mode", "values": ["constant"]}) == "attribute mode must be one of {'constant'}."
     assert RULES["rank"].describe({"max": 4}) == "input 0 rank must be in [-inf, 4]."
+
+
+def test_axis_in_reads_axes_from_the_input_at_new_opsets(judge):
+    old = make_model([helper.make_node("ReduceMean", ["x"], ["y"], name="rm", axes=[2, 3])], [("x", (1, 4, 8, 8))], ["y"], opset=17)
+    new = make_model([helper.make_node("ReduceMean", ["x", "ax"], ["y"], name="rm")], [("x", (1, 4, 8, 8))], ["y"],
+                     [const("ax", [-2, -1], "int64")], opset=18)
+    bad = make_model([helper.make_node("ReduceMean", ["x", "ax"], ["y"], name="rm")], [("x", (1, 4, 8, 8))], ["y"],
+                     [const("ax", [1], "int64")], opset=18)
+    every = make_model([helper.make_node("ReduceMean", ["x"], ["y"], name="rm")], [("x", (1, 4, 8, 8))], ["y"], opset=18)
+    assert judge(old)["rm"].verdict == "npu"
+    assert judge(new)["rm"].verdict == "npu"
+    assert judge(bad)["rm"].reasons[0].message == "axes=1 (rank 4) not in {2, 3}"
+    assert judge(every)["rm"].reasons[0].message == "axes=[0, 1, 2, 3] (rank 4) not in {2, 3}"

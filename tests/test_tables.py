@@ -33,7 +33,10 @@ def test_every_bundled_table_is_valid():
 
 
 def test_toy_tables_valid(toy_catalog):
-    assert toy_catalog.validate_all() == {}
+    toy = [ref for key, ref in toy_catalog.refs.items() if key[0] == "toy"]
+    assert len(toy) == 3
+    for ref in toy:
+        toy_catalog.load(ref)
 
 
 @pytest.mark.parametrize("text,expected", [

@@ -2341,3 +2341,521 @@ class CRNN(nn.Module):
           "bidirectional LSTMs, CTC LogSoftmax")
 def _crnn() -> tuple:
     return CRNN(), (torch.randn(1, 1, 32, 100),)
+
+
+# ============================================================================ detection
+
+# ---------------------------------------------------------------- YOLOv5 (ultralytics layout)
+
+
+def autopad(k: int, p: int | None = None) -> int:
+    return k // 2 if p is None else p
+
+
+class Conv(nn.Module):
+    def __init__(self, c1: int, c2: int, k: int = 1, s: int = 1, p: int | None = None,
+                 g: int = 1, act: bool = True) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(c1, c2, k, s, autopad(k, p), groups=g, bias=False)
+        self.bn = nn.BatchNorm2d(c2, eps=1e-3, momentum=0.03)
+        self.act = nn.SiLU() if act else nn.Identity()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.act(self.bn(self.conv(x)))
+
+
+class YoloBottleneck(nn.Module):
+    def __init__(self, c1: int, c2: int, shortcut: bool = True, e: float = 1.0) -> None:
+        super().__init__()
+        c_ = int(c2 * e)
+        self.cv1 = Conv(c1, c_, 1, 1)
+        self.cv2 = Conv(c_, c2, 3, 1)
+        self.add = shortcut and c1 == c2
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.cv2(self.cv1(x)) if self.add else self.cv2(self.cv1(x))
+
+
+class C3(nn.Module):
+    def __init__(self, c1: int, c2: int, n: int = 1, shortcut: bool = True, e: float = 0.5) -> None:
+        super().__init__()
+        c_ = int(c2 * e)
+        self.cv1 = Conv(c1, c_, 1, 1)
+        self.cv2 = Conv(c1, c_, 1, 1)
+        self.cv3 = Conv(2 * c_, c2, 1)
+        self.m = nn.Sequential(*(YoloBottleneck(c_, c_, shortcut, e=1.0) for _ in range(n)))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.cv3(torch.cat((self.m(self.cv1(x)), self.cv2(x)), 1))
+
+
+class SPPF(nn.Module):
+    def __init__(self, c1: int, c2: int, k: int = 5) -> None:
+        super().__init__()
+        c_ = c1 // 2
+        self.cv1 = Conv(c1, c_, 1, 1)
+        self.cv2 = Conv(c_ * 4, c2, 1, 1)
+        self.m = nn.MaxPool2d(kernel_size=k, stride=1, padding=k // 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.cv1(x)
+        y1 = self.m(x)
+        y2 = self.m(y1)
+        return self.cv2(torch.cat((x, y1, y2, self.m(y2)), 1))
+
+
+class Detect(nn.Module):
+    def __init__(self, nc: int, anchors: list[list[int]], ch: tuple[int, ...],
+                 strides: tuple[float, ...]) -> None:
+        super().__init__()
+        self.nc = nc
+        self.no = nc + 5
+        self.nl = len(anchors)
+        self.na = len(anchors[0]) // 2
+        self.register_buffer("stride", torch.tensor(strides))
+        a = torch.tensor(anchors, dtype=torch.float32).view(self.nl, -1, 2)
+        self.register_buffer("anchors", a / self.stride.view(-1, 1, 1))
+        self.m = nn.ModuleList(nn.Conv2d(x, self.no * self.na, 1) for x in ch)
+
+    def _make_grid(self, nx: int, ny: int, i: int) -> tuple[Tensor, Tensor]:
+        d, t = self.anchors[i].device, self.anchors[i].dtype
+        shape = 1, self.na, ny, nx, 2
+        y, x = torch.arange(ny, device=d, dtype=t), torch.arange(nx, device=d, dtype=t)
+        yv, xv = torch.meshgrid(y, x, indexing="ij")
+        grid = torch.stack((xv, yv), 2).expand(shape) - 0.5  # add grid offset, i.e. y = 2.0 * x - 0.5
+        anchor_grid = (self.anchors[i] * self.stride[i]).view((1, self.na, 1, 1, 2)).expand(shape)
+        return grid, anchor_grid
+
+    def forward(self, xs: list[Tensor]) -> Tensor:
+        z = []
+        for i in range(self.nl):
+            x = self.m[i](xs[i])
+            bs, _, ny, nx = x.shape
+            x = x.view(bs, self.na, self.no, ny, nx).permute(0, 1, 3, 4, 2).contiguous()
+            grid, anchor_grid = self._make_grid(nx, ny, i)
+            xy, wh, conf = x.sigmoid().split((2, 2, self.nc + 1), 4)
+            xy = (xy * 2 + grid) * self.stride[i]
+            wh = (wh * 2) ** 2 * anchor_grid
+            y = torch.cat((xy, wh, conf), 4)
+            z.append(y.view(bs, self.na * nx * ny, self.no))
+        return torch.cat(z, 1)
+
+
+class YOLOv5(nn.Module):
+    """yolov5n-style backbone (Conv/C3/SPPF), PAN head and Detect with in-graph box decoding."""
+
+    def __init__(self, nc: int = 8, w: int = 8) -> None:
+        super().__init__()
+        self.b0 = Conv(3, w, 6, 2, 2)              # P1/2
+        self.b1 = Conv(w, 2 * w, 3, 2)             # P2/4
+        self.b2 = C3(2 * w, 2 * w, 1)
+        self.b3 = Conv(2 * w, 4 * w, 3, 2)         # P3/8
+        self.b4 = C3(4 * w, 4 * w, 2)
+        self.b5 = Conv(4 * w, 8 * w, 3, 2)         # P4/16
+        self.b6 = C3(8 * w, 8 * w, 2)
+        self.b7 = Conv(8 * w, 16 * w, 3, 2)        # P5/32
+        self.b8 = C3(16 * w, 16 * w, 1)
+        self.b9 = SPPF(16 * w, 16 * w, 5)
+        self.h10 = Conv(16 * w, 8 * w, 1, 1)
+        self.up = nn.Upsample(None, 2, "nearest")
+        self.h13 = C3(16 * w, 8 * w, 1, False)
+        self.h14 = Conv(8 * w, 4 * w, 1, 1)
+        self.h17 = C3(8 * w, 4 * w, 1, False)      # P3 out
+        self.h18 = Conv(4 * w, 4 * w, 3, 2)
+        self.h20 = C3(8 * w, 8 * w, 1, False)      # P4 out
+        self.h21 = Conv(8 * w, 8 * w, 3, 2)
+        self.h23 = C3(16 * w, 16 * w, 1, False)    # P5 out
+        anchors = [[10, 13, 16, 30, 33, 23], [30, 61, 62, 45, 59, 119],
+                   [116, 90, 156, 198, 373, 326]]
+        self.detect = Detect(nc, anchors, (4 * w, 8 * w, 16 * w), (8.0, 16.0, 32.0))
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.b2(self.b1(self.b0(x)))
+        p3 = self.b4(self.b3(x))
+        p4 = self.b6(self.b5(p3))
+        p5 = self.b9(self.b8(self.b7(p4)))
+        h10 = self.h10(p5)
+        h13 = self.h13(torch.cat([self.up(h10), p4], 1))
+        h14 = self.h14(h13)
+        out3 = self.h17(torch.cat([self.up(h14), p3], 1))
+        out4 = self.h20(torch.cat([self.h18(out3), h14], 1))
+        out5 = self.h23(torch.cat([self.h21(out4), h10], 1))
+        return self.detect([out3, out4, out5])
+
+
+@register("yolov5_nano_small", "detection",
+          "YOLOv5 (ultralytics layout, width 8): Conv+BN+SiLU, C3 CSP blocks, SPPF (3 chained "
+          "MaxPool k5 + Concat), nearest Upsample x2 (Resize), PAN Concat, Detect: view+permute "
+          "of anchors (rank-5 Transpose), Sigmoid, Split, meshgrid grid, (xy*2+grid)*stride, "
+          "(wh*2)**2*anchor (Pow), Concat of 3 levels")
+def _yolov5() -> tuple:
+    return YOLOv5(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- SSDLite / RetinaNet-style head
+
+
+class SSDLite(nn.Module):
+    """MobileNetV2-style backbone + extra layers, per-level class/box heads, softmax, box decode."""
+
+    def __init__(self, num_classes: int = 6, image_size: int = 96) -> None:
+        super().__init__()
+        self.num_classes = num_classes
+        self.stem = ConvBNActivation(3, 16, stride=2)
+        self.stage1 = nn.Sequential(InvertedResidualV2(16, 16, 1, 1), InvertedResidualV2(16, 24, 2, 6),
+                                    InvertedResidualV2(24, 24, 1, 6))            # /4
+        self.stage2 = nn.Sequential(InvertedResidualV2(24, 32, 2, 6),
+                                    InvertedResidualV2(32, 32, 1, 6))            # /8
+        self.stage3 = nn.Sequential(InvertedResidualV2(32, 64, 2, 6),
+                                    InvertedResidualV2(64, 64, 1, 6))            # /16
+        self.extras = nn.ModuleList([
+            nn.Sequential(ConvBNActivation(64, 32, 1), ConvBNActivation(32, 32, 3, 2, groups=32),
+                          ConvBNActivation(32, 64, 1)),                          # /32
+            nn.Sequential(ConvBNActivation(64, 32, 1), ConvBNActivation(32, 32, 3, 2, groups=32),
+                          ConvBNActivation(32, 64, 1)),                          # /64
+        ])
+        channels = [32, 64, 64, 64]
+        self.num_anchors = [4, 6, 6, 4]
+        self.cls_heads = nn.ModuleList(
+            nn.Sequential(ConvBNActivation(c, c, 3, groups=c),
+                          nn.Conv2d(c, a * num_classes, 1)) for c, a in zip(channels, self.num_anchors))
+        self.reg_heads = nn.ModuleList(
+            nn.Sequential(ConvBNActivation(c, c, 3, groups=c), nn.Conv2d(c, a * 4, 1))
+            for c, a in zip(channels, self.num_anchors))
+        sizes = [math.ceil(image_size / s) for s in (8, 16, 32, 64)]
+        self.register_buffer("priors", self._default_boxes(sizes, self.num_anchors))
+        self.variances = (0.1, 0.2)
+
+    @staticmethod
+    def _default_boxes(fmap_sizes: list[int], num_anchors: list[int]) -> Tensor:
+        boxes = []
+        k = len(fmap_sizes)
+        scales = [0.2 + (0.95 - 0.2) * i / (k - 1) for i in range(k)] + [1.0]
+        for i, (f, na) in enumerate(zip(fmap_sizes, num_anchors)):
+            ratios = [1.0, 2.0, 0.5, 3.0, 1.0 / 3.0][: na - 1]
+            for y in range(f):
+                for x in range(f):
+                    cx, cy = (x + 0.5) / f, (y + 0.5) / f
+                    s = scales[i]
+                    boxes.append([cx, cy, s, s])
+                    for r in ratios[:na - 1]:
+                        if r == 1.0:
+                            s2 = math.sqrt(scales[i] * scales[i + 1])
+                            boxes.append([cx, cy, s2, s2])
+                        else:
+                            boxes.append([cx, cy, s * math.sqrt(r), s / math.sqrt(r)])
+        return torch.tensor(boxes, dtype=torch.float32).clamp_(0, 1)
+
+    def forward(self, images: Tensor) -> tuple[Tensor, Tensor]:
+        x = self.stage1(self.stem(images))
+        f1 = self.stage2(x)
+        f2 = self.stage3(f1)
+        feats = [f1, f2]
+        for extra in self.extras:
+            feats.append(extra(feats[-1]))
+        n = images.shape[0]
+        cls, reg = [], []
+        for f, ch, rh in zip(feats, self.cls_heads, self.reg_heads):
+            cls.append(ch(f).permute(0, 2, 3, 1).reshape(n, -1, self.num_classes))
+            reg.append(rh(f).permute(0, 2, 3, 1).reshape(n, -1, 4))
+        logits = torch.cat(cls, 1)
+        deltas = torch.cat(reg, 1)
+        scores = F.softmax(logits, dim=-1)
+        priors = self.priors.unsqueeze(0)
+        cxcy = deltas[..., :2] * self.variances[0] * priors[..., 2:] + priors[..., :2]
+        wh = torch.exp(deltas[..., 2:] * self.variances[1]) * priors[..., 2:]
+        boxes = torch.cat([cxcy - wh / 2, cxcy + wh / 2], dim=-1)
+        return scores, boxes
+
+
+@register("ssdlite_small", "detection",
+          "SSDLite-style detector (96x96): MobileNetV2 blocks, extra layers, 4 levels of "
+          "depthwise class/box heads, permute+reshape per level, Concat, Softmax over classes, "
+          "prior-box decoding with Exp (center/size variances) and xyxy Concat")
+def _ssdlite() -> tuple:
+    return SSDLite(), (_image(3, 96),)
+
+
+# ---------------------------------------------------------------- DETR (facebookresearch layout)
+
+
+class PositionEmbeddingSine(nn.Module):
+    def __init__(self, num_pos_feats: int = 32, temperature: int = 10000,
+                 normalize: bool = True) -> None:
+        super().__init__()
+        self.num_pos_feats = num_pos_feats
+        self.temperature = temperature
+        self.normalize = normalize
+        self.scale = 2 * math.pi
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        not_mask = ~mask
+        y_embed = not_mask.cumsum(1, dtype=torch.float32)
+        x_embed = not_mask.cumsum(2, dtype=torch.float32)
+        if self.normalize:
+            eps = 1e-6
+            y_embed = y_embed / (y_embed[:, -1:, :] + eps) * self.scale
+            x_embed = x_embed / (x_embed[:, :, -1:] + eps) * self.scale
+        dim_t = torch.arange(self.num_pos_feats, dtype=torch.float32, device=x.device)
+        dim_t = self.temperature ** (2 * torch.div(dim_t, 2, rounding_mode="floor") / self.num_pos_feats)
+        pos_x = x_embed[:, :, :, None] / dim_t
+        pos_y = y_embed[:, :, :, None] / dim_t
+        pos_x = torch.stack((pos_x[:, :, :, 0::2].sin(), pos_x[:, :, :, 1::2].cos()), dim=4).flatten(3)
+        pos_y = torch.stack((pos_y[:, :, :, 0::2].sin(), pos_y[:, :, :, 1::2].cos()), dim=4).flatten(3)
+        return torch.cat((pos_y, pos_x), dim=3).permute(0, 3, 1, 2)
+
+
+class DetrEncoderLayer(nn.Module):
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int) -> None:
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=0.1)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, src: Tensor, src_key_padding_mask: Tensor, pos: Tensor) -> Tensor:
+        q = k = src + pos
+        src2 = self.self_attn(q, k, value=src, key_padding_mask=src_key_padding_mask)[0]
+        src = self.norm1(src + self.dropout(src2))
+        src2 = self.linear2(self.dropout(F.relu(self.linear1(src))))
+        return self.norm2(src + self.dropout(src2))
+
+
+class DetrDecoderLayer(nn.Module):
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int) -> None:
+        super().__init__()
+        self.self_attn = nn.MultiheadAttention(d_model, nhead, dropout=0.1)
+        self.multihead_attn = nn.MultiheadAttention(d_model, nhead, dropout=0.1)
+        self.linear1 = nn.Linear(d_model, dim_feedforward)
+        self.linear2 = nn.Linear(dim_feedforward, d_model)
+        self.norm1 = nn.LayerNorm(d_model)
+        self.norm2 = nn.LayerNorm(d_model)
+        self.norm3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, tgt: Tensor, memory: Tensor, memory_key_padding_mask: Tensor, pos: Tensor,
+                query_pos: Tensor) -> Tensor:
+        q = k = tgt + query_pos
+        tgt2 = self.self_attn(q, k, value=tgt)[0]
+        tgt = self.norm1(tgt + self.dropout(tgt2))
+        tgt2 = self.multihead_attn(query=tgt + query_pos, key=memory + pos, value=memory,
+                                   key_padding_mask=memory_key_padding_mask)[0]
+        tgt = self.norm2(tgt + self.dropout(tgt2))
+        tgt2 = self.linear2(self.dropout(F.relu(self.linear1(tgt))))
+        return self.norm3(tgt + self.dropout(tgt2))
+
+
+class DetrMLP(nn.Module):
+    def __init__(self, input_dim: int, hidden_dim: int, output_dim: int, num_layers: int) -> None:
+        super().__init__()
+        self.num_layers = num_layers
+        h = [hidden_dim] * (num_layers - 1)
+        self.layers = nn.ModuleList(nn.Linear(n, k) for n, k in zip([input_dim] + h, h + [output_dim]))
+
+    def forward(self, x: Tensor) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            x = F.relu(layer(x)) if i < self.num_layers - 1 else layer(x)
+        return x
+
+
+class DETR(nn.Module):
+    def __init__(self, num_classes: int = 10, num_queries: int = 16, hidden_dim: int = 64,
+                 nheads: int = 4, enc_layers: int = 1, dec_layers: int = 2) -> None:
+        super().__init__()
+        self.backbone = ResNet(BasicBlock, [1, 1, 1, 1], widths=(16, 32, 64, 128))
+        self.input_proj = nn.Conv2d(128, hidden_dim, kernel_size=1)
+        self.position_embedding = PositionEmbeddingSine(hidden_dim // 2)
+        self.encoder = nn.ModuleList(DetrEncoderLayer(hidden_dim, nheads, 2 * hidden_dim)
+                                     for _ in range(enc_layers))
+        self.decoder = nn.ModuleList(DetrDecoderLayer(hidden_dim, nheads, 2 * hidden_dim)
+                                     for _ in range(dec_layers))
+        self.decoder_norm = nn.LayerNorm(hidden_dim)
+        self.query_embed = nn.Embedding(num_queries, hidden_dim)
+        self.class_embed = nn.Linear(hidden_dim, num_classes + 1)
+        self.bbox_embed = DetrMLP(hidden_dim, hidden_dim, 4, 3)
+
+    def forward(self, samples: Tensor) -> tuple[Tensor, Tensor]:
+        src = self.backbone.features(samples)[-1]
+        bs, _, h, w = src.shape
+        mask = torch.zeros((bs, h, w), dtype=torch.bool, device=src.device)  # no padding
+        pos = self.position_embedding(src, mask)
+        src = self.input_proj(src).flatten(2).permute(2, 0, 1)  # (HW, B, C)
+        pos = pos.flatten(2).permute(2, 0, 1)
+        mask = mask.flatten(1)
+        query_pos = self.query_embed.weight.unsqueeze(1).repeat(1, bs, 1)
+        tgt = torch.zeros_like(query_pos)
+        memory = src
+        for layer in self.encoder:
+            memory = layer(memory, mask, pos)
+        hs = tgt
+        for layer in self.decoder:
+            hs = layer(hs, memory, mask, pos, query_pos)
+        hs = self.decoder_norm(hs).transpose(0, 1)  # (B, Q, C)
+        return self.class_embed(hs), self.bbox_embed(hs).sigmoid()
+
+
+@register("detr_small", "detection",
+          "DETR (facebookresearch layout): ResNet features, sine position embedding (CumSum of "
+          "the not-mask, Pow, Sin/Cos, stack+flatten), 1x1 input_proj, flatten+permute to "
+          "(HW, B, C), nn.MultiheadAttention encoder/decoder with key_padding_mask, learned "
+          "object queries (Embedding weight repeat), class Linear and sigmoid box MLP")
+def _detr() -> tuple:
+    return DETR(), (_image(3, 128),)
+
+
+# ---------------------------------------------------------------- FPN + PAN neck
+
+
+class FPNPAN(nn.Module):
+    """torchvision FeaturePyramidNetwork (+LastLevelMaxPool) followed by a PANet bottom-up path."""
+
+    def __init__(self, in_channels_list: tuple[int, ...] = (16, 32, 64, 128),
+                 out_channels: int = 32) -> None:
+        super().__init__()
+        self.body = ResNet(BasicBlock, [1, 1, 1, 1], widths=in_channels_list)
+        self.inner_blocks = nn.ModuleList(nn.Conv2d(c, out_channels, 1) for c in in_channels_list[1:])
+        self.layer_blocks = nn.ModuleList(nn.Conv2d(out_channels, out_channels, 3, padding=1)
+                                          for _ in in_channels_list[1:])
+        n = len(in_channels_list) - 1
+        self.downsample_blocks = nn.ModuleList(
+            ConvBNActivation(out_channels, out_channels, 3, 2, activation_layer=nn.ReLU)
+            for _ in range(n - 1))
+        self.pan_blocks = nn.ModuleList(
+            ConvBNActivation(out_channels, out_channels, 3, activation_layer=nn.ReLU)
+            for _ in range(n - 1))
+
+    def forward(self, x: Tensor) -> list[Tensor]:
+        feats = self.body.features(x)[1:]  # C3, C4, C5
+        last_inner = self.inner_blocks[-1](feats[-1])
+        results = [self.layer_blocks[-1](last_inner)]
+        for idx in range(len(feats) - 2, -1, -1):
+            inner_lateral = self.inner_blocks[idx](feats[idx])
+            feat_shape = inner_lateral.shape[-2:]
+            inner_top_down = F.interpolate(last_inner, size=feat_shape, mode="nearest")
+            last_inner = inner_lateral + inner_top_down
+            results.insert(0, self.layer_blocks[idx](last_inner))
+        # PANet bottom-up augmentation
+        outs = [results[0]]
+        for i, (down, pan) in enumerate(zip(self.downsample_blocks, self.pan_blocks)):
+            outs.append(pan(results[i + 1] + down(outs[-1])))
+        outs.append(F.max_pool2d(outs[-1], 1, 2, 0))  # LastLevelMaxPool ("pool")
+        return outs
+
+
+@register("fpn_pan_neck", "detection",
+          "torchvision FeaturePyramidNetwork over ResNet C3-C5 (1x1 laterals, nearest "
+          "F.interpolate to the lateral's size, 3x3 outputs) + PANet bottom-up path (stride-2 "
+          "convs + Add) + LastLevelMaxPool (MaxPool k1 s2); four outputs")
+def _fpn_pan() -> tuple:
+    return FPNPAN(), (_image(3, 128),)
+
+
+# ---------------------------------------------------------------- CenterNet (TopK decoding)
+
+
+class CenterNet(nn.Module):
+    """CenterNet ctdet: ResNet + deconv neck, heatmap/wh/reg heads, in-graph _nms + _topk decode."""
+
+    def __init__(self, num_classes: int = 4, head_conv: int = 32, K: int = 20) -> None:
+        super().__init__()
+        self.K = K
+        self.backbone = ResNet(BasicBlock, [1, 1, 1, 1], widths=(16, 32, 64, 128))
+        layers: list[nn.Module] = []
+        inplanes = 128
+        for planes in (64, 32, 32):
+            layers += [nn.ConvTranspose2d(inplanes, planes, 4, 2, 1, output_padding=0, bias=False),
+                       nn.BatchNorm2d(planes), nn.ReLU(inplace=True)]
+            inplanes = planes
+        self.deconv_layers = nn.Sequential(*layers)
+        self.heads = nn.ModuleDict({
+            name: nn.Sequential(nn.Conv2d(32, head_conv, 3, padding=1, bias=True),
+                                nn.ReLU(inplace=True), nn.Conv2d(head_conv, c, 1))
+            for name, c in (("hm", num_classes), ("wh", 2), ("reg", 2))})
+        with torch.no_grad():
+            self.heads["hm"][-1].bias.fill_(-2.19)
+
+    @staticmethod
+    def _nms(heat: Tensor, kernel: int = 3) -> Tensor:
+        hmax = F.max_pool2d(heat, (kernel, kernel), stride=1, padding=(kernel - 1) // 2)
+        keep = (hmax == heat).float()
+        return heat * keep
+
+    @staticmethod
+    def _gather_feat(feat: Tensor, ind: Tensor) -> Tensor:
+        dim = feat.size(2)
+        ind = ind.unsqueeze(2).expand(ind.size(0), ind.size(1), dim)
+        return feat.gather(1, ind)
+
+    def _transpose_and_gather_feat(self, feat: Tensor, ind: Tensor) -> Tensor:
+        feat = feat.permute(0, 2, 3, 1).contiguous()
+        feat = feat.view(feat.size(0), -1, feat.size(3))
+        return self._gather_feat(feat, ind)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        y = self.deconv_layers(self.backbone.features(x)[-1])
+        heat = self.heads["hm"](y).sigmoid()
+        wh, reg = self.heads["wh"](y), self.heads["reg"](y)
+        batch, cat, height, width = heat.size()
+        heat = self._nms(heat)
+        topk_scores, topk_inds = torch.topk(heat.view(batch, -1), self.K)
+        topk_clses = torch.div(topk_inds, height * width, rounding_mode="floor")
+        topk_inds = topk_inds % (height * width)
+        topk_ys = torch.div(topk_inds, width, rounding_mode="floor").float()
+        topk_xs = (topk_inds % width).float()
+        reg = self._transpose_and_gather_feat(reg, topk_inds)
+        xs = topk_xs.view(batch, self.K, 1) + reg[:, :, 0:1]
+        ys = topk_ys.view(batch, self.K, 1) + reg[:, :, 1:2]
+        wh = self._transpose_and_gather_feat(wh, topk_inds)
+        bboxes = torch.cat([xs - wh[..., 0:1] / 2, ys - wh[..., 1:2] / 2,
+                            xs + wh[..., 0:1] / 2, ys + wh[..., 1:2] / 2], dim=2)
+        return bboxes, topk_scores, topk_clses
+
+
+@register("centernet_small", "detection",
+          "CenterNet ctdet (xingyizhou layout): ResNet + 3 ConvTranspose2d k4 s2, heatmap/wh/reg "
+          "heads, in-graph decoding: 3x3 MaxPool NMS (Equal, Cast, Mul), TopK over the "
+          "flattened heatmap (data-dependent indices), floor Div / Mod on int64, GatherElements")
+def _centernet() -> tuple:
+    return CenterNet(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- SimpleBaseline pose (ArgMax)
+
+
+class PoseResNet(nn.Module):
+    """Microsoft SimpleBaselines pose_resnet + get_max_preds in the graph."""
+
+    def __init__(self, num_joints: int = 17) -> None:
+        super().__init__()
+        self.backbone = ResNet(BasicBlock, [1, 1, 1, 1], widths=(16, 32, 64, 128))
+        layers: list[nn.Module] = []
+        inplanes = 128
+        for planes in (32, 32, 32):
+            layers += [nn.ConvTranspose2d(inplanes, planes, kernel_size=4, stride=2, padding=1,
+                                          output_padding=0, bias=False),
+                       nn.BatchNorm2d(planes), nn.ReLU(inplace=True)]
+            inplanes = planes
+        self.deconv_layers = nn.Sequential(*layers)
+        self.final_layer = nn.Conv2d(32, num_joints, kernel_size=1, stride=1, padding=0)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        heatmaps = self.final_layer(self.deconv_layers(self.backbone.features(x)[-1]))
+        batch_size, num_joints, _, width = heatmaps.shape
+        heatmaps_reshaped = heatmaps.reshape(batch_size, num_joints, -1)
+        idx = torch.argmax(heatmaps_reshaped, dim=2, keepdim=True)
+        maxvals = torch.amax(heatmaps_reshaped, dim=2, keepdim=True)
+        preds = idx.repeat(1, 1, 2).float()
+        preds[:, :, 0] = preds[:, :, 0] % width
+        preds[:, :, 1] = torch.floor(preds[:, :, 1] / width)
+        pred_mask = (maxvals > 0.0).repeat(1, 1, 2).float()
+        return heatmaps, preds * pred_mask, maxvals
+
+
+@register("simplebaseline_pose", "detection",
+          "SimpleBaselines pose_resnet (256x192 layout scaled to 64x48): ResNet, 3 ConvTranspose2d "
+          "k4 s2 + BN + ReLU, 17 heatmaps, get_max_preds in the graph: ArgMax + ReduceMax over "
+          "the flattened map, Mod/Floor to x/y, in-place index assignment (ScatterND), mask")
+def _pose() -> tuple:
+    return PoseResNet(), (_image(3, 64, 48),)
