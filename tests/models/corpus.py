@@ -2859,3 +2859,486 @@ class PoseResNet(nn.Module):
           "the flattened map, Mod/Floor to x/y, in-place index assignment (ScatterND), mask")
 def _pose() -> tuple:
     return PoseResNet(), (_image(3, 64, 48),)
+
+
+# ============================================================================ segmentation
+
+# ---------------------------------------------------------------- UNet (milesial/Pytorch-UNet)
+
+
+class DoubleConv(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, mid_channels: int | None = None) -> None:
+        super().__init__()
+        if not mid_channels:
+            mid_channels = out_channels
+        self.double_conv = nn.Sequential(
+            nn.Conv2d(in_channels, mid_channels, kernel_size=3, padding=1, bias=False),
+            nn.BatchNorm2d(mid_channels), nn.ReLU(inplace=True),
+            nn.Conv2d(mid_channels, out_channels, kernel_size=3, padding=1, bias=False),
+            nn.BatchNorm2d(out_channels), nn.ReLU(inplace=True))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.double_conv(x)
+
+
+class Down(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__()
+        self.maxpool_conv = nn.Sequential(nn.MaxPool2d(2), DoubleConv(in_channels, out_channels))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.maxpool_conv(x)
+
+
+class Up(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, bilinear: bool = True) -> None:
+        super().__init__()
+        if bilinear:
+            self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)
+            self.conv = DoubleConv(in_channels, out_channels, in_channels // 2)
+        else:
+            self.up = nn.ConvTranspose2d(in_channels, in_channels // 2, kernel_size=2, stride=2)
+            self.conv = DoubleConv(in_channels, out_channels)
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        x1 = self.up(x1)
+        diffY = x2.size()[2] - x1.size()[2]
+        diffX = x2.size()[3] - x1.size()[3]
+        x1 = F.pad(x1, [diffX // 2, diffX - diffX // 2, diffY // 2, diffY - diffY // 2])
+        x = torch.cat([x2, x1], dim=1)
+        return self.conv(x)
+
+
+class UNet(nn.Module):
+    def __init__(self, n_channels: int = 3, n_classes: int = 2, bilinear: bool = False,
+                 base: int = 8) -> None:
+        super().__init__()
+        factor = 2 if bilinear else 1
+        self.inc = DoubleConv(n_channels, base)
+        self.down1 = Down(base, base * 2)
+        self.down2 = Down(base * 2, base * 4)
+        self.down3 = Down(base * 4, base * 8)
+        self.down4 = Down(base * 8, base * 16 // factor)
+        self.up1 = Up(base * 16, base * 8 // factor, bilinear)
+        self.up2 = Up(base * 8, base * 4 // factor, bilinear)
+        self.up3 = Up(base * 4, base * 2 // factor, bilinear)
+        self.up4 = Up(base * 2, base, bilinear)
+        self.outc = nn.Conv2d(base, n_classes, kernel_size=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x1 = self.inc(x)
+        x2 = self.down1(x1)
+        x3 = self.down2(x2)
+        x4 = self.down3(x3)
+        x5 = self.down4(x4)
+        x = self.up1(x5, x4)
+        x = self.up2(x, x3)
+        x = self.up3(x, x2)
+        x = self.up4(x, x1)
+        return self.outc(x)
+
+
+@register("unet_small", "segmentation",
+          "UNet (milesial/Pytorch-UNet, base 8, bilinear=False): DoubleConv Conv+BN+ReLU, "
+          "MaxPool 2x2 encoder, ConvTranspose2d k2 s2 decoder, F.pad to the skip's size (no-op "
+          "Pad at even sizes), Concat skip connections")
+def _unet() -> tuple:
+    return UNet(bilinear=False), (_image(3, 64),)
+
+
+@register("unet_bilinear_small", "segmentation",
+          "UNet (milesial/Pytorch-UNet, bilinear=True): nn.Upsample(scale 2, bilinear, "
+          "align_corners=True) = Resize linear/align_corners, Concat skips, 1x1 classifier")
+def _unet_bilinear() -> tuple:
+    return UNet(bilinear=True), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- DeepLabV3 (torchvision)
+
+
+class ASPPConv(nn.Sequential):
+    def __init__(self, in_channels: int, out_channels: int, dilation: int) -> None:
+        super().__init__(nn.Conv2d(in_channels, out_channels, 3, padding=dilation,
+                                   dilation=dilation, bias=False),
+                         nn.BatchNorm2d(out_channels), nn.ReLU())
+
+
+class ASPPPooling(nn.Sequential):
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__(nn.AdaptiveAvgPool2d(1), nn.Conv2d(in_channels, out_channels, 1, bias=False),
+                         nn.BatchNorm2d(out_channels), nn.ReLU())
+
+    def forward(self, x: Tensor) -> Tensor:
+        size = x.shape[-2:]
+        for mod in self:
+            x = mod(x)
+        return F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+
+
+class ASPP(nn.Module):
+    def __init__(self, in_channels: int, atrous_rates: list[int], out_channels: int = 64) -> None:
+        super().__init__()
+        modules: list[nn.Module] = [nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, bias=False),
+                                                  nn.BatchNorm2d(out_channels), nn.ReLU())]
+        modules += [ASPPConv(in_channels, out_channels, rate) for rate in atrous_rates]
+        modules.append(ASPPPooling(in_channels, out_channels))
+        self.convs = nn.ModuleList(modules)
+        self.project = nn.Sequential(
+            nn.Conv2d(len(self.convs) * out_channels, out_channels, 1, bias=False),
+            nn.BatchNorm2d(out_channels), nn.ReLU(), nn.Dropout(0.5))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.project(torch.cat([conv(x) for conv in self.convs], dim=1))
+
+
+class DeepLabV3(nn.Module):
+    def __init__(self, num_classes: int = 5) -> None:
+        super().__init__()
+        # output stride 8: dilate the last two stages, as torchvision's deeplabv3_resnet50 does
+        self.backbone = ResNet(Bottleneck, [1, 1, 2, 1], widths=(8, 16, 32, 64),
+                               replace_stride_with_dilation=(False, True, True))
+        self.classifier = nn.Sequential(
+            ASPP(256, [2, 4, 6]),
+            nn.Conv2d(64, 64, 3, padding=1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+            nn.Conv2d(64, num_classes, 1))
+
+    def forward(self, x: Tensor) -> Tensor:
+        input_shape = x.shape[-2:]
+        features = self.backbone.features(x)[-1]
+        x = self.classifier(features)
+        return F.interpolate(x, size=input_shape, mode="bilinear", align_corners=False)
+
+
+@register("deeplabv3_small", "segmentation",
+          "DeepLabV3 (torchvision layout): ResNet-Bottleneck backbone with dilated last stages "
+          "(output stride 8, dilation 2/4), ASPP with atrous 3x3 convs (rates 2,4,6), image "
+          "pooling branch (GlobalAveragePool + bilinear F.interpolate back to the map size), "
+          "Concat, final bilinear resize to the input (Resize linear, half_pixel)")
+def _deeplabv3() -> tuple:
+    return DeepLabV3(), (_image(3, 64),)
+
+
+# ============================================================================ generative / image-to-image
+
+# ---------------------------------------------------------------- ESPCN super-resolution
+
+
+class ESPCN(nn.Module):
+    """Shi et al. 2016 (pytorch/examples super_resolution layout), x3 on the Y channel."""
+
+    def __init__(self, upscale_factor: int = 3) -> None:
+        super().__init__()
+        self.relu = nn.ReLU()
+        self.conv1 = nn.Conv2d(1, 32, (5, 5), (1, 1), (2, 2))
+        self.conv2 = nn.Conv2d(32, 32, (3, 3), (1, 1), (1, 1))
+        self.conv3 = nn.Conv2d(32, 16, (3, 3), (1, 1), (1, 1))
+        self.conv4 = nn.Conv2d(16, upscale_factor ** 2, (3, 3), (1, 1), (1, 1))
+        self.pixel_shuffle = nn.PixelShuffle(upscale_factor)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = self.relu(self.conv1(x))
+        x = self.relu(self.conv2(x))
+        x = self.relu(self.conv3(x))
+        return self.pixel_shuffle(self.conv4(x))
+
+
+@register("espcn_x3", "generative",
+          "ESPCN super-resolution (pytorch/examples): conv stack then PixelShuffle(3) "
+          "(DepthToSpace CRD, or Reshape/Transpose/Reshape), 32x32 -> 96x96")
+def _espcn() -> tuple:
+    return ESPCN(), (torch.rand(1, 1, 32, 32),)
+
+
+# ---------------------------------------------------------------- CycleGAN ResnetGenerator
+
+
+class ResnetBlock(nn.Module):
+    def __init__(self, dim: int, padding_type: str = "reflect", use_dropout: bool = False) -> None:
+        super().__init__()
+        norm_layer = nn.InstanceNorm2d
+        conv_block: list[nn.Module] = []
+        assert padding_type == "reflect"
+        conv_block += [nn.ReflectionPad2d(1), nn.Conv2d(dim, dim, kernel_size=3, padding=0, bias=True),
+                       norm_layer(dim), nn.ReLU(True)]
+        if use_dropout:
+            conv_block += [nn.Dropout(0.5)]
+        conv_block += [nn.ReflectionPad2d(1), nn.Conv2d(dim, dim, kernel_size=3, padding=0, bias=True),
+                       norm_layer(dim)]
+        self.conv_block = nn.Sequential(*conv_block)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + self.conv_block(x)
+
+
+class ResnetGenerator(nn.Module):
+    def __init__(self, input_nc: int = 3, output_nc: int = 3, ngf: int = 16, n_blocks: int = 3) -> None:
+        super().__init__()
+        norm_layer = nn.InstanceNorm2d
+        use_bias = True  # InstanceNorm without affine
+        model: list[nn.Module] = [nn.ReflectionPad2d(3),
+                                  nn.Conv2d(input_nc, ngf, kernel_size=7, padding=0, bias=use_bias),
+                                  norm_layer(ngf), nn.ReLU(True)]
+        n_downsampling = 2
+        for i in range(n_downsampling):
+            mult = 2 ** i
+            model += [nn.Conv2d(ngf * mult, ngf * mult * 2, kernel_size=3, stride=2, padding=1,
+                                bias=use_bias), norm_layer(ngf * mult * 2), nn.ReLU(True)]
+        mult = 2 ** n_downsampling
+        for _ in range(n_blocks):
+            model += [ResnetBlock(ngf * mult)]
+        for i in range(n_downsampling):
+            mult = 2 ** (n_downsampling - i)
+            model += [nn.ConvTranspose2d(ngf * mult, int(ngf * mult / 2), kernel_size=3, stride=2,
+                                         padding=1, output_padding=1, bias=use_bias),
+                      norm_layer(int(ngf * mult / 2)), nn.ReLU(True)]
+        model += [nn.ReflectionPad2d(3), nn.Conv2d(ngf, output_nc, kernel_size=7, padding=0), nn.Tanh()]
+        self.model = nn.Sequential(*model)
+
+    def forward(self, input: Tensor) -> Tensor:
+        return self.model(input)
+
+
+@register("cyclegan_resnet_generator", "generative",
+          "CycleGAN/pix2pix ResnetGenerator (junyanz layout, ngf 16, 3 blocks): ReflectionPad2d "
+          "(Pad mode=reflect) before every unpadded conv, InstanceNorm2d (no affine), strided "
+          "downsampling, ConvTranspose2d k3 s2 output_padding=1, Tanh")
+def _cyclegan() -> tuple:
+    return ResnetGenerator(), (_image(3, 64),)
+
+
+# ---------------------------------------------------------------- VAE decoder (Stable Diffusion)
+
+
+def Normalize(in_channels: int, num_groups: int = 8) -> nn.GroupNorm:
+    return nn.GroupNorm(num_groups=num_groups, num_channels=in_channels, eps=1e-6, affine=True)
+
+
+class ResnetBlockSD(nn.Module):
+    """CompVis ldm ResnetBlock (optional timestep embedding)."""
+
+    def __init__(self, in_channels: int, out_channels: int | None = None,
+                 temb_channels: int = 0) -> None:
+        super().__init__()
+        out_channels = in_channels if out_channels is None else out_channels
+        self.norm1 = Normalize(in_channels)
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, 1, 1)
+        if temb_channels > 0:
+            self.temb_proj = nn.Linear(temb_channels, out_channels)
+        self.norm2 = Normalize(out_channels)
+        self.dropout = nn.Dropout(0.0)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1)
+        self.nin_shortcut = (nn.Conv2d(in_channels, out_channels, 1, 1, 0)
+                             if in_channels != out_channels else None)
+
+    def forward(self, x: Tensor, temb: Tensor | None = None) -> Tensor:
+        h = self.conv1(F.silu(self.norm1(x)))
+        if temb is not None:
+            h = h + self.temb_proj(F.silu(temb))[:, :, None, None]
+        h = self.conv2(self.dropout(F.silu(self.norm2(h))))
+        if self.nin_shortcut is not None:
+            x = self.nin_shortcut(x)
+        return x + h
+
+
+class AttnBlock(nn.Module):
+    def __init__(self, in_channels: int) -> None:
+        super().__init__()
+        self.norm = Normalize(in_channels)
+        self.q = nn.Conv2d(in_channels, in_channels, 1)
+        self.k = nn.Conv2d(in_channels, in_channels, 1)
+        self.v = nn.Conv2d(in_channels, in_channels, 1)
+        self.proj_out = nn.Conv2d(in_channels, in_channels, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h_ = self.norm(x)
+        q, k, v = self.q(h_), self.k(h_), self.v(h_)
+        b, c, h, w = q.shape
+        q = q.reshape(b, c, h * w).permute(0, 2, 1)  # b, hw, c
+        k = k.reshape(b, c, h * w)                     # b, c, hw
+        w_ = torch.bmm(q, k) * (int(c) ** (-0.5))
+        w_ = F.softmax(w_, dim=2)
+        v = v.reshape(b, c, h * w)
+        h_ = torch.bmm(v, w_.permute(0, 2, 1)).reshape(b, c, h, w)
+        return x + self.proj_out(h_)
+
+
+class UpsampleSD(nn.Module):
+    def __init__(self, in_channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, in_channels, 3, 1, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.conv(F.interpolate(x, scale_factor=2.0, mode="nearest"))
+
+
+class VAEDecoder(nn.Module):
+    def __init__(self, z_channels: int = 4, ch: int = 16, ch_mult: tuple[int, ...] = (1, 2, 4),
+                 out_ch: int = 3) -> None:
+        super().__init__()
+        block_in = ch * ch_mult[-1]
+        self.post_quant_conv = nn.Conv2d(z_channels, z_channels, 1)
+        self.conv_in = nn.Conv2d(z_channels, block_in, 3, 1, 1)
+        self.mid_block_1 = ResnetBlockSD(block_in)
+        self.mid_attn_1 = AttnBlock(block_in)
+        self.mid_block_2 = ResnetBlockSD(block_in)
+        self.up = nn.ModuleList()
+        for i_level in reversed(range(len(ch_mult))):
+            block_out = ch * ch_mult[i_level]
+            stage = nn.Module()
+            stage.block = nn.ModuleList([ResnetBlockSD(block_in, block_out)])
+            block_in = block_out
+            stage.upsample = UpsampleSD(block_in) if i_level != 0 else None
+            self.up.append(stage)
+        self.norm_out = Normalize(block_in)
+        self.conv_out = nn.Conv2d(block_in, out_ch, 3, 1, 1)
+
+    def forward(self, z: Tensor) -> Tensor:
+        h = self.conv_in(self.post_quant_conv(z / 0.18215))
+        h = self.mid_block_2(self.mid_attn_1(self.mid_block_1(h)))
+        for stage in self.up:
+            for block in stage.block:
+                h = block(h)
+            if stage.upsample is not None:
+                h = stage.upsample(h)
+        return self.conv_out(F.silu(self.norm_out(h)))
+
+
+@register("sd_vae_decoder_small", "generative",
+          "Stable Diffusion VAE decoder (CompVis ldm layout, ch 16, mult 1,2,4): GroupNorm(8) + "
+          "SiLU ResNet blocks, single-head spatial self-attention (bmm, Softmax), nearest x2 "
+          "upsampling + conv, latent 4x8x8 -> 3x32x32")
+def _vae_decoder() -> tuple:
+    return VAEDecoder(), (torch.randn(1, 4, 8, 8) * 0.18215,)
+
+
+# ---------------------------------------------------------------- Diffusion UNet (ldm openaimodel)
+
+
+def timestep_embedding(timesteps: Tensor, dim: int, max_period: int = 10000) -> Tensor:
+    half = dim // 2
+    freqs = torch.exp(-math.log(max_period)
+                      * torch.arange(start=0, end=half, dtype=torch.float32) / half
+                      ).to(device=timesteps.device)
+    args = timesteps[:, None].float() * freqs[None]
+    return torch.cat([torch.cos(args), torch.sin(args)], dim=-1)
+
+
+class CrossAttention(nn.Module):
+    def __init__(self, query_dim: int, context_dim: int | None = None, heads: int = 4,
+                 dim_head: int = 8) -> None:
+        super().__init__()
+        inner_dim = dim_head * heads
+        context_dim = query_dim if context_dim is None else context_dim
+        self.scale = dim_head ** -0.5
+        self.heads = heads
+        self.to_q = nn.Linear(query_dim, inner_dim, bias=False)
+        self.to_k = nn.Linear(context_dim, inner_dim, bias=False)
+        self.to_v = nn.Linear(context_dim, inner_dim, bias=False)
+        self.to_out = nn.Sequential(nn.Linear(inner_dim, query_dim), nn.Dropout(0.0))
+
+    def forward(self, x: Tensor, context: Tensor | None = None) -> Tensor:
+        h = self.heads
+        context = x if context is None else context
+        q, k, v = self.to_q(x), self.to_k(context), self.to_v(context)
+        b = q.shape[0]
+        q, k, v = (t.reshape(b, t.shape[1], h, -1).permute(0, 2, 1, 3).reshape(b * h, t.shape[1], -1)
+                   for t in (q, k, v))
+        sim = torch.einsum("b i d, b j d -> b i j", q, k) * self.scale
+        attn = sim.softmax(dim=-1)
+        out = torch.einsum("b i j, b j d -> b i d", attn, v)
+        out = out.reshape(b, h, out.shape[1], -1).permute(0, 2, 1, 3).reshape(b, out.shape[1], -1)
+        return self.to_out(out)
+
+
+class GEGLU(nn.Module):
+    def __init__(self, dim_in: int, dim_out: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(dim_in, dim_out * 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x, gate = self.proj(x).chunk(2, dim=-1)
+        return x * F.gelu(gate)
+
+
+class BasicTransformerBlock(nn.Module):
+    def __init__(self, dim: int, n_heads: int, d_head: int, context_dim: int) -> None:
+        super().__init__()
+        self.attn1 = CrossAttention(dim, heads=n_heads, dim_head=d_head)
+        self.ff = nn.Sequential(GEGLU(dim, dim * 4), nn.Dropout(0.0), nn.Linear(dim * 4, dim))
+        self.attn2 = CrossAttention(dim, context_dim, heads=n_heads, dim_head=d_head)
+        self.norm1 = nn.LayerNorm(dim)
+        self.norm2 = nn.LayerNorm(dim)
+        self.norm3 = nn.LayerNorm(dim)
+
+    def forward(self, x: Tensor, context: Tensor) -> Tensor:
+        x = self.attn1(self.norm1(x)) + x
+        x = self.attn2(self.norm2(x), context=context) + x
+        return self.ff(self.norm3(x)) + x
+
+
+class SpatialTransformer(nn.Module):
+    def __init__(self, in_channels: int, n_heads: int, d_head: int, context_dim: int) -> None:
+        super().__init__()
+        inner_dim = n_heads * d_head
+        self.norm = Normalize(in_channels)
+        self.proj_in = nn.Conv2d(in_channels, inner_dim, 1)
+        self.transformer_blocks = nn.ModuleList(
+            [BasicTransformerBlock(inner_dim, n_heads, d_head, context_dim)])
+        self.proj_out = nn.Conv2d(inner_dim, in_channels, 1)
+
+    def forward(self, x: Tensor, context: Tensor) -> Tensor:
+        b, c, h, w = x.shape
+        x_in = x
+        x = self.proj_in(self.norm(x))
+        x = x.permute(0, 2, 3, 1).reshape(b, h * w, -1)  # b c h w -> b (h w) c
+        for block in self.transformer_blocks:
+            x = block(x, context=context)
+        x = x.reshape(b, h, w, -1).permute(0, 3, 1, 2)
+        return self.proj_out(x) + x_in
+
+
+class TinyDiffusionUNet(nn.Module):
+    """Two-level ldm UNetModel: ResBlocks with timestep embedding, SpatialTransformer with
+    cross-attention to a text context, strided-conv downsampling, nearest upsampling, skip Concat."""
+
+    def __init__(self, in_channels: int = 4, model_channels: int = 32, context_dim: int = 32) -> None:
+        super().__init__()
+        mc = model_channels
+        time_embed_dim = mc * 4
+        self.model_channels = mc
+        self.time_embed = nn.Sequential(nn.Linear(mc, time_embed_dim), nn.SiLU(),
+                                        nn.Linear(time_embed_dim, time_embed_dim))
+        self.conv_in = nn.Conv2d(in_channels, mc, 3, padding=1)
+        self.down_res = ResnetBlockSD(mc, mc, time_embed_dim)
+        self.down_attn = SpatialTransformer(mc, 4, mc // 4, context_dim)
+        self.downsample = nn.Conv2d(mc, mc, 3, stride=2, padding=1)
+        self.down_res2 = ResnetBlockSD(mc, 2 * mc, time_embed_dim)
+        self.mid_res1 = ResnetBlockSD(2 * mc, 2 * mc, time_embed_dim)
+        self.mid_attn = SpatialTransformer(2 * mc, 4, mc // 2, context_dim)
+        self.mid_res2 = ResnetBlockSD(2 * mc, 2 * mc, time_embed_dim)
+        self.up_res2 = ResnetBlockSD(4 * mc, 2 * mc, time_embed_dim)
+        self.upsample = UpsampleSD(2 * mc)
+        self.up_res = ResnetBlockSD(3 * mc, mc, time_embed_dim)
+        self.up_attn = SpatialTransformer(mc, 4, mc // 4, context_dim)
+        self.out = nn.Sequential(Normalize(mc), nn.SiLU(), nn.Conv2d(mc, in_channels, 3, padding=1))
+
+    def forward(self, x: Tensor, timesteps: Tensor, context: Tensor) -> Tensor:
+        emb = self.time_embed(timestep_embedding(timesteps, self.model_channels))
+        h0 = self.conv_in(x)
+        h1 = self.down_attn(self.down_res(h0, emb), context)
+        h2 = self.down_res2(self.downsample(h1), emb)
+        h = self.mid_res2(self.mid_attn(self.mid_res1(h2, emb), context), emb)
+        h = self.up_res2(torch.cat([h, h2], dim=1), emb)
+        h = self.upsample(h)
+        h = self.up_attn(self.up_res(torch.cat([h, h1], dim=1), emb), context)
+        return self.out(h)
+
+
+@register("diffusion_unet_tiny", "generative",
+          "latent-diffusion UNet (CompVis openaimodel layout, 2 levels): sinusoidal timestep "
+          "embedding (Exp, Cos, Sin, Concat) from an int64 timestep input, time MLP with SiLU "
+          "added per channel, GroupNorm+SiLU ResBlocks, SpatialTransformer with self- and "
+          "cross-attention (einsum), GEGLU (chunk + exact GELU), nearest upsampling, skip Concat")
+def _diffusion_unet() -> tuple:
+    return TinyDiffusionUNet(), (torch.randn(1, 4, 16, 16), torch.tensor([500], dtype=torch.long),
+                                 torch.randn(1, 8, 32))
