@@ -82,6 +82,12 @@ def match(graph: GraphFacts, table: Table, pre: PrepassResult | None = None) -> 
             issues.append(Reason("opset", f"model opset {version} for domain {domain!r} outside the range "
                                  f"[{lo}, {hi}] that {table.target} accepts", "unsupported", "opset"))
     notes = []
+    for name in graph.inputs:
+        info = graph.tensor(name)
+        if info is not None and info.shape is not None and not info.static:
+            dims = ", ".join("?" if d is None else str(d) for d in info.shape if not isinstance(d, int))
+            notes.append(f"model input '{name}' has dynamic dims ({dims}); NPU compilers plan for fixed shapes: "
+                         "export with static shapes or give the toolchain its shape profiles")
     if graph.shape_inference_error:
         notes.append(f"ONNX shape inference stopped early ({graph.shape_inference_error}); "
                      "rules that need the missing shapes report them as unknown")

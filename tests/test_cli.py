@@ -108,3 +108,16 @@ def test_console_script_is_installed():
     exe = shutil.which("npucheck") or str(Path(sys.executable).with_name("npucheck"))
     r = subprocess.run([exe, "--tables", str(TOY_TABLES), "targets"], capture_output=True, text=True)
     assert r.returncode == 0 and "toy@1.1/soc-b" in r.stdout
+
+
+def test_long_reports_group_causes_and_cap_rows(capsys, save):
+    n = 60
+    nodes = [helper.make_node("Sin", [f"x{i}" if i else "x", ], [f"x{i + 1}"], name=f"sin{i}") for i in range(n)]
+    path = save(make_model(nodes, [("x", ("batch", 4))], [f"x{n}"]), "long.onnx")
+    code, out, _ = run(capsys, "check", str(path), "-t", "toy@1.0")
+    assert code == 1
+    assert "model input 'x' has dynamic dims (batch)" in out
+    assert "  60 x Sin unsupported (op_missing)" in out
+    assert "... and 20 more nodes" in out
+    code, out, _ = run(capsys, "check", str(path), "-t", "toy@1.0", "--all-nodes")
+    assert "sin59" in out and "more nodes" not in out

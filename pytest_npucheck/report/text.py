@@ -55,16 +55,36 @@ def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
     return rows
 
 
-def render_target(result: TargetResult, all_nodes: bool = False) -> list[str]:
+MAX_ROWS = 40
+
+
+def _causes(nodes: Sequence[NodeResult]) -> list[str]:
+    """One line per (rule, op type): how many nodes a cause hits, most first."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for n in nodes:
+        for r in n.reasons:
+            key = (r.rule, n.op_type, n.verdict)
+            counts[key] = counts.get(key, 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return [f"{count:4} x {clean(op, 40)} {verdict} ({rule})" for (rule, op, verdict), count in ranked]
+
+
+def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int = MAX_ROWS) -> list[str]:
     """Summary line, model-level problems, then the per-operator table of nodes that leave the NPU."""
     lines = [summary_line(result)]
     for issue in result.model_issues:
         lines.append(f"  model: {issue.verdict}: {clean(issue.message, 400)}")
     for note in result.notes:
         lines.append(f"  note: {clean(note, 400)}")
-    nodes = result.nodes if all_nodes else [n for n in result.nodes if n.falls_back]
+    nodes = list(result.nodes) if all_nodes else [n for n in result.nodes if n.falls_back]
+    if not all_nodes:
+        nodes.sort(key=lambda n: (-{"unsupported": 2, "cpu": 1}.get(n.verdict, 0), n.index))
     if nodes:
-        rows = node_rows(sorted(nodes, key=lambda n: (-{"unsupported": 2, "cpu": 1}.get(n.verdict, 0), n.index))
-                         if not all_nodes else nodes)
-        lines += ["  " + line for line in _table(rows, ["op type", "node", "verdict", "source", "reason"])]
+        if not all_nodes and len(nodes) > 1:
+            lines.append("  causes:")
+            lines += ["  " + c for c in _causes(nodes)]
+        shown = nodes if all_nodes or len(nodes) <= max_rows else nodes[:max_rows]
+        lines += ["  " + line for line in _table(node_rows(shown), ["op type", "node", "verdict", "source", "reason"])]
+        if len(shown) < len(nodes):
+            lines.append(f"  ... and {len(nodes) - len(shown)} more nodes (every node is in the JSON report: --npu-report=json:PATH)")
     return lines
