@@ -436,8 +436,23 @@ def _summary(res: oracle.RknnResult, nodes: list[dict[str, Any]]) -> dict[str, A
     }
 
 
+def _selfcheck(table: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
+    """Compare the table's prediction (independent evaluator in
+    :mod:`pytest_npucheck.probe.selfcheck`) with the compiler's placement for one model."""
+    from pytest_npucheck.probe import selfcheck
+
+    pred = selfcheck.predict(table, onnx.load(entry["path"]))
+    observed = {n: v["verdict"] for n, v in entry["placement"].items()}
+    diff = selfcheck.compare(pred, entry["status"], observed)
+    return {"table": "%s/%s/%s" % (table["toolchain"], table["version"], table["soc"]),
+            "agree": not diff,
+            "disagreements": [{"node": n, "op_type": entry["placement"].get(n, {}).get(
+                "op_type", "model"), "table": p, "compiler": o} for n, p, o in diff]}
+
+
 def run(soc: str, python: str | None, out_path: Path, keep_onnx: str | None,
-        names: list[str] | None = None, extra_opsets: list[int] | None = None) -> dict[str, Any]:
+        names: list[str] | None = None, extra_opsets: list[int] | None = None,
+        table_path: str | None = None) -> dict[str, Any]:
     """Export all models with both exporters, compile them, write the JSON report."""
     tmp_ctx = tempfile.TemporaryDirectory(prefix="npucheck-models-")
     out_dir = Path(keep_onnx) if keep_onnx else Path(tmp_ctx.name)
@@ -456,6 +471,10 @@ def run(soc: str, python: str | None, out_path: Path, keep_onnx: str | None,
                                               info["error"] or "opset %s" % info["opset"]),
                   file=sys.stderr)
     todo = [e for e in entries if e["path"]]
+    table = None
+    if table_path and Path(table_path).is_file():
+        with open(table_path, encoding="utf-8") as fh:
+            table = json.load(fh)
     results = oracle.compile_models([{"path": e["path"], "key": Path(e["path"]).name}
                                      for e in todo], soc, python, timeout=600, workers=2)
     by_key = {r.key: r for r in results}
@@ -466,6 +485,8 @@ def run(soc: str, python: str | None, out_path: Path, keep_onnx: str | None,
         e["nodes"] = len(nodes)
         e["op_types"] = dict(sorted(Counter(n["op_type"] for n in nodes).items()))
         e.update(_summary(by_key[Path(e["path"]).name], nodes))
+        if table is not None:
+            e["selfcheck"] = _selfcheck(table, e)
         e["onnx_file"] = Path(e.pop("path")).name
     for e in entries:
         e.pop("path", None)
@@ -484,6 +505,10 @@ def run(soc: str, python: str | None, out_path: Path, keep_onnx: str | None,
         json.dump(doc, fh, indent=1)
         fh.write("\n")
     tmp_ctx.cleanup()
+    for e in entries:
+        if e.get("selfcheck") and not e["selfcheck"]["agree"]:
+            print("selfcheck %s/%s: %s" % (e["model"], e["exporter"],
+                                          e["selfcheck"]["disagreements"][:6]), file=sys.stderr)
     for e in entries:
         print("%-16s %-22s %-12s cpu=%s %s" % (
             e["model"], e["exporter"], e.get("status", "export-failed"),
@@ -506,11 +531,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", action="append", help="only these models (repeatable)")
     ap.add_argument("--extra-opset", type=int, action="append",
                     help="also export with dynamo at this opset (repeatable)")
+    ap.add_argument("--table", help="support table to self-check against (default: "
+                    "op_support_tables/rknn/<version>/<soc>.json if present; 'none' to skip)")
     args = ap.parse_args(argv)
     version = args.version or "2.5.0"
     out = Path(args.out) if args.out else (Path(__file__).resolve().parent / version /
                                            ("%s.models.json" % args.soc))
-    run(args.soc, args.python, out, args.keep_onnx, args.model, args.extra_opset)
+    table = args.table or str(ROOT / "op_support_tables" / "rknn" / version /
+                              ("%s.json" % args.soc))
+    run(args.soc, args.python, out, args.keep_onnx, args.model, args.extra_opset,
+        None if table == "none" else table)
     return 0
 
 

@@ -1541,7 +1541,19 @@ def pattern_probes(c: _Collector) -> None:
         parts.append(gb.node("Slice", [x, gb.ints([h0, w0]), gb.ints([big, big]), gb.ints([2, 3]),
                                        gb.ints([2, 2])], name="focus_slice%d" % i))
     gb.output(gb.node("Concat", parts, axis=1, name="focus_cat"))
-    P("pattern.focus_space_to_depth.f32.r4", "Slice", gb, "YOLOv5 Focus")
+    P("pattern.focus_space_to_depth.f32.r4", "Slice", gb, "YOLOv5 Focus, one 2-axis Slice "
+      "per quadrant")
+    gb = GraphBuilder()
+    x = gb.input("x", "float32", [1, 3, 32, 32])
+    rows = [gb.node("Slice", [x, gb.ints([r]), gb.ints([big]), gb.ints([2]), gb.ints([2])],
+                    name="focus_rows%d" % r) for r in (0, 1)]
+    quads = []
+    for i, (r, col) in enumerate(((0, 0), (1, 0), (0, 1), (1, 1))):
+        quads.append(gb.node("Slice", [rows[r], gb.ints([col]), gb.ints([big]), gb.ints([3]),
+                                       gb.ints([2])], name="focus_q%d" % i))
+    gb.output(gb.node("Concat", quads, axis=1, name="focus_cat"))
+    P("pattern.focus_space_to_depth_torch.f32.r4", "Slice", gb,
+      "YOLOv5 Focus as torch exports it: row slices, then column slices, then Concat")
     gb = GraphBuilder()
     x = gb.input("x", "float32", [1, 8, 16, 16])
     skip = gb.input("skip", "float32", [1, 8, 32, 32])

@@ -1,0 +1,709 @@
+"""Build the RKNN operator-support table from probe results (+ a few documented facts).
+
+Usage::
+
+    python -m pytest_npucheck.probe.rknn_table \\
+        --results probes/rknn/2.5.0/rk3588.results.json \\
+        --out op_support_tables/rknn/2.5.0/rk3588.json
+
+The op rules below were read off the probe results (``probes/rknn/<version>/<soc>.results.json``,
+produced by :mod:`pytest_npucheck.probe.rknn_probe`); every entry and constraint lists the probes
+that show it.  Where Rockchip's published operator list (2.3.2) states a limit the 2.5.0 compiler
+does not enforce, the entry follows the compiler and says so in its note.
+
+After building, the table is checked against every probe with :mod:`.selfcheck`; probes where
+the table cannot express the compiler's behaviour are listed in ``provenance.errata``.
+The output is validated against ``op_support_tables/schema.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["build_table", "verify_table", "main", "OP_SPECS"]
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = "doc:rknn-op-support-2.3.2"
+
+# --------------------------------------------------------------------------------------------
+# spec helpers
+# --------------------------------------------------------------------------------------------
+
+
+def C(rule: str, probes: Sequence[str] = (), else_: str = "cpu", note: str | None = None,
+      source: str | None = None, **params: Any) -> dict[str, Any]:
+    """A constraint; ``probes`` are probe-id regexes (expanded against the results)."""
+    c: dict[str, Any] = {"rule": rule, "params": params, "else": else_, "_probes": list(probes)}
+    if note:
+        c["note"] = note
+    if source:
+        c["source"] = source
+    return c
+
+
+def E(status: str, *constraints: dict[str, Any], note: str | None = None,
+      probes: Sequence[str] = (), source: str | None = None,
+      opset: Sequence[int] | None = None) -> dict[str, Any]:
+    """An op entry; ``probes`` are extra probe-id regexes beyond the probes of the op itself."""
+    e: dict[str, Any] = {"status": status, "constraints": list(constraints),
+                         "_probes": list(probes)}
+    if note:
+        e["note"] = note
+    if source:
+        e["source"] = source
+    if opset:
+        e["opset"] = list(opset)
+    return e
+
+
+FLOATS = ["float32", "float16"]
+
+# --------------------------------------------------------------------------------------------
+# the op rules (RKNN 2.5.0, rk3588, fp16 build)
+# --------------------------------------------------------------------------------------------
+
+OP_SPECS: dict[str, dict[str, Any]] = {
+    # -- element-wise activations on the NPU --------------------------------------------------
+    "Relu": E("npu", probes=[r"pattern\.conv_relu", r"pattern\.conv_bn_relu"]),
+    "Sigmoid": E("npu", probes=[r"pattern\.conv_sigmoid", r"pattern\.conv_silu"]),
+    "Tanh": E("npu", probes=[r"pattern\.gelu_tanh"]),
+    "Softplus": E("npu", probes=[r"pattern\.conv_mish_decomposed"]),
+    "Elu": E("npu"),
+    "HardSigmoid": E("npu"),
+    "HardSwish": E("npu", probes=[r"pattern\.conv_hardswish"]),
+    "LeakyRelu": E("npu"),
+    "ThresholdedRelu": E("npu"),
+    "PRelu": E("npu", C("const_input", [r"PRelu\.slope=dynamic"], "unsupported", index=1,
+                        note="a non-constant slope makes build() fail")),
+    "Clip": E("npu", probes=[r"pattern\.conv_relu6"],
+              note="min/max may be constants, absent or graph inputs."),
+    "Abs": E("npu", probes=[r"ctx\.Abs"], note="compiled as LeakyRelu."),
+    "Neg": E("npu", probes=[r"ctx\.Neg"], note="compiled as Mul by -1."),
+    "Sqrt": E("npu", C("rank", [r"Sqrt\.f32\.r5"], max=4, tensor="input", index=0,
+                       note="a rank-5 Sqrt ran on the CPU"), probes=[r"ctx\.Sqrt"]),
+    "Identity": E("npu", probes=[r"prepass\.identity_middle", r"ctx\.Identity"],
+                  note="eliminated by the compiler (eliminate_identity)."),
+    "Dropout": E("npu", probes=[r"prepass\.dropout_middle"],
+                 note="eliminated by the compiler (inference mode)."),
+    # -- element-wise math only implemented on the CPU ----------------------------------------
+    "Erf": E("cpu", probes=[r"ctx\.Erf", r"pattern\.conv_erf", r"pattern\.gelu_erf\.mul",
+                            r"pattern\.gelu_erf_partial"],
+             note="a lone Erf runs on the CPU; inside the Div->Erf->Add->Mul->Mul GELU pattern "
+                  "it is fused into exGelu on the NPU (pattern gelu_erf). The variant that "
+                  "scales by Mul(1/sqrt 2) instead of Div(sqrt 2) is NOT fused."),
+    "Exp": E("cpu", probes=[r"ctx\.Exp"]),
+    "Log": E("cpu", probes=[r"ctx\.Log"]),
+    "Floor": E("cpu", probes=[r"ctx\.Floor"]),
+    "Ceil": E("cpu"),
+    "Round": E("cpu"),
+    "Sin": E("cpu", probes=[r"ctx\.Sin"]),
+    "Cos": E("cpu"),
+    "Tan": E("cpu"),
+    "Atan": E("cpu"),
+    "Softsign": E("cpu", probes=[r"ctx\.Softsign"]),
+    "Sign": E("cpu"),
+    "Selu": E("cpu", probes=[r"ctx\.Selu"]),
+    "Celu": E("cpu"),
+    "Mish": E("cpu", probes=[r"ctx\.Mish"],
+              note="the Mish op runs on the CPU, while Softplus->Tanh->Mul is fused on the NPU "
+                   "(ConvExMish after a Conv)."),
+    "Reciprocal": E("cpu", probes=[r"ctx\.Reciprocal", r"pattern\.rmsnorm_decomposed"],
+                    note="rewritten to a Div with a constant numerator, which runs on the CPU."),
+    "IsNaN": E("cpu"),
+    "IsInf": E("cpu"),
+    "Hardmax": E("cpu"),
+    "BitShift": E("cpu"),
+    "Not": E("cpu", probes=[r"pattern\.equal_not_cast"]),
+    # -- binary element-wise -------------------------------------------------------------------
+    "Add": E("npu", probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
+             note="int32 Add ran on the NPU in a probe (with CPU reshapes), but the generic "
+                  "dtype rule predicts CPU for it."),
+    "Sub": E("npu"),
+    "Mul": E("npu"),
+    "Div": E("npu",
+             C("dtype", [r"Div\.b=same\.i64"], "unsupported", tensor="input", index=0,
+               allowed=FLOATS, note="an int64 Div crashed the compiler (SIGFPE)"),
+             C("rank", [r"Div\.a=const_scalar"], tensor="input", index=0, min=1,
+               note="a scalar numerator (c / x) is compiled as a CPU Div")),
+    "Pow": E("npu", C("const_input", [r"Pow\.exp=dyn"], index=1,
+                      note="a non-constant exponent runs on the CPU")),
+    "Max": E("npu", C("rank", [r"Max\.b=same\.f32\.r[23]", r"Max\.b=const_scalar",
+                               r"Max\.a=const_scalar", r"Max\.b=dyn_lastdim",
+                               r"Max\.b=const_1elem", r"Max\.b=const_lastdim",
+                               r"ctx\.Max\.b=const_scalar"],
+                      tensor="input", index="*", min=4,
+                      note="both operands must be rank >= 4; scalar / 1-D / rank-2-3 operands "
+                           "run on the CPU"),
+             probes=[r"ctx\.Max"]),
+    "Min": E("cpu", probes=[r"ctx\.Min"],
+             note="every Min probe (any rank, broadcast or dtype) ran on the CPU."),
+    "Sum": E("npu", note="compiled as a chain of Adds."),
+    "Mean": E("cpu"),
+    "Mod": E("cpu"),
+    "Equal": E("cpu", probes=[r"ctx\.Equal", r"pattern\.equal_not_cast"]),
+    "Greater": E("cpu", probes=[r"pattern\.greater_where", r"ctx\.Cast\.to=float32\.bool"]),
+    "Less": E("cpu"),
+    "GreaterOrEqual": E("cpu"),
+    "LessOrEqual": E("cpu"),
+    "And": E("npu", note="compiled as Cast->Mul (NPU) with a CPU Cast back to bool."),
+    "Or": E("cpu"),
+    "Xor": E("cpu"),
+    "Where": E("npu", C("dtype", [r"Where\.xy=dyn\.i64", r"Where\.xy=dyn\.i32"], tensor="input",
+                        index=1, allowed=FLOATS,
+                        note="int64 data runs on the CPU (an int32 Where crashed the compiler)"),
+               probes=[r"pattern\.greater_where", r"ctx\.Equal", r"pattern\.attention\.mha_wh"]),
+    "Cast": E("npu",
+              C("dtype", [r"Cast\.to=float32\.u8"], "unsupported", tensor="input", index=0,
+                allowed=["float32", "float16", "int32", "int64", "bool", "int8"],
+                note="a uint8 input crashed the compiler ('Not Support Dtype')"),
+              C("dtype", [r"Cast\.to=\w+\.i64"], tensor="input", index=0,
+                allowed=["float32", "float16", "int32", "bool", "int8"],
+                note="casts from int64 run on the CPU"),
+              C("attr_in", [r"Cast\.to=(int64|int32|bool)\."], attr="to", values=[1, 10, 3],
+                note="casts to int64/int32/bool run on the CPU; to float32/float16/int8 on "
+                     "the NPU"),
+              probes=[r"ctx\.Cast"],
+              note="float->float casts are removed inside a network (ctx.Cast probes); a "
+                   "stand-alone rank-4 float Cast between graph input and output stayed on "
+                   "the CPU (boundary effect, listed in errata)."),
+    # -- linear algebra --------------------------------------------------------------------------
+    "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], "unsupported", tensor="input",
+                         index=0, allowed=FLOATS,
+                         note="an int64 MatMul crashed the compiler ('Unsupport type bits 64')"),
+                probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
+                        r"prepass\.const_transpose_weight"],
+                note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
+    "Gemm": E("npu", probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
+    "Einsum": E("npu", note="all probed equations were lowered to NPU MatMul/Transpose/Mul."),
+    # -- convolution -------------------------------------------------------------------------------
+    "Conv": E("npu", probes=[r"pattern\.conv_", r"opset\.\d+\.conv"],
+              note="the published RK3588 limits (kernel <= 31, stride <= 7, pads <= 15, "
+                   "dilation <= 31; doc 2.3.2 sec. 3.2.5) are not placement limits in 2.5.0: "
+                   "kernel 32, stride 8, pads 16 and dilation 32 compile to several NPU ops "
+                   "(probes Conv.k=32, Conv.k=3.s=8, Conv.k=3.p=16, Conv.k=3.d=32). 1-D and "
+                   "3-D convolutions also ran on the NPU."),
+    "ConvTranspose": E("npu", note="stride 3 adds a CPU padding helper (exConvTransposePad) "
+                                   "but the convolution itself runs on the NPU; the 1.4.0 "
+                                   "doc's stride in {2,4,8} is not a placement limit."),
+    # -- normalisation -----------------------------------------------------------------------------
+    "BatchNormalization": E("npu", probes=[r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
+                            note="folded into a preceding Conv/Gemm (fuse_conv_bn)."),
+    "InstanceNormalization": E("npu"),
+    "LpNormalization": E("npu"),
+    "LayerNormalization": E(
+        "npu",
+        C("input_count", [r"LayerNormalization\.axis=m1\.bias=no"], "unsupported", min=3,
+          note="a LayerNormalization without bias input makes build() fail"),
+        probes=[r"pattern\.layernorm_decomposed"],
+        note="compiled to exNorm. Not expressible here: axis=1 on a rank-4 input (normalising "
+             "C,H,W) and the 3-output form make build() fail (errata)."),
+    "GroupNormalization": E("cpu", note="the opset-18 form runs on the CPU; the opset-21 form "
+                                        "cannot be loaded (opset > 19)."),
+    "MeanVarianceNormalization": E("cpu"),
+    "LRN": E("cpu"),
+    "Softmax": E("npu", C("elements_max", [r"Softmax\.axis=m1\.(wide|shape=)"], tensor="input",
+                          index=0, axes=[2, 3], max=65536,
+                          note="rank-4 inputs with H*W > 65536 fall back to the CPU "
+                               "('align_surf overflow'); measured with axis=-1"),
+                 probes=[r"ctx\.Softmax", r"pattern\.attention"],
+                 note="compiled to exSoftmax13 for every axis (the 2.3.2 doc's 'axis 1 or 3 "
+                      "only' is not a placement limit in 2.5.0)."),
+    "LogSoftmax": E("cpu", probes=[r"ctx\.LogSoftmax"]),
+    # -- reductions --------------------------------------------------------------------------------
+    "ReduceMean": E("npu",
+                    C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
+                      values=[1, 2, 3, 4], note="reducing over the batch axis runs on the CPU"),
+                    C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], input=1,
+                      values=[1, 2, 3, 4], note="same rule for the opset-18 axes input"),
+                    C("const_input", [r"ReduceMean\.axes=dyn"], "unsupported", index=1,
+                      note="non-constant axes make build() fail"),
+                    probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed"]),
+    "ReduceSum": E("npu",
+                   C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], input=1,
+                     values=[1, 2, 3, 4], note="reducing over the batch axis runs on the CPU"),
+                   C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
+                     values=[1, 2, 3, 4], note="same rule for the pre-opset-13 attribute")),
+    "ReduceL2": E("npu"),
+    "ReduceMax": E("cpu", probes=[r"ctx\.ReduceMax"]),
+    "ReduceMin": E("cpu"),
+    "ReduceProd": E("cpu"),
+    "ReduceSumSquare": E("cpu"),
+    "ReduceLogSumExp": E("cpu"),
+    "ReduceL1": E("cpu"),
+    "ArgMax": E("cpu"),
+    "ArgMin": E("cpu"),
+    # -- pooling -----------------------------------------------------------------------------------
+    "MaxPool": E("npu", C("rank", [r"MaxPool\.k=2\.s=2\.f32\.r5"], "unsupported", tensor="input",
+                          index=0, max=4, note="a rank-5 (3-D) MaxPool crashed the compiler"),
+                 note="kernels above the documented 7 (8, 9, 13, 16), strides above 8, "
+                      "ceil_mode=1, dilations and auto_pad all compiled to NPU MaxPools "
+                      "(doc 2.3.2 sec. 3.2.44 lists kernel <= 7, ceil_mode unsupported). "
+                      "Not expressible here: asking for the Indices output moves it to the "
+                      "CPU (errata)."),
+    "AveragePool": E(
+        "npu",
+        C("attr_range", [r"AveragePool\.k=(3\.s=[12]\.p=1|5\.s=1\.p=2|9\.s=1|13\.s=1)\.f32",
+                         r"AveragePool\.k=1x3", r"ctx\.AveragePool"],
+          attr="pads", max=0,
+          note="padded average pools run on the CPU unless count_include_pad=1 (errata: a "
+               "padded pool with count_include_pad=1 runs on the NPU)"),
+        C("attr_in", [r"AveragePool\.k=\d\.s=2\.ceil=1"], attr="ceil_mode", values=[0],
+          note="ceil_mode=1 (partial windows) runs on the CPU"),
+        C("attr_in", [r"AveragePool\.k=3\.auto_pad=SAME_UPPER"], attr="auto_pad",
+          values=["NOTSET", "VALID"], note="SAME_* auto padding runs on the CPU")),
+    "GlobalAveragePool": E("npu"),
+    "GlobalMaxPool": E("npu"),
+    "LpPool": E("cpu"),
+    # -- padding / resizing ----------------------------------------------------------------------
+    "Pad": E("npu",
+             C("const_input", [r"Pad\.mode=constant\.pads=dyn"], "unsupported", index=1,
+               note="non-constant pads make build() fail ('need to be constant')"),
+             C("attr_in", [r"Pad\.mode=wrap"], attr="mode", values=["constant", "reflect", "edge"],
+               note="wrap (opset 19) runs on the CPU"),
+             C("rank", [r"Pad\.mode=\w+\.pads=hw\.f32\.r5"], tensor="input", index=0, max=4,
+               note="rank-5 Pad runs on the CPU"),
+             C("input_count", [r"Pad\.mode=\w+\.pads=hw\.axes=2_3"], max=3,
+               note="with the opset-18 axes input the Pad runs on the CPU"),
+             C("const_value_range", [r"Pad\.mode=constant\.pads=neg"], index=1, min=0,
+               note="negative pads (cropping) run on the CPU"),
+             probes=[r"ctx\.Pad"],
+             note="reflect and edge run on the NPU too (doc 2.3.2 sec. 3.2.43 lists constant "
+                  "and reflect only); the documented reflect width limit (<= 8176) did not "
+                  "move a width-8178 pad to the CPU."),
+    "Resize": E(
+        "npu",
+        C("attr_in", [r"Resize\.mode=cubic"], "unsupported", attr="mode",
+          values=["nearest", "linear"], note="mode=cubic crashed the compiler (SIGSEGV)"),
+        C("rank", [r"Resize\.mode=\w+\.ctm=\w+\.scale=2\.f32\.r5"], "unsupported",
+          tensor="input", index=0, max=4, note="a rank-5 Resize crashed the compiler"),
+        C("const_input", [r"Resize\.mode=\w+\.ctm=\w+\.scale=2\.dyn=yes"], "unsupported",
+          index=[1, 2, 3], note="non-constant roi/scales/sizes make build() fail"),
+        C("attr_not_in", [r"Resize\.mode=linear\.ctm=align_corners",
+                          r"ctx\.Resize\.mode=linear\.ctm=align_corners"],
+          attr="coordinate_transformation_mode", values=["align_corners"],
+          note="linear + align_corners runs on the CPU (errata: nearest + align_corners, and "
+               "linear align_corners with scale 8 or from a 1x1 input, ran on the NPU)"),
+        C("const_value_range", [r"Resize\.mode=linear\.ctm=(half_pixel|pytorch_half_pixel|"
+                                r"asymmetric)\.scale=(1\.5|2\.5|1\.25)", r"ctx\.Resize\.mode=linear"
+                                r"\.ctm=half_pixel\.scale=1\.5"],
+          index=2, integer=True, ignore=[0.5, 0.25, 0.125],
+          note="linear resizes with non-integer up-scales (1.5, 2.5, 1.25) run on the CPU; "
+               "integer scales 2..16 and down-scales 1/2, 1/3, 1/4 run on the NPU (errata: "
+               "nearest resizes with fractional scales also run on the NPU)"),
+        probes=[r"pattern\.fpn_upsample_concat", r"prepass\.shape_resize_sizes", r"ctx\.Resize"],
+        note="compiler vs doc 2.3.2 sec. 3.2.54: the doc allows half_pixel, pytorch_half_pixel "
+             "and align_corners with integer scales 2..8; the 2.5.0 compiler also puts "
+             "asymmetric, tf_half_pixel_for_nn, every nearest_mode, scales up to 16 and "
+             "integer down-scales on the NPU, and puts linear+align_corners on the CPU."),
+    "Upsample": E("npu", note="opset-9 Upsample is compiled as an NPU Resize."),
+    # -- layout ------------------------------------------------------------------------------------
+    "Reshape": E("npu",
+                 C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
+                   note="a non-constant shape makes build() fail"),
+                 probes=[r"prepass\.shape_gather_reshape\.f32", r"Reshape\.case=zero\.allowzero=1"],
+                 note="allowzero=1 together with a 0 in the shape makes build() fail (errata); "
+                      "allowzero=1 with an explicit shape, as the dynamo exporter writes every "
+                      "Reshape, builds and runs on the NPU."),
+    "Flatten": E("npu"),
+    "Squeeze": E("npu"),
+    "Unsqueeze": E("npu"),
+    "Transpose": E("npu", C("rank", [r"Transpose\.perm=[\d_]+\.f32\.r6"], tensor="input",
+                            index=0, max=5, note="rank-6 transposes run on the CPU"),
+                   probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
+                           r"pattern\.pixel_shuffle"],
+                   note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
+                        "did not move fp16 transposes up to 128x128 / 96x96x64 to the CPU."),
+    "Concat": E("npu", probes=[r"pattern\.focus", r"pattern\.fpn"]),
+    "Split": E("npu"),
+    "Slice": E("npu",
+               C("const_input", [r"Slice\.starts=dyn"], "unsupported", index=[1, 2, 3, 4],
+                 note="non-constant starts/ends/axes/steps make build() fail"),
+               C("const_value_range", [r"Slice\.axis=\w+\.step=(2|3)\.f32\.r[234]",
+                                       r"Slice\.axes=2_3\.step=2", r"Slice\.axis=1\.step=m1\.f32\.r4",
+                                       r"ctx\.Slice"],
+                 index=4, min=1, max=1,
+                 note="steps other than 1 run on the CPU (errata: a reversing step -1 on the "
+                      "last axis of a rank-3 tensor ran on the NPU)"),
+               probes=[r"pattern\.focus"],
+               note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1). A lone rank-5 Slice "
+                    "became a CPU Gather in the probes (errata), but rank-5 slices that "
+                    "partition an axis (YOLO decode heads: [..., :2], [..., 2:4], [..., 4:]) "
+                    "were merged into an NPU Split, so no rank limit is given."),
+    "Gather": E("npu", C("const_input", [r"Gather\.axis=1\.idx=dyn", r"Gather\.axis=0\.case=emb"],
+                         index=1, note="non-constant indices (e.g. token-embedding lookups) run "
+                                       "on the CPU"),
+                probes=[r"pattern\.gather_scalar_relu"],
+                note="constant indices are lowered to NPU Slice/Conv."),
+    "GatherElements": E("npu", C("const_input", [r"GatherElements\.axis=\w+\.idx=dyn"], index=1,
+                                 note="non-constant indices run on the CPU")),
+    "GatherND": E("cpu"),
+    "ScatterND": E("npu",
+                   C("const_input", [r"ScatterND\.idx=dyn"], index=1,
+                     note="non-constant indices run on the CPU"),
+                   C("attr_in", [r"ScatterND\.reduction=(add|mul)"], attr="reduction",
+                     values=["none"], note="reduction add/mul runs on the CPU")),
+    "ScatterElements": E("cpu"),
+    "Expand": E("npu", C("const_input", [r"Expand\.shape=dyn"], "unsupported", index=1,
+                         note="a non-constant shape makes build() fail"),
+                note="expanding the batch axis of a rank-4 tensor (1 -> 2) runs on the CPU; not "
+                     "expressible without also catching NPU rank-2 expansions (errata)."),
+    "Tile": E("npu",
+              C("rank", [r"Tile\.repeats=2_1\.", r"Tile\.repeats=1_1_3\.", r"Tile\.repeats=1_4_1",
+                         r"Tile\.repeats=1_1_2_1_1"], tensor="input", index=0, min=4, max=4,
+                note="only rank-4 tiles ran on the NPU"),
+              C("dim", [r"Tile\.repeats=2_1_1_1"], tensor="output", index=0, axis=0, max=1,
+                note="tiling the batch axis runs on the CPU"),
+              note="repeating more than one axis ([1,1,2,2], [1,2,2,1]) runs on the CPU, not "
+                   "expressible here (errata)."),
+    "DepthToSpace": E("npu", probes=[r"pattern\.pixel_shuffle"],
+                      note="DCR and CRD, compiled as ConvTranspose."),
+    "SpaceToDepth": E("cpu", probes=[r"ctx\.SpaceToDepth"]),
+    # -- index / sequence ops ----------------------------------------------------------------------
+    "TopK": E("cpu", probes=[r"ctx\.TopK"]),
+    "CumSum": E("npu", note="compiled as a Conv."),
+    "Trilu": E("cpu"),
+    "OneHot": E("cpu"),
+    "GridSample": E("cpu", probes=[r"ctx\.GridSample"]),
+    "NonZero": E("unsupported", note="build() fails: 'need to be constant ... dynamic graph'."),
+    "Range": E("npu", C("const_input", [r"Range\.limit=dyn"], "unsupported", index=[0, 1, 2],
+                        note="non-constant inputs make build() fail"),
+               note="folded when its inputs are constant."),
+    "Shape": E("npu", probes=[r"prepass\.shape_"],
+               note="always folded with static input shapes (fold_shape_ops)."),
+    "Size": E("cpu", note="a Size feeding the graph output was not folded and ran on the CPU."),
+    "ConstantOfShape": E("npu", C("const_input", [r"ConstantOfShape\.shape=dyn"], "unsupported",
+                                  index=0),
+                         note="folded when its shape is constant."),
+    "Constant": E("npu", probes=[r"prepass\.constant_node"], note="folded."),
+    "RandomUniform": E("unsupported", note="build() fails: 'Found Random node'."),
+    "RandomNormal": E("unsupported", note="build() fails: 'Found Random node'."),
+    "RandomUniformLike": E("unsupported", note="build() fails: 'Found Random node'."),
+    "RandomNormalLike": E("unsupported", note="build() fails: 'Found Random node'."),
+    "Bernoulli": E("cpu"),
+    # -- recurrent ---------------------------------------------------------------------------------
+    "LSTM": E("npu", C("input_count", [r"LSTM\.dir=forward\.bias=no"], "unsupported", min=4,
+                       note="an LSTM without the B input crashed the compiler"),
+              note="compiled to exLSTM. Not expressible here: an explicit 'layout' attribute "
+                   "(even layout=0, as the dynamo exporter writes it) makes build() fail with "
+                   "'Unrecognized attribute: layout' (errata)."),
+    "GRU": E("npu", C("input_count", [r"GRU\.dir=forward\.bias=no"], "unsupported", min=4,
+                      note="a GRU without the B input crashed the compiler"),
+             note="compiled to exGRU; linear_before_reset 0 and 1. An explicit 'layout' "
+                  "attribute makes build() fail (errata)."),
+    "RNN": E("cpu"),
+    # -- ops that only exist at opsets RKNN 2.5.0 rejects ------------------------------------------
+    "Gelu": E("unsupported", opset=[20, 23],
+              note="Gelu exists from opset 20, which RKNN 2.5.0 rejects at load_onnx; export "
+                   "at opset <= 19 (GELU becomes Div/Erf/Add/Mul/Mul, fused to exGelu)."),
+    "Attention": E("unsupported", opset=[23, 23], note="opset 23 only; rejected at load_onnx."),
+    "RMSNormalization": E("unsupported", opset=[23, 23],
+                          note="opset 23 only; rejected at load_onnx."),
+}
+
+GENERIC = [
+    C("static_shape", [r"dynamic\.(batch|hw|unknown_dim|seq)\.(conv_relu|matmul_softmax)",
+                       r"prepass\.shape_gather_reshape\.dynbatch"],
+      "unsupported", tensors="inputs",
+      note="symbolic/unknown input dims make load_onnx fail unless the shapes are fixed with "
+           "load_onnx(inputs=..., input_size_list=...) or config(dynamic_input=...) (probes "
+           "dynamic.*.fixed_by_load / dynamic.*.dynamic_input build)"),
+    C("dtype", [r"(Add|Sub|Mul)\.b=same\.i64", r"Abs\.i64", r"Neg\.i64", r"Concat\.axis=0\.i64",
+                r"Transpose\.perm=1_0\.i64", r"Reshape\.case=r2_to_r1\.i64",
+                r"Unsqueeze\.axes=0\.i(64|32)", r"(Reshape|Transpose|Concat|Slice)\..*\.i32",
+                r"Gather\.axis=1\.idx=const_vec\.i(32|64)", r"CumSum\.axis=1\.i64"],
+      tensor="input", index=0, allowed=["float32", "float16", "bool"],
+      note="integer (int64/int32) data tensors run on the CPU; bool data moves on the NPU"),
+]
+GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
+                            "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
+                            "ai.onnx:Div", "ai.onnx:MatMul"]
+
+PATTERNS = [
+    {"name": "gelu_erf", "fused_op": "exGelu", "status": "npu",
+     "description": "GELU as x/sqrt(2) -> Erf -> +1 -> *x -> *0.5 (TorchScript and dynamo "
+                    "exports at opset <= 19); fused to exGelu (ConvExGelu after a MatMul)",
+     "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
+               {"id": "add", "op": "Add", "after": ["erf"]},
+               {"id": "mul", "op": "Mul", "after": ["add"]},
+               {"id": "mul2", "op": "Mul", "after": ["mul"]}],
+     "_probes": [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"]},
+    {"name": "layernorm_pow", "fused_op": "exNorm", "status": "npu",
+     "description": "decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, "
+                    "Div, Mul, Add) fused to exNorm",
+     "nodes": [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
+               {"id": "pow", "op": "Pow", "after": ["sub"]},
+               {"id": "var", "op": "ReduceMean", "after": ["pow"]},
+               {"id": "eps", "op": "Add", "after": ["var"]},
+               {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
+               {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
+               {"id": "gamma", "op": "Mul", "after": ["div"]},
+               {"id": "beta", "op": "Add", "after": ["gamma"]}],
+     "_probes": [r"pattern\.layernorm_decomposed\.pow"]},
+    {"name": "layernorm_mul", "fused_op": "exNorm", "status": "npu",
+     "description": "decomposed LayerNorm squaring with Mul(d, d) instead of Pow",
+     "nodes": [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
+               {"id": "sq", "op": "Mul", "after": ["sub"]},
+               {"id": "var", "op": "ReduceMean", "after": ["sq"]},
+               {"id": "eps", "op": "Add", "after": ["var"]},
+               {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
+               {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
+               {"id": "gamma", "op": "Mul", "after": ["div"]},
+               {"id": "beta", "op": "Add", "after": ["gamma"]}],
+     "_probes": [r"pattern\.layernorm_decomposed\.mul"]},
+    {"name": "focus_space_to_depth", "fused_op": "Conv", "status": "npu",
+     "description": "YOLOv5 Focus as torch exports x[...,::2,::2] etc.: two row Slices "
+                    "(step 2), four column Slices (step 2), Concat on channels; the strided "
+                    "Slices (CPU on their own) are fused into one NPU Conv",
+     "nodes": [{"id": "rows_even", "op": "Slice"}, {"id": "rows_odd", "op": "Slice"},
+               {"id": "q0", "op": "Slice", "after": ["rows_even"]},
+               {"id": "q1", "op": "Slice", "after": ["rows_odd"]},
+               {"id": "q2", "op": "Slice", "after": ["rows_even"]},
+               {"id": "q3", "op": "Slice", "after": ["rows_odd"]},
+               {"id": "cat", "op": "Concat", "after": ["q0", "q1", "q2", "q3"]}],
+     "_probes": [r"pattern\.focus_space_to_depth_torch"]},
+    {"name": "focus_space_to_depth_2axis", "fused_op": "Conv", "status": "npu",
+     "description": "Focus with one 2-axis strided Slice per quadrant, then Concat",
+     "nodes": [{"id": "q0", "op": "Slice"}, {"id": "q1", "op": "Slice"},
+               {"id": "q2", "op": "Slice"}, {"id": "q3", "op": "Slice"},
+               {"id": "cat", "op": "Concat", "after": ["q0", "q1", "q2", "q3"]}],
+     "_probes": [r"pattern\.focus_space_to_depth\.f32"]},
+    {"name": "sdpa_div", "fused_op": "exSDPAttention", "status": "npu",
+     "description": "Q@K^T / sqrt(d) -> Softmax -> @V fused to exSDPAttention",
+     "nodes": [{"id": "qk", "op": "MatMul"}, {"id": "scale", "op": "Div", "after": ["qk"]},
+               {"id": "softmax", "op": "Softmax", "after": ["scale"]},
+               {"id": "pv", "op": "MatMul", "after": ["softmax"]}],
+     "_probes": [r"pattern\.attention\.mha\.", r"pattern\.attention\.mha_(addmask|vit)"]},
+    {"name": "sdpa_mul", "fused_op": "exSDPAttention", "status": "npu",
+     "description": "Q@K^T * scale -> Softmax -> @V fused to exSDPAttention",
+     "nodes": [{"id": "qk", "op": "MatMul"}, {"id": "scale", "op": "Mul", "after": ["qk"]},
+               {"id": "softmax", "op": "Softmax", "after": ["scale"]},
+               {"id": "pv", "op": "MatMul", "after": ["softmax"]}],
+     "_probes": [r"pattern\.sdpa\."]},
+]
+
+PREPASS_PROBES = {
+    "eliminate_identity": [r"prepass\.(identity|dropout)_middle"],
+    "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
+                       r"prepass\.const_transpose_weight", r"Range\.inputs=const"],
+    "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
+                       r"ConstantOfShape\.shape=from_Shape"],
+    "fuse_conv_bn": [r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
+    "fuse_patterns": [r"pattern\.gelu_erf\.div", r"pattern\.layernorm_decomposed",
+                      r"pattern\.attention"],
+}
+
+DOC_SOURCE = {
+    "title": "Rockchip RKNN Compiler Support Operator List V2.3.2 (RK3588 chapter)",
+    "url": "https://github.com/airockchip/rknn-toolkit2/blob/42aa1d4/doc/"
+           "05_RKNN_Compiler_Support_Operator_List_V2.3.2.pdf",
+    "note": "Published per-op limits for RK3588 (facts only). Used for comparison; where the "
+            "2.5.0 compiler disagrees, the table follows the compiler and says so in the note.",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# building
+# --------------------------------------------------------------------------------------------
+
+
+def _expand(patterns: Iterable[str], ids: Sequence[str], what: str) -> list[str]:
+    out: list[str] = []
+    for pat in patterns:
+        rx = re.compile(pat)
+        hit = [i for i in ids if rx.match(i)]
+        if not hit:
+            raise ValueError("%s: probe selector %r matches no probe" % (what, pat))
+        out.extend(h for h in hit if h not in out)
+    return out
+
+
+def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
+    """Make the support table from a probe-results document."""
+    version, soc = results["version"], results["soc"]
+    probe_src = "probe:rknn-%s-%s" % (version, soc)
+    probes = results["probes"]
+    ids = [p["id"] for p in probes]
+    by_op: dict[str, list[str]] = {}
+    for p in probes:
+        if p["kind"] in ("op", "context"):
+            by_op.setdefault(p["op"], []).append(p["id"])
+
+    ops: dict[str, Any] = {}
+    for op, spec in OP_SPECS.items():
+        entry: dict[str, Any] = {"status": spec["status"]}
+        if "opset" in spec:
+            entry["opset"] = spec["opset"]
+        cons = []
+        for c in spec["constraints"]:
+            c2 = {k: v for k, v in c.items() if not k.startswith("_")}
+            c2["probes"] = _expand(c["_probes"], ids, "%s/%s" % (op, c["rule"]))
+            cons.append(c2)
+        if cons:
+            entry["constraints"] = cons
+        entry["source"] = spec.get("source", probe_src)
+        plist = list(by_op.get(op, []))
+        for x in _expand(spec["_probes"], ids, op):
+            if x not in plist:
+                plist.append(x)
+        if not plist:
+            raise ValueError("no probe supports the entry for %s" % op)
+        entry["probes"] = plist
+        if spec.get("note"):
+            entry["note"] = spec["note"]
+        ops["ai.onnx:%s" % op] = entry
+
+    generic = []
+    for c in GENERIC:
+        c2 = {k: v for k, v in c.items() if not k.startswith("_")}
+        c2["probes"] = _expand(c["_probes"], ids, "generic/%s" % c["rule"])
+        c2["source"] = probe_src
+        generic.append(c2)
+    patterns = []
+    for pat in PATTERNS:
+        p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
+        p2["source"] = probe_src
+        p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
+        patterns.append(p2)
+
+    # opset range: every accepted opset probe built, rejected ones failed in load_onnx
+    opset_ok = sorted({p["attributes"]["opset"] for p in probes
+                       if p["kind"] == "opset" and p["status"] == "ok"})
+    opset_bad = sorted({p["attributes"]["opset"] for p in probes
+                        if p["kind"] == "opset" and p["status"] == "load_failed"})
+    lo, hi = opset_ok[0], opset_ok[-1]
+    assert all(o > hi for o in opset_bad), "non-contiguous opset support"
+    assert opset_ok == list(range(lo, hi + 1))
+
+    prepass_notes = {k: _expand(v, ids, "prepass/" + k) for k, v in PREPASS_PROBES.items()}
+    table = {
+        "format": 1,
+        "toolchain": "rknn",
+        "version": version,
+        "soc": soc,
+        "description": (
+            "RKNN (rknn-toolkit2 %s) operator placement for %s, fp16 build "
+            "(do_quantization=False), derived from %d probe models compiled with the real "
+            "toolkit. Accepted ONNX opsets: %d..%d (opsets %s were rejected by load_onnx). "
+            "Input shapes must be static unless fixed at load time." % (
+                version, soc.upper(), len(probes), lo, hi,
+                ", ".join(map(str, opset_bad)) or "none")),
+        "precision": {"default": "float16", "supported": ["float16", "int8"]},
+        "provenance": {
+            "method": "probed+documented",
+            "toolchain_package": "rknn-toolkit2==%s" % version,
+            "generated": _dt.date.today().isoformat(),
+            "generator": "pytest_npucheck.probe.rknn_table",
+            "errata": [],
+            "sources": {
+                probe_src: {
+                    "title": "Probe models compiled with rknn-toolkit2 %s, target_platform=%s"
+                             % (version, soc),
+                    "note": "%d single-op / pattern / opset / dynamic-shape probes; raw results "
+                            "in probes/rknn/%s/%s.results.json (regenerate with python -m "
+                            "pytest_npucheck.probe.rknn_probe). Placement read from the verbose "
+                            "build log's Network Layer Information Table. Prepass evidence: %s."
+                            % (len(probes), version, soc,
+                               "; ".join("%s <- %s" % (k, ", ".join(v[:3]))
+                                         for k, v in prepass_notes.items())),
+                },
+                DOC: DOC_SOURCE,
+            },
+        },
+        "opsets": {"ai.onnx": [lo, hi]},
+        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "fuse_conv_bn",
+                      "fuse_patterns"],
+        "default_verdict": "cpu",
+        "generic_constraints": generic,
+        "patterns": patterns,
+        "ops": dict(sorted(ops.items())),
+    }
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# verification against the probes
+# --------------------------------------------------------------------------------------------
+
+
+def verify_table(table: Mapping[str, Any], results: Mapping[str, Any]
+                 ) -> tuple[Counter[str], list[str]]:
+    """Predict every probe with the table and compare with the compiler's placement.
+
+    Returns a counter (``agree``/``disagree`` per probe) and one line per disagreement.
+    """
+    from pytest_npucheck.probe import selfcheck
+    from pytest_npucheck.probe.models import build_probes
+
+    models = {p.id: p for p in build_probes()}
+    stats: Counter[str] = Counter()
+    lines: list[str] = []
+    for rec in results["probes"]:
+        p = models.get(rec["id"])
+        if p is None or rec.get("config") or rec.get("load"):
+            continue  # probes built with extra load/config options measure those options
+        pred = selfcheck.predict(table, p.model)
+        diff = selfcheck.compare(pred, rec["status"], rec["placement"], rec["focus"])
+        if diff:
+            stats["disagree"] += 1
+            for node, want, got in diff:
+                op = next((n["op_type"] for n in rec["nodes"] if n["name"] == node), "model")
+                lines.append("probe %s: %s %s -> table says %s, compiler %s" % (
+                    rec["id"], op, node, want, got if got != "ok" else "built it"))
+        else:
+            stats["agree"] += 1
+    return stats, lines
+
+
+def validate(table: Mapping[str, Any], schema_path: Path) -> None:
+    """Validate against the JSON schema (raises on error)."""
+    import jsonschema
+
+    with open(schema_path, encoding="utf-8") as fh:
+        schema = json.load(fh)
+    jsonschema.validate(table, schema)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point (see module docstring)."""
+    ap = argparse.ArgumentParser(description="Build the RKNN support table from probe results.")
+    ap.add_argument("--results", default=str(ROOT / "probes/rknn/2.5.0/rk3588.results.json"))
+    ap.add_argument("--out", default=None,
+                    help="default op_support_tables/rknn/<version>/<soc>.json")
+    ap.add_argument("--schema", default=str(ROOT / "op_support_tables/schema.json"))
+    ap.add_argument("--no-verify", action="store_true", help="skip the probe self-check")
+    args = ap.parse_args(argv)
+    with open(args.results, encoding="utf-8") as fh:
+        results = json.load(fh)
+    table = build_table(results)
+    if not args.no_verify:
+        stats, lines = verify_table(table, results)
+        table["provenance"]["errata"] = [
+            "self-check: the table reproduces the compiler's placement for %d of %d probes; "
+            "the disagreements below are compiler behaviours the table format cannot express "
+            "(each is explained in the op's note)" % (stats["agree"],
+                                                      stats["agree"] + stats["disagree"])
+        ] + lines
+        print("self-check: %s" % dict(stats), file=sys.stderr)
+        for ln in lines:
+            print("  " + ln, file=sys.stderr)
+    validate(table, Path(args.schema))
+    out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "rknn" /
+                                           table["version"] / ("%s.json" % table["soc"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump(table, fh, indent=1)
+        fh.write("\n")
+    print("wrote %s (%d op entries, %d patterns)" % (out, len(table["ops"]),
+                                                     len(table["patterns"])), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
