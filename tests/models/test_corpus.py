@@ -1,0 +1,132 @@
+"""The model corpus exports with both torch exporters and ONNX Runtime reproduces PyTorch.
+
+Every architecture is exported with the dynamo exporter (opset 19).  The TorchScript exporter
+(opset 17) is checked for every architecture too when ``NPUCHECK_CORPUS_FULL=1`` is set, and for
+a fixed sample of architectures otherwise (keeping this file within a few minutes on 2 cores);
+``python tests/models/export_corpus.py OUTDIR --check`` runs the full matrix as well.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnxscript")
+pytest.importorskip("onnxruntime")
+
+import onnx  # noqa: E402
+
+from .corpus import ARCHS, EXPORTERS, FAMILIES, AffineGrid, get  # noqa: E402
+from .export_corpus import check_arch, node_counts  # noqa: E402
+
+FULL = os.environ.get("NPUCHECK_CORPUS_FULL", "") not in ("", "0")
+
+#: Checked with the TorchScript exporter even in the quick run: one per kind of trouble the
+#: legacy exporter has (MHA fast path, GridSample, RNNs, data-dependent decoding, in-graph
+#: index assignment, relative-position buckets).
+TORCHSCRIPT_SAMPLE = ("vit_tiny", "stn_mnist", "kws_crnn", "centernet_small",
+                      "simplebaseline_pose", "t5_encoder_tiny")
+
+#: Ops that make an architecture interesting for an NPU; both exporters must keep them.
+KEY_OPS: dict[str, set[str]] = {
+    "mobilenet_v2_small": {"Clip", "Conv"},
+    "mobilenet_v3_small": {"HardSwish", "HardSigmoid"},
+    "efficientnet_b0_small": {"Sigmoid", "Mul"},
+    "shufflenet_v2_small": {"Transpose", "Reshape", "Concat"},
+    "densenet_small": {"Concat", "AveragePool"},
+    "squeezenet1_1_small": {"Concat", "MaxPool"},
+    "convnext_small": {"Erf", "LayerNormalization", "ReduceMean"},
+    "ghostnet_small": {"Concat", "Clip"},
+    "stn_mnist": {"GridSample", "MatMul"},
+    "vit_tiny": {"Erf", "Softmax", "LayerNormalization"},
+    "deit_tiny_distilled": {"Erf", "Softmax"},
+    "mlp_mixer_small": {"Erf", "LayerNormalization"},
+    "swin_tiny_small": {"Softmax", "Slice", "Concat"},
+    "bert_tiny": {"Gather", "Erf", "LayerNormalization", "Softmax", "Tanh"},
+    "distilbert_tiny": {"Where", "Erf"},
+    "gpt2_tiny": {"Where", "Tanh", "Gemm"},
+    "t5_encoder_tiny": {"Pow", "Sqrt", "ReduceMean"},
+    "llama_tiny": {"Neg", "Softmax", "Sigmoid"},
+    "wav2vec2_tiny": {"InstanceNormalization", "Erf"},
+    "kws_crnn": {"GRU"},
+    "conformer_small": {"Sigmoid", "Softmax", "LogSoftmax"},
+    "lstm_lm": {"LSTM", "LogSoftmax"},
+    "crnn_ocr": {"LSTM"},
+    "yolov5_nano_small": {"Resize", "Sigmoid", "Pow", "MaxPool"},
+    "ssdlite_small": {"Softmax", "Exp"},
+    "detr_small": {"Softmax", "LayerNormalization", "Sigmoid"},
+    "fpn_pan_neck": {"Resize"},
+    "centernet_small": {"TopK", "GatherElements", "Mod"},
+    "simplebaseline_pose": {"ArgMax", "ReduceMax"},
+    "unet_small": {"ConvTranspose", "Concat", "MaxPool"},
+    "unet_bilinear_small": {"Resize", "Concat"},
+    "deeplabv3_small": {"Resize", "Concat"},
+    "espcn_x3": {"DepthToSpace"},
+    "cyclegan_resnet_generator": {"Pad", "InstanceNormalization", "ConvTranspose", "Tanh"},
+    "sd_vae_decoder_small": {"InstanceNormalization", "Softmax", "Resize"},
+    "diffusion_unet_tiny": {"Sin", "Cos", "Softmax", "Erf"},
+}
+
+
+def _cases() -> list:
+    cases = []
+    for name, arch in ARCHS.items():
+        for exporter in arch.exporters:
+            if exporter == "torchscript" and not FULL and name not in TORCHSCRIPT_SAMPLE:
+                continue
+            cases.append(pytest.param(name, exporter, id=f"{name}-{exporter}"))
+    return cases
+
+
+@pytest.mark.parametrize("name, exporter", _cases())
+def test_exports_and_matches_pytorch(name: str, exporter: str, tmp_path) -> None:
+    path, problems = check_arch(get(name), exporter, tmp_path)
+    assert not problems, f"{name} ({exporter}): " + "; ".join(problems)
+    model = onnx.load(str(path))
+    opset = {o.domain: o.version for o in model.opset_import}.get("", 0)
+    assert opset == (19 if exporter == "dynamo" else 17)
+    n, ops = node_counts(path)
+    assert n > 0
+    missing = KEY_OPS.get(name, set()) - set(ops)
+    assert not missing, f"{name} ({exporter}) lost its key ops {sorted(missing)}: {dict(ops)}"
+    if name == "cyclegan_resnet_generator":
+        modes = {a.s.decode() for node in model.graph.node if node.op_type == "Pad"
+                 for a in node.attribute if a.name == "mode"}
+        assert modes == {"reflect"}
+
+
+def test_corpus_size_and_families() -> None:
+    assert len(ARCHS) >= 28
+    families = {a.family for a in ARCHS.values()}
+    assert families == set(FAMILIES), f"missing families: {set(FAMILIES) - families}"
+    for name, arch in ARCHS.items():
+        assert arch.name == name
+        assert arch.notes, name
+        assert arch.exporters and set(arch.exporters) <= set(EXPORTERS), name
+    assert set(KEY_OPS) <= set(ARCHS)
+    assert set(TORCHSCRIPT_SAMPLE) <= set(ARCHS)
+
+
+def test_get_unknown_name() -> None:
+    with pytest.raises(KeyError, match="unknown architecture"):
+        get("no_such_model")
+
+
+def test_builds_are_deterministic_and_eval() -> None:
+    for name, arch in ARCHS.items():
+        model_a, inputs_a = arch.build()
+        model_b, inputs_b = arch.build()
+        assert not model_a.training, name
+        assert len(inputs_a) == len(inputs_b) and all(
+            torch.equal(a, b) for a, b in zip(inputs_a, inputs_b)), name
+        sa, sb = model_a.state_dict(), model_b.state_dict()
+        assert sa.keys() == sb.keys(), name
+        assert all(torch.equal(sa[k], sb[k]) for k in sa), name
+
+
+def test_affine_grid_matches_torch() -> None:
+    theta = torch.randn(2, 2, 3)
+    expected = torch.nn.functional.affine_grid(theta, [2, 1, 6, 5], align_corners=False)
+    torch.testing.assert_close(AffineGrid(6, 5)(theta), expected, rtol=1e-5, atol=1e-6)
