@@ -614,12 +614,14 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
             attribution possible).
 
     Returns:
-        ``{node: {"cpu": [...], "npu": [...], "cpu_helpers": [...], "npu_helpers": [...]}}``
-        listing the ``FullName`` of each row.  Direct rows name the node itself (perhaps with a
-        ``#<n>`` rewrite suffix).  Helper rows carry a name derived from the node name
-        (``<node>_2fp_mul_cast``, ``<node>#1_rs``) or from a tensor: ``<tensor>-rs`` belongs to
-        the tensor's producer, ``<tensor>_<suffix>`` (``x_gather``, ``h0_pad``) to its single
-        consumer.  Rows that cannot be attributed are listed under the key ``""``.
+        ``{node: {"cpu": [...], "npu": [...], "cpu_rewrites": [...], "npu_rewrites": [...],
+        "cpu_helpers": [...], "npu_helpers": [...]}}`` listing the ``FullName`` of each row.
+        Direct rows name the node itself (perhaps with a ``#<n>`` rewrite suffix).  Rewrite
+        rows carry a name derived from the node name (``<node>_2fp_mul_cast``,
+        ``<node>#1_rs``, ``<node>_2rs``): ops RKNN made out of the node.  Helper rows carry a
+        name derived from a tensor: ``<tensor>-rs`` belongs to the tensor's producer,
+        ``<tensor>_<suffix>`` (``x_gather``, ``h0_pad``) to its single consumer.  Rows that
+        cannot be attributed are listed under the key ``""``.
     """
     nodes = _as_nodes(nodes)
     names = {n["name"] for n in nodes}
@@ -645,12 +647,14 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
             out.setdefault(direct, {}).setdefault(kind, []).append(r.full_name)
             continue
         owner: str | None = None
+        suffix = "_helpers"
         nm = r.onnx_name or ""
         for p in prefixes:
             if nm.startswith(p) and len(nm) > len(p) and nm[len(p)] in "_#-.":
                 rest = nm[len(p):]
                 if p in names:
                     owner = p
+                    suffix = "_rewrites"
                 else:
                     cons = consumers.get(p, [])
                     if rest.startswith("-") or not cons:
@@ -660,7 +664,7 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                     else:
                         owner = producer.get(p)
                 break
-        out.setdefault(owner or "", {}).setdefault(kind + "_helpers", []).append(r.full_name)
+        out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
 
 
@@ -671,10 +675,10 @@ def onnx_placement(result: RknnResult,
 
     A node is ``"cpu"`` if a CPU row of the layer table names it (``FullName`` after the colon,
     optionally with RKNN's ``#<n>`` rewrite suffix).  A node without any row of its own is
-    also ``"cpu"`` when RKNN replaced it by ops named after it or after its input that all run
-    on the CPU (e.g. an int64 Unsqueeze becoming ``Reshape:Unsqueeze_0_2rs``), or whose only
-    real work (anything but Reshape/Transpose glue) runs on the CPU (a rank-5 Slice becoming
-    ``Gather:x_gather``).  Otherwise a node is ``"npu"`` if the
+    also ``"cpu"`` when all the real work (anything but Reshape/Transpose glue) of the ops RKNN
+    made of it runs on the CPU (a rank-5 Slice becoming ``Gather:x_gather``), or when it
+    became nothing but CPU glue named after it (an int64 Unsqueeze becoming
+    ``Reshape:Unsqueeze_0_2rs``).  Otherwise a node is ``"npu"`` if the
     build succeeded: RKNN fuses and renames NPU ops, so NPU rows do not map one-to-one.  If the
     build did not succeed every node is ``"unsupported"``.  Input/OutputOperator rows are
     ignored.
@@ -696,13 +700,16 @@ def onnx_placement(result: RknnResult,
         elif a.get("npu"):
             placement[n["name"]] = "npu"
         else:
-            npu_h, cpu_h = a.get("npu_helpers", []), a.get("cpu_helpers", [])
-            npu_work = [h for h in npu_h if h.split(":", 1)[0] not in GLUE_OPS]
-            cpu_work = [h for h in cpu_h if h.split(":", 1)[0] not in GLUE_OPS]
-            if cpu_h and not npu_h:  # replaced by CPU ops only (e.g. Unsqueeze -> Reshape)
-                placement[n["name"]] = "cpu"
+            def work(key: str) -> list[str]:
+                return [h for h in a.get(key, ()) if h.split(":", 1)[0] not in GLUE_OPS]
+            npu_work = work("npu_rewrites") + work("npu_helpers")
+            cpu_work = work("cpu_rewrites") + work("cpu_helpers")
+            if npu_work or cpu_work:  # judge by the real work RKNN made of the node
+                placement[n["name"]] = "cpu" if not npu_work else "npu"
+            elif a.get("cpu_rewrites") and not a.get("npu_rewrites"):
+                placement[n["name"]] = "cpu"  # became CPU glue only (Unsqueeze -> Reshape)
             else:
-                placement[n["name"]] = "cpu" if cpu_work and not npu_work else "npu"
+                placement[n["name"]] = "npu"
     return placement
 
 

@@ -319,7 +319,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
-                        "did not move fp16 transposes up to 128x128 / 96x96x64 to the CPU."),
+                        "did not move fp16 transposes up to 128x128 / 96x96x64 to the CPU. "
+                        "A pixel shuffle written as Reshape -> rank-6 Transpose -> Reshape was "
+                        "fused into an NPU ConvTranspose (errata); torch exports PixelShuffle "
+                        "as DepthToSpace."),
     "Concat": E("npu", probes=[r"pattern\.focus", r"pattern\.fpn"]),
     "Split": E("npu"),
     "Slice": E("npu",
@@ -376,8 +379,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         note="non-constant inputs make build() fail"),
                note="folded when its inputs are constant."),
     "Shape": E("npu", probes=[r"prepass\.shape_"],
-               note="always folded with static input shapes (fold_shape_ops)."),
-    "Size": E("cpu", note="a Size feeding the graph output was not folded and ran on the CPU."),
+               note="always folded with static input shapes (fold_shape_ops). A model whose "
+                    "outputs are all constants (e.g. only the Shape of its input) fails "
+                    "build() (errata)."),
+    "Size": E("cpu", note="a Size feeding the graph output was not folded and ran on the CPU "
+                          "(fold_shape_ops folds it in the table's evaluation: errata)."),
     "ConstantOfShape": E("npu", C("const_input", [r"ConstantOfShape\.shape=dyn"], "unsupported",
                                   index=0),
                          note="folded when its shape is constant."),

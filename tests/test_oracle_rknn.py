@@ -1,0 +1,171 @@
+"""Tests for the rknn-toolkit2 oracle adapter.
+
+The parsing/mapping tests run everywhere.  The end-to-end tests need a python with
+rknn-toolkit2 installed, named by ``NPUCHECK_RKNN_PYTHON``; they are skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_npucheck.oracles import rknn as oracle
+
+ESC = "\x1b"
+
+SAMPLE_LOG = "\n".join([
+    "I rknn-toolkit2 version: 2.5.0",
+    ESC + "[1;33mW" + ESC + "[0m " + ESC + "[1;33mload_onnx: The config.mean_values is None, "
+    "zeros will be set for input 0!" + ESC + "[0m",
+    "D RKNN: [10:00:00.000] " + "-" * 60,
+    "D RKNN: [10:00:00.000]            Network Layer Information Table",
+    "D RKNN: [10:00:00.000] " + "-" * 60,
+    "D RKNN: [10:00:00.000] ID   OpType             DataType Target InputShape"
+    "                OutputShape      Cycles(DDR/NPU/Total)    RW(KB)       FullName",
+    "D RKNN: [10:00:00.000] " + "-" * 60,
+    "D RKNN: [10:00:00.000] 0    InputOperator      FLOAT16  CPU    \\"
+    "                        (1,8,16,16)      0/0/0                    0            "
+    "InputOperator:x",
+    "D RKNN: [10:00:00.000] 1    Conv               FLOAT16  NPU    (1,8,16,16),(8,8,3,3)"
+    "    (1,8,16,16)      396/2304/2304            5            Conv:conv 0",
+    "D RKNN: [10:00:00.000] 2    Erf                FLOAT16  CPU    (1,8,16,16)"
+    "              (1,8,16,16)      0/0/0                    4            Erf:/blk/erf:0",
+    "D RKNN: [10:00:00.000] 3    Div                FLOAT16  CPU    (1,8,16,16)"
+    "              (1,8,16,16)      0/0/0                    4            Div:recip#1",
+    "D RKNN: [10:00:00.000] 4    Reshape            FLOAT16  CPU    (1,8,16,16)"
+    "              (1,2048)         0/0/0                    4            Reshape:tail_out-rs",
+    "D RKNN: [10:00:00.000] 5    Conv               FLOAT16  NPU    (1,1,16,16),(1,1,1,1)"
+    "    (1,1,16,16)      196/512/512              0",
+    "D RKNN: [10:00:00.000] 6    OutputOperator     FLOAT16  CPU    (1,2048)"
+    "                 \\                0/0/0                    4            "
+    "OutputOperator:y",
+    "D RKNN: [10:00:00.000] " + "-" * 60,
+    "D RKNN: [10:00:00.000] <<<<<<<< end: rknn::RKNNModelRegCmdbuildPass",
+])
+
+NODES = [
+    {"name": "conv 0", "op_type": "Conv", "inputs": ["x"], "outputs": ["c"]},
+    {"name": "/blk/erf:0", "op_type": "Erf", "inputs": ["c"], "outputs": ["e"]},
+    {"name": "recip", "op_type": "Reciprocal", "inputs": ["e"], "outputs": ["r"]},
+    {"name": "tail", "op_type": "Relu", "inputs": ["r"], "outputs": ["tail_out"]},
+]
+
+
+def _result(status: str = "ok", log: str = SAMPLE_LOG) -> oracle.RknnResult:
+    return oracle.RknnResult(key="m", path="m.onnx", status=status,
+                             rows=oracle.parse_layer_table(log) if status == "ok" else [])
+
+
+def test_strip_ansi() -> None:
+    assert oracle.strip_ansi(ESC + "[1;31mE" + ESC + "[0m boom") == "E boom"
+
+
+def test_parse_layer_table() -> None:
+    rows = oracle.parse_layer_table(SAMPLE_LOG)
+    assert [r.op_type for r in rows] == ["InputOperator", "Conv", "Erf", "Div", "Reshape",
+                                         "Conv", "OutputOperator"]
+    assert rows[1].full_name == "Conv:conv 0" and rows[1].onnx_name == "conv 0"
+    assert rows[2].onnx_name == "/blk/erf:0"  # split at the first colon only
+    assert rows[5].full_name == "" and rows[5].onnx_name is None  # unnamed helper row
+    assert rows[0].is_io and rows[-1].is_io
+    assert [r.target for r in rows[1:-1]] == ["NPU", "CPU", "CPU", "CPU", "NPU"]
+
+
+def test_placement_and_attribution() -> None:
+    res = _result()
+    place = oracle.onnx_placement(res, NODES)
+    # Erf named directly; Reciprocal rewritten to a CPU Div ("#1"); Relu only has a CPU
+    # Reshape helper on its output -> stays npu (the Relu itself was fused away)
+    assert place == {"conv 0": "npu", "/blk/erf:0": "cpu", "recip": "cpu", "tail": "npu"}
+    attr = oracle.attribute_rows(res, NODES)
+    assert attr["tail"] == {"cpu_helpers": ["Reshape:tail_out-rs"]}
+    assert attr["recip"] == {"cpu": ["Div:recip#1"]}
+    assert [r.full_name for r in oracle.unmapped_cpu_rows(res, [n["name"] for n in NODES])] \
+        == ["Reshape:tail_out-rs"]
+
+
+def test_failed_build_is_unsupported() -> None:
+    res = _result("build_failed")
+    assert set(oracle.onnx_placement(res, ["a", "b"]).values()) == {"unsupported"}
+
+
+def test_extract_errors() -> None:
+    log = "\n".join([
+        ESC + "[1;31mE" + ESC + "[0m " + ESC + "[1;31mbuild: ",
+        "Found Random node 'r', which is not supported!" + ESC + "[0m",
+        ESC + "[1;31mE" + ESC + "[0m " + ESC + "[1;31mrknn-toolkit2 version: 2.5.0" + ESC + "[0m",
+        ESC + "[1;31mE" + ESC + "[0m " + ESC + "[1;31mbuild: Traceback (most recent call last):",
+        '  File "x.py", line 1, in f',
+        "ValueError: ",
+        "Found Random node 'r', which is not supported!" + ESC + "[0m",
+    ])
+    assert oracle.extract_errors(log) == ["build: Found Random node 'r', which is not supported!"]
+
+
+def test_find_python_explicit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(oracle.ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert oracle.find_rknn_python(str(tmp_path / "nope")) is None
+    exe = tmp_path / "py"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert oracle.find_rknn_python(str(exe)) == str(exe)
+    monkeypatch.setenv(oracle.ENV_VAR, str(exe))
+    assert oracle.find_rknn_python() == str(exe)
+
+
+def test_unavailable_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(oracle.ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(oracle.RknnUnavailable):
+        oracle.compile_models(["x.onnx"], python=str(tmp_path / "missing"))
+
+
+# ------------------------------------------------------------------------------------------------
+# end-to-end (needs rknn-toolkit2)
+# ------------------------------------------------------------------------------------------------
+
+RKNN_PYTHON = os.environ.get(oracle.ENV_VAR, "")
+needs_rknn = pytest.mark.skipif(
+    not (RKNN_PYTHON and os.path.isfile(RKNN_PYTHON) and os.access(RKNN_PYTHON, os.X_OK)),
+    reason="set %s to the python of a venv with rknn-toolkit2" % oracle.ENV_VAR)
+
+
+@pytest.fixture(scope="module")
+def probe_paths(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    pytest.importorskip("onnx")
+    from pytest_npucheck.probe.models import build_probes, save_probes
+
+    ids = ["Relu.f32.r4", "Erf.f32.r4", "RandomUniform.f32.r4"]
+    probes = [p for p in build_probes(ids) if p.id in ids]
+    paths = save_probes(probes, tmp_path_factory.mktemp("rknn-probes"))
+    return {p.id: str(path) for p, path in zip(probes, paths)}
+
+
+@needs_rknn
+def test_compile_tiny_probes(probe_paths: dict[str, str]) -> None:
+    jobs = [{"key": k, "path": v} for k, v in probe_paths.items()]
+    res = {r.key: r for r in oracle.compile_models(jobs, "rk3588", timeout=120)}
+    relu, erf, rnd = res["Relu.f32.r4"], res["Erf.f32.r4"], res["RandomUniform.f32.r4"]
+    assert relu.status == "ok" and erf.status == "ok"
+    assert oracle.onnx_placement(relu) == {"Relu_0": "npu"}
+    assert oracle.onnx_placement(erf) == {"Erf_0": "cpu"}
+    assert any(r.op_type == "Erf" and r.target == "CPU" for r in erf.rows)
+    assert rnd.status == "build_failed" and "Random" in rnd.message
+    assert set(oracle.onnx_placement(rnd).values()) == {"unsupported"}
+
+
+@needs_rknn
+def test_crash_and_timeout_isolated(probe_paths: dict[str, str]) -> None:
+    relu = probe_paths["Relu.f32.r4"]
+    jobs = [
+        oracle.ModelJob(path=relu, key="crash", debug={"crash": 11}),
+        oracle.ModelJob(path=relu, key="hang", debug={"hang": 60}),
+        oracle.ModelJob(path=relu, key="after"),
+    ]
+    res = {r.key: r for r in oracle.compile_models(jobs, "rk3588", timeout=10)}
+    assert res["crash"].status == "crashed"
+    assert res["hang"].status == "timeout"
+    assert res["after"].status == "ok"
