@@ -219,7 +219,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     # -- reductions --------------------------------------------------------------------------------
     "ReduceMean": E("npu",
                     C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                      values=[1, 2, 3, 4], note="reducing over the batch axis runs on the CPU"),
+                      values=[1, 2, 3, 4], note="reducing over the batch axis of a rank-4 tensor runs on "
+                      "the CPU (errata: axis 0 of a rank-2 tensor ran on the NPU)"),
                     C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], input=1,
                       values=[1, 2, 3, 4], note="same rule for the opset-18 axes input"),
                     C("const_input", [r"ReduceMean\.axes=dyn"], "unsupported", index=1,
@@ -227,7 +228,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed"]),
     "ReduceSum": E("npu",
                    C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], input=1,
-                     values=[1, 2, 3, 4], note="reducing over the batch axis runs on the CPU"),
+                     values=[1, 2, 3, 4], note="reducing over the batch axis of a rank-4 tensor runs on "
+                      "the CPU (errata: axis 0 of a rank-2 tensor ran on the NPU)"),
                    C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
                      values=[1, 2, 3, 4], note="same rule for the pre-opset-13 attribute")),
     "ReduceL2": E("npu"),
@@ -395,12 +397,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Bernoulli": E("cpu"),
     # -- recurrent ---------------------------------------------------------------------------------
     "LSTM": E("npu", C("input_count", [r"LSTM\.dir=forward\.bias=no"], "unsupported", min=4,
-                       note="an LSTM without the B input crashed the compiler"),
+                       note="an LSTM without the B input crashed the compiler; only caught "
+                            "when no later optional input is given (errata)"),
               note="compiled to exLSTM. Not expressible here: an explicit 'layout' attribute "
                    "(even layout=0, as the dynamo exporter writes it) makes build() fail with "
                    "'Unrecognized attribute: layout' (errata)."),
     "GRU": E("npu", C("input_count", [r"GRU\.dir=forward\.bias=no"], "unsupported", min=4,
-                      note="a GRU without the B input crashed the compiler"),
+                      note="a GRU without the B input crashed the compiler; only caught when "
+                           "no later optional input is given (errata)"),
              note="compiled to exGRU; linear_before_reset 0 and 1. An explicit 'layout' "
                   "attribute makes build() fail (errata)."),
     "RNN": E("cpu"),
