@@ -13,8 +13,8 @@ Each entry exports with both ``torch.onnx.export(dynamo=True, opset_version=19)`
 outputs (``tests/models/test_corpus.py``).  Where an exporter needed the code changed the way
 real code bases change it for export, ``Arch.notes`` says so.
 
-    >>> from tests.models.corpus import ARCHS, get
-    >>> model, inputs = get("resnet18_small").build()
+    from tests.models.corpus import ARCHS, get
+    model, inputs = get("resnet18_small").build()   # eval() model, tuple of example inputs
 """
 
 from __future__ import annotations
@@ -576,7 +576,8 @@ class ShuffleNetV2(nn.Module):
 
 @register("shufflenet_v2_small", "cnn",
           "torchvision ShuffleNetV2: channel shuffle as view(b,g,c/g,h,w)+transpose+view "
-          "(Reshape/Transpose), chunk(2) -> Split, Concat, ReduceMean global pool")
+          "(Reshape/Transpose), chunk(2) (Split with dynamo, Slice with TorchScript), Concat, "
+          "ReduceMean global pool")
 def _shufflenet_v2() -> tuple:
     return ShuffleNetV2([2, 3, 2], [24, 32, 64, 128, 256]), (_image(3, 64),)
 
@@ -2698,7 +2699,8 @@ class DETR(nn.Module):
 
 @register("detr_small", "detection",
           "DETR (facebookresearch layout): ResNet features, sine position embedding (CumSum of "
-          "the not-mask, Pow, Sin/Cos, stack+flatten), 1x1 input_proj, flatten+permute to "
+          "the not-mask, Pow, Sin/Cos, stack+flatten; TorchScript keeps it in the graph, the "
+          "dynamo exporter folds it to a constant), 1x1 input_proj, flatten+permute to "
           "(HW, B, C), nn.MultiheadAttention encoder/decoder with key_padding_mask, learned "
           "object queries (Embedding weight repeat), class Linear and sigmoid box MLP")
 def _detr() -> tuple:

@@ -170,7 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{str(exc).splitlines()[0][:200] if str(exc) else ''}", flush=True)
                 continue
             n, ops = node_counts(path)
-            status = "ok" if not problems else "MISMATCH " + "; ".join(problems)
+            status = ("matches" if args.check else "exported") if not problems else (
+                "MISMATCH " + "; ".join(problems))
             failures += bool(problems)
             top = ", ".join(f"{op}:{c}" for op, c in ops.most_common(6))
             print(f"{name:28s} {exporter:12s} {n:5d} nodes  {time.perf_counter() - t0:5.1f}s  "
