@@ -1,8 +1,14 @@
 """The bundled demo: a model suite whose run shows the per-operator fallback report.
 
-Run it with `pytest examples`. Expected: the ResNet and the transformer encoder pass; the UNet,
-the detection head and the dynamic-batch export fail, each with the nodes that leave the NPU of
-an RK3588 (rknn-toolkit2 2.5.0) and why.
+Run it with `pytest examples`. Expected on an RK3588 with rknn-toolkit2 2.5.0 (each verdict was
+confirmed with the real compiler, see probes/rknn/README.md):
+
+- the ResNet passes: every node runs on the NPU;
+- the UNet fails: bicubic Resize (mode='cubic') is rejected by the compiler;
+- the detection head fails: ReduceMax, TopK, Expand and GatherElements run on the CPU;
+- the ResNet exported with a dynamic batch fails: RKNN needs static input shapes;
+- the transformer encoder (marker-only form) fails: the embedding lookup (Gather on run-time token
+  ids) runs on the CPU.
 """
 
 import pytest
