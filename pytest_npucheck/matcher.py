@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from .graph import GraphFacts, NodeFact
+from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult
 from .rules import RULES
@@ -93,7 +94,7 @@ def match(graph: GraphFacts, table: Table, pre: PrepassResult | None = None) -> 
                      "rules that need the missing shapes report them as unknown")
     return TargetResult(
         target=table.target, table=table.header(), model=model_info(graph), nodes=tuple(results),
-        model_issues=tuple(issues), notes=tuple(notes),
+        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view),
     )
 
 

@@ -59,6 +59,7 @@ class TargetResult:
     nodes: tuple[NodeResult, ...]
     model_issues: tuple[Reason, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    partition: Optional[Any] = None  # partition.Partition: subgraphs, transitions, MACs, fallback impact
 
     @property
     def summary(self) -> dict[str, int]:
@@ -93,5 +94,6 @@ class TargetResult:
             "summary": self.summary,
             "model_issues": [r.to_json() for r in self.model_issues],
             "notes": list(self.notes),
+            "partition": self.partition.to_json() if self.partition is not None else None,
             "nodes": [n.to_json() for n in self.nodes],
         }

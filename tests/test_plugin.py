@@ -60,7 +60,7 @@ def _heavy_modules_stay_loaded(tmp_path_factory):
 
 @pytest.fixture
 def suite(pytester):
-    pytester.makepyfile(models=MODELS)
+    pytester.makepyfile(demo_nets=MODELS)
     pytester.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:cacheprovider\n")
     return pytester
 
@@ -68,7 +68,7 @@ def suite(pytester):
 def test_explicit_form_passes_clean_and_fails_fallback_with_report(suite):
     suite.makepyfile(test_models="""
         import pytest, torch
-        from models import Clean, ReflectPad
+        from demo_nets import Clean, ReflectPad
 
         @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
         def test_clean(npu_check):
@@ -91,7 +91,7 @@ def test_explicit_form_passes_clean_and_fails_fallback_with_report(suite):
 def test_marker_only_form_uses_model_fixtures(suite):
     suite.makepyfile(test_existing="""
         import pytest, torch
-        from models import Clean, ReflectPad
+        from demo_nets import Clean, ReflectPad
 
         @pytest.fixture
         def model():
@@ -123,7 +123,7 @@ def test_marker_only_form_uses_model_fixtures(suite):
 
 
 def test_marker_only_form_configurable_fixture_names_and_ini_targets(pytester):
-    pytester.makepyfile(models=MODELS)
+    pytester.makepyfile(demo_nets=MODELS)
     pytester.makeini(f"""
         [pytest]
         addopts = --npu-tables={TOY_TABLES} -p no:cacheprovider
@@ -135,7 +135,7 @@ def test_marker_only_form_configurable_fixture_names_and_ini_targets(pytester):
     """)
     pytester.makepyfile(test_x="""
         import pytest, torch
-        from models import Clean
+        from demo_nets import Clean
 
         @pytest.fixture
         def net():
@@ -190,7 +190,7 @@ def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
 def test_cli_target_and_unknown_toolchain(suite):
     suite.makepyfile(test_w="""
         import pytest, torch
-        from models import Clean
+        from demo_nets import Clean
 
         @pytest.mark.npu_deployable
         def test_m(npu_check):
@@ -231,7 +231,7 @@ def test_invalid_table_stops_the_run_with_file_and_path(pytester, tmp_path):
 def test_export_error_fails_with_exporter_message(suite):
     suite.makepyfile(test_e="""
         import pytest, torch
-        from models import Unexportable
+        from demo_nets import Unexportable
 
         @pytest.mark.npu_deployable(targets=["toy"])
         def test_m(npu_check):
@@ -259,7 +259,7 @@ def test_bad_marker_arguments_are_usage_errors(suite):
 def test_json_report_validates_and_carries_contract_fields(suite):
     suite.makepyfile(test_j="""
         import pytest, torch
-        from models import Clean, ReflectPad
+        from demo_nets import Clean, ReflectPad
 
         @pytest.mark.npu_deployable(targets=["toy@1.0", "toy@1.1/soc-b"])
         def test_reflect(npu_check):
@@ -293,7 +293,7 @@ def test_xdist_gives_the_same_report(suite):
     pytest.importorskip("xdist")
     suite.makepyfile(test_p="""
         import pytest, torch
-        from models import Clean, ReflectPad
+        from demo_nets import Clean, ReflectPad
 
         @pytest.mark.parametrize("i", range(3))
         @pytest.mark.npu_deployable(targets=["toy@1.0"])
@@ -340,10 +340,10 @@ def test_export_opset_defaults_to_what_every_target_accepts(pytester, tmp_path):
     d = json.loads(p.read_text())
     d["opsets"]["ai.onnx"] = [11, 18]
     p.write_text(json.dumps(d))
-    pytester.makepyfile(models=MODELS)
+    pytester.makepyfile(demo_nets=MODELS)
     pytester.makepyfile(test_o="""
         import pytest, torch
-        from models import Clean
+        from demo_nets import Clean
 
         @pytest.mark.npu_deployable(targets=["toy@1.0", "toy@1.1/soc-b"])
         def test_default(npu_check):

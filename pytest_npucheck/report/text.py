@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..result import NodeResult, TargetResult
 
@@ -58,6 +58,16 @@ def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
 MAX_ROWS = 40
 
 
+def partition_line(part: Any) -> str:
+    from ..partition import fmt_bytes
+
+    j = part.to_json()
+    unknown = f" (+{j['transitions_of_unknown_size']} of unknown size)" if j["transitions_of_unknown_size"] else ""
+    return (f"partition: {j['npu_subgraphs']} NPU subgraph(s), {j['cpu_islands']} CPU island(s), "
+            f"{j['transitions']} transition(s), {fmt_bytes(j['bytes_crossing'])} crossing{unknown}; "
+            f"NPU share {j['npu_share_nodes']:.1%} of nodes, {j['npu_share_macs']:.1%} of MACs")
+
+
 def _causes(nodes: Sequence[NodeResult]) -> list[str]:
     """One line per (rule, op type): how many nodes a cause hits, most first."""
     counts: dict[tuple[str, str, str], int] = {}
@@ -76,9 +86,14 @@ def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int =
         lines.append(f"  model: {issue.verdict}: {clean(issue.message, 400)}")
     for note in result.notes:
         lines.append(f"  note: {clean(note, 400)}")
+    part = result.partition
+    if part is not None:
+        lines.append("  " + partition_line(part))
     nodes = list(result.nodes) if all_nodes else [n for n in result.nodes if n.falls_back]
     if not all_nodes:
-        nodes.sort(key=lambda n: (-{"unsupported": 2, "cpu": 1}.get(n.verdict, 0), n.index))
+        # most costly first: the first fallback listed is the one worth fixing first
+        rank = {name: k for k, name in enumerate(i.node for i in part.impacts)} if part is not None else {}
+        nodes.sort(key=lambda n: (-{"unsupported": 2, "cpu": 1}.get(n.verdict, 0), rank.get(n.name, len(rank)), n.index))
     if nodes:
         if not all_nodes and len(nodes) > 1:
             lines.append("  causes:")

@@ -1,0 +1,254 @@
+"""How the runtime will cut the graph: NPU subgraphs, CPU islands, transitions and their cost.
+
+Runtimes run the graph in a topological order and hand every maximal run of NPU nodes to the NPU
+as one subgraph; each tensor that crosses between an NPU subgraph and a CPU node is copied. This
+module replays that on the verdicts: it picks the topological order that switches device the
+least (greedy, like ONNX Runtime's partitioner), counts subgraphs, islands, transitions and the
+bytes that cross, estimates MACs per node, and scores every fallback by what it costs.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+from .graph import GraphFacts, NodeFact, TensorInfo, tensor_bytes
+from .result import NodeResult
+
+NPU, CPU = "npu", "cpu"
+
+
+# -- MACs -----------------------------------------------------------------------------------------
+
+def _numel(info: Optional[TensorInfo]) -> Optional[int]:
+    if info is None or not info.static:
+        return None
+    return math.prod(info.shape or ())  # type: ignore[arg-type]
+
+
+def node_macs(node: NodeFact, graph: Any) -> int:
+    """Multiply-accumulates of one node (elementwise ops count one per output element)."""
+    out = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
+    out_n = _numel(out) or 0
+    op = node.op_type
+    if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
+        w = graph.tensor(node.inputs[1]) if len(node.inputs) > 1 else None
+        if w is None or not w.static or not w.shape:
+            return out_n
+        wshape = [int(d) for d in w.shape]  # type: ignore[union-attr]
+        kernel = math.prod(wshape[2:]) if len(wshape) > 2 else 1
+        per_output = wshape[1] if len(wshape) > 1 else 1  # weights are [Cout, Cin/group, k...]
+        if op == "ConvTranspose":  # weights are [Cin, Cout/group, k...]: every input element fans out
+            return (_numel(graph.tensor(node.inputs[0])) or 0) * per_output * kernel
+        return out_n * per_output * kernel
+    if op in ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul"):
+        a = graph.tensor(node.inputs[0]) if node.inputs else None
+        if a is None or not a.static or not a.shape:
+            return out_n
+        k = int(a.shape[-1]) if not (op == "Gemm" and node.attrs.get("transA")) else int(a.shape[0])  # type: ignore[index]
+        return out_n * k
+    if op in ("MaxPool", "AveragePool", "LpPool"):
+        return out_n * math.prod(int(k) for k in (node.attrs.get("kernel_shape") or [1]))
+    if op in ("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+              "Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization", "InstanceNormalization"):
+        x = _numel(graph.tensor(node.inputs[0])) if node.inputs else None
+        return (x or out_n) * (5 if "Norm" in op or "Softmax" in op else 1)
+    if op in ("LSTM", "GRU", "RNN"):
+        w = graph.tensor(node.inputs[1]) if len(node.inputs) > 1 else None
+        x = graph.tensor(node.inputs[0]) if node.inputs else None
+        r = graph.tensor(node.inputs[2]) if len(node.inputs) > 2 else None
+        if w is None or x is None or r is None or not (w.static and x.static and r.static):
+            return out_n
+        seq = int(x.shape[0])  # type: ignore[index]
+        batch = int(x.shape[1])  # type: ignore[index]
+        return seq * batch * (math.prod(w.shape[1:]) + math.prod(r.shape[1:])) * int(w.shape[0])  # type: ignore[arg-type,index]
+    return out_n
+
+
+# -- partition ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Transition:
+    tensor: str
+    src: str  # producing node ("" for a graph input)
+    dst: str  # first consuming node on the other device
+    direction: str  # "npu->cpu" | "cpu->npu"
+    bytes: Optional[int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tensor": self.tensor, "from": self.src, "to": self.dst, "direction": self.direction, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class Impact:
+    """What one fallback node costs."""
+
+    node: str
+    op_type: str
+    verdict: str
+    macs: int
+    transitions: int
+    bytes: int
+    splits_graph: bool
+    score: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"node": self.node, "op_type": self.op_type, "verdict": self.verdict, "macs": self.macs,
+                "transitions": self.transitions, "bytes": self.bytes, "splits_graph": self.splits_graph,
+                "score": round(self.score, 3)}
+
+
+@dataclass
+class Partition:
+    segments: list[tuple[str, list[str]]] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)
+    macs_total: int = 0
+    macs_npu: int = 0
+    nodes_total: int = 0
+    nodes_npu: int = 0
+    impacts: list[Impact] = field(default_factory=list)
+    unknown_bytes: int = 0  # transitions whose tensor size is not static
+
+    @property
+    def npu_subgraphs(self) -> int:
+        return sum(1 for d, _ in self.segments if d == NPU)
+
+    @property
+    def cpu_islands(self) -> int:
+        return sum(1 for d, _ in self.segments if d == CPU)
+
+    @property
+    def bytes_crossing(self) -> int:
+        return sum(t.bytes or 0 for t in self.transitions)
+
+    def to_json(self) -> dict[str, Any]:
+        share = lambda a, b: round(a / b, 6) if b else 1.0  # noqa: E731
+        return {
+            "npu_subgraphs": self.npu_subgraphs,
+            "cpu_islands": self.cpu_islands,
+            "transitions": len(self.transitions),
+            "bytes_crossing": self.bytes_crossing,
+            "transitions_of_unknown_size": self.unknown_bytes,
+            "nodes": self.nodes_total,
+            "nodes_npu": self.nodes_npu,
+            "npu_share_nodes": share(self.nodes_npu, self.nodes_total),
+            "macs": self.macs_total,
+            "macs_npu": self.macs_npu,
+            "npu_share_macs": share(self.macs_npu, self.macs_total),
+            "segments": [{"device": d, "nodes": len(n), "first": n[0], "last": n[-1]} for d, n in self.segments],
+            "crossings": [t.to_json() for t in self.transitions],
+            "fallback_impact": [i.to_json() for i in self.impacts],
+        }
+
+
+def _device(verdict: str) -> Optional[str]:
+    if verdict == "folded":
+        return None
+    return NPU if verdict == "npu" else CPU
+
+
+def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None) -> Partition:
+    """Replay the runtime's partitioning of the main graph under the given verdicts."""
+    view = view if view is not None else graph
+    by_index = {r.index: r for r in results}
+    nodes = [n for n in graph.nodes if not n.graph and n.index in by_index]
+    device = {n.index: _device(by_index[n.index].verdict) for n in nodes}
+    live = [n for n in nodes if device[n.index] is not None]
+    producer = {out: n.index for n in live for out in n.outputs if out}
+    # dependencies between live nodes (folded nodes produce constants: no edge)
+    preds: dict[int, set[int]] = {n.index: set() for n in live}
+    succs: dict[int, set[int]] = {n.index: set() for n in live}
+    for n in live:
+        for inp in n.inputs:
+            p = producer.get(inp)
+            if p is not None and p != n.index:
+                preds[n.index].add(p)
+                succs[p].add(n.index)
+    # greedy topological order that stays on the current device as long as it can
+    indeg = {i: len(preds[i]) for i in preds}
+    ready = {NPU: [], CPU: []}  # type: dict[str, list[int]]
+    for i in sorted(indeg):
+        if indeg[i] == 0:
+            heapq.heappush(ready[device[i]], i)  # type: ignore[index]
+    order: list[int] = []
+    current = NPU
+    while ready[NPU] or ready[CPU]:
+        if not ready[current]:
+            current = CPU if current == NPU else NPU
+        i = heapq.heappop(ready[current])
+        order.append(i)
+        for s in sorted(succs[i]):
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(ready[device[s]], s)  # type: ignore[index]
+    part = Partition()
+    names = {n.index: n.name for n in nodes}
+    for i in order:
+        d = device[i]
+        if part.segments and part.segments[-1][0] == d:
+            part.segments[-1][1].append(names[i])
+        else:
+            part.segments.append((d, [names[i]]))  # type: ignore[arg-type]
+    # crossings: each tensor produced on one device and read on the other (model inputs and outputs
+    # are copied in any case and do not count)
+    per_node: dict[int, list[Transition]] = {}
+    consumers: dict[str, list[int]] = {}
+    for n in live:
+        for inp in n.inputs:
+            if inp:
+                consumers.setdefault(inp, []).append(n.index)
+    sources = [(out, n.index, device[n.index]) for n in live for out in n.outputs if out]
+    position = {i: k for k, i in enumerate(order)}
+    for tensor, src, src_dev in sources:
+        other = [c for c in consumers.get(tensor, []) if device[c] != src_dev]
+        if not other:
+            continue
+        size = tensor_bytes(view.tensor(tensor))
+        if size is None:
+            part.unknown_bytes += 1
+        first = min(other, key=lambda c: position.get(c, 0))
+        t = Transition(tensor, names[src], names[first], f"{src_dev}->{device[first]}", size)
+        part.transitions.append(t)
+        for end in [src] + other:
+            per_node.setdefault(end, []).append(t)
+    # MACs and node shares
+    for n in live:
+        macs = node_macs(n, view)
+        part.macs_total += macs
+        part.nodes_total += 1
+        if device[n.index] == NPU:
+            part.macs_npu += macs
+            part.nodes_npu += 1
+    # impact of each fallback: what it runs on the CPU plus the copies it causes
+    for n in live:
+        r = by_index[n.index]
+        if device[n.index] != CPU:
+            continue
+        ts = per_node.get(n.index, [])
+        nbytes = sum(t.bytes or 0 for t in ts)
+        npu_before = any(device.get(p) == NPU for p in preds[n.index])
+        npu_after = any(device.get(s) == NPU for s in succs[n.index])
+        splits = npu_before and npu_after
+        macs = node_macs(n, view)
+        score = len(ts) * 1.0 + nbytes / 1e6 + macs / 1e7 + (2.0 if splits else 0.0) + (100.0 if r.verdict == "unsupported" else 0.0)
+        part.impacts.append(Impact(n.name, n.op_type, r.verdict, macs, len(ts), nbytes, splits, score))
+    part.impacts.sort(key=lambda i: (-i.score, i.node))
+    return part
+
+
+def fmt_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def iter_fallback_order(part: Partition) -> Iterable[str]:
+    """Node names of fallbacks, most costly first."""
+    return (i.node for i in part.impacts)
+
+
+__all__ = ["Partition", "Transition", "Impact", "partition", "node_macs", "fmt_bytes", "iter_fallback_order"]

@@ -1,0 +1,78 @@
+"""Partition replay: subgraphs, islands, transitions, bytes, MACs, and the ranking of fallbacks."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from conftest import const, make_model
+
+
+def part_of(judge, model):
+    res = judge(model)["__result__"]
+    return res, res.partition
+
+
+def test_cpu_op_between_npu_ops_splits_the_graph(judge):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Erf", ["a"], ["b"], name="erf"),
+             helper.make_node("Relu", ["b"], ["y"], name="r2")]
+    res, p = part_of(judge, make_model(nodes, [("x", (1, 8, 16, 16))], ["y"]))
+    assert (p.npu_subgraphs, p.cpu_islands, len(p.transitions)) == (2, 1, 2)
+    assert p.bytes_crossing == 2 * 8 * 16 * 16 * 4
+    assert [t.direction for t in p.transitions] == ["npu->cpu", "cpu->npu"]
+    [impact] = p.impacts
+    assert impact.node == "erf" and impact.splits_graph and impact.transitions == 2
+    assert p.to_json()["npu_share_nodes"] == round(2 / 3, 6)
+
+
+def test_all_on_npu_is_one_subgraph_without_transitions(judge):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["y"], name="r2")]
+    _, p = part_of(judge, make_model(nodes, [("x", (1, 4))], ["y"]))
+    assert (p.npu_subgraphs, p.cpu_islands, len(p.transitions), p.impacts) == (1, 0, 0, [])
+
+
+def test_greedy_order_keeps_parallel_npu_work_together(judge):
+    # x -> r1 -> r2 (npu) and x -> erf (cpu), joined by add (npu): one CPU island, two NPU subgraphs
+    nodes = [helper.make_node("Erf", ["x"], ["e"], name="erf"),
+             helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node("Add", ["b", "e"], ["y"], name="add")]
+    _, p = part_of(judge, make_model(nodes, [("x", (1, 4))], ["y"]))
+    assert [(d, n) for d, n in p.segments] == [("npu", ["r1", "r2"]), ("cpu", ["erf"]), ("npu", ["add"])]
+    assert len(p.transitions) == 1 and p.transitions[0].tensor == "e"
+
+
+def test_conv_macs_and_mac_share(judge):
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    erf = helper.make_node("Erf", ["c"], ["y"], name="erf")
+    m = make_model([conv, erf], [("x", (1, 3, 8, 8))], ["y"], [const("w", np.ones((4, 3, 3, 3))), const("b", np.zeros(4))])
+    res, p = part_of(judge, m)
+    conv_macs = 4 * 8 * 8 * 3 * 3 * 3
+    assert p.macs_total == conv_macs + 4 * 8 * 8
+    assert p.macs_npu == conv_macs
+    assert not p.impacts[0].splits_graph  # the Erf sits at the end: no NPU work after it
+
+
+def test_fallbacks_are_ranked_by_cost_in_the_report(judge):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Erf", ["a"], ["b"], name="erf_middle"),
+             helper.make_node("Relu", ["b"], ["c"], name="r2"),
+             helper.make_node("Erf", ["c"], ["y"], name="erf_tail")]
+    res, p = part_of(judge, make_model(nodes, [("x", (1, 64, 32, 32))], ["y"]))
+    assert [i.node for i in p.impacts] == ["erf_middle", "erf_tail"]
+    from pytest_npucheck.report.text import render_target
+
+    text = "\n".join(render_target(res))
+    assert "partition: 2 NPU subgraph(s), 2 CPU island(s), 3 transition(s)" in text
+    assert text.index("erf_middle") < text.index("erf_tail")
+    doc = res.to_json()["partition"]
+    assert doc["fallback_impact"][0]["node"] == "erf_middle" and doc["fallback_impact"][0]["splits_graph"]
+
+
+def test_folded_nodes_do_not_split(judge):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Identity", ["a"], ["b"], name="id"),
+             helper.make_node("Relu", ["b"], ["y"], name="r2")]
+    _, p = part_of(judge, make_model(nodes, [("x", (1, 4))], ["y"]))
+    assert p.npu_subgraphs == 1 and not p.transitions
