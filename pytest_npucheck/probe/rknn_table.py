@@ -219,19 +219,19 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     # -- reductions --------------------------------------------------------------------------------
     "ReduceMean": E("npu",
                     C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                      values=[1, 2, 3, 4], note="reducing over the batch axis of a rank-4 tensor runs on "
-                      "the CPU (errata: axis 0 of a rank-2 tensor ran on the NPU)"),
-                    C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], input=1,
-                      values=[1, 2, 3, 4], note="same rule for the opset-18 axes input"),
+                      values=[1, 2, 3, 4],
+                      note="reducing over the batch axis of a rank-4 tensor runs on the CPU "
+                           "(errata: axis 0 of a rank-2 tensor, and all axes at once, ran on "
+                           "the NPU); 'axes' is the attribute or, from opset 18, input 1"),
                     C("const_input", [r"ReduceMean\.axes=dyn"], "unsupported", index=1,
                       note="non-constant axes make build() fail"),
                     probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed"]),
     "ReduceSum": E("npu",
-                   C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], input=1,
-                     values=[1, 2, 3, 4], note="reducing over the batch axis of a rank-4 tensor runs on "
-                      "the CPU (errata: axis 0 of a rank-2 tensor ran on the NPU)"),
                    C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                     values=[1, 2, 3, 4], note="same rule for the pre-opset-13 attribute")),
+                     values=[1, 2, 3, 4],
+                     note="reducing over the batch axis of a rank-4 tensor runs on the CPU "
+                          "(errata: axis 0 of a rank-2 tensor, and all axes at once, ran on the "
+                          "NPU); 'axes' is input 1 from opset 13 (the attribute before)")),
     "ReduceL2": E("npu"),
     "ReduceMax": E("cpu", probes=[r"ctx\.ReduceMax"]),
     "ReduceMin": E("cpu"),
@@ -271,8 +271,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                note="wrap (opset 19) runs on the CPU"),
              C("rank", [r"Pad\.mode=\w+\.pads=hw\.f32\.r5"], tensor="input", index=0, max=4,
                note="rank-5 Pad runs on the CPU"),
-             C("input_count", [r"Pad\.mode=\w+\.pads=hw\.axes=2_3"], max=3,
-               note="with the opset-18 axes input the Pad runs on the CPU"),
+             C("rank", [r"Pad\.mode=\w+\.pads=hw\.axes=2_3"], tensor="input", index=3, max=0,
+               note="giving the opset-18 axes input (input 3, a 1-D tensor, so this rank "
+                    "check fails whenever it is present) moves the Pad to the CPU"),
              C("const_value_range", [r"Pad\.mode=constant\.pads=neg"], index=1, min=0,
                note="negative pads (cropping) run on the CPU"),
              probes=[r"ctx\.Pad"],
@@ -337,7 +338,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  note="steps other than 1 run on the CPU (errata: a reversing step -1 on the "
                       "last axis of a rank-3 tensor ran on the NPU)"),
                probes=[r"pattern\.focus"],
-               note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1). A lone rank-5 Slice "
+               note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1). Exception not expressible "
+                    "as a pattern (patterns need a single root node): the YOLOv5 Focus block "
+                    "(stride-2 Slices of one tensor concatenated on channels, both the torch "
+                    "6-Slice form and a 4-Slice form) is fused into one NPU Conv (errata). "
+                    "A lone rank-5 Slice "
                     "became a CPU Gather in the probes (errata), but rank-5 slices that "
                     "partition an axis (YOLO decode heads: [..., :2], [..., 2:4], [..., 4:]) "
                     "were merged into an NPU Split, so no rank limit is given."),
@@ -467,23 +472,6 @@ PATTERNS = [
                {"id": "gamma", "op": "Mul", "after": ["div"]},
                {"id": "beta", "op": "Add", "after": ["gamma"]}],
      "_probes": [r"pattern\.layernorm_decomposed\.mul"]},
-    {"name": "focus_space_to_depth", "fused_op": "Conv", "status": "npu",
-     "description": "YOLOv5 Focus as torch exports x[...,::2,::2] etc.: two row Slices "
-                    "(step 2), four column Slices (step 2), Concat on channels; the strided "
-                    "Slices (CPU on their own) are fused into one NPU Conv",
-     "nodes": [{"id": "rows_even", "op": "Slice"}, {"id": "rows_odd", "op": "Slice"},
-               {"id": "q0", "op": "Slice", "after": ["rows_even"]},
-               {"id": "q1", "op": "Slice", "after": ["rows_odd"]},
-               {"id": "q2", "op": "Slice", "after": ["rows_even"]},
-               {"id": "q3", "op": "Slice", "after": ["rows_odd"]},
-               {"id": "cat", "op": "Concat", "after": ["q0", "q1", "q2", "q3"]}],
-     "_probes": [r"pattern\.focus_space_to_depth_torch"]},
-    {"name": "focus_space_to_depth_2axis", "fused_op": "Conv", "status": "npu",
-     "description": "Focus with one 2-axis strided Slice per quadrant, then Concat",
-     "nodes": [{"id": "q0", "op": "Slice"}, {"id": "q1", "op": "Slice"},
-               {"id": "q2", "op": "Slice"}, {"id": "q3", "op": "Slice"},
-               {"id": "cat", "op": "Concat", "after": ["q0", "q1", "q2", "q3"]}],
-     "_probes": [r"pattern\.focus_space_to_depth\.f32"]},
     {"name": "sdpa_div", "fused_op": "exSDPAttention", "status": "npu",
      "description": "Q@K^T / sqrt(d) -> Softmax -> @V fused to exSDPAttention",
      "nodes": [{"id": "qk", "op": "MatMul"}, {"id": "scale", "op": "Div", "after": ["qk"]},
@@ -678,6 +666,14 @@ def validate(table: Mapping[str, Any], schema_path: Path) -> None:
     with open(schema_path, encoding="utf-8") as fh:
         schema = json.load(fh)
     jsonschema.validate(table, schema)
+    try:  # the project's own loader adds semantic checks (e.g. pattern structure)
+        from pytest_npucheck.tables import validate_table_data
+    except ImportError:
+        return
+    rel = (table["toolchain"], table["version"], table["soc"])
+    problems = validate_table_data(table, Path("%s/%s/%s.json" % rel), schema_path, rel)
+    if problems:
+        raise ValueError("table fails the project's table checks:\n  " + "\n  ".join(problems))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

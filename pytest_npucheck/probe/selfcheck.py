@@ -15,8 +15,10 @@ Semantics implemented (see ``op_support_tables/schema.json``):
   the most severe of the status and the failed constraints' verdicts
   (``unsupported`` > ``cpu`` > ``npu``); ops without entry get ``default_verdict``;
 * constraints that refer to an absent optional input or attribute without default pass;
-* ``input_count`` counts input positions up to the last given input (empty placeholders in
-  between count); ``static_shape`` fails only on symbolic/unknown dims of a known shape;
+* ``input_count`` counts the inputs actually given (empty placeholders do not count);
+  ``axis_in`` with ``attr: axes`` falls back to input 1 and to "all axes" when neither is
+  given, ``axis_in`` with ``input`` fails when that input is not a known constant;
+  ``static_shape`` fails only on symbolic dims of a known shape;
 * a model whose default-domain opset is outside ``opsets`` is unsupported as a whole.
 """
 
@@ -54,6 +56,7 @@ class TensorInfo:
     shape: list[int | str | None] | None = None
     const: bool = False
     value: np.ndarray | None = None
+    graph_input: bool = False
 
 
 @dataclass
@@ -105,9 +108,12 @@ def _shape(vi: onnx.ValueInfoProto) -> list[int | str | None] | None:
 def _static(t: TensorInfo | None) -> bool:
     """No symbolic dims (dims shape inference could not resolve, ``None``, are not held
     against the tensor: they come from the limits of ONNX shape inference, not the model)."""
-    return t is not None and t.shape is not None and all(
-        d is None or (isinstance(d, str) and d.startswith("unk__"))
-        or (isinstance(d, int) and d > 0) for d in t.shape)
+    if t is None or t.shape is None:
+        return False
+    if t.graph_input:  # a model input dim without a value is dynamic
+        return all(isinstance(d, int) and d > 0 for d in t.shape)
+    return all(d is None or (isinstance(d, str) and d.startswith("unk__"))
+               or (isinstance(d, int) and d > 0) for d in t.shape)
 
 
 def _run_node(node: onnx.NodeProto, inputs: list[TensorInfo | None], opset: int
@@ -155,6 +161,10 @@ class _Graph:
         for vi in list(g.input) + list(g.value_info) + list(g.output):
             self.tensors[vi.name] = TensorInfo(vi.name, _DT.get(vi.type.tensor_type.elem_type),
                                                _shape(vi))
+        for vi in model.graph.input:
+            if vi.name in self.tensors:
+                self.tensors[vi.name].graph_input = True
+                self.tensors[vi.name].shape = _shape(vi)
         for init in model.graph.initializer:
             arr = numpy_helper.to_array(init)
             self.tensors[init.name] = TensorInfo(init.name, _DT.get(init.data_type),
@@ -256,19 +266,34 @@ def check(rule: str, params: Mapping[str, Any], v: NodeView) -> bool:
                 return False
         return True
     if rule == "axis_in":
-        rank = v.inputs[0].shape and len(v.inputs[0].shape) if v.inputs and v.inputs[0] else None
+        x0 = v.inputs[0] if v.inputs else None
+        rank = len(x0.shape) if x0 is not None and x0.shape is not None else None
         if "input" in params:
             i = params["input"]
             t = v.inputs[i] if i < len(v.inputs) else None
             if t is None or t.value is None:
-                return True
+                return False  # an axis input must be a known constant
             vals = [int(x) for x in np.asarray(t.value).reshape(-1)]
         else:
             a = params.get("attr", "axis")
-            if a not in v.attrs:
+            if a in v.explicit or (a in v.attrs and a != "axes"):
+                val = v.attrs[a]
+                vals = val if isinstance(val, list) else [val]
+            elif a == "axes":
+                # opset 13/18+: axes is input 1; absent means all axes (unless noop)
+                t = v.inputs[1] if len(v.inputs) > 1 else None
+                if t is not None:
+                    if t.value is None:
+                        return False
+                    vals = [int(x) for x in np.asarray(t.value).reshape(-1)]
+                elif v.attrs.get("noop_with_empty_axes"):
+                    return True
+                elif rank is None:
+                    return False
+                else:
+                    vals = list(range(rank))
+            else:
                 return True
-            val = v.attrs[a]
-            vals = val if isinstance(val, list) else [val]
         return all(_norm_axis(x, rank) in params["values"] for x in vals)
     if rule == "const_input":
         idx = params["index"]
@@ -292,11 +317,7 @@ def check(rule: str, params: Mapping[str, Any], v: NodeView) -> bool:
                 return False
         return True
     if rule == "input_count":
-        # number of inputs given: trailing omitted optional inputs do not count, empty
-        # placeholders before a given input do (ONNX input positions)
-        n = len(v.inputs)
-        while n and v.inputs[n - 1] is None:
-            n -= 1
+        n = sum(1 for t in v.inputs if t is not None)  # inputs actually given
         return ("min" not in params or n >= params["min"]) and (
             "max" not in params or n <= params["max"])
     if rule == "elements_max":
