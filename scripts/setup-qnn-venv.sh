@@ -50,8 +50,8 @@ if ! installed; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install "${pip_q[@]}" "onnxruntime-qnn==$version" numpy onnx
 fi
-if ! check 2>/dev/null; then
+if ! check >/dev/null 2>&1; then
   "$venv/bin/pip" install "${pip_q[@]}" "onnxruntime==1.24.4"
-  check >/dev/null
+  check 1>&2
 fi
 echo "$(cd "$venv" && pwd)/bin/python"
