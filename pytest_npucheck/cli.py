@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="target to check against (repeatable), e.g. rknn@2.5.0/rk3588")
     c.add_argument("--format", choices=("text", "json"), default="text")
     c.add_argument("--all-nodes", action="store_true", help="text format: list every node, not only fallbacks")
+    c.add_argument("--no-fixes", action="store_true",
+                   help="do not compute fix suggestions for fallbacks (they re-check rewritten graphs)")
 
     t = sub.add_parser("targets", help="list every available target with its provenance")
     t.add_argument("--format", choices=("text", "json"), default="text")
@@ -96,6 +98,10 @@ def _run(args: argparse.Namespace) -> int:
     from .report.text import render_target
 
     results = check_file(args.model, args.target, catalog)
+    if not args.no_fixes:
+        from .fixes import with_fixes
+
+        results = [with_fixes(r, args.model, catalog.table(t)) for r, t in zip(results, args.target)]
     if args.format == "json":
         docs = [r.to_json() for r in results]
         sys.stdout.write(dumps(docs[0] if len(docs) == 1 else docs))

@@ -124,7 +124,7 @@ class Partition:
         return sum(t.bytes or 0 for t in self.transitions)
 
     def to_json(self) -> dict[str, Any]:
-        share = lambda a, b: round(a / b, 6) if b else 1.0  # noqa: E731
+        share = lambda a, b: round(a / b, 6) if b else None  # noqa: E731
         return {
             "npu_subgraphs": self.npu_subgraphs,
             "cpu_islands": self.cpu_islands,

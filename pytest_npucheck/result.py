@@ -60,6 +60,7 @@ class TargetResult:
     model_issues: tuple[Reason, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     partition: Optional[Any] = None  # partition.Partition: subgraphs, transitions, MACs, fallback impact
+    fixes: Optional[Any] = None  # fixes.FixPlan: suggestions, verified by re-checking a rewritten graph
 
     @property
     def summary(self) -> dict[str, int]:
@@ -95,5 +96,6 @@ class TargetResult:
             "model_issues": [r.to_json() for r in self.model_issues],
             "notes": list(self.notes),
             "partition": self.partition.to_json() if self.partition is not None else None,
+            "fixes": self.fixes.to_json() if self.fixes is not None else None,
             "nodes": [n.to_json() for n in self.nodes],
         }

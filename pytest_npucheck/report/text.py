@@ -65,7 +65,11 @@ def partition_line(part: Any) -> str:
     unknown = f" (+{j['transitions_of_unknown_size']} of unknown size)" if j["transitions_of_unknown_size"] else ""
     return (f"partition: {j['npu_subgraphs']} NPU subgraph(s), {j['cpu_islands']} CPU island(s), "
             f"{j['transitions']} transition(s), {fmt_bytes(j['bytes_crossing'])} crossing{unknown}; "
-            f"NPU share {j['npu_share_nodes']:.1%} of nodes, {j['npu_share_macs']:.1%} of MACs")
+            f"NPU share {_pct(j['npu_share_nodes'])} of nodes, {_pct(j['npu_share_macs'])} of MACs")
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
 
 
 def _causes(nodes: Sequence[NodeResult]) -> list[str]:
@@ -102,4 +106,30 @@ def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int =
         lines += ["  " + line for line in _table(node_rows(shown), ["op type", "node", "verdict", "source", "reason"])]
         if len(shown) < len(nodes):
             lines.append(f"  ... and {len(nodes) - len(shown)} more nodes (every node is in the JSON report: --npu-report=json:PATH)")
+    if result.fixes is not None and result.fixes.suggestions:
+        lines += render_fixes(result.fixes)
+    return lines
+
+
+def _verified(v: Any) -> str:
+    if v is None:
+        return "not checked (no automatic rewrite)"
+    if v.error:
+        return f"could not be checked ({clean(v.error, 200)})"
+    if v.fully_on_npu:
+        return f"checked: the model would then be fully on the NPU ({v.fallbacks_before} -> 0 fallbacks)"
+    return (f"checked: {v.moved_to_npu} of {v.targeted} node(s) move to the NPU; "
+            f"fallbacks {v.fallbacks_before} -> {v.fallbacks_after}")
+
+
+def render_fixes(plan: Any) -> list[str]:
+    lines = ["  fixes (each checked by re-running the verdict on a rewritten graph where possible):"]
+    for k, s in enumerate(plan.suggestions, 1):
+        names = ", ".join(clean(n, 60) for n in s.nodes[:4]) + (f", +{len(s.nodes) - 4} more" if len(s.nodes) > 4 else "")
+        target = f" [{names}]" if names else ""
+        lines.append(f"  {k}. {s.recipe.title}{target}: {_verified(s.verification)}")
+        lines.append(f"     how: {s.recipe.advice}")
+        lines.append(f"     numerics: {s.recipe.numerics}")
+    if plan.combined is not None:
+        lines.append(f"  with every checked fix together: {_verified(plan.combined)}")
     return lines
