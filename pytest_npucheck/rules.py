@@ -53,6 +53,9 @@ class _Describe(dict):  # type: ignore[type-arg]
         if key == "range":
             lo, hi = self.get("min"), self.get("max")
             return _fmt_range(lo, hi)
+        if key == "any_of_text":
+            subs = super().get("constraints", [])
+            return "; ".join(RULES[c["rule"]].describe(c.get("params", {})).rstrip(".") for c in subs if c.get("rule") in RULES)
         value = super().__getitem__(key) if key in self else self.__missing__(key)
         return value
 
@@ -381,3 +384,25 @@ def rule_elements_max(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
         if product > params["max"]:
             bad.append(f"{label} shape {_fmt_shape(info.shape)}: {product} elements over axes {list(axes)} > {params['max']}")
     return "; ".join(bad) or None
+
+
+@rule("attr_absent", "attribute")
+def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """attributes {attrs} must not be written at all (not even with their default value)."""
+    present = [name for name in params["attrs"] if name in node.explicit_attrs]
+    if present:
+        shown = ", ".join(f"{n}={fmt_value(node.attrs.get(n))}" for n in present)
+        return f"{shown} is written explicitly; the compiler does not accept the attribute"
+    return None
+
+
+@rule("any_of", "composite")
+def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """at least one of: {any_of_text}."""
+    failures = []
+    for sub in params["constraints"]:
+        message = RULES[sub["rule"]].check(node, sub.get("params", {}), graph)
+        if message is None:
+            return None
+        failures.append(message)
+    return " and ".join(failures) + " (any one of these would do)"

@@ -251,6 +251,15 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
     problems = validate_table_data(data, path, schema_path, rel)
     if problems:
         raise TableError(str(path), problems)
+    return table_from_data(data, path, hashlib.sha256(raw).hexdigest())
+
+
+def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha256: Optional[str] = None) -> Table:
+    """A Table from already validated data (tools that build tables use this before writing them)."""
+    if sha256 is None:
+        import json
+
+        sha256 = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
     ops = {
         key: OpEntry(
             key=key, status=e["status"], opset=tuple(e["opset"]) if "opset" in e else None,  # type: ignore[arg-type]
@@ -267,8 +276,8 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
         for p in data.get("patterns", [])
     )
     return Table(
-        toolchain=data["toolchain"], version=data["version"], soc=data["soc"], path=path,
-        sha256=hashlib.sha256(raw).hexdigest(),
+        toolchain=data["toolchain"], version=data["version"], soc=data["soc"], path=Path(path),
+        sha256=sha256,
         opsets={k: (v[0], v[1]) for k, v in data["opsets"].items()},
         prepasses=tuple(data.get("prepasses", [])), default_verdict=data["default_verdict"],
         generic_constraints=tuple(_constraint(c) for c in data.get("generic_constraints", [])),

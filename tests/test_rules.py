@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import TensorProto, helper
 
 from conftest import const, make_model
@@ -196,3 +197,31 @@ def test_axis_in_reads_axes_from_the_input_at_new_opsets(judge):
     assert judge(new)["rm"].verdict == "npu"
     assert judge(bad)["rm"].reasons[0].message == "axes=1 (rank 4) not in {2, 3}"
     assert judge(every)["rm"].reasons[0].message == "axes=[0, 1, 2, 3] (rank 4) not in {2, 3}"
+
+
+def test_attr_absent_even_with_default_value(judge):
+    def lstm(**attrs):
+        return make_model([helper.make_node("LSTM", ["x", "w", "r", "b"], ["y"], name="lstm", hidden_size=4, **attrs)],
+                          [("x", (5, 1, 3))], ["y"],
+                          [const("w", np.zeros((1, 16, 3))), const("r", np.zeros((1, 16, 4))), const("b", np.zeros((1, 32)))])
+    assert judge(lstm())["lstm"].verdict == "npu"
+    r = judge(lstm(layout=0))["lstm"]
+    assert r.verdict == "unsupported"
+    assert r.reasons[0].message == "layout=0 is written explicitly; the compiler does not accept the attribute"
+
+
+def test_any_of_passes_when_one_alternative_holds(judge):
+    def pool(**attrs):
+        return make_model([helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[3, 3], **attrs)],
+                          [("x", (1, 4, 8, 8))], ["y"])
+    assert judge(pool())["ap"].verdict == "npu"
+    assert judge(pool(pads=[1, 1, 1, 1], count_include_pad=1))["ap"].verdict == "npu"
+    r = judge(pool(pads=[1, 1, 1, 1]))["ap"]
+    assert r.verdict == "cpu"
+    assert r.reasons[0].message == ("pads=[1, 1, 1, 1] outside [-inf, 0] and count_include_pad=0 not in {1} "
+                                    "(any one of these would do)")
+    from pytest_npucheck.rules import RULES
+
+    text = RULES["any_of"].describe({"constraints": [{"rule": "attr_in", "params": {"attr": "mode", "values": ["a"]}},
+                                                     {"rule": "rank", "params": {"max": 4}}]})
+    assert text == "at least one of: attribute mode must be one of {'a'}; input 0 rank must be in [-inf, 4]."

@@ -437,13 +437,14 @@ def _summary(res: oracle.RknnResult, nodes: list[dict[str, Any]]) -> dict[str, A
 
 
 def _selfcheck(table: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
-    """Compare the table's prediction (independent evaluator in
-    :mod:`pytest_npucheck.probe.selfcheck`) with the compiler's placement for one model."""
-    from pytest_npucheck.probe import selfcheck
+    """Compare the table's prediction (the plugin's own matcher) with the compiler's placement
+    for one model."""
+    from pytest_npucheck.probe.rknn_table import compare, predict
+    from pytest_npucheck.tables import table_from_data
 
-    pred = selfcheck.predict(table, onnx.load(entry["path"]))
+    pred = predict(table_from_data(table), onnx.load(entry["path"]))
     observed = {n: v["verdict"] for n, v in entry["placement"].items()}
-    diff = selfcheck.compare(pred, entry["status"], observed)
+    diff = compare(pred, entry["status"], observed)
     return {"table": "%s/%s/%s" % (table["toolchain"], table["version"], table["soc"]),
             "agree": not diff,
             "disagreements": [{"node": n, "op_type": entry["placement"].get(n, {}).get(

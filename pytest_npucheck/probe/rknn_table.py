@@ -11,7 +11,7 @@ produced by :mod:`pytest_npucheck.probe.rknn_probe`); every entry and constraint
 that show it.  Where Rockchip's published operator list (2.3.2) states a limit the 2.5.0 compiler
 does not enforce, the entry follows the compiler and says so in its note.
 
-After building, the table is checked against every probe with :mod:`.selfcheck`; probes where
+After building, the table is checked against every probe with the plugin's own matcher; probes where
 the table cannot express the compiler's behaviour are listed in ``provenance.errata``.
 The output is validated against ``op_support_tables/schema.json``.
 """
@@ -251,11 +251,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "CPU (errata)."),
     "AveragePool": E(
         "npu",
-        C("attr_range", [r"AveragePool\.k=(3\.s=[12]\.p=1|5\.s=1\.p=2|9\.s=1|13\.s=1)\.f32",
-                         r"AveragePool\.k=1x3", r"ctx\.AveragePool"],
-          attr="pads", max=0,
-          note="padded average pools run on the CPU unless count_include_pad=1 (errata: a "
-               "padded pool with count_include_pad=1 runs on the NPU)"),
+        C("any_of", [r"AveragePool\.k=(3\.s=[12]\.p=1|5\.s=1\.p=2|9\.s=1|13\.s=1)\.f32",
+                     r"AveragePool\.k=1x3", r"ctx\.AveragePool"],
+          constraints=[{"rule": "attr_range", "params": {"attr": "pads", "max": 0}},
+                       {"rule": "attr_in", "params": {"attr": "count_include_pad", "values": [1]}}],
+          note="padded average pools run on the CPU unless count_include_pad=1 (a padded pool "
+               "with count_include_pad=1 ran on the NPU in the real-model check)"),
         C("attr_in", [r"AveragePool\.k=\d\.s=2\.ceil=1"], attr="ceil_mode", values=[0],
           note="ceil_mode=1 (partial windows) runs on the CPU"),
         C("attr_in", [r"AveragePool\.k=3\.auto_pad=SAME_UPPER"], attr="auto_pad",
@@ -404,14 +405,17 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "LSTM": E("npu", C("input_count", [r"LSTM\.dir=forward\.bias=no"], "unsupported", min=4,
                        note="an LSTM without the B input crashed the compiler; only caught "
                             "when no later optional input is given (errata)"),
-              note="compiled to exLSTM. Not expressible here: an explicit 'layout' attribute "
-                   "(even layout=0, as the dynamo exporter writes it) makes build() fail with "
-                   "'Unrecognized attribute: layout' (errata)."),
+              C("attr_absent", [r"LSTM\..*layout="], "unsupported", attrs=["layout"],
+                note="an explicit 'layout' attribute (even layout=0, as the dynamo exporter "
+                     "writes it) makes build() fail with 'Unrecognized attribute: layout'"),
+              note="compiled to exLSTM."),
     "GRU": E("npu", C("input_count", [r"GRU\.dir=forward\.bias=no"], "unsupported", min=4,
                       note="a GRU without the B input crashed the compiler; only caught when "
                            "no later optional input is given (errata)"),
-             note="compiled to exGRU; linear_before_reset 0 and 1. An explicit 'layout' "
-                  "attribute makes build() fail (errata)."),
+             C("attr_absent", [r"GRU\..*layout="], "unsupported", attrs=["layout"],
+               note="an explicit 'layout' attribute makes build() fail with 'Unrecognized "
+                    "attribute: layout'"),
+             note="compiled to exGRU; linear_before_reset 0 and 1."),
     "RNN": E("cpu"),
     # -- ops that only exist at opsets RKNN 2.5.0 rejects ------------------------------------------
     "Gelu": E("unsupported", opset=[20, 23],
@@ -630,15 +634,48 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------------------------
 
 
+def predict(table: Any, model: Any) -> dict[str, str]:
+    """Per-node verdicts the table gives a probe model, from the plugin's own matcher."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+
+    res = match(facts_from_model(model), table)
+    pred = {n.name: n.verdict for n in res.nodes if not n.graph}
+    if res.model_issues:
+        pred = {name: "unsupported" for name in pred}
+    return pred
+
+
+def compare(pred: Mapping[str, str], observed_status: str, observed: Mapping[str, str],
+            focus: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
+    """Disagreements ``(node, predicted, observed)``; ``("*", ...)`` for model-level ones."""
+    rejected = "unsupported" in pred.values()
+    if observed_status != "ok":
+        return [] if rejected else [("*", "ok", observed_status)]
+    if rejected:
+        bad = [n for n, v in pred.items() if v == "unsupported"]
+        return [("*", "unsupported(%s)" % ",".join(bad[:3]), "ok")]
+    out = []
+    for n in (focus or list(observed)):
+        p, o = pred.get(n), observed.get(n)
+        if p is None or o is None:
+            continue
+        if ("npu" if p == "folded" else p) != o:
+            out.append((n, p, o))
+    return out
+
+
 def verify_table(table: Mapping[str, Any], results: Mapping[str, Any]
                  ) -> tuple[Counter[str], list[str]]:
-    """Predict every probe with the table and compare with the compiler's placement.
+    """Predict every probe with the table (through the plugin's matcher) and compare with the
+    compiler's placement.
 
     Returns a counter (``agree``/``disagree`` per probe) and one line per disagreement.
     """
-    from pytest_npucheck.probe import selfcheck
     from pytest_npucheck.probe.models import build_probes
+    from pytest_npucheck.tables import table_from_data
 
+    t = table_from_data(table)
     models = {p.id: p for p in build_probes()}
     stats: Counter[str] = Counter()
     lines: list[str] = []
@@ -646,8 +683,7 @@ def verify_table(table: Mapping[str, Any], results: Mapping[str, Any]
         p = models.get(rec["id"])
         if p is None or rec.get("config") or rec.get("load"):
             continue  # probes built with extra load/config options measure those options
-        pred = selfcheck.predict(table, p.model)
-        diff = selfcheck.compare(pred, rec["status"], rec["placement"], rec["focus"])
+        diff = compare(predict(t, p.model), rec["status"], rec["placement"], rec["focus"])
         if diff:
             stats["disagree"] += 1
             for node, want, got in diff:
