@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--only", nargs="*", default=None, help="model names to run")
     p.add_argument("--exporters", nargs="*", default=["dynamo", "torchscript"])
+    p.add_argument("--real", type=Path, default=None,
+                   help="JSON file of the compiler's placements: reused when it exists, written otherwise "
+                        "(re-checking a changed table then needs no compiler run)")
     args = p.parse_args(argv)
 
     from pytest_npucheck.check import check_graph, graph_facts
@@ -84,21 +87,31 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}.{exporter}: export failed: {str(exc).splitlines()[0]}", file=sys.stderr)
                 continue
             entries.append((name, exporter, res.path))
-    results = rknn.compile_models([str(e[2]) for e in entries], target_platform=table.soc, python=args.python)
+    real_runs: dict[str, Any] = {}
+    if args.real is not None and args.real.exists():
+        real_runs = json.loads(args.real.read_text())
+    todo = [e for e in entries if f"{e[0]}.{e[1]}" not in real_runs]
+    if todo:
+        compiled = rknn.compile_models([str(e[2]) for e in todo], target_platform=table.soc, python=args.python)
+        for (name, exporter, path), real in zip(todo, compiled):
+            real_runs[f"{name}.{exporter}"] = {"status": real.status, "message": (real.message or "")[:500],
+                                                "placement": rknn.onnx_placement(real)}
+        if args.real is not None:
+            args.real.write_text(json.dumps(real_runs, indent=1, sort_keys=True) + "\n")
     report: list[dict[str, Any]] = []
     total = agree = missed = 0
-    for (name, exporter, path), real in zip(entries, results):
+    for name, exporter, path in entries:
+        real = real_runs[f"{name}.{exporter}"]
         [static] = check_graph(graph_facts(path), [table])
-        placement = rknn.onnx_placement(real)
-        a = compare(static, placement, real.ok)
+        a = compare(static, real["placement"], real["status"] == "ok")
         total += a.nodes
         agree += a.agree
         missed += len(a.missed_fallbacks)
-        row = {"model": name, "exporter": exporter, **a.to_json(), "real_status": real.status,
-               "real_message": (real.message or "")[:300]}
+        row = {"model": name, "exporter": exporter, **a.to_json(), "real_status": real["status"],
+               "real_message": real["message"][:300]}
         report.append(row)
         flag = "" if not a.disagreements else f"  <- {len(a.disagreements)} disagree"
-        print(f"{name:28} {exporter:11} nodes {a.nodes:4}  agree {a.rate:7.2%}  static {static.verdict:11} real {real.status}{flag}")
+        print(f"{name:28} {exporter:11} nodes {a.nodes:4}  agree {a.rate:7.2%}  static {static.verdict:11} real {real['status']}{flag}")
         for d in a.disagreements[:8]:
             print(f"    {d.kind:15} {d.op_type:18} {d.node[:50]:50} static={d.static:11} real={d.real}")
     summary = {"target": table.target, "table_sha256": table.sha256, "models": len(report), "nodes": total,
