@@ -218,11 +218,10 @@ def suggest(result: TargetResult, path: Path, table: Table, verify: bool = True,
     recipes = load_recipes()
     plan = FixPlan()
     groups: dict[str, tuple[Recipe, list[str]]] = {}
-    for node in result.fallbacks:
+    for node in result.fallbacks:  # a node with several causes gets a suggestion for each
         for recipe in recipes:
             if recipe.applies(node):
                 groups.setdefault(recipe.id, (recipe, []))[1].append(node.name)
-                break
     if result.model_issues:
         opset = next((r for r in recipes if r.id == "opset"), None)
         if opset is not None:
