@@ -46,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     tsub = tb.add_subparsers(dest="tables_command", required=True, parser_class=_Parser)
     v = tsub.add_parser("validate", help="validate table files (default: every table found)")
     v.add_argument("files", nargs="*", type=Path)
+    dg = tsub.add_parser("docs", help="write the supported-ops pages generated from the tables")
+    dg.add_argument("out", type=Path, nargs="?", default=Path("docs/supported-ops"))
+    dg.add_argument("--check", action="store_true", help="exit 1 when a committed page is stale, write nothing")
     return p
 
 
@@ -79,6 +82,20 @@ def _run(args: argparse.Namespace) -> int:
         from .errors import TableError
         from .tables import load_table
 
+        if args.tables_command == "docs":
+            from .docs_gen import generate
+            from .jsonio import write_atomic
+
+            pages = generate(args.out, catalog)
+            stale = [p for p, text in pages.items() if not p.is_file() or p.read_text(encoding="utf-8") != text]
+            if args.check:
+                for p in stale:
+                    print(f"stale: {p} (run `npucheck tables docs {args.out}`)", file=sys.stderr)
+                return EXIT_FALLBACK if stale else EXIT_OK
+            for p in stale:
+                write_atomic(p, pages[p])
+            print(f"{len(stale)} page(s) written, {len(pages) - len(stale)} unchanged in {args.out}")
+            return EXIT_OK
         problems: dict[str, list[str]] = {}
         if args.files:
             for f in args.files:

@@ -192,13 +192,13 @@ def _dynamic_dims(node: NodeFact, graph: GraphFacts, which: str, unknown_only: b
 
 @rule("static_shape", "shape")
 def rule_static_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """{tensors} tensors must have static shapes (no symbolic or unknown dims)."""
+    """every tensor of the node's {tensors} must have a static shape (no symbolic or unknown dims)."""
     return "; ".join(_dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=False)) or None
 
 
 @rule("known_shape", "shape")
 def rule_known_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """{tensors} tensors must have a known rank and no unknown dims (symbolic dims are allowed)."""
+    """every tensor of the node's {tensors} must have a known rank and no unknown dims (symbolic dims are allowed)."""
     return "; ".join(_dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=True)) or None
 
 
