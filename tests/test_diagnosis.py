@@ -99,7 +99,9 @@ def test_ranked_by_cost_and_fixes_verified(exported, toy_catalog):
     assert by_recipe["resize-mode"].verification.moved_to_npu == 1
     assert res.fixes.combined.fully_on_npu
     text = "\n".join(render_target(res))
-    assert f"{__file__}:{line_of('LINE-PAD')}" in text
+    import os
+
+    assert f"{os.path.relpath(__file__)}:{line_of('LINE-PAD')}" in text
     assert "with every checked fix together: checked: the model would then be fully on the NPU" in text
 
 

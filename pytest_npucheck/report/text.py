@@ -38,10 +38,29 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     return [fmt(header), fmt(["-" * max(len(h), 1) for h in header])] + [fmt(r) for r in rows]
 
 
+def source_text(source: Any) -> str:
+    """Module path and file:line, the file relative to the working directory when inside it."""
+    if source is None:
+        return "unknown"
+    parts = [source.module or "<root>"] if source.module is not None else []
+    if source.file:
+        import os
+
+        path = source.file
+        try:
+            rel = os.path.relpath(path)
+            if not rel.startswith(".."):
+                path = rel
+        except ValueError:
+            pass
+        parts.append(f"{path}:{source.line}" if source.line else path)
+    return " at ".join(parts) if parts else "unknown"
+
+
 def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
     rows = []
     for n in nodes:
-        src = str(n.source) if n.source else "unknown"
+        src = source_text(n.source)
         label = f"{clean(n.op_type, 40)} {clean(n.name)}"
         reasons = n.reasons or ()
         if not reasons:
