@@ -79,7 +79,8 @@ def probe_record(p: Probe, res: oracle.RknnResult) -> dict[str, Any]:
 
 def run_probes(version: str | None, soc: str, python: str | None, out_path: str | os.PathLike[str]
                | None = None, *, select: Sequence[str] | None = None, workers: int = 2,
-               timeout: float = 120.0, verbose: bool = True) -> dict[str, Any]:
+               timeout: float = 120.0, verbose: bool = True, extra: bool = False
+               ) -> dict[str, Any]:
     """Compile all probes for ``soc`` with the rknn-toolkit2 of ``python`` and save the results.
 
     Args:
@@ -91,11 +92,18 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         select: only probes whose id starts with one of these prefixes.
         workers: parallel rknn worker processes.
         timeout: per-model timeout in seconds.
+        extra: run the extra probes of :mod:`pytest_npucheck.probe.models_extra` instead
+            (default output ``probes/rknn/<version>/<soc>.extra.results.json``).
 
     Returns:
         The results document that was written.
     """
-    probes = build_probes(select)
+    if extra:
+        from pytest_npucheck.probe.models_extra import build_extra_probes
+
+        probes = build_extra_probes(select)
+    else:
+        probes = build_probes(select)
     t0 = time.time()
     done = [0]
 
@@ -125,7 +133,7 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         "version": version,
         "soc": soc,
         "generated": _dt.date.today().isoformat(),
-        "generator": "pytest_npucheck.probe.rknn_probe",
+        "generator": "pytest_npucheck.probe.rknn_probe" + (" --extra" if extra else ""),
         "onnx_version_used_to_write_probes": onnx.__version__,
         "build": {"do_quantization": False, "float_dtype": "float16", "verbose": True},
         "seconds": round(time.time() - t0, 1),
@@ -133,7 +141,8 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         "probes": [probe_record(p, r) for p, r in zip(probes, results)],
     }
     if out_path is None:
-        out_path = Path("probes") / "rknn" / version / ("%s.results.json" % soc)
+        out_path = Path("probes") / "rknn" / version / ("%s.%sresults.json"
+                                                        % (soc, "extra." if extra else ""))
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:
@@ -157,9 +166,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--select", action="append", help="only probe ids with this prefix")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--extra", action="store_true",
+                    help="run the extra probes (pytest_npucheck.probe.models_extra) and write "
+                         "<soc>.extra.results.json")
     args = ap.parse_args(argv)
     run_probes(args.version, args.soc, args.python, args.out, select=args.select,
-               workers=args.workers, timeout=args.timeout)
+               workers=args.workers, timeout=args.timeout, extra=args.extra)
     return 0
 
 

@@ -27,7 +27,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["build_table", "verify_table", "main", "OP_SPECS"]
+__all__ = ["build_table", "merge_results", "verify_table", "main", "OP_SPECS"]
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = "doc:rknn-op-support-2.3.2"
@@ -64,6 +64,11 @@ def E(status: str, *constraints: dict[str, Any], note: str | None = None,
 
 
 FLOATS = ["float32", "float16"]
+
+#: Einsum equations that ran on the NPU (probes Einsum.eq=*, x.Einsum.*.spaces=no/arrow/comma).
+EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
+              "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
+              "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik"]
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -181,7 +186,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
     "Gemm": E("npu", probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
-    "Einsum": E("npu", note="all probed equations were lowered to NPU MatMul/Transpose/Mul."),
+    "Einsum": E("npu",
+                C("attr_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
+                              r"Einsum\.eq="],
+                  attr="equation", values=EINSUM_NPU,
+                  note="an equation with spaces between the subscript letters ('b i d, b j d -> "
+                       "b i j', as einops-style torch.einsum calls write it) runs on the CPU; the "
+                       "same equation without them runs on the NPU (spaces around ',' and '->' "
+                       "are fine). The rule format has no pattern match on strings, so only the "
+                       "probed equations are listed: an unlisted equation is predicted CPU"),
+                note="the probed equations were lowered to NPU MatMul/Transpose/Mul."),
     # -- convolution -------------------------------------------------------------------------------
     "Conv": E("npu", probes=[r"pattern\.conv_", r"opset\.\d+\.conv"],
               note="the published RK3588 limits (kernel <= 31, stride <= 7, pads <= 15, "
@@ -373,7 +387,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="tiling the batch axis runs on the CPU"),
               note="repeating more than one axis ([1,1,2,2], [1,2,2,1]) runs on the CPU, not "
                    "expressible here (errata)."),
-    "DepthToSpace": E("npu", probes=[r"pattern\.pixel_shuffle"],
+    "DepthToSpace": E("npu",
+                      C("attr_in", [r"x\.DepthToSpace\.blocksize=[35]\.", r"DepthToSpace\.blocksize=[24]",
+                                    r"x\.DepthToSpace\.blocksize=[24]\."],
+                        attr="blocksize", values=[2, 4],
+                        note="blocksize 3 and 5 (e.g. PixelShuffle(3) in ESPCN x3) run on the CPU, "
+                             "in both modes, for 1-4 output channels and after a Conv; 2 and 4 "
+                             "run on the NPU (other sizes not probed)"),
+                      probes=[r"pattern\.pixel_shuffle"],
                       note="DCR and CRD, compiled as ConvTranspose."),
     "SpaceToDepth": E("cpu", probes=[r"ctx\.SpaceToDepth"]),
     # -- index / sequence ops ----------------------------------------------------------------------
@@ -526,6 +547,20 @@ def _expand(patterns: Iterable[str], ids: Sequence[str], what: str) -> list[str]
     return out
 
 
+def merge_results(main: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The main probe results plus the extra probes (same toolkit version and SoC)."""
+    for k in ("version", "soc"):
+        if main[k] != extra[k]:
+            raise ValueError("extra probe results are for %s=%s, not %s" % (k, extra[k], main[k]))
+    ids = {p["id"] for p in main["probes"]}
+    dup = [p["id"] for p in extra["probes"] if p["id"] in ids]
+    if dup:
+        raise ValueError("extra probe ids clash with the main probes: %s" % dup[:5])
+    out = dict(main)
+    out["probes"] = list(main["probes"]) + list(extra["probes"])
+    return out
+
+
 def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
     """Make the support table from a probe-results document."""
     version, soc = results["version"], results["soc"]
@@ -675,8 +710,11 @@ def verify_table(table: Mapping[str, Any], results: Mapping[str, Any]
     from pytest_npucheck.probe.models import build_probes
     from pytest_npucheck.tables import table_from_data
 
+    from pytest_npucheck.probe.models_extra import build_extra_probes
+
     t = table_from_data(table)
     models = {p.id: p for p in build_probes()}
+    models.update({p.id: p for p in build_extra_probes()})
     stats: Counter[str] = Counter()
     lines: list[str] = []
     for rec in results["probes"]:
@@ -718,11 +756,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--results", default=str(ROOT / "probes/rknn/2.5.0/rk3588.results.json"))
     ap.add_argument("--out", default=None,
                     help="default op_support_tables/rknn/<version>/<soc>.json")
+    ap.add_argument("--extra-results", default=None,
+                    help="results of the extra probes (pytest_npucheck.probe.models_extra); "
+                         "default: <results>.extra.results.json next to --results, if present")
     ap.add_argument("--schema", default=str(ROOT / "op_support_tables/schema.json"))
     ap.add_argument("--no-verify", action="store_true", help="skip the probe self-check")
     args = ap.parse_args(argv)
     with open(args.results, encoding="utf-8") as fh:
         results = json.load(fh)
+    extra_path = Path(args.extra_results or re.sub(r"\.results\.json$", ".extra.results.json",
+                                                   args.results))
+    if extra_path.exists() and extra_path != Path(args.results):
+        results = merge_results(results, json.loads(extra_path.read_text(encoding="utf-8")))
     table = build_table(results)
     if not args.no_verify:
         stats, lines = verify_table(table, results)

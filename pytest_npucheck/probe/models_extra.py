@@ -1,0 +1,201 @@
+"""Extra probe models isolating the cases where the first probe set and the real-model agreement
+check (``scripts/rknn_agreement.py``) disagreed.
+
+Each family varies one attribute / shape / dtype / neighbourhood of an op that an exported
+architecture put on a different unit than the table predicted, so the deciding fact can be read
+off the compiler's placement.  Ids follow :mod:`pytest_npucheck.probe.models` and start with
+``x.`` (``x.Pad.reflect.ctx=in_relu.c=64.hw=16.p=1.f32.r4``).
+
+Results: ``probes/rknn/<version>/<soc>.extra.results.json`` (``python -m
+pytest_npucheck.probe.rknn_probe --extra``), read by :mod:`pytest_npucheck.probe.rknn_table`
+together with the main results.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+from onnx import TensorProto
+
+from pytest_npucheck.probe.models import (
+    GraphBuilder,
+    Probe,
+    _Collector,
+    _rand,
+)
+
+__all__ = ["build_extra_probes"]
+
+F32 = TensorProto.FLOAT
+
+
+def _conv(gb: GraphBuilder, x: str, cin: int, cout: int, k: int = 3, pad: int = 1,
+          name: str | None = None) -> str:
+    return gb.node("Conv", [x, gb.weight([cout, cin, k, k]), gb.weight([cout])], name=name,
+                   kernel_shape=[k, k], pads=[pad] * 4)
+
+
+def _chain(c: _Collector, probe_id: str, op: str, shape: Sequence[int],
+           body: Callable[[GraphBuilder, str], str], *, pre: str = "none",
+           post: str = "output", dtype: str = "float32", opset: int = 17,
+           attributes: dict | None = None, note: str = "") -> None:
+    """``input -> [pre] -> body -> [post]``; ``focus`` = the nodes ``body`` adds.
+
+    pre: ``none`` (the op reads the graph input), ``conv`` (Conv 3x3), ``conv_relu``,
+    ``conv_in_relu`` (Conv -> InstanceNorm -> Relu, as in ResNet generators).
+    post: ``output`` or ``conv`` (a 3x3 Conv without padding reads the result).
+    """
+    gb = GraphBuilder(opset)
+    x = gb.input("x", dtype, list(shape))
+    y = x
+    cin = shape[1] if len(shape) == 4 else 0
+    if pre != "none":
+        y = _conv(gb, x, cin, cin, name="pre_conv")
+        if pre == "conv_in_relu":
+            y = gb.node("InstanceNormalization", [y, gb.const(np.ones(cin, np.float32)),
+                                                  gb.const(np.zeros(cin, np.float32))],
+                        name="pre_in")
+        if pre in ("conv_relu", "conv_in_relu"):
+            y = gb.node("Relu", [y], name="pre_relu")
+    before = len(gb.nodes)
+    z = body(gb, y)
+    focus = [n.name for n in gb.nodes[before:]]
+    if post == "conv":
+        z = _conv(gb, z, cin, cin, pad=0, name="post_conv")
+    gb.output(z)
+    c.add(probe_id, op, gb, kind="op" if pre == "none" and post == "output" else "context",
+          attributes=dict(attributes or {}), dtype=dtype, focus=focus, note=note)
+
+
+# ------------------------------------------------------------------------------------------------
+# Pad (reflect) - CycleGAN ResnetGenerator: ReflectionPad2d(1)/(3) before unpadded convs
+# ------------------------------------------------------------------------------------------------
+
+
+def pad_extra(c: _Collector) -> None:
+    def pads(p: int) -> list[int]:
+        return [0, 0, p, p, 0, 0, p, p]
+
+    for mode in ("reflect", "constant", "edge"):
+        for ch, hw, p in ((3, 64, 3), (16, 64, 3), (16, 64, 1), (64, 16, 1), (64, 16, 3),
+                          (256, 16, 1), (32, 32, 1), (8, 16, 1), (8, 16, 2), (8, 16, 3),
+                          (8, 16, 4), (8, 64, 3), (128, 16, 1)):
+            for pre, post in (("none", "output"), ("conv_relu", "conv")):
+                if pre != "none" and mode != "reflect" and (ch, hw, p) not in (
+                        (64, 16, 1), (16, 64, 3)):
+                    continue
+                _chain(c, "x.Pad.%s.pre=%s.c=%d.hw=%d.p=%d.f32.r4" % (mode, pre, ch, hw, p),
+                       "Pad", [1, ch, hw, hw],
+                       lambda gb, y, p=p, mode=mode: gb.node("Pad", [y, gb.ints(pads(p))],
+                                                             mode=mode),
+                       pre=pre, post=post, attributes={"mode": mode, "pads": pads(p)})
+    # neighbourhood of the ResnetBlock's second pad: Conv -> IN -> Relu -> Pad -> Conv
+    for ch, hw, p in ((64, 16, 1), (16, 64, 3), (8, 16, 1)):
+        for pre in ("conv", "conv_in_relu"):
+            _chain(c, "x.Pad.reflect.pre=%s.c=%d.hw=%d.p=%d.f32.r4" % (pre, ch, hw, p), "Pad",
+                   [1, ch, hw, hw],
+                   lambda gb, y, p=p: gb.node("Pad", [y, gb.ints(pads(p))], mode="reflect"),
+                   pre=pre, post="conv", attributes={"mode": "reflect", "pads": pads(p)})
+    # asymmetric / one-sided reflect pads on a 64-channel map
+    for tag, pp in (("h_only", [0, 0, 1, 0, 0, 0, 1, 0]), ("w_only", [0, 0, 0, 1, 0, 0, 0, 1]),
+                    ("asym", [0, 0, 0, 1, 0, 0, 1, 0])):
+        _chain(c, "x.Pad.reflect.pre=none.c=64.hw=16.pads=%s.f32.r4" % tag, "Pad",
+               [1, 64, 16, 16], lambda gb, y, pp=pp: gb.node("Pad", [y, gb.ints(pp)],
+                                                           mode="reflect"),
+               attributes={"mode": "reflect", "pads": pp})
+
+
+# ------------------------------------------------------------------------------------------------
+# DepthToSpace - ESPCN PixelShuffle(3)
+# ------------------------------------------------------------------------------------------------
+
+
+def depth_to_space_extra(c: _Collector) -> None:
+    for bs in (2, 3, 4, 5):
+        for mode in ("CRD", "DCR"):
+            for cout, hw in ((1, 32), (2, 16), (4, 8)):
+                _chain(c, "x.DepthToSpace.blocksize=%d.mode=%s.cout=%d.hw=%d.f32.r4"
+                       % (bs, mode, cout, hw), "DepthToSpace", [1, cout * bs * bs, hw, hw],
+                       lambda gb, y, bs=bs, mode=mode: gb.node("DepthToSpace", [y],
+                                                               blocksize=bs, mode=mode),
+                       attributes={"blocksize": bs, "mode": mode})
+    for bs in (2, 3):
+        _chain(c, "x.DepthToSpace.blocksize=%d.mode=CRD.pre=conv_relu.f32.r4" % bs,
+               "DepthToSpace", [1, bs * bs, 32, 32],
+               lambda gb, y, bs=bs: gb.node("DepthToSpace", [y], blocksize=bs, mode="CRD"),
+               pre="conv_relu", attributes={"blocksize": bs, "mode": "CRD"})
+
+
+# ------------------------------------------------------------------------------------------------
+# Einsum - attention written with torch.einsum (equations with spaces, as users write them)
+# ------------------------------------------------------------------------------------------------
+
+
+def einsum_extra(c: _Collector) -> None:
+    def ein(tag: str, eq: str, a: Sequence[int], b: Sequence[int]) -> None:
+        gb = GraphBuilder(17)
+        x = gb.input("in0", "float32", list(a))
+        y = gb.input("in1", "float32", list(b))
+        gb.output(gb.node("Einsum", [x, y], equation=eq))
+        c.add("x.Einsum.%s" % tag, "Einsum", gb, attributes={"equation": eq})
+
+    for n, d in ((256, 8), (16, 8), (64, 16)):
+        ein("qk.spaces=no.n=%d.d=%d.f32.r3" % (n, d), "bid,bjd->bij", [4, n, d], [4, n, d])
+        ein("qk.spaces=yes.n=%d.d=%d.f32.r3" % (n, d), "b i d, b j d -> b i j", [4, n, d],
+            [4, n, d])
+        ein("pv.spaces=no.n=%d.d=%d.f32.r3" % (n, d), "bij,bjd->bid", [4, n, n], [4, n, d])
+        ein("pv.spaces=yes.n=%d.d=%d.f32.r3" % (n, d), "b i j, b j d -> b i d", [4, n, n],
+            [4, n, d])
+    ein("mm.spaces=arrow.f32.r3", "bij,bjk -> bik", [2, 16, 32], [2, 32, 8])
+    ein("mm.spaces=comma.f32.r3", "bij, bjk->bik", [2, 16, 32], [2, 32, 8])
+    ein("mm.spaces=no.f32.r3", "bij,bjk->bik", [2, 16, 32], [2, 32, 8])
+    ein("qk4.spaces=yes.f32.r4", "b h i d, b h j d -> b h i j", [1, 4, 16, 32], [1, 4, 16, 32])
+    ein("qk4.spaces=no.f32.r4", "bhid,bhjd->bhij", [1, 4, 16, 32], [1, 4, 16, 32])
+
+
+# ------------------------------------------------------------------------------------------------
+# Expand - relative-position / mask broadcasts in attention (conformer, centernet)
+# ------------------------------------------------------------------------------------------------
+
+
+def expand_extra(c: _Collector) -> None:
+    def exp(src: Sequence[int], dst: Sequence[int], pre: str = "none") -> None:
+        tag = "from=%s.to=%s" % ("_".join(map(str, src)), "_".join(map(str, dst)))
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", list(src))
+        y = gb.node("Relu", [x], name="pre_relu") if pre == "relu" else x
+        before = len(gb.nodes)
+        z = gb.node("Expand", [y, gb.ints(list(dst))])
+        focus = [n.name for n in gb.nodes[before:]]
+        if pre == "relu":
+            z = gb.node("Relu", [z], name="post_relu")
+        gb.output(z)
+        c.add("x.Expand.%s.pre=%s.f32.r%d" % (tag, pre, len(dst)), "Expand", gb,
+              kind="op" if pre == "none" else "context", focus=focus)
+
+    for src, dst in (([1, 1, 1, 15], [1, 4, 1, 15]), ([1, 1, 1, 16], [1, 4, 1, 16]),
+                     ([1, 1, 1, 15], [1, 4, 15, 15]), ([1, 1, 1, 16], [1, 4, 16, 16]),
+                     ([1, 1, 16, 16], [1, 4, 16, 16]), ([1, 1, 15, 15], [1, 4, 15, 15]),
+                     ([1, 1, 1, 32], [1, 4, 1, 32]), ([1, 1, 1, 64], [1, 8, 1, 64]),
+                     ([1, 1, 15], [1, 4, 15]), ([1, 1, 1, 15], [1, 1, 4, 15]),
+                     ([1, 1, 4, 1], [1, 1, 4, 15]), ([1, 1, 1, 1], [1, 4, 1, 15]),
+                     ([1, 8, 1, 1], [1, 8, 16, 16]), ([1, 1, 1, 256], [1, 4, 1, 256])):
+        exp(src, dst)
+        exp(src, dst, pre="relu")
+
+
+FAMILIES: list[Callable[[_Collector], None]] = [pad_extra, depth_to_space_extra, einsum_extra,
+                                                expand_extra]
+
+
+def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
+    """Build every extra probe (optionally only ids starting with one of ``select``)."""
+    c = _Collector()
+    for fam in FAMILIES:
+        fam(c)
+    probes = c.probes
+    if select:
+        sel = tuple(select)
+        probes = [p for p in probes if p.id.startswith(sel)]
+    return probes
