@@ -78,10 +78,12 @@ CPU_EP = "CPUExecutionProvider"
 
 STATUSES = ("ok", "session_failed", "quantize_failed", "load_failed", "crashed", "timeout")
 
-#: Default ``soc_model`` per HTP architecture (QNN SoC ids: SM8350=30 v68, SM8450=36 v69,
-#: SM8550=43 v73, SM8650=57 v75, SM8750=69 v79).  The x86 HTP emulation accepts any of them;
-#: fp16 precision needs ``soc_model`` and ``htp_arch`` to be set together.
-DEFAULT_SOC_MODEL = {68: 30, 69: 36, 73: 43, 75: 57, 79: 69}
+#: Default ``soc_model`` per HTP architecture (QNN SoC ids: SA8295P=39 v68, SM8450=36 v69,
+#: SM8550=43 v73, SM8650=57 v75, SM8750=69 v79).  fp16 precision needs ``soc_model`` and
+#: ``htp_arch`` to be set together.  The SoC matters in emulation: with htp_arch 68 and
+#: soc_model 30 (or none), many graphs fail to finalize with QNN_COMMON_ERROR_MEM_ALLOC (Gather,
+#: Where, strided Slice, LSTM, ...) that finalize with soc_model 39 (8 MB VTCM).
+DEFAULT_SOC_MODEL = {68: 39, 69: 36, 73: 43, 75: 57, 79: 69}
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _ORT_PREFIX_RE = re.compile(
