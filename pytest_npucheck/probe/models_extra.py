@@ -185,8 +185,98 @@ def expand_extra(c: _Collector) -> None:
         exp(src, dst, pre="relu")
 
 
+# ------------------------------------------------------------------------------------------------
+# rank-6 Transpose - Swin window partition / reverse (perm 0,1,3,2,4,5)
+# ------------------------------------------------------------------------------------------------
+
+
+def transpose6_extra(c: _Collector) -> None:
+    for perm in ([0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5],
+                 [0, 1, 3, 2, 5, 4], [0, 1, 4, 2, 5, 3], [0, 3, 1, 4, 2, 5]):
+        for shape in ([1, 4, 4, 4, 4, 32], [1, 2, 4, 2, 4, 64], [1, 2, 2, 4, 4, 4]):
+            _chain(c, "x.Transpose.perm=%s.shape=%s.f32.r6" % ("_".join(map(str, perm)),
+                                                                "_".join(map(str, shape))),
+                   "Transpose", shape,
+                   lambda gb, y, perm=perm: gb.node("Transpose", [y], perm=perm),
+                   attributes={"perm": perm})
+
+
+# ------------------------------------------------------------------------------------------------
+# int64 Unsqueeze (attention masks, timesteps) and scalar-numerator Div (RMSNorm rsqrt)
+# ------------------------------------------------------------------------------------------------
+
+
+def int_and_div_extra(c: _Collector) -> None:
+    for shape, axes in (([1], [1]), ([1, 16], [1]), ([4, 32], [0])):
+        for post in ("output", "cast"):
+            gb = GraphBuilder(17)
+            x = gb.input("x", "int64", shape)
+            u = gb.node("Unsqueeze", [x, gb.ints(axes)])
+            focus = [gb.last()]
+            if post == "cast":
+                u = gb.node("Mul", [gb.node("Cast", [u], to=F32, name="post_cast"),
+                                    gb.const(np.float32(2.0))], name="post_mul")
+            gb.output(u)
+            c.add("x.Unsqueeze.axes=%s.shape=%s.post=%s.i64.r%d" % (
+                "_".join(map(str, axes)), "_".join(map(str, shape)), post, len(shape)),
+                "Unsqueeze", gb, kind="op" if post == "output" else "context", dtype="int64",
+                focus=focus)
+    for shape in ([1, 16, 1], [1, 16, 32], [1, 8, 16, 16], [16, 1]):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", shape)
+        gb.output(gb.node("Div", [gb.const(np.float32(1.0)), x]))
+        c.add("x.Div.a=const_scalar.shape=%s.f32.r%d" % ("_".join(map(str, shape)), len(shape)),
+              "Div", gb)
+    # RMSNorm as TorchScript writes it: x * (1 / sqrt(mean(x^2) + eps)) * w
+    for dim in (32, 64):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, 16, dim])
+        v = gb.node("ReduceMean", [gb.node("Pow", [x, gb.const(np.float32(2.0))])], axes=[-1],
+                    keepdims=1)
+        r = gb.node("Div", [gb.const(np.float32(1.0)),
+                            gb.node("Sqrt", [gb.node("Add", [v, gb.const(np.float32(1e-6))])])])
+        focus = [gb.last()]
+        gb.output(gb.node("Mul", [gb.node("Mul", [x, r]), gb.const(_rand([dim]))]))
+        c.add("x.Div.ctx=rmsnorm.d=%d.f32.r3" % dim, "Div", gb, kind="context", focus=focus)
+
+
+# ------------------------------------------------------------------------------------------------
+# glue next to CPU ops / the graph output (crnn_ocr, squeezenet, stn)
+# ------------------------------------------------------------------------------------------------
+
+
+def glue_extra(c: _Collector) -> None:
+    for post in ("LogSoftmax", "Softmax", "none"):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [26, 64])
+        g = gb.node("Gemm", [x, gb.weight([37, 64]), gb.weight([37])], transB=1)
+        r = gb.node("Reshape", [g, gb.ints([26, 1, -1])])
+        focus = [gb.last()]
+        if post != "none":
+            r = gb.node(post, [r], axis=2)
+        gb.output(r)
+        c.add("x.Reshape.ctx=gemm_%s.f32.r2" % post.lower(), "Reshape", gb, kind="context",
+              focus=focus)
+    for hw in (1, 4):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, 10, 13, 13])
+        y = gb.node("GlobalAveragePool", [gb.node("Relu", [x])]) if hw == 1 else gb.node("Relu", [x])
+        gb.output(gb.node("Flatten", [y], axis=1))
+        c.add("x.Flatten.ctx=%s.f32.r4" % ("gap" if hw == 1 else "relu"), "Flatten", gb,
+              kind="context")
+    for shape in ([1, 2, 3], [1, 16, 32]):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", shape)
+        t = gb.node("Transpose", [x], perm=[0, 2, 1])
+        focus = [gb.last()]
+        gb.output(gb.node("MatMul", [gb.const(_rand([1, 64, shape[2]])), t]))
+        c.add("x.Transpose.perm=0_2_1.ctx=matmul.shape=%s.f32.r3" % "_".join(map(str, shape)),
+              "Transpose", gb, kind="context", focus=focus)
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [pad_extra, depth_to_space_extra, einsum_extra,
-                                                expand_extra]
+                                                expand_extra, transpose6_extra,
+                                                int_and_div_extra, glue_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

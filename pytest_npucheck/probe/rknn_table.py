@@ -65,6 +65,9 @@ def E(status: str, *constraints: dict[str, Any], note: str | None = None,
 
 FLOATS = ["float32", "float16"]
 
+#: rank-6 Transpose perms that ran on the NPU (x.Transpose.perm=*.r6): one adjacent swap.
+TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
+
 #: Einsum equations that ran on the NPU (probes Einsum.eq=*, x.Einsum.*.spaces=no/arrow/comma).
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
               "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
@@ -135,8 +138,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Div": E("npu",
              C("dtype", [r"Div\.b=same\.i64"], "unsupported", tensor="input", index=0,
                allowed=FLOATS, note="an int64 Div crashed the compiler (SIGFPE)"),
-             C("rank", [r"Div\.a=const_scalar"], tensor="input", index=0, min=1,
-               note="a scalar numerator (c / x) is compiled as a CPU Div")),
+             C("rank", [r"Div\.a=const_scalar", r"x\.Div\.a=const_scalar"], tensor="input",
+               index=0, min=1,
+               note="a scalar numerator (c / x) is compiled as a CPU Div, for every probed "
+                    "shape of x; inside an RMSNorm (pattern rmsnorm_div) it is fused on the "
+                    "NPU")),
     "Pow": E("npu", C("const_input", [r"Pow\.exp=dyn"], index=1,
                       note="a non-constant exponent runs on the CPU")),
     "Max": E("npu", C("rank", [r"Max\.b=same\.f32\.r[23]", r"Max\.b=const_scalar",
@@ -332,8 +338,18 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Flatten": E("npu"),
     "Squeeze": E("npu"),
     "Unsqueeze": E("npu"),
-    "Transpose": E("npu", C("rank", [r"Transpose\.perm=[\d_]+\.f32\.r6"], tensor="input",
-                            index=0, max=5, note="rank-6 transposes run on the CPU"),
+    "Transpose": E("npu", C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
+                                       r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
+                            constraints=[
+                                {"rule": "rank", "params": {"tensor": "input", "index": 0,
+                                                            "max": 5}},
+                                {"rule": "attr_in", "params": {"attr": "perm",
+                                                               "values": TRANSPOSE6_NPU}}],
+                            note="rank-6 transposes run on the CPU, except those swapping one "
+                                 "pair of neighbouring axes (Swin window partition/reverse, "
+                                 "perm 0,1,3,2,4,5), which ran on the NPU for every probed "
+                                 "shape; two swaps (0,1,3,2,5,4) or pixel-shuffle-like perms "
+                                 "ran on the CPU"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
@@ -497,6 +513,16 @@ PATTERNS = [
                {"id": "gamma", "op": "Mul", "after": ["div"]},
                {"id": "beta", "op": "Add", "after": ["gamma"]}],
      "_probes": [r"pattern\.layernorm_decomposed\.mul"]},
+    {"name": "rmsnorm_div", "fused_op": "exNorm", "status": "npu",
+     "description": "RMSNorm as the TorchScript exporter writes it (T5, LLaMA): Pow 2 -> "
+                    "ReduceMean -> Add eps -> Sqrt -> Div(1, .) -> Mul x; fused to exNorm, so the "
+                    "scalar-numerator Div (CPU on its own) runs on the NPU",
+     "nodes": [{"id": "pow", "op": "Pow"}, {"id": "mean", "op": "ReduceMean", "after": ["pow"]},
+               {"id": "eps", "op": "Add", "after": ["mean"]},
+               {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
+               {"id": "div", "op": "Div", "after": ["sqrt"]},
+               {"id": "mul", "op": "Mul", "after": ["div"]}],
+     "_probes": [r"x\.Div\.ctx=rmsnorm"]},
     {"name": "sdpa_div", "fused_op": "exSDPAttention", "status": "npu",
      "description": "Q@K^T / sqrt(d) -> Softmax -> @V fused to exSDPAttention",
      "nodes": [{"id": "qk", "op": "MatMul"}, {"id": "scale", "op": "Div", "after": ["qk"]},
