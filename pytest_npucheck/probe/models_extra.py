@@ -274,7 +274,35 @@ def glue_extra(c: _Collector) -> None:
               "Transpose", gb, kind="context", focus=focus)
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [pad_extra, depth_to_space_extra, einsum_extra,
+# ------------------------------------------------------------------------------------------------
+# Cast bool -> bool (TorchScript attention masks: mask.to(torch.bool) on a bool tensor)
+# ------------------------------------------------------------------------------------------------
+
+
+def cast_extra(c: _Collector) -> None:
+    for shape in ([1, 1, 16, 32], [4, 32]):
+        r = len(shape)
+        gb = GraphBuilder(17)
+        x = gb.input("x", "bool", shape)
+        gb.output(gb.node("Cast", [x], to=TensorProto.BOOL))
+        c.add("x.Cast.to=bool.bool.r%d" % r, "Cast", gb, dtype="bool",
+              attributes={"to": TensorProto.BOOL})
+        gb = GraphBuilder(17)
+        m = gb.input("m", "bool", shape)
+        x = gb.input("x", "float32", shape)
+        k = gb.node("Cast", [m], to=TensorProto.BOOL)
+        focus = [gb.last()]
+        gb.output(gb.node("Where", [k, gb.const(np.float32(-1e4)), x], name="post_where"))
+        c.add("x.Cast.to=bool.ctx=where.bool.r%d" % r, "Cast", gb, kind="context", dtype="bool",
+              focus=focus, attributes={"to": TensorProto.BOOL})
+        gb = GraphBuilder(17)
+        m = gb.input("m", "bool", shape)
+        gb.output(gb.node("Cast", [m], to=TensorProto.INT32))
+        c.add("x.Cast.to=int32.bool.r%d" % r, "Cast", gb, dtype="bool",
+              attributes={"to": TensorProto.INT32})
+
+
+FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra]
 

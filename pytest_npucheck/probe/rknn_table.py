@@ -177,9 +177,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
               C("dtype", [r"Cast\.to=\w+\.i64"], tensor="input", index=0,
                 allowed=["float32", "float16", "int32", "bool", "int8"],
                 note="casts from int64 run on the CPU"),
-              C("attr_in", [r"Cast\.to=(int64|int32|bool)\."], attr="to", values=[1, 10, 3],
-                note="casts to int64/int32/bool run on the CPU; to float32/float16/int8 on "
-                     "the NPU"),
+              C("attr_in", [r"Cast\.to=(int64|int32)\.", r"x\.Cast\.to=int32\.bool"], attr="to",
+                values=[1, 10, 3, 9],
+                note="casts to int64/int32 run on the CPU; to float32/float16/int8 on the NPU"),
+              C("any_of", [r"Cast\.to=bool\.f32", r"x\.Cast\.to=bool\.(ctx=where\.)?bool"],
+                constraints=[{"rule": "attr_not_in", "params": {"attr": "to", "values": [9]}},
+                             {"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                          "allowed": ["bool"]}}],
+                note="a cast to bool runs on the CPU unless its input is already bool (the "
+                     "no-op mask casts TorchScript writes; ran on the NPU in front of a Where "
+                     "- a lone rank-4 one at the graph boundary stayed on the CPU, errata)"),
               probes=[r"ctx\.Cast"],
               note="float->float casts are removed inside a network (ctx.Cast probes); a "
                    "stand-alone rank-4 float Cast between graph input and output stayed on "
