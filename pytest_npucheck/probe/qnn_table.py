@@ -1,0 +1,680 @@
+"""Build the QNN HTP operator-support tables from probe results (onnxruntime-qnn emulation).
+
+Usage::
+
+    python -m pytest_npucheck.probe.qnn_table \\
+        --results probes/qnn/2.51.0/htp-v73.fp16.results.json \\
+        [--int8 probes/qnn/2.51.0/htp-v73.int8.results.json] [--out op_support_tables/...]
+
+writes ``op_support_tables/qnn/<sdk-version>/htp-v<arch>.json``.  The results come from
+:mod:`pytest_npucheck.probe.qnn_probe` (one file per HTP architecture and precision).
+
+How entries are made:
+
+* ONNX Runtime assigns every node itself: what the QNN EP does not claim runs on the CPU
+  execution provider, so ops without an entry get ``default_verdict: "cpu"``, and
+  ``unsupported`` is used only where creating the session fails (the QNN graph does not
+  finalize, or a node crashes the backend).
+* An op whose probes all ended on one side gets that status without constraints (``npu`` /
+  ``cpu``; the QNN EP's REASON text goes into the note of ``cpu`` entries).  An op whose probes
+  disagree must have a hand-written rule set below (:data:`OP_RULES`); the builder refuses to
+  guess.  Every entry lists the probes of its op plus those named by its rules.
+* fp16 (``enable_htp_fp16_precision=1``) is the table's precision.  The int8 run (the probe
+  QDQ-quantized in the worker with uint8 activations/weights) is compared probe by probe; where
+  it differs, the entry's note says so ("int8 (QDQ): ...").  The rule language has no condition
+  on the precision, so int8-only differences stay notes.
+* After building, the table is checked against every probe with the plugin's own matcher;
+  the probes the rules cannot express are listed in ``provenance.errata``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["build_table", "verify_table", "predict", "compare", "main", "OP_RULES"]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FLOATS = ["float32", "float16"]
+#: ai.onnx Cast ``to`` codes used below
+INT8, INT64 = 3, 7
+
+# --------------------------------------------------------------------------------------------
+# spec helpers
+# --------------------------------------------------------------------------------------------
+
+
+def C(rule: str, probes: Sequence[str] = (), else_: str = "cpu", note: str | None = None,
+      **params: Any) -> dict[str, Any]:
+    """A constraint; ``probes`` are probe-id regexes (expanded against the results)."""
+    c: dict[str, Any] = {"rule": rule, "params": params, "else": else_, "_probes": list(probes)}
+    if note:
+        c["note"] = note
+    return c
+
+
+def sub(rule: str, **params: Any) -> dict[str, Any]:
+    """A sub-constraint of ``any_of``."""
+    return {"rule": rule, "params": params}
+
+
+def E(status: str, *constraints: dict[str, Any], note: str | None = None,
+      probes: Sequence[str] = (), opset: Sequence[int] | None = None) -> dict[str, Any]:
+    """An op entry; ``probes`` are extra probe-id regexes beyond the probes of the op itself."""
+    e: dict[str, Any] = {"status": status, "constraints": list(constraints),
+                         "_probes": list(probes)}
+    if note:
+        e["note"] = note
+    if opset:
+        e["opset"] = list(opset)
+    return e
+
+
+def rank4(op: str, else_: str = "cpu", why: str = "") -> dict[str, Any]:
+    """Rank <= 4 on every input (the rank-5 probe of the op ran elsewhere)."""
+    return C("rank", [r"%s\..*\.r5$" % re.escape(op)], else_, tensor="input", index="*", max=4,
+             note=why or "rank-5 inputs are rejected by the HTP backend's op validation "
+                         "('Failed to add node.')")
+
+
+FINALIZE = ("the QNN EP accepts the node but the HTP backend fails to finalize the graph "
+            "(QNN_COMMON_ERROR_MEM_ALLOC), so creating the session fails")
+
+# --------------------------------------------------------------------------------------------
+# the op rules (QNN HTP through onnxruntime-qnn, fp16); ``arch`` selects v68/v73 differences
+# --------------------------------------------------------------------------------------------
+
+
+def op_rules(arch: int) -> dict[str, dict[str, Any]]:
+    """Hand-written entries for the ops whose probes disagree (and a few notable others)."""
+    rules: dict[str, dict[str, Any]] = {
+        # -- element-wise ops whose rank-5 form the backend rejects -------------------------
+        "Tanh": E("npu", rank4("Tanh")),
+        "Sqrt": E("npu", rank4("Sqrt")),
+        "Log": E("npu", rank4("Log")),
+        "Floor": E("npu", rank4("Floor")),
+        "Ceil": E("npu", rank4("Ceil")),
+        "Round": E("npu", rank4("Round")),
+        "Sin": E("npu", rank4("Sin")),
+        "Cos": E("npu", rank4("Cos")),
+        "Atan": E("npu", rank4("Atan")),
+        "Elu": E("npu", rank4("Elu")),
+        "HardSigmoid": E("npu", rank4("HardSigmoid")),
+        "Selu": E("npu", rank4("Selu", why="rank-5 input: 'Selu: failed to create ELU node.'")),
+        "Softplus": E("npu", rank4("Softplus",
+                                   why="'QNN EP does not support Softplus with input rank > 4.'")),
+        "Sign": E("npu", rank4("Sign", "unsupported", why="rank 5: " + FINALIZE)),
+        "Tan": E("npu", rank4("Tan", "unsupported", why="rank 5: " + FINALIZE)),
+        "Neg": E("npu", rank4("Neg"),
+                 C("dtype", [r"Neg\.i64"], tensor="input", index=0, allowed=FLOATS,
+                   note="an int64 Neg is rejected ('Failed to add node.')")),
+        "Max": E("npu", rank4("Max")),
+        "Min": E("npu", rank4("Min")),
+        "BatchNormalization": E(
+            "npu", rank4("BatchNormalization",
+                         why="'QNN BatchNorm only supports input ranks of size <= 4.'"),
+            probes=[r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
+            note="after a Conv it is folded into the Conv by onnxruntime (fuse_conv_bn)."),
+        "LogSoftmax": E("npu", rank4("LogSoftmax")),
+        "ReduceL2": E("npu", rank4("ReduceL2", why="rank 5: 'CreateQnnNode failed'")),
+        "GlobalMaxPool": E("npu", rank4("GlobalMaxPool",
+                                        why="'QNN NPU does not support PoolMax3d!'")),
+        "MaxPool": E(
+            "npu", rank4("MaxPool", why="'QNN NPU does not support PoolMax3d!'"),
+            C("attr_range", [r"MaxPool\.k=3\.d=2"], attr="dilations", min=1, max=1,
+              note="'QNN Pool only supports dilations 1!'"),
+            C("rank", [r"MaxPool\..*indices=yes"], tensor="output", index=1, max=0,
+              note="'QNN Pool only supports 1 output!': a second (Indices) output moves it to "
+                   "the CPU (expressed as 'output 1 must not exist')")),
+        "LayerNormalization": E(
+            "npu", rank4("LayerNormalization"),
+            C("rank", [r"LayerNormalization\.axis=(0|1|2)\.f32\.r[234]$"], tensor="input",
+              index=1, max=1,
+              note="'QNN LayerNorm on HTP only supports normalization along the last axis.' "
+                   "(expressed as: the scale input is 1-D)"),
+            C("rank", [r"LayerNormalization\.axis=m1\.outputs=3"], tensor="output", index=1,
+              max=0, note="'QNN LayerNorm only support 1 output.' (expressed as 'output 1 "
+                          "must not exist')"),
+            probes=[r"pattern\.layernorm_decomposed"],
+            note="a decomposed LayerNorm (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add) "
+                 "is fused into LayerNormalization by onnxruntime (LayerNormFusion) and runs on "
+                 "the NPU; every op of the decomposition is also NPU on its own."),
+        # -- attribute / input rules ----------------------------------------------------------
+        "ArgMax": E("npu", C("attr_in", [r"ArgMax\..*select_last_index=1"],
+                             attr="select_last_index", values=[0],
+                             note="'QNN ArgMax/ArgMin only support select_last_index=0.'")),
+        "ArgMin": E("npu", C("attr_in", [r"ArgMin\..*select_last_index=1"],
+                             attr="select_last_index", values=[0],
+                             note="'QNN ArgMax/ArgMin only support select_last_index=0.'")),
+        "Clip": E("npu", C("const_input", [r"Clip\.min=dyn\.max=dyn"], index=[1, 2],
+                           note="\"QNN doesn't support dynamic min/max.\""),
+                  probes=[r"pattern\.conv_relu6"]),
+        "ConvTranspose": E("npu", C("attr_range", [r"ConvTranspose\.k=3\.d=2"],
+                                    attr="dilations", min=1, max=1,
+                                    note="'QNN's TransposeConv2d operator only supports default "
+                                         "dilation values of 1.'")),
+        "CumSum": E("npu",
+                    C("attr_in", [r"CumSum\..*exclusive=1"], attr="exclusive", values=[0],
+                      note="'QNN only supports default value 0 for exclusive attribute'"),
+                    C("attr_in", [r"CumSum\..*reverse=1"], attr="reverse", values=[0],
+                      note="'QNN only supports default value 0 for reverse attribute'")),
+        "Einsum": E("npu", C("attr_in", [r"Einsum\.eq=(ij_to_ji|bij_to_bji|i_j_to_ij|"
+                                         r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)"],
+                             attr="equation",
+                             values=["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid"],
+                             note="only the probed batched-MatMul equations were taken; "
+                                  "one-input equations ('Einsum requires at least 2 inputs.') "
+                                  "and others ('Einsum unsupported equation: ...') run on the "
+                                  "CPU. Equations not probed are predicted CPU.")),
+        "Gemm": E("npu", C("attr_in", [r"Gemm\.alpha=0\.5"], attr="alpha", values=[1.0],
+                           note="'QNN FullyConnected Op only support alpha=1.0.'"),
+                  probes=[r"pattern\.classifier_head", r"pattern\.gemm_bn1d"]),
+        "GatherND": E("npu", C("attr_in", [r"GatherND\.batch_dims=1"], attr="batch_dims",
+                               values=[0], note="batch_dims=1: 'Failed to create GatherND "
+                                                "node.'")),
+        "GridSample": E(
+            "npu",
+            C("attr_in", [r"GridSample\.mode=(bicubic|cubic)"], attr="mode",
+              values=["bilinear", "nearest", "linear"],
+              note="'GridSample does not support mode bicubic/cubic'"),
+            C("rank", [r"GridSample\.mode=linear\.opset=20\.f32\.r5"], "unsupported",
+              tensor="input", index=0, max=4,
+              note="a 5-D (volumetric) GridSample makes session creation fail"),
+            probes=[r"ctx\.GridSample"]),
+        "Mod": E("npu", C("attr_in", [r"Mod\.fmod=1"], attr="fmod", values=[0],
+                          note="'QNN Mod Op only support fmod == 0 for now.'")),
+        "Pad": E(
+            "npu",
+            C("rank", [r"Pad\..*axes=2_3"], tensor="input", index=3, max=0,
+              note="\"QNN Pad doesn't support axes.\" (the opset-18 axes input; expressed as "
+                   "'input 3 must not exist')"),
+            C("attr_in", [r"Pad\.mode=wrap"], attr="mode", values=["constant", "reflect", "edge"],
+              note="'Pad mode only support constant.' for wrap"),
+            C("any_of", [r"Pad\.mode=(reflect|edge)\.pads=hw\.f32\.r5"],
+              constraints=[sub("attr_in", attr="mode", values=["constant"]),
+                           sub("rank", tensor="input", index=0, max=4)],
+              note="rank-5 reflect/edge pads are rejected ('Failed to add node.'); a rank-5 "
+                   "constant pad runs on the NPU"),
+            C("const_input", [r"Pad\.mode=constant\.pads=dyn"], index=1,
+              note="\"Qnn doesn't support dynamic pad input\""),
+            probes=[r"ctx\.Pad"]),
+        "Pow": E("npu", C("dtype", [r"Pow\.exp=2i64"], tensor="input", index=1, allowed=FLOATS,
+                          note="an int64 exponent is rejected ('Failed to add node.')")),
+        "ReduceMean": E("npu", C("const_input", [r"ReduceMean\.axes=dyn"], index=1,
+                                 note="'\"axes\" input for reduce operator must be an "
+                                      "initializer'"),
+                        probes=[r"ctx\.ReduceMean"]),
+        "Reshape": E("npu", C("attr_in", [r"Reshape\.case=zero\.allowzero=1"], attr="allowzero",
+                              values=[0], note="\"The 'allowzero' attribute is not supported by "
+                                               "QNN.\""),
+                     note="a non-constant target shape runs on the CPU ('Cannot get shape'; "
+                          "generic static_shape rule), an output of rank 6 too (generic rank "
+                          "rule)."),
+        "Resize": E(
+            "npu",
+            C("attr_not_in", [r"Resize\..*antialias=1"], attr="antialias", values=[1],
+              note="\"QNN EP: Resize doesn't support anti-aliasing.\""),
+            C("any_of", [r"Resize\.mode=nearest\.ctm=(asymmetric\.nearest_mode=round_prefer_floor"
+                         r"|tf_half_pixel_for_nn)\."],
+              constraints=[sub("attr_in", attr="mode", values=["linear", "cubic"]),
+                           sub("attr_not_in", attr="coordinate_transformation_mode",
+                               values=["asymmetric", "tf_half_pixel_for_nn"]),
+                           sub("attr_in", attr="nearest_mode", values=["floor"])],
+              note="nearest resizing with asymmetric or tf_half_pixel_for_nn coordinates needs "
+                   "nearest_mode=floor ('ResizeNearestNeighbor on the NPU does not support the "
+                   "combination of nearest_mode == ceil or round_prefer_floor and "
+                   "transformation_mode == asymmetric'); torch's nearest export "
+                   "(asymmetric, floor) runs on the NPU"),
+            probes=[r"ctx\.Resize", r"prepass\.shape_resize_sizes", r"pattern\.fpn_upsample"],
+            note="every mode (nearest, linear, cubic) and coordinate mode probed ran on the NPU "
+                 "for spatial scales; scales on the N/C axes made session creation fail "
+                 "(errata); non-constant scales run on the CPU (generic static_shape rule)."),
+        "Cast": E(
+            "npu",
+            C("attr_not_in", [r"Cast\.to=int8\."], attr="to", values=[INT8],
+              note="casts to int8 are rejected ('Failed to create Cast node.')"),
+            C("any_of", [r"Cast\.to=int64\.(f32|bool)\."],
+              constraints=[sub("attr_not_in", attr="to", values=[INT64]),
+                           sub("dtype", tensor="input", index=0, allowed=["int32"])],
+              note="casts to int64 run on the CPU unless the input is int32 ('Failed to "
+                   "create Cast node.'); the QNN EP carries int64 data as int32"),
+            probes=[r"ctx\.Cast"],
+            note="a float->same-float Cast is removed by onnxruntime (ctx.Cast.to=float32)."),
+        "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], tensor="input", index=0,
+                             allowed=FLOATS,
+                             note="an int64 MatMul is rejected ('Failed to add fused Matmul "
+                                  "node.')"),
+                    probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
+                            r"prepass\.const_transpose_weight", r"opset\.\d+\.matmul"],
+                    note="MatMul followed by Add of a 1-D constant is fused into Gemm by "
+                         "onnxruntime (MatMulAddFusion); both run on the NPU."),
+        "Transpose": E("npu", C("dtype", [r"Transpose\.perm=1_0\.i64"], tensor="input",
+                                index=0, allowed=FLOATS + ["int32", "bool", "uint8", "int8"],
+                                note="an int64 Transpose is rejected ('Failed to add node.'); "
+                                     "int32 and bool move on the NPU"),
+                       probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle"],
+                       note="rank-6 permutations run on the CPU (generic rank rule); "
+                            "Transpose pairs are merged or cancelled by onnxruntime."),
+        "Expand": E("npu", note="a non-constant shape runs on the CPU ('Cannot get shape'; "
+                                "generic static_shape rule)."),
+        "Slice": E("npu", probes=[r"ctx\.Slice", r"pattern\.focus"],
+                   note="non-constant starts/ends run on the CPU ('Cannot get shape'; generic "
+                        "static_shape rule); YOLO Focus slices + Concat are fused into "
+                        "SpaceToDepth by onnxruntime."),
+        # -- ops that never reach the NPU / special cases -------------------------------------
+        "Erf": E("cpu", probes=[r"ctx\.Erf", r"pattern\.conv_erf", r"pattern\.gelu_erf_partial"],
+                 note="'Operators of type `Erf` are not supported by QNN EP.' Inside the GELU "
+                      "pattern (x/sqrt2 or x*(1/sqrt2) -> Erf -> +1 -> *x -> *0.5) the QNN EP "
+                      "takes the whole pattern as one Gelu (patterns gelu_erf_div, "
+                      "gelu_erf_mul)."),
+        "Dropout": E("cpu", probes=[r"prepass\.dropout_middle"],
+                     note="'Operators of type `Dropout` are not supported by QNN EP.' Inside a "
+                          "network onnxruntime removes it first (eliminate_identity); a "
+                          "Dropout that produces a graph output stays and runs on the CPU "
+                          "(errata)."),
+        "Identity": E("npu", probes=[r"prepass\.identity_middle", r"ctx\.Identity"],
+                      note="removed by onnxruntime inside a network; a lone Identity between "
+                           "graph input and output runs on the NPU."),
+        "Shape": E("cpu", probes=[r"prepass\.shape_", r"ConstantOfShape\.shape=from_Shape"],
+                   note="Shape of a static tensor is folded by onnxruntime (fold_shape_ops); "
+                        "the QNN EP has no Shape builder."),
+        "Range": E("cpu", probes=[r"Range\.inputs=const"],
+                   note="'Range: all inputs (start, limit, delta) must be constant "
+                        "initializers.' With constant inputs onnxruntime folds it."),
+        "ConstantOfShape": E("cpu", probes=[r"ConstantOfShape\.shape=(const|from_Shape)"],
+                             note="not supported by the QNN EP; folded by onnxruntime when the "
+                                  "shape is constant."),
+        "IsInf": E("cpu", note="'QNN EP does not support IsInf on the HTP backend (graphFinalize "
+                               "fails with error 1002 / QNN_COMMON_ERROR_MEM_ALLOC).'"),
+        "AveragePool": E("npu", probes=[r"ctx\.AveragePool"]),
+    }
+    return rules
+
+
+#: Ops whose probes were kept out of the per-op status derivation: the op ran in a helper role.
+GENERIC_EXCEPT: list[str] = []
+
+
+def generic_rules() -> list[dict[str, Any]]:
+    """Constraints for every node."""
+    return [
+        C("static_shape", [r"dynamic\.(batch|hw|unknown_dim|seq)\.(conv_relu|matmul_softmax)",
+                           r"prepass\.shape_gather_reshape\.dynbatch",
+                           r"(Reshape\.shape|Expand\.shape|Slice\.starts|Pad\.mode=constant\.pads)"
+                           r"=dyn", r"Resize\..*dyn=yes"],
+          tensors="all",
+          note="the QNN EP needs static shapes on every input and output of a node ('Cannot "
+               "get shape'; docs: 'no dynamic shapes'): nodes with symbolic dims, or whose "
+               "output shape depends on run-time values, stay on the CPU"),
+        C("rank", [r"Transpose\.perm=0_1_3_5_2_4", r"Reshape\.case=r4_to_r6"], tensor="input",
+          index="*", max=5, note="HTP tensors have at most 5 dimensions"),
+        C("rank", [r"Transpose\.perm=0_1_3_5_2_4", r"Reshape\.case=r4_to_r6"], tensor="output",
+          index="*", max=5, note="HTP tensors have at most 5 dimensions"),
+    ]
+
+
+def patterns() -> list[dict[str, Any]]:
+    """Fusions that change a placement (the QNN EP's own GELU node unit)."""
+    def gelu(name: str, first: str, what: str, probes: list[str]) -> dict[str, Any]:
+        return {
+            "name": name, "fused_op": "Gelu", "status": "npu",
+            "description": "GELU written as %s -> Erf -> Add 1 -> Mul x -> Mul 0.5; the QNN EP "
+                           "groups it into one Gelu node unit on the NPU (a lone Erf runs on "
+                           "the CPU)" % what,
+            "nodes": [{"id": "scale", "op": first}, {"id": "erf", "op": "Erf", "after": ["scale"]},
+                      {"id": "add", "op": "Add", "after": ["erf"]},
+                      {"id": "mul", "op": "Mul", "after": ["add"]},
+                      {"id": "half", "op": "Mul", "after": ["mul"]}],
+            "_probes": probes}
+    return [
+        gelu("gelu_erf_div", "Div", "x / sqrt(2)",
+             [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"]),
+        gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [r"pattern\.gelu_erf\.mul"]),
+    ]
+
+
+PREPASS_PROBES = {
+    "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
+    "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
+                       r"prepass\.const_transpose_weight", r"Range\.inputs=const",
+                       r"ConstantOfShape\.shape=const"],
+    "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
+                       r"ConstantOfShape\.shape=from_Shape", r"Shape\.f32"],
+    "fuse_conv_bn": [r"pattern\.conv_bn"],
+    "fuse_patterns": [r"pattern\.gelu_erf\.(div|mul)", r"pattern\.ffn_gelu_erf"],
+}
+
+DOC_SOURCE = {
+    "title": "ONNX Runtime QNN Execution Provider documentation (Supported ONNX operators)",
+    "url": "https://onnxruntime.ai/docs/execution-providers/QNN-ExecutionProvider.html",
+    "note": "Model requirements (static shapes) and the list of ops with QNN builders; facts "
+            "only, used for comparison. Where the probes and the page disagree the probes win.",
+}
+
+# --------------------------------------------------------------------------------------------
+# building
+# --------------------------------------------------------------------------------------------
+
+
+def _expand(patterns_: Iterable[str], ids: Sequence[str], what: str) -> list[str]:
+    out: list[str] = []
+    for pat in patterns_:
+        rx = re.compile(pat)
+        hit = [i for i in ids if rx.match(i)]
+        if not hit:
+            raise ValueError("%s: probe selector %r matches no probe" % (what, pat))
+        out.extend(h for h in hit if h not in out)
+    return out
+
+
+def _clean(c: Mapping[str, Any], ids: Sequence[str], what: str) -> dict[str, Any]:
+    c2 = {k: v for k, v in c.items() if not k.startswith("_")}
+    c2["probes"] = _expand(c["_probes"], ids, what)
+    return c2
+
+
+def _reasons(rec: Mapping[str, Any]) -> list[str]:
+    out: list[str] = []
+    for node in rec.get("focus") or []:
+        for r in (rec.get("reasons") or {}).get(node, []):
+            r = r.split(".%s node" % rec["op"])[0].strip()
+            if r not in out:
+                out.append(r)
+    return out
+
+
+_QUANTIZER_ARTEFACT = re.compile(r"\.f16\.r\d$")
+
+
+def int8_differences(fp16: Mapping[str, Any], int8: Mapping[str, Any]
+                     ) -> dict[str, list[tuple[str, str, str, str]]]:
+    """``{op: [(probe, fp16 verdict, int8 verdict, why)]}`` for probes whose verdict differs.
+
+    Probes with float16 inputs (the quantizer writes an invalid model for them) and probes
+    whose float model the quantizer could not run (``quantize_failed``) are left out.
+    """
+    by_id = {p["id"]: p for p in int8["probes"]}
+    out: dict[str, list[tuple[str, str, str, str]]] = defaultdict(list)
+    for p in fp16["probes"]:
+        q = by_id.get(p["id"])
+        if q is None or q["verdict"] == p["verdict"] or q["status"] == "quantize_failed" \
+                or _QUANTIZER_ARTEFACT.search(p["id"]):
+            continue
+        if {p["verdict"], q["verdict"]} <= {"npu", "folded"}:
+            continue
+        why = "; ".join(_reasons(q)) or (q.get("message") or "").split("\n")[0][:160]
+        out[p["op"] if p["kind"] in ("op", "context") else "*" + p["kind"]].append(
+            (p["id"], p["verdict"], q["verdict"], why))
+    return out
+
+
+def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """Make the support table from a probe-results document (fp16) and optionally the int8
+    results of the same architecture."""
+    version, soc = results["version"], results["soc"]
+    arch = int(soc.rsplit("v", 1)[1])
+    src = "probe:qnn-%s-%s" % (version, soc)
+    src8 = src + "-int8"
+    probes = results["probes"]
+    ids = [p["id"] for p in probes]
+    by_op: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for p in probes:
+        if p["kind"] in ("op", "context"):
+            by_op[p["op"]].append(p)
+    rules = op_rules(arch)
+    diffs8 = int8_differences(results, int8) if int8 else {}
+
+    ops: dict[str, Any] = {}
+    undecided: list[str] = []
+    for op in sorted(set(by_op) | set(rules)):
+        recs = by_op.get(op, [])
+        verdicts = Counter(r["verdict"] for r in recs)
+        plain = {"npu" if v == "folded" else v for v in verdicts}
+        spec = rules.get(op)
+        if spec is None:
+            if plain == {"npu"}:
+                spec = E("npu")
+            elif plain == {"cpu"}:
+                why = sorted({w for r in recs for w in _reasons(r)})
+                spec = E("cpu", note="; ".join("'%s'" % w for w in why) if why else None)
+            else:
+                undecided.append("%s: %s" % (op, dict(verdicts)))
+                continue
+        entry: dict[str, Any] = {"status": spec["status"]}
+        if spec.get("opset"):
+            entry["opset"] = spec["opset"]
+        cons = [_clean(c, ids, "%s/%s" % (op, c["rule"])) for c in spec["constraints"]]
+        if cons:
+            entry["constraints"] = cons
+        entry["source"] = src
+        plist = [r["id"] for r in recs]
+        plist += [x for x in _expand(spec["_probes"], ids, op) if x not in plist]
+        if not plist:
+            raise ValueError("no probe supports the entry for %s" % op)
+        entry["probes"] = plist
+        notes = [spec["note"]] if spec.get("note") else []
+        d8 = diffs8.get(op)
+        if d8:
+            shown = ["%s %s->%s%s" % (pid, a, b, " (%s)" % w if w else "") for pid, a, b, w in d8]
+            notes.append("int8 (QDQ, %s): %s" % (src8, "; ".join(shown)))
+        if notes:
+            entry["note"] = " ".join(notes)
+        ops["ai.onnx:%s" % op] = entry
+    if undecided:
+        raise ValueError("ops with disagreeing probes need a rule in op_rules():\n  "
+                         + "\n  ".join(undecided))
+
+    generic = []
+    for c in generic_rules():
+        c2 = _clean(c, ids, "generic/%s" % c["rule"])
+        c2["source"] = src
+        generic.append(c2)
+    pats = []
+    for pat in patterns():
+        p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
+        p2["source"] = src
+        p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
+        pats.append(p2)
+
+    opset_ok = sorted({p["attributes"]["opset"] for p in probes
+                       if p["kind"] == "opset" and p["status"] == "ok"})
+    opset_bad = sorted({p["attributes"]["opset"] for p in probes
+                        if p["kind"] == "opset" and p["status"] != "ok"})
+    lo, hi = opset_ok[0], opset_ok[-1]
+    assert opset_ok == list(range(lo, hi + 1)), "non-contiguous opset support"
+    assert all(o < lo for o in opset_bad), "opset failures above the accepted range"
+
+    prepass_ev = {k: _expand(v, ids, "prepass/" + k) for k, v in PREPASS_PROBES.items()}
+    pkg = results.get("package_version")
+    sources: dict[str, Any] = {
+        src: {
+            "title": "Probe models placed by onnxruntime-qnn %s (QNN HTP backend %s, htp_arch=%d, "
+                     "fp16) in x86 emulation" % (pkg, results.get("backend_build"), arch),
+            "note": "%d single-op / pattern / opset / dynamic-shape probes; raw results in "
+                    "probes/qnn/%s/%s.fp16.results.json (python -m "
+                    "pytest_npucheck.probe.qnn_probe). Placement from "
+                    "InferenceSession.get_provider_graph_assignment_info(); reasons from the "
+                    "verbose log. Provider options: %s. Prepass evidence: %s." % (
+                        len(probes), version, soc, json.dumps(results.get("provider_options")),
+                        "; ".join("%s <- %s" % (k, ", ".join(v[:3]))
+                                  for k, v in prepass_ev.items())),
+        },
+        "doc:ort-qnn-ep": DOC_SOURCE,
+    }
+    if int8:
+        n8 = sum(len(v) for v in diffs8.values())
+        sources[src8] = {
+            "title": "The same probes QDQ-quantized (uint8 activations and weights, random "
+                     "calibration) and placed with onnxruntime-qnn %s, htp_arch=%d" % (pkg, arch),
+            "note": "raw results in probes/qnn/%s/%s.int8.results.json; %d probes differ from "
+                    "fp16 (listed in the notes of their op entries, 'int8 (QDQ)')."
+                    % (version, soc, n8),
+        }
+    int8_other = {k: v for k, v in diffs8.items() if k.startswith("*")}
+    description = (
+        "Qualcomm QNN HTP v%d (QNN SDK %s as reported by the backend library, through "
+        "onnxruntime-qnn %s / onnxruntime %s) operator placement for fp16 models "
+        "(enable_htp_fp16_precision=1, soc_model %s), derived from %d probe models placed with "
+        "the real QNN execution provider in x86 HTP emulation. ONNX Runtime assigns every node: "
+        "what the QNN EP does not take runs on the CPU execution provider. Accepted ONNX "
+        "opsets: %d..%d (opsets %s have no onnxruntime kernels)." % (
+            arch, version, pkg, results.get("onnxruntime"),
+            (results.get("provider_options") or {}).get("soc_model"), len(probes), lo, hi,
+            ", ".join(map(str, opset_bad)) or "none"))
+    if int8_other:
+        description += " int8 (QDQ) differences outside single-op probes: %s." % "; ".join(
+            "%s %s->%s" % (pid, a, b) for v in int8_other.values() for pid, a, b, _ in v)
+    table = {
+        "format": 1,
+        "toolchain": "qnn",
+        "version": version,
+        "soc": soc,
+        "description": description,
+        "precision": {"default": "float16", "supported": ["float16", "int8"]},
+        "provenance": {
+            "method": "probed",
+            "toolchain_package": "onnxruntime-qnn==%s" % pkg,
+            "generated": _dt.date.today().isoformat(),
+            "generator": "pytest_npucheck.probe.qnn_table",
+            "errata": [],
+            "sources": sources,
+        },
+        "opsets": {"ai.onnx": [lo, hi]},
+        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "fuse_conv_bn",
+                      "fuse_patterns"],
+        "default_verdict": "cpu",
+        "generic_constraints": generic,
+        "patterns": pats,
+        "ops": dict(sorted(ops.items())),
+    }
+    return table
+
+
+# --------------------------------------------------------------------------------------------
+# verification against the probes (through the plugin's matcher)
+# --------------------------------------------------------------------------------------------
+
+
+def predict(table: Any, model: Any) -> dict[str, str]:
+    """Per-node verdicts the table gives a model (the plugin's own matcher)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+
+    res = match(facts_from_model(model), table)
+    pred = {n.name: n.verdict for n in res.nodes if not n.graph}
+    if res.model_issues:
+        pred = {name: "unsupported" for name in pred}
+    return pred
+
+
+def _real(v: str) -> str:
+    return "npu" if v in ("npu", "folded", "removed") else v
+
+
+def compare(pred: Mapping[str, str], observed_status: str, observed: Mapping[str, str],
+            focus: Sequence[str] | None = None) -> list[tuple[str, str, str]]:
+    """Disagreements ``(node, predicted, observed)``; ``("*", ...)`` for model-level ones."""
+    rejected = "unsupported" in pred.values()
+    if observed_status != "ok":
+        return [] if rejected else [("*", "ok", observed_status)]
+    if rejected:
+        bad = [n for n, v in pred.items() if v == "unsupported"]
+        return [("*", "unsupported(%s)" % ",".join(bad[:3]), "ok")]
+    out = []
+    for n in (focus or list(observed)):
+        p, o = pred.get(n), observed.get(n)
+        if p is None or o is None:
+            continue
+        if _real(p) != _real(o):
+            out.append((n, p, o))
+    return out
+
+
+def verify_table(table: Mapping[str, Any], results: Mapping[str, Any],
+                 extra_models: Mapping[str, Any] | None = None
+                 ) -> tuple[Counter[str], list[str]]:
+    """Predict every probe with the table and compare with the real placement."""
+    from pytest_npucheck.probe.qnn_probe import select_probes
+    from pytest_npucheck.tables import table_from_data
+
+    t = table_from_data(table)
+    models = {p.id: p.model for p in select_probes()}
+    models.update(extra_models or {})
+    stats: Counter[str] = Counter()
+    lines: list[str] = []
+    for rec in results["probes"]:
+        model = models.get(rec["id"])
+        if model is None:
+            continue
+        diff = compare(predict(t, model), rec["status"], rec["placement"], rec["focus"])
+        if diff:
+            stats["disagree"] += 1
+            for node, want, got in diff:
+                op = next((n["op_type"] for n in rec["nodes"] if n["name"] == node), "model")
+                lines.append("probe %s: %s %s -> table says %s, onnxruntime-qnn %s" % (
+                    rec["id"], op, node, want, got if got != "ok" else "created the session"))
+        else:
+            stats["agree"] += 1
+    return stats, lines
+
+
+def validate(table: Mapping[str, Any], schema_path: Path) -> None:
+    """Validate against the JSON schema and the project's semantic checks (raises)."""
+    from pytest_npucheck.tables import validate_table_data
+
+    rel = (table["toolchain"], table["version"], table["soc"])
+    problems = validate_table_data(table, Path("%s/%s/%s.json" % rel), schema_path, rel)
+    if problems:
+        raise ValueError("table fails the project's table checks:\n  " + "\n  ".join(problems))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point (see module docstring)."""
+    ap = argparse.ArgumentParser(description="Build a QNN HTP support table from probe results.")
+    ap.add_argument("--results", default=str(ROOT / "probes/qnn/2.51.0/htp-v73.fp16.results.json"))
+    ap.add_argument("--int8", default=None, help="int8 results of the same arch (default: the "
+                    "sibling *.int8.results.json if present)")
+    ap.add_argument("--out", default=None, help="default op_support_tables/qnn/<version>/<soc>.json")
+    ap.add_argument("--schema", default=str(ROOT / "op_support_tables/schema.json"))
+    ap.add_argument("--no-verify", action="store_true", help="skip the probe self-check")
+    args = ap.parse_args(argv)
+    with open(args.results, encoding="utf-8") as fh:
+        results = json.load(fh)
+    int8_path = Path(args.int8) if args.int8 else Path(
+        args.results.replace(".fp16.results.json", ".int8.results.json"))
+    int8 = None
+    if int8_path.is_file() and int8_path != Path(args.results):
+        with open(int8_path, encoding="utf-8") as fh:
+            int8 = json.load(fh)
+    table = build_table(results, int8)
+    if not args.no_verify:
+        stats, lines = verify_table(table, results)
+        table["provenance"]["errata"] = [
+            "self-check: the table reproduces the placement of %d of %d probes; the "
+            "disagreements below are behaviours the rules cannot express (see the op notes)"
+            % (stats["agree"], stats["agree"] + stats["disagree"])] + lines
+        print("self-check: %s" % dict(stats), file=sys.stderr)
+        for ln in lines:
+            print("  " + ln, file=sys.stderr)
+    validate(table, Path(args.schema))
+    out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "qnn" /
+                                           table["version"] / ("%s.json" % table["soc"]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", encoding="utf-8") as fh:
+        json.dump(table, fh, indent=1)
+        fh.write("\n")
+    print("wrote %s (%d op entries, %d patterns)" % (out, len(table["ops"]),
+                                                     len(table["patterns"])), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
