@@ -184,6 +184,26 @@ def expand_extra(c: _Collector) -> None:
         exp(src, dst)
         exp(src, dst, pre="relu")
 
+    # conformer relative-position mask: [1, T] -> Reshape [1,1,1,T] -> Expand [1,H,1,T] -> Add
+    for t, post in ((15, "add"), (16, "add"), (15, "add2"), (15, "where_add")):
+        gb = GraphBuilder(17)
+        m = gb.input("m", "float32", [1, t])
+        s4 = gb.input("s", "float32", [1, 4, t, t])
+        y = gb.node("Reshape", [m, gb.ints([1, 1, 1, t])], name="pre_reshape")
+        if post == "where_add":
+            y = gb.node("Where", [gb.node("Greater", [y, gb.const(np.float32(0))]),
+                                  gb.const(np.float32(-1e4)), y], name="pre_where")
+        e = gb.node("Expand", [y, gb.ints([1, 4, 1, t])])
+        focus = [gb.last()]
+        out = gb.node("Add", [s4, e], name="post_add")
+        if post == "add2":
+            gb.output(gb.node("Add", [out, gb.node("Add", [e, gb.const(np.float32(1))],
+                                                   name="post_add2")], name="post_add3"))
+        else:
+            gb.output(out)
+        c.add("x.Expand.from=1_1_1_%d.to=1_4_1_%d.ctx=%s.f32.r4" % (t, t, post), "Expand", gb,
+              kind="context", focus=focus)
+
 
 # ------------------------------------------------------------------------------------------------
 # rank-6 Transpose - Swin window partition / reverse (perm 0,1,3,2,4,5)
