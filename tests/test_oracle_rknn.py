@@ -169,3 +169,32 @@ def test_crash_and_timeout_isolated(probe_paths: dict[str, str]) -> None:
     assert res["crash"].status == "crashed"
     assert res["hang"].status == "timeout"
     assert res["after"].status == "ok"
+
+
+def test_extra_probe_findings_in_table() -> None:
+    """The extra probes (models_extra) are in the committed results and the table reproduces
+    the placements they were written for (no compiler needed)."""
+    import json
+
+    from pytest_npucheck.probe.models_extra import build_extra_probes
+    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.tables import Catalog
+
+    repo = Path(__file__).resolve().parent.parent
+    results = json.loads((repo / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
+    recs = {r["id"]: r for r in results["probes"]}
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    probes = {p.id: p for p in build_extra_probes()}
+    assert set(probes) == set(recs)
+    for pid in ("x.Einsum.qk.spaces=yes.n=256.d=8.f32.r3", "x.Einsum.qk.spaces=no.n=256.d=8.f32.r3",
+                "x.DepthToSpace.blocksize=3.mode=CRD.cout=1.hw=32.f32.r4",
+                "x.DepthToSpace.blocksize=2.mode=CRD.cout=1.hw=32.f32.r4",
+                "x.Transpose.perm=0_1_3_2_4_5.shape=1_4_4_4_4_32.f32.r6",
+                "x.Transpose.perm=0_1_4_2_5_3.shape=1_4_4_4_4_32.f32.r6",
+                "x.Div.ctx=rmsnorm.d=32.f32.r3", "x.Div.a=const_scalar.shape=1_16_1.f32.r3",
+                "x.Cast.to=bool.ctx=where.bool.r4", "x.Cast.to=int32.bool.r4"):
+        rec = recs[pid]
+        pred = predict(table, probes[pid].model)
+        for node in rec["focus"]:
+            got = "npu" if pred[node] == "folded" else pred[node]
+            assert got == rec["placement"][node], (pid, node, pred[node], rec["placement"][node])
