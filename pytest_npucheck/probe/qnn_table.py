@@ -211,9 +211,15 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
                                  note="'\"axes\" input for reduce operator must be an "
                                       "initializer'"),
                         probes=[r"ctx\.ReduceMean"]),
-        "Reshape": E("npu", C("attr_in", [r"Reshape\.case=zero\.allowzero=1"], attr="allowzero",
-                              values=[0], note="\"The 'allowzero' attribute is not supported by "
-                                               "QNN.\""),
+        "Reshape": E("npu", C("any_of", [r"Reshape\.case=zero\.allowzero=1"],
+                              constraints=[sub("attr_in", attr="allowzero", values=[0]),
+                                           sub("const_value_range", index=1, min=1,
+                                               ignore=[-1])],
+                              note="allowzero=1 with a 0 in the target shape: \"QNN Reshape "
+                                   "does not support shapes with zero dimensions. The "
+                                   "'allowzero' attribute is not supported by QNN.\" (the "
+                                   "dynamo exporter writes allowzero=1 on every Reshape; "
+                                   "without a 0 in the shape they run on the NPU)"),
                      note="a non-constant target shape runs on the CPU ('Cannot get shape'; "
                           "generic static_shape rule), an output of rank 6 too (generic rank "
                           "rule)."),
