@@ -374,6 +374,8 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
                 return "fused", l1_producer[t]
             if t in l1_inits:
                 folded = True
+        if folded:  # its value became an initializer
+            return "folded", None
         for t in sess[i].get("outputs", ()):
             for c in sess_consumers.get(t, ()):
                 if c in seen or not vanished[c]:
@@ -399,6 +401,10 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
             if pref:
                 idx, how = pref[0], "fused into %s (%s)" % (l1_names[pref[0]],
                                                             l1_nodes[pref[0]]["op_type"])
+            elif n.get("op_type") in ("Identity", "Dropout") and not any(
+                    t in l1_producer for t in n.get("outputs", ()) if t):
+                kind, idx = "eliminated", None  # its consumers read its input now
+                how = "eliminated by onnxruntime before partitioning"
             else:
                 kind, idx = walk(i, set())
                 if kind == "fused" and idx is not None:
@@ -464,7 +470,7 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
             via[name] = "not in the model handed to onnxruntime"
     # --- helpers: assigned nodes that are no ONNX node of the model
     node_names = set(names)
-    mapped_l1 = {l1_names[i] for i in sess_l1.values()}
+    mapped_l1 = {l1_names[sess_l1[n]] for n in names if n in sess_l1}
     helpers: dict[str, list[str]] = {}
     for sg in assignment:
         for nd in sg.get("nodes", ()):

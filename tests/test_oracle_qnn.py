@@ -1,0 +1,291 @@
+"""Tests for the onnxruntime-qnn (QNN HTP emulation) oracle adapter.
+
+The parsing/mapping tests run everywhere.  The end-to-end tests need a python with
+onnxruntime-qnn installed (``scripts/setup-qnn-venv.sh``), named by ``NPUCHECK_QNN_PYTHON``;
+they are skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_npucheck.oracles import qnn as oracle
+
+# --------------------------------------------------------------------------------------------
+# log parsing and placement mapping (no QNN needed)
+# --------------------------------------------------------------------------------------------
+
+P = "2026-01-01 10:00:00.000000000 [V:onnxruntime:, qnn_execution_provider.cc:1 GetCapability] "
+SAMPLE_LOG = "\n".join([
+    P + "GetCapability pass 1 (pre-Layout-Transform)",
+    P + "Backend build version: v2.51.0.260929181845",
+    P + "/x/libQnnHtp.so interface version: 2.40.0",
+    P + "Validation PASSED for 1 nodes in OrtNodeUnit (Conv) :",
+    "\tOperator type: Conv Node name: conv Node index: 0",
+    P + "Validation FAILED for 1 nodes in OrtNodeUnit (Erf) :",
+    "\tOperator type: Erf Node name: /blk/erf Node index: 1",
+    "\tREASON : Operators of type `Erf` are not supported by QNN EP.",
+    P + "Validation FAILED for 2 nodes in OrtNodeUnit (Gelu) :",
+    "\tOperator type: Div Node name: d Node index: 4",
+    "\tOperator type: Mul Node name: m Node index: 5",
+    "\tREASON : Failed to add node.",
+    P + "GetCapability pass 2 (post-Layout-Transform)",
+    P + "Validation PASSED for 1 nodes in OrtNodeUnit (Conv) :",
+    "\tOperator type: Conv Node name: conv_token_1 Node index: 7",
+    "\x1b[0;93m" + P.replace("[V:", "[W:") + "something\x1b[m",
+    P + "Node placements",
+    P + " Node(s) placed on [QNNExecutionProvider]. Number of nodes: 2",
+    P + " Node(s) placed on [CPUExecutionProvider]. Number of nodes: 1",
+])
+
+
+def test_parse_validations() -> None:
+    vs = oracle.parse_validations(SAMPLE_LOG)
+    assert [(v.passed, v.op_type, v.name, v.index, v.pass_no) for v in vs] == [
+        (True, "Conv", "conv", 0, 1), (False, "Erf", "/blk/erf", 1, 1),
+        (False, "Div", "d", 4, 1), (False, "Mul", "m", 5, 1), (True, "Conv", "conv_token_1", 7, 2)]
+    assert vs[1].reason.startswith("Operators of type `Erf`")
+    assert vs[2].reason == vs[3].reason == "Failed to add node."  # one reason per node unit
+    assert vs[2].unit == "Gelu"
+
+
+def test_parse_versions_and_summary() -> None:
+    assert oracle.parse_backend_version(SAMPLE_LOG) == ("2.51.0", "2.51.0.260929181845", "2.40.0")
+    assert oracle.parse_backend_version("nothing") == (None, None, None)
+    assert oracle.parse_placement_summary(SAMPLE_LOG) == {"QNNExecutionProvider": 2,
+                                                          "CPUExecutionProvider": 1}
+
+
+def _n(name: str, op: str, ins: list[str], outs: list[str]) -> dict[str, object]:
+    return {"name": name, "op_type": op, "inputs": ins, "outputs": outs}
+
+
+def test_map_placement() -> None:
+    nodes = [
+        _n("c_add", "Add", ["k1", "k2"], ["c"]),          # constant-folded
+        _n("conv", "Conv", ["x", "w"], ["y"]),            # renamed by the layout transform
+        _n("bn", "BatchNormalization", ["y", "s", "b", "m", "v"], ["z"]),  # fused into conv
+        _n("id", "Identity", ["z"], ["z2"]),              # eliminated
+        _n("mm", "MatMul", ["z2", "c"], ["p"]),           # fused into mm/MatMulAddFusion
+        _n("bias", "Add", ["p", "bvec"], ["q"]),
+        _n("erf", "Erf", ["q"], ["r"]),                   # CPU
+        _n("tp", "Transpose", ["r"], ["out"]),            # in no partition
+    ]
+    l1 = {"nodes": [_n("conv", "Conv", ["x", "w"], ["z"]),
+                    _n("mm/MatMulAddFusion", "Gemm", ["z", "c", "bvec"], ["q"]),
+                    _n("erf", "Erf", ["q"], ["r"]),
+                    _n("tp", "Transpose", ["r"], ["out"])],
+          "initializers": ["w", "c", "bvec"]}
+    assignment = [
+        {"ep": "QNNExecutionProvider", "nodes": [
+            {"name": "Transpose", "op_type": "Transpose"},
+            {"name": "conv_token_1", "op_type": "Conv", "domain": "com.ms.internal.nhwc"},
+            {"name": "mm/MatMulAddFusion", "op_type": "Gemm"}]},
+        {"ep": "CPUExecutionProvider", "nodes": [{"name": "erf", "op_type": "Erf"}]},
+    ]
+    vs = oracle.parse_validations(P + "Validation FAILED for 1 nodes in OrtNodeUnit (Erf) :\n"
+                                  "\tOperator type: Erf Node name: erf Node index: 2\n"
+                                  "\tREASON : no Erf\n")
+    m = oracle.map_placement(nodes, assignment, l1, vs)
+    assert m["placement"] == {"c_add": "folded", "conv": "npu", "bn": "npu", "id": "folded",
+                              "mm": "npu", "bias": "npu", "erf": "cpu", "tp": "removed"}
+    assert "constant-folded" in m["via"]["c_add"]
+    assert "eliminated" in m["via"]["id"]
+    assert m["via"]["conv"] == "placed as conv_token_1"
+    assert m["via"]["bn"].startswith("fused into conv (Conv)")
+    assert m["via"]["mm"] == "fused into mm/MatMulAddFusion (Gemm)"
+    assert m["reasons"] == {"erf": ["no Erf"]}
+    assert m["helpers"] == {"QNNExecutionProvider": ["Transpose:Transpose"]}
+
+
+def test_map_placement_int8_session_nodes() -> None:
+    nodes = [_n("relu", "Relu", ["x"], ["y"])]
+    sess = [_n("x_q", "QuantizeLinear", ["x", "s", "z"], ["xq"]),
+            _n("x_dq", "DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+            _n("relu", "Relu", ["xd"], ["y0"]),
+            _n("y_q", "QuantizeLinear", ["y0", "s", "z"], ["yq"]),
+            _n("y_dq", "DequantizeLinear", ["yq", "s", "z"], ["y"])]
+    assignment = [{"ep": "QNNExecutionProvider", "nodes": [
+        {"name": n["name"], "op_type": n["op_type"]} for n in sess]}]
+    m = oracle.map_placement(nodes, assignment, {"nodes": sess, "initializers": ["s", "z"]},
+                             session_nodes=sess)
+    assert m["placement"] == {"relu": "npu"}
+    assert sorted(m["helpers"]["QNNExecutionProvider"]) == [
+        "x_dq:DequantizeLinear", "x_q:QuantizeLinear", "y_dq:DequantizeLinear",
+        "y_q:QuantizeLinear"]
+
+
+def test_onnx_placement_for_compare() -> None:
+    ok = oracle.QnnResult(key="m", path="m.onnx", status="ok",
+                          placement={"a": "npu", "b": "cpu", "c": "folded", "d": "removed"})
+    assert oracle.onnx_placement(ok) == {"a": "npu", "b": "cpu", "c": "npu", "d": "npu"}
+    bad = oracle.QnnResult(key="m", path="m.onnx", status="session_failed",
+                           op_types={"a": "Relu", "b": "Erf"})
+    assert oracle.onnx_placement(bad) == {"a": "unsupported", "b": "unsupported"}
+
+
+def test_provider_options() -> None:
+    assert oracle.provider_options(73) == {"htp_arch": "73", "soc_model": "43",
+                                           "enable_htp_fp16_precision": "1"}
+    assert oracle.provider_options(68, precision="int8") == {"htp_arch": "68", "soc_model": "39"}
+    with pytest.raises(ValueError):
+        oracle.provider_options(73, precision="int4")
+
+
+def test_find_python_explicit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(oracle.ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert oracle.find_qnn_python(str(tmp_path / "nope")) is None
+    exe = tmp_path / "py"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    assert oracle.find_qnn_python(str(exe)) == str(exe)
+    monkeypatch.setenv(oracle.ENV_VAR, str(exe))
+    assert oracle.find_qnn_python() == str(exe)
+
+
+def test_unavailable_raises(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(oracle.ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(oracle.QnnUnavailable):
+        oracle.place_models([str(tmp_path / "m.onnx")], 73)
+
+
+def test_worker_failure_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A python without onnxruntime-qnn: the worker says so instead of hanging."""
+    import sys
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexec %s -S -I \"$@\"\n" % sys.executable)  # no site-packages
+    fake.chmod(0o755)
+    with pytest.raises(oracle.QnnUnavailable, match="cannot set up onnxruntime-qnn"):
+        oracle.place_models([str(tmp_path / "m.onnx")], 73, str(fake), startup_timeout=60)
+
+
+# --------------------------------------------------------------------------------------------
+# end to end with the real QNN EP
+# --------------------------------------------------------------------------------------------
+
+QNN_PY = os.environ.get(oracle.ENV_VAR)
+needs_qnn = pytest.mark.skipif(
+    not (QNN_PY and os.path.isfile(QNN_PY) and os.access(QNN_PY, os.X_OK)),
+    reason="set %s to the python of an onnxruntime-qnn venv (scripts/setup-qnn-venv.sh)"
+           % oracle.ENV_VAR)
+
+
+def _save(tmp_path: Path, name: str, build) -> str:  # type: ignore[no-untyped-def]
+    import onnx
+
+    from pytest_npucheck.probe.models import GraphBuilder
+
+    gb = GraphBuilder(17)
+    build(gb)
+    path = tmp_path / (name + ".onnx")
+    onnx.save(gb.build(), str(path))
+    return str(path)
+
+
+def _conv_erf(gb) -> None:  # type: ignore[no-untyped-def]
+    x = gb.input("x", "float32", [1, 8, 16, 16])
+    y = gb.node("Conv", [x, gb.weight([8, 8, 3, 3])], name="conv", kernel_shape=[3, 3],
+                pads=[1, 1, 1, 1])
+    gb.output(gb.node("Relu", [gb.node("Erf", [y], name="erf")], name="relu"))
+
+
+def _dynamic(gb) -> None:  # type: ignore[no-untyped-def]
+    x = gb.input("x", "float32", ["N", 8, 16, 16])
+    gb.output(gb.node("Relu", [gb.node("Conv", [x, gb.weight([8, 8, 3, 3])], name="conv",
+                                       kernel_shape=[3, 3], pads=[1, 1, 1, 1])], name="relu"))
+
+
+def _folded(gb) -> None:  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    x = gb.input("x", "float32", [1, 16, 32])
+    c = gb.node("Sqrt", [gb.const(np.full([32], 4.0, np.float32))], name="c_sqrt")
+    gb.output(gb.node("Mul", [gb.node("Identity", [x], name="ident"), c], name="mul"))
+
+
+@needs_qnn
+def test_e2e_placement_reasons_and_versions(tmp_path: Path) -> None:
+    paths = [_save(tmp_path, "conv_erf", _conv_erf), _save(tmp_path, "dynamic", _dynamic),
+             _save(tmp_path, "folded", _folded)]
+    res = oracle.place_models(paths, 73, QNN_PY, run=True)
+    erf, dyn, fold = res
+    assert erf.ok and erf.placement == {"conv": "npu", "erf": "cpu", "relu": "npu"}
+    assert any("Erf" in r for r in erf.reasons["erf"])
+    assert erf.backend_version and erf.backend_version.count(".") == 2
+    assert erf.extra.get("run_status") == "ok"
+    assert dyn.ok and set(dyn.placement.values()) == {"cpu"}  # dynamic shapes stay on the CPU
+    assert fold.ok and fold.placement["c_sqrt"] == "folded" and fold.placement["mul"] == "npu"
+    assert fold.placement["ident"] in ("folded", "npu")
+
+
+@needs_qnn
+def test_e2e_crash_and_timeout_isolation(tmp_path: Path) -> None:
+    path = _save(tmp_path, "conv_erf", _conv_erf)
+    jobs = [{"path": path, "key": "before"}, {"path": path, "key": "crash", "debug": {"crash": 7}},
+            {"path": path, "key": "hang", "debug": {"hang": 60}}, {"path": path, "key": "after"}]
+    res = oracle.place_models(jobs, 73, QNN_PY, timeout=20)
+    assert [r.status for r in res] == ["ok", "crashed", "timeout", "ok"]
+    assert "exit code 7" in res[1].message
+    assert res[3].placement["erf"] == "cpu"
+
+
+@needs_qnn
+def test_e2e_int8_quantizes_in_worker(tmp_path: Path) -> None:
+    [r] = oracle.place_models([_save(tmp_path, "conv_erf", _conv_erf)], 73, QNN_PY,
+                              precision="int8")
+    assert r.ok and r.placement["conv"] == "npu"
+    assert "quantize" in r.extra.get("quantizer", "")
+    helpers = [h for hs in r.helpers.values() for h in hs]
+    assert any(h.endswith(":QuantizeLinear") or h.endswith(":DequantizeLinear") for h in helpers)
+
+
+# --------------------------------------------------------------------------------------------
+# the bundled table against the real QNN EP, on a sample of its entries' probes
+# --------------------------------------------------------------------------------------------
+
+#: (op entry, probe id): NPU ops, CPU-only ops and constraint cases of the v73 table
+SAMPLE = [
+    ("Conv", "Conv.k=3.s=2.p=1.f32.r4"),
+    ("Erf", "Erf.f32.r4"),
+    ("LayerNormalization", "LayerNormalization.axis=1.f32.r3"),
+    ("LayerNormalization", "LayerNormalization.axis=m1.f32.r3"),
+    ("Resize", "Resize.mode=nearest.ctm=asymmetric.scale=2.f32.r4"),
+    ("Cast", "Cast.to=int64.f32.r4"),
+    ("Einsum", "Einsum.eq=bij_bjk_to_bik.f32.r3"),
+    ("Pad", "Pad.mode=wrap.f32.r4"),
+    ("Tanh", "Tanh.f32.r5"),
+    ("Gemm", "Gemm.alpha=0.5.beta=2.f32.r2"),
+]
+
+
+@needs_qnn
+def test_table_sample_matches_real_placement(tmp_path: Path) -> None:
+    import onnx
+
+    from pytest_npucheck.check import check_graph, graph_facts
+    from pytest_npucheck.probe.qnn_probe import select_probes
+    from pytest_npucheck.tables import Catalog
+
+    table = Catalog.discover().table("qnn/htp-v73")
+    probes = {p.id: p for p in select_probes([pid for _, pid in SAMPLE])}
+    paths = []
+    for op, pid in SAMPLE:
+        entry = table.ops["ai.onnx:" + op]
+        assert entry is not None
+        path = tmp_path / (pid + ".onnx")
+        onnx.save(probes[pid].model, str(path))
+        paths.append(str(path))
+    real = oracle.place_models(paths, 73, QNN_PY, workers=2)
+    for (op, pid), path, r in zip(SAMPLE, paths, real):
+        [static] = check_graph(graph_facts(Path(path)), [table])
+        predicted = {n.name: ("npu" if n.verdict == "folded" else n.verdict)
+                     for n in static.nodes}
+        observed = oracle.onnx_placement(r)
+        for node in probes[pid].focus:
+            assert predicted[node] == observed[node], (pid, node, predicted, observed, r.reasons)
