@@ -214,8 +214,9 @@ def test_torchscript_pad_shape_arithmetic_folds_and_shapes_stay_known(judge, tmp
         def forward(self, x):
             return F.pad(x, (1, 1, 1, 1), mode="reflect").relu()
 
-    path = tmp_path / "ts.onnx"
-    torch.onnx.export(M(), (torch.randn(1, 3, 8, 8),), str(path), dynamo=False, opset_version=17)
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    path = export_model(M(), torch.randn(1, 3, 8, 8), ExportOptions(exporter="torchscript", opset=17), tmp_path).path
     g = load_graph(path)
     pad = next(n for n in g.nodes if n.op_type == "Pad")
     assert g.tensor(pad.outputs[0]).shape == (1, 3, 10, 10)  # pads computed by a folded subgraph
