@@ -247,6 +247,21 @@ def int_and_div_extra(c: _Collector) -> None:
         gb.output(gb.node("Div", [gb.const(np.float32(1.0)), x]))
         c.add("x.Div.a=const_scalar.shape=%s.f32.r%d" % ("_".join(map(str, shape)), len(shape)),
               "Div", gb)
+    # int64 Div (index arithmetic: flat_index // width) with a non-zero divisor
+    for tag, shape, div in (("const4", [1, 20], np.int64(4)), ("const_vec", [1, 20], None),
+                            ("dyn_pos", [1, 20], "dyn")):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "int64", shape)
+        if div == "dyn":
+            d = gb.node("Add", [gb.node("Abs", [gb.input("y", "int64", shape)], name="pre_abs"),
+                                gb.const(np.int64(1))], name="pre_add")
+        elif div is None:
+            d = gb.const(np.arange(1, 21, dtype=np.int64).reshape(1, 20))
+        else:
+            d = gb.const(div)
+        gb.output(gb.node("Div", [x, d]))
+        c.add("x.Div.b=%s.i64.r2" % tag, "Div", gb, dtype="int64",
+              kind="op" if div != "dyn" else "context", focus=[gb.last()])
     # RMSNorm as TorchScript writes it: x * (1 / sqrt(mean(x^2) + eps)) * w
     for dim in (32, 64):
         gb = GraphBuilder(17)
