@@ -176,6 +176,9 @@ def load_model_proto(path: Path) -> Any:
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' has no nodes: nothing to check")
     if len(model.graph.output) == 0:
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' declares no outputs")
+    from .safety import check_external_data
+
+    check_external_data(model, path)  # untrusted references are refused before anything reads them
     return model
 
 

@@ -1,0 +1,112 @@
+"""External data references are untrusted: check them before anything could read them.
+
+An ONNX file can point its tensors at any path (``../../secret``, ``/etc/passwd``, a symlink or a
+hardlink to a file outside the model directory). The static check never reads external data, but
+ONNX Runtime and ``onnx.load`` would: every reference is checked here first, with the layers ONNX
+itself adopted (canonical containment, no symlinks, no hardlinks, regular files, sizes that fit).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, Iterator
+
+from .errors import ModelError
+
+_ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4, 13: 8, 14: 8, 15: 16, 16: 2,
+             17: 1, 18: 1, 19: 1, 20: 1}
+
+
+def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
+    for t in graph.initializer:
+        yield f"{where}initializer '{t.name}'", t
+    for s in graph.sparse_initializer:
+        yield f"{where}sparse initializer '{s.values.name}' values", s.values
+        yield f"{where}sparse initializer '{s.values.name}' indices", s.indices
+    for node in graph.node:
+        for a in node.attribute:
+            label = f"{where}node '{node.name}' attribute '{a.name}'"
+            if a.HasField("t"):
+                yield label, a.t
+            for k, t in enumerate(a.tensors):
+                yield f"{label}[{k}]", t
+            if a.HasField("sparse_tensor"):
+                yield label, a.sparse_tensor.values
+            if a.HasField("g"):
+                yield from _tensors(a.g, f"{label} > ")
+            for k, g in enumerate(a.graphs):
+                yield from _tensors(g, f"{label}[{k}] > ")
+
+
+def iter_external(model: Any) -> Iterator[tuple[str, Any]]:
+    """(label, TensorProto) for every tensor stored as external data, in graphs, bodies and functions."""
+    yield from ((lbl, t) for lbl, t in _tensors(model.graph, "") if t.data_location == 1)
+    for f in model.functions:
+        for node in f.node:
+            for a in node.attribute:
+                if a.HasField("t") and a.t.data_location == 1:
+                    yield f"function '{f.name}' node '{node.name}' attribute '{a.name}'", a.t
+    for info in getattr(model, "training_info", []):
+        for lbl, t in _tensors(info.initialization, "training_info > "):
+            if t.data_location == 1:
+                yield lbl, t
+
+
+def check_external_data(model: Any, model_path: Path, require_files: bool = False) -> None:
+    """Reject external-data references that escape the model directory or do not fit their file.
+
+    ``require_files``: also fail when a referenced file is missing (needed before running the
+    model; the static check only needs the references to be safe).
+    """
+    base = Path(model_path).resolve().parent
+    for label, tensor in iter_external(model):
+        entries = {e.key: e.value for e in tensor.external_data}
+        location = entries.get("location", "")
+        what = f"{model_path}: {label} external data location {location!r}"
+        if not location:
+            raise ModelError(f"{what}: no location")
+        if os.path.isabs(location) or location.startswith(("\\", "/")) or (len(location) > 1 and location[1] == ":"):
+            raise ModelError(f"{what}: absolute paths are not allowed")
+        if ".." in Path(location.replace("\\", "/")).parts:
+            raise ModelError(f"{what}: '..' would leave the model directory {base}")
+        target = base / location
+        # every component, the last one included, must not be a symbolic link
+        probe = base
+        for part in Path(location).parts:
+            probe = probe / part
+            if probe.is_symlink():
+                raise ModelError(f"{what}: {probe} is a symbolic link")
+        real = Path(os.path.realpath(target))
+        if base != real and base not in real.parents:
+            raise ModelError(f"{what}: resolves to {real}, outside the model directory {base}")
+        try:
+            st = os.lstat(real)
+        except FileNotFoundError:
+            if require_files:
+                raise ModelError(f"{what}: file {real} does not exist") from None
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise ModelError(f"{what}: {real} is not a regular file")
+        if st.st_nlink > 1:
+            raise ModelError(f"{what}: {real} has {st.st_nlink} hard links; refusing a file that may be linked "
+                             "from outside the model directory")
+        try:
+            offset = int(entries.get("offset", "0") or 0)
+            length = int(entries["length"]) if entries.get("length") else None
+        except ValueError:
+            raise ModelError(f"{what}: offset/length are not integers") from None
+        if offset < 0 or (length is not None and length < 0):
+            raise ModelError(f"{what}: negative offset or length")
+        end = offset + (length if length is not None else 0)
+        if offset > st.st_size or end > st.st_size:
+            raise ModelError(f"{what}: offset {offset} + length {length} beyond the file's {st.st_size} bytes")
+        itemsize = _ITEMSIZE.get(tensor.data_type)
+        if length is not None and itemsize is not None:
+            numel = 1
+            for d in tensor.dims:
+                numel *= int(d)
+            if numel * itemsize != length:
+                raise ModelError(f"{what}: length {length} does not match dims {list(tensor.dims)} "
+                                 f"x {itemsize} bytes = {numel * itemsize}")
