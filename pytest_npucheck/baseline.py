@@ -1,0 +1,294 @@
+"""The baseline: fallbacks a team has accepted, per test, target and node.
+
+A committed, reviewable JSON file (``npucheck-baseline.json`` at the rootdir by default, schema
+``schemas/baseline.schema.json``). Each entry names a test node id, a resolved target and one
+fallback node, with a ``reason`` (and optionally a ``link``). A fallback that matches an entry does
+not fail its test; every other fallback does.
+
+Node names change between exports (a new layer renumbers ``node_Pad_3``), so a fallback matches an
+entry by its op type and its PyTorch location (module path, file basename and line) when both
+know one, and otherwise by op type and node name. An entry accepts a fallback of the same or a
+milder verdict (an accepted CPU fallback does not cover the same node becoming unsupported).
+
+Entries are stale when their test ran its check on their target and nothing matched them: the
+problem was fixed, and a strict run fails so that it cannot come back silently. Tests that did
+not run (deselected, skipped, failed before the check, crashed) never make entries stale.
+
+Pure: no pytest, no torch. The functions work on the JSON form of results (the per-test entries
+of the JSON report), so the same code serves xdist workers, the controller and tools.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from .errors import NpuCheckError
+
+BASELINE_FORMAT = 1
+DEFAULT_NAME = "npucheck-baseline.json"
+DEFAULT_REASON = "accepted by --npu-update-baseline (add a reason)"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "baseline.schema.json"
+_SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
+
+
+class BaselineError(NpuCheckError):
+    """The baseline file is unreadable, not strict JSON, or does not follow its schema."""
+
+
+Location = tuple[str, str, int]  # (module path, file basename, line)
+
+
+def location_of(source: Optional[Mapping[str, Any]]) -> Optional[Location]:
+    """The robust part of a node's PyTorch source: module path, file basename and line, when known."""
+    if not source:
+        return None
+    file, line = source.get("file"), source.get("line")
+    if not file or not isinstance(line, int):
+        return None
+    return (str(source.get("module") or ""), posixpath.basename(str(file).replace("\\", "/")), line)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One accepted fallback."""
+
+    test: str
+    target: str
+    op_type: str
+    node: str
+    verdict: str
+    reason: str
+    location: Optional[Location] = None
+    link: Optional[str] = None
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return (self.test, self.target)
+
+    def sort_key(self) -> tuple[Any, ...]:
+        loc = self.location or ("", "", 0)
+        return (self.test, self.target, self.op_type, loc[1], loc[2], loc[0], self.node, self.verdict)
+
+    def where(self) -> str:
+        if self.location is None:
+            return ""
+        module, file, line = self.location
+        return f"{module or '<root>'} at {file}:{line}"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "test": self.test, "target": self.target, "op_type": self.op_type, "node": self.node,
+            "verdict": self.verdict, "reason": self.reason,
+            "location": ({"module": self.location[0], "file": self.location[1], "line": self.location[2]}
+                         if self.location else None),
+        }
+        if self.link:
+            out["link"] = self.link
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> "Entry":
+        loc = d.get("location")
+        return cls(test=d["test"], target=d["target"], op_type=d["op_type"], node=d["node"], verdict=d["verdict"],
+                   reason=d["reason"], link=d.get("link") or None,
+                   location=(str(loc["module"]), str(loc["file"]), int(loc["line"])) if loc else None)
+
+    @classmethod
+    def for_node(cls, test: str, target: str, node: Mapping[str, Any], reason: str = DEFAULT_REASON,
+                 link: Optional[str] = None) -> "Entry":
+        return cls(test=test, target=target, op_type=str(node["op_type"]), node=str(node["name"]),
+                   verdict=str(node["verdict"]), reason=reason, link=link, location=location_of(node.get("source")))
+
+
+@dataclass
+class Baseline:
+    entries: list[Entry] = field(default_factory=list)
+    path: Optional[Path] = None
+    exists: bool = False
+
+    def for_pair(self, test: str, target: str) -> list[Entry]:
+        return [e for e in self.entries if e.test == test and e.target == target]
+
+    def tests(self) -> set[str]:
+        return {e.test for e in self.entries}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": BASELINE_FORMAT, "entries": [e.to_json() for e in sorted(self.entries, key=Entry.sort_key)]}
+
+    def dumps(self) -> str:
+        """Stable, reviewable text: sorted keys, one entry per line, entries sorted by test/target/op/location."""
+        entries = [json.dumps(e, sort_keys=True, ensure_ascii=False, allow_nan=False)
+                   for e in self.to_json()["entries"]]
+        body = ",\n".join("    " + e for e in entries)
+        return ('{\n  "entries": [\n' + body + ("\n" if entries else "") + f'  ],\n  "format": {BASELINE_FORMAT}\n}}\n')
+
+
+def validate(document: Any) -> list[str]:
+    """Problems of a baseline document against its schema and rules (empty when valid)."""
+    import jsonschema
+
+    from .jsonio import load_strict
+
+    schema = load_strict(SCHEMA_PATH)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    problems = [f"$.{'.'.join(map(str, e.absolute_path))}: {e.message}" if e.absolute_path else f"$: {e.message}"
+                for e in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))]
+    return problems
+
+
+def parse(document: Any, path: Optional[Path] = None) -> Baseline:
+    where = str(path) if path else "baseline"
+    problems = validate(document)
+    if problems:
+        raise BaselineError(f"{where}: not a valid baseline:\n  " + "\n  ".join(problems))
+    return Baseline(entries=[Entry.from_json(e) for e in document["entries"]], path=path, exists=True)
+
+
+def load(path: Path) -> Baseline:
+    """Read a baseline; a missing file is an empty baseline (nothing accepted)."""
+    from .jsonio import JsonFileError, load_strict
+
+    path = Path(path)
+    if not path.exists():
+        return Baseline(path=path, exists=False)
+    try:
+        document = load_strict(path)
+    except JsonFileError as exc:
+        raise BaselineError(str(exc)) from None
+    return parse(document, path)
+
+
+# -- matching -------------------------------------------------------------------------------------
+
+@dataclass
+class Match:
+    """Fallbacks of one (test, target): which are new, which are accepted by which entry."""
+
+    new: list[Mapping[str, Any]] = field(default_factory=list)  # node JSON
+    accepted: list[tuple[Mapping[str, Any], Entry]] = field(default_factory=list)
+    unmatched: list[Entry] = field(default_factory=list)  # entries nothing matched: stale if the check ran
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "new": [n["name"] for n in self.new],
+            "accepted": [{"node": n["name"], "reason": e.reason, **({"link": e.link} if e.link else {})}
+                         for n, e in self.accepted],
+        }
+
+
+def fallbacks(target_json: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [n for n in target_json.get("nodes", []) if n.get("verdict") in ("cpu", "unsupported")]
+
+
+def match(entries: Sequence[Entry], nodes: Sequence[Mapping[str, Any]]) -> Match:
+    """Match fallback nodes (JSON form) against the entries of their (test, target)."""
+    free = list(entries)
+    result: dict[int, Entry] = {}
+
+    def take(k: int, candidates: list[Entry], name: str) -> None:
+        if not candidates:
+            return
+        best = next((e for e in candidates if e.node == name), candidates[0])
+        result[k] = best
+        free.remove(best)
+
+    def ok(e: Entry, n: Mapping[str, Any]) -> bool:
+        return e.op_type == n["op_type"] and _SEVERITY.get(n["verdict"], 2) <= _SEVERITY.get(e.verdict, 2)
+
+    # 1: op type + PyTorch location (robust to renamed nodes)
+    for k, n in enumerate(nodes):
+        loc = location_of(n.get("source"))
+        if loc is not None:
+            take(k, [e for e in free if e.location == loc and ok(e, n)], n["name"])
+    # 2: op type + node name (no location on either side, or the line moved)
+    for k, n in enumerate(nodes):
+        if k not in result:
+            take(k, [e for e in free if e.node == n["name"] and ok(e, n)], n["name"])
+    m = Match(unmatched=free)
+    for k, n in enumerate(nodes):
+        if k in result:
+            m.accepted.append((n, result[k]))
+        else:
+            m.new.append(n)
+    return m
+
+
+def checked_pairs(tests: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
+    """(test, target) -> target JSON for every target whose check completed in this run."""
+    out: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for t in tests:
+        if t.get("status") not in ("passed", "failed") or t.get("error"):
+            continue
+        for tr in t.get("targets") or []:
+            out[(t["nodeid"], tr["target"])] = tr
+    return out
+
+
+def completed_tests(tests: Iterable[Mapping[str, Any]]) -> set[str]:
+    return {t["nodeid"] for t in tests if t.get("status") in ("passed", "failed") and not t.get("error")
+            and t.get("targets")}
+
+
+def stale(baseline: Baseline, tests: Sequence[Mapping[str, Any]]) -> list[Entry]:
+    """Entries whose test ran its check on their target (or ran and no longer checks that target) and
+    matched nothing. Tests that did not run, or whose check did not complete, are left alone."""
+    pairs = checked_pairs(tests)
+    done = completed_tests(tests)
+    out: list[Entry] = []
+    by_pair: dict[tuple[str, str], list[Entry]] = {}
+    for e in baseline.entries:
+        by_pair.setdefault(e.pair, []).append(e)
+    for pair, entries in by_pair.items():
+        if pair in pairs:
+            out += match(entries, fallbacks(pairs[pair])).unmatched
+        elif pair[0] in done:  # the test ran but no longer checks this target
+            out += entries
+    return sorted(out, key=Entry.sort_key)
+
+
+@dataclass
+class Update:
+    baseline: Baseline
+    added: list[Entry]
+    removed: list[Entry]
+    kept: int
+
+
+def updated(baseline: Baseline, tests: Sequence[Mapping[str, Any]]) -> Update:
+    """The baseline recording this run: fallbacks of every completed check, reasons and links of
+    entries that still match preserved; entries of tests that did not run are kept as they are."""
+    pairs = checked_pairs(tests)
+    done = completed_tests(tests)
+    entries: list[Entry] = []
+    added: list[Entry] = []
+    removed: list[Entry] = []
+    by_pair: dict[tuple[str, str], list[Entry]] = {}
+    for e in baseline.entries:
+        by_pair.setdefault(e.pair, []).append(e)
+    for pair, old in by_pair.items():
+        if pair not in pairs:
+            if pair[0] in done:
+                removed += old
+            else:
+                entries += old
+    kept = len(entries)
+    for (test, target), tr in sorted(pairs.items()):
+        m = match(by_pair.get((test, target), []), fallbacks(tr))
+        for node, e in m.accepted:
+            entries.append(Entry.for_node(test, target, node, reason=e.reason, link=e.link))
+        for node in m.new:
+            new = Entry.for_node(test, target, node)
+            entries.append(new)
+            added.append(new)
+        removed += m.unmatched
+        kept += len(m.accepted)
+    return Update(Baseline(entries=sorted(entries, key=Entry.sort_key), path=baseline.path, exists=True),
+                  added=sorted(added, key=Entry.sort_key), removed=sorted(removed, key=Entry.sort_key), kept=kept)
+
+
+__all__ = ["Baseline", "BaselineError", "Entry", "Match", "Update", "DEFAULT_NAME", "DEFAULT_REASON",
+           "load", "parse", "validate", "match", "stale", "updated", "location_of", "fallbacks"]
