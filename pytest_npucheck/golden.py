@@ -1,0 +1,293 @@
+"""Stored goldens: the inputs and reference outputs of a test, one ``.npz`` file per test id.
+
+The life cycle follows pytest-regressions, which keeps a regeneration from ever being green:
+
+* no golden      -> :attr:`GoldenStatus.MISSING` (fails; the message says to run with
+  ``--npu-update-golden``);
+* update run     -> :attr:`GoldenStatus.WRITTEN` (the file is written and the status still fails
+  with "golden written, re-run");
+* match          -> :attr:`GoldenStatus.PASSED` (a stale ``.obtained.npz`` is removed);
+* mismatch       -> :attr:`GoldenStatus.MISMATCH` with the numerics report, and the obtained
+  outputs saved beside the golden as ``<name>.obtained.npz``.
+
+Files are written atomically (``np.savez`` into memory, then temp file + fsync + ``os.replace``
+via :func:`pytest_npucheck.jsonio.write_atomic`) and read with ``allow_pickle=False``. A corrupt,
+truncated or Git-LFS-pointer file raises :class:`GoldenError` naming the file. A golden path that
+resolves outside the golden root (``..``, symbolic links) is refused.
+
+Layout of a file: arrays ``input/<name>`` and ``output/<name>``, plus ``__meta__`` (a 0-d string
+array holding JSON: format version and test id). No pytest, no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+import io
+import json
+import re
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .errors import NpuCheckError
+from .jsonio import write_atomic
+from .numerics import Comparison, Policy, compare_outputs
+
+__all__ = [
+    "GOLDEN_FORMAT",
+    "UPDATE_OPTION",
+    "Golden",
+    "GoldenError",
+    "GoldenResult",
+    "GoldenStatus",
+    "GoldenStore",
+]
+
+GOLDEN_FORMAT = 1
+#: The command-line flag the glue exposes for regeneration (quoted in messages).
+UPDATE_OPTION = "--npu-update-golden"
+_INPUT = "input/"
+_OUTPUT = "output/"
+_META = "__meta__"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class GoldenError(NpuCheckError):
+    """A golden file is unreadable, corrupt, or its path is unsafe."""
+
+
+class GoldenStatus(str, enum.Enum):
+    PASSED = "passed"
+    MISSING = "missing"
+    WRITTEN = "written"
+    MISMATCH = "mismatch"
+
+
+@dataclasses.dataclass(frozen=True)
+class Golden:
+    """What a golden file holds (arrays in file order)."""
+
+    test_id: str
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any]
+    path: Path
+
+
+@dataclasses.dataclass(frozen=True)
+class GoldenResult:
+    """The outcome of :meth:`GoldenStore.check`; only ``PASSED`` is a pass."""
+
+    status: GoldenStatus
+    test_id: str
+    path: Path
+    message: str
+    obtained_path: Path | None = None
+    comparison: Comparison | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status is GoldenStatus.PASSED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "test_id": self.test_id,
+            "path": str(self.path),
+            "obtained_path": str(self.obtained_path) if self.obtained_path else None,
+            "message": self.message,
+            "comparison": self.comparison.to_json() if self.comparison else None,
+        }
+
+    def lines(self) -> list[str]:
+        out = [self.message]
+        if self.comparison is not None and not self.comparison.passed:
+            out += ["  " + line for line in self.comparison.lines()]
+        return out
+
+
+def _slug(test_id: str) -> str:
+    """A file name for a test id: readable part + 8 hex digits of its sha256 (no collisions
+    between ids that sanitise alike, nothing that can climb out of the directory)."""
+    digest = hashlib.sha256(test_id.encode("utf-8")).hexdigest()[:8]
+    readable = _UNSAFE.sub("_", test_id.replace("::", "__")).strip("._-")[:100] or "golden"
+    return f"{readable}-{digest}"
+
+
+class GoldenStore:
+    """Golden files under ``root`` (the glue passes e.g. ``<rootdir>/tests/goldens``)."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    # -- paths
+
+    def path_for(self, test_id: str, filename: str | None = None) -> Path:
+        """The golden of ``test_id``; ``filename`` (relative to the root) overrides the default
+        name. Refuses any path that resolves outside the root."""
+        rel = filename if filename is not None else _slug(test_id) + ".npz"
+        if not rel.endswith(".npz"):
+            rel += ".npz"
+        candidate = self.root / rel
+        self._ensure_inside(candidate)
+        return candidate
+
+    @staticmethod
+    def obtained_path(path: Path) -> Path:
+        return path.with_name(path.name[: -len(".npz")] + ".obtained.npz")
+
+    def _ensure_inside(self, path: Path) -> None:
+        if Path(path).is_absolute() and not str(path).startswith(str(self.root)):
+            raise GoldenError(f"{path}: golden path is outside the golden root {self.root}")
+        root = self.root.resolve()
+        resolved = Path(path).resolve()
+        if resolved != root and root not in resolved.parents:
+            raise GoldenError(
+                f"{path}: golden path resolves to {resolved}, outside the golden root {root}"
+                " (a '..' component or a symbolic link); refusing to read or write it"
+            )
+
+    # -- read / write
+
+    def load(self, test_id: str, filename: str | None = None) -> Golden | None:
+        """The stored golden, or None when there is no file. Raises :class:`GoldenError` if the
+        file exists but cannot be read."""
+        path = self.path_for(test_id, filename)
+        if not path.exists():
+            return None
+        return read_golden(path)
+
+    def save(self, test_id: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
+             filename: str | None = None) -> Path:
+        path = self.path_for(test_id, filename)
+        _write_npz(path, test_id, inputs, outputs)
+        self._ensure_inside(path)
+        return path
+
+    # -- the check
+
+    def check(self, test_id: str, outputs: Mapping[str, Any], policy: Policy | str,
+              inputs: Mapping[str, Any] | None = None, *, update: bool = False,
+              filename: str | None = None) -> GoldenResult:
+        """Compare ``outputs`` with the golden of ``test_id`` (matched by output name).
+
+        ``inputs`` are the feeds that produced ``outputs``: stored on update, and on a check
+        they must equal the stored ones exactly (else the comparison is meaningless and fails).
+        Use :meth:`load` first to run the model on the golden's own inputs.
+        ``update=True`` writes the golden and returns ``WRITTEN`` (never a pass)."""
+        path = self.path_for(test_id, filename)
+        obtained = self.obtained_path(path)
+        if update:
+            _write_npz(path, test_id, inputs or {}, outputs)
+            if obtained.exists() and not obtained.is_symlink():
+                obtained.unlink()
+            return GoldenResult(
+                GoldenStatus.WRITTEN, test_id, path,
+                f"golden written to {path} ({len(outputs)} output(s)); re-run without"
+                f" {UPDATE_OPTION} to check against it",
+            )
+        if not path.exists():
+            return GoldenResult(
+                GoldenStatus.MISSING, test_id, path,
+                f"no golden for {test_id} at {path}; run `pytest {UPDATE_OPTION}` to create it"
+                " (then review and commit the file)",
+            )
+        golden = read_golden(path)
+        problems: list[str] = []
+        if inputs is not None:
+            problems += _input_problems(golden.inputs, inputs)
+        comp = compare_outputs(golden.outputs, outputs, policy)
+        if comp.passed and not problems:
+            if obtained.exists() and not obtained.is_symlink():
+                obtained.unlink()
+            return GoldenResult(GoldenStatus.PASSED, test_id, path,
+                                f"matches golden {path} (policy {comp.policy})", None, comp)
+        self._ensure_inside(obtained)
+        _write_npz(obtained, test_id, inputs or {}, outputs)
+        failed = [o.name for o in comp.outputs if not o.passed] + list(comp.missing) + list(comp.extra)
+        what = "; ".join(problems + ([f"outputs out of tolerance: {', '.join(failed)}"] if failed else [])
+                         + ([f"unknown tolerance overrides: {', '.join(comp.unknown_overrides)}"]
+                            if comp.unknown_overrides else []))
+        return GoldenResult(
+            GoldenStatus.MISMATCH, test_id, path,
+            f"differs from golden {path} (policy {comp.policy}): {what}; obtained values saved to"
+            f" {obtained} (accept them with {UPDATE_OPTION})",
+            obtained, comp,
+        )
+
+
+def _input_problems(stored: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
+    import numpy as np
+
+    out = []
+    if set(stored) != set(given):
+        out.append(f"inputs differ from the golden's: stored {sorted(stored)} vs given {sorted(given)}")
+        return out
+    for name in stored:
+        a, b = np.asarray(stored[name]), np.asarray(given[name])
+        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+            out.append(f"input {name!r} differs from the golden's ({a.dtype}{list(a.shape)} vs "
+                       f"{b.dtype}{list(b.shape)}); run the model on Golden.inputs")
+    return out
+
+
+def _write_npz(path: Path, test_id: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+    import numpy as np
+
+    arrays: dict[str, Any] = {}
+    for prefix, group in ((_INPUT, inputs), (_OUTPUT, outputs)):
+        for name, value in group.items():
+            arr = np.asarray(value)
+            if arr.dtype.kind not in "biuf":
+                raise GoldenError(f"{path}: {prefix}{name} has dtype {arr.dtype}; only bool, integer"
+                                  " and float arrays can be stored")
+            arrays[prefix + name] = arr
+    arrays[_META] = np.array(json.dumps({"format": GOLDEN_FORMAT, "test_id": test_id}))
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    write_atomic(path, buf.getvalue())
+
+
+def read_golden(path: Path) -> Golden:
+    """Read a golden file; every failure is a :class:`GoldenError` naming the file."""
+    import numpy as np
+
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GoldenError(f"{path}: cannot read golden: {exc.strerror or exc}") from None
+    if raw.startswith(b"version https://git-lfs.github.com/spec/"):
+        raise GoldenError(f"{path}: is a Git LFS pointer, not the golden itself (run `git lfs pull`)")
+    if not raw.startswith(b"PK"):
+        raise GoldenError(f"{path}: not an .npz file (no zip header); corrupt golden - delete it and"
+                          f" re-create it with {UPDATE_OPTION}")
+    inputs: dict[str, Any] = {}
+    outputs: dict[str, Any] = {}
+    test_id = ""
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as data:
+            for key in data.files:
+                arr = data[key]
+                if key == _META:
+                    meta = json.loads(str(arr))
+                    if meta.get("format") != GOLDEN_FORMAT:
+                        raise GoldenError(f"{path}: golden format {meta.get('format')!r}, expected"
+                                          f" {GOLDEN_FORMAT}; re-create it with {UPDATE_OPTION}")
+                    test_id = str(meta.get("test_id", ""))
+                elif key.startswith(_INPUT):
+                    inputs[key[len(_INPUT):]] = arr
+                elif key.startswith(_OUTPUT):
+                    outputs[key[len(_OUTPUT):]] = arr
+                else:
+                    raise GoldenError(f"{path}: unexpected array {key!r} in golden")
+    except GoldenError:
+        raise
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, json.JSONDecodeError) as exc:
+        raise GoldenError(f"{path}: corrupt or truncated golden ({type(exc).__name__}: {exc}); delete"
+                          f" it and re-create it with {UPDATE_OPTION}") from None
+    if not outputs:
+        raise GoldenError(f"{path}: golden holds no outputs")
+    return Golden(test_id, inputs, outputs, path)
