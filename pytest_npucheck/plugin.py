@@ -15,14 +15,16 @@ import pytest
 MARKER = "npu_deployable"
 _MARKER_KWARGS = frozenset({"targets", "exporter", "opset", "dynamic_axes", "input_names", "output_names"})
 _EXPORTERS = ("dynamo", "torchscript")
+_REPORT_FORMATS = ("json", "md", "html")
 
 
 # -- options ------------------------------------------------------------------------------------
 
 def _report_spec(value: str) -> tuple[str, str]:
     fmt, sep, path = value.partition(":")
-    if not sep or not path or fmt not in ("json",):
-        raise pytest.UsageError(f"--npu-report={value!r}: expected FORMAT:PATH with FORMAT json")
+    if not sep or not path or fmt not in _REPORT_FORMATS:
+        raise pytest.UsageError(f"--npu-report={value!r}: expected FORMAT:PATH with FORMAT one of "
+                                f"{', '.join(_REPORT_FORMATS)}")
     return fmt, path
 
 
@@ -31,7 +33,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--npu-target", action="append", default=[], metavar="TOOLCHAIN[@VERSION][/SOC]",
                     help="target for marked tests whose marker names none (repeatable), e.g. rknn@2.5.0/rk3588")
     group.addoption("--npu-report", action="append", default=[], metavar="FORMAT:PATH",
-                    help="write a report for the whole run, e.g. json:npucheck.json")
+                    help="write a report for the whole run (repeatable): json:PATH, md:PATH (CI step summary, "
+                         "PR comment) or html:PATH (self-contained, with graph pictures)")
     group.addoption("--npu-tables", action="append", default=[], metavar="DIR",
                     help="extra support-table directory (overrides bundled tables of the same target)")
     group.addoption("--npu-exporter", choices=_EXPORTERS, default=None,
@@ -39,6 +42,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--npu-opset", type=int, default=None, metavar="N", help="ONNX opset to export with")
     group.addoption("--npu-no-export-cache", action="store_true", default=False,
                     help="export every model afresh instead of reusing cached exports")
+    group.addoption("--npu-baseline", default=None, metavar="PATH",
+                    help="baseline of accepted fallbacks (default: npucheck-baseline.json at the rootdir)")
+    group.addoption("--npu-update-baseline", action="store_true", default=False,
+                    help="record the fallbacks of this run in the baseline (keeps reasons of entries that still occur)")
+    group.addoption("--npu-baseline-strict", action="store_true", default=None,
+                    help="fail the run when baseline entries are stale (the accepted fallback no longer occurs)")
     parser.addini("npu_targets", "targets for marked tests whose marker names none", type="linelist", default=[])
     parser.addini("npu_model_fixture", "fixture holding the model in marker-only tests", default="model")
     parser.addini("npu_inputs_fixture", "fixture holding the example inputs in marker-only tests", default="example_inputs")
@@ -46,6 +55,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_opset", "ONNX opset to export with (empty: the exporter's default)", default="")
     parser.addini("npu_dynamic_axes", "JSON object {input name: {axis: dim name}} for every export", default="")
     parser.addini("npu_tables", "extra support-table directories", type="paths", default=[])
+    parser.addini("npu_baseline", "baseline of accepted fallbacks (default: npucheck-baseline.json at the rootdir)",
+                  type="paths", default=[])
+    parser.addini("npu_baseline_strict", "fail the run when baseline entries are stale", type="bool", default=False)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -79,7 +91,39 @@ class _State:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self._catalog: Any = None
+        self._baseline: Any = None
         self.entries: list[dict[str, Any]] = []  # controller side: per-test report entries
+
+    @property
+    def baseline_path(self) -> Path:
+        from .baseline import DEFAULT_NAME
+
+        opt = self.config.getoption("npu_baseline")
+        if opt:
+            return Path(self.config.invocation_params.dir) / opt
+        ini = self.config.getini("npu_baseline")
+        return Path(ini[0]) if ini else Path(self.config.rootpath) / DEFAULT_NAME
+
+    @property
+    def baseline(self) -> Any:
+        """The accepted fallbacks (read by every process; only the controller writes the file)."""
+        if self._baseline is None:
+            from .baseline import BaselineError, load
+
+            try:
+                self._baseline = load(self.baseline_path)
+            except BaselineError as exc:
+                raise pytest.UsageError(f"npucheck baseline: {exc}") from None
+        return self._baseline
+
+    @property
+    def updating(self) -> bool:
+        return bool(self.config.getoption("npu_update_baseline"))
+
+    @property
+    def strict(self) -> bool:
+        opt = self.config.getoption("npu_baseline_strict")
+        return bool(opt) if opt is not None else bool(self.config.getini("npu_baseline_strict"))
 
     @property
     def catalog(self) -> Any:
@@ -183,6 +227,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     from .errors import NpuCheckError
 
+    state.baseline  # an invalid baseline stops the run before any test
     for item, mark in marked:
         spec = _spec_for(item, state, mark)
         try:
@@ -272,11 +317,45 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         shapes = _input_shapes(graph, example_inputs)
         results = [with_fixes(r, exported.path, t, input_shapes=shapes) for r, t in zip(results, tables)]
     entry["targets"] = [r.to_json() for r in results]
-    entry["status"] = "passed" if all(r.passed for r in results) else "failed"
+    gate = _gate(item, state, graph, results, entry)
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry["export"])
-    if not outcome.passed:
-        pytest.fail(_failure_text(results), pytrace=False)
+    if not gate:
+        pytest.fail(_failure_text(results, entry["targets"], state), pytrace=False)
     return outcome
+
+
+def _gate(item: pytest.Item, state: _State, graph: Any, results: Sequence[Any], entry: dict[str, Any]) -> bool:
+    """Decide the test against the baseline: accepted fallbacks pass, any new one fails.
+
+    Adds to each target's JSON the ``baseline`` verdict and the graph's ``edges`` (for the HTML
+    picture), sets the entry status and records the JUnit properties.
+    """
+    from .baseline import fallbacks, match
+    from .report.junit import properties
+
+    edges = _edges(graph, results)
+    ok = True
+    for r, tj in zip(results, entry["targets"]):
+        m = match(state.baseline.for_pair(item.nodeid, r.target), fallbacks(tj))
+        passed = not r.model_issues and (not m.new or state.updating)
+        tj["baseline"] = {**m.to_json(), "passed": passed}
+        tj["edges"] = edges.get(r.target, [])
+        ok = ok and passed
+    entry["status"] = "passed" if ok else "failed"
+    item.user_properties.extend(properties(entry))
+    return ok
+
+
+def _edges(graph: Any, results: Sequence[Any]) -> dict[str, list[list[int]]]:
+    """Producer -> consumer edges of the main graph as [from, to] positions in each target's node list."""
+    producer = {out: n.index for n in graph.nodes if not n.graph for out in n.outputs if out}
+    pairs = sorted({(producer[i], n.index) for n in graph.nodes if not n.graph for i in n.inputs
+                    if i in producer and producer[i] != n.index})
+    out: dict[str, list[list[int]]] = {}
+    for r in results:
+        pos = {nr.index: k for k, nr in enumerate(r.nodes)}
+        out[r.target] = [[pos[a], pos[b]] for a, b in pairs if a in pos and b in pos]
+    return out
 
 
 # The opset torch 2.13's exporters write by default; a target that accepts less gets what it accepts.
@@ -330,11 +409,29 @@ class _eval_mode:
             m.training = flag
 
 
-def _failure_text(results: Sequence[Any]) -> str:
-    from .report.text import render_target
+def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], state: _State) -> str:
+    """NEW fallbacks first (they fail the test), then the accepted ones, then the full per-target report."""
+    from .report.text import clean, render_target, source_text
 
-    failing = [r for r in results if not r.passed]
+    failing = [r for r, t in zip(results, targets) if not t["baseline"]["passed"]]
     lines = [f"npu_deployable: the model leaves the NPU on {len(failing)} of {len(results)} target(s)"]
+    for r, t in zip(results, targets):
+        b = t["baseline"]
+        by_name = {n.name: n for n in r.nodes}
+        if b["new"]:
+            lines.append(f"{r.target}: NEW fallbacks (not in the baseline {state.baseline_path.name}):")
+            for name in b["new"]:
+                n = by_name[name]
+                why = "; ".join(clean(x.message, 200) for x in n.reasons)
+                lines.append(f"  NEW {n.verdict:<11} {clean(n.op_type, 40)} {clean(n.name)} at "
+                             f"{clean(source_text(n.source), 200)}: {why}")
+        if b["accepted"]:
+            lines.append(f"{r.target}: accepted fallbacks (baseline {state.baseline_path.name}):")
+            for a in b["accepted"]:
+                n = by_name[a["node"]]
+                link = f" ({clean(a['link'], 200)})" if a.get("link") else ""
+                lines.append(f"  accepted {n.verdict:<11} {clean(n.op_type, 40)} {clean(n.name)}: "
+                             f"{clean(a['reason'], 200)}{link}")
     for r in results:
         lines.append("")
         lines += render_target(r)
@@ -416,19 +513,55 @@ class _Reporter:
     """Collects per-test entries from reports and writes the run's files.
 
     Registered per config (the junitxml pattern): under xdist the controller receives every
-    worker's reports, and only the controller writes files.
+    worker's reports, and only the controller writes files (reports and the baseline).
     """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.entries: list[dict[str, Any]] = []
+        self.baseline_info: Optional[dict[str, Any]] = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        state = self.config.stash[_STATE]
+        if state.baseline_path.exists():
+            state.baseline  # an invalid baseline is a usage error before any test runs
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = getattr(report, "npucheck", None)
         if entry is not None and report.when == "call":
             self.entries.append(entry)
+        elif report.when == "???" and report.failed:  # pytest-xdist: the worker died while running the test
+            if not any(e["nodeid"] == report.nodeid for e in self.entries):
+                text = str(report.longrepr or "worker crashed").strip()
+                self.entries.append({"nodeid": report.nodeid, "status": "error", "export": None, "targets": [],
+                                     "error": f"{text}: the NPU check result is unknown"})
+
+    def _baseline_step(self, session: pytest.Session) -> Optional[dict[str, Any]]:
+        """Stale entries, and with --npu-update-baseline the new baseline (written here, by the controller only)."""
+        from . import baseline as bl
+
+        state = self.config.stash[_STATE]
+        if not self.entries and not state.updating:
+            return None
+        base = state.baseline
+        info: dict[str, Any] = {"path": state.baseline_path.name, "exists": base.exists, "updated": False,
+                                "strict": state.strict, "entries": len(base.entries), "stale": [],
+                                "added": [], "removed": []}
+        if state.updating:
+            from .jsonio import write_atomic
+
+            upd = bl.updated(base, self.entries)
+            write_atomic(state.baseline_path, upd.baseline.dumps())
+            info.update(updated=True, entries=len(upd.baseline.entries),
+                        added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed])
+        else:
+            info["stale"] = [e.to_json() for e in bl.stale(base, self.entries)]
+            if info["stale"] and state.strict and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return info
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.baseline_info = self._baseline_step(session)
         reports = self.config.getoption("npu_report") or []
         if not reports:
             return
@@ -436,13 +569,24 @@ class _Reporter:
         from .report.jsonreport import run_document
 
         doc = run_document(self.entries)
+        if self.baseline_info is not None:
+            doc["baseline"] = self.baseline_info
         for value in reports:
             fmt, path = _report_spec(value)
             if fmt == "json":
                 write_atomic(Path(path), dumps(doc))
+            elif fmt == "md":
+                from .report.markdown import render as render_md
+
+                write_atomic(Path(path), render_md(doc))
+            elif fmt == "html":
+                from .report.html import render as render_html
+
+                write_atomic(Path(path), render_html(doc))
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        if not self.entries:
+        info = self.baseline_info
+        if not self.entries and not info:
             return
         from .report.text import clean
 
@@ -455,11 +599,36 @@ class _Reporter:
                 continue
             for t in entry.get("targets", []):
                 s = t["summary"]
-                word = "PASS" if t["passed"] else "FAIL"
+                b = t.get("baseline") or {"passed": t["passed"], "new": [], "accepted": []}
+                word = "PASS" if b["passed"] else "FAIL"
+                extra = ""
+                if b["new"] or b["accepted"]:
+                    extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
                 tr.write_line(f"{word} {clean(entry['nodeid'], 300)} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
-                              f"unsupported {s['unsupported']}, folded {s['folded']}")
+                              f"unsupported {s['unsupported']}, folded {s['folded']}{extra}")
+        if info is not None:
+            if info["updated"]:
+                tr.write_line(f"npucheck baseline updated: {info['path']} ({info['entries']} entries, "
+                              f"{len(info['added'])} added, {len(info['removed'])} removed as no longer occurring)")
+                for e in info["removed"]:
+                    tr.write_line(f"  removed: {_entry_text(e)}")
+            elif info["stale"]:
+                how = "fails the run (strict)" if info["strict"] else "warning; --npu-baseline-strict fails the run"
+                tr.write_line(f"npucheck baseline {info['path']}: {len(info['stale'])} stale entr"
+                              f"{'y' if len(info['stale']) == 1 else 'ies'} ({how}); the accepted fallback no longer "
+                              "occurs: remove it, or run --npu-update-baseline", red=bool(info["strict"]))
+                for e in info["stale"]:
+                    tr.write_line(f"  stale: {_entry_text(e)}")
         for value in config.getoption("npu_report") or []:
             tr.write_line(f"npucheck report written: {_report_spec(value)[1]}")
+
+
+def _entry_text(e: Mapping[str, Any]) -> str:
+    from .report.text import clean
+
+    loc = e.get("location")
+    where = f" at {loc['module'] or '<root>'} {loc['file']}:{loc['line']}" if loc else ""
+    return f"{clean(e['test'], 300)} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}{clean(where, 200)}"
 
 
 __all__ = ["npu_check", "NpuCheckOutcome", "CheckSpec"]

@@ -1,0 +1,142 @@
+"""Markdown summary of a run: for a CI step summary ($GITHUB_STEP_SUMMARY) or a PR comment.
+
+Rendered from the JSON report document. NEW fallbacks (those that fail the gate) come first,
+then the accepted ones, then stale baseline entries and errors. Names come from models: every
+cell is escaped (Markdown and HTML specials, pipes, control characters) and capped in length.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+MAX_CELL = 160
+MAX_ROWS = 200
+
+
+def esc(text: Any, limit: int = MAX_CELL) -> str:
+    """Safe inside a table cell: no line breaks, no markup, no HTML, bounded length."""
+    s = str(text)
+    if len(s) > limit:
+        s = s[: limit - 12] + f"...(+{len(s) - limit + 12})"
+    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _SPECIAL.sub(r"\\\1", s)
+
+
+def _pct(x: Any) -> str:
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def _where(source: Any) -> str:
+    if not source:
+        return "unknown"
+    mod = source.get("module")
+    file = str(source.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
+    line = source.get("line")
+    parts = [mod or "<root>"] if mod is not None else []
+    if file:
+        parts.append(f"{file}:{line}" if line else file)
+    return " at ".join(parts) or "unknown"
+
+
+def _gate(t: Mapping[str, Any]) -> Mapping[str, Any]:
+    return t.get("baseline") or {"passed": t["passed"], "new": [n["name"] for n in t.get("nodes", [])
+                                                               if n["verdict"] in ("cpu", "unsupported")],
+                                 "accepted": []}
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
+    rows = list(rows)
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows[:MAX_ROWS]]
+    if len(rows) > MAX_ROWS:
+        out.append(f"\n_... and {len(rows) - MAX_ROWS} more rows (every node is in the JSON report)_")
+    return out
+
+
+def _reasons(node: Mapping[str, Any]) -> str:
+    return "; ".join(r["message"] for r in node.get("reasons", [])) or node["verdict"]
+
+
+def render(doc: Mapping[str, Any]) -> str:
+    tests = sorted(doc.get("tests", []), key=lambda t: t["nodeid"])
+    base = doc.get("baseline") or {}
+    rows_new: list[list[str]] = []
+    rows_acc: list[list[str]] = []
+    summary: list[list[str]] = []
+    errors: list[list[str]] = []
+    failed_targets = 0
+    for t in tests:
+        if t["status"] == "error" or (t.get("error") and not t.get("targets")):
+            errors.append([esc(t['nodeid']), "error", esc((t.get("error") or "").splitlines()[0] if t.get("error") else "", 300)])
+            continue
+        for tr in t.get("targets", []):
+            g = _gate(tr)
+            failed_targets += 0 if g["passed"] else 1
+            s = tr["summary"]
+            part = tr.get("partition") or {}
+            word = "PASS" if g["passed"] else "FAIL"
+            summary.append([esc(tr["target"]), esc(t['nodeid']), f"**{word}**", tr["verdict"],
+                            f"{s['npu']}/{s['cpu']}/{s['unsupported']}/{s['folded']}",
+                            _pct(part.get("npu_share_nodes")), _pct(part.get("npu_share_macs")),
+                            str(len(g["new"])), str(len(g["accepted"]))])
+            by_name = {n["name"]: n for n in tr.get("nodes", [])}
+            for name in g["new"]:
+                n = by_name.get(name, {"name": name, "op_type": "?", "verdict": "?", "reasons": [], "source": None})
+                rows_new.append([esc(tr["target"]), esc(t['nodeid']), esc(n["op_type"], 40), esc(name),
+                                 n["verdict"], esc(_where(n.get("source"))), esc(_reasons(n), 300)])
+            for a in g["accepted"]:
+                n = by_name.get(a["node"], {"op_type": "?", "verdict": "?", "source": None})
+                reason = esc(a["reason"], 300) + (f" ({esc(a['link'], 200)})" if a.get("link") else "")
+                rows_acc.append([esc(tr["target"]), esc(t['nodeid']), esc(n["op_type"], 40),
+                                 esc(a['node']), n["verdict"], esc(_where(n.get("source"))), reason])
+    stale = base.get("stale") or []
+    ok = failed_targets == 0 and not errors and not (stale and base.get("strict"))
+    totals = doc.get("totals", {})
+    lines = [f"## NPU check: {'passed' if ok else 'failed'}", ""]
+    lines.append(f"{totals.get('tests', len(tests))} checked test(s): {totals.get('passed', 0)} passed, "
+                 f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error; "
+                 f"{len(rows_new)} new fallback(s), {len(rows_acc)} accepted, {len(stale)} stale baseline entr"
+                 f"{'y' if len(stale) == 1 else 'ies'}.")
+    if base.get("updated"):
+        lines += ["", f"Baseline {esc(base['path'])} updated by --npu-update-baseline: {len(base['added'])} entr"
+                  f"{'y' if len(base['added']) == 1 else 'ies'} added, {len(base['removed'])} removed. "
+                  "Review the reasons before committing it."]
+    lines.append("")
+    lines += ["### New fallbacks", ""]
+    if rows_new:
+        lines += ["These nodes leave the NPU and are not in the baseline: they fail the check.", ""]
+        lines += _table(["target", "test", "op type", "node", "verdict", "source", "reason"], rows_new)
+    else:
+        lines.append("None.")
+    lines += ["", "### Accepted fallbacks", ""]
+    if rows_acc:
+        lines += _table(["target", "test", "op type", "node", "verdict", "source", "accepted because"], rows_acc)
+    else:
+        lines.append("None.")
+    if stale:
+        lines += ["", "### Stale baseline entries", "",
+                  "These accepted fallbacks no longer occur: remove them from the baseline (or run "
+                  "`--npu-update-baseline`) so that they cannot come back silently"
+                  + (" (strict: this fails the run)." if base.get("strict") else "."), ""]
+        lines += _table(["target", "test", "op type", "node", "location", "reason"], [
+            [esc(e["target"]), esc(e['test']), esc(e["op_type"], 40), esc(e['node']),
+             esc(f"{e['location']['module'] or '<root>'} at {e['location']['file']}:{e['location']['line']}"
+                 if e.get("location") else "unknown"), esc(e["reason"], 300)] for e in stale])
+    if errors:
+        lines += ["", "### Errors", ""]
+        lines += _table(["test", "status", "error"], errors)
+    lines += ["", "### Per target and test", ""]
+    lines += _table(["target", "test", "gate", "verdict", "npu/cpu/unsupported/folded", "NPU share (nodes)",
+                     "NPU share (MACs)", "new", "accepted"],
+                    sorted(summary, key=lambda r: (r[0], r[1])))
+    tool = doc.get("tool", {})
+    lines += ["", f"<sub>{esc(tool.get('name', 'pytest-npucheck'))} {esc(tool.get('version', ''))}, "
+                  f"{esc(doc.get('created', ''))}</sub>", ""]
+    return "\n".join(lines)
+
+
+__all__ = ["render", "esc"]
