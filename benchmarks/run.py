@@ -1,0 +1,325 @@
+"""Performance goals of issue 8, measured as ratios within one run.
+
+    python benchmarks/run.py [--goals 1,2,3,4,5,6] [--reps N] [--json figures.json]
+
+Every figure is a ratio of two operations measured in the same run, alternating them and taking
+the median of several repetitions, so a busy machine slows both sides alike. Models are built on
+first use (benchmarks/models.py, cached in $NPUCHECK_BENCH_DIR, default ~/.cache/npucheck-bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import models  # noqa: E402
+
+TARGET = "rknn@2.5.0/rk3588"
+HEAVY = ("torch", "onnx", "onnxruntime", "numpy", "jsonschema")
+RESULTS: list[dict[str, Any]] = []
+
+
+def record(goal: str, what: str, value: float, bar: str, ok: bool, **extra: Any) -> None:
+    RESULTS.append({"goal": goal, "what": what, "value": round(value, 3), "bar": bar, "pass": ok, **extra})
+    print(f"  [{'PASS' if ok else 'FAIL'}] {what}: {value:.2f} (bar {bar})"
+          + (f"  {extra}" if extra else ""), flush=True)
+
+
+def alternate(fns: dict[str, Callable[[], Any]], reps: int) -> dict[str, float]:
+    """Median seconds of each function, run in turn ``reps`` times."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def py(code: str, *args: str, env: dict[str, str] | None = None) -> Any:
+    """Run ``code`` in a fresh interpreter; it prints one JSON document as its last line."""
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                         cwd=REPO, env={**os.environ, **(env or {})})
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-3000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- goal 1: static check vs load + shape inference, vs the ORT usability checker ---------------
+
+def static_check(path: Path, tables: list[Any]) -> tuple[Any, Any]:
+    """The whole static check of a file, from cold per-process caches: facts, verdicts, JSON report."""
+    from pytest_npucheck import check, graph
+    from pytest_npucheck.jsonio import dumps
+
+    check._FACTS.clear()
+    graph._scope_module.cache_clear()
+    graph._user_frame.cache_clear()
+    facts = graph.load_graph(path)
+    results = check.check_graph(facts, tables)
+    dumps([r.to_json() for r in results])
+    return facts, results
+
+
+def goal1(reps: int) -> None:
+    print("goal 1: static check cost", flush=True)
+    import onnx
+    from onnxruntime.tools.mobile_helpers import usability_checker
+
+    from pytest_npucheck import prepass
+    from pytest_npucheck.matcher import match
+    from pytest_npucheck.tables import Catalog
+
+    tables = [Catalog.discover().table(TARGET)]
+    per_node: dict[str, float] = {}
+    for name in ("bert_1k", "bert_9k", "resnet50"):
+        path = models.build(name)
+
+        def base() -> None:
+            onnx.shape_inference.infer_shapes(onnx.load(os.fspath(path), load_external_data=False))
+
+        t = alternate({"base": base, "check": lambda: static_check(path, tables)}, reps)
+        facts, _ = static_check(path, tables)
+        n = len(facts.nodes)
+        record("1", f"{name} ({n} nodes): check / (load + infer_shapes)", t["check"] / t["base"], "<= 1.5",
+               t["check"] / t["base"] <= 1.5, check_ms=round(t["check"] * 1000, 1), base_ms=round(t["base"] * 1000, 1))
+        import logging
+
+        quiet = logging.getLogger("npucheck-bench-ort")
+        quiet.setLevel(logging.CRITICAL)
+        ort = alternate({"ort": lambda: usability_checker.analyze_model(path, logger=quiet),
+                         "check": lambda: static_check(path, tables)}, max(1, reps // 2))
+        record("1", f"{name}: ORT usability checker / check", ort["ort"] / ort["check"], ">= 5",
+               ort["ort"] / ort["check"] >= 5, ort_ms=round(ort["ort"] * 1000, 1))
+        m = alternate({"match": lambda: match(facts, tables[0], prepass.run_prepasses(facts, tables[0]))}, reps)
+        per_node[name] = m["match"] / n
+    if "bert_1k" in per_node and "bert_9k" in per_node:
+        growth = per_node["bert_9k"] / per_node["bert_1k"]
+        record("1", "matching cost per node, bert_9k / bert_1k (1.0 = linear)", growth, "<= 1.5", growth <= 1.5,
+               us_per_node={k: round(v * 1e6, 1) for k, v in per_node.items()})
+
+
+# -- goal 2: plugin import ------------------------------------------------------------------------
+
+def goal2(reps: int) -> None:
+    print("goal 2: plugin import", flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "test_plain.py").write_text("def test_one():\n    assert 1 + 1 == 2\n")
+        Path(d, "pytest.ini").write_text("[pytest]\n")
+
+        def run(*extra: str) -> Callable[[], None]:
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *extra, d]
+            return lambda: subprocess.run(cmd, capture_output=True, check=True, cwd=d)
+
+        t = alternate({"with": run(), "without": run("-p", "no:npucheck")}, max(reps, 7))
+    added = (t["with"] - t["without"]) * 1000
+    record("2", "ms added to a pytest run with no marked tests", added, "<= 30 ms", added <= 30,
+           with_ms=round(t["with"] * 1000), without_ms=round(t["without"] * 1000))
+    loaded = py(f"""
+        import sys, json
+        import pytest_npucheck.plugin
+        print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))
+    """)
+    record("2", "heavy modules imported by the plugin", len(loaded), "0", not loaded, modules=loaded)
+
+
+# -- goal 3: a second run reuses export and graph facts -------------------------------------------
+
+_CHECK_PHASE = """
+    import json, sys, time
+    from pathlib import Path
+    from pytest_npucheck.tables import Catalog
+    from pytest_npucheck.check import check_graph
+    from pytest_npucheck.facts_cache import load_graph_cached
+    from pytest_npucheck.jsonio import dumps
+    tables = [Catalog.discover().table(sys.argv[2])]
+    import onnx  # the check phase of a test run starts with onnx loaded (the export imported it)
+    t = time.perf_counter()
+    facts = load_graph_cached(Path(sys.argv[1]))
+    dumps([r.to_json() for r in check_graph(facts, tables)])
+    print(json.dumps(time.perf_counter() - t))
+"""
+
+
+def goal3(reps: int) -> None:
+    print("goal 3: second run reuses the cached export and graph facts", flush=True)
+    import shutil
+
+    for name in ("bert_1k", "resnet50"):
+        src = models.build(name)
+        firsts, seconds = [], []
+        with tempfile.TemporaryDirectory() as d:
+            entry = Path(d, "entry")  # laid out like an export cache entry: facts.json goes beside meta.json
+            entry.mkdir()
+            shutil.copy(src, entry / "model.onnx")
+            (entry / "meta.json").write_text("{}")
+            for _ in range(max(2, reps // 2)):
+                (entry / "facts.json").unlink(missing_ok=True)
+                firsts.append(py(_CHECK_PHASE, str(entry / "model.onnx"), TARGET))
+                seconds.append(py(_CHECK_PHASE, str(entry / "model.onnx"), TARGET))
+        ratio = statistics.median(firsts) / statistics.median(seconds)
+        record("3", f"{name}: check phase, first run / second run (fresh processes)", ratio, ">= 10", ratio >= 10,
+               first_ms=round(statistics.median(firsts) * 1000, 1), second_ms=round(statistics.median(seconds) * 1000, 1))
+    from pytest_npucheck import check
+
+    wired = "facts_cache" in Path(check.__file__).read_text() or "facts_cache" in (REPO / "pytest_npucheck" / "plugin.py").read_text()
+    record("3", "facts cache used by check.py/plugin.py", float(wired), "1", wired)
+
+
+# -- goal 4: peak memory without weights ----------------------------------------------------------
+
+_PEAK = """
+    import json, resource, sys, os
+    from pathlib import Path
+    import onnx, numpy
+    from pytest_npucheck.tables import Catalog
+    from pytest_npucheck.check import check_file
+    from pytest_npucheck.jsonio import dumps
+    catalog = Catalog.discover()
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if sys.argv[2] == "load":
+        m = onnx.load(sys.argv[1], load_external_data=False)
+    elif sys.argv[2] == "load_weights":
+        m = onnx.load(sys.argv[1])
+    else:
+        dumps([r.to_json() for r in check_file(Path(sys.argv[1]), [sys.argv[3]], catalog)])
+    print(json.dumps([base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+"""
+
+
+def goal4(reps: int) -> None:
+    print("goal 4: peak memory with external weights", flush=True)
+    path = models.build("bert_base_ext")
+    weights = sum(p.stat().st_size for p in path.parent.iterdir() if p.name != path.name) / 2**20
+    peaks: dict[str, list[int]] = {"load": [], "check": [], "load_weights": []}
+    for _ in range(max(1, reps // 3)):
+        for mode in peaks:
+            peaks[mode].append(py(_PEAK, os.fspath(path), mode, TARGET)[1])
+    med = {k: statistics.median(v) / 1024 for k, v in peaks.items()}  # MiB
+    ratio = med["check"] / med["load"]
+    record("4", f"peak RSS, check / onnx.load(load_external_data=False) ({weights:.0f} MB external weights)", ratio,
+           "<= 1.5", ratio <= 1.5, check_mib=round(med["check"]), load_mib=round(med["load"]),
+           load_with_weights_mib=round(med["load_weights"]))
+
+
+# -- goal 5: several targets share the work ------------------------------------------------------
+
+def goal5(reps: int) -> None:
+    print("goal 5: several targets, shared work once", flush=True)
+    from pytest_npucheck import check, graph
+    from pytest_npucheck.tables import Catalog
+
+    catalog = Catalog.discover()
+    targets = [r["target"] for r in catalog.listing() if "error" not in r]
+    path = models.build("bert_1k")
+    calls = []
+    real = check.load_graph
+    check.load_graph = lambda p: (calls.append(p), real(p))[1]  # type: ignore[assignment]
+    try:
+        check._FACTS.clear()
+        check.check_file(path, targets, catalog)
+    finally:
+        check.load_graph = real  # type: ignore[assignment]
+    record("5", f"graph-facts computations for {len(targets)} targets", len(calls), "1", len(calls) == 1,
+           targets=targets)
+
+    def one() -> None:
+        check._FACTS.clear()
+        graph._scope_module.cache_clear()
+        graph._user_frame.cache_clear()
+        check.check_file(path, targets[:1], catalog)
+
+    def many() -> None:
+        check._FACTS.clear()
+        graph._scope_module.cache_clear()
+        graph._user_frame.cache_clear()
+        check.check_file(path, targets, catalog)
+
+    t = alternate({"one": one, "many": many}, reps)
+    ratio = t["many"] / t["one"]
+    record("5", f"time for {len(targets)} targets / 1 target (info: facts shared, matching per target)", ratio,
+           f"< {len(targets)}", ratio < len(targets))
+
+
+# -- goal 6: xdist speed-up ----------------------------------------------------------------------
+
+_SUITE = '''
+import pytest, torch
+from torch import nn
+
+def make(width, depth):
+    layers, c = [], 3
+    for _ in range(depth):
+        layers += [nn.Conv2d(c, width, 3, padding=1), nn.ReLU()]
+        c = width
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 10)).eval()
+
+@pytest.mark.parametrize("width", [8, 12, 16, 20, 24, 28, 32, 40])
+@pytest.mark.npu_deployable(targets=["rknn@2.5.0/rk3588"])
+def test_model_deploys(npu_check, width):
+    torch.manual_seed(width)
+    npu_check(make(width, 4), torch.randn(1, 3, 64, 64))
+'''
+
+
+def goal6(reps: int) -> None:
+    print("goal 6: eight marked model tests, -n 2 vs -n 0", flush=True)
+    with tempfile.TemporaryDirectory() as d:
+        Path(d, "test_models.py").write_text(_SUITE)
+        Path(d, "pytest.ini").write_text("[pytest]\n")
+
+        def run(n: str) -> Callable[[], None]:
+            cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-n", n, "--npu-no-export-cache",
+                   "--npu-tables", str(REPO / "tests" / "data" / "tables"), d]
+
+            def go() -> None:
+                out = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
+                if out.returncode != 0:
+                    raise RuntimeError(out.stdout[-3000:] + out.stderr[-2000:])
+            return go
+
+        t = alternate({"n0": run("0"), "n2": run("2")}, max(2, reps // 3))
+    ratio = t["n0"] / t["n2"]
+    record("6", "8 marked tests, wall time -n 0 / -n 2", ratio, ">= 1.6", ratio >= 1.6,
+           n0_s=round(t["n0"], 1), n2_s=round(t["n2"], 1), cpus=os.cpu_count())
+
+
+GOALS = {"1": goal1, "2": goal2, "3": goal3, "4": goal4, "5": goal5, "6": goal6}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--goals", default=",".join(GOALS), help="comma-separated goal numbers (default: all)")
+    p.add_argument("--reps", type=int, default=5, help="repetitions per measurement (median taken)")
+    p.add_argument("--json", type=Path, help="write the figures to this JSON file")
+    args = p.parse_args()
+    for g in args.goals.split(","):
+        GOALS[g.strip()](args.reps)
+    if args.json:
+        import platform
+
+        import pytest_npucheck
+
+        doc = {"version": pytest_npucheck.__version__, "python": platform.python_version(), "cpus": os.cpu_count(),
+               "reps": args.reps, "date": time.strftime("%Y-%m-%d"), "results": RESULTS}
+        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+    failed = [r for r in RESULTS if not r["pass"]]
+    print(f"{len(RESULTS) - len(failed)} of {len(RESULTS)} figures within their bars")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""On-disk cache of graph facts, so an unchanged model is not re-analysed by the next pytest run.
+
+Graph facts (``graph.GraphFacts``) cost an ONNX load plus shape inference (twice when small
+constants fold); a second run of an unchanged test should pay neither. The facts are written as
+JSON (never pickle: the cache directory is shared, and JSON cannot run code) next to the model:
+
+* for a model inside an export cache entry (``<entry>/model.onnx`` beside ``meta.json``, see
+  ``export.py``) the facts live in ``<entry>/facts.json``, so they go when the entry goes;
+* for any other file, in ``<cache_dir>/<hash of the path>.json`` when a ``cache_dir`` is given,
+  otherwise nowhere (a user's model directory is never written to).
+
+A cached document is used only when everything the facts depend on is unchanged: the file's
+path, size, mtime and inode, the package version, the ONNX version (shape inference) and the
+source of ``graph.py`` (the code that computes the facts). Anything else is a miss; a damaged or
+foreign document is a miss too, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .graph import GraphFacts, NodeFact, SourceLocation, TensorInfo
+
+FORMAT = "npucheck-facts-v1"
+#: Name of the facts file inside an export cache entry.
+FACTS_FILENAME = "facts.json"
+_EXPORT_META = "meta.json"  # export.META_FILENAME, not imported: export.py imports torch-facing code
+
+_CODE_HASH: Optional[str] = None
+
+
+def _code_version() -> str:
+    """Package version, ONNX version and a hash of the code that computes the facts."""
+    global _CODE_HASH
+    if _CODE_HASH is None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        from . import __version__, graph
+
+        try:
+            onnx_version = version("onnx")
+        except PackageNotFoundError:  # pragma: no cover - onnx is a dependency
+            onnx_version = "?"
+        h = hashlib.sha256(Path(graph.__file__).read_bytes()).hexdigest()[:16]
+        _CODE_HASH = f"{__version__}/onnx-{onnx_version}/graph-{h}"
+    return _CODE_HASH
+
+
+def file_key(path: Path) -> Optional[dict[str, Any]]:
+    """What identifies the content of ``path`` without reading it; None if it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return {"path": os.fspath(Path(path).resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
+            "inode": st.st_ino, "code": _code_version(), "format": FORMAT}
+
+
+def cache_file(model_path: Path, cache_dir: Optional[Path] = None) -> Optional[Path]:
+    """Where the facts of ``model_path`` are cached, or None when they are not cached at all."""
+    model_path = Path(model_path)
+    if (model_path.parent / _EXPORT_META).is_file():
+        return model_path.parent / FACTS_FILENAME
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256(os.fspath(model_path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()
+    return Path(cache_dir) / f"{digest[:32]}.json"
+
+
+# -- GraphFacts <-> JSON ---------------------------------------------------------------------------
+
+def _tensor_to_json(t: TensorInfo) -> list[Any]:
+    row: list[Any] = [t.dtype, None if t.shape is None else list(t.shape)]
+    if t.const or t.value is not None:
+        row += [t.const, None if t.value is None else list(t.value)]
+    return row
+
+
+def _tensor_from_json(name: str, row: list[Any]) -> TensorInfo:
+    shape = None if row[1] is None else tuple(row[1])
+    if len(row) == 2:
+        return TensorInfo(name, row[0], shape)
+    return TensorInfo(name, row[0], shape, bool(row[2]), None if row[3] is None else tuple(row[3]))
+
+
+def to_json(facts: GraphFacts) -> dict[str, Any]:
+    """A JSON document of ``facts`` (producer/consumer maps are derived, so not stored)."""
+    defaults: list[Any] = []  # every node of one op shares its schema-defaults dict: store it once
+    default_ids: dict[int, int] = {}
+    sources: list[Any] = []
+    source_ids: dict[SourceLocation, int] = {}
+    nodes = []
+    for n in facts.nodes:
+        ref = id(n.defaults) if n.defaults else 0
+        d = default_ids.get(ref)
+        if d is None:
+            d = default_ids[ref] = len(defaults)
+            defaults.append(n.defaults)
+        s = None
+        if n.source is not None:
+            s = source_ids.get(n.source)
+            if s is None:
+                s = source_ids[n.source] = len(sources)
+                sources.append([n.source.module, n.source.file, n.source.line, n.source.code, n.source.function])
+        nodes.append([n.index, n.name, n.op_type, n.domain, n.inputs, n.outputs,
+                      {k: v for k, v in n.attrs.items() if k in n.explicit_attrs or n.defaults.get(k, v) != v},
+                      sorted(n.explicit_attrs), d, n.graph, s, n.opset, n.subgraphs])
+    return {
+        "path": facts.path,
+        "opsets": facts.opsets,
+        "ir_version": facts.ir_version,
+        "inputs": facts.inputs,
+        "outputs": facts.outputs,
+        "initializers": sorted(facts.initializers),
+        "producer_name": facts.producer_name,
+        "shape_inference_error": facts.shape_inference_error,
+        "defaults": defaults,
+        "sources": sources,
+        "nodes": nodes,
+        "tensors": {name: _tensor_to_json(t) for name, t in facts.tensors.items()},
+    }
+
+
+def from_json(doc: dict[str, Any], path: Optional[str] = None) -> GraphFacts:
+    """The GraphFacts of a document written by :func:`to_json` (``path`` overrides the stored one)."""
+    defaults = doc["defaults"]
+    sources = [SourceLocation(*row) for row in doc["sources"]]
+    nodes = []
+    for index, name, op_type, domain, inputs, outputs, attrs, explicit, d, graph, s, opset, subgraphs in doc["nodes"]:
+        dflt = defaults[d]
+        if dflt:
+            attrs = {**attrs, **{k: v for k, v in dflt.items() if k not in attrs}}
+        nodes.append(NodeFact(
+            index=index, name=name, op_type=op_type, domain=domain, inputs=tuple(inputs), outputs=tuple(outputs),
+            attrs=attrs, explicit_attrs=frozenset(explicit), defaults=dflt, graph=graph,
+            source=None if s is None else sources[s], opset=opset, subgraphs=tuple(subgraphs),
+        ))
+    return GraphFacts(
+        path=doc["path"] if path is None else path,
+        opsets=doc["opsets"],
+        ir_version=doc["ir_version"],
+        nodes=tuple(nodes),
+        tensors={name: _tensor_from_json(name, row) for name, row in doc["tensors"].items()},
+        inputs=tuple(doc["inputs"]),
+        outputs=tuple(doc["outputs"]),
+        initializers=frozenset(doc["initializers"]),
+        producer_name=doc["producer_name"],
+        shape_inference_error=doc["shape_inference_error"],
+    )
+
+
+# -- the cache ----------------------------------------------------------------------------------
+
+def load(model_path: Path, cache_dir: Optional[Path] = None) -> Optional[GraphFacts]:
+    """Cached facts of ``model_path``, or None on a miss (changed file, other code, damaged cache)."""
+    where = cache_file(model_path, cache_dir)
+    key = file_key(model_path)
+    if where is None or key is None:
+        return None
+    try:
+        doc = json.loads(where.read_bytes())
+        if not isinstance(doc, dict) or doc.get("key") != key:
+            return None
+        return from_json(doc["facts"], path=str(model_path))
+    except (OSError, ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+def store(model_path: Path, facts: GraphFacts, cache_dir: Optional[Path] = None) -> bool:
+    """Write the facts of ``model_path``; False when they are not cacheable or cannot be written."""
+    where = cache_file(model_path, cache_dir)
+    key = file_key(model_path)
+    if where is None or key is None:
+        return False
+    try:
+        # allow_nan=False: a NaN constant makes the facts uncacheable rather than the JSON non-standard
+        text = json.dumps({"key": key, "facts": to_json(facts)}, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError):  # e.g. an attribute value JSON cannot hold
+        return False
+    tmp = where.with_name(f".{where.name}.{os.getpid()}.tmp")
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, where)  # readers see the old document or the new one, never a partial one
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def load_graph_cached(model_path: Path, cache_dir: Optional[Path] = None,
+                      compute: Optional[Callable[[Path], GraphFacts]] = None) -> GraphFacts:
+    """``graph.load_graph(model_path)``, reusing facts cached on disk by an earlier process."""
+    facts = load(model_path, cache_dir)
+    if facts is not None:
+        return facts
+    if compute is None:
+        from .graph import load_graph as compute
+    facts = compute(Path(model_path))
+    store(model_path, facts, cache_dir)
+    return facts
