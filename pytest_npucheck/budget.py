@@ -256,6 +256,12 @@ def _looser(field: str, old: Any, new: Any, directions: Mapping[str, tuple[int, 
     return (n - o) * sign < 0 if not (math.isinf(o) and math.isinf(n) and o == n) else False
 
 
+def _show(v: Any) -> str:
+    if v is None or isinstance(v, (bool, int)):
+        return str(v)
+    return str(json_float(v))
+
+
 def _entry_problems(where: str, kind: str, key: str, old: Mapping[str, Any], new: Mapping[str, Any],
                     approval_is_new: bool) -> list[str]:
     directions = _TARGET_DIRECTION if kind == "targets" else _DIRECTION
@@ -271,8 +277,7 @@ def _entry_problems(where: str, kind: str, key: str, old: Mapping[str, Any], new
         ov = fo.get(k, fo.get(f"*.{field}") if kind == "tests" else None)
         nv = fn.get(k, fn.get(f"*.{field}") if kind == "tests" else None)
         if _looser(field, ov, nv, directions):
-            problems.append(f"{where}: {k} loosened {json_float(ov) if not isinstance(ov, bool) else ov}"
-                            f" -> {json_float(nv) if not isinstance(nv, bool) else nv}")
+            problems.append(f"{where}: {k} loosened {_show(ov)} -> {_show(nv)}")
     if problems and approval_is_new:
         return []
     if problems:

@@ -1,9 +1,12 @@
 """Run an exported ONNX model in fp32 and under the precision an NPU target uses, emulated on CPU.
 
 * ``fp32``: ONNX Runtime CPU as is (the reference).
-* ``fp16``: ``onnxruntime.transformers.float16.convert_float_to_float16`` (ORT ships its own copy
-  of onnxconverter-common's converter) with ``keep_io_types=True``: weights and activations in
-  fp16, graph inputs/outputs stay fp32 so the candidate is fed and compared like the reference.
+* ``fp16``: by default "storage" emulation - weights and every activation rounded through fp16
+  (overflow becomes inf), arithmetic inside a node in fp32; or ``fp16_method="converter"``:
+  ``onnxruntime.transformers.float16.convert_float_to_float16`` (ORT ships its own copy of
+  onnxconverter-common's converter; onnxconverter-common itself is not installed) with
+  ``keep_io_types=True``. Graph inputs/outputs stay fp32 either way, so the candidate is fed
+  and compared like the reference. Why storage is the default: :func:`emulated_model`.
 * ``int8``: ``onnxruntime.quantization.quantize_static`` in QDQ format (int8 activations with
   MinMax calibration, per-channel int8 weights), calibrated on the inputs the caller supplies;
   only when none are given are seeded random inputs used, and the result says so.
@@ -166,12 +169,28 @@ class _Reader:
         pass
 
 
+#: fp16 emulation methods: see :func:`emulated_model`.
+FP16_METHODS = ("storage", "converter")
+
+
 def emulated_model(model: Any, precision: str, calibration: Sequence[Feeds] | None = None,
-                   keep_fp32: Iterable[str] = ()) -> onnx.ModelProto:
+                   keep_fp32: Iterable[str] = (), fp16_method: str = "storage") -> onnx.ModelProto:
     """The model converted to emulate ``precision`` (``fp32``/``float16``/``int8``...).
 
     ``keep_fp32``: node names left in fp32 (fp16 ``node_block_list`` / int8 ``nodes_to_exclude``).
-    ``calibration`` (int8 only, required): the samples the activation ranges come from."""
+    ``calibration`` (int8 only, required): the samples the activation ranges come from.
+
+    ``fp16_method``:
+
+    * ``"storage"`` (default): weights rounded to fp16 (saturating at +-65504) and every float
+      activation rounded through fp16 after the node that produces it (``Cast`` to FLOAT16 and
+      back, so an overflow becomes inf), arithmetic inside a node in fp32 - what an NPU that
+      stores fp16 and accumulates wider does. Node and tensor names are unchanged.
+    * ``"converter"``: ``onnxruntime.transformers.float16.convert_float_to_float16`` with
+      ``keep_io_types=True``. Measured caveat: ONNX Runtime's CPU provider has no fp16 kernel
+      for many ops (Pow, ReduceMean, ...), computes them in fp32 and removes the casts between
+      two such ops, so an overflow inside such a run (LayerNorm's variance) is not seen.
+    """
     import onnx
 
     proto = _load(model)
@@ -180,6 +199,10 @@ def emulated_model(model: Any, precision: str, calibration: Sequence[Feeds] | No
     if key == "fp32":
         return proto
     if key == "fp16":
+        if fp16_method == "storage":
+            return _fp16_storage(proto, set(keep))
+        if fp16_method != "converter":
+            raise ValueError(f"fp16_method must be one of {FP16_METHODS}, got {fp16_method!r}")
         import copy
         import logging
 
@@ -217,6 +240,62 @@ def emulated_model(model: Any, precision: str, calibration: Sequence[Feeds] | No
         finally:
             root.setLevel(old_level)
         return onnx.load(dst)
+
+
+def _fp16_storage(proto: onnx.ModelProto, keep: set[str]) -> onnx.ModelProto:
+    """fp16 storage emulation (see :func:`emulated_model`); nodes in ``keep`` stay fp32."""
+    import copy
+
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    m = copy.deepcopy(proto)
+    g = m.graph
+    typed = _typed_intermediates(m)
+    fmax = float(np.finfo(np.float16).max)
+
+    def rounded(arr: np.ndarray) -> np.ndarray:
+        return np.clip(arr, -fmax, fmax).astype(np.float16).astype(np.float32)
+
+    kept_only: set[str] = set()
+    if keep:
+        users: dict[str, set[bool]] = {}
+        for node in g.node:
+            for x in node.input:
+                users.setdefault(x, set()).add(node.name in keep)
+        kept_only = {k for k, v in users.items() if v == {True}}
+    for i, init in enumerate(g.initializer):
+        if init.data_type == TensorProto.FLOAT and init.name not in kept_only:
+            arr = numpy_helper.to_array(init)
+            g.initializer[i].CopyFrom(numpy_helper.from_array(rounded(arr), init.name))
+    nodes = []
+    for node in g.node:
+        if node.op_type == "Constant" and node.name not in keep:
+            for a in node.attribute:
+                if a.name == "value" and a.t.data_type == TensorProto.FLOAT:
+                    a.t.CopyFrom(numpy_helper.from_array(rounded(numpy_helper.to_array(a.t)), a.t.name))
+            nodes.append(node)
+            continue
+        if node.name in keep:
+            nodes.append(node)
+            continue
+        extra = []
+        for j, out in enumerate(node.output):
+            vi = typed.get(out)
+            if not out or vi is None or vi.type.tensor_type.elem_type != TensorProto.FLOAT:
+                continue
+            raw, half = f"{out}__fp32", f"{out}__fp16"
+            node.output[j] = raw
+            tag = node.name or out
+            extra.append(helper.make_node("Cast", [raw], [half], to=TensorProto.FLOAT16,
+                                          name=f"{tag}__to_fp16_{j}"))
+            extra.append(helper.make_node("Cast", [half], [out], to=TensorProto.FLOAT,
+                                          name=f"{tag}__from_fp16_{j}"))
+        nodes.append(node)
+        nodes.extend(extra)
+    del g.node[:]
+    g.node.extend(nodes)
+    return m
 
 
 # --------------------------------------------------------------------------- emulate
@@ -266,7 +345,8 @@ class EmulationResult:
 
 def emulate(model: Any, precision: str, inputs: Feeds | None = None, *, test_id: str = "",
             calibration: Sequence[Feeds] | None = None, policy: Policy | None = None,
-            keep_fp32: Iterable[str] = (), random_calibration_samples: int = 8) -> EmulationResult:
+            keep_fp32: Iterable[str] = (), random_calibration_samples: int = 8,
+            fp16_method: str = "storage") -> EmulationResult:
     """Run ``model`` (path or ModelProto) in fp32 and emulated ``precision`` and compare.
 
     ``inputs``: the feeds to evaluate on (None: random, seeded by ``seed_for(test_id)``).
@@ -292,7 +372,7 @@ def emulate(model: Any, precision: str, inputs: Feeds | None = None, *, test_id:
             samples = [random_inputs(proto, seed + 1 + i) for i in range(random_calibration_samples)]
             calib_source = "random"
     ref = run_model(proto, feeds)
-    cand = run_model(emulated_model(proto, key, samples, keep_fp32), feeds)
+    cand = run_model(emulated_model(proto, key, samples, keep_fp32, fp16_method), feeds)
     comp = compare_outputs(ref, cand, policy or policy_for(key))
     return EmulationResult(key, seed, inputs_source, calib_source, len(samples),
                            tuple(sorted(set(keep_fp32))), comp, time.perf_counter() - start,
@@ -438,6 +518,9 @@ def _layer_error(i: int, node: Any, tensor: str, ref: Any, cand: Any, tol: Toler
     c = np.asarray(cand).astype(r.dtype) if np.asarray(cand).dtype != r.dtype else np.asarray(cand)
     res = compare_arrays(r, c, tol, tensor)
     m = res.metrics
+    if res.reasons:  # non-finite values (fp16 overflow): metrics over the rest would flatter it
+        return LayerError(i, node.name or f"#{i}", node.op_type, tensor, False, None, None, None,
+                          m.peak if m else None)
     return LayerError(i, node.name or f"#{i}", node.op_type, tensor, res.passed,
                       m.cosine if m else None, m.max_abs if m else None,
                       m.snr_db if m else None, m.peak if m else None)
@@ -458,7 +541,7 @@ def _accumulated(proto: onnx.ModelProto, emulated: onnx.ModelProto, feeds: Feeds
 
 
 def _per_layer(proto: onnx.ModelProto, key: str, ref_values: Mapping[str, Any], feeds: Feeds,
-               tol: Tolerance, max_nodes: int | None) -> list[LayerError]:
+               tol: Tolerance, max_nodes: int | None, fp16_method: str = "storage") -> list[LayerError]:
     import numpy as np
     from onnx import helper, numpy_helper
 
@@ -493,7 +576,7 @@ def _per_layer(proto: onnx.ModelProto, key: str, ref_values: Mapping[str, Any], 
         single = helper.make_model(helper.make_graph([node], "layer", g_inputs, g_outputs, g_inits),
                                    opset_imports=opset, ir_version=proto.ir_version)
         try:
-            em = emulated_model(single, key, [sample] if sample else [{}])
+            em = emulated_model(single, key, [sample] if sample else [{}], (), fp16_method)
             got = run_model(em, sample, optimize=False)
         except EmulationError:
             continue
@@ -504,7 +587,8 @@ def _per_layer(proto: onnx.ModelProto, key: str, ref_values: Mapping[str, Any], 
 def diagnose(model: Any, precision: str, inputs: Feeds | None = None, *, test_id: str = "",
              calibration: Sequence[Feeds] | None = None, policy: Policy | None = None,
              mode: str = "accumulated", layer_tolerance: Tolerance | None = None,
-             max_keep: int = 5, max_nodes: int | None = None) -> Diagnosis:
+             max_keep: int = 5, max_nodes: int | None = None,
+             fp16_method: str = "storage") -> Diagnosis:
     """Locate the layers that lose accuracy under ``precision`` and search a set to keep in fp32.
 
     ``mode``: ``"accumulated"`` or ``"per_layer"``. ``layer_tolerance``: the bound for one
@@ -525,10 +609,10 @@ def diagnose(model: Any, precision: str, inputs: Feeds | None = None, *, test_id
             [feeds] if inputs is not None else [random_inputs(proto, seed + 1 + i) for i in range(8)])
     else:
         samples = []
-    emulated = emulated_model(proto, key, samples)
+    emulated = emulated_model(proto, key, samples, (), fp16_method)
     layers, ref_values = _accumulated(proto, emulated, feeds, tol)
     if mode == "per_layer":
-        layers = _per_layer(proto, key, ref_values, feeds, tol, max_nodes)
+        layers = _per_layer(proto, key, ref_values, feeds, tol, max_nodes, fp16_method)
     first = next((l for l in sorted(layers, key=lambda l: l.index) if not l.passed), None)
     ranked = sorted(layers, key=lambda l: l.badness, reverse=True)
     worst = tuple(ranked[:5])
@@ -539,7 +623,7 @@ def diagnose(model: Any, precision: str, inputs: Feeds | None = None, *, test_id
     ref_out = run_model(proto, feeds)
 
     def check(keep: list[str]) -> tuple[bool, float | None]:
-        cand = run_model(emulated_model(proto, key, samples, keep), feeds)
+        cand = run_model(emulated_model(proto, key, samples, keep, fp16_method), feeds)
         comp = compare_outputs(ref_out, cand, pol)
         snrs = [o.metrics.snr_db for o in comp.outputs if o.metrics is not None]
         return comp.passed, (min(snrs) if snrs else None)

@@ -392,7 +392,8 @@ def _exact_abs_diff(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
         ua, ub = a.astype(np.uint64), b.astype(np.uint64)
         diff = np.where(a >= b, ua - ub, ub - ua)
         return diff.astype(np.float64)
-    return np.abs(cand.astype(np.float64) - ref.astype(np.float64))
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf: handled as non-finite
+        return np.abs(cand.astype(np.float64) - ref.astype(np.float64))
 
 
 def _scalar(v: Any) -> float | int | None:

@@ -1,0 +1,155 @@
+"""golden: the life cycle on a real exported model, file safety, corrupt files."""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_npucheck.golden import GoldenError, GoldenStatus, GoldenStore, read_golden
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory):
+    """A real CNN from the corpus exported to ONNX, its feeds, and a way to export variants."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from models.corpus import ARCHS
+
+    from pytest_npucheck.emulate import input_specs
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    model, inputs = ARCHS["resnet18_small"].build()
+
+    def export(m):
+        return export_model(m, inputs, ExportOptions(exporter="torchscript", opset=17),
+                            tmp_path_factory.mktemp("export")).path
+
+    path = export(model)
+    feeds = {s[0]: t.numpy() for s, t in zip(input_specs(path), inputs)}
+    return model, export, path, feeds
+
+
+def test_life_cycle_missing_update_pass_drift(cnn, tmp_path):
+    import torch
+
+    from pytest_npucheck.emulate import run_model, seed_for
+
+    model, export, path, feeds = cnn
+    store = GoldenStore(tmp_path / "goldens")
+    test_id = "tests/test_models.py::test_resnet[rk3588]"
+
+    # 1. missing: fails and says how to create it; nothing is written.
+    res = store.check(test_id, run_model(path, feeds), "fp32", feeds)
+    assert res.status is GoldenStatus.MISSING and not res.passed
+    assert "--npu-update-golden" in res.message and not res.path.exists()
+
+    # 2. update: written atomically, and the run is still not green.
+    res = store.check(test_id, run_model(path, feeds), "fp32", feeds, update=True)
+    assert res.status is GoldenStatus.WRITTEN and not res.passed
+    assert "golden written" in res.message and "re-run" in res.message
+    assert res.path.exists() and not [p for p in res.path.parent.iterdir() if p.name.endswith(".tmp")]
+    golden = store.load(test_id)
+    assert golden.test_id == test_id and set(golden.inputs) == set(feeds)
+
+    # 3. pass: the model re-run on the golden's own inputs.
+    res = store.check(test_id, run_model(path, golden.inputs), "fp32", golden.inputs)
+    assert res.status is GoldenStatus.PASSED and res.passed
+    assert res.comparison.passed
+
+    # 4. drift beyond budget: BatchNorm epsilon 1e-5 -> 1e-2 everywhere (a porting bug).
+    bad = copy.deepcopy(model)
+    for m in bad.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.eps = 1e-2
+    bad_path = export(bad)
+    res = store.check(test_id, run_model(bad_path, golden.inputs), "fp32", golden.inputs)
+    assert res.status is GoldenStatus.MISMATCH and not res.passed
+    assert res.obtained_path == res.path.with_name(res.path.name.replace(".npz", ".obtained.npz"))
+    assert res.obtained_path.exists()
+    obtained = read_golden(res.obtained_path)
+    assert set(obtained.outputs) == set(golden.outputs)
+    text = "\n".join(res.lines())
+    out = res.comparison.outputs[0]
+    assert f"reference float32{list(out.reference_shape)} vs candidate float32" in text
+    assert "elements out of tolerance:" in text and "worst elements" in text
+    assert "minimum tolerance that would have passed" in text
+    assert out.out_of_tolerance > 0 and len(out.worst) == 5
+
+    # 5. a later matching run removes the stale .obtained file.
+    res = store.check(test_id, run_model(path, golden.inputs), "fp32", golden.inputs)
+    assert res.passed and not res.obtained_path and not store.obtained_path(res.path).exists()
+    assert seed_for(test_id) == seed_for(test_id) and 0 <= seed_for(test_id) < 2**31
+
+
+def test_changed_inputs_are_a_mismatch(tmp_path):
+    store = GoldenStore(tmp_path)
+    out = {"y": np.ones(3, np.float32)}
+    store.check("t::a", out, "fp32", {"x": np.zeros(2, np.float32)}, update=True)
+    res = store.check("t::a", out, "fp32", {"x": np.ones(2, np.float32)})
+    assert res.status is GoldenStatus.MISMATCH and "input 'x' differs from the golden's" in res.message
+
+
+def test_outputs_matched_by_name(tmp_path):
+    store = GoldenStore(tmp_path)
+    store.check("t::a", {"a": np.ones(2, np.float32), "b": np.zeros(2, np.float32)}, "fp32", update=True)
+    res = store.check("t::a", {"b": np.zeros(2, np.float32), "a": np.ones(2, np.float32)}, "fp32")
+    assert res.passed
+    res = store.check("t::a", {"a": np.ones(2, np.float32)}, "fp32")
+    assert not res.passed and res.comparison.missing == ("b",)
+
+
+@pytest.mark.parametrize("content, match", [
+    (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 12\n", "Git LFS pointer"),
+    (b"not a zip at all", "not an .npz file"),
+    (None, "corrupt or truncated"),
+])
+def test_corrupt_golden_names_the_file(tmp_path, content, match):
+    store = GoldenStore(tmp_path)
+    path = store.check("t::a", {"y": np.arange(1000, dtype=np.float32)}, "fp32", update=True).path
+    if content is None:  # truncated in the middle of the zip
+        content = path.read_bytes()[: path.stat().st_size // 2]
+    path.write_bytes(content)
+    with pytest.raises(GoldenError, match=match) as info:
+        store.check("t::a", {"y": np.arange(1000, dtype=np.float32)}, "fp32")
+    assert str(path) in str(info.value)
+
+
+def test_pickled_object_array_is_refused(tmp_path):
+    store = GoldenStore(tmp_path)
+    path = store.path_for("t::a")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as fh:
+        np.savez(fh, **{"output/y": np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(GoldenError, match="corrupt or truncated"):
+        store.load("t::a")
+
+
+def test_paths_outside_the_root_are_refused(tmp_path):
+    root = tmp_path / "goldens"
+    root.mkdir()
+    store = GoldenStore(root)
+    with pytest.raises(GoldenError, match="outside the golden root"):
+        store.path_for("t::a", "../escape.npz")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    os.symlink(outside, root / "link")
+    with pytest.raises(GoldenError, match="symbolic link"):
+        store.check("t::a", {"y": np.ones(1, np.float32)}, "fp32", filename="link/g.npz", update=True)
+    assert not any(outside.iterdir())
+    # Test ids with separators and dots stay inside the root.
+    p = store.path_for("../../etc/passwd::x[..]")
+    assert p.parent == root and p.name.endswith(".npz")
+
+
+def test_written_file_is_a_plain_npz(tmp_path):
+    store = GoldenStore(tmp_path)
+    path = store.check("t::a", {"y": np.arange(3, dtype=np.int64)}, "fp32",
+                       {"x": np.ones(2, np.float32)}, update=True).path
+    assert zipfile.is_zipfile(path)
+    with np.load(path, allow_pickle=False) as data:
+        assert sorted(data.files) == ["__meta__", "input/x", "output/y"]

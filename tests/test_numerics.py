@@ -1,0 +1,225 @@
+"""numerics: metrics, structural checks, the composite verdict, and the default policies on real
+models (a real model passes, a real numeric bug fails)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pytest_npucheck.numerics import (
+    DEFAULT_POLICIES,
+    Policy,
+    Tolerance,
+    compare_arrays,
+    compare_outputs,
+    policy_for,
+    precision_key,
+)
+
+
+def _strict_json(obj):
+    return json.loads(json.dumps(obj, allow_nan=False))
+
+
+# --------------------------------------------------------------------------- structure
+
+
+def test_broadcasting_is_refused():
+    ref = np.ones((2, 3), np.float32)
+    res = compare_arrays(ref, np.ones(3, np.float32))
+    assert not res.passed
+    assert "shape mismatch: reference [2, 3] vs candidate [3] (no broadcasting)" in res.reasons
+    assert not compare_arrays(np.ones(3, np.float32), np.float32(1.0)).passed  # scalar special case
+
+
+def test_dtype_must_match_exactly():
+    res = compare_arrays(np.ones(3, np.float32), np.ones(3, np.float64))
+    assert not res.passed
+    assert "dtype mismatch: reference float32 vs candidate float64" in res.reasons[0]
+
+
+def test_empty_vs_nonempty_fails_and_empty_vs_empty_passes():
+    res = compare_arrays(np.ones(1, np.float32), np.ones(0, np.float32))
+    assert not res.passed and "an empty candidate vs a non-empty reference" in res.reasons[0]
+    both = compare_arrays(np.ones((0, 4), np.float32), np.ones((0, 4), np.float32))
+    assert both.passed and both.size == 0
+    assert not compare_arrays(np.ones((0, 4), np.float32), np.ones((4, 0), np.float32)).passed
+
+
+def test_missing_extra_and_unknown_override_fail():
+    ref = {"a": np.ones(2, np.float32), "b": np.ones(2, np.float32)}
+    comp = compare_outputs(ref, {"a": np.ones(2, np.float32), "c": np.ones(2, np.float32)})
+    assert not comp.passed and comp.missing == ("b",) and comp.extra == ("c",)
+    pol = DEFAULT_POLICIES["fp32"].with_overrides(outputs={"typo": {"atol": 1.0}})
+    comp = compare_outputs({"a": np.ones(2, np.float32)}, {"a": np.ones(2, np.float32)}, pol)
+    assert not comp.passed and comp.unknown_overrides == ("typo",)
+
+
+# --------------------------------------------------------------------------- integers, NaN
+
+
+def test_uint8_difference_has_no_wraparound():
+    res = compare_arrays(np.array([3, 250], np.uint8), np.array([5, 10], np.uint8),
+                         Tolerance(cosine_min=None, norm_ratio_tol=None, atol=0, peak_atol=0, rtol=0))
+    assert res.metrics.max_abs == 240.0  # not 254 (3 - 5 wrapped)
+    assert res.worst[0].index == (1,) and res.worst[0].abs_error == 240.0
+    assert res.worst[1].abs_error == 2.0
+
+
+def test_int64_extremes_are_exact():
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    res = compare_arrays(np.array([lo], np.int64), np.array([hi], np.int64))
+    assert res.metrics.max_abs == float(2**64 - 1)
+
+
+def test_nan_fails_unless_allowed():
+    ref = np.array([1.0, np.nan, 3.0], np.float32)
+    res = compare_arrays(ref, ref.copy())
+    assert not res.passed
+    assert "reference has 1 NaN and 0 Inf value(s) (first at [[1]])" in res.reasons[0]
+    ok = compare_arrays(ref, ref.copy(), Tolerance(allow_nonfinite=True))
+    assert ok.passed and ok.metrics.compared == 2
+    # NaN where the reference is finite is a mismatch even when allowed.
+    cand = np.array([1.0, np.nan, np.nan], np.float32)
+    bad = compare_arrays(ref, cand, Tolerance(allow_nonfinite=True))
+    assert not bad.passed and bad.out_of_tolerance == 1 and bad.worst[0].index == (2,)
+    assert _strict_json(bad.to_json())["worst"][0]["candidate"] == "nan"
+
+
+def test_inf_matches_only_same_sign_when_allowed():
+    ref = np.array([np.inf, 1.0], np.float32)
+    assert compare_arrays(ref, ref.copy(), Tolerance(allow_nonfinite=True)).passed
+    assert not compare_arrays(ref, np.array([-np.inf, 1.0], np.float32), Tolerance(allow_nonfinite=True)).passed
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def test_cosine_is_paired_with_a_magnitude_check():
+    ref = np.linspace(-1, 1, 100, dtype=np.float32)
+    res = compare_arrays(ref, ref * 10, DEFAULT_POLICIES["int8"].default)
+    assert res.metrics.cosine == pytest.approx(1.0)
+    assert not res.passed
+    assert not res.check("norm_ratio_deviation").passed
+
+
+def test_zero_vectors_and_relative_floor():
+    z = np.zeros(4, np.float32)
+    res = compare_arrays(z, z.copy())
+    assert res.passed and res.metrics.cosine == 1.0 and res.metrics.snr_db == math.inf
+    assert _strict_json(res.to_json())["metrics"]["snr_db"] == "inf"
+    res = compare_arrays(np.array([0.0, 100.0], np.float32), np.array([1e-3, 100.0], np.float32))
+    assert res.metrics.rel_floor == pytest.approx(0.1)
+    assert res.metrics.max_rel == pytest.approx(1e-2)  # 1e-3 / floor, not 1e-3 / 0
+
+
+def test_failure_report_has_counts_worst_and_minimum_tolerance():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal((4, 8)).astype(np.float32)
+    cand = ref.copy()
+    cand[2, 5] += 0.3
+    cand[1, 1] -= 0.2
+    res = compare_arrays(ref, cand, DEFAULT_POLICIES["fp32"].default, "logits")
+    assert not res.passed and res.out_of_tolerance == 2
+    assert [w.index for w in res.worst[:2]] == [(2, 5), (1, 1)]
+    assert res.worst[0].reference == pytest.approx(float(ref[2, 5]))
+    text = "\n".join(res.lines())
+    assert "elements out of tolerance: 2 / 32" in text
+    assert "FAIL cosine: needed" in text and ">= allowed 0.99999" in text
+    assert "minimum tolerance that would have passed" in text
+    # The reported minimum really passes (element-wise clause) and a hair less does not.
+    need = res.min_passing["atol"]
+    loose = Tolerance(cosine_min=None, norm_ratio_tol=None, atol=need, peak_atol=0, rtol=1e-4)
+    assert compare_arrays(ref, cand, loose).passed
+    assert not compare_arrays(ref, cand, Tolerance(cosine_min=None, norm_ratio_tol=None,
+                                                   atol=need * 0.99, peak_atol=0, rtol=1e-4)).passed
+    data = _strict_json(res.to_json())
+    assert data["reference"]["shape"] == [4, 8] and data["out_of_tolerance"] == 2
+
+
+def test_snr_alternative_passes_isolated_int8_style_rounding():
+    rng = np.random.default_rng(1)
+    ref = rng.standard_normal(4096).astype(np.float32)
+    cand = ref + rng.uniform(-0.01, 0.01, ref.shape).astype(np.float32)
+    cand[7] += 0.9  # one element far off: element-wise clause fails
+    tol = DEFAULT_POLICIES["int8"].default
+    res = compare_arrays(ref, cand, tol)
+    assert not res.check("out_of_tolerance_fraction").passed
+    assert res.check("snr_db").passed and res.passed
+    assert not compare_arrays(ref, cand, DEFAULT_POLICIES["fp16"].default).passed
+
+
+def test_policy_overrides_and_precision_names():
+    pol = policy_for("float16").with_overrides({"cosine_min": 0.9999}, {"boxes": {"peak_atol": 0.5}})
+    assert pol.for_output("scores").cosine_min == 0.9999
+    assert pol.for_output("boxes").peak_atol == 0.5 and pol.for_output("boxes").cosine_min == 0.9999
+    assert precision_key("int8") == "int8" and precision_key("float32") == "fp32"
+    with pytest.raises(ValueError, match="unknown precision"):
+        precision_key("int4")
+    with pytest.raises(ValueError, match="unknown tolerance key"):
+        Tolerance().updated({"cos_min": 1})
+    assert isinstance(pol, Policy) and _strict_json(pol.to_json())["overrides"]["boxes"]["peak_atol"] == 0.5
+
+
+# --------------------------------------------------------------------------- defaults on real models
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    sys.path.insert(0, str(Path(__file__).parent))
+    from models.corpus import ARCHS
+
+    return ARCHS
+
+
+def _export(model, inputs, cache):
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    return export_model(model, inputs, ExportOptions(exporter="torchscript", opset=17), cache)
+
+
+def _feeds(path, inputs):
+    from pytest_npucheck.emulate import input_specs
+
+    return {s[0]: t.numpy() for s, t in zip(input_specs(path), inputs)}
+
+
+def _swap_first_output_channels(model):
+    import torch
+
+    bad = copy.deepcopy(model)
+    for mod in bad.modules():
+        if isinstance(mod, (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Linear)) and mod.weight.shape[0] > 1:
+            with torch.no_grad():
+                w = mod.weight.detach().clone()
+                mod.weight[0], mod.weight[1] = w[1], w[0]
+            return bad
+    raise AssertionError("no conv/linear layer")
+
+
+@pytest.mark.parametrize("arch", ["resnet18_small", "bert_tiny", "kws_crnn"])
+def test_defaults_pass_fp16_emulation_and_catch_a_swapped_channel(arch, corpus, tmp_path_factory):
+    """fp16 emulation of a real model passes the fp16 default; a swapped channel in the first
+    layer (a weight-conversion bug) fails both the fp32 (golden) and the fp16 policy."""
+    from pytest_npucheck.emulate import emulate, run_model
+
+    cache = tmp_path_factory.mktemp("exp")
+    model, inputs = corpus[arch].build()
+    good = _export(model, inputs, cache)
+    feeds = _feeds(good.path, inputs)
+    res = emulate(good.path, "float16", feeds, test_id=arch)
+    assert res.passed, "\n".join(res.lines())
+    # The fp32 policy is for re-runs of fp32 (a golden): fp16 must be beyond it.
+    ref = res.reference
+    bad = _export(_swap_first_output_channels(model), inputs, tmp_path_factory.mktemp("bad"))
+    got = run_model(bad.path, feeds)
+    for precision in ("fp32", "fp16"):
+        comp = compare_outputs(ref, got, precision)
+        assert not comp.passed, f"{arch}: the bug passes the {precision} policy"
+    assert compare_outputs(ref, run_model(good.path, feeds), "fp32").passed
