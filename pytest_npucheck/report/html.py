@@ -39,6 +39,7 @@ code{overflow-wrap:anywhere}
 _JS = """
 document.getElementById('only-fb').addEventListener('change',function(e){
   document.body.classList.toggle('only-fb',e.target.checked);});
+document.body.setAttribute('data-rendered',String(document.querySelectorAll('svg.npu-graph').length));
 """
 
 

@@ -1,0 +1,308 @@
+"""Report files: every format validated (JSON schema, JUnit XML, Markdown sections, HTML rendered
+in headless Chromium), names from models escaped, and the same files with and without xdist."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, TOY_TABLES
+
+from pytest_npucheck.report import html as html_report
+from pytest_npucheck.report import markdown as md_report
+from pytest_npucheck.report.jsonreport import run_document, validate
+
+T = "toy@1.0/soc-a"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _heavy_modules_stay_loaded(tmp_path_factory):
+    """As in test_plugin.py: torch cannot be imported twice, so pytester's in-process runs must find
+    everything an export touches already loaded."""
+    torch = pytest.importorskip("torch")
+    import jsonschema  # noqa: F401
+    import onnx.reference  # noqa: F401
+
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    export_model(torch.nn.Linear(2, 2).eval(), torch.randn(1, 2), ExportOptions(exporter="dynamo"),
+                 cache_dir=tmp_path_factory.mktemp("warmup"))
+
+
+def chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def render_dom(path: Path, tmp_path: Path) -> str:
+    """The DOM of a file as headless Chromium renders it (scripts run, no network)."""
+    exe = chromium()
+    if exe is None:
+        pytest.skip("chromium is not installed (apt-get install -y chromium)")
+    cmd = [exe, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+           "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+           "--dump-dom", path.resolve().as_uri()]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+NETS = textwrap.dedent('''
+    import os
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+
+    class Clean(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+
+    class TwoPads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            x = F.pad(x, (1, 1, 1, 1), mode="reflect")  # ACCEPTED
+            x = torch.relu(self.conv(x))
+            return F.pad(x, (2, 2, 2, 2), mode="reflect")
+
+
+    class Crash(nn.Module):
+        def forward(self, x):
+            os._exit(3)
+''')
+
+TESTS = '''
+import pytest, torch
+from nets import Clean, TwoPads
+
+@pytest.mark.parametrize("i", range(3))
+@pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+def test_clean(npu_check, i):
+    torch.manual_seed(i)
+    npu_check(Clean().eval(), torch.randn(1, 3, 8 + i, 8))
+
+@pytest.mark.npu_deployable(targets=["toy@1.0/soc-a", "toy@1.1/soc-b"])
+def test_two_pads(npu_check):
+    npu_check(TwoPads().eval(), torch.randn(1, 3, 16, 16))
+'''
+
+
+def accepted_line() -> int:
+    return next(k for k, line in enumerate(NETS.splitlines(), 1) if "# ACCEPTED" in line)
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(nets=NETS, test_suite=TESTS)
+    pytester.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:cacheprovider\n")
+    # the first pad is accepted by location (the node name recorded is an older export's)
+    (pytester.path / "npucheck-baseline.json").write_text(json.dumps({"format": 1, "entries": [{
+        "test": "test_suite.py::test_two_pads", "target": T, "op_type": "Pad", "node": "node_pad_from_last_week",
+        "verdict": "cpu", "reason": "reflect <padding> is | needed", "link": "https://tracker.invalid/1",
+        "location": {"module": "", "file": "nets.py", "line": accepted_line()}}]}))
+    return pytester
+
+
+def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_path):
+    r = suite.runpytest("--npu-report=json:out/r.json", "--npu-report=md:out/r.md", "--npu-report=html:out/r.html",
+                        "--junitxml=out/junit.xml")
+    r.assert_outcomes(passed=3, failed=1)
+    out = suite.path / "out"
+    # JSON against its schema, with the gate per target
+    doc = json.loads((out / "r.json").read_text())
+    assert validate(doc) == []
+    [pads] = [t for t in doc["tests"] if t["nodeid"].endswith("test_two_pads")]
+    a, b = pads["targets"]
+    assert len(a["baseline"]["new"]) == 1 and [x["reason"] for x in a["baseline"]["accepted"]] == ["reflect <padding> is | needed"]
+    new_node = a["baseline"]["new"][0]
+    accepted_node = a["baseline"]["accepted"][0]["node"]
+    assert b["baseline"] == {"new": [], "accepted": [], "passed": True}  # soc-b supports reflect padding
+    assert a["edges"] and all(0 <= x < len(a["nodes"]) and 0 <= y < len(a["nodes"]) for x, y in a["edges"])
+    assert doc["baseline"]["stale"] == [] and doc["baseline"]["exists"]
+    # the failure text: the NEW node before the accepted one
+    text = r.stdout.str()
+    assert text.index(f"NEW cpu         Pad {new_node}") < text.index(f"accepted cpu         Pad {accepted_node}")
+    # JUnit: pytest's own writer carries the per-target properties
+    root = ET.parse(out / "junit.xml").getroot()
+    [case] = [c for c in root.iter("testcase") if c.get("name") == "test_two_pads"]
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props[f"npucheck[{T}].gate"] == "fail" and props["npucheck[toy@1.1/soc-b].gate"] == "pass"
+    assert props[f"npucheck[{T}].table_version"] == T
+    assert re.fullmatch(r"[0-9a-f]{64}", props[f"npucheck[{T}].table_sha256"])
+    assert props[f"npucheck[{T}].cpu"] == "2" and props[f"npucheck[{T}].new_fallbacks"] == "1"
+    assert props[f"npucheck[{T}].accepted_fallbacks"] == "1"
+    assert 0 < float(props[f"npucheck[{T}].npu_share_nodes"]) < 1
+    # Markdown: the sections a PR comment needs, new fallbacks first
+    md = (out / "r.md").read_text()
+    assert md.startswith("## NPU check: failed")
+    sections = [line for line in md.splitlines() if line.startswith("### ")]
+    assert sections == ["### New fallbacks", "### Accepted fallbacks", "### Per target and test"]
+    new_part, acc_part = md.split("### Accepted fallbacks")
+    assert md_report.esc(new_node) in new_part and md_report.esc(accepted_node) in acc_part
+    assert "reflect &lt;padding&gt; is \\| needed" in acc_part
+    assert "| toy@1.0/soc\\-a | test\\_suite.py::test\\_two\\_pads | **FAIL** |" in md
+    # HTML: self-contained and rendered by a real browser
+    page = (out / "r.html").read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
+    dom = render_dom(out / "r.html", tmp_path)
+    assert 'data-rendered="5"' in dom  # the inline script ran and found one graph per checked target
+    assert dom.count('<svg xmlns="http://www.w3.org/2000/svg" class="npu-graph"') == 5
+    assert '<path class="x"' in dom  # NPU/CPU transitions are marked
+    assert 'class="n-cpu cause"' in dom  # the nodes that cause them are outlined
+    assert f'<tr class="new"><td>{T}</td>' in dom and f"<code>{new_node}</code>" in dom
+    assert dom.index('<section id="new">') < dom.index('<section id="accepted">')
+    assert "reflect &lt;padding&gt; is | needed" in dom
+
+
+NASTY = "<script>alert(1)</script>\x00\x1b[31m|`*_\n" + "x" * 10_000
+
+
+def nasty_document():
+    node = {"name": NASTY, "op_type": "<img src=x onerror=alert(2)>", "domain": "", "verdict": "cpu",
+            "reasons": [{"rule": "r", "message": NASTY, "verdict": "cpu"}],
+            "source": {"module": NASTY, "file": "/a/" + NASTY, "line": 3}}
+    ok = {"name": "ok", "op_type": "Relu", "domain": "", "verdict": "npu", "reasons": [], "source": None}
+    target = {"target": T, "table": {"toolchain": "toy", "version": "1.0", "soc": "soc-a", "sha256": "0" * 64},
+              "model": {"path": NASTY, "opsets": {"ai.onnx": 20}, "node_count": 2}, "passed": False, "verdict": "cpu",
+              "summary": {"npu": 1, "cpu": 1, "unsupported": 0, "folded": 0}, "model_issues": [], "notes": [NASTY],
+              "partition": None, "fixes": None, "nodes": [ok, node], "edges": [[0, 1]],
+              "baseline": {"new": [NASTY], "accepted": [], "passed": False}}
+    entry = {"test": NASTY, "target": T, "op_type": "Pad", "node": NASTY, "verdict": "cpu", "reason": NASTY,
+             "location": {"module": NASTY, "file": NASTY, "line": 1}}
+    doc = run_document([{"nodeid": "t.py::test_[" + NASTY + "]", "status": "failed", "error": None, "export": None,
+                         "targets": [target]},
+                        {"nodeid": "t.py::crashed", "status": "error", "error": NASTY, "export": None, "targets": []}])
+    doc["baseline"] = {"path": "npucheck-baseline.json", "exists": True, "updated": False, "strict": True, "entries": 1,
+                       "stale": [entry], "added": [], "removed": []}
+    return doc
+
+
+def test_names_from_models_are_escaped_everywhere(tmp_path):
+    doc = nasty_document()
+    assert validate(doc) == []
+    md = md_report.render(doc)
+    assert "<script" not in md and "<img" not in md and "\x00" not in md and "\x1b" not in md
+    assert len(md) < 20_000  # 10 kB names are capped
+    table_rows = [line for line in md.splitlines() if line.startswith("|")]
+    assert all(line.endswith("|") for line in table_rows)  # no cell broke its row
+    assert all(len(re.findall(r"(?<!\\)\|", line)) in (4, 7, 8, 10) for line in table_rows)
+    page = html_report.render(doc)
+    assert "<script>alert" not in page and "<img" not in page and "\x00" not in page and "\x1b" not in page
+    assert len(page) < 40_000
+    path = tmp_path / "nasty.html"
+    path.write_text(page, encoding="utf-8")
+    dom = render_dom(path, tmp_path)
+    assert 'data-rendered="1"' in dom and dom.count("<script") == 1  # only ours
+    assert "<img" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;\\x00\\x1b[31m" in dom
+    assert '<section id="stale">' in dom and '<section id="errors">' in dom
+
+
+def _normalised(path: Path, created: str) -> str:
+    return path.read_text().replace(created, "CREATED")
+
+
+def test_xdist_gives_identical_report_files_and_reports_a_crashed_worker(suite):
+    pytest.importorskip("xdist")
+    files = ("--npu-report=json:{}/r.json", "--npu-report=md:{}/r.md", "--npu-report=html:{}/r.html",
+             "--junitxml={}/junit.xml")
+    r1 = suite.runpytest_subprocess(*(f.format("serial") for f in files))
+    r2 = suite.runpytest_subprocess("-n", "2", *(f.format("parallel") for f in files))
+    r1.assert_outcomes(passed=3, failed=1)
+    r2.assert_outcomes(passed=3, failed=1)
+
+    def load(d):
+        doc = json.loads((suite.path / d / "r.json").read_text())
+        created = doc.pop("created")
+        for t in doc["tests"]:
+            t["export"].pop("path")  # temp dirs differ per process
+            for tr in t["targets"]:
+                tr["model"].pop("path")
+        return doc, created
+
+    (serial, c1), (parallel, c2) = load("serial"), load("parallel")
+    assert serial == parallel
+    for name in ("r.md", "r.html"):
+        assert _normalised(suite.path / "serial" / name, c1) == _normalised(suite.path / "parallel" / name, c2)
+
+    def props(d):
+        root = ET.parse(suite.path / d / "junit.xml").getroot()
+        return {c.get("name"): sorted((p.get("name"), p.get("value")) for p in c.iter("property"))
+                for c in root.iter("testcase")}
+
+    assert props("serial") == props("parallel")
+
+    # a worker that dies mid-test: the test is reported with status error in every report
+    suite.makepyfile(test_crash='''
+        import pytest, torch
+        from nets import Crash, Clean
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_crashes(npu_check):
+            npu_check(Crash(), torch.randn(1, 3, 8, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_fine(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    ''')
+    r = suite.runpytest_subprocess("-n", "2", "test_crash.py", *(f.format("crash") for f in files[:3]))
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((suite.path / "crash" / "r.json").read_text())
+    assert validate(doc) == []
+    tests = {t["nodeid"]: t for t in doc["tests"]}
+    crashed = tests["test_crash.py::test_crashes"]
+    assert crashed["status"] == "error" and "crashed" in crashed["error"]
+    assert tests["test_crash.py::test_fine"]["status"] == "passed" and doc["totals"]["error"] == 1
+    md = (suite.path / "crash" / "r.md").read_text()
+    assert "### Errors" in md and "test\\_crash.py::test\\_crashes | error | worker" in md
+    page = (suite.path / "crash" / "r.html").read_text()
+    assert '<tr class="error"><td><code>test_crash.py::test_crashes</code></td><td>error</td><td>worker' in page
+
+
+def test_pre_commit_hook_runs_npucheck_check_on_onnx_files(tmp_path, save):
+    """The hook in .pre-commit-hooks.yaml, run as pre-commit would: entry + args + staged files."""
+    import shlex
+    import sys
+
+    from onnx import helper
+
+    from conftest import const, make_model
+
+    text = (REPO / ".pre-commit-hooks.yaml").read_text()
+    assert re.search(r"^- id: npucheck\s*$", text, re.M) and "files: \\.onnx$" in text
+    entry = re.search(r"^  entry: (.*)$", text, re.M).group(1)
+    assert re.search(r"^  language: python$", text, re.M)
+    argv = shlex.split(entry)
+    assert argv[0] == "python"
+    clean = save(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", (1, 4))], ["y"]), "a.onnx")
+    bad = save(make_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="pad", mode="reflect")],
+                          [("x", (1, 3, 8, 8))], ["y"], [const("pads", [0, 0, 1, 1, 0, 0, 1, 1], "int64")]), "b.onnx")
+    args = ["--tables", str(TOY_TABLES), "--target", T]
+
+    def run(*files):
+        return subprocess.run([sys.executable, *argv[1:], *args, *map(str, files)], capture_output=True, text=True,
+                              timeout=300)
+
+    ok = run(clean)
+    assert ok.returncode == 0, ok.stderr
+    assert "PASS" in ok.stdout
+    fail = run(clean, bad)
+    assert fail.returncode == 1 and "mode='reflect' not in {'constant'}" in fail.stdout
+    assert run().returncode == 0  # nothing staged
