@@ -311,6 +311,8 @@ def _fast_eval(node: Any, args: list[Any]) -> Optional[list[Any]]:
             if key in attrs:
                 return [np.asarray(attrs[key], dtype=dt)]
         return None
+    if op == "Identity" and len(args) == 1:  # TorchScript exports copy small weights through Identity
+        return [args[0]]
     if op in ("Add", "Sub", "Mul") and len(args) == 2:
         a, b = args
         if a.dtype != b.dtype:
