@@ -200,16 +200,20 @@ def facts_from_model(model: Any, path: str = "<memory>") -> GraphFacts:
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     inferred, error = _infer(model)
     folded = _fold_small_constants(inferred, opsets)
-    if folded:
+    if folded and (error is not None or not _fully_inferred(inferred.graph)):
         # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
-        # infer again on a shadow graph where those constants are initializers
+        # infer again on a shadow graph where those constants are initializers (only when the
+        # first pass left something unknown: a second pass cannot improve on static shapes)
         shadow, error2 = _infer(_shadow_model(model, folded))
         if error2 is None:
             error = None
+    else:
+        shadow = None
     builder = _Builder(opsets, onnx)
     builder.walk_graph(inferred.graph, prefix="")
-    if folded:
+    if shadow is not None:
         builder.merge_value_infos(shadow.graph)
+    if folded:
         for name, arr in folded.items():
             builder.folded_value(name, arr)
     g = inferred.graph
@@ -226,6 +230,16 @@ def facts_from_model(model: Any, path: str = "<memory>") -> GraphFacts:
         shape_inference_error=error,
     )
 
+
+
+def _fully_inferred(graph: Any) -> bool:
+    """Whether every node output of the graph has a dtype and a fully static shape."""
+    static = set()
+    for vi in list(graph.value_info) + list(graph.output):
+        tt = vi.type.tensor_type
+        if tt.elem_type and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            static.add(vi.name)
+    return all((not o) or o in static for node in graph.node for o in node.output)
 
 
 def _infer(model: Any) -> tuple[Any, Optional[str]]:
