@@ -277,7 +277,11 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int]) -> dict[str, An
             except Exception:
                 pass
     shapes: dict[str, tuple[int, ...]] = {}
+    # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
+    wanted = {n.input[0] for n in model.graph.node if n.op_type in ("Shape", "Size") and n.input}
     for vi in list(model.graph.input) + list(model.graph.value_info):
+        if vi.name not in wanted:
+            continue
         tt = vi.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
