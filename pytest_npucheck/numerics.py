@@ -160,16 +160,23 @@ class Policy:
                 "overrides": {k: v.to_json() for k, v in sorted(self.overrides.items())}}
 
 
-#: Default tolerances per precision; how they were chosen is in docs/numerics.md.
+#: Default tolerances per precision, measured on 22 corpus architectures (docs/numerics.md):
+#: fp32 vs fp32 (PyTorch eager vs ONNX Runtime, the widest fp32-vs-fp32 gap we can produce):
+#: worst peak-relative error 1.9e-6, |norm ratio - 1| 3.3e-7, 1 - cosine 1.6e-12;
+#: fp16 emulation: worst peak-relative error 3.5e-3, |norm ratio - 1| 1.5e-3, cosine 0.999996,
+#: SNR 50.0 dB (vit_tiny); int8 QDQ: worst cosine 0.9848 and SNR 15.2 dB (t5_encoder_tiny),
+#: |norm ratio - 1| 0.035 (distilbert_tiny); vit_tiny fails int8 (cosine 0.964) on purpose.
 DEFAULT_POLICIES: Mapping[str, Policy] = {
-    # fp32 vs fp32 (golden re-run, other ORT version/threads): only summation-order noise.
-    "fp32": Policy(Tolerance(cosine_min=0.99999, norm_ratio_tol=1e-4, peak_atol=1e-4, rtol=1e-4,
+    # Goldens and re-runs of fp32: about 10x the fp32-vs-fp32 noise; any real bug measured
+    # (BatchNorm/LayerNorm eps, a swapped channel) is >= 4x beyond it.
+    "fp32": Policy(Tolerance(cosine_min=0.999999, norm_ratio_tol=1e-5, peak_atol=2e-5, rtol=0.0,
                              snr_db_min=None), name="fp32"),
-    # fp16 emulation (fp16 weights and activations, fp32 graph I/O).
-    "fp16": Policy(Tolerance(cosine_min=0.999, norm_ratio_tol=0.01, peak_atol=0.02, rtol=0.0,
+    # fp16 emulation (fp16 weights and activations, fp32 graph I/O): ~3x the worst model.
+    "fp16": Policy(Tolerance(cosine_min=0.9999, norm_ratio_tol=5e-3, peak_atol=1e-2, rtol=0.0,
                              snr_db_min=40.0), name="fp16"),
-    # int8 QDQ emulation (static per-tensor activations, per-channel weights).
-    "int8": Policy(Tolerance(cosine_min=0.98, norm_ratio_tol=0.1, peak_atol=0.15, rtol=0.0,
+    # int8 QDQ emulation (per-tensor int8 activations, per-channel int8 weights): just below
+    # the worst passing model; int8 noise overlaps small bugs (those are the goldens' job).
+    "int8": Policy(Tolerance(cosine_min=0.98, norm_ratio_tol=0.05, peak_atol=0.1, rtol=0.0,
                              snr_db_min=14.0), name="int8"),
 }
 
