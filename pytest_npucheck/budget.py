@@ -27,7 +27,14 @@ from typing import Any
 
 from .errors import NpuCheckError
 from .jsonio import load_strict
-from .numerics import Comparison, OutputComparison, Policy, Tolerance, json_float, policy_for, precision_key
+from .numerics import (
+    Comparison,
+    OutputComparison,
+    Policy,
+    json_float,
+    policy_for,
+    precision_key,
+)
 
 __all__ = [
     "BUDGET_FORMAT",

@@ -35,11 +35,19 @@ import os
 import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import NpuCheckError
-from .numerics import Comparison, Policy, Tolerance, compare_arrays, compare_outputs, json_float, policy_for, precision_key
+from .numerics import (
+    Comparison,
+    Policy,
+    Tolerance,
+    compare_arrays,
+    compare_outputs,
+    json_float,
+    policy_for,
+    precision_key,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -530,12 +538,9 @@ def _accumulated(proto: onnx.ModelProto, emulated: onnx.ModelProto, feeds: Feeds
                  tol: Tolerance) -> tuple[list[LayerError], dict[str, Any]]:
     ref = run_model(_expose_all(proto), feeds, optimize=False)
     cand = run_model(_expose_all(emulated), feeds, optimize=False)
-    graph_out = {o.name for o in proto.graph.output}
     layers = []
     for i, node, t in _float_node_outputs(proto):
-        if t in ref and t in cand and t not in graph_out:
-            layers.append(_layer_error(i, node, t, ref[t], cand[t], tol))
-        elif t in graph_out and t in ref and t in cand:
+        if t in ref and t in cand:
             layers.append(_layer_error(i, node, t, ref[t], cand[t], tol))
     return layers, ref
 
@@ -613,8 +618,9 @@ def diagnose(model: Any, precision: str, inputs: Feeds | None = None, *, test_id
     layers, ref_values = _accumulated(proto, emulated, feeds, tol)
     if mode == "per_layer":
         layers = _per_layer(proto, key, ref_values, feeds, tol, max_nodes, fp16_method)
-    first = next((l for l in sorted(layers, key=lambda l: l.index) if not l.passed), None)
-    ranked = sorted(layers, key=lambda l: l.badness, reverse=True)
+    first = next((e for e in sorted(layers, key=lambda e: e.index) if not e.passed), None)
+    # Stable sort: among equally bad layers (several overflowing) the earliest comes first.
+    ranked = sorted(layers, key=lambda e: e.badness, reverse=True)
     worst = tuple(ranked[:5])
 
     steps: list[GreedyStep] = []
