@@ -4,7 +4,7 @@ Graph facts (``graph.GraphFacts``) cost an ONNX load plus shape inference (twice
 constants fold); a second run of an unchanged test should pay neither. The facts are written as
 JSON (never pickle: the cache directory is shared, and JSON cannot run code) next to the model:
 
-* for a model inside an export cache entry (``<entry>/model.onnx`` beside ``meta.json``, see
+* for a model inside an export cache entry (``<key>/model.onnx`` beside ``meta.json``, see
   ``export.py``) the facts live in ``<entry>/facts.json``, so they go when the entry goes;
 * for any other file, in ``<cache_dir>/<hash of the path>.json`` when a ``cache_dir`` is given,
   otherwise nowhere (a user's model directory is never written to).
@@ -28,7 +28,8 @@ from .graph import GraphFacts, NodeFact, SourceLocation, TensorInfo
 FORMAT = "npucheck-facts-v1"
 #: Name of the facts file inside an export cache entry.
 FACTS_FILENAME = "facts.json"
-_EXPORT_META = "meta.json"  # export.META_FILENAME, not imported: export.py imports torch-facing code
+# export.MODEL_FILENAME / META_FILENAME; not imported, to keep this module free of export.py
+_EXPORT_MODEL, _EXPORT_META = "model.onnx", "meta.json"
 
 _CODE_HASH: Optional[str] = None
 
@@ -60,10 +61,17 @@ def file_key(path: Path) -> Optional[dict[str, Any]]:
             "inode": st.st_ino, "code": _code_version(), "format": FORMAT}
 
 
+def _in_export_entry(model_path: Path) -> bool:
+    """``<64-hex key>/model.onnx`` beside ``meta.json``: an entry of export.py's cache."""
+    key = model_path.parent.name
+    return (model_path.name == _EXPORT_MODEL and len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+            and (model_path.parent / _EXPORT_META).is_file())
+
+
 def cache_file(model_path: Path, cache_dir: Optional[Path] = None) -> Optional[Path]:
     """Where the facts of ``model_path`` are cached, or None when they are not cached at all."""
     model_path = Path(model_path)
-    if (model_path.parent / _EXPORT_META).is_file():
+    if _in_export_entry(model_path):
         return model_path.parent / FACTS_FILENAME
     if cache_dir is None:
         return None

@@ -95,3 +95,16 @@ def test_files_outside_an_export_entry_are_cached_only_when_asked(exported, tmp_
     assert facts_cache.cache_file(copy) is None
     facts_cache.load_graph_cached(copy)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]  # a user's directory is never written
+
+
+def test_only_real_export_entries_get_a_sidecar(tmp_path):
+    lookalike = tmp_path / "models" / "model.onnx"  # a user's folder that happens to hold a meta.json
+    lookalike.parent.mkdir()
+    lookalike.write_bytes(b"x")
+    (lookalike.parent / "meta.json").write_text("{}")
+    assert facts_cache.cache_file(lookalike) is None
+    entry = tmp_path / ("ab" * 32) / "model.onnx"
+    entry.parent.mkdir()
+    entry.write_bytes(b"x")
+    (entry.parent / "meta.json").write_text("{}")
+    assert facts_cache.cache_file(entry) == entry.parent / "facts.json"
