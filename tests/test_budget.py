@@ -193,3 +193,13 @@ def test_report_entry_has_metrics_budget_and_margin():
     assert data["target"]["fallback_margin"] == 1
     assert data["target"]["npu_share_margin"] == pytest.approx(0.03)
     assert data["target"]["problems"] == []
+
+
+def test_schema_is_a_valid_json_schema():
+    import jsonschema
+
+    from pytest_npucheck.budget import SCHEMA_PATH
+    from pytest_npucheck.jsonio import load_strict
+
+    schema = load_strict(SCHEMA_PATH)
+    jsonschema.validators.validator_for(schema).check_schema(schema)

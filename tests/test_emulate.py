@@ -54,7 +54,8 @@ def overflow_model(tmp_path_factory):
             return self.head(y / torch.sqrt(var + 1.0))
 
     torch.manual_seed(0)
-    return _export(RmsNormNet().eval(), (torch.randn(1, 3, 16, 16),), tmp_path_factory.mktemp("ovf"))
+    return _export(RmsNormNet().eval(), (torch.randn(1, 3, 16, 16),), tmp_path_factory.mktemp("ovf"),
+                   exporter="torchscript")
 
 
 def test_seed_is_stable_and_recorded():
@@ -145,9 +146,9 @@ def test_vit_int8_diagnosis_points_at_layers(corpus, tmp_path_factory):
     feeds = {n: t.numpy() for (n, _, _), t in zip(input_specs(path), inputs)}
     res = emulate(path, "int8", feeds, test_id="vit")
     assert not res.passed
-    d = diagnose(path, "int8", feeds, test_id="vit", max_keep=3)
+    d = diagnose(path, "int8", feeds, test_id="vit", max_keep=2)
     assert d.first_divergent is not None and len(d.worst) == 5
-    assert 1 <= len(d.greedy) <= 3
+    assert 1 <= len(d.greedy) <= 2
     assert all(s.keep_fp32[: len(s.keep_fp32) - 1] == d.greedy[i - 1].keep_fp32
                for i, s in enumerate(d.greedy) if i)
     json.dumps(d.to_json(), allow_nan=False)
