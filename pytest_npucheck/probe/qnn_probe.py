@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pytest_npucheck.oracles import qnn as oracle
-from pytest_npucheck.probe.models import Probe, build_probes, save_probes
+from pytest_npucheck.probe.models import GraphBuilder, Probe, build_probes, save_probes
 
-__all__ = ["run_probes", "summarise_placement", "probe_record", "select_probes", "main"]
+__all__ = ["run_probes", "summarise_placement", "probe_record", "select_probes",
+           "extra_probes", "main"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -97,11 +98,184 @@ def select_probes(select: Sequence[str] | None = None) -> list[Probe]:
     return [p for p in build_probes(select) if not p.config and not p.load]
 
 
+# --------------------------------------------------------------------------------------------
+# QNN-specific extra probes (ids start with "q.")
+# --------------------------------------------------------------------------------------------
+
+
+def _probe(pid: str, op: str, gb: GraphBuilder, kind: str = "op", focus: Sequence[str] = (),
+           note: str = "", **attributes: Any) -> Probe:
+    model = gb.build()
+    return Probe(id=pid, op=op, model=model, kind=kind, attributes=dict(attributes),
+                 dtype="float32", shapes=dict(gb.shapes), opset=gb.opset,
+                 focus=list(focus) or [n.name for n in gb.nodes if n.op_type == op],
+                 note=note)
+
+
+def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
+    """Probes for the questions the first probe set and the real-model check left open.
+
+    * Einsum: which equations the QNN EP maps (plain and with spaces, as torch writes them);
+    * Cast / Neg / Transpose on int64 and casts to int64 / int8 *inside* a graph (the single-op
+      probes have them at the graph boundary);
+    * rank-6 Reshape -> Transpose -> Reshape (window partition, pixel shuffle) inside a graph;
+    * AveragePool / MaxPool with large kernels and pads (one probe crashed the backend);
+    * the decomposed RMSNorm whose last Mul takes the weight first (fails to finalize).
+    """
+    import numpy as np
+    from onnx import TensorProto
+
+    from pytest_npucheck.probe.models import GraphBuilder as GB
+
+    out: list[Probe] = []
+    rng = np.random.default_rng(1)
+
+    def w(shape: Sequence[int], scale: float = 0.1) -> Any:
+        return (rng.standard_normal(list(shape)) * scale).astype(np.float32)
+
+    # -- Einsum equations ------------------------------------------------------------------
+    eqs = [("bid,bjd->bij", [[4, 32, 8], [4, 32, 8]]),
+           ("bij,bjd->bid", [[4, 32, 32], [4, 32, 8]]),
+           ("bhqd,bhkd->bhqk", [[1, 4, 16, 8], [1, 4, 16, 8]]),
+           ("bhqk,bhkd->bhqd", [[1, 4, 16, 16], [1, 4, 16, 8]]),
+           ("ij,jk->ik", [[16, 32], [32, 8]]),
+           ("bij,jk->bik", [[2, 16, 32], [32, 8]]),
+           ("bhwc,hkc->bhwk", [[1, 8, 8, 16], [8, 8, 16]]),
+           ("bhwc,wkc->bhwk", [[1, 8, 8, 16], [8, 8, 16]]),
+           ("b i d, b j d -> b i j", [[4, 32, 8], [4, 32, 8]]),
+           ("b i j, b j d -> b i d", [[4, 32, 32], [4, 32, 8]]),
+           ("b h i d, b h j d -> b h i j", [[1, 4, 16, 8], [1, 4, 16, 8]]),
+           ("b h i j, b h j d -> b h i d", [[1, 4, 16, 16], [1, 4, 16, 8]]),
+           ("bij, bjk -> bik", [[2, 16, 32], [2, 32, 8]])]
+    for eq, shapes in eqs:
+        gb = GB()
+        ins = [gb.input("in%d" % i, "float32", s) for i, s in enumerate(shapes)]
+        gb.output(gb.node("Einsum", ins, equation=eq))
+        tag = "_".join(eq.replace("->", " to ").replace(",", " ").split())
+        out.append(_probe("q.Einsum.eq=%s%s.f32.r%d" % (tag, ".spaced" if " " in eq else "",
+                                                        len(shapes[0])), "Einsum", gb,
+                          equation=eq))
+
+    # -- integer data and int casts inside a graph ---------------------------------------------
+    def mid(pid: str, op: str, body: Any, note: str) -> None:
+        gb = GB()
+        x = gb.input("x", "float32", [1, 8, 16, 16])
+        y = gb.node("Relu", [x], name="pre")
+        z = body(gb, y)
+        gb.output(gb.node("Relu", [z], name="post"))
+        out.append(_probe(pid, op, gb, kind="context", note=note,
+                          focus=[n.name for n in gb.nodes if n.name not in ("pre", "post")]))
+
+    i64, f32, i8 = TensorProto.INT64, TensorProto.FLOAT, TensorProto.INT8
+    mid("q.ctx.Cast.to=int64.f32.r4", "Cast",
+        lambda gb, y: gb.node("Cast", [gb.node("Cast", [gb.node("Floor", [y])], to=i64,
+                                               name="cast_i64")], to=f32, name="cast_back"),
+        "float -> int64 -> float inside a graph")
+    mid("q.ctx.Cast.to=int64.bool.r4", "Cast",
+        lambda gb, y: gb.node("Cast", [gb.node("Cast", [gb.node(
+            "Greater", [y, gb.const(np.float32(0.5))])], to=i64, name="cast_i64")], to=f32,
+            name="cast_back"), "bool -> int64 -> float inside a graph")
+    mid("q.ctx.Cast.to=int8.f32.r4", "Cast",
+        lambda gb, y: gb.node("Cast", [gb.node("Cast", [gb.node("Floor", [y])], to=i8,
+                                               name="cast_i8")], to=f32, name="cast_back"),
+        "float -> int8 -> float inside a graph")
+    mid("q.ctx.Neg.i64.r4", "Neg",
+        lambda gb, y: gb.node("Cast", [gb.node("Neg", [gb.node("Cast", [y], to=i64)],
+                                               name="neg_i64")], to=f32),
+        "int64 Neg inside a graph")
+    mid("q.ctx.Transpose.perm=0_1_3_2.i64.r4", "Transpose",
+        lambda gb, y: gb.node("Cast", [gb.node("Transpose", [gb.node("Cast", [y], to=i64)],
+                                               perm=[0, 1, 3, 2], name="tp_i64")], to=f32),
+        "int64 Transpose inside a graph")
+    gb = GB()
+    x = gb.input("x", "float32", [1, 8, 16, 16])
+    gb.output(gb.node("Cast", [gb.node("Floor", [x], name="floor")], to=i64, name="cast_i64"))
+    out.append(_probe("q.Cast.to=int64.after_floor.f32.r4", "Cast", gb,
+                      note="float -> int64 as the graph output", focus=["cast_i64"]))
+
+    # -- rank-6 Reshape -> Transpose -> Reshape inside a graph ---------------------------------
+    def r6(pid: str, shape6: list[int], perm: list[int], back: list[int], note: str,
+           elementwise: bool = False) -> None:
+        gb = GB()
+        x = gb.input("x", "float32", [1, 16, 16, 32])
+        y = gb.node("Relu", [x], name="pre")
+        y = gb.node("Reshape", [y, gb.ints(shape6)], name="rs6")
+        if elementwise:
+            y = gb.node("Add", [y, gb.const(np.float32(1.0))], name="add6")
+        else:
+            y = gb.node("Transpose", [y], perm=perm, name="tp6")
+        y = gb.node("Reshape", [y, gb.ints(back)], name="rs_back")
+        gb.output(gb.node("Relu", [y], name="post"))
+        out.append(_probe(pid, "Transpose" if not elementwise else "Add", gb, kind="pattern",
+                          note=note, focus=[n.name for n in gb.nodes
+                                            if n.name not in ("pre", "post")]))
+
+    r6("q.ctx.r6.window_partition.f32.r6", [1, 4, 4, 4, 4, 32], [0, 1, 3, 2, 4, 5],
+       [16, 16, 32], "Swin window partition (ws=4)")
+    r6("q.ctx.r6.window_reverse.f32.r6", [1, 4, 4, 4, 4, 32], [0, 1, 3, 2, 4, 5],
+       [1, 16, 16, 32], "Swin window reverse")
+    r6("q.ctx.r6.scramble.f32.r6", [1, 4, 4, 4, 4, 32], [0, 2, 4, 1, 3, 5], [1, 16, 16, 32],
+       "rank-6 permutation that moves every axis")
+    r6("q.ctx.r6.last_two.f32.r6", [1, 4, 4, 4, 4, 32], [0, 1, 2, 3, 5, 4], [1, 16, 16, 32],
+       "rank-6 swap of the last two axes")
+    r6("q.ctx.r6.add.f32.r6", [1, 4, 4, 4, 4, 32], [], [1, 16, 16, 32],
+       "element-wise Add on a rank-6 tensor", elementwise=True)
+    gb = GB()
+    x = gb.input("x", "float32", [1, 16, 16, 32])
+    y = gb.node("Reshape", [gb.node("Relu", [x], name="pre"), gb.ints([1, 4, 4, 4, 4, 32])],
+                name="rs6")
+    gb.output(gb.node("Transpose", [y], perm=[0, 1, 3, 2, 4, 5], name="tp6"))
+    out.append(_probe("q.r6.output.f32.r6", "Transpose", gb, kind="pattern",
+                      note="rank-6 graph output", focus=["rs6", "tp6"]))
+
+    # -- pools with large kernels / pads ------------------------------------------------------
+    for op, k, p_, s_, cip in (("AveragePool", 11, 5, 1, 0), ("AveragePool", 13, 5, 1, 0),
+                               ("AveragePool", 13, 6, 1, 1), ("AveragePool", 13, 6, 2, 0),
+                               ("AveragePool", 15, 7, 1, 0), ("AveragePool", 9, 4, 1, 0),
+                               ("AveragePool", 7, 3, 1, 0), ("AveragePool", 13, 0, 1, 0),
+                               ("MaxPool", 13, 6, 1, 0), ("MaxPool", 9, 4, 1, 0)):
+        gb = GB()
+        x = gb.input("x", "float32", [1, 8, 32, 32])
+        attrs: dict[str, Any] = {"kernel_shape": [k, k], "pads": [p_] * 4, "strides": [s_, s_]}
+        if op == "AveragePool" and cip:
+            attrs["count_include_pad"] = 1
+        gb.output(gb.node(op, [x], **attrs))
+        out.append(_probe("q.%s.k=%d.s=%d.p=%d%s.f32.r4" % (op, k, s_, p_,
+                                                           ".cip=1" if cip else ""),
+                          op, gb, **attrs))
+
+    # -- decomposed RMSNorm: weight as the first / second input of the last Mul --------------
+    for tag, first, recip in (("recip.w_first", True, True), ("recip.w_second", False, True),
+                              ("div.w_first", True, False)):
+        gb = GB()
+        x = gb.input("x", "float32", [1, 16, 64])
+        ms = gb.node("ReduceMean", [gb.node("Pow", [x, gb.const(np.float32(2.0))],
+                                            name="pow")], name="mean", axes=[-1], keepdims=1)
+        sd = gb.node("Sqrt", [gb.node("Add", [ms, gb.const(np.float32(1e-6))], name="eps")],
+                     name="sqrt")
+        if recip:
+            y = gb.node("Mul", [x, gb.node("Reciprocal", [sd], name="rsqrt")], name="norm")
+        else:
+            y = gb.node("Div", [x, sd], name="norm")
+        wt = gb.const(w([64], 1.0) + 1, name="weight")
+        y = gb.node("Mul", [wt, y] if first else [y, wt], name="scale")
+        gb.output(gb.node("MatMul", [y, gb.const(w([64, 64]))], name="proj"))
+        out.append(_probe("q.pattern.rmsnorm.%s.f32.r3" % tag, "ReduceMean", gb,
+                          kind="pattern", focus=[n.name for n in gb.nodes],
+                          note="Pow/ReduceMean/Add/Sqrt/%s, then Mul(%s) and a MatMul" % (
+                              "Reciprocal/Mul" if recip else "Div",
+                              "weight, x" if first else "x, weight")))
+    if select:
+        sel = tuple(select)
+        out = [p for p in out if p.id.startswith(sel)]
+    return out
+
+
 def run_probes(htp_arch: int, precision: str, python: str | None,
                out_path: str | os.PathLike[str] | None = None, *, version: str | None = None,
                soc_model: int | None = None, select: Sequence[str] | None = None,
                workers: int = 2, timeout: float = 120.0, run: bool = True,
-               verbose: bool = True) -> dict[str, Any]:
+               extra: bool = False, verbose: bool = True) -> dict[str, Any]:
     """Place all probes with the QNN EP of ``python`` and save the results.
 
     Args:
@@ -114,8 +288,10 @@ def run_probes(htp_arch: int, precision: str, python: str | None,
         workers: parallel worker processes.
         timeout: per-model timeout in seconds.
         run: also run each session once on random inputs (HTP emulation).
+        extra: place the QNN-specific extra probes (:func:`extra_probes`) instead; output
+            ``...<precision>.extra.results.json``.
     """
-    probes = select_probes(select)
+    probes = extra_probes(select) if extra else select_probes(select)
     t0 = time.time()
     done = [0]
 
@@ -156,7 +332,7 @@ def run_probes(htp_arch: int, precision: str, python: str | None,
         "precision": precision,
         "provider_options": oracle.provider_options(htp_arch, soc_model, precision),
         "generated": _dt.date.today().isoformat(),
-        "generator": "pytest_npucheck.probe.qnn_probe",
+        "generator": "pytest_npucheck.probe.qnn_probe" + (" --extra" if extra else ""),
         "onnx_version_used_to_write_probes": onnx.__version__,
         "worker_versions": versions,
         "notes": ("placement per ONNX node from InferenceSession.get_provider_graph_assignment_"
@@ -174,7 +350,8 @@ def run_probes(htp_arch: int, precision: str, python: str | None,
         "probes": [probe_record(p, r) for p, r in zip(probes, results)],
     }
     if out_path is None:
-        out_path = ROOT / "probes" / "qnn" / version / ("%s.%s.results.json" % (soc, precision))
+        out_path = ROOT / "probes" / "qnn" / version / ("%s.%s%s.results.json" % (
+            soc, precision, ".extra" if extra else ""))
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "w", encoding="utf-8") as fh:
@@ -203,10 +380,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--no-run", action="store_true", help="do not run the sessions once")
+    ap.add_argument("--extra", action="store_true", help="the QNN-specific extra probes")
     args = ap.parse_args(argv)
     run_probes(args.htp_arch, args.precision, args.python, args.out, version=args.version,
                soc_model=args.soc_model, select=args.select, workers=args.workers,
-               timeout=args.timeout, run=not args.no_run)
+               timeout=args.timeout, run=not args.no_run, extra=args.extra)
     return 0
 
 

@@ -17,7 +17,7 @@ How entries are made:
   finalize, or a node crashes the backend).
 * An op whose probes all ended on one side gets that status without constraints (``npu`` /
   ``cpu``; the QNN EP's REASON text goes into the note of ``cpu`` entries).  An op whose probes
-  disagree must have a hand-written rule set below (:data:`OP_RULES`); the builder refuses to
+  disagree must have a hand-written rule set below (:func:`op_rules`); the builder refuses to
   guess.  Every entry lists the probes of its op plus those named by its rules.
 * fp16 (``enable_htp_fp16_precision=1``) is the table's precision.  The int8 run (the probe
   QDQ-quantized in the worker with uint8 activations/weights) is compared probe by probe; where
@@ -38,7 +38,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-__all__ = ["build_table", "verify_table", "predict", "compare", "main", "OP_RULES"]
+__all__ = ["build_table", "merge_results", "verify_table", "predict", "compare", "main",
+           "op_rules", "EINSUM_NPU"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,6 +85,13 @@ def rank4(op: str, else_: str = "cpu", why: str = "") -> dict[str, Any]:
                          "('Failed to add node.')")
 
 
+#: Einsum equations that ran on the NPU (probes Einsum.* and q.Einsum.*)
+EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "bid,bjd->bij",
+              "bij,bjd->bid", "bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd", "ij,jk->ik",
+              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk", "b i d, b j d -> b i j",
+              "b i j, b j d -> b i d", "b h i d, b h j d -> b h i j",
+              "b h i j, b h j d -> b h i d", "bij, bjk -> bik"]
+
 FINALIZE = ("the QNN EP accepts the node but the HTP backend fails to finalize the graph "
             "(QNN_COMMON_ERROR_MEM_ALLOC), so creating the session fails")
 
@@ -113,7 +121,8 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
         "Sign": E("npu", rank4("Sign", "unsupported", why="rank 5: " + FINALIZE)),
         "Tan": E("npu", rank4("Tan", "unsupported", why="rank 5: " + FINALIZE)),
         "Neg": E("npu", rank4("Neg"),
-                 C("dtype", [r"Neg\.i64"], tensor="input", index=0, allowed=FLOATS,
+                 C("dtype", [r"Neg\.i64", r"q\.ctx\.Neg\.i64"], tensor="input", index=0,
+                   allowed=FLOATS,
                    note="an int64 Neg is rejected ('Failed to add node.')")),
         "Max": E("npu", rank4("Max")),
         "Min": E("npu", rank4("Min")),
@@ -166,13 +175,17 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
                     C("attr_in", [r"CumSum\..*reverse=1"], attr="reverse", values=[0],
                       note="'QNN only supports default value 0 for reverse attribute'")),
         "Einsum": E("npu", C("attr_in", [r"Einsum\.eq=(ij_to_ji|bij_to_bji|i_j_to_ij|"
-                                         r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)"],
-                             attr="equation",
-                             values=["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid"],
-                             note="only the probed batched-MatMul equations were taken; "
-                                  "one-input equations ('Einsum requires at least 2 inputs.') "
-                                  "and others ('Einsum unsupported equation: ...') run on the "
-                                  "CPU. Equations not probed are predicted CPU.")),
+                                         r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)",
+                                         r"q\.Einsum\.eq=bij_jk_to_bik\."],
+                             attr="equation", values=EINSUM_NPU,
+                             note="the equations that ran on the NPU, as written (the QNN EP "
+                                  "ignores spaces; this rule compares the text): batched "
+                                  "MatMul forms, with or without a transposed right operand, "
+                                  "and the relative-position forms bhwc,hkc->bhwk / "
+                                  "bhwc,wkc->bhwk. One-input equations ('Einsum requires at "
+                                  "least 2 inputs.') and others, e.g. bij,jk->bik ('Einsum "
+                                  "unsupported equation: ...'), run on the CPU. Equations not "
+                                  "probed are predicted CPU.")),
         "Gemm": E("npu", C("attr_in", [r"Gemm\.alpha=0\.5"], attr="alpha", values=[1.0],
                            note="'QNN FullyConnected Op only support alpha=1.0.'"),
                   probes=[r"pattern\.classifier_head", r"pattern\.gemm_bn1d"]),
@@ -244,14 +257,21 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
                  "(errata); non-constant scales run on the CPU (generic static_shape rule)."),
         "Cast": E(
             "npu",
-            C("attr_not_in", [r"Cast\.to=int8\."], attr="to", values=[INT8],
+            C("attr_not_in", [r"Cast\.to=int8\.", r"q\.ctx\.Cast\.to=int8"], attr="to",
+              values=[INT8],
               note="casts to int8 are rejected ('Failed to create Cast node.')"),
-            C("any_of", [r"Cast\.to=int64\.(f32|bool)\."],
+            C("dtype", [r"q\.ctx\.Cast\.to=int8"], tensor="input", index=0,
+              allowed=["float32", "float16", "int32", "int64", "bool", "uint8"],
+              note="an int8 input is rejected too ('Failed to create Cast node.')"),
+            C("any_of", [r"Cast\.to=int64\.(f32|bool)\.", r"q\.Cast\.to=int64"],
               constraints=[sub("attr_not_in", attr="to", values=[INT64]),
                            sub("dtype", tensor="input", index=0, allowed=["int32"])],
-              note="casts to int64 run on the CPU unless the input is int32 ('Failed to "
-                   "create Cast node.'); the QNN EP carries int64 data as int32"),
-            probes=[r"ctx\.Cast"],
+              note="a cast to int64 (from anything but int32) whose result is a graph output "
+                   "runs on the CPU ('Failed to create Cast node.'); inside a graph it runs on "
+                   "the NPU (q.ctx.Cast.to=int64.*: the QNN EP carries int64 data as int32). "
+                   "The rules cannot tell graph outputs apart, so every such cast is predicted "
+                   "CPU (a false alarm inside a graph rather than a missed fallback)"),
+            probes=[r"ctx\.Cast", r"q\.ctx\.Cast", r"q\.Cast"],
             note="a float->same-float Cast is removed by onnxruntime (ctx.Cast.to=float32)."),
         "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], tensor="input", index=0,
                              allowed=FLOATS,
@@ -261,13 +281,15 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
                             r"prepass\.const_transpose_weight", r"opset\.\d+\.matmul"],
                     note="MatMul followed by Add of a 1-D constant is fused into Gemm by "
                          "onnxruntime (MatMulAddFusion); both run on the NPU."),
-        "Transpose": E("npu", C("dtype", [r"Transpose\.perm=1_0\.i64"], tensor="input",
-                                index=0, allowed=FLOATS + ["int32", "bool", "uint8", "int8"],
-                                note="an int64 Transpose is rejected ('Failed to add node.'); "
-                                     "int32 and bool move on the NPU"),
-                       probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle"],
-                       note="rank-6 permutations run on the CPU (generic rank rule); "
-                            "Transpose pairs are merged or cancelled by onnxruntime."),
+        "Transpose": E("npu", probes=[r"ctx\.Transpose", r"q\.ctx\.Transpose",
+                                      r"pattern\.channel_shuffle", r"q\.ctx\.r6\."],
+                       note="Transpose pairs are merged or cancelled by onnxruntime. Rank-6 "
+                            "permutations between Reshapes (Swin window partition/reverse, "
+                            "pixel shuffle) run on the NPU; a rank-6 tensor that would cross "
+                            "into the CPU partition (a rank-6 graph input/output, a rank-6 "
+                            "element-wise op) keeps its Reshape/Transpose on the CPU (errata). "
+                            "An int64 Transpose between graph input and output ran on the CPU, "
+                            "inside a graph on the NPU (errata)."),
         "Expand": E("npu", note="a non-constant shape runs on the CPU ('Cannot get shape'; "
                                 "generic static_shape rule)."),
         "Slice": E("npu", probes=[r"ctx\.Slice", r"pattern\.focus"],
@@ -299,7 +321,16 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
                                   "shape is constant."),
         "IsInf": E("cpu", note="'QNN EP does not support IsInf on the HTP backend (graphFinalize "
                                "fails with error 1002 / QNN_COMMON_ERROR_MEM_ALLOC).'"),
-        "AveragePool": E("npu", probes=[r"ctx\.AveragePool"]),
+        "AveragePool": E(
+            "npu",
+            C("any_of", [r"(q\.)?AveragePool\.k=1[135]\.s=1\.p=[5-7]\.f32"], "unsupported",
+              constraints=[sub("attr_range", attr="pads", max=4),
+                           sub("attr_in", attr="count_include_pad", values=[1])],
+              note="stride-1 average pools padded by 5 or more (kernels 11, 13, 15) without "
+                   "count_include_pad crash the HTP backend (SIGSEGV) while the graph is "
+                   "prepared; pads <= 4 or count_include_pad=1 were fine (so was stride 2, "
+                   "which this rule does not exempt: errata)"),
+            probes=[r"ctx\.AveragePool", r"q\.AveragePool"]),
     }
     return rules
 
@@ -319,10 +350,14 @@ def generic_rules() -> list[dict[str, Any]]:
           note="the QNN EP needs static shapes on every input and output of a node ('Cannot "
                "get shape'; docs: 'no dynamic shapes'): nodes with symbolic dims, or whose "
                "output shape depends on run-time values, stay on the CPU"),
-        C("rank", [r"Transpose\.perm=0_1_3_5_2_4", r"Reshape\.case=r4_to_r6"], tensor="input",
-          index="*", max=5, note="HTP tensors have at most 5 dimensions"),
-        C("rank", [r"Transpose\.perm=0_1_3_5_2_4", r"Reshape\.case=r4_to_r6"], tensor="output",
-          index="*", max=5, note="HTP tensors have at most 5 dimensions"),
+        dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="input", index="*", max=5,
+               note="HTP ops take at most 5 dimensions (a rank-6 Add: 'Failed to add node.'); "
+                    "Reshape and Transpose are exempt: rank-6 Reshape -> Transpose -> Reshape "
+                    "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
+        dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
+               note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
     ]
 
 
@@ -421,10 +456,23 @@ def int8_differences(fp16: Mapping[str, Any], int8: Mapping[str, Any]
     return out
 
 
+def merge_results(main: Mapping[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The main results with the extra probes' records appended (same toolchain/soc)."""
+    out = dict(main)
+    if extra:
+        for k in ("version", "soc", "precision"):
+            if extra.get(k) != main.get(k):
+                raise ValueError("extra results are for %s=%s, not %s" % (k, extra.get(k),
+                                                                          main.get(k)))
+        out["probes"] = list(main["probes"]) + list(extra["probes"])
+        out["extra_count"] = len(extra["probes"])
+    return out
+
+
 def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = None
                 ) -> dict[str, Any]:
-    """Make the support table from a probe-results document (fp16) and optionally the int8
-    results of the same architecture."""
+    """Make the support table from a probe-results document (fp16, extra probes merged with
+    :func:`merge_results`) and optionally the int8 results of the same architecture."""
     version, soc = results["version"], results["soc"]
     arch = int(soc.rsplit("v", 1)[1])
     src = "probe:qnn-%s-%s" % (version, soc)
@@ -488,6 +536,12 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
         p2["source"] = src
         p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
+        if int8:
+            v8 = {q["id"]: q["verdict"] for q in int8["probes"]}
+            off = [pid for pid in p2["probes"] if v8.get(pid, "npu") != "npu"]
+            if off:
+                p2["description"] += (". int8 (QDQ): not taken as one unit, the Erf runs on the "
+                                      "CPU (%s)" % ", ".join(off))
         pats.append(p2)
 
     opset_ok = sorted({p["attributes"]["opset"] for p in probes
@@ -504,12 +558,14 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         src: {
             "title": "Probe models placed by onnxruntime-qnn %s (QNN HTP backend %s, htp_arch=%d, "
                      "fp16) in x86 emulation" % (pkg, results.get("backend_build"), arch),
-            "note": "%d single-op / pattern / opset / dynamic-shape probes; raw results in "
-                    "probes/qnn/%s/%s.fp16.results.json (python -m "
-                    "pytest_npucheck.probe.qnn_probe). Placement from "
+            "note": "%d single-op / pattern / opset / dynamic-shape probes (%d of them "
+                    "QNN-specific extra probes, ids q.*); raw results in "
+                    "probes/qnn/%s/%s.fp16[.extra].results.json (python -m "
+                    "pytest_npucheck.probe.qnn_probe [--extra]). Placement from "
                     "InferenceSession.get_provider_graph_assignment_info(); reasons from the "
                     "verbose log. Provider options: %s. Prepass evidence: %s." % (
-                        len(probes), version, soc, json.dumps(results.get("provider_options")),
+                        len(probes), results.get("extra_count", 0), version, soc,
+                        json.dumps(results.get("provider_options")),
                         "; ".join("%s <- %s" % (k, ", ".join(v[:3]))
                                   for k, v in prepass_ev.items())),
         },
@@ -520,7 +576,8 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         sources[src8] = {
             "title": "The same probes QDQ-quantized (uint8 activations and weights, random "
                      "calibration) and placed with onnxruntime-qnn %s, htp_arch=%d" % (pkg, arch),
-            "note": "raw results in probes/qnn/%s/%s.int8.results.json; %d probes differ from "
+            "note": "raw results in probes/qnn/%s/%s.int8[.extra].results.json; %d probes "
+                    "differ from "
                     "fp16 (listed in the notes of their op entries, 'int8 (QDQ)')."
                     % (version, soc, n8),
         }
@@ -608,11 +665,12 @@ def verify_table(table: Mapping[str, Any], results: Mapping[str, Any],
                  extra_models: Mapping[str, Any] | None = None
                  ) -> tuple[Counter[str], list[str]]:
     """Predict every probe with the table and compare with the real placement."""
-    from pytest_npucheck.probe.qnn_probe import select_probes
+    from pytest_npucheck.probe.qnn_probe import extra_probes, select_probes
     from pytest_npucheck.tables import table_from_data
 
     t = table_from_data(table)
     models = {p.id: p.model for p in select_probes()}
+    models.update({p.id: p.model for p in extra_probes()})
     models.update(extra_models or {})
     stats: Counter[str] = Counter()
     lines: list[str] = []
@@ -651,6 +709,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="default op_support_tables/qnn/<version>/<soc>.json")
     ap.add_argument("--schema", default=str(ROOT / "op_support_tables/schema.json"))
     ap.add_argument("--no-verify", action="store_true", help="skip the probe self-check")
+    ap.add_argument("--no-extra", action="store_true",
+                    help="ignore the sibling *.extra.results.json files")
     args = ap.parse_args(argv)
     with open(args.results, encoding="utf-8") as fh:
         results = json.load(fh)
@@ -660,6 +720,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if int8_path.is_file() and int8_path != Path(args.results):
         with open(int8_path, encoding="utf-8") as fh:
             int8 = json.load(fh)
+    def sibling(path: Path, suffix: str) -> dict[str, Any] | None:
+        p = Path(str(path).replace(".results.json", suffix))
+        if p.is_file() and p != path:
+            with open(p, encoding="utf-8") as fh:
+                return json.load(fh)
+        return None
+
+    if not args.no_extra:
+        results = merge_results(results, sibling(Path(args.results), ".extra.results.json"))
+        if int8 is not None:
+            int8 = merge_results(int8, sibling(int8_path, ".extra.results.json"))
     table = build_table(results, int8)
     if not args.no_verify:
         stats, lines = verify_table(table, results)
