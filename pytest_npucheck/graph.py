@@ -618,8 +618,16 @@ def _source(node: Any, name: str) -> Optional[SourceLocation]:
 
 # The nodes of one module call share their scopes, and every layer of a stack shares its stack
 # trace: each distinct string is parsed once (parsing was a third of the graph-facts time).
+# repr() of a list of plain strings, the form the exporter writes; anything else goes to literal_eval
+_PLAIN_STR_LIST = re.compile(r"\[\s*(?:'[^'\\]*'(?:\s*,\s*'[^'\\]*')*)?\s*\]")
+_PLAIN_STR = re.compile(r"'([^'\\]*)'")
+
+
 @functools.lru_cache(maxsize=4096)
 def _scope_module(scopes: str) -> Optional[str]:
+    if _PLAIN_STR_LIST.fullmatch(scopes):  # scopes differ per layer: literal_eval was most of _source
+        parts = _PLAIN_STR.findall(scopes)
+        return parts[-2] if len(parts) >= 2 else ""
     try:
         parts = ast.literal_eval(scopes)
         # cumulative scopes ['', 'layer1', 'layer1.conv1', '<aten op>']: the deepest module
