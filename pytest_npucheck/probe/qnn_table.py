@@ -100,8 +100,16 @@ FINALIZE = ("the QNN EP accepts the node but the HTP backend fails to finalize t
 # --------------------------------------------------------------------------------------------
 
 
-def op_rules(arch: int) -> dict[str, dict[str, Any]]:
-    """Hand-written entries for the ops whose probes disagree (and a few notable others)."""
+def _vkey(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:3])
+
+
+def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
+    """Hand-written entries for the ops whose probes disagree (and a few notable others).
+
+    ``arch`` is the HTP architecture, ``version`` the QNN SDK version the backend reports
+    (rules that changed between the probed versions are selected with it).
+    """
     rules: dict[str, dict[str, Any]] = {
         # -- element-wise ops whose rank-5 form the backend rejects -------------------------
         "Tanh": E("npu", rank4("Tanh")),
@@ -319,6 +327,15 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
         "ConstantOfShape": E("cpu", probes=[r"ConstantOfShape\.shape=(const|from_Shape)"],
                              note="not supported by the QNN EP; folded by onnxruntime when the "
                                   "shape is constant."),
+        "Reciprocal": E(
+            "npu", probes=[r"q\.pattern\.rmsnorm"],
+            note="known failure the rules cannot express: the decomposed RMSNorm "
+                 "Pow(x,2) -> ReduceMean -> Add eps -> Sqrt -> Reciprocal -> Mul(x, r) -> "
+                 "Mul(weight, .) with the weight as the FIRST input of the last Mul (what the "
+                 "dynamo exporter writes for LLaMA/T5 RMSNorm) makes the HTP backend fail to "
+                 "finalize the fp16 graph (QNN_COMMON_ERROR_MEM_ALLOC), so the session cannot "
+                 "be created (q.pattern.rmsnorm.recip.w_first; errata). Weight second, Div "
+                 "instead of Reciprocal (TorchScript export) or int8 are fine."),
         "IsInf": E("cpu", note="'QNN EP does not support IsInf on the HTP backend (graphFinalize "
                                "fails with error 1002 / QNN_COMMON_ERROR_MEM_ALLOC).'"),
         "AveragePool": E(
@@ -332,6 +349,20 @@ def op_rules(arch: int) -> dict[str, dict[str, Any]]:
                    "which this rule does not exempt: errata)"),
             probes=[r"ctx\.AveragePool", r"q\.AveragePool"]),
     }
+    if _vkey(version) < (2, 51):
+        # onnxruntime-qnn < 2.7: variadic Sum/Max/Min take exactly two inputs; bool Slice fails
+        for op, msg in (("Sum", "'QNN EP supports Sum operator with QNN_OP_ELEMENT_WISE_ADD, "
+                                "which takes exactly 2 inputs.'"),
+                        ("Max", "'QNN EP only supports Max operator with exactly 2 inputs.'"),
+                        ("Min", "'QNN EP only supports Min operator with exactly 2 inputs.'")):
+            base = rules.get(op, E("npu"))
+            base["constraints"] = list(base["constraints"]) + [
+                C("input_count", [r"%s\.n=3\." % op], max=2, note=msg)]
+            rules[op] = base
+        rules["Slice"]["constraints"] = list(rules["Slice"]["constraints"]) + [
+            C("dtype", [r"Slice\..*\.bool\.r4"], tensor="input", index=0,
+              allowed=FLOATS + ["int32", "int64", "int8", "uint8"],
+              note="a bool Slice is rejected ('Failed to add node.')")]
     return rules
 
 
@@ -483,7 +514,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
     for p in probes:
         if p["kind"] in ("op", "context"):
             by_op[p["op"]].append(p)
-    rules = op_rules(arch)
+    rules = op_rules(arch, version)
     diffs8 = int8_differences(results, int8) if int8 else {}
 
     ops: dict[str, Any] = {}
