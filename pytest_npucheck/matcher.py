@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from .graph import GraphFacts, NodeFact
+from .graph import GraphFacts, NodeFact, paused_gc
 from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult
@@ -53,6 +53,11 @@ def judge_node(node: NodeFact, table: Table, view: GraphView) -> tuple[str, list
 
 def match(graph: GraphFacts, table: Table, pre: PrepassResult | None = None) -> TargetResult:
     """Judge every node of the graph (subgraph bodies included) against one table."""
+    with paused_gc():
+        return _match(graph, table, pre)
+
+
+def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> TargetResult:
     pre = pre if pre is not None else run_prepasses(graph, table)
     view = GraphView(graph, pre)
     results = []
