@@ -363,6 +363,16 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             C("dtype", [r"Slice\..*\.bool\.r4"], tensor="input", index=0,
               allowed=FLOATS + ["int32", "int64", "int8", "uint8"],
               note="a bool Slice is rejected ('Failed to add node.')")]
+    if _vkey(version) < (2, 49):
+        # onnxruntime-qnn < 2.4 has no Selu builder (GRU, LpPool, OneHot, ReduceLogSumExp and
+        # Xor are missing too; their probes all ran on the CPU, so no rule is needed)
+        rules["Selu"] = E("cpu", probes=[r"ctx\.Selu"],
+                          note="'Operators of type `Selu` are not supported by QNN EP.'")
+        rules["LogSoftmax"]["constraints"] = list(rules["LogSoftmax"]["constraints"]) + [
+            C("any_of", [r"LogSoftmax\.axis=1\.f32\.r5"], "unsupported",
+              constraints=[sub("rank", tensor="input", index=0, max=4),
+                           sub("axis_in", attr="axis", values=[4])],
+              note="a rank-5 LogSoftmax over an inner axis makes the graph fail to finalize")]
     return rules
 
 
@@ -392,7 +402,7 @@ def generic_rules() -> list[dict[str, Any]]:
     ]
 
 
-def patterns() -> list[dict[str, Any]]:
+def patterns(version: str = "2.51.0") -> list[dict[str, Any]]:
     """Fusions that change a placement (the QNN EP's own GELU node unit)."""
     def gelu(name: str, first: str, what: str, probes: list[str]) -> dict[str, Any]:
         return {
@@ -405,11 +415,11 @@ def patterns() -> list[dict[str, Any]]:
                       {"id": "mul", "op": "Mul", "after": ["add"]},
                       {"id": "half", "op": "Mul", "after": ["mul"]}],
             "_probes": probes}
-    return [
-        gelu("gelu_erf_div", "Div", "x / sqrt(2)",
-             [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"]),
-        gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [r"pattern\.gelu_erf\.mul"]),
-    ]
+    out = [gelu("gelu_erf_div", "Div", "x / sqrt(2)",
+                [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"])]
+    if _vkey(version) >= (2, 49):  # QNN 2.47.0 (onnxruntime-qnn 2.3.0) only fuses the Div form
+        out.append(gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [r"pattern\.gelu_erf\.mul"]))
+    return out
 
 
 PREPASS_PROBES = {
@@ -420,7 +430,7 @@ PREPASS_PROBES = {
     "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
                        r"ConstantOfShape\.shape=from_Shape", r"Shape\.f32"],
     "fuse_conv_bn": [r"pattern\.conv_bn"],
-    "fuse_patterns": [r"pattern\.gelu_erf\.(div|mul)", r"pattern\.ffn_gelu_erf"],
+    "fuse_patterns": [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"],
 }
 
 DOC_SOURCE = {
@@ -563,7 +573,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         c2["source"] = src
         generic.append(c2)
     pats = []
-    for pat in patterns():
+    for pat in patterns(version):
         p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
         p2["source"] = src
         p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
