@@ -182,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         placements = saved["placements"]
     else:
         placements = place(entries, args.python, args.htp_arch, args.precision, args.workers)
+        seen = {p.get("backend_version") for p in placements.values() if p.get("backend_version")}
+        if seen and seen != {args.version}:
+            print("warning: the backend reports QNN %s, outputs are filed under --version %s"
+                  % (", ".join(sorted(seen)), args.version), file=sys.stderr)
         if args.only and models_path.is_file():  # merge into the saved placements
             saved = json.loads(models_path.read_text())
             saved["placements"].update(placements)
