@@ -389,10 +389,33 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
     sess_place: dict[str, str] = {}
     sess_via: dict[str, str] = {}
     sess_l1: dict[str, int] = {}
+    # names in the assignment, with the layout transformation's suffixes removed
+    assigned_base: dict[str, tuple[str, str]] = {}
+    for an, ep in assigned.items():
+        base = an
+        while True:
+            b2 = _RENAME_SUFFIX_RE.sub("", base)
+            if b2 == base:
+                break
+            base = b2
+        if base != an:
+            assigned_base.setdefault(base, (ep, an))
     for i, n in enumerate(sess):
         name = sess_names[i]
         idx: int | None = None
         how = ""
+        if n.get("name") and (name in assigned or name in assigned_base):
+            # the node is in a partition under its own name: trust that over the CPU-only
+            # optimized graph (which may have inlined a function op the QNN EP takes whole)
+            if name in assigned:
+                sess_place[name] = _ep_verdict(assigned[name])
+            else:
+                ep, an = assigned_base[name]
+                sess_place[name] = _ep_verdict(ep)
+                sess_via[name] = "placed as %s" % an
+            if name in l1_by_name:
+                sess_l1[name] = l1_by_name[name]
+            continue
         if not vanished[i]:
             idx = l1_by_name[name]
         else:
