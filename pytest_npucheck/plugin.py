@@ -13,7 +13,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import pytest
 
 MARKER = "npu_deployable"
-_MARKER_KWARGS = frozenset({"targets", "exporter", "opset", "dynamic_axes", "input_names", "output_names"})
+_MARKER_KWARGS = frozenset({"targets", "exporter", "opset", "dynamic_axes", "input_names", "output_names",
+                            "numerics", "golden"})
 _EXPORTERS = ("dynamo", "torchscript")
 _REPORT_FORMATS = ("json", "md", "html")
 
@@ -48,6 +49,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="record the fallbacks of this run in the baseline (keeps reasons of entries that still occur)")
     group.addoption("--npu-baseline-strict", action="store_true", default=None,
                     help="fail the run when baseline entries are stale (the accepted fallback no longer occurs)")
+    group.addoption("--npu-no-numerics", action="store_true", default=False,
+                    help="skip the numeric checks (PyTorch vs ONNX Runtime, precision emulation, goldens, budgets)")
+    group.addoption("--npu-update-golden", action="store_true", default=False,
+                    help="write the stored goldens of golden-checked tests (such a run is never green)")
+    group.addoption("--npu-budgets", default=None, metavar="PATH",
+                    help="per-release budgets file (default: npu-budgets.json at the rootdir, if it exists)")
+    group.addoption("--npu-release", default=None, metavar="VERSION",
+                    help="release whose budgets apply (default: ini npu_release, else the project's version)")
     parser.addini("npu_targets", "targets for marked tests whose marker names none", type="linelist", default=[])
     parser.addini("npu_model_fixture", "fixture holding the model in marker-only tests", default="model")
     parser.addini("npu_inputs_fixture", "fixture holding the example inputs in marker-only tests", default="example_inputs")
@@ -58,12 +67,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_baseline", "baseline of accepted fallbacks (default: npucheck-baseline.json at the rootdir)",
                   type="paths", default=[])
     parser.addini("npu_baseline_strict", "fail the run when baseline entries are stale", type="bool", default=False)
+    parser.addini("npu_numerics", "run the numeric checks on marked tests", type="bool", default=True)
+    parser.addini("npu_golden", "check every marked test against a stored golden", type="bool", default=False)
+    parser.addini("npu_golden_dir", "directory of stored goldens (default: npu_goldens at the rootdir)",
+                  type="paths", default=[])
+    parser.addini("npu_budgets", "per-release budgets file (default: npu-budgets.json at the rootdir)",
+                  type="paths", default=[])
+    parser.addini("npu_release", "release whose budgets apply (default: the project's version)", default="")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(targets=None, exporter=None, opset=None, dynamic_axes=None, input_names=None, output_names=None): "
+        f"{MARKER}(targets=None, exporter=None, opset=None, dynamic_axes=None, input_names=None, output_names=None, "
+        "numerics=None, golden=None): "
         "check that the model under test stays on the NPU of each target (pytest-npucheck)",
     )
     for value in config.getoption("npu_report") or []:
@@ -85,6 +102,8 @@ class CheckSpec:
     dynamic_axes: Optional[Mapping[str, Mapping[int, str]]]
     input_names: Optional[tuple[str, ...]] = None
     output_names: Optional[tuple[str, ...]] = None
+    numerics: Optional[bool] = None  # None: the option / ini default
+    golden: Optional[bool] = None
 
 
 class _State:
@@ -93,6 +112,8 @@ class _State:
         self._catalog: Any = None
         self._baseline: Any = None
         self.entries: list[dict[str, Any]] = []  # controller side: per-test report entries
+        self._budgets: Any = False  # False: not loaded yet; None: no budgets file
+        self._release: Optional[str] = None
 
     @property
     def baseline_path(self) -> Path:
@@ -137,6 +158,59 @@ class _State:
             except NpuCheckError as exc:
                 raise pytest.UsageError(str(exc)) from None
         return self._catalog
+
+    def numerics_on(self, spec: "CheckSpec") -> bool:
+        if self.config.getoption("npu_no_numerics"):
+            return False
+        if spec.numerics is not None:
+            return bool(spec.numerics)
+        return bool(self.config.getini("npu_numerics"))
+
+    def golden_on(self, spec: "CheckSpec") -> bool:
+        return bool(spec.golden) if spec.golden is not None else bool(self.config.getini("npu_golden"))
+
+    @property
+    def golden_root(self) -> Path:
+        ini = self.config.getini("npu_golden_dir")
+        return Path(ini[0]) if ini else Path(self.config.rootpath) / "npu_goldens"
+
+    @property
+    def budgets_path(self) -> Optional[Path]:
+        opt = self.config.getoption("npu_budgets")
+        if opt:
+            return Path(self.config.invocation_params.dir) / opt
+        ini = self.config.getini("npu_budgets")
+        if ini:
+            return Path(ini[0])
+        default = Path(self.config.rootpath) / "npu-budgets.json"
+        return default if default.exists() else None
+
+    @property
+    def budgets(self) -> Any:
+        """The budgets file (None when there is none); an invalid or missing given file is a usage error."""
+        if self._budgets is False:
+            path = self.budgets_path
+            if path is None:
+                self._budgets = None
+            else:
+                from .budget import load_budgets
+                from .errors import NpuCheckError
+
+                if not path.exists():
+                    raise pytest.UsageError(f"npucheck budgets: {path} does not exist")
+                try:
+                    self._budgets = load_budgets(path)
+                except (NpuCheckError, ValueError, OSError) as exc:
+                    raise pytest.UsageError(f"npucheck budgets: {exc}") from None
+        return self._budgets
+
+    @property
+    def release(self) -> str:
+        """The release whose budgets apply: option, ini key, the project's version, else the plugin's."""
+        if self._release is None:
+            value = self.config.getoption("npu_release") or str(self.config.getini("npu_release") or "").strip()
+            self._release = value or _project_version(Path(self.config.rootpath))
+        return self._release
 
     def default_targets(self) -> tuple[str, ...]:
         return tuple(self.config.getoption("npu_target") or ()) or tuple(self.config.getini("npu_targets") or ())
@@ -215,7 +289,29 @@ def _spec_for(item: pytest.Item, state: _State, mark: pytest.Mark) -> CheckSpec:
         raise pytest.UsageError(f"{where}: opset={opset!r} must be an integer >= 7")
     axes = _parse_axes(mark.kwargs["dynamic_axes"], where) if "dynamic_axes" in mark.kwargs else defaults["dynamic_axes"]
     names = {k: tuple(mark.kwargs[k]) if mark.kwargs.get(k) else None for k in ("input_names", "output_names")}
-    return CheckSpec(targets=targets, exporter=exporter, opset=opset, dynamic_axes=axes, **names)
+    flags: dict[str, Optional[bool]] = {}
+    for k in ("numerics", "golden"):
+        v = mark.kwargs.get(k)
+        if v is not None and not isinstance(v, bool):
+            raise pytest.UsageError(f"{where}: {k}={v!r} must be True or False")
+        flags[k] = v
+    return CheckSpec(targets=targets, exporter=exporter, opset=opset, dynamic_axes=axes, **names, **flags)
+
+
+def _project_version(rootdir: Path) -> str:
+    """The version of the project under test (pyproject's static [project] version), else the plugin's."""
+    try:
+        import tomllib
+
+        with open(rootdir / "pyproject.toml", "rb") as fh:
+            version = tomllib.load(fh).get("project", {}).get("version")
+        if isinstance(version, str) and version.strip():
+            return version.strip()
+    except (OSError, ValueError, ImportError):
+        pass
+    from . import __version__
+
+    return __version__
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -228,6 +324,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     from .errors import NpuCheckError
 
     state.baseline  # an invalid baseline stops the run before any test
+    state.budgets  # so does an invalid budgets file
     for item, mark in marked:
         spec = _spec_for(item, state, mark)
         try:
@@ -319,9 +416,218 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     entry["targets"] = [r.to_json() for r in results]
     gate = _gate(item, state, graph, results, entry)
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry["export"])
-    if not gate:
-        pytest.fail(_failure_text(results, entry["targets"], state), pytrace=False)
+    spec_now = CheckSpec(targets=tuple(targets), exporter=options.exporter, opset=opset, dynamic_axes=axes,
+                         numerics=overrides.get("numerics", spec.numerics), golden=overrides.get("golden", spec.golden))
+    numeric_lines: list[str] = []
+    if state.numerics_on(spec_now):
+        numeric_lines = _numerics(item, state, spec_now, model, example_inputs, exported.path, graph, results,
+                                  tables, entry)
+    else:
+        entry["numerics"] = {"enabled": False, "passed": None}
+    if not gate or numeric_lines:
+        entry["status"] = "failed"
+        parts = [_failure_text(results, entry["targets"], state)] if not gate else []
+        if numeric_lines:
+            parts.append("\n".join(numeric_lines))
+        pytest.fail("\n\n".join(parts), pytrace=False)
     return outcome
+
+
+# -- numerics -----------------------------------------------------------------------------------
+
+def _leaves(x: Any) -> list[Any]:
+    """Tensor leaves of nested inputs/outputs in the exporters' flattening order (None and scalars are skipped)."""
+    out: list[Any] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, (list, tuple)):
+            for w in v:
+                walk(w)
+        elif isinstance(v, Mapping):
+            for w in v.values():
+                walk(w)
+        elif hasattr(v, "detach") and hasattr(v, "shape"):
+            out.append(v)
+
+    walk(x)
+    return out
+
+
+def _rebuild(x: Any, arrays: list[Any]) -> Any:
+    """``x`` with its tensor leaves replaced, in order, by tensors made from ``arrays``."""
+    import torch
+
+    it = iter(arrays)
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return tuple(walk(w) for w in v)
+        if isinstance(v, list):
+            return [walk(w) for w in v]
+        if isinstance(v, Mapping):
+            return {k: walk(w) for k, w in v.items()}
+        if hasattr(v, "detach") and hasattr(v, "shape"):
+            return torch.from_numpy(next(it).copy()).to(v.dtype)
+        return v
+
+    return walk(x)
+
+
+def _torch_outputs(model: Any, example_inputs: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The live PyTorch outputs (eval mode, no grad) by ONNX output name; ValueError if they do not line up."""
+    import torch
+
+    from .export import _split_inputs
+
+    args, kwargs = _split_inputs(example_inputs)
+    with _eval_mode(model), torch.no_grad():
+        out = model(*args, **kwargs)
+    leaves = _leaves(out)
+    if len(leaves) != len(names):
+        raise ValueError(f"the model returns {len(leaves)} tensor(s) but the ONNX graph has {len(names)} output(s)")
+    return {n: t.detach().cpu().numpy() for n, t in zip(names, leaves)}
+
+
+def _npu_share(r: Any) -> float:
+    p = r.partition
+    if p is not None and getattr(p, "nodes_total", 0):
+        return p.nodes_npu / p.nodes_total
+    s = r.summary
+    total = s.get("npu", 0) + s.get("cpu", 0) + s.get("unsupported", 0)
+    return s.get("npu", 0) / total if total else 1.0
+
+
+def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, example_inputs: Any, onnx_path: Path,
+              graph: Any, results: Sequence[Any], tables: Sequence[Any], entry: dict[str, Any]) -> list[str]:
+    """PyTorch vs ONNX Runtime (fp32), the targets' precision emulated, goldens and budgets.
+
+    Fills ``entry["numerics"]`` and returns the failure lines (empty when everything passed)."""
+    from .budget import report_entry
+    from .emulate import diagnose, emulate, run_model
+    from .numerics import policy_for, precision_key
+
+    test_id = item.nodeid
+    info: dict[str, Any] = {"enabled": True, "passed": True, "error": None, "notes": [], "release": None,
+                            "budget_keys": [], "onnx_vs_pytorch": None, "emulation": [], "golden": None,
+                            "targets": []}
+    entry["numerics"] = info
+    fail: list[str] = []
+    budgets = state.budgets
+    release = state.release if budgets is not None else None
+    info["release"] = release
+    model_name = type(model).__name__
+    test_budget = budgets.for_test(release, test_id, model_name) if budgets is not None else None
+    if test_budget is not None:
+        info["budget_keys"].append(test_budget.key)
+
+    # deployment budgets per target
+    for r in results:
+        tb = budgets.for_target(release, r.target) if budgets is not None else None
+        if tb is None:
+            continue
+        info["budget_keys"].append(tb.key)
+        n_fallback, share = len(r.fallbacks), _npu_share(r)
+        problems = tb.problems(n_fallback, share)
+        info["targets"].append({"target": r.target, **tb.to_json(), "cpu_fallback_nodes": n_fallback,
+                                "npu_share": round(share, 6), "problems": problems})
+        for p in problems:
+            fail.append(f"{r.target}: budget exceeded: {p}")
+
+    try:
+        flat_inputs = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+        feeds = dict(zip(graph.inputs, flat_inputs)) if len(flat_inputs) == len(graph.inputs) else None
+        if feeds is None:
+            info["notes"].append(f"example inputs ({len(flat_inputs)} tensor(s)) do not line up with the ONNX "
+                                 f"inputs ({len(graph.inputs)}): emulation on seeded random inputs, no PyTorch "
+                                 "comparison")
+        reference = None
+        if feeds is not None:
+            try:
+                reference = _torch_outputs(model, example_inputs, graph.outputs)
+            except ValueError as exc:
+                info["notes"].append(f"no PyTorch comparison: {exc}")
+        # 1) the exported graph on ONNX Runtime CPU (fp32) vs PyTorch
+        if reference is not None:
+            from .numerics import compare_outputs
+
+            comp = compare_outputs(reference, run_model(onnx_path, feeds), policy_for("fp32"))
+            info["onnx_vs_pytorch"] = comp.to_json()
+            if not comp.passed:
+                fail.append("ONNX export (ONNX Runtime CPU, fp32) vs PyTorch eager, fp32 policy:")
+                fail += ["  " + line for line in comp.lines()]
+        # 2) the target's precision, emulated
+        done: dict[str, Any] = {}
+        for r, table in zip(results, tables):
+            precision = test_budget.precision if test_budget is not None else str(
+                (table.precision or {}).get("default") or "float32")
+            key = precision_key(precision)
+            if key == "fp32":
+                continue
+            if key in done:
+                info["emulation"].append({**done[key], "target": r.target})
+                continue
+            policy = test_budget.policy if test_budget is not None else policy_for(key)
+            emu = emulate(onnx_path, key, feeds, test_id=test_id, calibration=[feeds] if feeds else None,
+                          policy=policy)
+            ej_result = emu.to_json()
+            ej_result.pop("seconds", None)  # reports stay identical across runs and processes
+            ej: dict[str, Any] = {"target": r.target, "precision": key, "passed": emu.passed, "result": ej_result,
+                                  "budget": report_entry(test_id, emu.comparison, test_budget)}
+            done[key] = {k: v for k, v in ej.items() if k != "target"}
+            info["emulation"].append(ej)
+            if not emu.passed:
+                where = f" (budget {test_budget.key!r}, release {test_budget.release})" if test_budget else ""
+                fail.append(f"{r.target}: {key} emulation vs fp32, policy {emu.comparison.policy}{where}:")
+                fail += ["  " + line for line in emu.lines()]
+                try:
+                    diag = diagnose(onnx_path, key, feeds, test_id=test_id, calibration=[feeds] if feeds else None,
+                                    policy=policy)
+                    done[key]["diagnosis"] = diag.to_json()
+                    info["emulation"][-1]["diagnosis"] = diag.to_json()
+                    fail += ["  " + line for line in diag.lines()]
+                except Exception as exc:  # the diagnosis is a help, never the verdict
+                    fail.append(f"  (no layer diagnosis: {type(exc).__name__}: {exc})")
+        # 3) stored goldens
+        if state.golden_on(spec):
+            fail += _golden_step(item, state, model, example_inputs, feeds, reference, graph, info)
+    except Exception as exc:
+        from .errors import NpuCheckError
+
+        if not isinstance(exc, (NpuCheckError, ValueError, RuntimeError, OSError)):
+            raise
+        info["error"] = f"{type(exc).__name__}: {exc}"
+        fail.append(f"the numeric check could not run: {info['error']}")
+    info["passed"] = not fail
+    if not fail:
+        return []
+    return [f"numerics: {test_id} fails the numeric checks"] + fail
+
+
+def _golden_step(item: pytest.Item, state: _State, model: Any, example_inputs: Any, feeds: Optional[dict],
+                 reference: Optional[dict], graph: Any, info: dict[str, Any]) -> list[str]:
+    from .golden import GoldenStore
+    from .numerics import policy_for
+
+    store = GoldenStore(state.golden_root)
+    test_id = item.nodeid
+    policy = policy_for("fp32")
+    if feeds is None or reference is None:
+        info["golden"] = {"status": "error", "message": "goldens need example inputs and outputs that line up "
+                                                       "with the ONNX graph"}
+        return [f"golden: {info['golden']['message']}"]
+    if item.config.getoption("npu_update_golden"):
+        res = store.check(test_id, reference, policy, feeds, update=True)
+    else:
+        golden = store.load(test_id)
+        if golden is not None and list(golden.inputs) == list(feeds):
+            inputs = dict(golden.inputs)
+            outputs = _torch_outputs(model, _rebuild(example_inputs, [inputs[n] for n in graph.inputs]),
+                                     graph.outputs)
+        else:
+            inputs, outputs = feeds, reference
+        res = store.check(test_id, outputs, policy, inputs)
+    info["golden"] = res.to_json()
+    return [] if res.passed else ["golden: " + line for line in res.lines()[:1]] + res.lines()[1:]
 
 
 def _gate(item: pytest.Item, state: _State, graph: Any, results: Sequence[Any], entry: dict[str, Any]) -> bool:
@@ -520,11 +826,31 @@ class _Reporter:
         self.config = config
         self.entries: list[dict[str, Any]] = []
         self.baseline_info: Optional[dict[str, Any]] = None
+        self.budgets_info: Optional[dict[str, Any]] = None
+        self.tightening: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         state = self.config.stash[_STATE]
         if state.baseline_path.exists():
             state.baseline  # an invalid baseline is a usage error before any test runs
+        if state.budgets is not None:
+            self.tightening = _tightening_problems(state.budgets)
+
+    def _budgets_step(self, session: pytest.Session) -> Optional[dict[str, Any]]:
+        """Stale budget entries (keys used by any process) and loosenings against the committed file."""
+        state = self.config.stash[_STATE]
+        budgets = state.budgets
+        if budgets is None:
+            return None
+        used = {k for e in self.entries for k in ((e.get("numerics") or {}).get("budget_keys") or [])}
+        ran = any((e.get("numerics") or {}).get("enabled") for e in self.entries)
+        stale = budgets.stale(state.release, used) if ran else []
+        info = {"path": str(budgets.path), "release": state.release,
+                "release_in_force": budgets.release_in_force(state.release), "stale": stale,
+                "tightening_problems": list(self.tightening)}
+        if self.tightening and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return info
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = getattr(report, "npucheck", None)
@@ -562,6 +888,7 @@ class _Reporter:
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.baseline_info = self._baseline_step(session)
+        self.budgets_info = self._budgets_step(session)
         reports = self.config.getoption("npu_report") or []
         if not reports:
             return
@@ -571,6 +898,8 @@ class _Reporter:
         doc = run_document(self.entries)
         if self.baseline_info is not None:
             doc["baseline"] = self.baseline_info
+        if self.budgets_info is not None:
+            doc["budgets"] = self.budgets_info
         for value in reports:
             fmt, path = _report_spec(value)
             if fmt == "json":
@@ -586,7 +915,8 @@ class _Reporter:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         info = self.baseline_info
-        if not self.entries and not info:
+        binfo = self.budgets_info
+        if not self.entries and not info and not (binfo and (binfo["stale"] or binfo["tightening_problems"])):
             return
         from .report.text import clean
 
@@ -606,6 +936,10 @@ class _Reporter:
                     extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
                 tr.write_line(f"{word} {clean(entry['nodeid'], 300)} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
                               f"unsupported {s['unsupported']}, folded {s['folded']}{extra}")
+            num = entry.get("numerics") or {}
+            if num.get("enabled") and not num.get("passed"):
+                tr.write_line(f"FAIL {clean(entry['nodeid'], 300)} numerics"
+                              + (f": {clean(num['error'], 300)}" if num.get("error") else ""))
         if info is not None:
             if info["updated"]:
                 tr.write_line(f"npucheck baseline updated: {info['path']} ({info['entries']} entries, "
@@ -619,8 +953,48 @@ class _Reporter:
                               "occurs: remove it, or run --npu-update-baseline", red=bool(info["strict"]))
                 for e in info["stale"]:
                     tr.write_line(f"  stale: {_entry_text(e)}")
+        if binfo is not None:
+            if binfo["tightening_problems"]:
+                tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['tightening_problems'])} loosening(s) "
+                              "without approval (fails the run):", red=True)
+                for p in binfo["tightening_problems"]:
+                    tr.write_line(f"  {clean(p, 500)}")
+            if binfo["stale"]:
+                tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['stale'])} stale entr"
+                              f"{'y' if len(binfo['stale']) == 1 else 'ies'} (no test used them in release "
+                              f"{binfo['release_in_force']}):")
+                for k in binfo["stale"]:
+                    tr.write_line(f"  stale: {clean(k, 300)}")
         for value in config.getoption("npu_report") or []:
             tr.write_line(f"npucheck report written: {_report_spec(value)[1]}")
+
+
+def _tightening_problems(budgets: Any) -> list[str]:
+    """Loosenings of the budgets file against its committed version (``git show HEAD:path``).
+
+    Outside a git work tree, or without git, only the rules within the file itself are checked."""
+    import subprocess
+
+    from .budget import check_tightening
+    from .jsonio import loads_strict
+
+    path = Path(budgets.path) if budgets.path is not None else None
+    old_doc = None
+    if path is not None:
+        try:
+            inside = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--is-inside-work-tree"],
+                                    capture_output=True, text=True, timeout=30)
+            if inside.returncode == 0 and inside.stdout.strip() == "true":
+                shown = subprocess.run(["git", "-C", str(path.parent), "show", f"HEAD:./{path.name}"],
+                                       capture_output=True, text=True, timeout=30)
+                if shown.returncode == 0:
+                    old_doc = loads_strict(shown.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            old_doc = None
+    try:
+        return check_tightening(old_doc, budgets.doc)
+    except (KeyError, ValueError, TypeError) as exc:
+        return [f"cannot compare budgets: {exc}"]
 
 
 def _entry_text(e: Mapping[str, Any]) -> str:

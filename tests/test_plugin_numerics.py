@@ -1,0 +1,199 @@
+"""Acceptance tests of the numeric checks through pytest: PyTorch vs ONNX, precision emulation, goldens, budgets."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from conftest import TOY_TABLES
+
+MODELS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    SCALE = 1.0
+
+
+    class Clean(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            with torch.no_grad():
+                self.conv.weight.mul_(SCALE)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+
+    class Drift(nn.Module):
+        \"\"\"Exports a graph that computes something else than PyTorch eager does.\"\"\"
+
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            if torch.onnx.is_in_onnx_export():
+                y = y * 1.01
+            return torch.relu(y)
+
+
+    class ReflectPad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.conv = nn.Conv2d(3, 8, 3)
+
+        def forward(self, x):
+            return torch.relu(self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect")))
+    """
+)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _heavy_modules_stay_loaded(tmp_path_factory):
+    """pytester's in-process runs unload modules first imported inside them, and torch's cannot be
+    imported twice: load everything an export and a numeric check touch once, before any in-process run."""
+    torch = pytest.importorskip("torch")
+    import jsonschema  # noqa: F401
+    import onnx.reference  # noqa: F401
+    import onnxruntime  # noqa: F401
+    import onnxruntime.quantization  # noqa: F401
+
+    import pytest_npucheck.budget  # noqa: F401
+    import pytest_npucheck.emulate  # noqa: F401
+    import pytest_npucheck.golden  # noqa: F401
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    d = tmp_path_factory.mktemp("warmup")
+    for exporter in ("dynamo", "torchscript"):
+        export_model(torch.nn.Linear(2, 2).eval(), torch.randn(1, 2), ExportOptions(exporter=exporter), cache_dir=d)
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(numeric_nets=MODELS)
+    pytester.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:cacheprovider\n")
+    return pytester
+
+
+def test_clean_passes_drift_fails_and_numerics_can_be_switched_off(suite):
+    suite.makepyfile(test_num="""
+        import pytest, torch
+        from numeric_nets import Clean, Drift
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], exporter="torchscript")
+        def test_drift(npu_check):
+            npu_check(Drift().eval(), torch.randn(1, 3, 8, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], exporter="torchscript", numerics=False)
+        def test_drift_unchecked(npu_check):
+            npu_check(Drift().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-report=json:r.json")
+    r.assert_outcomes(passed=2, failed=1)
+    out = r.stdout.str()
+    assert "numerics: test_num.py::test_drift fails the numeric checks" in out
+    assert "ONNX export (ONNX Runtime CPU, fp32) vs PyTorch eager" in out
+    assert "FAIL output" in out and "norm_ratio" in out
+    doc = json.loads((suite.path / "r.json").read_text())
+    from pytest_npucheck.report.jsonreport import validate
+
+    assert validate(doc) == []
+    tests = {t["nodeid"]: t for t in doc["tests"]}
+    clean = tests["test_num.py::test_clean"]["numerics"]
+    assert clean["passed"] is True and clean["onnx_vs_pytorch"]["passed"] is True
+    assert [e["precision"] for e in clean["emulation"]] == ["fp16"] and clean["emulation"][0]["passed"]
+    drift = tests["test_num.py::test_drift"]
+    assert drift["status"] == "failed" and drift["numerics"]["passed"] is False
+    assert tests["test_num.py::test_drift_unchecked"]["numerics"] == {"enabled": False, "passed": None}
+
+    r = suite.runpytest("--npu-no-numerics")
+    r.assert_outcomes(passed=3)
+
+
+def test_golden_life_cycle(suite):
+    test_file = """
+        import pytest, torch
+        import numeric_nets
+
+        numeric_nets.SCALE = {scale}
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], golden=True)
+        def test_golden(npu_check):
+            npu_check(numeric_nets.Clean().eval(), torch.randn(1, 3, 8, 8))
+    """
+    suite.makepyfile(test_gold=test_file.format(scale=1.0))
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*golden: no golden for test_gold.py::test_golden*--npu-update-golden*"])
+
+    r = suite.runpytest("--npu-update-golden")
+    r.assert_outcomes(failed=1)
+    r.stdout.fnmatch_lines(["*golden: golden written to*re-run without --npu-update-golden*"])
+    goldens = sorted(p.name for p in (suite.path / "npu_goldens").iterdir())
+    assert len(goldens) == 1 and goldens[0].endswith(".npz")
+
+    r = suite.runpytest()  # new random inputs: the golden's own inputs are used
+    r.assert_outcomes(passed=1)
+
+    suite.makepyfile(test_gold=test_file.format(scale=1.05))
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "differs from golden" in out and "elements out of tolerance" in out and "max_abs" in out
+    names = sorted(p.name for p in (suite.path / "npu_goldens").iterdir())
+    assert any(n.endswith(".obtained.npz") for n in names)
+
+
+def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
+    suite.makepyfile(test_bud="""
+        import pytest, torch
+        from numeric_nets import ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_reflect(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-update-baseline", "--npu-no-numerics")  # accept the fallback
+    r.assert_outcomes(passed=1)
+    r = suite.runpytest()
+    r.assert_outcomes(passed=1)
+
+    (suite.path / "npu-budgets.json").write_text(json.dumps({
+        "format": 1,
+        "releases": {"1.0.0": {
+            "tests": {"*no_such_test*": {"precision": "fp16"}},
+            "targets": {"toy@*": {"max_cpu_fallback_nodes": 0}},
+        }},
+    }))
+    r = suite.runpytest("--npu-release=1.0.0")
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "toy@1.0/soc-a: budget exceeded: 1 CPU-fallback node(s), budget 0 (release 1.0.0, entry 'toy@*')" in out
+    assert "stale: releases/1.0.0/tests/*no_such_test*" in out
+
+    r = suite.runpytest("--npu-release=0.9")  # no release in force: no budget applies
+    r.assert_outcomes(passed=1)
+
+    suite.makepyfile(test_bud="""
+        import pytest, torch
+        from numeric_nets import ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], numerics=False)
+        def test_reflect(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-release=1.0.0")
+    r.assert_outcomes(passed=1)
