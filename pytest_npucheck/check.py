@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 from typing import Optional, Sequence
 
-from .graph import GraphFacts, load_graph
+from .facts_cache import load_graph_cached as load_graph
+from .graph import GraphFacts
 from .matcher import match
 from .result import TargetResult
 from .tables import Catalog, Table
