@@ -404,6 +404,10 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
         name = sess_names[i]
         idx: int | None = None
         how = ""
+        if n.get("op_type") == "Constant" and n.get("domain", "") in ("", "ai.onnx"):
+            sess_place[name] = "folded"  # data, not compute: becomes an initializer
+            sess_via[name] = "a Constant node becomes an initializer"
+            continue
         if n.get("name") and (name in assigned or name in assigned_base):
             # the node is in a partition under its own name: trust that over the CPU-only
             # optimized graph (which may have inlined a function op the QNN EP takes whole)
