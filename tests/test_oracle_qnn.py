@@ -101,6 +101,20 @@ def test_map_placement() -> None:
     assert m["helpers"] == {"QNNExecutionProvider": ["Transpose:Transpose"]}
 
 
+def test_map_placement_prefers_own_name_and_folds_constants() -> None:
+    """A function op the CPU-only optimized graph inlined, but the QNN EP took whole, is
+    placed by its own name; a Constant node is data."""
+    nodes = [_n("k", "Constant", [], ["c"]), _n("hsw", "HardSwish", ["x"], ["y"]),
+             _n("mul", "Mul", ["y", "c"], ["z"])]
+    l1 = {"nodes": [_n("", "HardSigmoid", ["x"], ["h"]), _n("", "Mul", ["x", "h"], ["y"]),
+                    _n("mul", "Mul", ["y", "c2"], ["z"])], "initializers": ["c2"]}
+    assignment = [{"ep": "QNNExecutionProvider", "nodes": [
+        {"name": "hsw", "op_type": "HardSwish"}]},
+        {"ep": "CPUExecutionProvider", "nodes": [{"name": "mul", "op_type": "Mul"}]}]
+    m = oracle.map_placement(nodes, assignment, l1)
+    assert m["placement"] == {"k": "folded", "hsw": "npu", "mul": "cpu"}
+
+
 def test_map_placement_int8_session_nodes() -> None:
     nodes = [_n("relu", "Relu", ["x"], ["y"])]
     sess = [_n("x_q", "QuantizeLinear", ["x", "s", "z"], ["xq"]),

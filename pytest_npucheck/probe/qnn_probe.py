@@ -228,6 +228,34 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
     out.append(_probe("q.r6.output.f32.r6", "Transpose", gb, kind="pattern",
                       note="rank-6 graph output", focus=["rs6", "tp6"]))
 
+    gb = GB()
+    x = gb.input("x", "float32", [1, 256, 32])
+    y = gb.node("Add", [gb.node("MatMul", [x, gb.const(w([32, 32]))], name="mm"),
+                        gb.const(w([32]))], name="bias")
+    y = gb.node("Reshape", [y, gb.ints([1, 4, 4, 4, 4, 32])], name="rs6")
+    y = gb.node("Transpose", [y], perm=[0, 1, 3, 2, 4, 5], name="tp6")
+    y = gb.node("Reshape", [y, gb.ints([1, 256, 32])], name="rs_back")
+    gb.output(gb.node("Relu", [y], name="post"))
+    out.append(_probe("q.ctx.r6.after_linear.f32.r6", "Transpose", gb, kind="pattern",
+                      note="Swin window reverse right after the attention projection "
+                           "(MatMul + Add -> rank-6 Reshape -> Transpose -> Reshape)",
+                      focus=["mm", "bias", "rs6", "tp6", "rs_back"]))
+
+    # -- GELU in the dynamo exporter's order: ... -> Add 1 -> Mul 0.5 -> Mul x ---------------
+    for tag, first in (("div", "Div"), ("mul", "Mul")):
+        gb = GB()
+        x = gb.input("x", "float32", [1, 16, 32])
+        c = np.float32(1.4142135) if first == "Div" else np.float32(0.70710677)
+        e = gb.node("Erf", [gb.node(first, [x, gb.const(c)], name="gelu_scale")],
+                    name="gelu_erf")
+        a = gb.node("Add", [e, gb.const(np.float32(1.0))], name="gelu_add")
+        h = gb.node("Mul", [gb.const(np.float32(0.5)), a], name="gelu_half")
+        gb.output(gb.node("Mul", [x, h], name="gelu_mul"))
+        out.append(_probe("q.pattern.gelu_erf.%s.half_first.f32.r3" % tag, "Erf", gb,
+                          kind="pattern", focus=[n.name for n in gb.nodes],
+                          note="GELU as %s -> Erf -> Add 1 -> Mul 0.5 -> Mul x (the dynamo "
+                               "exporter's order)" % first))
+
     # -- pools with large kernels / pads ------------------------------------------------------
     for op, k, p_, s_, cip in (("AveragePool", 11, 5, 1, 0), ("AveragePool", 13, 5, 1, 0),
                                ("AveragePool", 13, 6, 1, 1), ("AveragePool", 13, 6, 2, 0),

@@ -305,11 +305,16 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                         "static_shape rule); YOLO Focus slices + Concat are fused into "
                         "SpaceToDepth by onnxruntime."),
         # -- ops that never reach the NPU / special cases -------------------------------------
-        "Erf": E("cpu", probes=[r"ctx\.Erf", r"pattern\.conv_erf", r"pattern\.gelu_erf_partial"],
-                 note="'Operators of type `Erf` are not supported by QNN EP.' Inside the GELU "
-                      "pattern (x/sqrt2 or x*(1/sqrt2) -> Erf -> +1 -> *x -> *0.5) the QNN EP "
-                      "takes the whole pattern as one Gelu (patterns gelu_erf_div, "
-                      "gelu_erf_mul)."),
+        "Erf": E("cpu", probes=[r"ctx\.Erf", r"pattern\.conv_erf", r"pattern\.gelu_erf",
+                                r"q\.pattern\.gelu_erf"],
+                 note="'Operators of type `Erf` are not supported by QNN EP.' The QNN EP takes "
+                      "erf-GELU as one Gelu unit: from QNN 2.51.0 in every probed form "
+                      "(x/sqrt2 or x*(1/sqrt2), then *x*0.5 or *0.5*x); QNN 2.49.40 only when x "
+                      "is multiplied before 0.5 (the TorchScript order, not the dynamo order), "
+                      "QNN 2.47.0 only for the x/sqrt2 form in that order. The table has the "
+                      "GELU patterns only when every form of them fused (the rule language "
+                      "cannot tell the Mul orders apart); otherwise GELU's Erf is predicted on "
+                      "the CPU (a false alarm for the orders that do fuse)."),
         "Dropout": E("cpu", probes=[r"prepass\.dropout_middle"],
                      note="'Operators of type `Dropout` are not supported by QNN EP.' Inside a "
                           "network onnxruntime removes it first (eliminate_identity); a "
@@ -402,23 +407,50 @@ def generic_rules() -> list[dict[str, Any]]:
     ]
 
 
-def patterns(version: str = "2.51.0") -> list[dict[str, Any]]:
-    """Fusions that change a placement (the QNN EP's own GELU node unit)."""
+def patterns(verdicts: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Fusions that change a placement, chosen by the probes' verdicts (``{probe id: verdict}``).
+
+    * the QNN EP's GELU node unit: taken when every GELU probe of that form (both Mul orders:
+      ``*x`` then ``*0.5``, as TorchScript writes it, and ``*0.5`` then ``*x``, as the dynamo
+      exporter writes it) ran on the NPU; the rule language cannot tell the two orders apart;
+    * a MatMul -> Add -> Reshape -> Transpose -> Reshape chain that the QNN EP leaves on the CPU
+      (QNN 2.49.40: the Swin window reverse after the attention projection).
+    """
+    def all_npu(rx: str) -> list[str]:
+        ids = [i for i in verdicts if re.match(rx, i)]
+        return ids if ids and all(verdicts[i] == "npu" for i in ids) else []
+
     def gelu(name: str, first: str, what: str, probes: list[str]) -> dict[str, Any]:
         return {
             "name": name, "fused_op": "Gelu", "status": "npu",
-            "description": "GELU written as %s -> Erf -> Add 1 -> Mul x -> Mul 0.5; the QNN EP "
-                           "groups it into one Gelu node unit on the NPU (a lone Erf runs on "
-                           "the CPU)" % what,
+            "description": "GELU written as %s -> Erf -> Add 1 -> Mul -> Mul (x and 0.5 in "
+                           "either order); the QNN EP groups it into one Gelu node unit on "
+                           "the NPU (a lone Erf runs on the CPU)" % what,
             "nodes": [{"id": "scale", "op": first}, {"id": "erf", "op": "Erf", "after": ["scale"]},
                       {"id": "add", "op": "Add", "after": ["erf"]},
                       {"id": "mul", "op": "Mul", "after": ["add"]},
-                      {"id": "half", "op": "Mul", "after": ["mul"]}],
+                      {"id": "mul2", "op": "Mul", "after": ["mul"]}],
             "_probes": probes}
-    out = [gelu("gelu_erf_div", "Div", "x / sqrt(2)",
-                [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"])]
-    if _vkey(version) >= (2, 49):  # QNN 2.47.0 (onnxruntime-qnn 2.3.0) only fuses the Div form
-        out.append(gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [r"pattern\.gelu_erf\.mul"]))
+    out = []
+    rx_div = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf|q\.pattern\.gelu_erf\.div)"
+    rx_mul = r"(pattern\.gelu_erf\.mul|q\.pattern\.gelu_erf\.mul)"
+    if all_npu(rx_div) and any(i.startswith("q.pattern.gelu_erf.div") for i in all_npu(rx_div)):
+        out.append(gelu("gelu_erf_div", "Div", "x / sqrt(2)", [rx_div]))
+    if all_npu(rx_mul) and any(i.startswith("q.pattern.gelu_erf.mul") for i in all_npu(rx_mul)):
+        out.append(gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [rx_mul]))
+    if verdicts.get("q.ctx.r6.after_linear.f32.r6") == "cpu":
+        out.append({
+            "name": "linear_reshape_transpose_reshape", "fused_op": "Gemm+Reshape", "status": "cpu",
+            "description": "MatMul -> Add -> Reshape -> Transpose -> Reshape (e.g. the Swin window "
+                           "reverse after the attention projection, rank 6): onnxruntime fuses "
+                           "MatMul+Add into Gemm and merges its output Reshape; the QNN EP rejects "
+                           "the chain ('Failed to add node.') and all five run on the CPU. Chains "
+                           "through rank <= 5 were not probed and are predicted CPU as well.",
+            "nodes": [{"id": "mm", "op": "MatMul"}, {"id": "bias", "op": "Add", "after": ["mm"]},
+                      {"id": "rs", "op": "Reshape", "after": ["bias"]},
+                      {"id": "tp", "op": "Transpose", "after": ["rs"]},
+                      {"id": "rs2", "op": "Reshape", "after": ["tp"]}],
+            "_probes": [r"q\.ctx\.r6\.after_linear"]})
     return out
 
 
@@ -430,7 +462,8 @@ PREPASS_PROBES = {
     "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
                        r"ConstantOfShape\.shape=from_Shape", r"Shape\.f32"],
     "fuse_conv_bn": [r"pattern\.conv_bn"],
-    "fuse_patterns": [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"],
+    "fuse_patterns": [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf",
+                      r"pattern\.layernorm_decomposed", r"pattern\.matmul_add"],
 }
 
 DOC_SOURCE = {
@@ -573,7 +606,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         c2["source"] = src
         generic.append(c2)
     pats = []
-    for pat in patterns(version):
+    for pat in patterns({p["id"]: p["verdict"] for p in probes}):
         p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
         p2["source"] = src
         p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
