@@ -381,10 +381,6 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
     return rules
 
 
-#: Ops whose probes were kept out of the per-op status derivation: the op ran in a helper role.
-GENERIC_EXCEPT: list[str] = []
-
-
 def generic_rules() -> list[dict[str, Any]]:
     """Constraints for every node."""
     return [
