@@ -39,40 +39,8 @@ import time
 import traceback
 
 
-def _emit(stream, obj):
-    stream.write(json.dumps(obj) + "\n")
-    stream.flush()
-
-
-class _Redirect:
-    """Point file descriptors 1 and 2 at a file for the duration of a ``with`` block."""
-
-    def __init__(self, path):
-        self.path = path
-        self.saved = None
-        self.fd = None
-
-    def __enter__(self):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.saved = (os.dup(1), os.dup(2))
-        os.dup2(self.fd, 1)
-        os.dup2(self.fd, 2)
-        return self
-
-    def __exit__(self, *exc):
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
-        os.dup2(self.saved[0], 1)
-        os.dup2(self.saved[1], 2)
-        os.close(self.saved[0])
-        os.close(self.saved[1])
-        os.close(self.fd)
-        return False
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python -I
+from _worker_io import _emit, _Redirect  # noqa: E402  (sibling module; see its docstring)
 
 
 def _node_list(model):

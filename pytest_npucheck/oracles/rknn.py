@@ -22,7 +22,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
+
+from ._common import find_python
 
 __all__ = [
     "ENV_VAR",
@@ -256,18 +257,7 @@ def find_rknn_python(python: str | os.PathLike[str] | None = None) -> str | None
     Order: the explicit ``python`` argument, the ``NPUCHECK_RKNN_PYTHON`` environment variable,
     ``.venv-rknn/bin/python`` in the current directory.  Returns ``None`` if none is executable.
     """
-    candidates: list[str] = []
-    if python:
-        candidates.append(os.fspath(python))
-    env = os.environ.get(ENV_VAR)
-    if env:
-        candidates.append(env)
-    candidates.append(os.path.join(os.getcwd(), ".venv-rknn", "bin", "python"))
-    for c in candidates:
-        resolved = shutil.which(c) if os.sep not in c else c
-        if resolved and os.path.isfile(resolved) and os.access(resolved, os.X_OK):
-            return resolved
-    return None
+    return find_python(python, ENV_VAR, ".venv-rknn")
 
 
 # --------------------------------------------------------------------------------------------
