@@ -90,18 +90,7 @@ def test_invalid_baseline_names_the_problem(tmp_path):
 
 # -- the workflow, as a user meets it -------------------------------------------------------------
 
-@pytest.fixture(scope="session", autouse=True)
-def _heavy_modules_stay_loaded(tmp_path_factory):
-    """As in test_plugin.py: torch cannot be imported twice, so pytester's in-process runs must find
-    everything an export touches already loaded."""
-    torch = pytest.importorskip("torch")
-    import jsonschema  # noqa: F401
-    import onnx.reference  # noqa: F401
-
-    from pytest_npucheck.export import ExportOptions, export_model
-
-    export_model(torch.nn.Linear(2, 2).eval(), torch.randn(1, 2), ExportOptions(exporter="dynamo"),
-                 cache_dir=tmp_path_factory.mktemp("warmup"))
+pytestmark = pytest.mark.usefixtures("heavy_modules_loaded")
 
 
 NETS_V1 = textwrap.dedent('''

@@ -43,19 +43,7 @@ MODELS = textwrap.dedent(
 )
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _heavy_modules_stay_loaded(tmp_path_factory):
-    """pytester's in-process runs unload modules first imported inside them, and torch's cannot be
-    imported twice: load everything an export touches once, before any in-process run."""
-    torch = pytest.importorskip("torch")
-    import jsonschema  # noqa: F401
-    import onnx.reference  # noqa: F401
-
-    from pytest_npucheck.export import ExportOptions, export_model
-
-    d = tmp_path_factory.mktemp("warmup")
-    for exporter in ("dynamo", "torchscript"):
-        export_model(torch.nn.Linear(2, 2).eval(), torch.randn(1, 2), ExportOptions(exporter=exporter), cache_dir=d)
+pytestmark = pytest.mark.usefixtures("heavy_modules_loaded")
 
 
 @pytest.fixture
