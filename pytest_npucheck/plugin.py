@@ -74,6 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_budgets", "per-release budgets file (default: npu-budgets.json at the rootdir)",
                   type="paths", default=[])
     parser.addini("npu_release", "release whose budgets apply (default: the project's version)", default="")
+    parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
+                  "marked test, so random weights and inputs are the same in every run and under xdist",
+                  type="bool", default=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -333,6 +336,33 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         except NpuCheckError as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         item.stash[_SPEC] = spec
+
+
+def test_seed(nodeid: str) -> int:
+    """The stable 31-bit seed of a test id (the same value ``emulate.seed_for`` gives)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(nodeid.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Seed the global RNGs before a marked test's fixtures run.
+
+    A model built with random weights then has the same weights in every run, in any test order
+    and on any xdist worker: its export is cached across runs and every report is identical.
+    Only libraries already imported are seeded (this never imports torch or numpy)."""
+    if item.stash.get(_SPEC, None) is None or not item.config.getini("npu_seed_rng"):
+        return
+    import random
+    import sys
+
+    seed = test_seed(item.nodeid)
+    random.seed(seed)
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed(seed)
+    if "torch" in sys.modules:
+        sys.modules["torch"].manual_seed(seed)
 
 
 # -- the check ----------------------------------------------------------------------------------
@@ -932,7 +962,9 @@ class _Reporter:
                 b = t.get("baseline") or {"passed": t["passed"], "new": [], "accepted": []}
                 word = "PASS" if b["passed"] else "FAIL"
                 extra = ""
-                if b["new"] or b["accepted"]:
+                if (b["new"] or b["accepted"]) and info is not None and info["updated"]:
+                    extra = f" ({len(b['new']) + len(b['accepted'])} fallback(s) recorded in the baseline)"
+                elif b["new"] or b["accepted"]:
                     extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
                 tr.write_line(f"{word} {clean(entry['nodeid'], 300)} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
                               f"unsupported {s['unsupported']}, folded {s['folded']}{extra}")
