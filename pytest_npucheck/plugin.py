@@ -29,6 +29,20 @@ def _report_spec(value: str) -> tuple[str, str]:
     return fmt, path
 
 
+_ORACLE_MODES = ("off", "report", "strict")
+
+
+def _oracle_mode(value: str) -> str:
+    v = str(value).strip().lower()
+    v = {"true": "report", "on": "report", "1": "report", "yes": "report", "false": "off", "0": "off",
+         "no": "off", "": "off"}.get(v, v)
+    if v not in _ORACLE_MODES:
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"oracle mode {value!r}: expected one of {', '.join(_ORACLE_MODES)}")
+    return v
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("npucheck", "NPU deployability checks (pytest-npucheck)")
     group.addoption("--npu-target", action="append", default=[], metavar="TOOLCHAIN[@VERSION][/SOC]",
@@ -57,6 +71,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="per-release budgets file (default: npu-budgets.json at the rootdir, if it exists)")
     group.addoption("--npu-release", default=None, metavar="VERSION",
                     help="release whose budgets apply (default: ini npu_release, else the project's version)")
+    group.addoption("--npu-oracle", nargs="?", const="report", default=None, type=_oracle_mode,
+                    metavar="report|strict|off",
+                    help="also build and run each checked model with the real toolchain of its targets where "
+                         "installed (rknn-toolkit2, onnxruntime-qnn): node-by-node disagreements with the table "
+                         "and the toolchain's own numerics in the reports; strict: a disagreement fails the test")
     parser.addini("npu_targets", "targets for marked tests whose marker names none", type="linelist", default=[])
     parser.addini("npu_model_fixture", "fixture holding the model in marker-only tests", default="model")
     parser.addini("npu_inputs_fixture", "fixture holding the example inputs in marker-only tests", default="example_inputs")
@@ -74,6 +93,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_budgets", "per-release budgets file (default: npu-budgets.json at the rootdir)",
                   type="paths", default=[])
     parser.addini("npu_release", "release whose budgets apply (default: the project's version)", default="")
+    parser.addini("npu_oracle", "run the real toolchains as oracles: off (default), report or strict", default="off")
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
                   "marked test, so random weights and inputs are the same in every run and under xdist",
                   type="bool", default=True)
@@ -168,6 +188,19 @@ class _State:
         if spec.numerics is not None:
             return bool(spec.numerics)
         return bool(self.config.getini("npu_numerics"))
+
+    @property
+    def oracle_mode(self) -> str:
+        """off, report or strict: --npu-oracle, else the ini key npu_oracle."""
+        opt = self.config.getoption("npu_oracle")
+        if opt is not None:
+            return str(opt)
+        import argparse
+
+        try:
+            return _oracle_mode(str(self.config.getini("npu_oracle") or "off"))
+        except argparse.ArgumentTypeError as exc:
+            raise pytest.UsageError(f"ini key npu_oracle: {exc}") from None
 
     def golden_on(self, spec: "CheckSpec") -> bool:
         return bool(spec.golden) if spec.golden is not None else bool(self.config.getini("npu_golden"))
@@ -338,7 +371,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         item.stash[_SPEC] = spec
 
 
-def test_seed(nodeid: str) -> int:
+def seed_for_test(nodeid: str) -> int:
     """The stable 31-bit seed of a test id (the same value ``emulate.seed_for`` gives)."""
     import hashlib
 
@@ -357,7 +390,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     import random
     import sys
 
-    seed = test_seed(item.nodeid)
+    seed = seed_for_test(item.nodeid)
     random.seed(seed)
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed(seed)
