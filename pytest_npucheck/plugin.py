@@ -109,6 +109,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for value in config.getoption("npu_report") or []:
         _report_spec(value)
     config.stash[_STATE] = _State(config)
+    config.stash[_STATE].oracle_mode  # an invalid ini value is a usage error before any test runs
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
 
@@ -487,13 +488,70 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
                                   tables, entry)
     else:
         entry["numerics"] = {"enabled": False, "passed": None}
-    if not gate or numeric_lines:
+    oracle_fails = False
+    if state.oracle_mode != "off":
+        oracle_fails = _oracle(item, state, model, example_inputs, exported.path, graph, results, tables, entry)
+    if not gate or numeric_lines or oracle_fails:
         entry["status"] = "failed"
         parts = [_failure_text(results, entry["targets"], state)] if not gate else []
         if numeric_lines:
             parts.append("\n".join(numeric_lines))
+        if entry.get("oracle"):
+            from .oracles.oracle import lines as oracle_lines
+
+            head = ("oracle (strict): the real toolchain disagrees with the table" if oracle_fails
+                    else "oracle: what the real toolchains said")
+            parts.append("\n".join([head] + [ln for o in entry["oracle"]["targets"] for ln in oracle_lines(o)]))
         pytest.fail("\n\n".join(parts), pytrace=False)
     return outcome
+
+
+# -- oracles ------------------------------------------------------------------------------------
+
+def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, onnx_path: Path, graph: Any,
+            results: Sequence[Any], tables: Sequence[Any], entry: dict[str, Any]) -> bool:
+    """Build and run the model with each target's real toolchain where it is installed.
+
+    Fills ``entry["oracle"]``; returns True when the test must fail (strict mode and a disagreement
+    between the real placement and the static verdict on any target)."""
+    from .budget import report_entry
+    from .emulate import random_inputs, run_model, seed_for
+    from .numerics import policy_for, precision_key
+    from .oracles.oracle import run_target
+
+    test_id = item.nodeid
+    mode = state.oracle_mode
+    info: dict[str, Any] = {"mode": mode, "targets": [], "disagreements": 0, "notes": []}
+    entry["oracle"] = info
+    budgets = state.budgets
+    release = state.release if budgets is not None else None
+    test_budget = budgets.for_test(release, test_id, type(model).__name__) if budgets is not None else None
+    flat = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+    feeds = dict(zip(graph.inputs, flat)) if len(flat) == len(graph.inputs) else None
+    reference, reference_source, inputs_source = None, "pytorch", "given"
+    if feeds is not None:
+        try:
+            reference = _torch_outputs(model, example_inputs, graph.outputs)
+        except ValueError as exc:
+            info["notes"].append(f"no PyTorch reference: {exc}; the reference is ONNX Runtime fp32")
+    else:
+        feeds, inputs_source = random_inputs(onnx_path, seed_for(test_id)), "random"
+        info["notes"].append("the example inputs do not line up with the ONNX inputs: seeded random inputs, "
+                             "reference ONNX Runtime fp32")
+    if reference is None:
+        reference, reference_source = run_model(onnx_path, feeds), "onnxruntime_fp32"
+    for r, table in zip(results, tables):
+        precision = test_budget.precision if test_budget is not None else str(
+            (table.precision or {}).get("default") or "float16")
+        key = precision_key(precision)
+        policy = test_budget.policy if test_budget is not None else policy_for("fp16" if key == "fp32" else key)
+        o = run_target(onnx_path, r, table, feeds, reference, reference_source=reference_source,
+                       inputs_source=inputs_source, seed=seed_for(test_id), precision=key, policy=policy,
+                       calibration=[feeds], calibration_source=inputs_source,
+                       budget_entry=lambda comp: report_entry(test_id, comp, test_budget))
+        info["targets"].append(o.to_json())
+        info["disagreements"] += o.disagreements
+    return mode == "strict" and info["disagreements"] > 0
 
 
 # -- numerics -----------------------------------------------------------------------------------
@@ -1005,6 +1063,14 @@ class _Reporter:
             if num.get("enabled") and not num.get("passed"):
                 tr.write_line(f"FAIL {clean(entry['nodeid'], 300)} numerics"
                               + (f": {clean(num['error'], 300)}" if num.get("error") else ""))
+            for o in (entry.get("oracle") or {}).get("targets", []):
+                from .oracles.oracle import lines as oracle_lines
+
+                text = oracle_lines(o)
+                bad = o["status"] == "error" or bool((o.get("agreement") or {}).get("disagreements"))
+                tr.write_line(f"{clean(entry['nodeid'], 300)} {text[0]}", red=bad, yellow=o["status"] == "unavailable")
+                for ln in text[1:]:
+                    tr.write_line(ln, red=ln.lstrip().startswith("TABLE BUG"))
         if info is not None:
             if info["updated"]:
                 tr.write_line(f"npucheck baseline updated: {info['path']} ({info['entries']} entries, "
