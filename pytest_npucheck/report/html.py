@@ -13,6 +13,7 @@ import html as _html
 from typing import Any, Mapping, Optional, Sequence
 
 from .text import clean
+from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -244,8 +245,72 @@ def render(doc: Mapping[str, Any]) -> str:
     if errors:
         body += ['<section id="errors"><h2>Errors</h2><table class="errors"><thead><tr><th>test</th><th>status</th>'
                  '<th>error</th></tr></thead><tbody>', *errors, "</tbody></table></section>"]
+    body += _oracle_sections(tests)
+    body += _numerics_sections(tests)
     tail = [f"<script>{_JS}</script></body></html>", ""]
     return "\n".join(head + body + sections + tail)
+
+
+def _cells(values: Sequence[Any], limit: int = 300) -> str:
+    return "".join(f"<td>{h(v, limit)}</td>" for v in values)
+
+
+def _oracle_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Table bugs found by the real toolchains, then what each toolchain did per test and target."""
+    bugs = [(t, d) for t in tests for d in disagreement_rows(t)]
+    runs = [(t, r) for t in tests for r in oracle_rows(t)]
+    out: list[str] = []
+    if bugs:
+        out.append('<section id="table-bugs"><h2>Table bugs found by the real toolchains</h2><p>The real toolchain '
+                   'placed these nodes differently from the support table (--npu-oracle).</p><table class="table-bugs">'
+                   "<thead><tr><th>target</th><th>test</th><th>op type</th><th>node</th><th>table says</th>"
+                   "<th>toolchain did</th><th>kind</th><th>toolchain said</th></tr></thead><tbody>")
+        for t, d in bugs:
+            out.append(f'<tr class="bug">{_cells([d["target"], t["nodeid"], d["op_type"], d["node"], d["static"], d["real"], d["kind"].replace("_", " "), d["toolchain_said"] or "-"])}</tr>')
+        out.append("</tbody></table></section>")
+    if runs:
+        out.append('<section id="oracles"><h2>Real toolchains (oracles)</h2><table class="oracles"><thead><tr>'
+                   "<th>target</th><th>test</th><th>toolchain</th><th>status</th><th>precision</th>"
+                   "<th>nodes agreeing</th><th>disagreements</th><th>note</th></tr></thead><tbody>")
+        for t, r in runs:
+            out.append(f"<tr>{_cells([r['target'], t['nodeid'], r['tool'], r['status'], r['precision'], r['agree'], r['disagreements'], r['note'] or '-'], 600)}</tr>")
+        out.append("</tbody></table></section>")
+    return out
+
+
+def _numerics_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per test: every candidate's metrics against its reference, the budget applied and the margin left."""
+    out: list[str] = []
+    for t in tests:
+        rows = numerics_rows(t)
+        if not rows:
+            continue
+        num = t.get("numerics") or {}
+        word = "" if not num.get("enabled") else (
+            ' <span class="pass">passed</span>' if num.get("passed") else ' <span class="fail">failed</span>')
+        out.append(f'<h3><code>{h(t["nodeid"], 300)}</code>{word}</h3>')
+        ctx = numerics_context(t)
+        if ctx:
+            out.append(f"<p>{h(ctx, 600)}</p>")
+        out.append('<table class="numerics"><thead><tr><th>candidate</th><th>target</th><th>output</th><th>result</th>'
+                   "<th>vs</th><th>max abs</th><th>mean abs</th><th>cosine</th><th>SNR dB</th><th>norm ratio</th>"
+                   "<th>budget</th><th>tightest margin</th></tr></thead><tbody>")
+        for r in rows:
+            res = {True: "pass", False: "FAIL", None: "-"}[r["passed"]]
+            cls = {True: "pass", False: "fail", None: ""}[r["passed"]]
+            why = f" ({h(r['reasons'], 300)})" if r.get("reasons") else ""
+            out.append(f'<tr class="{r["kind"]}"><td>{h(r["candidate"])}</td><td>{h(r["target"] or "-")}</td>'
+                       f'<td><code>{h(r["output"] or "-")}</code></td><td><span class="{cls}">{res}</span>{why}</td>'
+                       + _cells([r["reference"], fmt(r.get("max_abs")), fmt(r.get("mean_abs")), fmt(r.get("cosine"), 6),
+                                 fmt(r.get("snr_db")), fmt(r.get("norm_ratio"), 6), r["budget"], r["margin"]])
+                       + "</tr>")
+        out.append("</tbody></table>")
+    if not out:
+        return []
+    return ['<section id="numerics"><h2>Numerics</h2><p>Outputs of each candidate against the reference: the exported '
+            "graph against PyTorch, the target's precision emulated against fp32, and the real toolchains' own runs "
+            "(oracles). Margin: the room left on the check closest to its bound (negative: over budget).</p>",
+            *out, "</section>"]
 
 
 __all__ = ["render", "graph_svg", "h"]

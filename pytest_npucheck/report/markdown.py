@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 MAX_CELL = 160
@@ -129,14 +131,63 @@ def render(doc: Mapping[str, Any]) -> str:
     if errors:
         lines += ["", "### Errors", ""]
         lines += _table(["test", "status", "error"], errors)
+    bugs = [(t, d) for t in tests for d in disagreement_rows(t)]
+    if bugs:
+        lines += ["", "### Table bugs found by the real toolchains", "",
+                  "The real toolchain placed these nodes differently from the support table (`--npu-oracle`).", ""]
+        lines += _table(["target", "test", "op type", "node", "table says", "toolchain did", "kind", "toolchain said"],
+                        [[esc(d["target"]), esc(t["nodeid"]), esc(d["op_type"], 40), esc(d["node"]), d["static"],
+                          d["real"], d["kind"].replace("_", " "), esc(d["toolchain_said"] or "-", 300)]
+                         for t, d in bugs])
     lines += ["", "### Per target and test", ""]
     lines += _table(["target", "test", "gate", "verdict", "npu/cpu/unsupported/folded", "NPU share (nodes)",
                      "NPU share (MACs)", "new", "accepted"],
                     sorted(summary, key=lambda r: (r[0], r[1])))
+    lines += _numerics_section(tests)
+    lines += _oracle_section(tests)
     tool = doc.get("tool", {})
     lines += ["", f"<sub>{esc(tool.get('name', 'pytest-npucheck'))} {esc(tool.get('version', ''))}, "
                   f"{esc(doc.get('created', ''))}</sub>", ""]
     return "\n".join(lines)
+
+
+def _numerics_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per test: every candidate's metrics against its reference, the budget applied, the margin left."""
+    blocks: list[str] = []
+    for t in tests:
+        rows = numerics_rows(t)
+        if not rows:
+            continue
+        num = t.get("numerics") or {}
+        word = "" if not num.get("enabled") else (" (passed)" if num.get("passed") else " (**failed**)")
+        blocks += ["", f"#### {esc(t['nodeid'])}{word}", ""]
+        ctx = numerics_context(t)
+        if ctx:
+            blocks += [esc(ctx, 600), ""]
+        blocks += _table(["candidate", "target", "output", "result", "vs", "max abs", "mean abs", "cosine", "SNR dB",
+                          "norm ratio", "budget", "tightest margin"],
+                         [[esc(r["candidate"]), esc(r["target"]) or "-", esc(r["output"]) or "-",
+                           {True: "pass", False: "**FAIL**", None: "-"}[r["passed"]] + (
+                               f" ({esc(r['reasons'], 200)})" if r.get("reasons") else ""),
+                           esc(r["reference"]), fmt(r.get("max_abs")), fmt(r.get("mean_abs")), fmt(r.get("cosine"), 6),
+                           fmt(r.get("snr_db")), fmt(r.get("norm_ratio"), 6), esc(r["budget"]), esc(r["margin"])]
+                          for r in rows])
+    if not blocks:
+        return []
+    return ["", "### Numerics", "",
+            "Outputs of each candidate against the reference: the exported graph against PyTorch, the target's "
+            "precision emulated against fp32, and the real toolchains' own runs (oracles). Margin: the room left "
+            "on the check closest to its bound (negative: over budget)."] + blocks
+
+
+def _oracle_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+    rows = [[esc(r["target"]), esc(t["nodeid"]), esc(r["tool"]), r["status"], r["precision"], r["agree"],
+             str(r["disagreements"]), esc(r["note"] or "-", 400)]
+            for t in tests for r in oracle_rows(t)]
+    if not rows:
+        return []
+    return ["", "### Real toolchains (oracles)", ""] + _table(
+        ["target", "test", "toolchain", "status", "precision", "nodes agreeing", "disagreements", "note"], rows)
 
 
 __all__ = ["render", "esc"]
