@@ -16,6 +16,8 @@ argument (or ``-``) is given::
      "models": [{"key": "m0", "path": "/tmp/a.onnx",
                  "config": {...},            # per-model extra RKNN.config kwargs (optional)
                  "load": {...},              # extra RKNN.load_onnx kwargs (optional)
+                 "build": {...},             # extra RKNN.build kwargs (optional; default fp16,
+                                             #  int8: {"do_quantization": true, "dataset": path})
                  "inference": {"inputs": ["/tmp/x0.npy"], "outputs_dir": "/tmp/o"}  # optional
                 }, ...]}
 
@@ -85,7 +87,9 @@ def _compile_one(RKNN, job, model, log_path):
                 result.update(status="load_failed", stage=stage, ret=ret)
                 return result
             stage = "build"
-            ret = rknn.build(do_quantization=False)
+            build = {"do_quantization": False}
+            build.update(model.get("build") or {})  # int8: do_quantization=True, dataset=...
+            ret = rknn.build(**build)
             if ret != 0:
                 result.update(status="build_failed", stage=stage, ret=ret)
                 return result

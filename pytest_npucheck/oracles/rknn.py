@@ -4,7 +4,8 @@ rknn-toolkit2 pins numpy/onnx/protobuf versions that conflict with a modern stac
 in a separate Python (found from an explicit argument or the ``NPUCHECK_RKNN_PYTHON`` environment
 variable) as a subprocess executing :mod:`pytest_npucheck.oracles._rknn_worker`.
 
-Each model is loaded and built (fp16, ``do_quantization=False``) in isolation: the worker streams
+Each model is loaded and built (fp16, ``do_quantization=False``, unless the job asks for an int8
+build with a calibration dataset) in isolation: the worker streams
 one result per model, and when it crashes or hangs on a model the parent records that model as
 ``crashed`` / ``timeout`` and starts a fresh worker for the remaining ones.
 
@@ -144,6 +145,10 @@ class ModelJob:
     config: dict[str, Any] = field(default_factory=dict)
     load: dict[str, Any] = field(default_factory=dict)
     inference: dict[str, Any] | None = None
+    build: dict[str, Any] = field(default_factory=dict)
+    """Extra ``RKNN.build`` keyword arguments; empty means the fp16 build
+    (``do_quantization=False``). ``{"do_quantization": True, "dataset": "<dataset.txt>"}``
+    asks for an int8 build calibrated on the listed ``.npy`` samples."""
     debug: dict[str, Any] | None = None
     """Test hooks for the worker: ``{"crash": exit_code}`` or ``{"hang": seconds}``."""
 
@@ -271,11 +276,13 @@ def _normalise_jobs(models: Iterable[str | os.PathLike[str] | ModelJob | Mapping
     for i, m in enumerate(models):
         if isinstance(m, ModelJob):
             job = ModelJob(path=os.fspath(m.path), key=m.key, config=dict(m.config),
-                           load=dict(m.load), inference=m.inference, debug=m.debug)
+                           load=dict(m.load), inference=m.inference, build=dict(m.build),
+                           debug=m.debug)
         elif isinstance(m, Mapping):
             job = ModelJob(path=os.fspath(m["path"]), key=m.get("key"),
                            config=dict(m.get("config") or {}), load=dict(m.get("load") or {}),
-                           inference=m.get("inference"), debug=m.get("debug"))
+                           inference=m.get("inference"), build=dict(m.get("build") or {}),
+                           debug=m.get("debug"))
         else:
             job = ModelJob(path=os.fspath(m))
         job.path = os.path.abspath(job.path)
@@ -346,7 +353,8 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
                 "config": dict(config or {}),
                 "models": [
                     {"key": j.key, "path": j.path, "config": j.config, "load": j.load,
-                     "inference": j.inference, "debug": j.debug, "index": n}
+                     "inference": j.inference, "build": j.build, "debug": j.debug,
+                     "index": n}
                     for n, j in enumerate(pending)
                 ],
             }
@@ -485,7 +493,8 @@ def compile_models(
     Args:
         models: ONNX file paths, or :class:`ModelJob` / mappings with ``path`` and optional
             ``key``, ``config`` (extra ``RKNN.config`` kwargs, e.g. ``dynamic_input``), ``load``
-            (extra ``RKNN.load_onnx`` kwargs) and ``inference`` (``{"inputs": [npy paths],
+            (extra ``RKNN.load_onnx`` kwargs), ``build`` (extra ``RKNN.build`` kwargs, e.g.
+            ``{"do_quantization": True, "dataset": path}`` for an int8 build) and ``inference`` (``{"inputs": [npy paths],
             "outputs_dir": dir}`` to also run the x86 simulator).
         target_platform: the SoC, e.g. ``rk3588``, ``rk3576``, ``rk3566``.
         python: the rknn venv's python; default from :func:`find_rknn_python`.

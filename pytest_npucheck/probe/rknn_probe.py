@@ -23,7 +23,16 @@ from typing import Any, Sequence
 from pytest_npucheck.oracles import rknn as oracle
 from pytest_npucheck.probe.models import Probe, build_probes, save_probes
 
-__all__ = ["run_probes", "summarise_placement", "main"]
+__all__ = ["run_probes", "summarise_placement", "write_calibration", "main", "INT8_ONLY_SOCS"]
+
+#: SoCs whose NPU only runs quantized models: probed with an int8 build (``do_quantization=True``).
+INT8_ONLY_SOCS = ("rv1106", "rv1103")
+
+#: calibration samples written per probe for an int8 build
+CALIBRATION_SAMPLES = 2
+
+_NP_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64",
+              9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
 
 
 def summarise_placement(placement: dict[str, str], focus: Sequence[str]) -> str:
@@ -42,6 +51,49 @@ def _row_dict(r: oracle.LayerRow) -> dict[str, Any]:
     return {"id": r.id, "op_type": r.op_type, "dtype": r.dtype, "target": r.target,
             "input_shape": r.input_shape, "output_shape": r.output_shape,
             "full_name": r.full_name}
+
+
+def write_calibration(p: Probe, directory: str | os.PathLike[str],
+                      samples: int = CALIBRATION_SAMPLES, seed: int = 0) -> str:
+    """Write ``samples`` random inputs of probe ``p`` as ``.npy`` files and the ``dataset.txt``
+    rknn-toolkit2 reads for an int8 build (one sample per line, the inputs of a sample separated
+    by spaces); returns the path of ``dataset.txt``.
+
+    Float inputs are standard normal, integer inputs small non-negative values (valid as
+    indices for the probes' small shapes), bool inputs random. Symbolic or unknown dims take the
+    probe's ``load_onnx(input_size_list=...)`` shape when it has one, else 1.
+    """
+    import numpy as np
+
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    inits = {i.name for i in p.model.graph.initializer}
+    inputs = [i for i in p.model.graph.input if i.name not in inits]
+    fixed = list((p.load or {}).get("input_size_list") or [])
+    lines = []
+    for s in range(samples):
+        paths = []
+        for k, vi in enumerate(inputs):
+            tt = vi.type.tensor_type
+            dims = [dim.dim_value if dim.HasField("dim_value") else 0 for dim in tt.shape.dim]
+            if k < len(fixed) and len(fixed[k]) == len(dims):
+                dims = [int(f) if not d0 else d0 for d0, f in zip(dims, fixed[k])]
+            dims = [d0 if d0 > 0 else 1 for d0 in dims]
+            dtype = _NP_DTYPES.get(tt.elem_type, "float32")
+            if dtype == "bool":
+                arr = rng.random(dims) > 0.5
+            elif dtype.startswith(("int", "uint")):
+                arr = rng.integers(0, 2, size=dims).astype(dtype)
+            else:
+                arr = rng.standard_normal(dims).astype(dtype)
+            path = d / ("s%d_in%d.npy" % (s, k))
+            np.save(path, arr)
+            paths.append(str(path))
+        lines.append(" ".join(paths))
+    ds = d / "dataset.txt"
+    ds.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(ds)
 
 
 def probe_record(p: Probe, res: oracle.RknnResult) -> dict[str, Any]:
@@ -79,8 +131,8 @@ def probe_record(p: Probe, res: oracle.RknnResult) -> dict[str, Any]:
 
 def run_probes(version: str | None, soc: str, python: str | None, out_path: str | os.PathLike[str]
                | None = None, *, select: Sequence[str] | None = None, workers: int = 2,
-               timeout: float = 120.0, verbose: bool = True, extra: bool = False
-               ) -> dict[str, Any]:
+               timeout: float = 120.0, verbose: bool = True, extra: bool = False,
+               quantize: bool | None = None) -> dict[str, Any]:
     """Compile all probes for ``soc`` with the rknn-toolkit2 of ``python`` and save the results.
 
     Args:
@@ -94,6 +146,9 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         timeout: per-model timeout in seconds.
         extra: run the extra probes of :mod:`pytest_npucheck.probe.models_extra` instead
             (default output ``probes/rknn/<version>/<soc>.extra.results.json``).
+        quantize: int8 build (``do_quantization=True`` with a small random calibration set
+            written per probe, see :func:`write_calibration`); default: only for the int8-only
+            SoCs (:data:`INT8_ONLY_SOCS`), fp16 otherwise.
 
     Returns:
         The results document that was written.
@@ -112,10 +167,18 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         if verbose and (done[0] % 50 == 0 or r.status in ("crashed", "timeout")):
             print("  %d/%d  (%s: %s)" % (done[0], len(probes), r.key, r.status), file=sys.stderr)
 
+    if quantize is None:
+        quantize = soc in INT8_ONLY_SOCS
     with tempfile.TemporaryDirectory(prefix="npucheck-probes-") as tmp:
         paths = save_probes(probes, tmp)
-        jobs = [oracle.ModelJob(path=str(path), key=p.id, config=p.config, load=p.load)
-                for p, path in zip(probes, paths)]
+        builds: list[dict[str, Any]] = [{} for _ in probes]
+        if quantize:
+            builds = [{"do_quantization": True,
+                       "dataset": write_calibration(p, Path(tmp) / "calib" / ("%05d" % n))}
+                      for n, p in enumerate(probes)]
+        jobs = [oracle.ModelJob(path=str(path), key=p.id, config=p.config, load=p.load,
+                                build=b)
+                for p, path, b in zip(probes, paths, builds)]
         if verbose:
             print("compiling %d probes for %s ..." % (len(jobs), soc), file=sys.stderr)
         results = oracle.compile_models(jobs, soc, python, timeout=timeout, workers=workers,
@@ -135,7 +198,11 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         "generated": _dt.date.today().isoformat(),
         "generator": "pytest_npucheck.probe.rknn_probe" + (" --extra" if extra else ""),
         "onnx_version_used_to_write_probes": onnx.__version__,
-        "build": {"do_quantization": False, "float_dtype": "float16", "verbose": True},
+        "build": ({"do_quantization": True, "precision": "int8",
+                   "calibration": "%d random samples per probe (rknn_probe.write_calibration)"
+                                  % CALIBRATION_SAMPLES, "verbose": True}
+                  if quantize else
+                  {"do_quantization": False, "float_dtype": "float16", "verbose": True}),
         "seconds": round(time.time() - t0, 1),
         "count": len(probes),
         "probes": [probe_record(p, r) for p, r in zip(probes, results)],
@@ -169,9 +236,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--extra", action="store_true",
                     help="run the extra probes (pytest_npucheck.probe.models_extra) and write "
                          "<soc>.extra.results.json")
+    q = ap.add_mutually_exclusive_group()
+    q.add_argument("--quantize", dest="quantize", action="store_true", default=None,
+                   help="int8 build with a random calibration set per probe (default for %s)"
+                        % ", ".join(INT8_ONLY_SOCS))
+    q.add_argument("--fp16", dest="quantize", action="store_false",
+                   help="fp16 build (default for every other SoC)")
     args = ap.parse_args(argv)
     run_probes(args.version, args.soc, args.python, args.out, select=args.select,
-               workers=args.workers, timeout=args.timeout, extra=args.extra)
+               workers=args.workers, timeout=args.timeout, extra=args.extra,
+               quantize=args.quantize)
     return 0
 
 
