@@ -17,6 +17,7 @@ from conftest import REPO, TOY_TABLES
 
 from pytest_npucheck.report import html as html_report
 from pytest_npucheck.report import markdown as md_report
+from pytest_npucheck.report import views
 from pytest_npucheck.report.jsonreport import run_document, validate
 
 T = "toy@1.0/soc-a"
@@ -143,7 +144,19 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     md = (out / "r.md").read_text()
     assert md.startswith("## NPU check: failed")
     sections = [line for line in md.splitlines() if line.startswith("### ")]
-    assert sections == ["### New fallbacks", "### Accepted fallbacks", "### Per target and test"]
+    assert sections == ["### New fallbacks", "### Accepted fallbacks", "### Per target and test", "### Numerics"]
+    # numerics from the same results as the JSON: the toy tables run fp16, so each test has the export
+    # row (ONNX Runtime vs PyTorch) and one fp16 emulation row per target, with the metric values
+    pads_num = pads["numerics"]
+    emu = pads_num["emulation"][0]["result"]["comparison"]["outputs"][0]
+    numerics_md = md.split("### Numerics")[1].split(f"#### {md_report.esc(pads['nodeid'])} (passed)")[1]
+    numerics_md = numerics_md.split("#### ")[0]
+    assert f"seed {pads_num['emulation'][0]['result']['seed']}" in numerics_md
+    row = next(line for line in numerics_md.splitlines()
+               if line.startswith("| fp16 emulated") and md_report.esc(T) in line and "| pass |" in line)
+    assert f"| {views.fmt(emu['metrics']['max_abs'])} |" in row and "| default fp16 |" in row
+    assert sum(line.startswith("| ONNX Runtime CPU fp32 |") for line in numerics_md.splitlines()) == 1
+    assert sum(line.startswith("| fp16 emulated") for line in numerics_md.splitlines()) == 2  # one per target
     new_part, acc_part = md.split("### Accepted fallbacks")
     assert md_report.esc(new_node) in new_part and md_report.esc(accepted_node) in acc_part
     assert "reflect &lt;padding&gt; is \\| needed" in acc_part
@@ -159,6 +172,9 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert f'<tr class="new"><td>{T}</td>' in dom and f"<code>{new_node}</code>" in dom
     assert dom.index('<section id="new">') < dom.index('<section id="accepted">')
     assert "reflect &lt;padding&gt; is | needed" in dom
+    numerics_html = dom.split('<section id="numerics">')[1]
+    assert '<tr class="emulated"><td>fp16 emulated (ONNX Runtime)</td>' in numerics_html
+    assert f"<td>{views.fmt(emu['metrics']['max_abs'])}</td>" in numerics_html
 
 
 NASTY = "<script>alert(1)</script>\x00\x1b[31m|`*_\n" + "x" * 10_000
@@ -176,8 +192,21 @@ def nasty_document():
               "baseline": {"new": [NASTY], "accepted": [], "passed": False}}
     entry = {"test": NASTY, "target": T, "op_type": "Pad", "node": NASTY, "verdict": "cpu", "reason": NASTY,
              "location": {"module": NASTY, "file": NASTY, "line": 1}}
+    comparison = {"passed": False, "policy": NASTY, "missing": [NASTY], "extra": [], "unknown_overrides": [],
+                  "outputs": [{"name": NASTY, "passed": False, "reasons": [NASTY], "checks": [],
+                               "metrics": {"max_abs": 1.0, "mean_abs": 0.5, "cosine": 0.5, "snr_db": "-inf"}}]}
+    oracle = {"mode": "report", "disagreements": 1, "notes": [NASTY], "targets": [{
+        "target": T, "toolchain": "rknn", "status": "ran", "reason": NASTY, "package": NASTY, "precision": "fp16",
+        "toolchain_version": NASTY, "build_status": "ok", "build_message": NASTY, "notes": [NASTY],
+        "agreement": {"target": T, "nodes": 2, "agree": 1, "rate": 0.5, "disagreements": [
+            {"node": NASTY, "op_type": NASTY, "static": "npu", "real": "cpu", "kind": "missed_fallback",
+             "reasons": [NASTY], "real_reasons": [NASTY]}]},
+        "numerics": {"candidate": NASTY, "precision": "fp16", "reference": "pytorch", "status": "ok", "passed": False,
+                     "seed": 1, "comparison": comparison, "budget": None}}]}
     doc = run_document([{"nodeid": "t.py::test_[" + NASTY + "]", "status": "failed", "error": None, "export": None,
-                         "targets": [target]},
+                         "targets": [target], "oracle": oracle,
+                         "numerics": {"enabled": True, "passed": False, "notes": [NASTY], "onnx_vs_pytorch": comparison,
+                                      "emulation": []}},
                         {"nodeid": "t.py::crashed", "status": "error", "error": NASTY, "export": None, "targets": []}])
     doc["baseline"] = {"path": "npucheck-baseline.json", "exists": True, "updated": False, "strict": True, "entries": 1,
                        "stale": [entry], "added": [], "removed": []}
@@ -192,7 +221,8 @@ def test_names_from_models_are_escaped_everywhere(tmp_path):
     assert len(md) < 20_000  # 10 kB names are capped
     table_rows = [line for line in md.splitlines() if line.startswith("|")]
     assert all(line.endswith("|") for line in table_rows)  # no cell broke its row
-    assert all(len(re.findall(r"(?<!\\)\|", line)) in (4, 7, 8, 10) for line in table_rows)
+    assert all(len(re.findall(r"(?<!\\)\|", line)) in (4, 7, 8, 9, 10, 13) for line in table_rows)
+    assert "### Table bugs found by the real toolchains" in md and "### Numerics" in md
     page = html_report.render(doc)
     assert "<script>alert" not in page and "<img" not in page and "\x00" not in page and "\x1b" not in page
     assert len(page) < 40_000
@@ -202,6 +232,7 @@ def test_names_from_models_are_escaped_everywhere(tmp_path):
     assert 'data-rendered="1"' in dom and dom.count("<script") == 1  # only ours
     assert "<img" not in dom and "&lt;script&gt;alert(1)&lt;/script&gt;\\x00\\x1b[31m" in dom
     assert '<section id="stale">' in dom and '<section id="errors">' in dom
+    assert '<section id="table-bugs">' in dom and '<section id="numerics">' in dom and '<section id="oracles">' in dom
 
 
 def _normalised(path: Path, created: str) -> str:
