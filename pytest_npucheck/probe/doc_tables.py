@@ -302,11 +302,12 @@ def build_cann(version: str) -> dict[str, dict[str, Any]]:
             "format": 1, "toolchain": "cann", "version": version, "soc": soc,
             "description": (f"{facts['title']}. SoC: {soc_info['description']}. Listed operators run on the AI Core (npu) unless a "
                             f"documented case moves them to the AI CPU (cpu); operators not in the list are rejected by ATC "
-                            f"('No parser is registered for Op', unsupported)."),
+                            f"('No parser is registered for Op', unsupported). Constant nodes and nodes computed only from constants are "
+                            f"folded (the ONNX parser turns Constant into Const); scales/sizes that are graph inputs stay dynamic."),
             "precision": soc_info["precision"],
             "provenance": {"method": "documented", "generator": GENERATOR, "errata": errata, "sources": sources},
             "opsets": {DOMAIN: list(table_rng)},
-            "prepasses": [],
+            "prepasses": ["fold_constants"],
             "default_verdict": "unsupported",
             "patterns": [],
             "ops": entries,
