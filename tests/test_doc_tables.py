@@ -116,8 +116,10 @@ def test_cann_list_entries_and_ai_cpu_rules():
         assert written <= names
         for custom in names - written:
             assert not doc_tables.is_onnx_op(custom)
-        cpu_rules = [c for c in table["ops"]["ai.onnx:MaxPool"]["constraints"] if c["else"] == "cpu"]
-        assert {c["params"]["attr"] for c in cpu_rules} == {"strides", "kernel_shape"}
+        for pool in ("ai.onnx:MaxPool", "ai.onnx:AveragePool"):  # both pages name the AI CPU cases
+            cpu_rules = [c for c in table["ops"][pool]["constraints"] if c["else"] == "cpu"]
+            assert {c["params"]["attr"] for c in cpu_rules} == {"strides", "kernel_shape"}
+            assert all("AI CPU" in c["note"] for c in cpu_rules)
     # what changed between 8.0.0 and 8.5.0 on the MaxPool page: float input and SAME_LOWER
     mp80 = doc_tables.build_cann("8.0.0")["ascend310p"]["ops"]["ai.onnx:MaxPool"]["constraints"]
     mp85 = doc_tables.build_cann("8.5.0")["ascend310p"]["ops"]["ai.onnx:MaxPool"]["constraints"]
