@@ -22,12 +22,20 @@ def graph_facts(path: Path) -> GraphFacts:
     key = (os.fspath(path.resolve()), st.st_size, st.st_mtime_ns) if st else None
     if key is not None and key in _FACTS:
         return _FACTS[key]
-    facts = load_graph(path)
+    facts = load_graph(path, compute=_isolated_facts)
     if key is not None:
         if len(_FACTS) > 64:
             _FACTS.clear()
         _FACTS[key] = facts
     return facts
+
+
+def _isolated_facts(path: Path) -> GraphFacts:
+    """``graph.load_graph`` in a child process (``isolate.py``): onnx's parser and shape inference
+    are native code, and a crash or hang there fails this check only."""
+    from . import graph, isolate
+
+    return isolate.call("onnx.shape_inference", graph.load_graph, path)
 
 
 def check_graph(graph: GraphFacts, tables: Sequence[Table]) -> list[TargetResult]:

@@ -248,7 +248,7 @@ def export_model(
     if cache_dir is None:
         work = pathlib.Path(tempfile.mkdtemp(prefix="npucheck-export-"))
         try:
-            opset = _export_into(model, args, kwargs, options, work, start, key)
+            opset = _export_isolated(model, args, kwargs, options, work, start, key)
         except BaseException:
             shutil.rmtree(work, ignore_errors=True)
             raise
@@ -270,7 +270,7 @@ def export_model(
     _remove_stale_tmp(cache_dir)
     work = pathlib.Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{key[:12]}-", dir=cache_dir))
     try:
-        opset = _export_into(model, args, kwargs, options, work, start, key)
+        opset = _export_isolated(model, args, kwargs, options, work, start, key)
         _publish(work, entry)
     finally:
         shutil.rmtree(work, ignore_errors=True)  # gone already if we won the rename
@@ -281,6 +281,54 @@ def export_model(
         entry / MODEL_FILENAME, False, key, options.exporter, _entry_opset(entry, meta),
         time.perf_counter() - start,
     )
+
+
+_WARMED: set[str] = set()
+
+
+def _export_isolated(
+    model: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    options: ExportOptions,
+    work: pathlib.Path,
+    start: float,
+    key: str,
+) -> int:
+    """:func:`_export_into` in a child process (``isolate.py``): a crash, a hang past the timeout
+    or the memory limit of the exporter fails this export with an :class:`ExportError`, and the
+    process that asked for it carries on."""
+    from . import isolate
+
+    if not isolate.settings().enabled:
+        return _export_into(model, args, kwargs, options, work, start, key)
+    if options.exporter not in _WARMED:
+        # The exporters spend seconds on their first call (registries, dispatch tables). Pay that
+        # once here on a one-layer model, so that each forked child starts from a warm exporter.
+        _WARMED.add(options.exporter)
+        _warm_up(options.exporter)
+    try:
+        return isolate.call("export", _export_into, model, args, kwargs, options, work, start, key)
+    except isolate.IsolationError as exc:
+        _clear_dir(work)
+        model_class = _qualname(type(model))
+        raise ExportError(f"{options.exporter} exporter, model {model_class}: {exc}",
+                          exporter=options.exporter, model_class=model_class) from exc
+
+
+def _warm_up(exporter: str) -> None:
+    import torch
+
+    work = pathlib.Path(tempfile.mkdtemp(prefix="npucheck-warmup-"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _export_into(torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),), {},
+                         ExportOptions(exporter=exporter), work, time.perf_counter(), "warm-up")
+    except Exception:  # noqa: BLE001 - only an optimisation; the real export reports its own errors
+        pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def _export_into(
@@ -321,7 +369,13 @@ def _export_into(
                 output=text,
             ) from failure
 
-    proto = onnx.load(str(path), load_external_data=False)
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # noqa: BLE001 - a file the exporter wrote but ONNX cannot read
+        _clear_dir(work)
+        raise ExportError(f"{options.exporter} exporter, model {model_class}: the exporter wrote {path.name} "
+                          f"but it is not a readable ONNX model ({type(exc).__name__}: {exc})",
+                          exporter=options.exporter, model_class=model_class) from None
     opset = _default_opset(proto)
     files = {p.name: p.stat().st_size for p in sorted(work.iterdir()) if p.is_file()}
     meta = {

@@ -76,6 +76,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="also build and run each checked model with the real toolchain of its targets where "
                          "installed (rknn-toolkit2, onnxruntime-qnn): node-by-node disagreements with the table "
                          "and the toolchain's own numerics in the reports; strict: a disagreement fails the test")
+    group.addoption("--npu-timeout", default=None, metavar="SECONDS",
+                    help="time limit of each export, ONNX load/shape inference and ONNX Runtime step, run in a "
+                         "child process (default: ini npu_timeout, else 600; 0: none)")
+    group.addoption("--npu-memory-limit", default=None, metavar="MIB",
+                    help="memory a child process may add to what it inherits (default: ini npu_memory_limit, "
+                         "else half the physical memory; 0: none)")
+    group.addoption("--npu-no-isolate", action="store_true", default=False,
+                    help="run exports, ONNX shape inference and ONNX Runtime in this process (no crash "
+                         "containment, no timeout; for debuggers and profilers)")
     parser.addini("npu_targets", "targets for marked tests whose marker names none", type="linelist", default=[])
     parser.addini("npu_model_fixture", "fixture holding the model in marker-only tests", default="model")
     parser.addini("npu_inputs_fixture", "fixture holding the example inputs in marker-only tests", default="example_inputs")
@@ -94,6 +103,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   type="paths", default=[])
     parser.addini("npu_release", "release whose budgets apply (default: the project's version)", default="")
     parser.addini("npu_oracle", "run the real toolchains as oracles: off (default), report or strict", default="off")
+    parser.addini("npu_timeout", "time limit in seconds of each isolated step (0: none)", default="")
+    parser.addini("npu_memory_limit", "memory in MiB an isolated step may add to its process (0: none)", default="")
+    parser.addini("npu_isolate", "run exports, shape inference and ONNX Runtime in child processes", type="bool",
+                  default=True)
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
                   "marked test, so random weights and inputs are the same in every run and under xdist",
                   type="bool", default=True)
@@ -110,8 +123,44 @@ def pytest_configure(config: pytest.Config) -> None:
         _report_spec(value)
     config.stash[_STATE] = _State(config)
     config.stash[_STATE].oracle_mode  # an invalid ini value is a usage error before any test runs
+    config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
+
+
+def _configure_isolation(config: pytest.Config) -> Any:
+    """Apply --npu-timeout / --npu-memory-limit / --npu-no-isolate (and their ini keys) to
+    ``isolate.py``; returns the settings to restore at unconfigure (pytester runs in-process)."""
+    from . import isolate
+    from .errors import NpuCheckError
+
+    def pick(option: str, ini: str) -> Any:
+        value = config.getoption(option)
+        return value if value is not None else (config.getini(ini) or None)
+
+    try:
+        timeout = pick("npu_timeout", "npu_timeout")
+        timeout = isolate.DEFAULT_TIMEOUT if timeout is None else isolate.parse_timeout(timeout, "npu_timeout")
+        memory = pick("npu_memory_limit", "npu_memory_limit")
+        if memory is not None:
+            try:
+                memory = int(str(memory).strip())
+            except ValueError:
+                raise NpuCheckError(f"npu_memory_limit: expected a whole number of MiB, got {memory!r}") from None
+            if memory < 0:
+                raise NpuCheckError(f"npu_memory_limit: expected 0 or more MiB, got {memory}")
+    except NpuCheckError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    enabled = not config.getoption("npu_no_isolate") and bool(config.getini("npu_isolate"))
+    return isolate.configure(enabled=enabled and isolate.env_enabled(), timeout=timeout, memory_mb=memory)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    before = config.stash.get(_ISOLATE_BEFORE, None)
+    if before is not None:
+        from . import isolate
+
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
 
 
 # -- run state ----------------------------------------------------------------------------------
@@ -269,6 +318,7 @@ _STATE = pytest.StashKey[_State]()
 _SPEC = pytest.StashKey[CheckSpec]()
 _ENTRY = pytest.StashKey[dict]()
 _CALLED = pytest.StashKey[bool]()
+_ISOLATE_BEFORE = pytest.StashKey[Any]()
 
 
 def json_loads(text: str, where: str) -> Any:
@@ -515,6 +565,7 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     Fills ``entry["oracle"]``; returns True when the test must fail (strict mode and a disagreement
     between the real placement and the static verdict on any target)."""
     from .budget import report_entry
+    from . import isolate
     from .emulate import random_inputs, run_model, seed_for
     from .numerics import policy_for, precision_key
     from .oracles.oracle import run_target
@@ -539,7 +590,7 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
         info["notes"].append("the example inputs do not line up with the ONNX inputs: seeded random inputs, "
                              "reference ONNX Runtime fp32")
     if reference is None:
-        reference, reference_source = run_model(onnx_path, feeds), "onnxruntime_fp32"
+        reference, reference_source = isolate.call("onnxruntime", run_model, onnx_path, feeds), "onnxruntime_fp32"
     for r, table in zip(results, tables):
         precision = test_budget.precision if test_budget is not None else str(
             (table.precision or {}).get("default") or "float16")
@@ -624,6 +675,7 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
 
     Fills ``entry["numerics"]`` and returns the failure lines (empty when everything passed)."""
     from .budget import report_entry
+    from . import isolate
     from .emulate import diagnose, emulate, run_model
     from .numerics import policy_for, precision_key
 
@@ -671,7 +723,8 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         if reference is not None:
             from .numerics import compare_outputs
 
-            comp = compare_outputs(reference, run_model(onnx_path, feeds), policy_for("fp32"))
+            comp = compare_outputs(reference, isolate.call("onnxruntime", run_model, onnx_path, feeds),
+                                   policy_for("fp32"))
             info["onnx_vs_pytorch"] = comp.to_json()
             if not comp.passed:
                 fail.append("ONNX export (ONNX Runtime CPU, fp32) vs PyTorch eager, fp32 policy:")
@@ -688,8 +741,8 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
                 info["emulation"].append({**done[key], "target": r.target})
                 continue
             policy = test_budget.policy if test_budget is not None else policy_for(key)
-            emu = emulate(onnx_path, key, feeds, test_id=test_id, calibration=[feeds] if feeds else None,
-                          policy=policy)
+            emu = isolate.call(f"onnxruntime ({key} emulation)", emulate, onnx_path, key, feeds, test_id=test_id,
+                               calibration=[feeds] if feeds else None, policy=policy)
             ej_result = emu.to_json()
             ej_result.pop("seconds", None)  # reports stay identical across runs and processes
             ej: dict[str, Any] = {"target": r.target, "precision": key, "passed": emu.passed, "result": ej_result,
@@ -701,8 +754,8 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
                 fail.append(f"{r.target}: {key} emulation vs fp32, policy {emu.comparison.policy}{where}:")
                 fail += ["  " + line for line in emu.lines()]
                 try:
-                    diag = diagnose(onnx_path, key, feeds, test_id=test_id, calibration=[feeds] if feeds else None,
-                                    policy=policy)
+                    diag = isolate.call(f"onnxruntime ({key} layer diagnosis)", diagnose, onnx_path, key, feeds,
+                                        test_id=test_id, calibration=[feeds] if feeds else None, policy=policy)
                     done[key]["diagnosis"] = diag.to_json()
                     info["emulation"][-1]["diagnosis"] = diag.to_json()
                     fail += ["  " + line for line in diag.lines()]

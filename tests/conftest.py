@@ -11,6 +11,11 @@ TOY_TABLES = Path(__file__).parent / "data" / "tables"
 REPO = Path(__file__).resolve().parent.parent
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "reliability(*row_ids): the rows of docs/reliability.md (A1..F10) this test guards")
+
+
 @pytest.fixture
 def toy_catalog():
     from pytest_npucheck.tables import Catalog

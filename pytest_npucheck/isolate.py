@@ -1,0 +1,324 @@
+"""Run native code that may crash or hang in a child process, so that only one check fails.
+
+onnx's checker and shape inference, ONNX Runtime's session creation and the torch exporter are C++
+that has segfaulted, hung and exhausted memory on crafted or unlucky models. In-process, one such
+model ends the whole pytest run (exit code 3, or a worker lost under xdist). :func:`call` runs a
+function in a forked child instead:
+
+* the child inherits everything the parent has imported and built (fork: no re-import, no
+  pickling of the model object), makes itself the leader of a new process group and lowers its
+  address-space limit (``RLIMIT_AS``) to what it has at fork time plus the memory budget;
+* the result (or the exception) comes back through a pipe, length-prefixed;
+* the parent waits at most ``timeout`` seconds, then kills the whole process group with SIGKILL;
+  it always kills the group and reaps the child before returning, so no process outlives the
+  call;
+* a death by signal, a timeout or a memory-limit failure becomes an :class:`IsolationError` that
+  says what happened during which step ("crash (SIGSEGV) during onnx.shape_inference ...").
+
+The result travels as a pickle, and only ever from this module's own forked child, which ran the
+package's own code: no byte of an input file is unpickled.
+
+Isolation is on by default where ``os.fork`` exists (POSIX). ``configure(enabled=False)`` (pytest
+``--npu-no-isolate`` / ini ``npu_isolate = false``, or ``NPUCHECK_ISOLATE=0``) runs the functions
+in-process, e.g. for a debugger or a profiler.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+import time
+import traceback
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional, TypeVar
+
+from .errors import NpuCheckError
+
+T = TypeVar("T")
+
+#: Default wall-clock limit of one isolated step, in seconds.
+DEFAULT_TIMEOUT = 600.0
+_HEADER = struct.Struct("!Q")
+_EXIT_UNSENT = 70  # the child could not send its result (e.g. it was not picklable)
+
+
+class IsolationError(NpuCheckError):
+    """An isolated step crashed, timed out or ran out of memory.
+
+    ``kind`` is ``"crash"``, ``"timeout"`` or ``"memory"``; ``step`` names the step."""
+
+    def __init__(self, message: str, *, kind: str, step: str, signal_name: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.step = step
+        self.signal_name = signal_name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_error, (str(self), self.kind, self.step, self.signal_name))
+
+
+def _rebuild_error(message: str, kind: str, step: str, signal_name: Optional[str]) -> IsolationError:
+    return IsolationError(message, kind=kind, step=step, signal_name=signal_name)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How isolated steps run: ``enabled`` (fork a child at all), ``timeout`` in seconds (None: no
+    limit), ``memory_mb`` the address space a child may add to what it inherits (None: half the
+    machine's physical memory, at least 1 GiB; 0: no limit)."""
+
+    enabled: bool = True
+    timeout: Optional[float] = DEFAULT_TIMEOUT
+    memory_mb: Optional[int] = None
+
+
+def env_enabled() -> bool:
+    """False when the environment turns isolation off (``NPUCHECK_ISOLATE=0``)."""
+    return os.environ.get("NPUCHECK_ISOLATE", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+_settings = Settings(enabled=env_enabled() and hasattr(os, "fork"))
+
+
+def settings() -> Settings:
+    return _settings
+
+
+def configure(**changes: Any) -> Settings:
+    """Change the process-wide settings (``enabled``, ``timeout``, ``memory_mb``); returns the old ones."""
+    global _settings
+    old = _settings
+    if "timeout" in changes and changes["timeout"] is not None and changes["timeout"] <= 0:
+        changes["timeout"] = None
+    new = replace(_settings, **changes)
+    if new.enabled and not hasattr(os, "fork"):
+        new = replace(new, enabled=False)
+    _settings = new
+    return old
+
+
+def parse_timeout(value: Any, where: str) -> Optional[float]:
+    """A timeout option value: seconds > 0, or 0 / "none" for no limit."""
+    text = str(value).strip().lower()
+    if text in ("", "none", "0", "off"):
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise NpuCheckError(f"{where}: expected a number of seconds, got {value!r}") from None
+    if not seconds > 0 or seconds != seconds or seconds == float("inf"):
+        raise NpuCheckError(f"{where}: expected a positive number of seconds, got {value!r}")
+    return seconds
+
+
+def _physical_mb() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1 << 20)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _vm_size() -> Optional[int]:
+    """This process's current address-space size in bytes (Linux), else None."""
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def budget_mb(s: Settings) -> Optional[int]:
+    """The memory budget in MiB that applies to a child, or None for no limit."""
+    if s.memory_mb is not None:
+        return s.memory_mb or None
+    phys = _physical_mb()
+    return max(1024, phys // 2) if phys else None
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        return f"signal {num}"
+
+
+def call(step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, in a child process when isolation is enabled.
+
+    ``step`` names what runs (``"onnx.shape_inference"``, ``"export"``, ``"onnxruntime"``) in the
+    message of the :class:`IsolationError` raised when the child crashes, times out or hits the
+    memory limit. Exceptions raised by ``fn`` are re-raised as they are.
+    """
+    s = _settings
+    if not s.enabled:
+        return fn(*args, **kwargs)
+    return _call_in_child(s, step, fn, args, kwargs)
+
+
+def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any, ...],
+                   kwargs: dict[str, Any]) -> T:
+    limit_mb = budget_mb(s)
+    read_fd, write_fd = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_fd)
+        _child(write_fd, limit_mb, fn, args, kwargs)
+    os.close(write_fd)
+    try:
+        os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race
+    except OSError:
+        pass
+    deadline = None if s.timeout is None else time.monotonic() + s.timeout
+    try:
+        payload, timed_out = _receive(read_fd, deadline)
+    finally:
+        os.close(read_fd)
+        _kill_group(pid)
+        status = _reap(pid)
+    if timed_out:
+        raise IsolationError(f"{step} timed out after {s.timeout:g} s (child process killed)",
+                             kind="timeout", step=step)
+    if payload is None:
+        raise _death(step, status, limit_mb)
+    ok, value, cause = pickle.loads(payload)
+    if ok:
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, MemoryError) or isinstance(cause, MemoryError):
+        # the allocation that hit RLIMIT_AS failed (a wrapper may have caught and re-raised it)
+        raise IsolationError(f"{step} killed: memory limit exceeded ({limit_mb} MiB above the parent's size)",
+                             kind="memory", step=step) from None
+    if cause is not None:
+        raise value from cause  # the chain the child saw (tracebacks stay in the child)
+    raise value
+
+
+def _death(step: str, status: int, limit_mb: Optional[int]) -> IsolationError:
+    if os.WIFSIGNALED(status):
+        name = _signal_name(os.WTERMSIG(status))
+        if os.WTERMSIG(status) == signal.SIGKILL:
+            return IsolationError(f"{step} killed (SIGKILL): memory limit or out-of-memory killer "
+                                  f"(budget {limit_mb} MiB)", kind="memory", step=step, signal_name=name)
+        return IsolationError(f"crash ({name}) during {step}", kind="crash", step=step, signal_name=name)
+    code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+    if code == _EXIT_UNSENT:
+        return IsolationError(f"{step}: the child process could not send its result back", kind="crash", step=step)
+    return IsolationError(f"crash (exit code {code}) during {step}: the child process ended without a result",
+                          kind="crash", step=step)
+
+
+def _receive(fd: int, deadline: Optional[float]) -> tuple[Optional[bytes], bool]:
+    """(payload, timed_out): read one length-prefixed message; payload None on EOF before it ends."""
+    buf = bytearray()
+    need: Optional[int] = None
+    while True:
+        if need is None and len(buf) >= _HEADER.size:
+            need = _HEADER.size + _HEADER.unpack_from(buf)[0]
+        if need is not None and len(buf) >= need:
+            return bytes(buf[_HEADER.size:need]), False
+        wait = None if deadline is None else deadline - time.monotonic()
+        if wait is not None and wait <= 0:
+            return None, True
+        try:
+            ready, _, _ = select.select([fd], [], [], wait)
+        except InterruptedError:  # pragma: no cover - PEP 475 retries select
+            continue
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return None, False
+        buf += chunk
+
+
+def _kill_group(pid: int) -> None:
+    """SIGKILL the child's whole process group (the child and anything it started)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _reap(pid: int) -> int:
+    while True:
+        try:
+            return os.waitpid(pid, 0)[1]
+        except InterruptedError:  # pragma: no cover
+            continue
+        except ChildProcessError:  # pragma: no cover - reaped elsewhere (a SIGCHLD handler)
+            return 0
+
+
+def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> None:  # pragma: no cover - runs in the forked child
+    code = 0
+    try:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if limit_mb:
+            _limit_memory(limit_mb)
+        _single_threaded()
+        try:
+            result: tuple[bool, Any, Any] = (True, fn(*args, **kwargs), None)
+        except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+            result = (False, exc, _portable(exc.__cause__) if exc.__cause__ is not None else None)
+        try:
+            data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - e.g. an exception holding an unpicklable object
+            err = result[1] if not result[0] else exc
+            data = pickle.dumps((False, _portable(err), None), protocol=pickle.HIGHEST_PROTOCOL)
+        view = memoryview(_HEADER.pack(len(data)) + data)
+        while view:
+            view = view[os.write(write_fd, view):]
+    except BaseException:  # noqa: BLE001
+        code = _EXIT_UNSENT
+    finally:
+        os._exit(code)
+
+
+def _single_threaded() -> None:  # pragma: no cover - runs in the forked child
+    """Keep the child off the thread pools it inherited in a broken state.
+
+    Only the forking thread exists in the child; an OpenMP pool the parent already used would wait
+    forever for its missing threads (torch intra-op work hangs in the first Conv). One thread is
+    what the plugin uses for ONNX Runtime anyway."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            torch.set_num_threads(1)
+        except Exception:  # noqa: BLE001 - best effort
+            pass
+
+
+def _portable(exc: BaseException) -> BaseException:  # pragma: no cover - runs in the forked child
+    """``exc`` if it survives pickling, else an NpuCheckError with its type and message."""
+    try:
+        pickle.loads(pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL))
+        return exc
+    except Exception:  # noqa: BLE001
+        return NpuCheckError("".join(traceback.format_exception_only(type(exc), exc)).strip())
+
+
+def _limit_memory(limit_mb: int) -> None:  # pragma: no cover - runs in the forked child
+    import resource
+
+    size = _vm_size()
+    if size is None:
+        return
+    cap = size + limit_mb * (1 << 20)
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
