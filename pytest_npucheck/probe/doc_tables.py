@@ -284,6 +284,8 @@ def build_cann(version: str) -> dict[str, dict[str, Any]]:
             notes.append(page["note"])
         if op in carried_pages:
             notes.append(f"the {version} page was not read; facts carried from the {facts['carried_from']} page")
+            if op in facts.get("carried_notes", {}):
+                notes.append(facts["carried_notes"][op])
         if page.get("from_research_note"):
             notes.append("page facts recorded in the project's research note (shared/docs/op-sources.md §2.3)")
         cpu_cases = [c for c in page.get("constraints", []) if c.get("else") == "cpu"]
