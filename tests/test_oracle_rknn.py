@@ -198,3 +198,115 @@ def test_extra_probe_findings_in_table() -> None:
         for node in rec["focus"]:
             got = "npu" if pred[node] == "folded" else pred[node]
             assert got == rec["placement"][node], (pid, node, pred[node], rec["placement"][node])
+
+
+# ------------------------------------------------------------------------------------------------
+# committed RKNN tables vs. the real compiler (every installed rknn-toolkit2 version, every SoC)
+# ------------------------------------------------------------------------------------------------
+
+EXTRA_PYTHONS_VAR = "NPUCHECK_RKNN_PYTHONS"
+"""More rknn venv pythons (os.pathsep-separated), e.g. 2.2.0 and 2.3.2 next to the 2.5.0 one of
+``NPUCHECK_RKNN_PYTHON``; CI installs only 2.5.0, so only its tables are sampled there."""
+
+
+def _installed_rknn() -> dict[str, str]:
+    """``{rknn-toolkit2 version: python}`` for every configured rknn venv."""
+    import subprocess
+
+    pythons = [RKNN_PYTHON] + os.environ.get(EXTRA_PYTHONS_VAR, "").split(os.pathsep)
+    out: dict[str, str] = {}
+    for py in pythons:
+        if not (py and os.path.isfile(py) and os.access(py, os.X_OK)):
+            continue
+        proc = subprocess.run(
+            [py, "-c", "from importlib.metadata import version; print(version('rknn-toolkit2'))"],
+            capture_output=True, text=True, timeout=60)
+        if proc.returncode == 0 and proc.stdout.strip():
+            out.setdefault(proc.stdout.strip(), py)
+    return out
+
+
+def _sample(version: str, soc: str, per_verdict: int = 2) -> list[dict]:
+    """A deterministic sample of single-op probes whose committed placement the table
+    reproduces (not in its errata): ``per_verdict`` each of npu, cpu and unsupported."""
+    import hashlib
+    import json
+
+    repo = Path(__file__).resolve().parent.parent
+    results = json.loads((repo / "probes/rknn" / version / ("%s.results.json" % soc)).read_text())
+    table = json.loads((repo / "op_support_tables/rknn" / version / ("%s.json" % soc)).read_text())
+    errata = "\n".join(table["provenance"]["errata"])
+    picked: list[dict] = []
+    for verdict in ("npu", "cpu", "unsupported"):
+        recs = [r for r in results["probes"]
+                if r["kind"] == "op" and r["verdict"] == verdict and not r.get("config")
+                and not r.get("load") and r["status"] in ("ok", "build_failed", "load_failed")
+                and "probe %s:" % r["id"] not in errata]
+        recs.sort(key=lambda r: hashlib.sha256((soc + r["id"]).encode()).hexdigest())
+        picked += recs[:per_verdict]
+    return picked
+
+
+def _rknn_table_targets() -> list[tuple[str, str, str]]:
+    from pytest_npucheck.tables import Catalog
+
+    installed = _installed_rknn() if RKNN_PYTHON else {}
+    refs = sorted((v, s) for (tc, v, s) in Catalog.discover().refs if tc == "rknn")
+    return [(v, s, installed[v]) for v, s in refs if v in installed]
+
+
+@needs_rknn
+@pytest.mark.parametrize("version,soc,python", _rknn_table_targets() or [
+    pytest.param("-", "-", "-", marks=pytest.mark.skip(reason="no rknn table for the installed "
+                                                             "rknn-toolkit2 version"))])
+def test_table_sample_against_real_compiler(tmp_path: Path, version: str, soc: str,
+                                            python: str) -> None:
+    """Recompile a sample of each table's probes with the real compiler of that version for that
+    SoC (int8 with a calibration set for the int8-only SoCs, as the probes were built): the
+    compiler still places them as recorded, and the table predicts that placement."""
+    from pytest_npucheck.probe.models import build_probes, save_probes
+    from pytest_npucheck.probe.rknn_probe import INT8_ONLY_SOCS, write_calibration
+    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.tables import Catalog
+
+    recs = _sample(version, soc)
+    assert {r["verdict"] for r in recs} >= {"npu", "cpu"}
+    ids = [r["id"] for r in recs]
+    probes = {p.id: p for p in build_probes(ids) if p.id in ids}
+    paths = dict(zip(probes, save_probes(list(probes.values()), tmp_path)))
+    jobs = []
+    for n, pid in enumerate(ids):
+        build = {}
+        if soc in INT8_ONLY_SOCS:
+            build = {"do_quantization": True,
+                     "dataset": write_calibration(probes[pid], tmp_path / ("calib%d" % n))}
+        jobs.append(oracle.ModelJob(path=str(paths[pid]), key=pid, build=build))
+    got = {r.key: r for r in oracle.compile_models(jobs, soc, python, timeout=120)}
+    table = Catalog.discover().table("rknn@%s/%s" % (version, soc))
+    for rec in recs:
+        res = got[rec["id"]]
+        placement = oracle.onnx_placement(res, rec["nodes"])
+        pred = predict(table, probes[rec["id"]].model)
+        for node in rec["focus"]:
+            assert placement[node] == rec["placement"][node], (rec["id"], node, res.status,
+                                                               res.message)
+            want = "unsupported" if res.status != "ok" else placement[node]
+            assert ("npu" if pred[node] == "folded" else pred[node]) == want, (rec["id"], node)
+
+
+@needs_rknn
+def test_int8_build_with_calibration_set(probe_paths: dict[str, str], tmp_path: Path) -> None:
+    """A quantized build (ModelJob.build) compiles to INT8 layers; the fp16 default is unchanged."""
+    from pytest_npucheck.probe.models import build_probes
+    from pytest_npucheck.probe.rknn_probe import write_calibration
+
+    probe = next(p for p in build_probes(["Relu.f32.r4"]) if p.id == "Relu.f32.r4")
+    ds = write_calibration(probe, tmp_path)
+    jobs = [oracle.ModelJob(path=probe_paths["Relu.f32.r4"], key="int8",
+                            build={"do_quantization": True, "dataset": ds}),
+            oracle.ModelJob(path=probe_paths["Relu.f32.r4"], key="fp16")]
+    res = {r.key: r for r in oracle.compile_models(jobs, "rk3588", timeout=120)}
+    assert res["int8"].status == "ok" and res["fp16"].status == "ok"
+    assert {r.dtype for r in res["int8"].rows if r.op_type == "Relu"} == {"INT8"}
+    assert {r.dtype for r in res["fp16"].rows if r.op_type == "Relu"} == {"FLOAT16"}
+    assert oracle.onnx_placement(res["int8"]) == {"Relu_0": "npu"}
