@@ -817,12 +817,22 @@ def _focus_ops(rec: Mapping[str, Any]) -> set[str]:
     return {n["op_type"] for n in rec["nodes"] if n["name"] in focus}
 
 
+#: probe kinds whose nodes sit inside a small network rather than alone between graph input
+#: and output
+IN_NETWORK_KINDS = ("context", "pattern", "prepass")
+
+
 def _score(data: Mapping[str, Any], recs: Sequence[Mapping[str, Any]],
-           facts: Mapping[str, Any]) -> int:
+           facts: Mapping[str, Any]) -> tuple[int, int]:
+    """``(probes inside a network reproduced, all probes reproduced)``. An adjustment must not
+    lose any probe inside a network: a lone Transpose or Reshape between graph input and output
+    can land on the CPU where the same op inside a network runs on the NPU, and users' models
+    are networks."""
     from pytest_npucheck.tables import table_from_data
 
     t = table_from_data(data)
-    return sum(_agrees(t, facts[r["id"]], r) for r in recs)
+    ok = [_agrees(t, facts[r["id"]], r) for r in recs]
+    return (sum(a for a, r in zip(ok, recs) if r["kind"] in IN_NETWORK_KINDS), sum(ok))
 
 
 def _variants(entry: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -879,23 +889,27 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
     for op in ops_to_try:
         key = "ai.onnx:%s" % op
         scope = [r for r in recs if op in _focus_ops(r)]
-        best: tuple[int, str, dict[str, Any]] | None = None
+        n_net = sum(1 for r in scope if r["kind"] in IN_NETWORK_KINDS)
+        base_sc = _score(data, scope, facts)
+        best: tuple[tuple[int, int], str, dict[str, Any]] | None = None
         for what, entry in _variants(data["ops"][key]):
             trial = dict(data)
             trial["ops"] = dict(data["ops"])
             trial["ops"][key] = entry
             sc = _score(trial, scope, facts)
-            if best is None or sc > best[0]:
+            if sc[0] < base_sc[0]:
+                continue  # loses a probe inside a network
+            if best is None or (sc[1], sc[0]) > (best[0][1], best[0][0]):
                 best = (sc, what, entry)
-            if best[0] == len(scope):
+            if best[0] == (n_net, len(scope)):
                 break
-        base_sc = _score(data, scope, facts)
-        if best is None or best[0] <= base_sc or not best[1]:
+        if best is None or not best[1] or (best[0][1], best[0][0]) <= (base_sc[1], base_sc[0]):
             continue
         sc, what, entry = best
-        msg = ("%s %s: the probes of this op reproduce better %s (%d of %d probes agree; "
-               "the %s reading: %d)." % (version, soc, what, sc, len(scope), base_name,
-                                           base_sc))
+        msg = ("%s %s: the probes of this op reproduce better %s (%d of %d probes agree, %d "
+               "of %d inside a network; the %s reading: %d and %d)." % (
+                   version, soc, what, sc[1], len(scope), sc[0], n_net, base_name,
+                   base_sc[1], base_sc[0]))
         entry = dict(entry)
         entry["note"] = "On %s. %s" % (msg, entry["note"]) if entry.get("note") else "On " + msg
         data["ops"][key] = entry
@@ -904,11 +918,11 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
         trial = dict(data)
         trial["patterns"] = [p for p in data["patterns"] if p is not pat]
         with_p, without_p = _score(data, recs, facts), _score(trial, recs, facts)
-        if without_p > with_p:
+        if without_p[1] > with_p[1] and without_p[0] >= with_p[0]:
             data = trial
             changes.append("pattern %s dropped: not fused by %s for %s (%d probes reproduced "
-                           "without it, %d with it)" % (pat["name"], version, soc, without_p,
-                                                        with_p))
+                           "without it, %d with it)" % (pat["name"], version, soc, without_p[1],
+                                                        with_p[1]))
     if changes:
         data["description"] += (
             " Op rules were read from the %s probes and adjusted where this target's probes "
