@@ -33,9 +33,29 @@ def graph_facts(path: Path) -> GraphFacts:
 def _isolated_facts(path: Path) -> GraphFacts:
     """``graph.load_graph`` in a child process (``isolate.py``): onnx's parser and shape inference
     are native code, and a crash or hang there fails this check only."""
-    from . import graph, isolate
+    from . import isolate
 
-    return isolate.call("onnx.shape_inference", graph.load_graph, path)
+    return isolate.call("onnx.shape_inference", _facts_or_model_error, path)
+
+
+def _facts_or_model_error(path: Path) -> GraphFacts:
+    """``graph.load_graph``; an unforeseen exception on a malformed file becomes a ModelError naming
+    the file and where the analysis gave up (found by tests/test_fuzz.py: bit flips leave node names
+    that are not UTF-8, field mutations leave tensors numpy cannot reshape)."""
+    from . import graph
+    from .errors import ModelError, NpuCheckError
+
+    try:
+        return graph.load_graph(path)
+    except (NpuCheckError, MemoryError, RecursionError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the file is untrusted input; say which and where
+        import traceback
+
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" in {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+        raise ModelError(f"{path}: malformed ONNX model: the analysis failed with {type(exc).__name__}: "
+                         f"{str(exc)[:500]}{where}") from None
 
 
 def check_graph(graph: GraphFacts, tables: Sequence[Table]) -> list[TargetResult]:

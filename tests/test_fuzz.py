@@ -1,0 +1,402 @@
+"""Seeded fuzz run: mutated ONNX models and mutated support tables end in a result or a clear error.
+
+Every case is derived from real inputs: a model exported from PyTorch (TorchScript exporter), the
+bundled RKNN and QNN tables. Each case must end in a check result or an ``NpuCheckError`` (a
+native crash in a child process counts as contained, as ``IsolationError``); any other exception
+fails the test with the seeds that reproduce it. The run is bounded by a case budget per
+category (``NPUCHECK_FUZZ_SCALE`` multiplies it), not by time; the counts go to the test output.
+
+Reproduce one case: ``NPUCHECK_FUZZ_SEED=<seed> pytest tests/test_fuzz.py -s``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import random
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+from pytest_npucheck import isolate  # noqa: E402
+from pytest_npucheck.check import check_graph, graph_facts  # noqa: E402
+from pytest_npucheck.errors import NpuCheckError  # noqa: E402
+from pytest_npucheck.isolate import IsolationError  # noqa: E402
+from pytest_npucheck.tables import Catalog, bundled_tables_dir, load_table  # noqa: E402
+
+SCALE = float(os.environ.get("NPUCHECK_FUZZ_SCALE", "1"))
+SEED = int(os.environ.get("NPUCHECK_FUZZ_SEED", "20261130"))
+BUDGET = {  # cases per category
+    "model: bit flips": 60, "model: truncation": 30, "model: field mutations": 90, "model: random ops": 70,
+    "table: text mutations": 40, "table: value mutations": 80,
+}
+TARGETS = ["rknn@2.5.0/rk3588", "qnn@2.51.0/htp-v73"]
+
+
+def _n(category: str) -> int:
+    return max(1, int(BUDGET[category] * SCALE))
+
+
+class _Net(torch.nn.Module):
+    """A small real model: conv, norm, pooling, attention-like matmul, softmax, reshape."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.ln = torch.nn.LayerNorm(16)
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x: Any) -> Any:
+        y = torch.nn.functional.gelu(self.bn(self.conv(x)))
+        y = torch.nn.functional.max_pool2d(y, 2).flatten(2)  # (1, 8, 16)
+        y = self.ln(y)
+        att = torch.softmax(self.fc(y) @ y.transpose(1, 2) / 4.0, dim=-1)
+        return (att @ y).reshape(1, -1).clamp(-3, 3)
+
+
+@pytest.fixture(scope="module")
+def real_model(tmp_path_factory) -> "onnx.ModelProto":
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    d = tmp_path_factory.mktemp("fuzz-export")
+    r = export_model(_Net().eval(), torch.randn(1, 3, 8, 8), ExportOptions(exporter="torchscript", opset=17), d)
+    return onnx.load(str(r.path))
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.discover()
+
+
+@pytest.fixture
+def contained():
+    """Isolation on, with limits small enough for a fuzz case (a mutated dim must not eat the machine)."""
+    before = isolate.settings()
+    isolate.configure(enabled=isolate.env_enabled(), timeout=60, memory_mb=1024)
+    yield
+    isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.counts: dict[str, Counter[str]] = {}
+        self.unexpected: list[str] = []
+
+    def run(self, category: str, seed: int, case: Callable[[], Any]) -> None:
+        c = self.counts.setdefault(category, Counter())
+        c["cases"] += 1
+        try:
+            case()
+            c["result"] += 1
+        except IsolationError as exc:
+            c[f"contained {exc.kind}"] += 1
+        except NpuCheckError as exc:
+            assert str(exc).strip(), "an error without a message"
+            c["clear error"] += 1
+        except Exception as exc:  # noqa: BLE001 - this is what the fuzz run hunts for
+            c["UNEXPECTED"] += 1
+            tb = traceback.extract_tb(exc.__traceback__)
+            where = f" at {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
+            self.unexpected.append(f"{category} seed {seed}: {type(exc).__name__}: {str(exc)[:300]}{where}")
+
+    def lines(self) -> list[str]:
+        out = []
+        for cat, c in self.counts.items():
+            rest = ", ".join(f"{k} {v}" for k, v in sorted(c.items()) if k != "cases")
+            out.append(f"  {cat}: {c['cases']} cases ({rest})")
+        total = sum(c["cases"] for c in self.counts.values())
+        crashes = sum(v for c in self.counts.values() for k, v in c.items() if k == "contained crash")
+        out.append(f"  total {total} cases; unexpected exceptions {len(self.unexpected)}; native crashes "
+                   f"contained {crashes}; crashes of the run 0")
+        return out
+
+
+def _report(tally: Tally, name: str) -> None:
+    print(f"\nfuzz ({name}, seed {SEED}, scale {SCALE:g}):")
+    print("\n".join(tally.lines()))
+    out = os.environ.get("NPUCHECK_FUZZ_JSON")
+    if out:
+        doc = json.loads(Path(out).read_text()) if Path(out).exists() else {}
+        doc[name] = {cat: dict(c) for cat, c in tally.counts.items()}
+        Path(out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    assert not tally.unexpected, "\n".join(tally.unexpected[:20])
+
+
+# -- models -------------------------------------------------------------------------------------
+
+_DTYPES = [TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.INT64, TensorProto.INT8, TensorProto.BOOL,
+           TensorProto.STRING, TensorProto.DOUBLE, TensorProto.UINT8, TensorProto.BFLOAT16, 0, 99]
+_OPS = ["Conv", "Relu", "MatMul", "Softmax", "Reshape", "Gather", "Resize", "LayerNormalization", "Loop", "If",
+        "Frobnicate", "", "Add\x00", "<script>", "x" * 300]
+
+
+def _mutate_fields(m: Any, rng: random.Random) -> None:
+    g = m.graph
+    choice = rng.randrange(16)
+    node = g.node[rng.randrange(len(g.node))] if len(g.node) else None
+    if choice == 0 and node is not None:
+        node.op_type = rng.choice(_OPS)
+    elif choice == 1 and node is not None:
+        node.domain = rng.choice(["com.example", "ai.onnx.ml", "com.microsoft", "ai.onnx", "\u2603"])
+    elif choice == 2 and node is not None and len(node.attribute):
+        del node.attribute[rng.randrange(len(node.attribute))]
+    elif choice == 3 and node is not None and len(node.attribute):
+        a = node.attribute[rng.randrange(len(node.attribute))]
+        kind = rng.randrange(5)
+        name = a.name
+        a.Clear()
+        a.name = name
+        if kind == 0:
+            a.type, a.f = onnx.AttributeProto.FLOAT, rng.choice([float("nan"), -1e30, 0.5])
+        elif kind == 1:
+            a.type, a.i = onnx.AttributeProto.INT, rng.choice([-(2**62), -1, 0, 2**62])
+        elif kind == 2:
+            a.type = onnx.AttributeProto.INTS
+            a.ints.extend(rng.choice([-5, 0, 1, 10**9]) for _ in range(rng.randrange(0, 9)))
+        elif kind == 3:
+            a.type, a.s = onnx.AttributeProto.STRING, rng.choice([b"", b"\xff\xfe", b"nearest", b"x" * 5000])
+        else:
+            a.type = onnx.AttributeProto.GRAPH
+            a.g.name = "empty"
+    elif choice == 4 and node is not None:
+        node.attribute.add(name=rng.choice(["axis", "bogus", "pads", ""]), type=onnx.AttributeProto.INT,
+                           i=rng.randrange(-3, 99))
+    elif choice == 5 and node is not None and len(node.input):
+        node.input[rng.randrange(len(node.input))] = rng.choice(["", "nonexistent", g.output[0].name if len(g.output) else "y"])
+    elif choice == 6 and node is not None:
+        node.output.append(rng.choice([node.output[0] if len(node.output) else "o", "extra", ""]))
+    elif choice == 7 and len(g.initializer):
+        t = g.initializer[rng.randrange(len(g.initializer))]
+        t.data_type = rng.choice(_DTYPES)
+    elif choice == 8 and len(g.initializer):
+        t = g.initializer[rng.randrange(len(g.initializer))]
+        dims = rng.choice([[-1], [0], [2**40, 2**40], [3, 3, 3, 3, 3, 3, 3, 3, 3]])
+        del t.dims[:]
+        t.dims.extend(dims)
+    elif choice == 9 and len(g.input):
+        g.input[rng.randrange(len(g.input))].type.tensor_type.elem_type = rng.choice(_DTYPES)
+    elif choice == 10 and len(g.input):
+        dims = g.input[0].type.tensor_type.shape.dim
+        if len(dims):
+            d = dims[rng.randrange(len(dims))]
+            if rng.random() < 0.5:
+                d.dim_value = rng.choice([-5, 0, 2**40])
+            else:
+                d.dim_param = rng.choice(["", "batch", "\x1b[31m", "n" * 2000])
+    elif choice == 11:
+        del m.opset_import[:]
+        if rng.random() < 0.7:
+            m.opset_import.append(helper.make_opsetid(rng.choice(["", "ai.onnx", "com.example"]),
+                                                      rng.choice([-1, 0, 1, 7, 17, 99, 2**40])))
+    elif choice == 12:
+        m.ir_version = rng.choice([0, 1, 3, 99, -1])
+    elif choice == 13:
+        if rng.random() < 0.5:
+            del g.output[:]
+        else:
+            del g.node[:]
+    elif choice == 14 and len(g.initializer):
+        t = g.initializer[rng.randrange(len(g.initializer))]
+        t.data_location = TensorProto.EXTERNAL
+        t.external_data.add(key="location", value=rng.choice(["../../etc/passwd", "/etc/passwd", "w.bin", ""]))
+    elif node is not None:  # 15: duplicate a node (two producers of one name)
+        g.node.append(copy.deepcopy(node))
+
+
+def _random_op_model(rng: random.Random) -> Any:
+    from onnx import defs
+
+    schemas = [s for s in defs.get_all_schemas() if s.domain == "" and not s.deprecated]
+    s = rng.choice(sorted(schemas, key=lambda s: s.name))
+    n_in = len(s.inputs) + (rng.randrange(0, 3) if s.inputs and s.inputs[-1].option.name == "Variadic" else 0)
+    n_in = max(0, n_in - (rng.randrange(0, 2) if n_in else 0))
+    inputs, vis = [], []
+    for k in range(n_in):
+        shape = [rng.choice([1, 2, 3, 4, "n", None]) for _ in range(rng.randrange(0, 5))]
+        vis.append(helper.make_tensor_value_info(f"in{k}", rng.choice(_DTYPES[:9]), shape))
+        inputs.append(f"in{k}")
+    attrs = {}
+    for name, a in sorted(s.attributes.items()):
+        if rng.random() < 0.5:
+            continue
+        t = a.type
+        A = onnx.AttributeProto
+        if t == A.INT:
+            attrs[name] = rng.choice([-1, 0, 1, 2, 3, 10**6])
+        elif t == A.FLOAT:
+            attrs[name] = rng.choice([0.0, 1e-5, -2.5, float("inf")])
+        elif t == A.INTS:
+            attrs[name] = [rng.choice([-1, 0, 1, 2, 3]) for _ in range(rng.randrange(1, 6))]
+        elif t == A.FLOATS:
+            attrs[name] = [rng.random() for _ in range(rng.randrange(1, 4))]
+        elif t == A.STRING:
+            attrs[name] = rng.choice(["", "constant", "NOTSET", "linear", "\u2603"])
+        elif t == A.STRINGS:
+            attrs[name] = ["a", "b"]
+        elif t == A.TENSOR:
+            attrs[name] = helper.make_tensor("t", TensorProto.FLOAT, [2], [1.0, 2.0])
+    outs = [f"out{k}" for k in range(max(1, len(s.outputs)))]
+    node = helper.make_node(s.name, inputs, outs, name=f"fuzz_{s.name}", **attrs)
+    graph = helper.make_graph([node], "fuzz", vis, [helper.make_empty_tensor_value_info(o) for o in outs])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", rng.choice([11, 13, 17, 19]))],
+                             ir_version=9)
+
+
+def test_fuzz_models(real_model, catalog, tmp_path, contained):
+    tables = [catalog.table(t) for t in TARGETS]
+    data = real_model.SerializeToString()
+    tally = Tally()
+    case_no = 0
+
+    def check(blob: bytes) -> Callable[[], Any]:
+        nonlocal case_no
+        case_no += 1
+        path = tmp_path / f"case{case_no}.onnx"
+        path.write_bytes(blob)
+
+        def run() -> Any:
+            return check_graph(graph_facts(path), tables)
+
+        return run
+
+    for i in range(_n("model: bit flips")):
+        seed = SEED * 1000 + i
+        rng = random.Random(seed)
+        blob = bytearray(data)
+        for _ in range(rng.randrange(1, 9)):
+            blob[rng.randrange(len(blob))] ^= 1 << rng.randrange(8)
+        tally.run("model: bit flips", seed, check(bytes(blob)))
+    for i in range(_n("model: truncation")):
+        seed = SEED * 2000 + i
+        rng = random.Random(seed)
+        tally.run("model: truncation", seed, check(data[:rng.randrange(0, len(data))]))
+    for i in range(_n("model: field mutations")):
+        seed = SEED * 3000 + i
+        rng = random.Random(seed)
+        m = copy.deepcopy(real_model)
+        for _ in range(rng.randrange(1, 4)):
+            _mutate_fields(m, rng)
+        tally.run("model: field mutations", seed, check(m.SerializeToString()))
+    for i in range(_n("model: random ops")):
+        seed = SEED * 4000 + i
+        rng = random.Random(seed)
+        tally.run("model: random ops", seed, check(_random_op_model(rng).SerializeToString()))
+    _report(tally, "models")
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+def _small_real_table(path: Path, rng: random.Random) -> dict[str, Any]:
+    """A real table cut to a few of its ops (validation cost grows with the table size)."""
+    doc = json.loads(path.read_text())
+    keys = sorted(doc["ops"])
+    keep = set(rng.sample(keys, min(6, len(keys)))) | {k for k in ("Conv", "ai.onnx:Conv") if k in doc["ops"]}
+    doc["ops"] = {k: v for k, v in doc["ops"].items() if k in keep}
+    doc.get("provenance", {}).pop("errata", None)
+    return doc
+
+
+def _slots(x: Any, out: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    if isinstance(x, dict):
+        for k, v in x.items():
+            out.append((x, k))
+            _slots(v, out)
+    elif isinstance(x, list):
+        for k, v in enumerate(x):
+            out.append((x, k))
+            _slots(v, out)
+    return out
+
+
+_VALUES = [None, True, 0, -1, 13.0, 2**70, "", "npu", "\x00", "x" * 3000, [], [1, "a"], {}, {"rule": "nope"},
+           {"unexpected": 1}]
+
+
+def _mutate_value(doc: Any, rng: random.Random) -> None:
+    container, key = rng.choice(_slots(doc, []))
+    op = rng.randrange(4)
+    if op == 0:
+        del container[key]
+    elif op == 1:
+        container[key] = copy.deepcopy(rng.choice(_VALUES))
+    elif op == 2 and isinstance(container, dict):
+        container[rng.choice(["dtype", "extra", "opset", key + "_"]) if isinstance(key, str) else "extra"] = 1
+    else:
+        v = container[key]
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            container[key] = rng.choice([-v, v * 1000, str(v), float(v) + 0.5])
+        elif isinstance(v, str):
+            container[key] = rng.choice([v.upper(), v + "x", v[:1], 7])
+        elif isinstance(v, list) and v:
+            container[key] = v * 2 if rng.random() < 0.5 else v[1:]
+        else:
+            container[key] = copy.deepcopy(rng.choice(_VALUES))
+
+
+def _mutate_text(text: str, rng: random.Random) -> str:
+    op = rng.randrange(6)
+    if op == 0:
+        return text[:rng.randrange(len(text))]
+    if op == 1:
+        i = rng.randrange(len(text))
+        return text[:i] + chr(rng.randrange(32, 127)) + text[i + 1:]
+    if op == 2:
+        return text.replace(": 1", ": NaN", 1) if ": 1" in text else text.replace("1", "Infinity", 1)
+    if op == 3:  # a duplicate key
+        return text.replace('"toolchain":', '"toolchain": "x", "toolchain":', 1)
+    if op == 4:
+        return text.replace("]", ",]", 1)
+    return "\ufeff" + text if rng.random() < 0.5 else text.encode("utf-8").decode("latin-1")
+
+
+def test_fuzz_tables(real_model, catalog, tmp_path, contained):
+    model_path = tmp_path / "real.onnx"
+    model_path.write_bytes(real_model.SerializeToString())
+    facts = graph_facts(model_path)
+    sources = sorted(p for p in bundled_tables_dir().rglob("*.json")
+                     if p.name not in ("schema.json", "catalog.json") and p.parts[-3] in ("rknn", "qnn"))
+    assert sources, "no bundled tables found"
+    tally = Tally()
+
+    def case(text: str, n: int) -> Callable[[], Any]:
+        path = tmp_path / f"t{n}" / "table.json"
+        path.parent.mkdir()
+        path.write_bytes(text.encode("utf-8", "surrogatepass"))
+
+        def run() -> Any:
+            return check_graph(facts, [load_table(path)])
+
+        return run
+
+    n = 0
+    for i in range(_n("table: text mutations")):
+        seed = SEED * 5000 + i
+        rng = random.Random(seed)
+        doc = _small_real_table(rng.choice(sources), rng)
+        n += 1
+        tally.run("table: text mutations", seed, case(_mutate_text(json.dumps(doc, indent=1), rng), n))
+    for i in range(_n("table: value mutations")):
+        seed = SEED * 6000 + i
+        rng = random.Random(seed)
+        doc = _small_real_table(rng.choice(sources), rng)
+        for _ in range(rng.randrange(1, 4)):
+            _mutate_value(doc, rng)
+        n += 1
+        tally.run("table: value mutations", seed, case(json.dumps(doc), n))
+    _report(tally, "tables")
+    # the cut, unmutated tables are valid: the mutations, not the cutting, cause the errors
+    rng = random.Random(SEED)
+    for src in sources[:2]:
+        n += 1
+        case(json.dumps(_small_real_table(src, rng)), n)()
