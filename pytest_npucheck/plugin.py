@@ -547,7 +547,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         if numeric_lines:
             parts.append("\n".join(numeric_lines))
         if entry.get("oracle"):
-            from .oracles.oracle import lines as oracle_lines
+            from .report.text import oracle_lines
 
             head = ("oracle (strict): the real toolchain disagrees with the table" if oracle_fails
                     else "oracle: what the real toolchains said")
@@ -1117,7 +1117,7 @@ class _Reporter:
                 tr.write_line(f"FAIL {clean(entry['nodeid'], 300)} numerics"
                               + (f": {clean(num['error'], 300)}" if num.get("error") else ""))
             for o in (entry.get("oracle") or {}).get("targets", []):
-                from .oracles.oracle import lines as oracle_lines
+                from .report.text import oracle_lines
 
                 text = oracle_lines(o)
                 bad = o["status"] == "error" or bool((o.get("agreement") or {}).get("disagreements"))

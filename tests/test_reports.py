@@ -326,3 +326,43 @@ def test_pre_commit_hook_runs_npucheck_check_on_onnx_files(tmp_path, save):
     fail = run(clean, bad)
     assert fail.returncode == 1 and "mode='reflect' not in {'constant'}" in fail.stdout
     assert run().returncode == 0  # nothing staged
+
+
+def test_tightest_margin_is_the_bound_closest_to_failing():
+    def out(cos, norm, max_abs, snr, elem=0.0):
+        return {"checks": [
+            {"metric": "cosine", "measured": cos, "op": ">=", "allowed": 0.9999, "passed": cos >= 0.9999},
+            {"metric": "norm_ratio_deviation", "measured": norm, "op": "<=", "allowed": 5e-3, "passed": norm <= 5e-3},
+            {"metric": "max_abs", "measured": max_abs, "op": "<=", "allowed": 0.01, "passed": max_abs <= 0.01},
+            {"metric": "out_of_tolerance_fraction", "measured": elem, "op": "<=", "allowed": 0.0, "passed": elem == 0},
+            {"metric": "snr_db", "measured": snr, "op": ">=", "allowed": 40.0, "passed": snr >= 40}]}
+
+    # cosine 0.99995 has half its room (1 - 0.9999) left; max abs 0.002 has 80 %: cosine is the tightest
+    assert views.tightest(out(0.99995, 1e-4, 0.002, 60.0)) == "cosine +5e-05"
+    # max abs over its bound, but SNR passes the output: the margin is SNR's, not a negative max abs
+    assert views.tightest(out(1.0, 1e-4, 0.02, 45.0, elem=0.1)) == "snr_db +5"
+    # both the element-wise clause and SNR fail: the better of the two, negative
+    assert views.tightest(out(1.0, 1e-4, 0.02, 35.0, elem=0.1)) == "snr_db -5"
+    assert views.tightest({"checks": []}) == "-"
+
+
+def test_oracle_text_lines_name_the_table_bug_and_the_numbers():
+    from pytest_npucheck.report.text import oracle_lines
+
+    o = {"target": "rknn@2.5.0/rk3588", "toolchain": "rknn", "status": "ran", "reason": "", "package": "rknn-toolkit2",
+         "package_version": "2.5.0", "toolchain_version": "2.5.0", "precision": "fp16", "build_status": "ok",
+         "build_message": "", "notes": [], "agreement": {"nodes": 3, "agree": 2, "disagreements": [
+             {"node": "/erf\x1b", "op_type": "Erf", "static": "npu", "real": "cpu", "kind": "missed_fallback",
+              "reasons": [], "real_reasons": ["Erf on CPU"]}]},
+         "numerics": {"candidate": "RKNN simulator fp16", "reference": "pytorch", "status": "ok", "comparison": {
+             "policy": "fp16", "outputs": [{"name": "y", "passed": True, "metrics": {
+                 "max_abs": 0.000549, "cosine": 0.99999995, "snr_db": 70.1}}]}}}
+    text = oracle_lines(o)
+    assert text[0] == ("oracle rknn@2.5.0/rk3588: rknn-toolkit2 2.5.0 built the model at fp16; real placement "
+                       "agrees with the table on 2 of 3 node(s)")
+    assert text[1] == ("  TABLE BUG Erf /erf\\x1b: the table says it stays on the NPU, the toolchain runs it on the "
+                       "CPU (a missed fallback) (toolchain: Erf on CPU)")
+    assert text[2] == ("  numerics RKNN simulator fp16 vs pytorch, output y: PASS max_abs 0.000549 cosine 1 "
+                       "snr 70.1 dB (policy fp16)")
+    assert oracle_lines({"target": "qnn@2.51.0/htp-v73", "status": "unavailable", "reason": "not installed"}) == [
+        "oracle qnn@2.51.0/htp-v73: not run: not installed"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from ..result import NodeResult, TargetResult
 
@@ -152,3 +152,52 @@ def render_fixes(plan: Any) -> list[str]:
     if plan.combined is not None:
         lines.append(f"  with every checked fix together: {_verified(plan.combined)}")
     return lines
+
+
+def oracle_lines(j: Mapping[str, Any]) -> list[str]:
+    """What a real toolchain said about one target (an ``oracle.targets[]`` entry of the JSON report):
+    the headline, one ``TABLE BUG`` line per disagreement, notes, and the numerics per output."""
+    head = f"oracle {j['target']}: "
+    if j["status"] != "ran":
+        word = "not run" if j["status"] == "unavailable" else "ERROR"
+        return [head + f"{word}: {clean(j['reason'], 600)}"]
+    built = "built the model" if j["build_status"] == "ok" else f"REJECTED the model ({j['build_status']})"
+    a = j.get("agreement") or {}
+    tool = f"{j['package']} {j.get('package_version') or '?'}"
+    if j["toolchain"] == "qnn":
+        tool += f" (QNN {j.get('toolchain_version') or '?'})"
+    out = [head + f"{tool} {built} at {j['precision']}; "
+                  f"real placement agrees with the table on {a.get('agree', 0)} of {a.get('nodes', 0)} node(s)"]
+    if j["build_status"] != "ok" and j.get("build_message"):
+        out.append("  toolchain: " + clean(j["build_message"].splitlines()[0], 400))
+    for d in a.get("disagreements", []):
+        what = {"missed_fallback": "the table says it stays on the NPU, the toolchain runs it on the CPU "
+                                   "(a missed fallback)",
+                "false_alarm": "the table says it leaves the NPU, the toolchain runs it on the NPU "
+                               "(a false alarm)"}.get(d["kind"], f"the table says {d['static']}, the toolchain "
+                                                                 f"says {d['real']}")
+        said = "; ".join(d.get("real_reasons") or [])
+        out.append(f"  TABLE BUG {clean(d['op_type'], 40)} {clean(d['node'])}: {what}"
+                   + (f" (toolchain: {clean(said, 300)})" if said else ""))
+    for n in j.get("notes", []):
+        out.append("  note: " + clean(n, 400))
+    num = j.get("numerics") or {}
+    if num:
+        if num.get("status") != "ok":
+            out.append(f"  numerics ({num['candidate']}): not compared: {clean(num.get('message') or '', 300)}")
+        else:
+            for o_ in (num.get("comparison") or {}).get("outputs", []):
+                m = o_.get("metrics") or {}
+                out.append(f"  numerics {num['candidate']} vs {num['reference']}, output {clean(o_['name'], 60)}: "
+                           f"{'PASS' if o_['passed'] else 'FAIL'} max_abs {_g4(m.get('max_abs'))} cosine "
+                           f"{_g4(m.get('cosine'))} snr {_g4(m.get('snr_db'))} dB "
+                           f"(policy {num['comparison'].get('policy')})")
+    return out
+
+
+def _g4(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    return f"{x:.4g}"
