@@ -11,6 +11,13 @@ produced by :mod:`pytest_npucheck.probe.rknn_probe`); every entry and constraint
 that show it.  Where Rockchip's published operator list (2.3.2) states a limit the 2.5.0 compiler
 does not enforce, the entry follows the compiler and says so in its note.
 
+The hand-written rules were read from the 2.5.0/rk3588 probes. For any other version or SoC,
+:func:`adapt_to_results` adjusts them per op to that target's own probe results (drop a
+constraint, or a plain npu/cpu/unsupported status, whichever reproduces strictly more of the op's
+probes without losing one inside a network), drops fused patterns its probes do not show, and
+states each adjustment in the op's note. rv1106 probes are int8 builds; their tables say
+``precision.default = int8``.
+
 After building, the table is checked against every probe with the plugin's own matcher; probes where
 the table cannot express the compiler's behaviour are listed in ``provenance.errata``.
 The output is validated against ``op_support_tables/schema.json``.
@@ -846,8 +853,9 @@ def _variants(entry: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             e["constraints"] = rest
         else:
             e.pop("constraints", None)
-        out.append(("without the %s constraint (%s)" % (c["rule"], json.dumps(
-            c.get("params", {}), sort_keys=True)), e))
+        params = json.dumps(c.get("params", {}), sort_keys=True)
+        out.append(("without the %s constraint %s" % (
+            c["rule"], params if len(params) <= 80 else params[:77] + "..."), e))
     for status in ("npu", "cpu", "unsupported"):
         if status == entry["status"] and not cons:
             continue
@@ -885,7 +893,7 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
             if "ai.onnx:%s" % op in data["ops"] and op not in ops_to_try:
                 ops_to_try.append(op)
     changes: list[str] = []
-    base_name = "rknn-toolkit2 %s / %s" % BASE_TARGET
+    base_name = "%s/%s" % BASE_TARGET
     for op in ops_to_try:
         key = "ai.onnx:%s" % op
         scope = [r for r in recs if op in _focus_ops(r)]
@@ -906,12 +914,13 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
         if best is None or not best[1] or (best[0][1], best[0][0]) <= (base_sc[1], base_sc[0]):
             continue
         sc, what, entry = best
-        msg = ("%s %s: the probes of this op reproduce better %s (%d of %d probes agree, %d "
-               "of %d inside a network; the %s reading: %d and %d)." % (
+        msg = ("%s/%s probes: %s (%d of %d probes of the op reproduced, %d of %d inside a "
+               "network; with the %s rules: %d and %d)" % (
                    version, soc, what, sc[1], len(scope), sc[0], n_net, base_name,
                    base_sc[1], base_sc[0]))
         entry = dict(entry)
-        entry["note"] = "On %s. %s" % (msg, entry["note"]) if entry.get("note") else "On " + msg
+        entry["note"] = ("%s. %s: %s" % (msg, base_name, entry["note"]) if entry.get("note")
+                         else msg + ".")
         data["ops"][key] = entry
         changes.append("%s: %s" % (op, msg))
     for pat in list(data.get("patterns") or []):
