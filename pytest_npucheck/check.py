@@ -31,11 +31,34 @@ def graph_facts(path: Path) -> GraphFacts:
 
 
 def _isolated_facts(path: Path) -> GraphFacts:
-    """``graph.load_graph`` in a child process (``isolate.py``): onnx's parser and shape inference
-    are native code, and a crash or hang there fails this check only."""
+    """``graph.load_graph``, after its native steps ran once in a child process (``isolate.py``).
+
+    onnx's parser and shape inference are C++ that crashes and hangs on some models: the child
+    parses the file and runs the same shape inference first, so a crash or a hang fails this check
+    only. The facts themselves are built here: a child could build them too, but sending them back
+    (and the child's copy-on-write page faults) cost more than the parse and inference repeated
+    in-process (scripts/isolation_overhead.py)."""
     from . import isolate
 
-    return isolate.call("onnx.shape_inference", _facts_or_model_error, path)
+    if isolate.settings().enabled:
+        isolate.call("onnx.shape_inference", _native_steps, path)
+    return _facts_or_model_error(path)
+
+
+def _native_steps(path: Path) -> None:
+    """Parse ``path`` as graph.py does (every bad-file check included) and run shape inference."""
+    from onnx import shape_inference
+
+    import inspect
+
+    from .graph import load_model_proto
+
+    light = "weights" in inspect.signature(load_model_proto).parameters  # without large weight values
+    model = load_model_proto(path, weights=False) if light else load_model_proto(path)
+    try:
+        shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # noqa: BLE001 - inference errors are graph.py's to report (unknown shapes)
+        pass
 
 
 def _facts_or_model_error(path: Path) -> GraphFacts:

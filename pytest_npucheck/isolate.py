@@ -10,8 +10,8 @@ function in a forked child instead:
   address-space limit (``RLIMIT_AS``) to what it has at fork time plus the memory budget;
 * the result (or the exception) comes back through a pipe, length-prefixed;
 * the parent waits at most ``timeout`` seconds, then kills the whole process group with SIGKILL;
-  it always kills the group and reaps the child before returning, so no process outlives the
-  call;
+  it kills the group before returning in every case, so no process outlives the call (a child
+  that delivered its result is reaped at a later call rather than waited for);
 * a death by signal, a timeout or a memory-limit failure becomes an :class:`IsolationError` that
   says what happened during which step ("crash (SIGSEGV) during onnx.shape_inference ...").
 
@@ -175,12 +175,17 @@ def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any
     except OSError:
         pass
     deadline = None if s.timeout is None else time.monotonic() + s.timeout
+    payload, timed_out, status = None, False, 0
     try:
         payload, timed_out = _receive(read_fd, deadline)
     finally:
         os.close(read_fd)
         _kill_group(pid)
-        status = _reap(pid)
+        if payload is None:
+            status = _reap(pid)  # how it died is the message
+        else:
+            _ZOMBIES.append(pid)  # killed; reaped without waiting for the kernel to free its memory
+        _reap_zombies()
     if timed_out:
         raise IsolationError(f"{step} timed out after {s.timeout:g} s (child process killed)",
                              kind="timeout", step=step)
@@ -245,6 +250,20 @@ def _kill_group(pid: int) -> None:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+_ZOMBIES: list[int] = []
+
+
+def _reap_zombies() -> None:
+    """Reap the children killed after they sent their result, those that have gone by now."""
+    for pid in list(_ZOMBIES):
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _ZOMBIES.remove(pid)
 
 
 def _reap(pid: int) -> int:

@@ -69,7 +69,8 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         raise NpuCheckError(f"{path}: refusing to write through a symbolic link")
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -82,3 +83,46 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def remove_stale_temps(path: Path) -> list[Path]:
+    """Delete the temporary files that writers of ``path`` killed mid-write left behind.
+
+    :func:`write_atomic` names them ``.<name>.<pid>.<random>.tmp``; one whose writer process is
+    gone is debris (a ``kill -9`` between create and replace). Files of a live writer, and files
+    that do not follow the pattern, are left alone. Returns what was removed."""
+    path = Path(path)
+    removed = []
+    prefix = f".{path.name}."
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        pid_text = name[len(prefix):].split(".", 1)[0]
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            continue
+        try:
+            os.unlink(path.parent / name)
+            removed.append(path.parent / name)
+        except OSError:
+            pass
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (killed, not yet reaped) has stopped writing
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[-1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
