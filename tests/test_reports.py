@@ -366,3 +366,29 @@ def test_oracle_text_lines_name_the_table_bug_and_the_numbers():
                        "snr 70.1 dB (policy fp16)")
     assert oracle_lines({"target": "qnn@2.51.0/htp-v73", "status": "unavailable", "reason": "not installed"}) == [
         "oracle qnn@2.51.0/htp-v73: not run: not installed"]
+
+
+def test_golden_and_deployment_budgets_in_markdown_and_html():
+    comparison = {"passed": True, "policy": "fp32", "missing": [], "extra": [], "unknown_overrides": [],
+                  "outputs": [{"name": "logits", "passed": True, "reasons": [], "checks": [
+                      {"metric": "cosine", "measured": 1.0, "op": ">=", "allowed": 0.999999, "passed": True}],
+                      "metrics": {"max_abs": 3e-7, "mean_abs": 1e-7, "cosine": 1.0, "snr_db": 130.0,
+                                  "norm_ratio": 1.0}}]}
+    numerics = {"enabled": True, "passed": False, "release": "1.2.0", "notes": [], "onnx_vs_pytorch": comparison,
+                "emulation": [], "golden": {"status": "passed", "message": "golden matches", "comparison": comparison},
+                "targets": [{"target": T, "release": "1.2.0", "key": "toy@*", "max_cpu_fallback_nodes": 1,
+                             "min_npu_share": 0.9, "cpu_fallback_nodes": 2, "npu_share": 0.8,
+                             "problems": ["2 CPU-fallback nodes > 1"]}]}
+    doc = run_document([{"nodeid": "t.py::test_a", "status": "failed", "error": None, "export": None,
+                         "targets": [], "numerics": numerics}])
+    assert validate(doc) == []
+    md = md_report.render(doc)
+    assert md.startswith("## NPU check: failed")  # a numeric failure fails the run's headline too
+    assert "| stored golden \\(passed\\) | - | logits | pass | golden outputs | 3e-07 |" in md
+    assert ("| toy@1.0/soc\\-a | toy@\\* | CPU\\-fallback nodes 2 \\(max 1\\); NPU share 80.0% \\(min 90.0%\\) | "
+            "**FAIL** (2 CPU\\-fallback nodes &gt; 1) | \\-1 node\\(s\\), \\-10.0% share |") in md
+    assert "budgets of release 1.2.0" in md
+    page = html_report.render(doc)
+    assert "<title>NPU check: failed</title>" in page
+    assert '<tr class="golden"><td>stored golden (passed)</td>' in page
+    assert "<td>-1 node(s), -10.0% share</td>" in page

@@ -13,7 +13,7 @@ import html as _html
 from typing import Any, Mapping, Optional, Sequence
 
 from .text import clean
-from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows
+from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -209,8 +209,9 @@ def render(doc: Mapping[str, Any]) -> str:
             sec += _node_table(tr)
             sec.append("</section>")
             sections.append("".join(sec))
-    ok = failing == 0 and not errors and not (stale and base.get("strict"))
     totals = doc.get("totals", {})
+    ok = (failing == 0 and not errors and not (stale and base.get("strict"))
+          and not totals.get("failed", 0))  # a test can fail on its numerics alone
     head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -283,7 +284,8 @@ def _numerics_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     for t in tests:
         rows = numerics_rows(t)
-        if not rows:
+        budgets = target_budget_rows(t)
+        if not rows and not budgets:
             continue
         num = t.get("numerics") or {}
         word = "" if not num.get("enabled") else (
@@ -305,6 +307,13 @@ def _numerics_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
                                  fmt(r.get("snr_db")), fmt(r.get("norm_ratio"), 6), r["budget"], r["margin"]])
                        + "</tr>")
         out.append("</tbody></table>")
+        if budgets:
+            out.append('<table class="target-budgets"><thead><tr><th>target</th><th>deployment budget</th>'
+                       "<th>measured (limit)</th><th>result</th><th>margin</th></tr></thead><tbody>")
+            for b in budgets:
+                res = '<span class="pass">pass</span>' if b["passed"] else f'<span class="fail">FAIL</span> ({h(b["problems"], 300)})'
+                out.append(f"<tr>{_cells([b['target'], b['budget'], b['limits']])}<td>{res}</td>{_cells([b['margin']])}</tr>")
+            out.append("</tbody></table>")
     if not out:
         return []
     return ['<section id="numerics"><h2>Numerics</h2><p>Outputs of each candidate against the reference: the exported '

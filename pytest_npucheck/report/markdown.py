@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows
+from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
@@ -96,8 +96,9 @@ def render(doc: Mapping[str, Any]) -> str:
                 rows_acc.append([esc(tr["target"]), esc(t['nodeid']), esc(n["op_type"], 40),
                                  esc(a['node']), n["verdict"], esc(_where(n.get("source"))), reason])
     stale = base.get("stale") or []
-    ok = failed_targets == 0 and not errors and not (stale and base.get("strict"))
     totals = doc.get("totals", {})
+    ok = (failed_targets == 0 and not errors and not (stale and base.get("strict"))
+          and not totals.get("failed", 0))  # a test can fail on its numerics alone
     lines = [f"## NPU check: {'passed' if ok else 'failed'}", ""]
     lines.append(f"{totals.get('tests', len(tests))} checked test(s): {totals.get('passed', 0)} passed, "
                  f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error; "
@@ -156,7 +157,8 @@ def _numerics_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
     blocks: list[str] = []
     for t in tests:
         rows = numerics_rows(t)
-        if not rows:
+        budgets = target_budget_rows(t)
+        if not rows and not budgets:
             continue
         num = t.get("numerics") or {}
         word = "" if not num.get("enabled") else (" (passed)" if num.get("passed") else " (**failed**)")
@@ -171,7 +173,12 @@ def _numerics_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
                                f" ({esc(r['reasons'], 200)})" if r.get("reasons") else ""),
                            esc(r["reference"]), fmt(r.get("max_abs")), fmt(r.get("mean_abs")), fmt(r.get("cosine"), 6),
                            fmt(r.get("snr_db")), fmt(r.get("norm_ratio"), 6), esc(r["budget"]), esc(r["margin"])]
-                          for r in rows])
+                          for r in rows]) if rows else []
+        if budgets:
+            blocks += [""] + _table(["target", "deployment budget", "measured (limit)", "result", "margin"],
+                                    [[esc(b["target"]), esc(b["budget"]), esc(b["limits"]),
+                                      "pass" if b["passed"] else f"**FAIL** ({esc(b['problems'], 300)})",
+                                      esc(b["margin"])] for b in budgets])
     if not blocks:
         return []
     return ["", "### Numerics", "",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-__all__ = ["numerics_rows", "oracle_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
+__all__ = ["numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
 
 _REFERENCE = {"pytorch": "PyTorch", "onnxruntime_fp32": "ONNX Runtime fp32"}
 
@@ -97,6 +97,15 @@ def numerics_rows(test: Mapping[str, Any]) -> list[dict[str, Any]]:
             rows += _rows_of(comp, {"candidate": f"{e['precision']} emulated (ONNX Runtime)", "target": e["target"],
                                     "kind": "emulated", "reference": "ONNX Runtime fp32",
                                     "budget": _budget_label(e.get("budget"), (comp or {}).get("policy", ""))})
+        golden = num.get("golden") or {}
+        if golden:
+            base = {"candidate": f"stored golden ({golden.get('status')})", "target": "", "kind": "golden",
+                    "reference": "golden outputs", "budget": "default fp32"}
+            if golden.get("comparison"):
+                rows += _rows_of(golden["comparison"], base)
+            else:
+                rows.append({**base, "output": "", "passed": golden.get("status") == "passed", "margin": "-",
+                             "reasons": golden.get("message") or ""})
     for o in (test.get("oracle") or {}).get("targets", []):
         n = o.get("numerics") or {}
         if not n:
@@ -136,6 +145,23 @@ def numerics_context(test: Mapping[str, Any]) -> str:
     out += list(dict.fromkeys(parts))
     out += list(num.get("notes") or [])
     return "; ".join(out)
+
+
+def target_budget_rows(test: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The deployment budgets applied per target: CPU-fallback nodes and NPU share against their limits."""
+    rows = []
+    for t in (test.get("numerics") or {}).get("targets", []):
+        limits, margins = [], []
+        if t.get("max_cpu_fallback_nodes") is not None:
+            limits.append(f"CPU-fallback nodes {t.get('cpu_fallback_nodes')} (max {t['max_cpu_fallback_nodes']})")
+            margins.append(f"{t['max_cpu_fallback_nodes'] - int(t.get('cpu_fallback_nodes') or 0):+d} node(s)")
+        if t.get("min_npu_share") is not None and t.get("npu_share") is not None:
+            limits.append(f"NPU share {float(t['npu_share']):.1%} (min {float(t['min_npu_share']):.1%})")
+            margins.append(f"{float(t['npu_share']) - float(t['min_npu_share']):+.1%} share")
+        rows.append({"target": t.get("target", ""), "budget": str(t.get("key", "")), "limits": "; ".join(limits) or "-",
+                     "margin": ", ".join(margins) or "-", "passed": not t.get("problems"),
+                     "problems": "; ".join(t.get("problems") or [])})
+    return rows
 
 
 def oracle_rows(test: Mapping[str, Any]) -> list[dict[str, Any]]:
