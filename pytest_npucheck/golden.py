@@ -179,6 +179,7 @@ class GoldenStore:
         path = self.path_for(test_id, filename)
         obtained = self.obtained_path(path)
         if update:
+            _refuse_nonfinite(path, outputs, policy)
             _write_npz(path, test_id, inputs or {}, outputs)
             if obtained.exists() and not obtained.is_symlink():
                 obtained.unlink()
@@ -215,6 +216,54 @@ class GoldenStore:
             f" {obtained} (accept them with {UPDATE_OPTION})",
             obtained, comp,
         )
+
+
+def _refuse_nonfinite(path: Path, outputs: Mapping[str, Any], policy: Policy | str) -> None:
+    """A golden with NaN or inf would make every later comparison meaningless: refuse to write
+    one unless the tolerance of that output allows non-finite values (``allow_nonfinite``)."""
+    import numpy as np
+
+    from .numerics import policy_for
+
+    pol = policy if isinstance(policy, Policy) else policy_for(str(policy))
+    for name, value in outputs.items():
+        arr = np.asarray(value)
+        if arr.dtype.kind not in "fc" or pol.for_output(name).allow_nonfinite:
+            continue
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            first = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise GoldenError(
+                f"{path}: refusing to write a golden with non-finite values: output {name!r} has "
+                f"{int(np.isnan(arr).sum())} NaN and {int(np.isinf(arr).sum())} inf, the first at index {first}; "
+                "fix the model, or allow non-finite values for this output in its tolerance (allow_nonfinite)")
+
+
+def _check_sizes(path: Path, raw: bytes) -> None:
+    """Every array's header must declare exactly the bytes its member holds (a forged shape would
+    make numpy allocate for it first)."""
+    import math
+
+    import numpy as np
+
+    fmt = np.lib.format
+    with zipfile.ZipFile(io.BytesIO(raw)) as zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            with zf.open(info) as fh:
+                version = fmt.read_magic(fh)
+                read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                shape, _, dtype = read_header(fh)
+                header = fh.tell()
+            name = info.filename[: -len(".npy")]
+            if dtype.hasobject:
+                continue  # a pickle: np.load(allow_pickle=False) refuses it without unpickling
+            declared = math.prod(shape) * dtype.itemsize
+            if declared != info.file_size - header:
+                raise GoldenError(f"{path}: array {name!r} declares shape {tuple(shape)} {dtype} ({declared} bytes) "
+                                  f"but holds {info.file_size - header} bytes: golden too large or invalid; "
+                                  f"delete it and re-create it with {UPDATE_OPTION}")
 
 
 def _input_problems(stored: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
@@ -267,6 +316,7 @@ def read_golden(path: Path) -> Golden:
     outputs: dict[str, Any] = {}
     test_id = ""
     try:
+        _check_sizes(path, raw)
         with np.load(io.BytesIO(raw), allow_pickle=False) as data:
             for key in data.files:
                 arr = data[key]
