@@ -58,7 +58,9 @@ def render_table(table: Table) -> str:
     if table.patterns:
         lines += ["## Fused patterns", "", "| pattern | ops | fused op | runs on |", "|---|---|---|---|"]
         for p in table.patterns:
-            ops = " -> ".join(op.split(":", 1)[1] for _, op, _ in p.nodes)
+            at = {pid: ", ".join(f"{ref} at input {idx}" for q, ref, idx in p.positions if q == pid)
+                  for pid, _, _ in p.nodes}
+            ops = " -> ".join(op.split(":", 1)[1] + (f" ({at[pid]})" if at[pid] else "") for pid, op, _ in p.nodes)
             lines.append(f"| {p.name} | {ops} | {p.fused_op} | {_STATUS.get(p.status, p.status)} |")
         lines.append("")
     lines += ["## Operators", "", "| op | runs on | opsets | constraints | source |", "|---|---|---|---|---|"]

@@ -69,7 +69,9 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             pattern, anchor = pre.fused[node.index]
             fused_into = f"{pattern.fused_op} ({pattern.name}, anchored at {graph.nodes[anchor].name})"
             verdict = pattern.status
-            reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, which runs on the CPU", verdict)]
+            what = "which runs on the CPU" if verdict == "cpu" else "which the compiler rejects (no CPU fallback)"
+            note = f" ({pattern.description})" if pattern.description else ""
+            reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict)]
         else:
             verdict, reasons = judge_node(node, table, view)
         results.append(NodeResult(

@@ -32,9 +32,11 @@ class GraphView:
     def __init__(self, graph: GraphFacts, pre: PrepassResult) -> None:
         self.graph = graph
         self.pre = pre
+        self._const, self._tensors = pre.const, graph.tensors  # read for every rule of every node
 
     def tensor(self, name: str) -> Optional[TensorInfo]:
-        return self.pre.const.get(name) or self.graph.tensor(name)
+        info = self._const.get(name)
+        return info if info is not None else self._tensors.get(name)
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self.graph, item)
@@ -64,8 +66,11 @@ def _is_const(graph: GraphFacts, pre: PrepassResult, name: str) -> bool:
 
 
 def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
+    outputs = set(graph.outputs)
     for node in graph.nodes:
         if node.op_type in IDENTITY_OPS and node.domain == "ai.onnx":
+            if not node.graph and node.outputs and node.outputs[0] in outputs:
+                continue  # it produces a graph output: kept (and placed) like any op
             if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1] and graph.consumers.get(node.outputs[1]):
                 continue  # the mask is used: not an inference no-op
             pre.folded[node.index] = f"{node.op_type} is removed by the compiler (no-op at inference)"
@@ -142,9 +147,19 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, pattern: Pattern, anchor:
     """Backtracking match: pattern node k must consume an output of each node in its `after`."""
     ids = [pid for pid, _, _ in pattern.nodes]
     assigned: dict[str, int] = {ids[0]: anchor.index}
+    positions: dict[str, list[tuple[str, int]]] = {}
+    for pid, ref, idx in pattern.positions:
+        positions.setdefault(pid, []).append((ref, idx))
+
+    def in_position(cand: int, pid: str) -> bool:
+        inputs = graph.nodes[cand].inputs
+        for ref, idx in positions.get(pid, ()):
+            if idx >= len(inputs) or inputs[idx] not in graph.nodes[assigned[ref]].outputs:
+                return False
+        return True
 
     def candidates(k: int) -> list[int]:
-        _, op, after = pattern.nodes[k]
+        pid, op, after = pattern.nodes[k]
         sets = []
         for ref in after:
             src = graph.nodes[assigned[ref]]
@@ -155,7 +170,7 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, pattern: Pattern, anchor:
         common = set.intersection(*sets) if sets else set()
         used = set(assigned.values())
         return sorted(i for i in common if graph.nodes[i].key == op and i not in used
-                      and i not in pre.folded and i not in pre.fused)
+                      and i not in pre.folded and i not in pre.fused and in_position(i, pid))
 
     def solve(k: int) -> bool:
         if k == len(pattern.nodes):

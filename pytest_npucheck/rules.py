@@ -240,6 +240,65 @@ def rule_attr_not_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return None
 
 
+# ops whose list attributes default to values ONNX states in words only (one per spatial axis)
+_SPATIAL_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv", "MaxPool",
+                          "AveragePool", "LpPool", "MaxUnpool"})
+_WEIGHT_INPUT = {"Conv": 1, "ConvTranspose": 1, "ConvInteger": 1, "DeformConv": 1, "QLinearConv": 3}
+
+
+def implicit_default(node: NodeFact, name: str, graph: GraphFacts) -> tuple[Any, str]:
+    """The value an absent attribute takes when the ONNX schema gives no default_value.
+
+    ``strides``/``dilations`` are 1 and ``pads``/``output_padding`` 0 on every spatial axis;
+    ``kernel_shape`` of a convolution is the weight's spatial shape; ``pads`` under
+    ``auto_pad=SAME_*`` are computed from the static input shape. Returns ``(None, why)``
+    when the default cannot be known (unknown op, unknown rank or shape).
+    """
+    if node.op_type not in _SPATIAL_OPS or node.domain != "ai.onnx":
+        return None, f"{node.op_type} has no schema default for {name}"
+    x = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    wi = _WEIGHT_INPUT.get(node.op_type)
+    wname = node.inputs[wi] if wi is not None and wi < len(node.inputs) else ""
+    wt = graph.tensor(wname) if wname else None
+    spatial = None
+    if x is not None and x.shape is not None:
+        spatial = len(x.shape) - 2
+    elif wt is not None and wt.shape is not None:
+        spatial = len(wt.shape) - 2
+    elif isinstance(node.attrs.get("kernel_shape"), (list, tuple)):
+        spatial = len(node.attrs["kernel_shape"])
+    if spatial is None or spatial < 1:
+        return None, "input rank unknown"
+    if name in ("strides", "dilations"):
+        return [1] * spatial, ""
+    if name == "output_padding":
+        return [0] * spatial, ""
+    kernel = node.attrs.get("kernel_shape")
+    if kernel is None and wt is not None and wt.shape is not None and all(isinstance(d, int) for d in wt.shape[2:]):
+        kernel = list(wt.shape[2:])
+    if name == "kernel_shape":
+        return (list(kernel), "") if kernel is not None else (None, "weight shape unknown")
+    if name == "pads":
+        auto = node.attrs.get("auto_pad", "NOTSET")
+        auto = auto.decode() if isinstance(auto, bytes) else auto
+        if auto in ("NOTSET", "VALID", None, ""):
+            return [0] * (2 * spatial), ""
+        if node.op_type == "ConvTranspose":
+            return None, f"auto_pad={auto} pads depend on the output shape"
+        if kernel is None or x is None or x.shape is None or not all(isinstance(d, int) for d in x.shape[2:]):
+            return None, f"auto_pad={auto} with unknown input shape or kernel"
+        strides = node.attrs.get("strides") or [1] * spatial
+        dil = node.attrs.get("dilations") or [1] * spatial
+        begins, ends = [], []
+        for size, k, s, d in zip(x.shape[2:], kernel, strides, dil):
+            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
+            small = total // 2
+            begins.append(small if auto == "SAME_UPPER" else total - small)
+            ends.append(total - small if auto == "SAME_UPPER" else small)
+        return begins + ends, ""
+    return None, f"{node.op_type} has no schema default for {name}"
+
+
 @rule("attr_range", "attribute")
 def rule_attr_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every value of attribute {attr} must be in {range}."""
@@ -247,7 +306,9 @@ def rule_attr_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
     lo, hi = params.get("min"), params.get("max")
     present, value = _attr(node, name)
     if not present or value is None:
-        return None  # an absent attribute with no default takes the op's natural value
+        value, why = implicit_default(node, name, graph)
+        if value is None:
+            return f"{name} is not set and its ONNX default is not known here ({why})"
     values = value if isinstance(value, (list, tuple)) else [value]
     bad = [v for v in values if not isinstance(v, (int, float)) or not _in_range(v, lo, hi)]
     if bad:

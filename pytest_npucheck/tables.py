@@ -92,6 +92,9 @@ class Pattern:
     fused_op: str
     status: str
     source: str
+    # (node id, earlier node id, input index): that node's output must enter this one at that input
+    positions: tuple[tuple[str, str, int], ...] = ()
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -213,6 +216,14 @@ def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, st
             seen.add(node.get("id"))
             if j > 0 and not node.get("after"):
                 problems.append(f"{path}.nodes[{j}]: every node after the first needs `after`")
+            at_input = node.get("at_input")
+            if isinstance(at_input, dict):
+                for ref in at_input:
+                    if ref not in (node.get("after") or []):
+                        problems.append(f"{path}.nodes[{j}].at_input: {ref!r} is not one of this node's `after` ids")
+                taken = [v for v in at_input.values() if isinstance(v, int)]
+                if len(taken) != len(set(taken)):
+                    problems.append(f"{path}.nodes[{j}].at_input: two nodes cannot enter the same input")
     return problems
 
 
@@ -278,6 +289,8 @@ def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha2
             name=p["name"],
             nodes=tuple((n["id"], _op_key(n["op"]), tuple(n.get("after", []))) for n in p["nodes"]),
             fused_op=p["fused_op"], status=p.get("status", "npu"), source=p["source"],
+            positions=tuple((n["id"], ref, int(idx)) for n in p["nodes"] for ref, idx in (n.get("at_input") or {}).items()),
+            description=p.get("description", ""),
         )
         for p in data.get("patterns", [])
     )
@@ -336,10 +349,18 @@ class Catalog:
                     cat.toolchains.setdefault(name, {}).update(info)
             for tc_dir in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
                 for ver_dir in sorted(p for p in tc_dir.iterdir() if p.is_dir()):
+                    yaml = sorted(p for p in ver_dir.iterdir() if p.suffix.lower() in (".yaml", ".yml"))
+                    if yaml:  # never parsed: no YAML loader, no YAML 1.1 coercions, no tags
+                        raise TableError(str(yaml[0]), ["YAML support tables are not read; tables are JSON files "
+                                                        "validated by op_support_tables/schema.json"])
+                    seen: dict[tuple[str, str, str], Path] = {}
                     for f in sorted(ver_dir.glob("*.json")):
                         if f.name.endswith(".results.json"):
                             continue
                         key = (tc_dir.name.lower(), ver_dir.name, f.stem.lower())
+                        if key in seen:  # RK3588.json and rk3588.json: no winner by file-name order
+                            raise TableError(str(f), [f"same target {key[0]}@{key[1]}/{key[2]} as {seen[key]}"])
+                        seen[key] = f
                         cat.refs[key] = TableRef(key[0], key[1], key[2], f, root)
         return cat
 

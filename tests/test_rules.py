@@ -225,3 +225,136 @@ def test_any_of_passes_when_one_alternative_holds(judge):
     text = RULES["any_of"].describe({"constraints": [{"rule": "attr_in", "params": {"attr": "mode", "values": ["a"]}},
                                                      {"rule": "rank", "params": {"max": 4}}]})
     assert text == "at least one of: attribute mode must be one of {'a'}; input 0 rank must be in [-inf, 4]."
+
+
+# -- absent attributes take their ONNX default; identity at a graph output; pattern positions ----
+
+def _mini_catalog(tmp_path, ops, patterns=(), default="unsupported"):
+    """A table of our own (toolchain 'mini') next to the toy ones, written and validated as a file."""
+    import json
+
+    from conftest import TOY_TABLES
+    from pytest_npucheck.tables import Catalog
+
+    data = json.loads((TOY_TABLES / "toy" / "1.0" / "soc-a.json").read_text())
+    data.update(toolchain="mini", version="1.0", soc="soc-a", generic_constraints=[], default_verdict=default,
+                patterns=list(patterns),
+                ops={k: {"source": "tests", **v} for k, v in ops.items()})
+    root = tmp_path / "mini-tables"
+    (root / "mini" / "1.0").mkdir(parents=True, exist_ok=True)
+    (root / "mini" / "1.0" / "soc-a.json").write_text(json.dumps(data))
+    return Catalog.discover([root])
+
+
+def _judge_mini(tmp_path, save, model, catalog):
+    from pytest_npucheck.check import check_file
+
+    [res] = check_file(save(model), ["mini@1.0/soc-a"], catalog)
+    out = {n.name: n for n in res.nodes}
+    out["__result__"] = res
+    return out
+
+
+def _range(attr, **bounds):
+    return {"rule": "attr_range", "params": {"attr": attr, **bounds}}
+
+
+def test_attr_range_uses_the_onnx_default_of_an_absent_attribute(tmp_path, save):
+    # Conv without strides/dilations/pads: ONNX says 1, 1 and 0 on each spatial axis
+    cat = _mini_catalog(tmp_path, {
+        "ai.onnx:Conv": {"status": "npu", "constraints": [_range("strides", min=2), _range("dilations", max=1),
+                                                           _range("pads", max=0), _range("kernel_shape", max=3)]},
+    })
+    m = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="c")], [("x", (1, 3, 16, 16))], ["y"],
+                   [const("w", np.full((8, 3, 5, 5), 0.1))])
+    r = _judge_mini(tmp_path, save, m, cat)
+    assert r["c"].verdict == "cpu"
+    # strides default [1, 1] is outside [2, inf]; kernel_shape comes from the weight (5x5)
+    assert sorted(x.message for x in r["c"].reasons) == ["kernel_shape=[5, 5] outside [-inf, 3]",
+                                                         "strides=[1, 1] outside [2, inf]"]
+
+
+def test_attr_range_computes_same_pads_and_refuses_an_unknown_default(tmp_path, save):
+    cat = _mini_catalog(tmp_path, {
+        "ai.onnx:AveragePool": {"status": "npu", "constraints": [_range("pads", max=4)]},
+        "ai.onnx:Transpose": {"status": "npu", "constraints": [_range("perm", min=0, max=3)]},
+    })
+    pools = [helper.make_node("AveragePool", ["x"], [f"y{k}"], name=f"pool{k}", kernel_shape=[k, k],
+                              auto_pad="SAME_UPPER") for k in (9, 11)]
+    m = make_model(pools + [helper.make_node("Transpose", ["x"], ["t"], name="t")],
+                   [("x", (1, 8, 32, 32))], ["y9", "y11", "t"])
+    r = _judge_mini(tmp_path, save, m, cat)
+    assert r["pool9"].verdict == "npu"  # SAME pads of a 9x9 kernel, stride 1: 4 on each side
+    assert r["pool11"].verdict == "cpu"
+    assert [x.message for x in r["pool11"].reasons] == ["pads=[5, 5, 5, 5] outside [-inf, 4]"]
+    # Transpose's perm has no default ONNX can state as a value here: never reported as supported
+    assert r["t"].verdict == "cpu"
+    assert "perm is not set and its ONNX default is not known" in r["t"].reasons[0].message
+
+
+def test_identity_and_dropout_producing_a_graph_output_are_kept(tmp_path, save):
+    cat = _mini_catalog(tmp_path, {"ai.onnx:Relu": {"status": "npu"}, "ai.onnx:Dropout": {"status": "cpu"},
+                                   "ai.onnx:Identity": {"status": "npu"}})
+    m = make_model([helper.make_node("Dropout", ["x"], ["d1"], name="mid"),
+                    helper.make_node("Relu", ["d1"], ["r"], name="relu"),
+                    helper.make_node("Dropout", ["r"], ["out"], name="last"),
+                    helper.make_node("Identity", ["r"], ["out2"], name="ident")],
+                   [("x", (1, 8))], ["out", "out2"])
+    r = _judge_mini(tmp_path, save, m, cat)
+    assert r["mid"].verdict == "folded"
+    assert r["last"].verdict == "cpu" and r["last"].reasons[0].rule == "cpu_only"
+    assert r["ident"].verdict == "npu"
+
+
+def test_lone_dropout_at_the_output_falls_back_on_qnn(save):
+    # onnxruntime keeps a Dropout that produces a graph output and runs it on the CPU EP
+    # (probes Dropout.ratio=*.f32.r4 in probes/qnn/2.51.0/htp-v73.fp16.results.json)
+    from pytest_npucheck.check import check_file
+    from pytest_npucheck.tables import Catalog
+
+    m = make_model([helper.make_node("Dropout", ["x"], ["y"], name="drop")], [("x", (1, 8, 4, 4))], ["y"])
+    [res] = check_file(save(m), ["qnn@2.51.0/htp-v73"], Catalog.discover())
+    assert [n.verdict for n in res.nodes] == ["cpu"]
+
+
+def _rmsnorm(weight_first, recip=True):
+    """Pow/ReduceMean/Add/Sqrt/Reciprocal/Mul/Mul as torch's dynamo exporter writes RMSNorm."""
+    nodes = [helper.make_node("Pow", ["x", "two"], ["sq"], name="pow"),
+             helper.make_node("ReduceMean", ["sq", "axes"], ["ms"], name="mean", keepdims=1),
+             helper.make_node("Add", ["ms", "eps"], ["var"], name="eps_add"),
+             helper.make_node("Sqrt", ["var"], ["sd"], name="sqrt")]
+    if recip:
+        nodes += [helper.make_node("Reciprocal", ["sd"], ["r"], name="rsqrt"),
+                  helper.make_node("Mul", ["x", "r"], ["n"], name="norm")]
+    else:
+        nodes += [helper.make_node("Div", ["x", "sd"], ["n"], name="norm")]
+    nodes.append(helper.make_node("Mul", ["w", "n"] if weight_first else ["n", "w"], ["y"], name="scale"))
+    return make_model(nodes, [("x", (1, 16, 64))], ["y"],
+                      [const("two", 2.0), const("axes", [-1], "int64"), const("eps", 1e-6),
+                       const("w", np.ones(64))], opset=18)
+
+
+RMS_PATTERN = {
+    "name": "rmsnorm_weight_first", "fused_op": "RMSNorm", "status": "unsupported", "source": "tests",
+    "description": "the backend cannot build it",
+    "nodes": [{"id": "pow", "op": "Pow"}, {"id": "mean", "op": "ReduceMean", "after": ["pow"]},
+              {"id": "add", "op": "Add", "after": ["mean"]}, {"id": "sqrt", "op": "Sqrt", "after": ["add"]},
+              {"id": "rsqrt", "op": "Reciprocal", "after": ["sqrt"]},
+              {"id": "norm", "op": "Mul", "after": ["rsqrt"], "at_input": {"rsqrt": 1}},
+              {"id": "scale", "op": "Mul", "after": ["norm"], "at_input": {"norm": 1}}],
+}
+
+
+def test_unsupported_pattern_with_input_positions(tmp_path, save):
+    ops = {f"ai.onnx:{op}": {"status": "npu"} for op in ("Pow", "ReduceMean", "Add", "Sqrt", "Reciprocal", "Mul", "Div")}
+    cat = _mini_catalog(tmp_path, ops, [RMS_PATTERN])
+    first = _judge_mini(tmp_path, save, _rmsnorm(weight_first=True), cat)
+    assert first["__result__"].verdict == "unsupported"
+    assert {first[n].verdict for n in ("pow", "mean", "eps_add", "sqrt", "rsqrt", "norm", "scale")} == {"unsupported"}
+    assert first["scale"].fused_into.startswith("RMSNorm (rmsnorm_weight_first")
+    assert "rejects" in first["scale"].reasons[0].message and "cannot build it" in first["scale"].reasons[0].message
+    # the weight as the second input of the last Mul, or Div instead of Reciprocal: no match
+    for model in (_rmsnorm(weight_first=False), _rmsnorm(weight_first=True, recip=False)):
+        r = _judge_mini(tmp_path, save, model, cat)
+        assert r["__result__"].verdict == "npu"
+        assert all(n.fused_into is None for n in r["__result__"].nodes)

@@ -155,3 +155,53 @@ def test_table_sha256_is_file_hash(toy_catalog):
     t = toy_catalog.table("toy@1.0")
     assert t.sha256 == hashlib.sha256(t.path.read_bytes()).hexdigest()
     assert bundled_tables_dir().name == "op_support_tables"
+
+
+def test_pattern_status_and_input_positions_are_validated(tmp_path):
+    root = copy_toy(tmp_path)
+    path = root / "toy" / "1.0" / "soc-a.json"
+
+    def good(d):
+        d["patterns"][0]["status"] = "unsupported"
+        d["patterns"][0]["nodes"][4]["at_input"] = {"mul": 0}
+
+    edit(path, good)
+    table = Catalog.discover([root]).table("toy@1.0/soc-a")
+    assert table.patterns[0].status == "unsupported"
+    assert table.patterns[0].positions == (("mul2", "mul", 0),)
+
+    def bad(d):
+        d["patterns"][0]["nodes"][4]["at_input"] = {"add": 1}  # not one of its `after` ids
+        d["patterns"][0]["nodes"][3]["at_input"] = {"add": -1}
+        d["patterns"][0]["status"] = "maybe"
+
+    edit(path, bad)
+    with pytest.raises(TableError) as info:
+        Catalog.discover([root]).table("toy@1.0/soc-a")
+    text = str(info.value)
+    assert "$.patterns[0].nodes[4].at_input: 'add' is not one of this node's `after` ids" in text
+    assert "$.patterns[0].nodes[3].at_input.add: -1 is less than the minimum of 0" in text
+    assert "$.patterns[0].status: 'maybe' is not one of" in text
+
+
+def test_qnn_tables_reject_the_dynamo_rmsnorm_exactly_as_probed():
+    """Every q.pattern.rmsnorm probe is predicted as onnxruntime-qnn placed it (results files)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+    from pytest_npucheck.probe.qnn_probe import extra_probes
+
+    probes = {p.id: p for p in extra_probes(["q.pattern.rmsnorm"])}
+    assert len(probes) == 5
+    cat = Catalog.discover()
+    for version in ("2.47.0", "2.49.40", "2.51.0"):
+        for arch in ("v68", "v73"):
+            table = cat.table(f"qnn@{version}/htp-{arch}")
+            results = json.loads((Path(__file__).parents[1] / "probes" / "qnn" / version /
+                                  f"htp-{arch}.fp16.extra.results.json").read_text())
+            seen = {r["id"]: r["status"] for r in results["probes"] if r["id"] in probes}
+            assert set(seen) == set(probes)
+            for pid, status in seen.items():
+                res = match(facts_from_model(probes[pid].model), table)
+                assert (res.verdict == "unsupported") == (status == "session_failed"), (version, arch, pid, status)
+    assert seen["q.pattern.rmsnorm.recip.w_first.f32.r3"] == "session_failed"
+    assert seen["q.pattern.rmsnorm.recip.r_first.w_first.f32.r3"] == "ok"
