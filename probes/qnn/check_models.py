@@ -167,7 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--recheck", action="store_true",
                     help="reuse the saved real placement (no QNN run)")
     ap.add_argument("--out-dir", default=None, help="default probes/qnn/<version>")
+    ap.add_argument("--also", nargs="*", default=[], metavar="VERSION/ARCH",
+                    help="with --recheck: also re-compare these tables (e.g. 2.49.40/73) against "
+                         "their saved placements, exporting the corpus once")
     args = ap.parse_args(argv)
+    if args.also and not args.recheck:
+        ap.error("--also needs --recheck")
 
     soc = "htp-v%d" % args.htp_arch
     suffix = "" if args.precision == "fp16" else ".%s" % args.precision
@@ -206,15 +211,23 @@ def main(argv: list[str] | None = None) -> int:
                "placements": dict(sorted(placements.items()))}
         out_dir.mkdir(parents=True, exist_ok=True)
         models_path.write_text(json.dumps(doc, indent=1) + "\n")
-    report = agreement(entries, placements, target)
-    report["summary"]["precision"] = args.precision
-    report["summary"]["exports"] = {k: "torch.onnx.export(dynamo=%s, opset_version=%d)" % (
-        k == "dynamo", v) for k, v in OPSETS.items()}
-    agree_path.write_text(json.dumps(report, indent=1) + "\n")
-    s = report["summary"]
-    print(json.dumps({k: s[k] for k in ("target", "models", "nodes", "agree", "rate",
-                                        "missed_fallbacks", "missed_fallback_ops",
-                                        "false_alarm_ops")}))
+    jobs = [(target, placements, agree_path)]
+    for spec in args.also:
+        version, arch = spec.split("/")
+        other = REPO / "probes" / "qnn" / version
+        jobs.append(("qnn@%s/htp-v%s" % (version, arch),
+                     json.loads((other / ("htp-v%s%s.models.json" % (arch, suffix))).read_text())
+                     ["placements"], other / ("htp-v%s%s.agreement.json" % (arch, suffix))))
+    for target, placements, agree_path in jobs:
+        report = agreement(entries, placements, target)
+        report["summary"]["precision"] = args.precision
+        report["summary"]["exports"] = {k: "torch.onnx.export(dynamo=%s, opset_version=%d)" % (
+            k == "dynamo", v) for k, v in OPSETS.items()}
+        agree_path.write_text(json.dumps(report, indent=1) + "\n")
+        s = report["summary"]
+        print(json.dumps({k: s[k] for k in ("target", "models", "nodes", "agree", "rate",
+                                            "missed_fallbacks", "missed_fallback_ops",
+                                            "false_alarm_ops")}))
     return 0
 
 

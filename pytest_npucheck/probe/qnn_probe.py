@@ -273,8 +273,11 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                           op, gb, **attrs))
 
     # -- decomposed RMSNorm: weight as the first / second input of the last Mul --------------
-    for tag, first, recip in (("recip.w_first", True, True), ("recip.w_second", False, True),
-                              ("div.w_first", True, False)):
+    # (and, to pin the input positions: the reciprocal first in Mul(x, r), no MatMul after)
+    for tag, first, recip, r_first, proj in (
+            ("recip.w_first", True, True, False, True), ("recip.w_second", False, True, False, True),
+            ("div.w_first", True, False, False, True), ("recip.r_first.w_first", True, True, True, True),
+            ("recip.w_first.out", True, True, False, False)):
         gb = GB()
         x = gb.input("x", "float32", [1, 16, 64])
         ms = gb.node("ReduceMean", [gb.node("Pow", [x, gb.const(np.float32(2.0))],
@@ -282,17 +285,20 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
         sd = gb.node("Sqrt", [gb.node("Add", [ms, gb.const(np.float32(1e-6))], name="eps")],
                      name="sqrt")
         if recip:
-            y = gb.node("Mul", [x, gb.node("Reciprocal", [sd], name="rsqrt")], name="norm")
+            r = gb.node("Reciprocal", [sd], name="rsqrt")
+            y = gb.node("Mul", [r, x] if r_first else [x, r], name="norm")
         else:
             y = gb.node("Div", [x, sd], name="norm")
         wt = gb.const(w([64], 1.0) + 1, name="weight")
         y = gb.node("Mul", [wt, y] if first else [y, wt], name="scale")
-        gb.output(gb.node("MatMul", [y, gb.const(w([64, 64]))], name="proj"))
+        gb.output(gb.node("MatMul", [y, gb.const(w([64, 64]))], name="proj") if proj else y)
         out.append(_probe("q.pattern.rmsnorm.%s.f32.r3" % tag, "ReduceMean", gb,
                           kind="pattern", focus=[n.name for n in gb.nodes],
-                          note="Pow/ReduceMean/Add/Sqrt/%s, then Mul(%s) and a MatMul" % (
-                              "Reciprocal/Mul" if recip else "Div",
-                              "weight, x" if first else "x, weight")))
+                          note="Pow/ReduceMean/Add/Sqrt/%s, then Mul(%s)%s" % (
+                              ("Reciprocal/Mul(r, x)" if r_first else "Reciprocal/Mul(x, r)")
+                              if recip else "Div",
+                              "weight, x" if first else "x, weight",
+                              " and a MatMul" if proj else " as the graph output")))
     if select:
         sel = tuple(select)
         out = [p for p in out if p.id.startswith(sel)]

@@ -311,15 +311,14 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                       "erf-GELU as one Gelu unit: from QNN 2.51.0 in every probed form "
                       "(x/sqrt2 or x*(1/sqrt2), then *x*0.5 or *0.5*x); QNN 2.49.40 only when x "
                       "is multiplied before 0.5 (the TorchScript order, not the dynamo order), "
-                      "QNN 2.47.0 only for the x/sqrt2 form in that order. The table has the "
-                      "GELU patterns only when every form of them fused (the rule language "
-                      "cannot tell the Mul orders apart); otherwise GELU's Erf is predicted on "
-                      "the CPU (a false alarm for the orders that do fuse)."),
+                      "QNN 2.47.0 only for the x/sqrt2 form in that order. The GELU patterns "
+                      "follow the probes: the *_torchscript_order ones pin the Mul order with "
+                      "at_input, so dynamo-order GELUs keep their Erf on the CPU."),
         "Dropout": E("cpu", probes=[r"prepass\.dropout_middle"],
                      note="'Operators of type `Dropout` are not supported by QNN EP.' Inside a "
                           "network onnxruntime removes it first (eliminate_identity); a "
                           "Dropout that produces a graph output stays and runs on the CPU "
-                          "(errata)."),
+                          "(eliminate_identity keeps it)."),
         "Identity": E("npu", probes=[r"prepass\.identity_middle", r"ctx\.Identity"],
                       note="removed by onnxruntime inside a network; a lone Identity between "
                            "graph input and output runs on the NPU."),
@@ -334,12 +333,11 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                                   "shape is constant."),
         "Reciprocal": E(
             "npu", probes=[r"q\.pattern\.rmsnorm"],
-            note="known failure the rules cannot express: the decomposed RMSNorm "
-                 "Pow(x,2) -> ReduceMean -> Add eps -> Sqrt -> Reciprocal -> Mul(x, r) -> "
-                 "Mul(weight, .) with the weight as the FIRST input of the last Mul (what the "
-                 "dynamo exporter writes for LLaMA/T5 RMSNorm) makes the HTP backend fail to "
-                 "finalize the fp16 graph (QNN_COMMON_ERROR_MEM_ALLOC), so the session cannot "
-                 "be created (q.pattern.rmsnorm.recip.w_first; errata). Weight second, Div "
+            note="the decomposed RMSNorm Pow(x,2) -> ReduceMean -> Add eps -> Sqrt -> Reciprocal "
+                 "-> Mul(x, r) -> Mul(weight, .) with the weight as the FIRST input of the last "
+                 "Mul (what the dynamo exporter writes for LLaMA/T5 RMSNorm) makes the HTP "
+                 "backend fail to finalize the fp16 graph (QNN_COMMON_ERROR_MEM_ALLOC): pattern "
+                 "rmsnorm_reciprocal_weight_first (unsupported). Weight second, Mul(r, x), Div "
                  "instead of Reciprocal (TorchScript export) or int8 are fine."),
         "IsInf": E("cpu", note="'QNN EP does not support IsInf on the HTP backend (graphFinalize "
                                "fails with error 1002 / QNN_COMMON_ERROR_MEM_ALLOC).'"),
@@ -347,11 +345,12 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             "npu",
             C("any_of", [r"(q\.)?AveragePool\.k=1[135]\.s=1\.p=[5-7]\.f32"], "unsupported",
               constraints=[sub("attr_range", attr="pads", max=4),
-                           sub("attr_in", attr="count_include_pad", values=[1])],
+                           sub("attr_in", attr="count_include_pad", values=[1]),
+                           sub("attr_range", attr="strides", min=2)],
               note="stride-1 average pools padded by 5 or more (kernels 11, 13, 15) without "
                    "count_include_pad crash the HTP backend (SIGSEGV) while the graph is "
-                   "prepared; pads <= 4 or count_include_pad=1 were fine (so was stride 2, "
-                   "which this rule does not exempt: errata)"),
+                   "prepared; pads <= 4, count_include_pad=1 or stride 2 (k=13, p=6) were "
+                   "fine (absent strides/pads take their ONNX defaults 1 / 0)"),
             probes=[r"ctx\.AveragePool", r"q\.AveragePool"]),
     }
     if _vkey(version) < (2, 51):
@@ -427,13 +426,57 @@ def patterns(verdicts: Mapping[str, str]) -> list[dict[str, Any]]:
                       {"id": "mul", "op": "Mul", "after": ["add"]},
                       {"id": "mul2", "op": "Mul", "after": ["mul"]}],
             "_probes": probes}
+    def gelu_ts(name: str, first: str, what: str, probes: list[str]) -> dict[str, Any]:
+        # only TorchScript's order fused: ... -> Mul(x, a) -> Mul(m, 0.5); the dynamo exporter's
+        # ... -> Mul(0.5, a) -> Mul(x, h) has the previous Mul at input 1 of the last one
+        pat = gelu(name, first, what, probes)
+        pat["nodes"][-1]["at_input"] = {"mul": 0}
+        pat["description"] = ("GELU written as %s -> Erf -> Add 1 -> Mul x -> Mul 0.5 (TorchScript's "
+                              "order: the first Mul's output is input 0 of the last Mul); the QNN "
+                              "EP groups it into one Gelu node unit on the NPU. The dynamo "
+                              "exporter's order (Mul 0.5, then Mul x) is not grouped: its Erf "
+                              "runs on the CPU" % what)
+        return pat
+
     out = []
+    ts_div, ts_mul = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf)", r"pattern\.gelu_erf\.mul"
     rx_div = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf|q\.pattern\.gelu_erf\.div)"
     rx_mul = r"(pattern\.gelu_erf\.mul|q\.pattern\.gelu_erf\.mul)"
+    dyn = {k: [i for i in verdicts if i.startswith("q.pattern.gelu_erf.%s.half_first" % k)]
+           for k in ("div", "mul")}
     if all_npu(rx_div) and any(i.startswith("q.pattern.gelu_erf.div") for i in all_npu(rx_div)):
         out.append(gelu("gelu_erf_div", "Div", "x / sqrt(2)", [rx_div]))
+    elif all_npu(ts_div) and dyn["div"] and all(verdicts[i] != "npu" for i in dyn["div"]):
+        out.append(gelu_ts("gelu_erf_div_torchscript_order", "Div", "x / sqrt(2)", [rx_div]))
     if all_npu(rx_mul) and any(i.startswith("q.pattern.gelu_erf.mul") for i in all_npu(rx_mul)):
         out.append(gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [rx_mul]))
+    elif all_npu(ts_mul) and dyn["mul"] and all(verdicts[i] != "npu" for i in dyn["mul"]):
+        out.append(gelu_ts("gelu_erf_mul_torchscript_order", "Mul", "x * (1/sqrt(2))", [rx_mul]))
+    rms = "q.pattern.rmsnorm.%s.f32.r3"
+    if (verdicts.get(rms % "recip.w_first") == "unsupported"
+            and all(verdicts.get(rms % t) == "npu" for t in ("recip.w_second", "div.w_first"))):
+        # the input positions are the probed ones: Mul(x, r) and Mul(weight, normed) fail,
+        # Mul(r, x) or Mul(normed, weight) build (when probed: recip.r_first.w_first)
+        r_first = verdicts.get(rms % "recip.r_first.w_first")
+        norm = {"id": "norm", "op": "Mul", "after": ["rsqrt"]}
+        if r_first == "npu":
+            norm["at_input"] = {"rsqrt": 1}
+        out.append({
+            "name": "rmsnorm_reciprocal_weight_first", "fused_op": "RMSNorm (graph fails to finalize)",
+            "status": "unsupported",
+            "description": "RMSNorm as torch's dynamo exporter writes it (LLaMA, T5): Pow(x, 2) -> "
+                           "ReduceMean -> Add eps -> Sqrt -> Reciprocal -> Mul(x, r) -> Mul(weight, .) "
+                           "with the weight as the first input of the last Mul; the HTP backend fails "
+                           "to finalize the fp16 graph (QNN_COMMON_ERROR_MEM_ALLOC), so the session "
+                           "cannot be created. The weight second, Mul(r, x), or Div instead of "
+                           "Reciprocal (the TorchScript export) build and run on the NPU",
+            "nodes": [{"id": "pow", "op": "Pow"},
+                      {"id": "mean", "op": "ReduceMean", "after": ["pow"]},
+                      {"id": "eps", "op": "Add", "after": ["mean"]},
+                      {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
+                      {"id": "rsqrt", "op": "Reciprocal", "after": ["sqrt"]}, norm,
+                      {"id": "scale", "op": "Mul", "after": ["norm"], "at_input": {"norm": 1}}],
+            "_probes": [r"q\.pattern\.rmsnorm\."]})
     if verdicts.get("q.ctx.r6.after_linear.f32.r6") == "cpu":
         out.append({
             "name": "linear_reshape_transpose_reshape", "fused_op": "Gemm+Reshape", "status": "cpu",
@@ -606,7 +649,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
         p2["source"] = src
         p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
-        if int8:
+        if int8 and pat["fused_op"] == "Gelu":
             v8 = {q["id"]: q["verdict"] for q in int8["probes"]}
             off = [pid for pid in p2["probes"] if v8.get(pid, "npu") != "npu"]
             if off:
