@@ -29,6 +29,21 @@ def _report_spec(value: str) -> tuple[str, str]:
     return fmt, path
 
 
+def _check_report_path(value: str, path: Path) -> None:
+    """A report that cannot be written is a usage error now, not after the whole run (F3)."""
+    import os
+
+    if path.is_dir():
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is a directory")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent  # write_atomic creates missing directories below the first existing one
+    if not parent.is_dir():
+        raise pytest.UsageError(f"--npu-report={value!r}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise pytest.UsageError(f"--npu-report={value!r}: directory {parent} is not writable")
+
+
 _ORACLE_MODES = ("off", "report", "strict")
 
 
@@ -120,7 +135,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "check that the model under test stays on the NPU of each target (pytest-npucheck)",
     )
     for value in config.getoption("npu_report") or []:
-        _report_spec(value)
+        _, report_path = _report_spec(value)
+        if not hasattr(config, "workerinput"):
+            _check_report_path(value, Path(report_path))
     config.stash[_STATE] = _State(config)
     config.stash[_STATE].oracle_mode  # an invalid ini value is a usage error before any test runs
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
