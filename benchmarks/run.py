@@ -66,8 +66,7 @@ def static_check(path: Path, tables: list[Any]) -> tuple[Any, Any]:
     from pytest_npucheck.jsonio import dumps
 
     check._FACTS.clear()
-    graph._scope_module.cache_clear()
-    graph._user_frame.cache_clear()
+    graph.clear_caches()
     facts = graph.load_graph(path)
     results = check.check_graph(facts, tables)
     dumps([r.to_json() for r in results])
@@ -275,14 +274,12 @@ def goal5(reps: int) -> None:
 
     def one() -> None:
         check._FACTS.clear()
-        graph._scope_module.cache_clear()
-        graph._user_frame.cache_clear()
+        graph.clear_caches()
         check.check_file(path, targets[:1], catalog)
 
     def many() -> None:
         check._FACTS.clear()
-        graph._scope_module.cache_clear()
-        graph._user_frame.cache_clear()
+        graph.clear_caches()
         check.check_file(path, targets, catalog)
 
     t = alternate({"one": one, "many": many}, reps)

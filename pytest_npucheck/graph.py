@@ -54,8 +54,8 @@ class TensorInfo:
     const: bool = False
     value: Optional[tuple[Any, ...]] = None  # flattened values of a small constant
 
-    @property
-    def static(self) -> bool:
+    @functools.cached_property
+    def static(self) -> bool:  # asked by several rules and the partition for most tensors
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
 
     @property
@@ -105,8 +105,8 @@ class NodeFact:
     opset: int = 0
     subgraphs: tuple[str, ...] = ()
 
-    @property
-    def key(self) -> str:
+    @functools.cached_property
+    def key(self) -> str:  # read for every rule of every node: computed once
         return f"{self.domain}:{self.op_type}"
 
     @property
@@ -149,8 +149,13 @@ _GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for 
 _LFS = b"version https://git-lfs.github.com/spec/"
 
 
-def load_model_proto(path: Path) -> Any:
-    """Read an ONNX file without its external data; every failure names the file."""
+def load_model_proto(path: Path, weights: bool = True) -> Any:
+    """Read an ONNX file without its external data; every failure names the file.
+
+    ``weights=False`` also leaves out the values of initializers of more than SMALL_CONSTANT
+    elements stored in the file (``_without_weights``): enough for graph facts, not for running
+    or rewriting the model.
+    """
     import onnx  # lazy: heavy
     from google.protobuf.message import DecodeError
 
@@ -168,7 +173,11 @@ def load_model_proto(path: Path) -> Any:
     if head.startswith(_LFS):
         raise ModelError(f"{path}: is a Git LFS pointer, not the model (run `git lfs pull`)")
     try:
-        model = onnx.load(os.fspath(path), load_external_data=False)
+        model = None
+        if not weights:
+            model = _load_without_weights(path, onnx)
+        if model is None:
+            model = onnx.load(os.fspath(path), load_external_data=False)
     except (DecodeError, RuntimeError, ValueError, OSError, UnicodeDecodeError) as exc:
         raise ModelError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     except Exception as exc:  # protobuf raises assorted errors on random bytes
@@ -185,10 +194,145 @@ def load_model_proto(path: Path) -> Any:
     return model
 
 
+_SCAN_FROM = 64 << 20  # bytes; smaller files are parsed whole (protobuf's parser is faster than the scan)
+
+
+def _load_without_weights(path: Path, onnx: Any) -> Any:
+    """The model without its large initializer values, or None to read it the ordinary way."""
+    import mmap
+
+    if path.stat().st_size < _SCAN_FROM:
+        model = onnx.load(os.fspath(path), load_external_data=False)
+        for init in model.graph.initializer:  # the same fields _without_weights leaves out
+            numel = 1
+            for d in init.dims:
+                numel *= d
+            if numel > SMALL_CONSTANT and init.ByteSize() >= 8 * SMALL_CONSTANT:
+                for name in _TENSOR_DATA_NAMES:
+                    init.ClearField(name)
+        return model
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        try:
+            light = _without_weights(buf)
+        except (ValueError, IndexError):
+            return None
+    if light is None:
+        return None
+    return onnx.ModelProto.FromString(light)
+
+
+def clear_caches() -> None:
+    """Forget what earlier models taught this process (parsed scopes and stack traces)."""
+    for cached in (_location, _scope_module, _user_frame):
+        cached.cache_clear()
+
+
 def load_graph(path: Path) -> GraphFacts:
     """Graph facts of an ONNX file (no weights loaded)."""
-    model = load_model_proto(Path(path))
+    model = load_model_proto(Path(path), weights=False)
     return facts_from_model(model, str(path))
+
+
+# -- reading a model without its weights ----------------------------------------------------------
+# Field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.dims and the
+# TensorProto fields that hold values.
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_DIMS = 7, 5, 1
+_TENSOR_DATA = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64 data
+_TENSOR_DATA_NAMES = ("float_data", "int32_data", "string_data", "int64_data", "raw_data", "double_data",
+                      "uint64_data")
+
+
+def _varint(buf: Any, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _fields(buf: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
+    """(field number, start of the field, start and end of its value) of each field of a message."""
+    pos = start
+    while pos < end:
+        key, vpos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 2:
+            length, vpos = _varint(buf, vpos)
+            vend = vpos + length
+        elif wire == 0:
+            _, vend = _varint(buf, vpos)
+        elif wire == 1:
+            vend = vpos + 8
+        elif wire == 5:
+            vend = vpos + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        if vend > end:
+            raise ValueError("field runs past its message")
+        yield key >> 3, pos, vpos, vend
+        pos = vend
+
+
+def _numel(buf: Any, start: int, end: int) -> int:
+    numel = 1
+    for num, fstart, vstart, vend in _fields(buf, start, end):
+        if num != _TENSOR_DIMS:
+            continue
+        if vstart > fstart + 1 and buf[fstart] & 7 == 2:  # packed dims
+            pos = vstart
+            while pos < vend:
+                d, pos = _varint(buf, pos)
+                numel *= d
+        else:
+            d, _ = _varint(buf, vstart)
+            numel *= d
+    return numel
+
+
+def _without_weights(buf: Any) -> Optional[bytes]:
+    """The serialized model minus the values of main-graph initializers of more than SMALL_CONSTANT
+    elements (their name, dtype and dims stay), or None when there is nothing to leave out.
+
+    Graph facts never use those values, and skipping them means neither the protobuf parser nor
+    shape inference copies the weights (a 100 MB CNN: most of the time of a check). Malformed
+    input raises ValueError or IndexError; the caller then reads the file the ordinary way.
+    """
+    graphs = [(f, s, e) for num, f, s, e in _fields(buf, 0, len(buf)) if num == _MODEL_GRAPH]
+    if len(graphs) != 1 or buf[graphs[0][0]] & 7 != 2:
+        return None
+    gfield, gstart, gend = graphs[0]
+    graph: list[Any] = []
+    kept = gstart  # start of the run of graph bytes copied as they are
+    dropped = 0
+    for num, fstart, vstart, vend in _fields(buf, gstart, gend):
+        if num != _GRAPH_INITIALIZER or vend - vstart < 8 * SMALL_CONSTANT:
+            continue
+        if _numel(buf, vstart, vend) <= SMALL_CONSTANT:
+            continue
+        tensor = [buf[f:e] for n, f, _, e in _fields(buf, vstart, vend) if n not in _TENSOR_DATA]
+        body = b"".join(tensor)
+        graph += [buf[kept:fstart], buf[fstart:vstart - len(_encode_varint(vend - vstart))],
+                  _encode_varint(len(body)), body]
+        dropped += vend - vstart - len(body)
+        kept = vend
+    if not dropped:
+        return None
+    graph.append(buf[kept:gend])
+    graph_bytes = b"".join(graph)
+    head = buf[gfield:gstart - len(_encode_varint(gend - gstart))]
+    return b"".join([buf[:gfield], head, _encode_varint(len(graph_bytes)), graph_bytes, buf[gend:]])
 
 
 @contextlib.contextmanager
@@ -223,19 +367,17 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
     if DEFAULT_DOMAIN not in opsets:
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     inferred, error = _infer(model)
-    folded = _fold_small_constants(inferred, opsets)
-    if folded and (error is not None or not _fully_inferred(inferred.graph)):
+    small = _small_initializers(inferred.graph)
+    folded = _fold_small_constants(inferred, opsets, small)
+    builder = _Builder(opsets, onnx, small)
+    builder.walk_graph(inferred.graph, prefix="")
+    if folded and (error is not None or not builder.fully_inferred()):
         # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
         # infer again on a shadow graph where those constants are initializers (only when the
         # first pass left something unknown: a second pass cannot improve on static shapes)
         shadow, error2 = _infer(_shadow_model(model, folded))
         if error2 is None:
             error = None
-    else:
-        shadow = None
-    builder = _Builder(opsets, onnx)
-    builder.walk_graph(inferred.graph, prefix="")
-    if shadow is not None:
         builder.merge_value_infos(shadow.graph)
     if folded:
         for name, arr in folded.items():
@@ -255,15 +397,35 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
     )
 
 
+def _small_initializers(graph: Any) -> dict[str, Any]:
+    """{name: numpy array} of the graph's initializers of at most SMALL_CONSTANT elements."""
+    import sys
 
-def _fully_inferred(graph: Any) -> bool:
-    """Whether every node output of the graph has a dtype and a fully static shape."""
-    static = set()
-    for vi in list(graph.value_info) + list(graph.output):
-        tt = vi.type.tensor_type
-        if tt.elem_type and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
-            static.add(vi.name)
-    return all((not o) or o in static for node in graph.node for o in node.output)
+    import numpy as np
+    from onnx import numpy_helper
+
+    known: dict[str, Any] = {}
+    for init in graph.initializer:
+        dims = tuple(init.dims)
+        numel = 1
+        for d in dims:
+            numel *= d
+        if numel <= SMALL_CONSTANT and init.data_location != 1:
+            raw = init.raw_data
+            plain = _PLAIN_DTYPES.get(init.data_type) if raw and sys.byteorder == "little" else None
+            try:
+                # what numpy_helper.to_array does for raw little-endian data of a plain dtype, minus
+                # its checks (a size mismatch still raises); every other tensor goes through it
+                known[init.name] = (np.frombuffer(raw, dtype=plain).reshape(dims) if plain
+                                    else numpy_helper.to_array(init))
+            except Exception:
+                pass
+    return known
+
+
+# TensorProto data types stored as the numpy dtype of the same name
+_PLAIN_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+                 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
 
 
 def _infer(model: Any) -> tuple[Any, Optional[str]]:
@@ -280,26 +442,18 @@ _NO_FOLD = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "Ran
                       "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"})
 
 
-def _fold_small_constants(model: Any, opsets: Mapping[str, int]) -> dict[str, Any]:
+def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any]) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
     ONNX's reference implementation; initializers larger than SMALL_CONSTANT elements and external
-    data are never read. Returns {tensor name: numpy array} for node outputs only.
+    data are never read (``small``: the values of the small initializers). Returns {tensor name:
+    numpy array} for node outputs only.
     """
     import numpy as np
-    from onnx import helper, numpy_helper
+    from onnx import helper
 
-    known: dict[str, Any] = {}
-    for init in model.graph.initializer:
-        numel = 1
-        for d in init.dims:
-            numel *= d
-        if numel <= SMALL_CONSTANT and init.data_location != 1:
-            try:
-                known[init.name] = numpy_helper.to_array(init)
-            except Exception:
-                pass
+    known: dict[str, Any] = dict(small)
     shapes: dict[str, tuple[int, ...]] = {}
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
     wanted = {n.input[0] for n in model.graph.node if n.op_type in ("Shape", "Size") and n.input}
@@ -454,21 +608,57 @@ def _shadow_model(model: Any, folded: Mapping[str, Any]) -> Any:
     return shadow
 
 
+def _new(cls: Any, **fields: Any) -> Any:
+    """``cls(**fields)`` for a frozen dataclass given every field, without its generated __init__,
+    which sets each field through object.__setattr__ (a third of the cost of reading a node)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(fields)
+    return obj
+
+
+_NOT_A_TENSOR = (None, None, False)
+_GRAPH_TYPES = frozenset({5, 10})  # AttributeProto.GRAPH, GRAPHS
+
+
 class _Builder:
-    def __init__(self, opsets: Mapping[str, int], onnx: Any) -> None:
+    def __init__(self, opsets: Mapping[str, int], onnx: Any, small: Mapping[str, Any] = {}) -> None:
         self.opsets = opsets
         self.onnx = onnx
+        self.small = small  # arrays of the main graph's small initializers, already read
+        self.static: set[str] = set()  # main-graph value_info/outputs with a dtype and static shape
         self.nodes: list[NodeFact] = []
         self.tensors: dict[str, TensorInfo] = {}
         self.initializers: set[str] = set()
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
+        self._types: dict[bytes, Any] = {}
+        self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
 
     # tensors
-    def _value_info(self, vi: Any) -> None:
-        t = vi.type
-        if not t.HasField("tensor_type"):
-            self.tensors.setdefault(vi.name, TensorInfo(vi.name, None, None))
+    def _decode(self, t: Any) -> Any:
+        # most tensors share a few types: decode each distinct serialized TypeProto once
+        key = t.SerializeToString()
+        typ = self._types.get(key)
+        if typ is None:
+            typ = self._types[key] = self._decode_type(t)
+        return typ
+
+    def _value_info(self, vi: Any, static: Optional[set[str]] = None) -> None:
+        typ = self._decode(vi.type)
+        name = vi.name
+        if static is not None and typ[2]:
+            static.add(name)
+        if typ is _NOT_A_TENSOR:
+            self.tensors.setdefault(name, TensorInfo(name, None, None))
             return
+        old = self.tensors.get(name)
+        if old is not None and old.const:
+            return
+        self.tensors[name] = _new(TensorInfo, name=name, dtype=typ[0], shape=typ[1], const=False, value=None)
+
+    @staticmethod
+    def _decode_type(t: Any) -> Any:
+        if not t.HasField("tensor_type"):
+            return _NOT_A_TENSOR
         tt = t.tensor_type
         dtype = dtype_name(tt.elem_type) if tt.elem_type else None
         shape: Optional[tuple[Any, ...]] = None
@@ -482,12 +672,11 @@ class _Builder:
                 else:
                     dims.append(None)
             shape = tuple(dims)
-        old = self.tensors.get(vi.name)
-        if old is not None and old.const:
-            return
-        self.tensors[vi.name] = TensorInfo(vi.name, dtype, shape)
+        # static as the second inference pass means it: a dtype and every dim a known value
+        static = bool(tt.elem_type) and shape is not None and all(isinstance(d, int) for d in shape)
+        return dtype, shape, static
 
-    def _const(self, name: str, tensor: Any) -> None:
+    def _const(self, name: str, tensor: Any, prefix: Optional[str] = None) -> None:
         dims = tuple(int(d) for d in tensor.dims)
         numel = 1
         for d in dims:
@@ -496,12 +685,21 @@ class _Builder:
         external = tensor.data_location == self.onnx.TensorProto.EXTERNAL
         if numel <= SMALL_CONSTANT and not external:
             try:
-                from onnx import numpy_helper
+                arr = self.small.get(name) if prefix == "" else None
+                if arr is None:
+                    from onnx import numpy_helper
 
-                value = tuple(numpy_helper.to_array(tensor).reshape(-1).tolist())
+                    arr = numpy_helper.to_array(tensor)
+                value = tuple(arr.reshape(-1).tolist())
             except Exception:
                 value = None
-        self.tensors[name] = TensorInfo(name, dtype_name(tensor.data_type), dims, const=True, value=value)
+        self.tensors[name] = _new(TensorInfo, name=name, dtype=dtype_name(tensor.data_type), shape=dims, const=True,
+                                  value=value)
+
+    def fully_inferred(self) -> bool:
+        """Whether shape inference gave every main-graph node output a dtype and a static shape."""
+        static = self.static
+        return all((not o) or o in static for node in self.nodes if not node.graph for o in node.outputs)
 
     def merge_value_infos(self, graph: Any) -> None:
         """Shapes from a second inference pass; better knowledge replaces unknown dims."""
@@ -540,19 +738,54 @@ class _Builder:
     def walk_graph(self, graph: Any, prefix: str) -> None:
         for init in graph.initializer:
             self.initializers.add(init.name)
-            self._const(init.name, init)
-        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            self._const(init.name, init, prefix)
+        for vi in graph.input:
             if vi.name not in self.initializers:
                 self._value_info(vi)
+        static = self.static if prefix == "" else None
+        for vi in list(graph.value_info) + list(graph.output):
+            if vi.name not in self.initializers:
+                self._value_info(vi, static)
+            elif static is not None and self._decode(vi.type)[2]:
+                static.add(vi.name)
         for node in graph.node:
             self._node(node, prefix)
 
     def _node(self, node: Any, prefix: str) -> None:
         domain = node.domain or DEFAULT_DOMAIN
+        op_type = node.op_type
         opset = self.opsets.get(domain, 0)
+        attributes = node.attribute
+        bodies: list[tuple[str, Any]] = []
+        if not attributes or _GRAPH_TYPES.isdisjoint([a.type for a in attributes]):
+            # nodes of one op with the same attributes (every layer of a model) share the decoding
+            key = (op_type, domain, opset, tuple([a.SerializeToString() for a in attributes]))
+            known = self._attr_cache.get(key)
+            if known is None:
+                known = self._attr_cache[key] = self._attributes(node, domain, opset, bodies)
+            attrs, explicit, defaults = known
+            attrs = dict(attrs)
+        else:
+            attrs, explicit, defaults = self._attributes(node, domain, opset, bodies)
+        index = len(self.nodes)
+        name = node.name or f"{op_type}_{index}"
+        if op_type == "Constant" and domain == DEFAULT_DOMAIN and node.output:
+            self._constant_node(node)
+        sub_names = tuple(f"{name}/{label}" for label, _ in bodies)
+        self.nodes.append(_new(
+            NodeFact, index=index, name=name, op_type=op_type, domain=domain,
+            inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            explicit_attrs=explicit, defaults=defaults, graph=prefix,
+            source=_source(node, name), opset=opset, subgraphs=sub_names,
+        ))
+        for (label, body), sub in zip(bodies, sub_names):
+            self.walk_graph(body, sub)
+
+    def _attributes(self, node: Any, domain: str, opset: int,
+                    bodies: list[tuple[str, Any]]) -> tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]:
+        """(attributes with the schema's defaults filled in, names set explicitly, the defaults)."""
         attrs: dict[str, Any] = {}
         explicit: set[str] = set()
-        bodies: list[tuple[str, Any]] = []
         for a in node.attribute:
             explicit.add(a.name)
             if a.type == self.onnx.AttributeProto.GRAPH:
@@ -569,19 +802,7 @@ class _Builder:
         defaults = self._schema_defaults(node.op_type, domain, opset) or {}
         for k, v in defaults.items():
             attrs.setdefault(k, v)
-        index = len(self.nodes)
-        name = node.name or f"{node.op_type}_{index}"
-        if node.op_type == "Constant" and domain == DEFAULT_DOMAIN and node.output:
-            self._constant_node(node)
-        sub_names = tuple(f"{name}/{label}" for label, _ in bodies)
-        self.nodes.append(NodeFact(
-            index=index, name=name, op_type=node.op_type, domain=domain,
-            inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
-            explicit_attrs=frozenset(explicit), defaults=defaults, graph=prefix,
-            source=_source(node, name), opset=opset, subgraphs=sub_names,
-        ))
-        for (label, body), sub in zip(bodies, sub_names):
-            self.walk_graph(body, sub)
+        return attrs, frozenset(explicit), defaults
 
     def _constant_node(self, node: Any) -> None:
         out = node.output[0]
@@ -622,18 +843,17 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 def _source(node: Any, name: str) -> Optional[SourceLocation]:
-    meta = {p.key: p.value for p in node.metadata_props}
-    if meta:
-        scopes = meta.get("pkg.torch.onnx.name_scopes")
-        trace = meta.get("pkg.torch.onnx.stack_trace")
-        module = _scope_module(scopes) if scopes else None
-        file = line = function = code = None
-        if trace:
-            frame = _user_frame(trace)
-            if frame is not None:
-                file, line, function, code = frame
-        if module is not None or file:
-            return SourceLocation(module=module, file=file, line=line, function=function, code=code)
+    scopes = trace = None
+    for prop in node.metadata_props:  # read only the two values used (the others are long strings)
+        key = prop.key
+        if key == "pkg.torch.onnx.name_scopes":
+            scopes = prop.value
+        elif key == "pkg.torch.onnx.stack_trace":
+            trace = prop.value
+    if scopes or trace:
+        location = _location(scopes, trace)
+        if location is not None:
+            return location
     if name.startswith("/") and len(name) > 1:
         # TorchScript exporter scope names: /layer1/conv1/Conv -> layer1.conv1
         return SourceLocation(module=".".join(name.strip("/").split("/")[:-1]))
@@ -645,6 +865,20 @@ def _source(node: Any, name: str) -> Optional[SourceLocation]:
 # repr() of a list of plain strings, the form the exporter writes; anything else goes to literal_eval
 _PLAIN_STR_LIST = re.compile(r"\[\s*(?:'[^'\\]*'(?:\s*,\s*'[^'\\]*')*)?\s*\]")
 _PLAIN_STR = re.compile(r"'([^'\\]*)'")
+
+
+@functools.lru_cache(maxsize=4096)
+def _location(scopes: Optional[str], trace: Optional[str]) -> Optional[SourceLocation]:
+    """The source location of a node's scopes and stack trace; nodes of one module call share it."""
+    module = _scope_module(scopes) if scopes else None
+    file = line = function = code = None
+    if trace:
+        frame = _user_frame(trace)
+        if frame is not None:
+            file, line, function, code = frame
+    if module is not None or file:
+        return SourceLocation(module=module, file=file, line=line, function=function, code=code)
+    return None
 
 
 @functools.lru_cache(maxsize=4096)
