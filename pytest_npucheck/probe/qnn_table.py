@@ -813,6 +813,30 @@ def validate(table: Mapping[str, Any], schema_path: Path) -> None:
         raise ValueError("table fails the project's table checks:\n  " + "\n  ".join(problems))
 
 
+def make_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = None,
+               schema_path: Path | None = None, *, verify: bool = True, log: Any = None
+               ) -> dict[str, Any]:
+    """The validated table of fp16 probe results (extra probes merged with
+    :func:`merge_results`) and optionally the int8 results: :func:`build_table`, the probe
+    self-check as ``provenance.errata`` (unless ``verify`` is false) and :func:`validate`.
+    Progress lines go to ``log`` (default: stderr)."""
+    def say(text: str) -> None:
+        print(text, file=log or sys.stderr)
+
+    table = build_table(results, int8)
+    if verify:
+        stats, lines = verify_table(table, results)
+        table["provenance"]["errata"] = [
+            "self-check: the table reproduces the placement of %d of %d probes; the "
+            "disagreements below are behaviours the rules cannot express (see the op notes)"
+            % (stats["agree"], stats["agree"] + stats["disagree"])] + lines
+        say("self-check: %s" % dict(stats))
+        for ln in lines:
+            say("  " + ln)
+    validate(table, Path(schema_path) if schema_path else ROOT / "op_support_tables/schema.json")
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see module docstring)."""
     ap = argparse.ArgumentParser(description="Build a QNN HTP support table from probe results.")
@@ -844,17 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = merge_results(results, sibling(Path(args.results), ".extra.results.json"))
         if int8 is not None:
             int8 = merge_results(int8, sibling(int8_path, ".extra.results.json"))
-    table = build_table(results, int8)
-    if not args.no_verify:
-        stats, lines = verify_table(table, results)
-        table["provenance"]["errata"] = [
-            "self-check: the table reproduces the placement of %d of %d probes; the "
-            "disagreements below are behaviours the rules cannot express (see the op notes)"
-            % (stats["agree"], stats["agree"] + stats["disagree"])] + lines
-        print("self-check: %s" % dict(stats), file=sys.stderr)
-        for ln in lines:
-            print("  " + ln, file=sys.stderr)
-    validate(table, Path(args.schema))
+    table = make_table(results, int8, Path(args.schema), verify=not args.no_verify)
     out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "qnn" /
                                            table["version"] / ("%s.json" % table["soc"]))
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -956,6 +956,34 @@ def validate(table: Mapping[str, Any], schema_path: Path) -> None:
         raise ValueError("table fails the project's table checks:\n  " + "\n  ".join(problems))
 
 
+def make_table(results: Mapping[str, Any], schema_path: Path | None = None, *,
+               verify: bool = True, log: Any = None) -> dict[str, Any]:
+    """The validated table of a probe-results document (extra probes already merged with
+    :func:`merge_results`): :func:`build_table`, :func:`adapt_to_results` for targets other than
+    :data:`BASE_TARGET`, the probe self-check as ``provenance.errata`` (unless ``verify`` is
+    false) and :func:`validate`. Progress lines go to ``log`` (default: stderr)."""
+    def say(text: str) -> None:
+        print(text, file=log or sys.stderr)
+
+    table = build_table(results)
+    table, changes = adapt_to_results(table, results)
+    for ln in changes:
+        say("adjusted " + ln)
+    if verify:
+        stats, lines = verify_table(table, results)
+        table["provenance"]["errata"] = [
+            "self-check: the table reproduces the compiler's placement for %d of %d probes; "
+            "the disagreements below are compiler behaviours the table format cannot express "
+            "(each is explained in the op's note)" % (stats["agree"],
+                                                      stats["agree"] + stats["disagree"])
+        ] + lines
+        say("self-check: %s" % dict(stats))
+        for ln in lines:
+            say("  " + ln)
+    validate(table, Path(schema_path) if schema_path else ROOT / "op_support_tables/schema.json")
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point (see module docstring)."""
     ap = argparse.ArgumentParser(description="Build the RKNN support table from probe results.")
@@ -974,22 +1002,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    args.results))
     if extra_path.exists() and extra_path != Path(args.results):
         results = merge_results(results, json.loads(extra_path.read_text(encoding="utf-8")))
-    table = build_table(results)
-    table, changes = adapt_to_results(table, results)
-    for ln in changes:
-        print("adjusted " + ln, file=sys.stderr)
-    if not args.no_verify:
-        stats, lines = verify_table(table, results)
-        table["provenance"]["errata"] = [
-            "self-check: the table reproduces the compiler's placement for %d of %d probes; "
-            "the disagreements below are compiler behaviours the table format cannot express "
-            "(each is explained in the op's note)" % (stats["agree"],
-                                                      stats["agree"] + stats["disagree"])
-        ] + lines
-        print("self-check: %s" % dict(stats), file=sys.stderr)
-        for ln in lines:
-            print("  " + ln, file=sys.stderr)
-    validate(table, Path(args.schema))
+    table = make_table(results, Path(args.schema), verify=not args.no_verify)
     out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "rknn" /
                                            table["version"] / ("%s.json" % table["soc"]))
     out.parent.mkdir(parents=True, exist_ok=True)
