@@ -190,14 +190,14 @@ def oracle_lines(j: Mapping[str, Any]) -> list[str]:
                 m = o_.get("metrics") or {}
                 out.append(f"  numerics {num['candidate']} vs {num['reference']}, output {clean(o_['name'], 60)}: "
                            f"{'PASS' if o_['passed'] else 'FAIL'} max_abs {_g4(m.get('max_abs'))} cosine "
-                           f"{_g4(m.get('cosine'))} snr {_g4(m.get('snr_db'))} dB "
+                           f"{_g4(m.get('cosine'), 6)} snr {_g4(m.get('snr_db'))} dB "
                            f"(policy {num['comparison'].get('policy')})")
     return out
 
 
-def _g4(x: Any) -> str:
+def _g4(x: Any, digits: int = 4) -> str:
     if x is None:
         return "-"
     if isinstance(x, str):
         return x
-    return f"{x:.4g}"
+    return f"{x:.{digits}g}"
