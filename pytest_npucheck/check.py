@@ -69,7 +69,7 @@ def _facts_or_model_error(path: Path) -> GraphFacts:
     from .errors import ModelError, NpuCheckError
 
     try:
-        return graph.load_graph(path)
+        facts = graph.load_graph(path)
     except (NpuCheckError, MemoryError, RecursionError):
         raise
     except Exception as exc:  # noqa: BLE001 - the file is untrusted input; say which and where
@@ -79,6 +79,23 @@ def _facts_or_model_error(path: Path) -> GraphFacts:
         where = f" in {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         raise ModelError(f"{path}: malformed ONNX model: the analysis failed with {type(exc).__name__}: "
                          f"{str(exc)[:500]}{where}") from None
+    _check_versions(path, facts)
+    return facts
+
+
+def _check_versions(path: Path, facts: GraphFacts) -> None:
+    """A model no toolchain can read must not pass because each node looks fine (B12)."""
+    import onnx
+
+    from .errors import ModelError
+    from .graph import DEFAULT_DOMAIN
+
+    if facts.ir_version < 3 or facts.ir_version > onnx.IR_VERSION:
+        raise ModelError(f"{path}: unsupported ir_version {facts.ir_version} (ONNX {onnx.__version__} reads 3 to "
+                         f"{onnx.IR_VERSION}); re-export the model")
+    if not facts.opsets.get(DEFAULT_DOMAIN):
+        raise ModelError(f"{path}: the model imports no opset of the default ONNX domain (opset_import); "
+                         "re-export the model")
 
 
 def check_graph(graph: GraphFacts, tables: Sequence[Table]) -> list[TargetResult]:

@@ -96,6 +96,8 @@ class GoldenResult:
             "status": self.status.value,
             "test_id": self.test_id,
             "path": str(self.path),
+            # what the gate compared against: a reviewer sees when a change edits the golden (F10)
+            "sha256": hashlib.sha256(self.path.read_bytes()).hexdigest() if self.path.is_file() else None,
             "obtained_path": str(self.obtained_path) if self.obtained_path else None,
             "message": self.message,
             "comparison": self.comparison.to_json() if self.comparison else None,
