@@ -124,6 +124,21 @@ def run_target(onnx_path: Any, result: TargetResult, table: Any, feeds: Mapping[
     NPU computes in fp32). ``budget_entry``: callable ``(comparison) -> dict`` giving the budget
     view of a comparison (metrics, budget applied, margin); default: the comparison alone.
     """
+    tc = table.toolchain
+    try:
+        return _run_target(onnx_path, result, table, feeds, reference, reference_source=reference_source,
+                           inputs_source=inputs_source, seed=seed, precision=precision, policy=policy,
+                           calibration=calibration, calibration_source=calibration_source, python=python,
+                           timeout=timeout, budget_entry=budget_entry)
+    except Exception as exc:  # noqa: BLE001 - an oracle that breaks is reported, never the test's verdict
+        return OracleTarget(target=result.target, toolchain=tc, status="error", package=oracle_toolchain(tc),
+                            table_version=table.version, reason=f"{type(exc).__name__}: {exc}")
+
+
+def _run_target(onnx_path: Any, result: TargetResult, table: Any, feeds: Mapping[str, Any],
+                reference: Mapping[str, Any], *, reference_source: str, inputs_source: str, seed: Optional[int],
+                precision: str, policy: Optional[Policy], calibration: Optional[Sequence[Mapping[str, Any]]],
+                calibration_source: str, python: Optional[str], timeout: float, budget_entry: Any) -> OracleTarget:
     from .simulate import ToolchainUnavailable, htp_arch_of, simulate_qnn, simulate_rknn
 
     tc = table.toolchain
