@@ -168,7 +168,16 @@ def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, st
         if isinstance(src, str) and src not in sources:
             problems.append(f"{path}.source: {src!r} is not declared in $.provenance.sources")
 
+    def check_whole(path: str, rng: Any) -> None:
+        # JSON Schema counts 13.0 as an integer; an opset is written 13 (policy: reject, A11)
+        if isinstance(rng, list) and any(isinstance(x, float) for x in rng):
+            problems.append(f"{path}: opsets are whole numbers written without a fraction, got {rng}")
+
+    for key, entry in (data.get("ops") or {}).items():
+        if isinstance(entry, dict):
+            check_whole(f"$.ops[{key!r}].opset", entry.get("opset"))
     for dom, rng in (data.get("opsets") or {}).items():
+        check_whole(f"$.opsets[{dom!r}]", rng)
         if isinstance(rng, list) and len(rng) == 2 and all(isinstance(x, int) for x in rng) and rng[0] > rng[1]:
             problems.append(f"$.opsets[{dom!r}]: range {rng} is empty (min > max)")
 
