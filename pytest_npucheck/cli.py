@@ -2,6 +2,8 @@
 
 Exit codes: 0 every node stays on the NPU; 1 a node falls back or the model cannot be compiled;
 2 usage or input error (unknown target, unreadable model, invalid table).
+`tables diff` exits 0 with the differences printed; `probe --check-table` exits 1 when an entry of
+the committed table disagrees with its fresh probes.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from .errors import NpuCheckError
 from .jsonio import dumps
+
+if TYPE_CHECKING:
+    from .tables import Catalog
 
 EXIT_OK, EXIT_FALLBACK, EXIT_USAGE = 0, 1, 2
 
@@ -49,6 +54,33 @@ def _parser() -> argparse.ArgumentParser:
     dg = tsub.add_parser("docs", help="write the supported-ops pages generated from the tables")
     dg.add_argument("out", type=Path, nargs="?", default=Path("docs/supported-ops"))
     dg.add_argument("--check", action="store_true", help="exit 1 when a committed page is stale, write nothing")
+    df = tsub.add_parser("diff", help="what changed between two tables (SDK versions or SoCs)")
+    df.add_argument("old", metavar="OLD_TARGET", help="e.g. qnn@2.47/htp-v73")
+    df.add_argument("new", metavar="NEW_TARGET", help="e.g. qnn@2.51/htp-v73")
+    df.add_argument("--format", choices=("text", "json", "md"), default="text")
+
+    pr = sub.add_parser("probe", help="run the probe models through a real toolchain; write or check its table")
+    pr.add_argument("toolchain", help="rknn or qnn")
+    pr.add_argument("--version", help="toolchain version: rknn-toolkit2 version, or the QNN SDK version the backend reports")
+    pr.add_argument("--soc", help="SoC: rknn target_platform (rk3588, ...) or htp-v<ARCH> (default: the catalog's)")
+    pr.add_argument("--python", help="python of the toolchain's venv (default: $NPUCHECK_RKNN_PYTHON / $NPUCHECK_QNN_PYTHON)")
+    pr.add_argument("--select", action="append", metavar="PREFIX", help="only probe ids with this prefix (repeatable)")
+    pr.add_argument("--extra", action="store_true", help="the extra probes (RKNN: models_extra, QNN: q.*)")
+    pr.add_argument("--precision", choices=("fp16", "int8"), default="fp16", help="QNN only (default fp16)")
+    pr.add_argument("--out", type=Path, help="results JSON (default: probes/<toolchain>/<version>/...; "
+                    "a --select subset goes to a temporary directory)")
+    pr.add_argument("--results", type=Path, metavar="FILE",
+                    help="do not run the toolchain: write or check the table from recorded probe results")
+    pr.add_argument("--workers", type=int, default=2)
+    pr.add_argument("--timeout", type=float, default=120.0, help="per-model timeout in seconds")
+    pr.add_argument("--no-run", action="store_true", help="QNN: place only, do not run each session once")
+    act = pr.add_mutually_exclusive_group()
+    act.add_argument("--write-table", action="store_true",
+                     help="build the table from the results (a full run) and write it")
+    act.add_argument("--check-table", action="store_true",
+                     help="exit 1 when an entry of the committed table disagrees with its fresh probes")
+    pr.add_argument("--table-out", type=Path, help="--write-table: where (default: the bundled op_support_tables/)")
+    pr.add_argument("--format", choices=("text", "json"), default="text", help="--check-table report format")
     return p
 
 
@@ -67,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
     from .tables import Catalog
 
     catalog = Catalog.discover(args.tables)
+    if args.command == "probe":
+        return _probe(args, catalog)
     if args.command == "targets":
         rows = catalog.listing()
         if args.format == "json":
@@ -82,6 +116,12 @@ def _run(args: argparse.Namespace) -> int:
         from .errors import TableError
         from .tables import load_table
 
+        if args.tables_command == "diff":
+            from .tables_diff import RENDERERS, diff_tables
+
+            d = diff_tables(catalog.table(args.old), catalog.table(args.new))
+            sys.stdout.write(RENDERERS[args.format](d))
+            return EXIT_OK
         if args.tables_command == "docs":
             from .docs_gen import generate
             from .jsonio import write_atomic
@@ -126,6 +166,63 @@ def _run(args: argparse.Namespace) -> int:
         for r in results:
             print("\n".join(render_target(r, all_nodes=args.all_nodes)))
     return EXIT_OK if all(r.passed for r in results) else EXIT_FALLBACK
+
+
+def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
+    """`npucheck probe`: run the probes (pytest_npucheck.probe.refresh), then write or check the table."""
+    from .errors import UsageError
+    from .probe import refresh
+    from .tables import bundled_tables_dir
+
+    if args.write_table and args.select:
+        raise UsageError("--write-table needs a full probe run (every table entry cites its probes); drop --select")
+    if args.check_table and args.toolchain == "qnn" and args.precision != "fp16":
+        raise UsageError("--check-table compares fp16 placement (a QNN table lists its int8 differences in notes); "
+                         "use --precision fp16")
+    if args.precision != "fp16" and args.toolchain != "qnn":
+        raise UsageError("--precision is a QNN option (RKNN SoCs that only run int8 are probed int8 automatically)")
+    if args.results and not (args.write_table or args.check_table):
+        raise UsageError("--results is for --write-table or --check-table from recorded probe results")
+    if args.results and (args.select or args.out or args.extra):
+        raise UsageError("--results reads recorded probe results; --select, --extra and --out are for a probe run")
+    target = refresh.resolve_target(catalog, args.toolchain.lower(), args.version, args.soc, args.python,
+                                    need_table=args.check_table, need_python=not args.results)
+    if args.results:
+        out = args.results
+        results = refresh.load_results(out, target)
+        package = results.get("package_version") or results.get("version")
+    else:
+        package = refresh.preflight_version(target, catalog)
+        out = refresh.results_location(target, args.out, args.select, extra=args.extra, precision=args.precision)
+        results = refresh.run(target, out, select=args.select, extra=args.extra, precision=args.precision,
+                              workers=args.workers, timeout=args.timeout, run_sessions=not args.no_run)
+    from collections import Counter
+
+    counts = Counter(r["verdict"] for r in results["probes"])
+    print(f"{len(results['probes'])} probe(s) of {target.target} ({refresh.TOOLCHAINS[target.toolchain].package} "
+          f"{package}): {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}; results in {out}",
+          file=sys.stderr)
+    if args.write_table:
+        table = refresh.build_table(target, out, precision=args.precision)
+        dest = args.table_out or (bundled_tables_dir() / target.toolchain / table["version"] / f"{table['soc']}.json")
+        refresh.write_table(table, dest)
+        print(f"wrote {dest} ({len(table['ops'])} op entries, {len(table.get('patterns', []))} patterns); "
+              "then run `npucheck tables docs`, `npucheck tables validate` and "
+              f"`npucheck tables diff` against the previous table", file=sys.stderr)
+        return EXIT_OK
+    if args.check_table:
+        from .jsonio import load_strict
+
+        ref = catalog.resolve(f"{target.toolchain}@{target.version}/{target.soc}")
+        table = catalog.load(ref)
+        models = refresh.probe_models(target.toolchain, results)
+        report = refresh.check_table(target, table, load_strict(ref.path), results, models)
+        if args.format == "json":
+            sys.stdout.write(dumps(report.to_json()))
+        else:
+            print("\n".join(report.render(refresh.TOOLCHAINS[target.toolchain].package)))
+        return EXIT_OK if report.passed else EXIT_FALLBACK
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,397 @@
+"""`npucheck probe`: run the probe models through a real toolchain, then write or check a table.
+
+The work itself is done by the probe modules (:mod:`.rknn_probe` / :mod:`.qnn_probe` compile or
+place the probes in the toolchain's own venv and record per probe what happened;
+:mod:`.rknn_table` / :mod:`.qnn_table` build the table from those records and predict a probe
+with a table through the plugin's matcher). This module resolves and checks the command line
+(toolchain, version, SoC, the toolchain's python), runs them, and compares a committed table with
+fresh results entry by entry.
+
+No pytest or torch imports; onnx/numpy are imported by the probe modules when a run starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+from ..errors import UsageError
+
+#: rknn-toolkit2 ``target_platform`` values (rknn-toolkit2 2.x)
+RKNN_SOCS = ("rk3588", "rk3576", "rk3566", "rk3568", "rk3562", "rv1106", "rv1103", "rk2118")
+_QNN_SOC = re.compile(r"^htp-v(?P<arch>\d+)$")
+_VERSION = re.compile(r"^\d+(\.\d+)*$")
+_ERRATUM = re.compile(r"^probe (?P<id>\S+):")
+
+
+@dataclass(frozen=True)
+class ToolchainInfo:
+    name: str
+    package: str
+    env_var: str
+    setup: str
+    version_words: str
+
+
+TOOLCHAINS = {
+    "rknn": ToolchainInfo("rknn", "rknn-toolkit2", "NPUCHECK_RKNN_PYTHON", "scripts/setup-rknn-venv.sh",
+                          "the rknn-toolkit2 version (e.g. 2.5.0)"),
+    "qnn": ToolchainInfo("qnn", "onnxruntime-qnn", "NPUCHECK_QNN_PYTHON", "scripts/setup-qnn-venv.sh",
+                         "the QNN SDK version the HTP backend reports (onnxruntime-qnn 2.7.0 reports 2.51.0)"),
+}
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """A checked ``npucheck probe`` target."""
+
+    toolchain: str
+    version: str
+    soc: str
+    python: str
+
+    @property
+    def target(self) -> str:
+        return f"{self.toolchain}@{self.version}/{self.soc}"
+
+
+def qnn_arch(soc: str) -> int:
+    m = _QNN_SOC.match(soc)
+    if not m:
+        raise UsageError(f"invalid QNN SoC {soc!r}: expected htp-v<ARCH>, e.g. htp-v73")
+    return int(m.group("arch"))
+
+
+def installed_version(python: str, package: str) -> Optional[str]:
+    """The version of ``package`` installed in the venv of ``python`` (None when unknown)."""
+    code = "import importlib.metadata as m, sys\ntry: print(m.version(sys.argv[1]))\nexcept Exception: pass\n"
+    try:
+        out = subprocess.run([python, "-c", code, package], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def resolve_target(catalog: Any, toolchain: str, version: Optional[str], soc: Optional[str],
+                   python: Optional[str], *, need_table: bool, need_python: bool = True) -> ProbeTarget:
+    """Check the command line's target; every problem is a UsageError saying what exists."""
+    info = TOOLCHAINS.get(toolchain)
+    if info is None:
+        raise UsageError(f"unknown toolchain {toolchain!r} for probing; probe-derived tables exist for: "
+                         f"{', '.join(sorted(TOOLCHAINS))} (snpe and cann tables come from documentation, "
+                         "see docs/tables.md)")
+    meta = catalog.toolchains.get(toolchain, {})
+    soc = (soc or meta.get("default_soc") or "").lower()
+    soc = meta.get("soc_aliases", {}).get(soc, soc)
+    if toolchain == "rknn":
+        if soc not in RKNN_SOCS:
+            raise UsageError(f"unknown RKNN SoC {soc!r}; rknn-toolkit2 targets: {', '.join(RKNN_SOCS)}")
+    else:
+        from ..oracles.qnn import DEFAULT_SOC_MODEL
+
+        arch = qnn_arch(soc)
+        if arch not in DEFAULT_SOC_MODEL:
+            raise UsageError(f"unknown QNN HTP architecture {soc!r}; known: "
+                             f"{', '.join('htp-v%d' % a for a in sorted(DEFAULT_SOC_MODEL))}")
+    known = catalog.versions(toolchain)
+    if not version:
+        raise UsageError(f"--version is required: {info.version_words}; tables exist for {', '.join(known) or 'none'}")
+    if not _VERSION.match(version):
+        raise UsageError(f"invalid {toolchain} version {version!r}: expected dotted numbers, {info.version_words}")
+    matching = [v for v in known if v == version or v.startswith(version + ".")]
+    if matching:
+        version = matching[-1]
+    if need_table:
+        catalog.resolve(f"{toolchain}@{version}/{soc}")  # raises a UsageError listing what exists
+    if not need_python:
+        return ProbeTarget(toolchain, version, soc, python or "")
+    if toolchain == "rknn":
+        from ..oracles.rknn import find_rknn_python as find
+    else:
+        from ..oracles.qnn import find_qnn_python as find
+    found = find(python)
+    if found is None or (python and os.path.abspath(found) != os.path.abspath(python)):
+        where = f"--python {python} is not an executable file" if python else (
+            f"no {info.package} python found (--python, ${info.env_var} or .venv-{toolchain}/bin/python)")
+        raise UsageError(f"{where}; install the toolchain in its own venv with `{info.setup} "
+                         f".venv-{toolchain} <version>` and pass the python it prints with --python "
+                         f"or ${info.env_var}")
+    return ProbeTarget(toolchain, version, soc, found)
+
+
+def preflight_version(t: ProbeTarget, catalog: Any) -> Optional[str]:
+    """Compare the venv's installed package with the requested version before any probe runs.
+
+    rknn-toolkit2 is versioned like its tables. onnxruntime-qnn is not (its HTP backend reports
+    the QNN SDK version, known only once a session runs): it is compared with the package a
+    committed table of that version records, when there is one. Returns the installed package
+    version; raises UsageError on a mismatch."""
+    info = TOOLCHAINS[t.toolchain]
+    have = installed_version(t.python, info.package)
+    if have is None:
+        raise UsageError(f"{t.python} has no {info.package} installed; install it with `{info.setup} "
+                         f".venv-{t.toolchain} <version>`")
+    if t.toolchain == "rknn":
+        if have != t.version:
+            raise UsageError(f"{t.python} has rknn-toolkit2 {have}, not {t.version}; pass the python of a "
+                             f"{t.version} venv (`{info.setup} .venv-rknn-{t.version} {t.version}`)")
+        return have
+    for soc in catalog.socs(t.toolchain, t.version):
+        try:
+            prov = catalog.load(catalog.refs[(t.toolchain, t.version, soc)]).provenance
+        except Exception:  # an invalid table is reported by `npucheck tables validate`
+            continue
+        want = str(prov.get("toolchain_package", "")).partition("==")[2]
+        if want and want != have:
+            raise UsageError(f"{t.python} has onnxruntime-qnn {have}; qnn@{t.version} tables were made with "
+                             f"onnxruntime-qnn {want}")
+        break
+    return have
+
+
+# -- running ------------------------------------------------------------------------------------
+
+def default_results_path(t: ProbeTarget, *, extra: bool, precision: str = "fp16",
+                         root: Path = Path("probes")) -> Path:
+    """Where the probe modules keep a full run's results (``probes/<toolchain>/<version>/...``)."""
+    if t.toolchain == "rknn":
+        return root / "rknn" / t.version / f"{t.soc}.{'extra.' if extra else ''}results.json"
+    return root / "qnn" / t.version / f"{t.soc}.{precision}{'.extra' if extra else ''}.results.json"
+
+
+def run(t: ProbeTarget, out: Path, *, select: Optional[Sequence[str]], extra: bool, precision: str,
+        workers: int, timeout: float, run_sessions: bool = True, verbose: bool = True) -> dict[str, Any]:
+    """Run the probes with the probe module of the toolchain; returns the results document
+    (also written to ``out``). A version mismatch found during the run is a UsageError."""
+    try:
+        if t.toolchain == "rknn":
+            from .rknn_probe import run_probes
+
+            return run_probes(t.version, t.soc, t.python, out, select=select, workers=workers,
+                              timeout=timeout, verbose=verbose, extra=extra)
+        from .qnn_probe import run_probes as run_qnn
+
+        return run_qnn(qnn_arch(t.soc), precision, t.python, out, version=t.version, select=select,
+                       workers=workers, timeout=timeout, run=run_sessions, extra=extra, verbose=verbose)
+    except RuntimeError as exc:  # "installed rknn-toolkit2 is X, not Y" / "the QNN backend reports ..."
+        raise UsageError(str(exc)) from None
+
+
+def _read(path: Path) -> Optional[dict[str, Any]]:
+    if not path.is_file():
+        return None
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def build_table(t: ProbeTarget, results_path: Path, *, precision: str = "fp16",
+                schema_path: Optional[Path] = None, log: Any = None) -> dict[str, Any]:
+    """The table of a full probe run, through the table builders: the main results and the extra
+    results found next to ``results_path`` (and, for QNN, the int8 results of the same arch)."""
+    name = results_path.name
+    if t.toolchain == "rknn":
+        from . import rknn_table as builder
+
+        stem = re.sub(r"(\.extra)?\.results\.json$", "", name)
+        main = _read(results_path.with_name(f"{stem}.results.json"))
+        extra = _read(results_path.with_name(f"{stem}.extra.results.json"))
+        if main is None:
+            raise UsageError(f"--write-table needs the main probe results {results_path.with_name(stem + '.results.json')} "
+                             "(run without --extra first)")
+        results = builder.merge_results(main, extra) if extra else main
+        return builder.make_table(results, schema_path, log=log)
+    from . import qnn_table as builder
+
+    stem = re.sub(r"\.(fp16|int8)(\.extra)?\.results\.json$", "", name)
+
+    def load(prec: str) -> Optional[dict[str, Any]]:
+        main = _read(results_path.with_name(f"{stem}.{prec}.results.json"))
+        if main is None:
+            return None
+        return builder.merge_results(main, _read(results_path.with_name(f"{stem}.{prec}.extra.results.json")))
+
+    fp16 = load("fp16")
+    if fp16 is None:
+        raise UsageError(f"--write-table needs the fp16 probe results {results_path.with_name(stem + '.fp16.results.json')} "
+                         "(run with --precision fp16, without --extra, first)")
+    return builder.make_table(fp16, load("int8"), schema_path, log=log)
+
+
+def write_table(table: Mapping[str, Any], path: Path) -> None:
+    from ..jsonio import write_atomic
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(table, indent=1) + "\n")
+
+
+# -- checking a committed table against fresh results -----------------------------------------
+
+@dataclass
+class Disagreement:
+    probe: str
+    node: str
+    op_type: str
+    table_says: str
+    toolchain_says: str
+    entries: list[str]
+    known: bool  # listed in the table's provenance.errata
+
+    def text(self, toolchain: str) -> str:
+        got = "built it" if self.toolchain_says == "ok" else self.toolchain_says
+        return f"probe {self.probe}: {self.op_type} {self.node} -> table says {self.table_says}, {toolchain} {got}"
+
+
+@dataclass
+class CheckReport:
+    target: str
+    table_path: str
+    checked: int = 0
+    agree: int = 0
+    skipped: list[str] = field(default_factory=list)
+    disagreements: list[Disagreement] = field(default_factory=list)
+    errata_now_agree: list[str] = field(default_factory=list)
+
+    @property
+    def new(self) -> list[Disagreement]:
+        return [d for d in self.disagreements if not d.known]
+
+    def probes(self, known: bool) -> list[str]:
+        """Ids of the probes with a (known or new) disagreement, in order."""
+        return list(dict.fromkeys(d.probe for d in self.disagreements if d.known == known))
+
+    @property
+    def passed(self) -> bool:
+        return not self.new
+
+    def by_entry(self, known: bool = False) -> dict[str, list[Disagreement]]:
+        out: dict[str, list[Disagreement]] = {}
+        for d in self.disagreements:
+            if d.known == known:
+                for e in d.entries:
+                    out.setdefault(e, []).append(d)
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "table": self.table_path, "passed": self.passed,
+                "checked": self.checked, "agree": self.agree, "skipped": self.skipped,
+                "new_disagreeing_probes": self.probes(False), "known_disagreeing_probes": self.probes(True),
+                "disagreements": [vars(d) for d in self.disagreements],
+                "errata_now_agree": self.errata_now_agree}
+
+    def render(self, toolchain: str) -> list[str]:
+        lines = [f"check {self.table_path} ({self.target}) against {self.checked} probe result(s): "
+                 f"{self.agree} agree, {len(self.probes(False))} disagree where the table claims agreement, "
+                 f"{len(self.probes(True))} disagree as the table's errata already say"
+                 + (f", {len(self.skipped)} skipped (built with RKNN load/config options)" if self.skipped else "")]
+        for entry, items in self.by_entry(known=False).items():
+            lines.append(f"  DISAGREES {entry}:")
+            lines += [f"    {d.text(toolchain)}" for d in items]
+        for entry, items in self.by_entry(known=True).items():
+            lines.append(f"  known {entry}: " + ", ".join(dict.fromkeys(d.probe for d in items)))
+        if self.errata_now_agree:
+            lines.append("  errata that no longer disagree (regenerate the table with --write-table): "
+                         + ", ".join(self.errata_now_agree))
+        return lines
+
+
+def _entry_index(raw: Mapping[str, Any]) -> dict[str, list[str]]:
+    """probe id -> the table entries that name it as their evidence."""
+    idx: dict[str, list[str]] = {}
+    for key, e in (raw.get("ops") or {}).items():
+        for pid in e.get("probes") or []:
+            idx.setdefault(pid, []).append(key)
+        for c in e.get("constraints") or []:
+            for pid in c.get("probes") or []:
+                if key not in idx.setdefault(pid, []):
+                    idx[pid].append(key)
+    for c in raw.get("generic_constraints") or []:
+        for pid in c.get("probes") or []:
+            idx.setdefault(pid, []).append(f"every node ({c.get('rule')})")
+    for p in raw.get("patterns") or []:
+        for pid in p.get("probes") or []:
+            idx.setdefault(pid, []).append(f"pattern {p.get('name')}")
+    return idx
+
+
+def probe_models(toolchain: str, results: Mapping[str, Any]) -> dict[str, Any]:
+    """The probe models of the records in ``results`` (main or extra probes), rebuilt by the
+    probe generators."""
+    ids = [r["id"] for r in results["probes"]]
+    if toolchain == "rknn":
+        from .models import build_probes as main
+        from .models_extra import build_extra_probes as extra
+    else:
+        from .qnn_probe import extra_probes as extra
+        from .qnn_probe import select_probes as main
+    wanted = set(ids)
+    return {p.id: p.model for build in (main, extra) for p in build(ids) if p.id in wanted}
+
+
+def load_results(path: Path, t: ProbeTarget) -> dict[str, Any]:
+    """Recorded probe results (``--results``), checked to be of the target's toolchain, version
+    and SoC."""
+    from ..jsonio import JsonFileError, load_strict
+
+    try:
+        doc = load_strict(path)
+    except (JsonFileError, OSError) as exc:
+        raise UsageError(f"--results {path}: {exc}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("probes"), list):
+        raise UsageError(f"--results {path}: not a probe-results document (no `probes` list)")
+    for key, want in (("toolchain", t.toolchain), ("version", t.version), ("soc", t.soc)):
+        if str(doc.get(key)) != want:
+            raise UsageError(f"--results {path}: `{key}` is {doc.get(key)!r}, not {want!r} as given on the command line")
+    return doc
+
+
+def check_table(t: ProbeTarget, table: Any, raw: Mapping[str, Any], results: Mapping[str, Any],
+                models: Mapping[str, Any]) -> CheckReport:
+    """Predict every fresh probe with the committed table (the plugin's matcher, through the
+    builder's ``predict``/``compare``) and list each disagreement under the entries that cite
+    that probe; disagreements the table already lists in ``provenance.errata`` are known."""
+    if t.toolchain == "rknn":
+        from .rknn_table import compare, predict
+    else:
+        from .qnn_table import compare, predict
+    errata = {m.group("id") for line in (raw.get("provenance") or {}).get("errata") or []
+              if (m := _ERRATUM.match(str(line)))}
+    index = _entry_index(raw)
+    rep = CheckReport(t.target, str(table.path))
+    for rec in results["probes"]:
+        model = models.get(rec["id"])
+        if model is None or rec.get("config") or rec.get("load"):
+            rep.skipped.append(rec["id"])
+            continue
+        rep.checked += 1
+        diff = compare(predict(table, model), rec["status"], rec["placement"], rec["focus"])
+        if not diff:
+            rep.agree += 1
+            if rec["id"] in errata:
+                rep.errata_now_agree.append(rec["id"])
+            continue
+        for node, want, got in diff:
+            op = next((n["op_type"] for n in rec["nodes"] if n["name"] == node), "model")
+            entries = list(index.get(rec["id"], []))
+            if not entries:
+                key = f"ai.onnx:{op}"
+                entries = [key if key in table.ops else f"no entry for {op} (default verdict {table.default_verdict})"]
+            rep.disagreements.append(Disagreement(rec["id"], node, op, want, got, entries, rec["id"] in errata))
+    return rep
+
+
+def results_location(t: ProbeTarget, out: Optional[Path], select: Optional[Sequence[str]], *, extra: bool,
+                     precision: str, tmp_factory: Callable[[], str] = lambda: tempfile.mkdtemp(prefix="npucheck-probe-")
+                     ) -> Path:
+    """``--out``, else the probe modules' default for a full run; a ``--select`` subset without
+    ``--out`` goes to a fresh temporary directory so it never replaces a full run's results."""
+    if out is not None:
+        return out
+    if select:
+        return Path(tmp_factory()) / default_results_path(t, extra=extra, precision=precision).name
+    return default_results_path(t, extra=extra, precision=precision)
