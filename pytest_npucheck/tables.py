@@ -273,7 +273,10 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
     try:
         data = load_strict(path)
     except JsonFileError as exc:
-        raise TableError(str(path), [str(exc).split(": ", 1)[-1] if str(exc).startswith(str(path)) else str(exc)]) from None
+        text = str(exc)
+        if text.startswith(str(path)):  # "<path>:<line>:<col>: invalid JSON: ..." keeps its line and column
+            text = re.sub(r"^:(\d+):(\d+): ", r"line \1 column \2: ", text[len(str(path)):]).lstrip(": ")
+        raise TableError(str(path), [text]) from None
     problems = validate_table_data(data, path, schema_path, rel)
     if problems:
         raise TableError(str(path), problems)
