@@ -47,11 +47,13 @@ def canary(tmp_path):
     return secret
 
 
+@pytest.mark.reliability("B7")
 def test_valid_external_data_passes(tmp_path):
     g = load_graph(external_model(tmp_path, data=np.ones(1024, "float32").tobytes(), length=4096))
     assert g.tensor("w").const and g.tensor("w").value is None
 
 
+@pytest.mark.reliability("B3")
 @pytest.mark.parametrize("location,fragment", [
     ("../canary.bin", "'..' would leave the model directory"),
     ("sub/../../canary.bin", "'..' would leave the model directory"),
@@ -66,6 +68,7 @@ def test_escaping_locations_are_rejected(tmp_path, canary, location, fragment):
     assert "SECRET-CANARY" not in text
 
 
+@pytest.mark.reliability("B4")
 def test_symlink_final_and_parent_components_are_rejected(tmp_path, canary):
     path = external_model(tmp_path, "link.bin")
     os.symlink(canary, path.parent / "link.bin")
@@ -78,6 +81,7 @@ def test_symlink_final_and_parent_components_are_rejected(tmp_path, canary):
         load_graph(path2)
 
 
+@pytest.mark.reliability("B4")
 def test_hardlink_is_rejected(tmp_path, canary):
     path = external_model(tmp_path, "hard.bin")
     os.link(canary, path.parent / "hard.bin")
@@ -85,6 +89,7 @@ def test_hardlink_is_rejected(tmp_path, canary):
         load_graph(path)
 
 
+@pytest.mark.reliability("B6")
 def test_sizes_must_fit(tmp_path):
     with pytest.raises(ModelError, match="beyond the file"):
         load_graph(external_model(tmp_path, data=b"\0" * 100, length=4096))
@@ -94,6 +99,7 @@ def test_sizes_must_fit(tmp_path):
         load_graph(external_model(tmp_path, data=b"\0" * 8000, length=4096, offset=-1))
 
 
+@pytest.mark.reliability("B5")
 def test_missing_external_file_is_fine_for_the_static_check(tmp_path):
     from pytest_npucheck.safety import check_external_data
 
@@ -103,6 +109,7 @@ def test_missing_external_file_is_fine_for_the_static_check(tmp_path):
         check_external_data(onnx.load(path, load_external_data=False), path, require_files=True)
 
 
+@pytest.mark.reliability("B10")
 def test_unknown_domain_is_reported_not_raised(judge):
     m = make_model([helper.make_node("Frobnicate", ["x"], ["y"], name="weird", domain="com.example")],
                    [("x", (1, 4))], ["y"])
@@ -113,6 +120,7 @@ def test_unknown_domain_is_reported_not_raised(judge):
     assert not r["__result__"].passed
 
 
+@pytest.mark.reliability("B11")
 @pytest.mark.parametrize("name", ["a\x00b\x1b[31mred", "<script>alert(1)</script>|`x`", "n" * 10_000])
 def test_hostile_names_keep_reports_well_formed(judge, name):
     m = make_model([helper.make_node("Sin", ["x"], ["y"], name=name)], [("x", (1, 4))], ["y"])
@@ -127,6 +135,7 @@ def test_hostile_names_keep_reports_well_formed(judge, name):
     assert doc["nodes"][0]["name"] == name  # data keeps the exact name; rendering escapes it
 
 
+@pytest.mark.reliability("D12")
 def test_atomic_write_survives_kill_9(tmp_path):
     """kill -9 during repeated rewrites leaves the old or the new file, never a broken one."""
     import signal
@@ -151,6 +160,7 @@ def test_atomic_write_survives_kill_9(tmp_path):
     assert all(p.name.endswith(".tmp") for p in leftovers)  # stray temp files only, never the target
 
 
+@pytest.mark.reliability("D9")
 def test_write_atomic_refuses_symlink_target(tmp_path, canary):
     from pytest_npucheck.errors import NpuCheckError
     from pytest_npucheck.jsonio import write_atomic
