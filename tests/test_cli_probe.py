@@ -107,6 +107,18 @@ def test_write_table_from_recorded_results_reproduces_the_committed_table(capsys
     assert f"wrote {out}" in err
 
 
+def test_write_table_from_a_subset_is_refused_by_the_builder(capsys, tmp_path):
+    doc = json.loads(RKNN_RESULTS.read_text(encoding="utf-8"))
+    doc["probes"] = [p for p in doc["probes"] if p["id"].startswith("Relu.")]
+    sub = tmp_path / "rk3588.results.json"
+    sub.write_text(json.dumps(doc), encoding="utf-8")
+    out = tmp_path / "table.json"
+    code, _, err = run(capsys, "rknn", "--version", "2.5.0", "--soc", "rk3588", "--results", sub,
+                       "--write-table", "--table-out", out)
+    assert code == 2 and f"cannot build the rknn@2.5.0/rk3588 table from {sub}" in err
+    assert "matches no probe" in err and not out.exists()
+
+
 def test_check_table_from_recorded_results_passes_with_known_errata(capsys):
     table = REPO / "op_support_tables/qnn/2.51.0/htp-v73.json"
     code, out, err = run(capsys, "qnn", "--version", "2.51", "--soc", "htp-v73", "--results", QNN_EXTRA_RESULTS,

@@ -193,7 +193,23 @@ def _read(path: Path) -> Optional[dict[str, Any]]:
 def build_table(t: ProbeTarget, results_path: Path, *, precision: str = "fp16",
                 schema_path: Optional[Path] = None, log: Any = None) -> dict[str, Any]:
     """The table of a full probe run, through the table builders: the main results and the extra
-    results found next to ``results_path`` (and, for QNN, the int8 results of the same arch)."""
+    results found next to ``results_path`` (and, for QNN, the int8 results of the same arch).
+    A builder's complaint (an entry no probe supports, results of another target, a table that
+    fails validation) is raised as a UsageError naming the results file."""
+    try:
+        return _build_table(t, results_path, schema_path=schema_path, log=log)
+    except UsageError:
+        raise
+    except Exception as exc:
+        from jsonschema.exceptions import ValidationError
+
+        if not isinstance(exc, (ValueError, KeyError, AssertionError, ValidationError)):
+            raise
+        raise UsageError(f"cannot build the {t.target} table from {results_path}: "
+                         f"{exc if str(exc) else type(exc).__name__}") from None
+
+
+def _build_table(t: ProbeTarget, results_path: Path, *, schema_path: Optional[Path], log: Any) -> dict[str, Any]:
     name = results_path.name
     if t.toolchain == "rknn":
         from . import rknn_table as builder
