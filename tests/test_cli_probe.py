@@ -94,13 +94,18 @@ def test_missing_toolchain_python_says_how_to_install_it(capsys, monkeypatch, tm
 
 # -- from recorded results (no toolchain needed) -----------------------------------------------
 
-def test_write_table_from_recorded_results_reproduces_the_committed_table(capsys, tmp_path):
-    out = tmp_path / "rk3588.json"
-    code, _, err = run(capsys, "rknn", "--version", "2.5.0", "--soc", "rk3588", "--results", RKNN_RESULTS,
+@pytest.mark.parametrize("toolchain,version,soc,results", [
+    ("rknn", "2.5.0", "rk3588", RKNN_RESULTS),  # + rk3588.extra.results.json
+    ("qnn", "2.51.0", "htp-v73", REPO / "probes/qnn/2.51.0/htp-v73.fp16.results.json"),  # + extra, int8
+])
+def test_write_table_from_recorded_results_reproduces_the_committed_table(capsys, tmp_path, toolchain, version,
+                                                                          soc, results):
+    out = tmp_path / f"{soc}.json"
+    code, _, err = run(capsys, toolchain, "--version", version, "--soc", soc, "--results", results,
                        "--write-table", "--table-out", out)
     assert code == 0, err
     written = json.loads(out.read_text(encoding="utf-8"))
-    committed = json.loads((REPO / "op_support_tables/rknn/2.5.0/rk3588.json").read_text(encoding="utf-8"))
+    committed = json.loads((REPO / "op_support_tables" / toolchain / version / f"{soc}.json").read_text(encoding="utf-8"))
     for t in (written, committed):
         t["provenance"].pop("generated")
     assert written == committed
