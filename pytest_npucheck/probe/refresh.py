@@ -177,8 +177,15 @@ def run(t: ProbeTarget, out: Path, *, select: Optional[Sequence[str]], extra: bo
                               timeout=timeout, verbose=verbose, extra=extra)
         from .qnn_probe import run_probes as run_qnn
 
-        return run_qnn(qnn_arch(t.soc), precision, t.python, out, version=t.version, select=select,
-                       workers=workers, timeout=timeout, run=run_sessions, extra=extra, verbose=verbose)
+        # a prefix (qnn@2.53 before any 2.53.x table exists) is checked against what the backend reports
+        full = t.version.count(".") >= 2
+        doc = run_qnn(qnn_arch(t.soc), precision, t.python, out, version=t.version if full else None,
+                      select=select, workers=workers, timeout=timeout, run=run_sessions, extra=extra,
+                      verbose=verbose)
+        if not full and not str(doc["version"]).startswith(t.version + "."):
+            raise UsageError(f"the QNN backend of {t.python} reports {doc['version']}, not {t.version} "
+                             f"(results left in {out})")
+        return doc
     except RuntimeError as exc:  # "installed rknn-toolkit2 is X, not Y" / "the QNN backend reports ..."
         raise UsageError(str(exc)) from None
 
