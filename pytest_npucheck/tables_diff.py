@@ -302,6 +302,43 @@ def _header(d: TableDiff) -> str:
     return f"{d.old} -> {d.new}{pkgs}"
 
 
+#: an opset bound moved the same way for at least this many ops: one line for all of them
+COLLAPSE_AT = 3
+
+
+def _shift(c: Change) -> Optional[tuple[str, int, int]]:
+    """("max"|"min", old, new) when an op's opset change moves one bound only."""
+    a, b = c.before, c.after
+    if c.kind != "opset" or not a or not b:
+        return None
+    if a[0] == b[0] and a[1] != b[1]:
+        return ("max", a[1], b[1])
+    if a[1] == b[1] and a[0] != b[0]:
+        return ("min", a[0], b[0])
+    return None
+
+
+def _texts(items: Sequence[Change]) -> list[str]:
+    """The changes in words; opset bounds that moved alike for many ops are said once, with the
+    ops named (the JSON keeps one change per op)."""
+    shifts: dict[tuple[str, int, int], list[Change]] = {}
+    for c in items:
+        key = _shift(c)
+        if key:
+            shifts.setdefault(key, []).append(c)
+    out: list[str] = []
+    said: set[tuple[str, int, int]] = set()
+    for c in items:
+        key = _shift(c)
+        if key is None or len(shifts[key]) < COLLAPSE_AT:
+            out.append(c.text)
+        elif key not in said:
+            said.add(key)
+            names = ", ".join(_op_name(x.subject) for x in shifts[key])
+            out.append(f"{key[0]} opset {key[1]} -> {key[2]} for {len(shifts[key])} ops: {names}")
+    return out
+
+
 def render_text(d: TableDiff) -> str:
     lines = [_header(d)]
     if d.empty:
@@ -312,7 +349,7 @@ def render_text(d: TableDiff) -> str:
         if not items:
             continue
         lines += ["", f"{GROUP_TITLES[g]} ({len(items)}):"]
-        lines += [f"  - {c.text}" for c in items]
+        lines += [f"  - {t}" for t in _texts(items)]
     return "\n".join(lines) + "\n"
 
 
@@ -329,7 +366,7 @@ def render_md(d: TableDiff) -> str:
         if not items:
             continue
         lines += [f"## {GROUP_TITLES[g]} ({len(items)})", ""]
-        lines += [f"- {_md(c.text)}" for c in items]
+        lines += [f"- {_md(t)}" for t in _texts(items)]
         lines.append("")
     return "\n".join(lines)
 

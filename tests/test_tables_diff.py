@@ -234,3 +234,31 @@ def test_cli_usage_errors_exit_2(capsys, args, needle):
         code = exc.code
     out, err = capsys.readouterr()
     assert code == 2 and needle in err and out == ""
+
+
+def test_opset_bounds_moved_alike_are_said_once():
+    """SNPE 2025.06 -> 2025.08 raises the max opset of most ops the same way: the text says it
+    once per (bound, old, new) with the op count read from the files; the JSON keeps one change
+    per op."""
+    from collections import defaultdict
+
+    a, b = _raw("snpe@2025.06/htp"), _raw("snpe@2025.08/htp")
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for key in sorted(set(a["ops"]) & set(b["ops"])):
+        oa, ob = a["ops"][key].get("opset"), b["ops"][key].get("opset")
+        if oa and ob and a["ops"][key]["status"] == b["ops"][key]["status"]:
+            if oa[0] == ob[0] and oa[1] != ob[1]:
+                groups[("max", oa[1], ob[1])].append(key)
+            elif oa[1] == ob[1] and oa[0] != ob[0]:
+                groups[("min", oa[0], ob[0])].append(key)
+    big = {k: v for k, v in groups.items() if len(v) >= 3}
+    assert big, "the committed SNPE tables no longer share an opset change; pick another pair"
+    cat = Catalog.discover()
+    d = diff_tables(cat.table("snpe@2025.06/htp"), cat.table("snpe@2025.08/htp"))
+    text, md = render_text(d), render_md(d)
+    for (bound, old, new), keys in big.items():
+        line = f"{bound} opset {old} -> {new} for {len(keys)} ops: "
+        assert text.count(line) == 1 and md.count(line) == 1
+        for key in keys:
+            assert f"{key.split(':', 1)[1]}: opsets" not in text
+    assert sum(1 for c in d.changes if c.kind == "opset") == sum(len(v) for v in groups.values())
