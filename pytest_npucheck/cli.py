@@ -67,8 +67,8 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--select", action="append", metavar="PREFIX", help="only probe ids with this prefix (repeatable)")
     pr.add_argument("--extra", action="store_true", help="the extra probes (RKNN: models_extra, QNN: q.*)")
     pr.add_argument("--precision", choices=("fp16", "int8"), default="fp16", help="QNN only (default fp16)")
-    pr.add_argument("--out", type=Path, help="results JSON (default: probes/<toolchain>/<version>/...; "
-                    "a --select subset goes to a temporary directory)")
+    pr.add_argument("--out", type=Path, help="results JSON (default: probes/<toolchain>/<version>/... under the current "
+                    "directory; a --select subset goes to a temporary directory)")
     pr.add_argument("--results", type=Path, metavar="FILE",
                     help="do not run the toolchain: write or check the table from recorded probe results")
     pr.add_argument("--workers", type=int, default=2)
