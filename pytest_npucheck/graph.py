@@ -223,7 +223,7 @@ def _load_without_weights(path: Path, onnx: Any) -> Any:
 
 def clear_caches() -> None:
     """Forget what earlier models taught this process (parsed scopes and stack traces)."""
-    for cached in (_location, _scope_module, _user_frame):
+    for cached in (_location, _module_location, _scope_module, _user_frame):
         cached.cache_clear()
 
 
@@ -456,7 +456,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     known: dict[str, Any] = dict(small)
     shapes: dict[str, tuple[int, ...]] = {}
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
-    wanted = {n.input[0] for n in model.graph.node if n.op_type in ("Shape", "Size") and n.input}
+    nodes = [(n, n.op_type, n.input) for n in model.graph.node]  # each protobuf field read once
+    wanted = {inputs[0] for _, op, inputs in nodes if op in ("Shape", "Size") and inputs}
     for vi in list(model.graph.input) + list(model.graph.value_info):
         if vi.name not in wanted:
             continue
@@ -465,13 +466,13 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     out: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
-    for node in model.graph.node:
-        if node.domain not in ("", DEFAULT_DOMAIN) or node.op_type in _NO_FOLD:
+    for node, op, inputs in nodes:
+        if op in _NO_FOLD or node.domain not in ("", DEFAULT_DOMAIN):
             continue
         values: Optional[list[Any]] = None
-        if node.op_type in ("Shape", "Size") and node.input and node.input[0] in shapes:
-            dims = shapes[node.input[0]]
-            if node.op_type == "Size":
+        if op in ("Shape", "Size") and inputs and inputs[0] in shapes:
+            dims = shapes[inputs[0]]
+            if op == "Size":
                 values = [np.array(int(np.prod(dims)), dtype=np.int64)]
             else:
                 attrs = {a.name: a.i for a in node.attribute}
@@ -480,7 +481,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 start = min(max(start + r if start < 0 else start, 0), r)
                 end = min(max(end + r if end < 0 else end, 0), r)
                 values = [np.array(dims[start:end], dtype=np.int64)]
-        elif node.op_type == "Constant" or (node.input and all((not i) or i in known for i in node.input)):
+        elif op == "Constant" or (inputs and all((not i) or i in known for i in inputs)):
             values = _evaluate(node, known, opset_list)
         if values is None:
             continue
@@ -771,7 +772,7 @@ class _Builder:
         name = node.name or f"{op_type}_{index}"
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and node.output:
             self._constant_node(node)
-        sub_names = tuple(f"{name}/{label}" for label, _ in bodies)
+        sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
         self.nodes.append(_new(
             NodeFact, index=index, name=name, op_type=op_type, domain=domain,
             inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
@@ -856,8 +857,13 @@ def _source(node: Any, name: str) -> Optional[SourceLocation]:
             return location
     if name.startswith("/") and len(name) > 1:
         # TorchScript exporter scope names: /layer1/conv1/Conv -> layer1.conv1
-        return SourceLocation(module=".".join(name.strip("/").split("/")[:-1]))
+        return _module_location(".".join(name.strip("/").split("/")[:-1]))
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_location(module: str) -> SourceLocation:
+    return SourceLocation(module=module)
 
 
 # The nodes of one module call share their scopes, and every layer of a stack shares its stack
