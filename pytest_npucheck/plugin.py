@@ -787,7 +787,8 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         if not isinstance(exc, (NpuCheckError, ValueError, RuntimeError, OSError)):
             raise
         info["error"] = f"{type(exc).__name__}: {exc}"
-        fail.append(f"the numeric check could not run: {info['error']}")
+        where = "" if str(onnx_path) in str(exc) else f" (model {onnx_path})"  # F1: which file ORT refused
+        fail.append(f"the numeric check could not run: {info['error']}{where}")
     info["passed"] = not fail
     if not fail:
         return []
