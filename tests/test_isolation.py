@@ -251,3 +251,35 @@ def test_pytest_run_goes_on_after_a_crash_and_a_hang(pytester):
     errors = {t["nodeid"].split("::")[-1]: t.get("error") or "" for t in doc["tests"]}
     assert "crash (SIGSEGV) during export" in errors["test_crashes"]
     assert "timed out" in errors["test_hangs"]
+
+
+def test_options_and_ini_keys_set_the_limits_and_are_restored(pytester):
+    before = isolate.settings()
+    check = """
+        from pytest_npucheck import isolate
+
+        def test_settings():
+            s = isolate.settings()
+            assert (s.enabled, s.timeout, s.memory_mb) == {expected}
+    """
+    pytester.makeini("[pytest]\nnpu_timeout = 7\nnpu_memory_limit = 300\nnpu_isolate = false\n")
+    pytester.makepyfile(test_settings=check.format(expected=(False, 7.0, 300)))
+    pytester.runpytest_inprocess("-p", "no:randomly").assert_outcomes(passed=1)
+    assert isolate.settings() == before  # an in-process run leaves the outer settings alone
+    pytester.makeini("[pytest]\nnpu_timeout = 7\nnpu_memory_limit = 300\n")
+    pytester.makepyfile(test_settings=check.format(expected=(True, 2.5, 300)))
+    pytester.runpytest_inprocess("-p", "no:randomly", "--npu-timeout=2.5").assert_outcomes(passed=1)
+    pytester.makepyfile(test_settings=check.format(expected=(False, 2.5, 300)))
+    pytester.runpytest_inprocess("-p", "no:randomly", "--npu-timeout=2.5", "--npu-no-isolate").assert_outcomes(
+        passed=1)
+    assert isolate.settings() == before
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--npu-timeout=soon"], "npu_timeout: expected a number of seconds"),
+    (["--npu-memory-limit=-5"], "npu_memory_limit: expected 0 or more MiB"),
+])
+def test_bad_limits_are_usage_errors(pytester, args, fragment):
+    pytester.makepyfile("def test_a():\n    assert True\n")
+    res = pytester.runpytest_inprocess(*args)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and fragment in res.stderr.str()
