@@ -205,3 +205,23 @@ def test_qnn_tables_reject_the_dynamo_rmsnorm_exactly_as_probed():
                 assert (res.verdict == "unsupported") == (status == "session_failed"), (version, arch, pid, status)
     assert seen["q.pattern.rmsnorm.recip.w_first.f32.r3"] == "session_failed"
     assert seen["q.pattern.rmsnorm.recip.r_first.w_first.f32.r3"] == "ok"
+
+
+@pytest.mark.parametrize("version", ["2.47.0", "2.49.40", "2.51.0"])
+def test_qnn_pattern_probes_are_reproduced_by_the_tables(version):
+    """The GELU (both Mul orders), RMSNorm and Swin window-reverse probes, as placed by
+    onnxruntime-qnn (recorded results), are predicted node by node by the bundled tables."""
+    from pytest_npucheck.probe.qnn_probe import extra_probes
+    from pytest_npucheck.probe.qnn_table import compare, predict
+
+    probes = {p.id: p for p in extra_probes(["q.pattern.", "q.ctx.r6.after_linear"])}
+    cat = Catalog.discover()
+    for arch in ("v68", "v73"):
+        table = cat.table(f"qnn@{version}/htp-{arch}")
+        results = json.loads((Path(__file__).parents[1] / "probes" / "qnn" / version /
+                              f"htp-{arch}.fp16.extra.results.json").read_text())
+        recs = [r for r in results["probes"] if r["id"] in probes]
+        assert len(recs) == len(probes) >= 9
+        for rec in recs:
+            diff = compare(predict(table, probes[rec["id"]].model), rec["status"], rec["placement"], rec["focus"])
+            assert diff == [], (version, arch, rec["id"], diff)

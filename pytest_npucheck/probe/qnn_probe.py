@@ -241,6 +241,38 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                            "(MatMul + Add -> rank-6 Reshape -> Transpose -> Reshape)",
                       focus=["mm", "bias", "rs6", "tp6", "rs_back"]))
 
+    # the same, as TorchScript exports Swin: Transpose -> Reshape (rank 3) -> MatMul -> Add bias
+    # -> Reshape (rank 4) -> Reshape (rank 6) -> Transpose -> Reshape (rank 4) -> Reshape (rank 3)
+    # (".roll": a shifted-window block, the rank-4 result is rolled back by Slice/Concat first)
+    for roll in (False, True):
+        gb = GB()
+        a = gb.input("attn", "float32", [16, 2, 16, 16])
+        res = gb.input("res", "float32", [1, 256, 32])
+        y = gb.node("Transpose", [a], perm=[0, 2, 1, 3], name="heads")
+        y = gb.node("Reshape", [y, gb.ints([16, 16, 32])], name="rs_in")
+        y = gb.node("MatMul", [y, gb.weight([32, 32])], name="mm")
+        y = gb.node("Add", [gb.weight([32]), y], name="bias")
+        y = gb.node("Reshape", [y, gb.ints([16, 4, 4, 32])], name="rs4")
+        y = gb.node("Reshape", [y, gb.ints([1, 4, 4, 4, 4, 32])], name="rs6")
+        y = gb.node("Transpose", [y], perm=[0, 1, 3, 2, 4, 5], name="tp6")
+        y = gb.node("Reshape", [y, gb.ints([1, 16, 16, 32])], name="rs_hw")
+        if roll:
+            for axis in (1, 2):
+                lo = gb.node("Slice", [y, gb.ints([14]), gb.ints([16]), gb.ints([axis])],
+                             name="roll%d_a" % axis)
+                hi = gb.node("Slice", [y, gb.ints([0]), gb.ints([14]), gb.ints([axis])],
+                             name="roll%d_b" % axis)
+                y = gb.node("Concat", [lo, hi], axis=axis, name="roll%d" % axis)
+        y = gb.node("Reshape", [y, gb.ints([1, 256, 32])], name="rs_back")
+        gb.output(gb.node("Add", [res, y], name="residual"))
+        out.append(_probe("q.ctx.r6.after_linear.torchscript%s.f32.r6" % (".roll" if roll else ""),
+                          "Transpose", gb, kind="pattern",
+                          note="Swin window reverse after the attention projection as TorchScript "
+                               "exports it (Reshape -> MatMul -> Add -> Reshape -> rank-6 Reshape "
+                               "-> Transpose -> Reshape%s -> Reshape)" % (
+                                   " -> roll by Slice/Concat on H and W" if roll else ""),
+                          focus=[n.name for n in gb.nodes]))
+
     # -- GELU in the dynamo exporter's order: ... -> Add 1 -> Mul 0.5 -> Mul x ---------------
     for tag, first in (("div", "Div"), ("mul", "Mul")):
         gb = GB()

@@ -402,7 +402,8 @@ def generic_rules() -> list[dict[str, Any]]:
     ]
 
 
-def patterns(verdicts: Mapping[str, str]) -> list[dict[str, Any]]:
+def patterns(verdicts: Mapping[str, str],
+             placements: Mapping[str, Mapping[str, str]] | None = None) -> list[dict[str, Any]]:
     """Fusions that change a placement, chosen by the probes' verdicts (``{probe id: verdict}``).
 
     * the QNN EP's GELU node unit: taken when every GELU probe of that form (both Mul orders:
@@ -477,6 +478,25 @@ def patterns(verdicts: Mapping[str, str]) -> list[dict[str, Any]]:
                       {"id": "rsqrt", "op": "Reciprocal", "after": ["sqrt"]}, norm,
                       {"id": "scale", "op": "Mul", "after": ["norm"], "at_input": {"norm": 1}}],
             "_probes": [r"q\.pattern\.rmsnorm\."]})
+    ts_chain = ["rs_in", "mm", "bias", "rs4", "rs6", "tp6", "rs_hw", "rs_back"]
+    ts_ops = ["Reshape", "MatMul", "Add", "Reshape", "Reshape", "Transpose", "Reshape", "Reshape"]
+    for tag, n_nodes, name, what in (
+            ("", 8, "reshape_linear_reshape2_transpose_reshape2", "-> Reshape -> Reshape"),
+            (".roll", 7, "reshape_linear_reshape2_transpose_reshape",
+             "-> Reshape, rolled back by Slice/Concat (shifted windows; the roll runs on the NPU)")):
+        pid = "q.ctx.r6.after_linear.torchscript%s.f32.r6" % tag
+        placed = (placements or {}).get(pid) or {}
+        if not placed or any(placed.get(n) != "cpu" for n in ts_chain[:n_nodes]):
+            continue
+        out.append({
+            "name": name, "fused_op": "Gemm+Reshape", "status": "cpu",
+            "description": "the Swin window reverse as TorchScript exports it: Reshape -> MatMul -> "
+                           "Add -> Reshape -> Reshape (rank 6) -> Transpose %s; onnxruntime fuses "
+                           "MatMul+Add into Gemm and merges the Reshapes around it, and the QNN EP "
+                           "leaves all %d on the CPU" % (what, n_nodes),
+            "nodes": [{"id": n, "op": op} if i == 0 else {"id": n, "op": op, "after": [ts_chain[i - 1]]}
+                      for i, (n, op) in enumerate(zip(ts_chain[:n_nodes], ts_ops))],
+            "_probes": [re.escape(pid)]})
     if verdicts.get("q.ctx.r6.after_linear.f32.r6") == "cpu":
         out.append({
             "name": "linear_reshape_transpose_reshape", "fused_op": "Gemm+Reshape", "status": "cpu",
@@ -645,7 +665,8 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         c2["source"] = src
         generic.append(c2)
     pats = []
-    for pat in patterns({p["id"]: p["verdict"] for p in probes}):
+    for pat in patterns({p["id"]: p["verdict"] for p in probes},
+                        {p["id"]: p.get("placement") or {} for p in probes}):
         p2 = {k: v for k, v in pat.items() if not k.startswith("_")}
         p2["source"] = src
         p2["probes"] = _expand(pat["_probes"], ids, "pattern/%s" % pat["name"])
