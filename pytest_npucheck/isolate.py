@@ -25,6 +25,7 @@ in-process, e.g. for a debugger or a profiler.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import select
@@ -284,6 +285,9 @@ def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args:
             os.setpgid(0, 0)
         except OSError:
             pass
+        # a short-lived child needs no cyclic GC, and a collection would write to the header of
+        # every object inherited from the parent: copy-on-write of the whole heap
+        gc.disable()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         if limit_mb:
