@@ -194,23 +194,14 @@ def load_model_proto(path: Path, weights: bool = True) -> Any:
     return model
 
 
-_SCAN_FROM = 64 << 20  # bytes; smaller files are parsed whole (protobuf's parser is faster than the scan)
-
-
 def _load_without_weights(path: Path, onnx: Any) -> Any:
-    """The model without its large initializer values, or None to read it the ordinary way."""
+    """The model without its large initializer values, or None to read it the ordinary way.
+
+    The file is mapped, not read: the pages that hold the weights are never touched (CPU time of
+    reading bert_9k's 39 MB: 19 ms, against 63 ms to read and parse it whole and clear the values).
+    """
     import mmap
 
-    if path.stat().st_size < _SCAN_FROM:
-        model = onnx.load(os.fspath(path), load_external_data=False)
-        for init in model.graph.initializer:  # the same fields _without_weights leaves out
-            numel = 1
-            for d in init.dims:
-                numel *= d
-            if numel > SMALL_CONSTANT and init.ByteSize() >= 8 * SMALL_CONSTANT:
-                for name in _TENSOR_DATA_NAMES:
-                    init.ClearField(name)
-        return model
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         try:
             light = _without_weights(buf)
@@ -238,8 +229,6 @@ def load_graph(path: Path) -> GraphFacts:
 # TensorProto fields that hold values.
 _MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_DIMS = 7, 5, 1
 _TENSOR_DATA = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64 data
-_TENSOR_DATA_NAMES = ("float_data", "int32_data", "string_data", "int64_data", "raw_data", "double_data",
-                      "uint64_data")
 
 
 def _varint(buf: Any, pos: int) -> tuple[int, int]:

@@ -82,10 +82,7 @@ def test_without_weights_leaves_small_models_and_garbage_alone(exported):
         graph._without_weights(b"\x3a\xff\xff\xff\x0f" + data[:50])  # a graph field longer than the file
 
 
-@pytest.mark.parametrize("scan", [False, True], ids=["parse", "wire-scan"])
-def test_facts_without_weights_equal_facts_with_weights(exported, monkeypatch, scan):
-    if scan:  # the path of files >= 64 MB: weights skipped at the wire level, never read
-        monkeypatch.setattr(graph, "_SCAN_FROM", 0)
+def test_facts_without_weights_equal_facts_with_weights(exported):
     graph.clear_caches()
     facts = graph.load_graph(exported)
     assert facts_cache.to_json(facts) == _full_facts(exported)
