@@ -38,6 +38,7 @@ SEED = int(os.environ.get("NPUCHECK_FUZZ_SEED", "20261130"))
 BUDGET = {  # cases per category
     "model: bit flips": 60, "model: truncation": 30, "model: field mutations": 90, "model: random ops": 70,
     "table: text mutations": 40, "table: value mutations": 80,
+    "comparator: random arrays": 200, "golden: mutated files": 80,
 }
 TARGETS = ["rknn@2.5.0/rk3588", "qnn@2.51.0/htp-v73"]
 
@@ -375,7 +376,11 @@ def test_fuzz_tables(real_model, catalog, tmp_path, contained):
         path.write_bytes(text.encode("utf-8", "surrogatepass"))
 
         def run() -> Any:
-            return check_graph(facts, [load_table(path)])
+            try:
+                return check_graph(facts, [load_table(path)])
+            except NpuCheckError as exc:
+                assert str(path) in str(exc), f"the error does not name the table file: {exc}"
+                raise
 
         return run
 
@@ -400,3 +405,99 @@ def test_fuzz_tables(real_model, catalog, tmp_path, contained):
     for src in sources[:2]:
         n += 1
         case(json.dumps(_small_real_table(src, rng)), n)()
+
+
+# -- comparator and golden files ------------------------------------------------------------------
+
+_SPECIAL = [0.0, -0.0, 1e-45, 1e-10, 65504.0, -65504.0, 3.4e38, float("nan"), float("inf"), float("-inf")]
+_CMP_DTYPES = ["float32", "float16", "float64", "int8", "uint8", "int32", "int64", "bool"]
+
+
+def _random_array(rng: random.Random, shape: tuple[int, ...], dtype: str) -> Any:
+    import numpy as np
+
+    n = int(np.prod(shape)) if shape else 1
+    vals = [rng.choice(_SPECIAL) if rng.random() < 0.2 else rng.uniform(-300, 300) for _ in range(n)]
+    arr = np.array(vals, dtype=np.float64).reshape(shape)
+    if dtype == "bool":
+        return arr > 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        if dtype[0] in "iu":
+            info = np.iinfo(dtype)
+            return np.nan_to_num(arr, nan=0, posinf=info.max, neginf=info.min).clip(info.min, info.max).astype(dtype)
+        return arr.astype(dtype)
+
+
+def test_fuzz_comparator():
+    """Random arrays (NaN, inf, signed zeros, subnormals, fp16 extremes, integer limits, empty and
+    mismatched shapes, every dtype pair): a result every time, never a pass where the rules say fail."""
+    import numpy as np
+
+    from pytest_npucheck.numerics import Tolerance, compare_arrays
+
+    tally = Tally()
+    for i in range(_n("comparator: random arrays")):
+        seed = SEED * 7000 + i
+        rng = random.Random(seed)
+        shape = tuple(rng.choice([0, 1, 2, 3, 5]) for _ in range(rng.randrange(0, 4)))
+        d1 = rng.choice(_CMP_DTYPES)
+        d2 = d1 if rng.random() < 0.7 else rng.choice(_CMP_DTYPES)
+        shape2 = shape if rng.random() < 0.8 else tuple(rng.choice([0, 1, 3]) for _ in range(rng.randrange(0, 3)))
+        ref = _random_array(rng, shape, d1)
+        cand = ref.copy() if rng.random() < 0.3 and shape2 == shape and d2 == d1 else _random_array(rng, shape2, d2)
+        tol = Tolerance(allow_nonfinite=rng.random() < 0.3)
+
+        def case(ref: Any = ref, cand: Any = cand, tol: Any = tol) -> Any:
+            c = compare_arrays(ref, cand, tol)
+            json.dumps(c.to_json(), allow_nan=True)
+            c.lines()
+            if ref.shape != cand.shape or ref.dtype != cand.dtype:
+                assert not c.passed, "a shape or dtype mismatch passed"
+            elif ref.dtype.kind == "f" and not tol.allow_nonfinite and not np.isfinite(ref).all():
+                assert not c.passed, "non-finite values passed without allow_nonfinite"
+            return c
+
+        tally.run("comparator: random arrays", seed, case)
+    _report(tally, "comparator")
+
+
+def test_fuzz_golden_files(tmp_path):
+    """Bit flips, truncations and spliced headers of a real golden: it loads or fails with a
+    GoldenError naming the file; it never allocates for a forged shape or unpickles anything."""
+    import numpy as np
+
+    from pytest_npucheck.golden import GoldenStore, read_golden
+
+    store = GoldenStore(tmp_path / "g")
+    good = store.save("tests/t.py::test_fuzz", {"x": np.linspace(0, 1, 64, dtype=np.float32).reshape(8, 8)},
+                      {"y": np.arange(100, dtype=np.int64), "z": np.ones((4, 4), np.float16)}).read_bytes()
+    tally = Tally()
+    for i in range(_n("golden: mutated files")):
+        seed = SEED * 8000 + i
+        rng = random.Random(seed)
+        blob = bytearray(good)
+        op = rng.randrange(4)
+        if op == 0:
+            for _ in range(rng.randrange(1, 9)):
+                blob[rng.randrange(len(blob))] ^= 1 << rng.randrange(8)
+        elif op == 1:
+            blob = blob[:rng.randrange(len(blob))]
+        elif op == 2:  # a header that declares another shape
+            k = bytes(blob).find(b"'shape': (")
+            if k >= 0:
+                new = rng.choice([b"'shape': (99999999999,", b"'shape': (-1,", b"'shape': (0,", b"'shape': ((),"])
+                blob = blob[:k] + new + blob[k + len(b"'shape': (") + 3:]
+        else:
+            blob[rng.randrange(len(blob))] = rng.randrange(256)
+        path = tmp_path / f"case{i}.npz"
+        path.write_bytes(bytes(blob))
+
+        def case(path: Path = path) -> Any:
+            try:
+                return read_golden(path)
+            except NpuCheckError as exc:
+                assert str(path) in str(exc), f"the error does not name the golden: {exc}"
+                raise
+
+        tally.run("golden: mutated files", seed, case)
+    _report(tally, "goldens")
