@@ -39,6 +39,7 @@ BUDGET = {  # cases per category
     "model: bit flips": 60, "model: truncation": 30, "model: field mutations": 90, "model: random ops": 70,
     "table: text mutations": 40, "table: value mutations": 80,
     "comparator: random arrays": 200, "golden: mutated files": 80,
+    "baseline: value mutations": 40, "budgets: value mutations": 40,
 }
 TARGETS = ["rknn@2.5.0/rk3588", "qnn@2.51.0/htp-v73"]
 
@@ -501,3 +502,63 @@ def test_fuzz_golden_files(tmp_path):
 
         tally.run("golden: mutated files", seed, case)
     _report(tally, "goldens")
+
+
+_BUDGETS = {
+    "format": 1,
+    "releases": {
+        "1.2.0": {
+            "tests": {
+                "tests/test_models.py::test_resnet[rk3588]": {
+                    "precision": "fp16", "default": {"cosine_min": 0.9995}, "outputs": {"logits": {"peak_atol": 0.01}}},
+                "*bert*": {"precision": "int8", "default": {"snr_db_min": 20}},
+            },
+            "targets": {"rknn@2.5.0/rk3588": {"max_cpu_fallback_nodes": 2, "min_npu_share": 0.9}},
+        },
+        "1.3.0": {"tests": {"*bert*": {"precision": "int8", "default": {"snr_db_min": 25}}}},
+    },
+}
+_BASELINE = {"format": 1, "entries": [
+    {"test": f"tests/test_m.py::test_{i}", "target": "rknn@2.5.0/rk3588", "op_type": "Resize",
+     "node": f"/layer{i}/Resize", "verdict": "cpu", "reason": "accepted",
+     "location": {"module": f"layer{i}", "file": "model.py", "line": 10 + i} if i % 2 else None}
+    for i in range(6)]}
+
+
+def test_fuzz_baseline_and_budgets(tmp_path):
+    """Value mutations of a valid baseline and a valid budgets file: loaded and used, or an error
+    naming the file."""
+    from pytest_npucheck import baseline
+    from pytest_npucheck.budget import load_budgets
+
+    tally = Tally()
+
+    def case(kind: str, doc: Any, n: int) -> Callable[[], Any]:
+        path = tmp_path / f"{kind}{n}.json"
+        path.write_text(json.dumps(doc))
+
+        def run() -> Any:
+            try:
+                if kind == "baseline":
+                    b = baseline.load(path)
+                    return b.dumps(), b.tests()
+                b = load_budgets(path)
+                return [b.for_test(r, "tests/test_models.py::test_resnet[rk3588]", "ResNet")
+                        for r in ("1.2.0", "1.2.5", "1.3.0", "2.0")]
+            except NpuCheckError as exc:
+                assert str(path) in str(exc), f"the error does not name the file: {exc}"
+                raise
+
+        return run
+
+    assert case("baseline", _BASELINE, -1)()[1] and case("budgets", _BUDGETS, -1)()  # the originals are valid
+    for kind, base in (("baseline", _BASELINE), ("budgets", _BUDGETS)):
+        cat = f"{kind}: value mutations"
+        for i in range(_n(cat)):
+            seed = SEED * (9000 if kind == "baseline" else 9500) + i
+            rng = random.Random(seed)
+            doc = copy.deepcopy(base)
+            for _ in range(rng.randrange(1, 4)):
+                _mutate_value(doc, rng)
+            tally.run(cat, seed, case(kind, doc, i))
+    _report(tally, "baseline and budgets")
