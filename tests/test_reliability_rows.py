@@ -550,3 +550,32 @@ def test_every_row_has_a_test():
     assert not dangling, f"docs/reliability.md names tests that do not exist: {dangling}"
     assert not unlisted, f"marked tests missing from the docs/reliability.md row table: {unlisted}"
     assert set(marked) <= set(ROWS)
+
+
+BAD_CONFIGS = [
+    ("baseline", {"npucheck-baseline.json": '{"format": 1, "entries": [{"test": 1}]}'}, [],
+     ["npucheck-baseline.json", "$.entries.0.test"]),
+    ("baseline-dup", {"npucheck-baseline.json": '{"format": 1, "format": 1, "entries": []}'}, [],
+     ["npucheck-baseline.json", "duplicate key 'format'"]),
+    ("budgets", {"npu-budgets.json": '{"format": 1, "releases": {"x": 5}}'}, [], ["npu-budgets.json", "releases"]),
+    ("budgets-nan", {"npu-budgets.json": '{"format": NaN, "releases": {}}'}, [], ["npu-budgets.json", "NaN"]),
+    ("report", {}, ["--npu-report=xml:r.xml"], ["--npu-report"]),
+    ("timeout", {"pytest.ini": "[pytest]\nnpu_timeout = soon\n"}, [], ["npu_timeout"]),
+    ("memory", {}, ["--npu-memory-limit=lots"], ["npu_memory_limit"]),
+    ("oracle", {"pytest.ini": "[pytest]\nnpu_oracle = maybe\n"}, [], ["maybe"]),
+]  # an unknown target: test_plugin.py::test_unknown_target_is_a_usage_error_before_any_test_runs
+
+
+@pytest.mark.parametrize("files,args,fragments", [c[1:] for c in BAD_CONFIGS], ids=[c[0] for c in BAD_CONFIGS])
+def test_bad_configuration_stops_the_run_before_any_test(pytester, files, args, fragments):
+    """Section 9 'config error quality': exit code 4, no test executed, the file or option named."""
+    pytester.makepyfile(test_plain="def test_a():\n    open('ran', 'w').close()\n")
+    for name, text in files.items():
+        (pytester.path / name).write_text(text)
+    res = pytester.runpytest_inprocess("-p", "no:randomly", "-p", "no:cacheprovider", *args)
+    text = res.stdout.str() + res.stderr.str()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR, text
+    assert not (pytester.path / "ran").exists()
+    assert "INTERNALERROR" not in text
+    for fragment in fragments:
+        assert fragment in text, (fragment, text)
