@@ -59,8 +59,11 @@ def write_calibration(p: Probe, directory: str | os.PathLike[str],
     rknn-toolkit2 reads for an int8 build (one sample per line, the inputs of a sample separated
     by spaces); returns the path of ``dataset.txt``.
 
-    Float inputs are standard normal, integer inputs small non-negative values (valid as
-    indices for the probes' small shapes), bool inputs random. Symbolic or unknown dims take the
+    Float inputs are uniform in [0.1, 1) - inside the domain of every probed op (Log, Sqrt,
+    Reciprocal, Acos, ... of standard-normal samples give NaN, and NaN calibration statistics
+    make the int8 build fail with "cannot convert float NaN to integer", which says nothing
+    about the op) - integer inputs small non-negative values (valid as indices for the probes'
+    small shapes), bool inputs random. Symbolic or unknown dims take the
     probe's ``load_onnx(input_size_list=...)`` shape when it has one, else 1.
     """
     import numpy as np
@@ -86,7 +89,7 @@ def write_calibration(p: Probe, directory: str | os.PathLike[str],
             elif dtype.startswith(("int", "uint")):
                 arr = rng.integers(0, 2, size=dims).astype(dtype)
             else:
-                arr = rng.standard_normal(dims).astype(dtype)
+                arr = rng.uniform(0.1, 1.0, size=dims).astype(dtype)
             path = d / ("s%d_in%d.npy" % (s, k))
             np.save(path, arr)
             paths.append(str(path))

@@ -923,6 +923,23 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
                          else msg + ".")
         data["ops"][key] = entry
         changes.append("%s: %s" % (op, msg))
+    for i, gc in enumerate(list(data.get("generic_constraints") or [])):
+        # e.g. integer graph inputs: the int8 build of rv1106 crashes where fp16 ran on the CPU
+        base_sc = _score(data, recs, facts)
+        for what, alt in (("else %s" % v, dict(gc, **{"else": v}))
+                          for v in ("unsupported", "cpu") if v != gc.get("else")):
+            trial = dict(data)
+            trial["generic_constraints"] = list(data["generic_constraints"])
+            trial["generic_constraints"][i] = alt
+            sc = _score(trial, recs, facts)
+            if sc[1] > base_sc[1] and sc[0] >= base_sc[0]:
+                alt["note"] = ("%s/%s probes: %s (%d probes reproduced, %d with the %s rule). "
+                               "%s" % (version, soc, what, sc[1], base_sc[1], base_name,
+                                       gc.get("note", "")))
+                data = trial
+                changes.append("generic %s constraint: %s (%d probes reproduced instead of %d)"
+                               % (gc["rule"], what, sc[1], base_sc[1]))
+                break
     for pat in list(data.get("patterns") or []):
         trial = dict(data)
         trial["patterns"] = [p for p in data["patterns"] if p is not pat]
