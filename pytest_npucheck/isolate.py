@@ -163,10 +163,19 @@ def call(step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> T:
     limit_mb = budget_mb(s)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()  # else the child's exit could write the parent's buffered text twice
+        except (AttributeError, OSError, ValueError):
+            pass
     read_fd, write_fd = os.pipe()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise IsolationError(f"{step}: cannot start a child process ({exc.strerror or exc}); run with "
+                             "--npu-no-isolate to run it in this process", kind="crash", step=step) from None
     if pid == 0:  # the child: never returns
         os.close(read_fd)
         _child(write_fd, limit_mb, fn, args, kwargs)
@@ -295,6 +304,8 @@ def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args:
         _single_threaded()
         try:
             result: tuple[bool, Any, Any] = (True, fn(*args, **kwargs), None)
+        except (SystemExit, KeyboardInterrupt) as exc:  # must not end the parent's run
+            result = (False, NpuCheckError(f"the isolated step raised {type(exc).__name__}({exc})"), None)
         except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
             result = (False, exc, _portable(exc.__cause__) if exc.__cause__ is not None else None)
         try:

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pytest_npucheck import isolate
+from pytest_npucheck.errors import NpuCheckError
 from pytest_npucheck.isolate import IsolationError
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="isolation needs os.fork")
@@ -283,3 +284,9 @@ def test_bad_limits_are_usage_errors(pytester, args, fragment):
     pytester.makepyfile("def test_a():\n    assert True\n")
     res = pytester.runpytest_inprocess(*args)
     assert res.ret == pytest.ExitCode.USAGE_ERROR and fragment in res.stderr.str()
+
+
+def test_sys_exit_in_the_child_does_not_end_the_run(limits):
+    limits(enabled=True, timeout=60)
+    with pytest.raises(NpuCheckError, match=r"raised SystemExit\(3\)"):
+        isolate.call("export", sys.exit, 3)
