@@ -303,3 +303,29 @@ def test_table_sample_matches_real_placement(tmp_path: Path) -> None:
         observed = oracle.onnx_placement(r)
         for node in probes[pid].focus:
             assert predicted[node] == observed[node], (pid, node, predicted, observed, r.reasons)
+
+
+@needs_qnn
+def test_rmsnorm_weight_first_fails_in_the_real_backend_as_the_table_says(tmp_path: Path) -> None:
+    """The dynamo RMSNorm (weight first, Mul(x, r)) makes the HTP graph fail to finalize; the
+    other operand orders and the Div form build. The bundled table predicts exactly that."""
+    import onnx
+
+    from pytest_npucheck.check import check_graph, graph_facts
+    from pytest_npucheck.probe.qnn_probe import extra_probes
+    from pytest_npucheck.tables import Catalog
+
+    table = Catalog.discover().table("qnn/htp-v73")
+    probes = extra_probes(["q.pattern.rmsnorm."])
+    paths = []
+    for p in probes:
+        path = tmp_path / (p.id + ".onnx")
+        onnx.save(p.model, str(path))
+        paths.append(str(path))
+    real = oracle.place_models(paths, 73, QNN_PY, workers=2, run=False)
+    failed = {p.id for p, r in zip(probes, real) if not r.ok}
+    assert failed == {"q.pattern.rmsnorm.recip.w_first.f32.r3", "q.pattern.rmsnorm.recip.w_first.out.f32.r3"}
+    assert all("finalize" in r.message for r in real if not r.ok)
+    for p, path in zip(probes, paths):
+        [static] = check_graph(graph_facts(Path(path)), [table])
+        assert (static.verdict == "unsupported") == (p.id in failed), p.id
