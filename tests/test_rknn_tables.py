@@ -1,0 +1,198 @@
+"""RKNN tables for every rknn-toolkit2 version x SoC: valid, backed by the committed probe results of
+that version and SoC, giving verdicts on real exported models, and differing where the real
+compilers differ (differences pinned from the committed results files)."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_npucheck.tables import Catalog
+
+REPO = Path(__file__).resolve().parent.parent
+PROBES = REPO / "probes" / "rknn"
+SOCS = ("rk3588", "rk3576", "rk3566", "rv1106")
+
+#: the (version, SoC) tables probed with the real rknn-toolkit2 and committed
+EXPECTED = {(v, s) for v in ("2.5.0",) for s in SOCS} | {("2.3.2", "rk3588")}
+
+CATALOG = Catalog.discover()
+RKNN_REFS = sorted((v, s) for (tc, v, s) in CATALOG.refs if tc == "rknn")
+
+
+def _results(version: str, soc: str) -> dict:
+    main = json.loads((PROBES / version / ("%s.results.json" % soc)).read_text())
+    extra = PROBES / version / ("%s.extra.results.json" % soc)
+    if extra.exists():
+        main["probes"] = main["probes"] + json.loads(extra.read_text())["probes"]
+    return main
+
+
+def _table(version: str, soc: str):
+    return CATALOG.table("rknn@%s/%s" % (version, soc))
+
+
+def test_every_version_and_soc_has_a_table():
+    assert EXPECTED <= set(RKNN_REFS), sorted(EXPECTED - set(RKNN_REFS))
+
+
+def test_soc_alias_rk3568_resolves_to_rk3566():
+    assert CATALOG.resolve("rknn@2.5.0/rk3568").soc == "rk3566"
+
+
+@pytest.mark.parametrize("version,soc", RKNN_REFS)
+def test_table_is_backed_by_its_own_probe_results(version, soc):
+    """Loads and validates; every entry's probes exist in the results of *this* version and SoC;
+    the precision is the one the probes were built with; the self-check figure is stated."""
+    table = _table(version, soc)
+    res = _results(version, soc)
+    assert (res["version"], res["soc"]) == (version, soc)
+    ids = {p["id"] for p in res["probes"]}
+    raw = json.loads((REPO / "op_support_tables/rknn" / version / ("%s.json" % soc)).read_text())
+    for op, entry in raw["ops"].items():
+        missing = set(entry["probes"]) - ids
+        assert not missing, (op, sorted(missing)[:3])
+        assert entry["source"] in raw["provenance"]["sources"] or entry["source"].startswith("doc:")
+    for pat in raw["patterns"]:
+        assert set(pat["probes"]) <= ids, pat["name"]
+    int8 = bool(res["build"]["do_quantization"])
+    assert int8 == (soc == "rv1106")
+    assert raw["precision"]["default"] == ("int8" if int8 else "float16")
+    assert dict(table.precision)["default"] == raw["precision"]["default"]
+    m = re.match(r"self-check: the table reproduces the compiler's placement for (\d+) of (\d+) "
+                 r"probes", raw["provenance"]["errata"][0])
+    assert m, raw["provenance"]["errata"][0]
+    agree, total = int(m.group(1)), int(m.group(2))
+    assert total == sum(1 for p in res["probes"] if not p.get("config") and not p.get("load"))
+    assert agree / total >= 0.85
+    assert len(raw["provenance"]["errata"]) - 1 >= total - agree
+
+
+# --------------------------------------------------------------------------- real exported models
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    sys.path.insert(0, str(Path(__file__).parent))
+    from models.corpus import ARCHS
+
+    return ARCHS
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    cache = tmp_path_factory.mktemp("rknn-export")
+
+    def _export(model, inputs, opset=17):
+        return export_model(model, inputs, ExportOptions(exporter="torchscript", opset=opset),
+                            cache).path
+
+    return _export
+
+
+def _check(path, targets):
+    from pytest_npucheck.check import check_file
+
+    return {r.target: r for r in check_file(path, list(targets))}
+
+
+def test_resnet18_verdicts_on_every_rknn_table(corpus, export):
+    """A real ResNet-18 export gets a verdict for every node on every RKNN table, and its
+    compute (Conv with folded BN, Relu, Add, pooling, Gemm) is on the NPU everywhere (those ops
+    ran there in every probe run); only shape glue such as Flatten may differ per SoC."""
+    path = export(*corpus["resnet18_small"].build())
+    targets = ["rknn@%s/%s" % vs for vs in RKNN_REFS]
+    results = _check(path, targets)
+    assert set(results) == set(targets)
+    for target, r in results.items():
+        assert not r.model_issues, target
+        assert r.nodes, target
+        compute = [n for n in r.nodes if n.op_type in ("Conv", "Relu", "Add", "MaxPool",
+                                                        "GlobalAveragePool", "Gemm")]
+        assert len(compute) > 20, target
+        bad = {(n.op_type, n.verdict) for n in compute if n.verdict not in ("npu", "folded")}
+        assert not bad, (target, bad)
+        assert all(n.verdict in ("npu", "folded", "cpu") for n in r.nodes), target
+
+
+def test_vit_gelu_erf_placement_follows_each_table(corpus, export):
+    """ViT's Erf: fused into exGelu (npu) where the table has the gelu_erf pattern, cpu where
+    the probes of that target showed no fusion."""
+    path = export(*corpus["vit_tiny"].build())
+    targets = ["rknn@%s/%s" % vs for vs in RKNN_REFS]
+    results = _check(path, targets)
+    for (version, soc), target in zip(RKNN_REFS, targets):
+        raw = json.loads((REPO / "op_support_tables/rknn" / version / ("%s.json" % soc)
+                          ).read_text())
+        fused = any(p["name"] == "gelu_erf" for p in raw["patterns"])
+        erf = [n for n in results[target].nodes if n.op_type == "Erf"]
+        assert erf, target
+        want = "npu" if fused else raw["ops"]["ai.onnx:Erf"]["status"]
+        assert {n.verdict for n in erf} == {want}, (target, [n.verdict for n in erf])
+
+
+# --------------------------------------------------------------------------- real differences
+
+
+def _probe_model(pid: str):
+    from pytest_npucheck.probe.models import build_probes
+    from pytest_npucheck.probe.models_extra import build_extra_probes
+
+    probes = [p for p in build_probes([pid]) if p.id == pid]
+    probes += [p for p in build_extra_probes([pid]) if p.id == pid]
+    assert len(probes) == 1, pid
+    return probes[0]
+
+
+def _recorded(version: str, soc: str, pid: str) -> dict:
+    return next(p for p in _results(version, soc)["probes"] if p["id"] == pid)
+
+
+@pytest.mark.parametrize("pid,a,b", [
+    # Sin ran on the CPU on rk3588 and on the NPU on rk3576 (rknn-toolkit2 2.5.0)
+    ("Sin.f32.r4", ("2.5.0", "rk3588"), ("2.5.0", "rk3576")),
+    # an LSTM with an explicit layout attribute (what the dynamo exporter writes) built and ran
+    # on the NPU with rknn-toolkit2 2.3.2; 2.5.0 fails to build it
+    ("LSTM.dir=forward.layout=0.f32.r3", ("2.3.2", "rk3588"), ("2.5.0", "rk3588")),
+])
+def test_recorded_difference_is_in_the_tables(pid, a, b):
+    from pytest_npucheck.probe.rknn_table import predict
+
+    ra, rb = _recorded(*a, pid), _recorded(*b, pid)
+    assert ra["verdict"] != rb["verdict"], (ra["verdict"], rb["verdict"])
+    probe = _probe_model(pid)
+    for (version, soc), rec in ((a, ra), (b, rb)):
+        pred = predict(_table(version, soc), probe.model)
+        for node in rec["focus"]:
+            got = "npu" if pred[node] == "folded" else pred[node]
+            want = rec["placement"][node] if rec["status"] == "ok" else "unsupported"
+            assert got == want, (version, soc, node, got, want)
+
+
+def test_calibration_set_for_int8_probes(tmp_path):
+    """rv1106 probes are built quantized: each probe gets a dataset.txt listing random .npy
+    inputs of the probe's own shapes and dtypes."""
+    import numpy as np
+
+    from pytest_npucheck.probe.rknn_probe import CALIBRATION_SAMPLES, write_calibration
+
+    probe = _probe_model("Gather.axis=1.idx=dyn.f32.r3")
+    ds = Path(write_calibration(probe, tmp_path))
+    lines = ds.read_text().splitlines()
+    assert len(lines) == CALIBRATION_SAMPLES
+    inputs = [i for i in probe.model.graph.input
+              if i.name not in {t.name for t in probe.model.graph.initializer}]
+    for line in lines:
+        arrays = [np.load(p) for p in line.split()]
+        assert len(arrays) == len(inputs)
+        for arr, vi in zip(arrays, inputs):
+            dims = [d.dim_value for d in vi.type.tensor_type.shape.dim]
+            assert list(arr.shape) == dims
+    kinds = {np.load(p).dtype.kind for p in lines[0].split()}
+    assert kinds == {"f", "i"}
