@@ -282,7 +282,17 @@ def test_xdist_gives_identical_report_files_and_reports_a_crashed_worker(suite):
         def test_fine(npu_check):
             npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
     ''')
-    r = suite.runpytest_subprocess("-n", "2", "test_crash.py", *(f.format("crash") for f in files[:3]))
+    # with isolation (the default) the crash happens in the export child: only that check fails
+    r = suite.runpytest_subprocess("-n", "2", "test_crash.py", *(f.format("contained") for f in files[:1]))
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    doc = json.loads((suite.path / "contained" / "r.json").read_text())
+    tests = {t["nodeid"]: t for t in doc["tests"]}
+    assert "crash (exit code 3) during export" in tests["test_crash.py::test_crashes"]["error"]
+    assert tests["test_crash.py::test_fine"]["status"] == "passed"
+    assert "crashed while running" not in r.stdout.str() and "worker" not in tests["test_crash.py::test_crashes"]["error"]
+    # without isolation the worker itself dies: xdist's crash report still lands in every report
+    r = suite.runpytest_subprocess("-n", "2", "--npu-no-isolate", "test_crash.py",
+                                   *(f.format("crash") for f in files[:3]))
     assert r.ret == pytest.ExitCode.TESTS_FAILED
     doc = json.loads((suite.path / "crash" / "r.json").read_text())
     assert validate(doc) == []
