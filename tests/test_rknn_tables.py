@@ -18,7 +18,7 @@ PROBES = REPO / "probes" / "rknn"
 SOCS = ("rk3588", "rk3576", "rk3566", "rv1106")
 
 #: the (version, SoC) tables probed with the real rknn-toolkit2 and committed
-EXPECTED = {(v, s) for v in ("2.5.0",) for s in SOCS} | {("2.3.2", "rk3588")}
+EXPECTED = {(v, s) for v in ("2.5.0",) for s in SOCS} | {("2.3.2", "rk3588"), ("2.3.2", "rk3576")}
 
 CATALOG = Catalog.discover()
 RKNN_REFS = sorted((v, s) for (tc, v, s) in CATALOG.refs if tc == "rknn")
@@ -160,6 +160,9 @@ def _recorded(version: str, soc: str, pid: str) -> dict:
     # an LSTM with an explicit layout attribute (what the dynamo exporter writes) built and ran
     # on the NPU with rknn-toolkit2 2.3.2; 2.5.0 fails to build it
     ("LSTM.dir=forward.layout=0.f32.r3", ("2.3.2", "rk3588"), ("2.5.0", "rk3588")),
+    # on rk3576, Sin moved from the CPU (2.3.2) to the NPU (2.5.0); GRU from the CPU to the NPU
+    ("Sin.f32.r4", ("2.3.2", "rk3576"), ("2.5.0", "rk3576")),
+    ("GRU.dir=forward.f32.r3", ("2.3.2", "rk3576"), ("2.5.0", "rk3576")),
 ])
 def test_recorded_difference_is_in_the_tables(pid, a, b):
     from pytest_npucheck.probe.rknn_table import predict
