@@ -50,7 +50,10 @@ def node_macs(node: NodeFact, graph: Any) -> int:
         k = int(a.shape[-1]) if not (op == "Gemm" and node.attrs.get("transA")) else int(a.shape[0])  # type: ignore[index]
         return out_n * k
     if op in ("MaxPool", "AveragePool", "LpPool"):
-        return out_n * math.prod(int(k) for k in (node.attrs.get("kernel_shape") or [1]))
+        kernel = node.attrs.get("kernel_shape") or [1]
+        if not isinstance(kernel, (list, tuple)) or not all(isinstance(k, int) and k > 0 for k in kernel):
+            return out_n  # a malformed kernel_shape is the matcher's to report; count the outputs
+        return out_n * math.prod(kernel)
     if op in ("GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
               "Softmax", "LogSoftmax", "LayerNormalization", "GroupNormalization", "InstanceNormalization"):
         x = _numel(graph.tensor(node.inputs[0])) if node.inputs else None
@@ -61,6 +64,8 @@ def node_macs(node: NodeFact, graph: Any) -> int:
         r = graph.tensor(node.inputs[2]) if len(node.inputs) > 2 else None
         if w is None or x is None or r is None or not (w.static and x.static and r.static):
             return out_n
+        if len(x.shape) < 2 or len(w.shape) < 2 or len(r.shape) < 2:  # type: ignore[arg-type]
+            return out_n  # malformed ranks: the matcher reports them; count the outputs
         seq = int(x.shape[0])  # type: ignore[index]
         batch = int(x.shape[1])  # type: ignore[index]
         return seq * batch * (math.prod(w.shape[1:]) + math.prod(r.shape[1:])) * int(w.shape[0])  # type: ignore[arg-type,index]
