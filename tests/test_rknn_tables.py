@@ -163,6 +163,8 @@ def _recorded(version: str, soc: str, pid: str) -> dict:
     # on rk3576, Sin moved from the CPU (2.3.2) to the NPU (2.5.0); GRU from the CPU to the NPU
     ("Sin.f32.r4", ("2.3.2", "rk3576"), ("2.5.0", "rk3576")),
     ("GRU.dir=forward.f32.r3", ("2.3.2", "rk3576"), ("2.5.0", "rk3576")),
+    # Max of two rank-2 tensors ran on the NPU with 2.2.0 and on the CPU from 2.3.2 on
+    ("Max.b=same.f32.r2", ("2.2.0", "rk3588"), ("2.3.2", "rk3588")),
 ])
 def test_recorded_difference_is_in_the_tables(pid, a, b):
     from pytest_npucheck.probe.rknn_table import predict
