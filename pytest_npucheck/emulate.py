@@ -70,6 +70,10 @@ __all__ = [
 
 Feeds = Mapping[str, Any]
 
+# models whose protobuf is larger than this go to ONNX Runtime through a file with external
+# weights (protobuf cannot serialize a message of 2 GiB or more)
+PROTOBUF_LIMIT = 2**31 - 2**24
+
 
 class EmulationError(NpuCheckError):
     """The model cannot be converted or run under the emulated precision."""
@@ -143,7 +147,18 @@ def _session(proto: onnx.ModelProto, optimize: bool = True) -> Any:
     if not optimize:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        if proto.ByteSize() <= PROTOBUF_LIMIT:
+            return ort.InferenceSession(proto.SerializeToString(), so, providers=["CPUExecutionProvider"])
+        # over protobuf's 2 GB limit the model cannot be serialized in one piece: ONNX Runtime
+        # loads it from a file whose weights are external data (unlinking the files afterwards
+        # is safe: the session has read them)
+        import onnx
+
+        with tempfile.TemporaryDirectory(prefix="npucheck-ort-") as tmp:
+            path = os.path.join(tmp, "model.onnx")
+            onnx.save_model(proto, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                            location="model.weights", size_threshold=1024)
+            return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001
         raise EmulationError(f"ONNX Runtime cannot load the model: {exc}") from None
 

@@ -157,3 +157,30 @@ def test_vit_int8_diagnosis_points_at_layers(corpus, tmp_path_factory):
 def test_run_model_outputs_in_graph_order(overflow_model):
     out = run_model(overflow_model, random_inputs(overflow_model, 1))
     assert list(out) == [o.name for o in __import__("onnx").load(str(overflow_model)).graph.output]
+
+
+@pytest.mark.reliability("B7")
+def test_models_over_the_protobuf_limit_run_from_a_file_with_external_weights(overflow_model, monkeypatch):
+    """A model too large to serialize in one piece (lowered limit, the same code path as 2 GiB)
+    reaches ONNX Runtime through a file with external weights, with the same outputs."""
+    import onnx
+
+    from pytest_npucheck import emulate as em
+
+    feeds = random_inputs(overflow_model, 3)
+    small = run_model(overflow_model, feeds)
+    import onnxruntime as ort
+
+    sources = []
+    real_session = ort.InferenceSession
+    monkeypatch.setattr(ort, "InferenceSession", lambda src, *a, **k: sources.append(src) or real_session(src, *a, **k))
+    saved = []
+    real_save = onnx.save_model
+    monkeypatch.setattr(onnx, "save_model", lambda *a, **k: saved.append(k) or real_save(*a, **k))
+    monkeypatch.setattr(em, "PROTOBUF_LIMIT", 1024)
+    large = run_model(overflow_model, feeds)
+    assert saved and saved[0]["save_as_external_data"] is True
+    assert len(sources) == 1 and isinstance(sources[0], str) and sources[0].endswith("model.onnx")
+    assert list(large) == list(small)
+    for name in small:
+        np.testing.assert_array_equal(large[name], small[name])
