@@ -18,7 +18,7 @@ PROBES = REPO / "probes" / "rknn"
 SOCS = ("rk3588", "rk3576", "rk3566", "rv1106")
 
 #: the (version, SoC) tables probed with the real rknn-toolkit2 and committed
-EXPECTED = {(v, s) for v in ("2.3.2", "2.5.0") for s in SOCS}
+EXPECTED = {(v, s) for v in ("2.2.0", "2.3.2", "2.5.0") for s in SOCS}
 
 CATALOG = Catalog.discover()
 RKNN_REFS = sorted((v, s) for (tc, v, s) in CATALOG.refs if tc == "rknn")
