@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     if todo:
         compiled = rknn.compile_models([str(e[2]) for e in todo], target_platform=table.soc, python=args.python)
         for (name, exporter, path), real in zip(todo, compiled):
-            real_runs[f"{name}.{exporter}"] = {"status": real.status, "message": (real.message or "")[:500],
+            msg = real.message or ""  # the toolkit's tracebacks end with the actual error
+            real_runs[f"{name}.{exporter}"] = {"status": real.status,
+                                                "message": msg if len(msg) <= 500 else msg[:200] + " ... " + msg[-300:],
                                                 "placement": rknn.onnx_placement(real)}
         if args.real is not None:
             args.real.write_text(json.dumps(real_runs, indent=1, sort_keys=True) + "\n")
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         agree += a.agree
         missed += len(a.missed_fallbacks)
         row = {"model": name, "exporter": exporter, **a.to_json(), "real_status": real["status"],
-               "real_message": real["message"][:300]}
+               "real_message": real["message"][-300:]}
         report.append(row)
         flag = "" if not a.disagreements else f"  <- {len(a.disagreements)} disagree"
         print(f"{name:28} {exporter:11} nodes {a.nodes:4}  agree {a.rate:7.2%}  static {static.verdict:11} real {real['status']}{flag}")
