@@ -20,21 +20,32 @@ _ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4
 
 
 def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
+    """(label, TensorProto) for every tensor of `graph` (and its subgraphs) stored as external data.
+
+    Labels are formatted only for those tensors: most graphs have thousands of attributes and none
+    of them external."""
     for t in graph.initializer:
-        yield f"{where}initializer '{t.name}'", t
+        if t.data_location == 1:
+            yield f"{where}initializer '{t.name}'", t
     for s in graph.sparse_initializer:
-        yield f"{where}sparse initializer '{s.values.name}' values", s.values
-        yield f"{where}sparse initializer '{s.values.name}' indices", s.indices
+        if s.values.data_location == 1:
+            yield f"{where}sparse initializer '{s.values.name}' values", s.values
+        if s.indices.data_location == 1:
+            yield f"{where}sparse initializer '{s.values.name}' indices", s.indices
     for node in graph.node:
         for a in node.attribute:
+            has_t, has_s, has_g = a.HasField("t"), a.HasField("sparse_tensor"), a.HasField("g")
+            if not (has_t or has_s or has_g or a.tensors or a.graphs):
+                continue
             label = f"{where}node '{node.name}' attribute '{a.name}'"
-            if a.HasField("t"):
+            if has_t and a.t.data_location == 1:
                 yield label, a.t
             for k, t in enumerate(a.tensors):
-                yield f"{label}[{k}]", t
-            if a.HasField("sparse_tensor"):
+                if t.data_location == 1:
+                    yield f"{label}[{k}]", t
+            if has_s and a.sparse_tensor.values.data_location == 1:
                 yield label, a.sparse_tensor.values
-            if a.HasField("g"):
+            if has_g:
                 yield from _tensors(a.g, f"{label} > ")
             for k, g in enumerate(a.graphs):
                 yield from _tensors(g, f"{label}[{k}] > ")
@@ -42,16 +53,14 @@ def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
 
 def iter_external(model: Any) -> Iterator[tuple[str, Any]]:
     """(label, TensorProto) for every tensor stored as external data, in graphs, bodies and functions."""
-    yield from ((lbl, t) for lbl, t in _tensors(model.graph, "") if t.data_location == 1)
+    yield from _tensors(model.graph, "")
     for f in model.functions:
         for node in f.node:
             for a in node.attribute:
                 if a.HasField("t") and a.t.data_location == 1:
                     yield f"function '{f.name}' node '{node.name}' attribute '{a.name}'", a.t
     for info in getattr(model, "training_info", []):
-        for lbl, t in _tensors(info.initialization, "training_info > "):
-            if t.data_location == 1:
-                yield lbl, t
+        yield from _tensors(info.initialization, "training_info > ")
 
 
 def check_external_data(model: Any, model_path: Path, require_files: bool = False) -> None:
