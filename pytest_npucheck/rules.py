@@ -103,7 +103,7 @@ def _fmt_shape(shape: Optional[Sequence[Any]]) -> str:
     return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
 
-def _tensors(node: NodeFact, graph: GraphFacts, kind: str, index: Any) -> list[tuple[str, Optional[TensorInfo]]]:
+def _tensors(node: NodeFact, graph: GraphFacts, kind: str, index: Any) -> list[tuple["_Label", Optional[TensorInfo]]]:
     """(label, info) for the referenced tensors; missing optional inputs are skipped."""
     names = node.inputs if kind == "input" else node.outputs
     if index == "*":
@@ -112,7 +112,22 @@ def _tensors(node: NodeFact, graph: GraphFacts, kind: str, index: Any) -> list[t
         picks = [(index, names[index])]
     else:
         return []
-    return [(f"{kind} {i} '{n}'", graph.tensor(n)) for i, n in picks]
+    return [(_Label(kind, i, n), graph.tensor(n)) for i, n in picks]
+
+
+class _Label:
+    """``input 0 'x'``, formatted only when a rule reports it (most checks pass)."""
+
+    __slots__ = ("kind", "index", "name")
+
+    def __init__(self, kind: str, index: int, name: str) -> None:
+        self.kind, self.index, self.name = kind, index, name
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.index} '{self.name}'"
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self), spec)
 
 
 def _in_range(value: float, lo: Any, hi: Any) -> bool:
