@@ -31,7 +31,7 @@ import traceback
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 from _worker_io import _emit, _Redirect  # noqa: E402  (sibling module)
-from _qnn_worker import _level1_graph, _node_list  # noqa: E402
+from _qnn_worker import _level1_graph, _node_list, _setup_qnn  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
@@ -148,19 +148,8 @@ def main(argv=None):
     err = None
     with _Redirect(startup_log):
         try:
-            import numpy as np
-            import onnx
-            import onnxruntime as ort
-            import onnxruntime_qnn as qnn
-
-            ep_name = "QNNExecutionProvider"
-            ort.register_execution_provider_library(ep_name, qnn.get_library_path())
-            devices = [d for d in ort.get_ep_devices() if d.ep_name == ep_name]
-            if not devices:
-                raise RuntimeError("no QNNExecutionProvider device after registering %s"
-                                   % qnn.get_library_path())
-            ctx = {"ort": ort, "onnx": onnx, "np": np, "devices": devices,
-                   "htp": qnn.get_qnn_htp_path()}
+            ctx, _ = _setup_qnn()
+            ort = ctx["ort"]
             versions = {"onnxruntime": ort.__version__}
             try:
                 from importlib import metadata

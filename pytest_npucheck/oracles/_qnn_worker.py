@@ -230,6 +230,28 @@ def _drop_own_dir_from_path():
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
 
 
+def _setup_qnn():
+    """Import onnxruntime-qnn and register its execution provider.
+
+    Returns ``(ctx, qnn_module)``; ``ctx`` holds the modules, EP devices and HTP path the
+    workers pass around. Raises when the provider has no device.
+    """
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    import onnxruntime_qnn as qnn
+
+    ep_name = "QNNExecutionProvider"
+    ort.register_execution_provider_library(ep_name, qnn.get_library_path())
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == ep_name]
+    if not devices:
+        raise RuntimeError("no QNNExecutionProvider device after registering %s"
+                           % qnn.get_library_path())
+    ctx = {"ort": ort, "onnx": onnx, "np": np, "devices": devices,
+           "htp": qnn.get_qnn_htp_path()}
+    return ctx, qnn
+
+
 def main(argv=None):
     """Entry point: read the job, place every model, stream one JSON line per event."""
     _drop_own_dir_from_path()
@@ -247,19 +269,8 @@ def main(argv=None):
     err = None
     with _Redirect(startup_log):
         try:
-            import numpy as np
-            import onnx
-            import onnxruntime as ort
-            import onnxruntime_qnn as qnn
-
-            ep_name = "QNNExecutionProvider"
-            ort.register_execution_provider_library(ep_name, qnn.get_library_path())
-            devices = [d for d in ort.get_ep_devices() if d.ep_name == ep_name]
-            if not devices:
-                raise RuntimeError("no QNNExecutionProvider device after registering %s"
-                                   % qnn.get_library_path())
-            ctx = {"ort": ort, "onnx": onnx, "np": np, "devices": devices,
-                   "htp": qnn.get_qnn_htp_path()}
+            ctx, qnn = _setup_qnn()
+            ort, onnx, np = ctx["ort"], ctx["onnx"], ctx["np"]
             versions = {"onnxruntime": ort.__version__,
                         "onnxruntime_qnn": getattr(qnn, "__version__", None),
                         "onnx": onnx.__version__, "numpy": np.__version__}
