@@ -14,6 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .text import clean
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
+from .views import gate as _gate, pct as _pct, where as _where
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -48,27 +49,6 @@ def h(text: Any, limit: int = 200) -> str:
     """Escape for HTML text and attributes; control characters shown as \\xNN; length capped."""
     s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
     return _html.escape(s, quote=True)
-
-
-def _where(source: Any) -> str:
-    if not source:
-        return "unknown"
-    mod = source.get("module")
-    file = str(source.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
-    line = source.get("line")
-    parts = [mod or "<root>"] if mod is not None else []
-    if file:
-        parts.append(f"{file}:{line}" if line else file)
-    return " at ".join(parts) or "unknown"
-
-
-def _gate(t: Mapping[str, Any]) -> Mapping[str, Any]:
-    return t.get("baseline") or {"passed": t["passed"], "accepted": [],
-                                 "new": [n["name"] for n in t.get("nodes", []) if n["verdict"] in ("cpu", "unsupported")]}
-
-
-def _pct(x: Any) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
 
 
 def _reasons(n: Mapping[str, Any]) -> str:

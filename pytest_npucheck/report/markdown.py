@@ -11,6 +11,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
+from .views import gate as _gate, pct as _pct, where as _where
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
@@ -26,28 +27,6 @@ def esc(text: Any, limit: int = MAX_CELL) -> str:
     s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", s)
-
-
-def _pct(x: Any) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
-
-
-def _where(source: Any) -> str:
-    if not source:
-        return "unknown"
-    mod = source.get("module")
-    file = str(source.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
-    line = source.get("line")
-    parts = [mod or "<root>"] if mod is not None else []
-    if file:
-        parts.append(f"{file}:{line}" if line else file)
-    return " at ".join(parts) or "unknown"
-
-
-def _gate(t: Mapping[str, Any]) -> Mapping[str, Any]:
-    return t.get("baseline") or {"passed": t["passed"], "new": [n["name"] for n in t.get("nodes", [])
-                                                               if n["verdict"] in ("cpu", "unsupported")],
-                                 "accepted": []}
 
 
 def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:

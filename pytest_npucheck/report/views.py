@@ -10,9 +10,33 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-__all__ = ["numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
+__all__ = ["pct", "where", "gate", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
 
 _REFERENCE = {"pytorch": "PyTorch", "onnxruntime_fp32": "ONNX Runtime fp32"}
+
+
+def pct(x: Any) -> str:
+    """A share for a table cell, one decimal; "n/a" when unknown."""
+    return "n/a" if x is None else f"{x:.1%}"
+
+
+def where(source: Any) -> str:
+    """A node's source as ``module at file:line`` (file name only), "unknown" without one."""
+    if not source:
+        return "unknown"
+    mod = source.get("module")
+    file = str(source.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
+    line = source.get("line")
+    parts = [mod or "<root>"] if mod is not None else []
+    if file:
+        parts.append(f"{file}:{line}" if line else file)
+    return " at ".join(parts) or "unknown"
+
+
+def gate(t: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A target's baseline verdict; without a baseline every fallback is new."""
+    return t.get("baseline") or {"passed": t["passed"], "accepted": [],
+                                 "new": [n["name"] for n in t.get("nodes", []) if n["verdict"] in ("cpu", "unsupported")]}
 
 
 def fmt(x: Any, digits: int = 4) -> str:
