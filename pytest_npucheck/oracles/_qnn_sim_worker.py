@@ -22,7 +22,6 @@ Events as in ``_qnn_worker.py`` (``hello``, ``start``, ``result``, ``done``); a 
 carries ``inference_status`` and ``outputs`` (``[{"name", "path"}]`` in session output order).
 """
 
-import json
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from _worker_io import _emit, _Redirect  # noqa: E402  (sibling module)
+from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module)
 from _qnn_worker import _level1_graph, _node_list, _setup_qnn  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
@@ -138,13 +137,7 @@ def _simulate(ctx, job, model, log_path):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as fh:
-        job = json.load(fh)
-    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    log_dir = job.get("log_dir") or "."
-    os.makedirs(log_dir, exist_ok=True)
-    startup_log = os.path.join(log_dir, "worker-startup.log")
+    job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
     err = None
     with _Redirect(startup_log):
         try:

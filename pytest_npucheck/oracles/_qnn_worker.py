@@ -40,7 +40,7 @@ import traceback
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python -I
-from _worker_io import _emit, _Redirect  # noqa: E402  (sibling module; see its docstring)
+from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module; see its docstring)
 
 
 def _node_list(model):
@@ -255,16 +255,7 @@ def _setup_qnn():
 def main(argv=None):
     """Entry point: read the job, place every model, stream one JSON line per event."""
     _drop_own_dir_from_path()
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] != "-":
-        with open(argv[0], encoding="utf-8") as fh:
-            job = json.load(fh)
-    else:
-        job = json.load(sys.stdin)
-    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    log_dir = job.get("log_dir") or "."
-    os.makedirs(log_dir, exist_ok=True)
-    startup_log = os.path.join(log_dir, "worker-startup.log")
+    job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
     ctx = {}
     err = None
     with _Redirect(startup_log):

@@ -25,7 +25,6 @@ per model ``start`` then ``result`` (``status`` ``ok``/``load_failed``/``build_f
 Everything the toolkit prints goes to one log file per model (the layer table is parsed from it).
 """
 
-import json
 import os
 import sys
 import time
@@ -33,7 +32,7 @@ import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
-from _worker_io import _emit, _Redirect  # noqa: E402  (sibling module)
+from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module)
 
 # this directory also holds rknn.py (the adapter): keep it from shadowing the rknn package
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
@@ -105,13 +104,7 @@ def _simulate(RKNN, job, model, log_path):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as fh:
-        job = json.load(fh)
-    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    log_dir = job.get("log_dir") or "."
-    os.makedirs(log_dir, exist_ok=True)
-    startup_log = os.path.join(log_dir, "worker-startup.log")
+    job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
     err = None
     with _Redirect(startup_log):
         try:

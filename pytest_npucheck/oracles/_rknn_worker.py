@@ -29,7 +29,6 @@ first writes ``{"event": "start", "key": ..., "log": path}`` and then, when the 
 model, the parent sees a ``start`` event without its ``result`` and can read the log file.
 """
 
-import json
 import os
 import sys
 import time
@@ -37,7 +36,7 @@ import traceback
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python -I
-from _worker_io import _emit, _Redirect  # noqa: E402  (sibling module; see its docstring)
+from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module; see its docstring)
 
 
 def _run_inference(rknn, spec, result):
@@ -129,18 +128,8 @@ def _drop_own_dir_from_path():
 def main(argv=None):
     """Entry point: read the job, compile every model, stream one JSON line per event."""
     _drop_own_dir_from_path()
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] != "-":
-        with open(argv[0], encoding="utf-8") as fh:
-            job = json.load(fh)
-    else:
-        job = json.load(sys.stdin)
-
-    # Keep a private handle on the real stdout for results; everything else goes to logs.
-    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    log_dir = job.get("log_dir") or "."
-    os.makedirs(log_dir, exist_ok=True)
-    startup_log = os.path.join(log_dir, "worker-startup.log")
+    # a private handle on the real stdout for results; everything else goes to logs
+    job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
     with _Redirect(startup_log):
         try:
             from rknn.api import RKNN

@@ -9,6 +9,20 @@ import os
 import sys
 
 
+def _open_job(argv):
+    """The job (JSON from the file ``argv[0]``, or stdin for ``-`` / no argument), a private handle
+    on the real stdout for result lines, the log directory (created) and the start-up log path."""
+    if argv and argv[0] != "-":
+        with open(argv[0], encoding="utf-8") as fh:
+            job = json.load(fh)
+    else:
+        job = json.load(sys.stdin)
+    out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    log_dir = job.get("log_dir") or "."
+    os.makedirs(log_dir, exist_ok=True)
+    return job, out, log_dir, os.path.join(log_dir, "worker-startup.log")
+
+
 def _emit(stream, obj):
     """One JSON result line, flushed at once so the parent sees it even if the worker dies next."""
     stream.write(json.dumps(obj) + "\n")
