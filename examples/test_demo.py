@@ -5,7 +5,9 @@ confirmed with the real compiler, see probes/rknn/README.md):
 
 - the ResNet passes: every node runs on the NPU;
 - the UNet fails: bicubic Resize (mode='cubic') is rejected by the compiler;
-- the detection head fails: ReduceMax, TopK, Expand and GatherElements run on the CPU;
+- the detection head fails: ReduceMax, TopK, Expand and GatherElements run on the CPU; its
+  numerics fail too, because two near-equal scores swap places under fp16, so TopK gathers the
+  boxes in another order (a real difference on the device, worth knowing for ranking heads);
 - the ResNet exported with a dynamic batch fails: RKNN needs static input shapes;
 - the transformer encoder (marker-only form) fails: the embedding lookup (Gather on run-time token
   ids) runs on the CPU.
