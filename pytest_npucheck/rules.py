@@ -24,7 +24,8 @@ RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
 class Rule:
     id: str
     fn: RuleFn
-    category: str  # dtype | shape | attribute | constant | structure
+    category: str  # dtype | shape | attribute | constant | structure | context
+    local: bool = True  # False: reads the node's neighbours (rules_context), never reused between nodes
 
     def check(self, node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
         return self.fn(node, params, graph)
@@ -63,11 +64,11 @@ class _Describe(dict):  # type: ignore[type-arg]
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, category: str) -> Callable[[RuleFn], RuleFn]:
+def rule(rule_id: str, category: str, local: bool = True) -> Callable[[RuleFn], RuleFn]:
     def register(fn: RuleFn) -> RuleFn:
         if rule_id in RULES:
             raise RuntimeError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, fn, category)
+        RULES[rule_id] = Rule(rule_id, fn, category, local)
         return fn
 
     return register
