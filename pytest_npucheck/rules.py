@@ -54,6 +54,10 @@ class _Describe(dict):  # type: ignore[type-arg]
         if key == "range":
             lo, hi = self.get("min"), self.get("max")
             return _fmt_range(lo, hi)
+        if key in ("chain_text", "ops_set", "through_set"):
+            from .rules_context import describe_params
+
+            return describe_params(self)[key]
         if key == "any_of_text":
             subs = super().get("constraints", [])
             return "; ".join(RULES[c["rule"]].describe(c.get("params", {})).rstrip(".") for c in subs if c.get("rule") in RULES)
@@ -483,3 +487,14 @@ def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) ->
             return None
         failures.append(message)
     return " and ".join(failures) + " (any one of these would do)"
+
+
+def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
+    """True when the rule's verdict depends on the node alone (composites: on all their parts)."""
+    if rule_id == "any_of":
+        return all(is_local(c["rule"], c.get("params", {})) for c in params.get("constraints", ()))
+    found = RULES.get(rule_id)
+    return found is None or found.local
+
+
+from . import rules_context  # noqa: E402,F401  (registers the context rules)
