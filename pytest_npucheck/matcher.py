@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from .graph import GraphFacts, NodeFact, paused_gc
 from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult
-from .rules import RULES
+from .rules import RULES, is_local
 from .tables import Constraint, Table
+
+MEMO = True  # reuse a verdict between nodes with the same signature (see _Memo); False: judge every node
+
+# local rules that never read a constant's values (only dtype, shape, constness, attributes): for an op
+# judged by these alone the values stay out of the memo key, so the layers of a stack, whose biases
+# and weights differ, share one verdict. A rule not listed here (a new one) has its values compared.
+VALUE_FREE_RULES = frozenset({"dtype", "rank", "dim", "static_shape", "known_shape", "attr_in", "attr_not_in",
+                              "attr_range", "attr_default", "input_count", "elements_max", "attr_absent",
+                              "const_input"})
+
+
+def _reads_values(rule_id: str, params: Mapping[str, Any]) -> bool:
+    if rule_id == "any_of":
+        return any(_reads_values(c["rule"], c.get("params", {})) for c in params.get("constraints", ()))
+    return rule_id not in VALUE_FREE_RULES
 
 
 def _worst(verdicts: list[str], default: str = "npu") -> str:
@@ -57,9 +72,86 @@ def match(graph: GraphFacts, table: Table, pre: PrepassResult | None = None) -> 
         return _match(graph, table, pre)
 
 
+class _Memo:
+    """Verdicts of one table reused between nodes that look the same to the rules that judge them.
+
+    A transformer repeats one layer: its ~9,000 nodes have a few dozen distinct signatures. The
+    signature is everything a *local* rule (``rules.Rule.local``) may read: the op and its opset,
+    the attributes (values, which were written, the schema defaults) and, for each input and
+    output position, whether it is present and its TensorInfo as the toolchain sees it after the
+    pre-passes (dtype, shape, constness, and the constant's values if a rule of the op reads
+    values, see VALUE_FREE_RULES) -- never a tensor's name. Only the local constraints are
+    memoized (``rules.is_local``); context rules read neighbours and are checked per node, in
+    table order. Only a clean local result (no reason) is reused: reasons name the node's own
+    tensors, so a node with a local reason is judged, and its messages rendered, on its own.
+    """
+
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "hits")
+
+    def __init__(self, table: Table, view: GraphView) -> None:
+        self.table, self.view = table, view
+        self.clean: set[tuple[Any, ...]] = set()  # signatures whose local constraints all pass
+        self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
+        self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
+        self.hits = 0
+
+    def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
+        """(local constraints, context constraints, whether the key holds values, the opset range)."""
+        if key in self.plans:
+            return self.plans[key]
+        entry = self.table.ops.get(key)
+        plan = None
+        if entry is not None and entry.status not in ("cpu", "unsupported"):
+            applicable = [c for c in self.table.generic_constraints + entry.constraints
+                          if (c.only_ops is None or key in c.only_ops) and key not in c.except_ops]
+            local = tuple(c for c in applicable if is_local(c.rule, c.params))
+            context = tuple(c for c in applicable if not is_local(c.rule, c.params))
+            plan = (local, context, any(_reads_values(c.rule, c.params) for c in local), entry.opset)
+        self.plans[key] = plan
+        return plan
+
+    def judge(self, node: NodeFact) -> tuple[str, list[Reason]]:
+        plan = self._plan(node.key)
+        if plan is None:
+            return judge_node(node, self.table, self.view)
+        local, context, values, opset = plan
+        if opset is not None and not opset[0] <= node.opset <= opset[1]:
+            return judge_node(node, self.table, self.view)
+        tensor = self.view.tensor
+        sig_of = _tensor_sig if values else _tensor_sig_no_value
+        ins = tuple([sig_of(tensor(n)) if n else "" for n in node.inputs])
+        outs = tuple([sig_of(tensor(n)) if n else "" for n in node.outputs])
+        d = self.defaults.get(id(node.defaults))
+        if d is None:
+            d = self.defaults[id(node.defaults)] = repr(node.defaults)
+        sig = (node.key, node.opset, repr(node.attrs), node.explicit_attrs, d, ins, outs)
+        if sig in self.clean:
+            self.hits += 1
+        elif _check_constraints(node, local, self.view):
+            return judge_node(node, self.table, self.view)  # a local reason: everything per node, in table order
+        else:
+            self.clean.add(sig)
+        reasons = _check_constraints(node, context, self.view) if context else []
+        return _worst([r.verdict for r in reasons]), reasons
+
+
+def _tensor_sig(info: Any) -> Any:
+    """What a local rule may read of one tensor; ``None`` for a tensor the graph knows nothing of."""
+    if info is None:
+        return None
+    return info.dtype, info.shape, info.const, info.value
+
+
+def _tensor_sig_no_value(info: Any) -> Any:
+    if info is None:
+        return None
+    return info.dtype, info.shape, info.const
+
+
 def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> TargetResult:
     pre = pre if pre is not None else run_prepasses(graph, table)
     view = GraphView(graph, pre)
+    judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
     results = []
     for node in graph.nodes:
         fused_into = None
@@ -73,7 +165,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             note = f" ({pattern.description})" if pattern.description else ""
             reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict)]
         else:
-            verdict, reasons = judge_node(node, table, view)
+            verdict, reasons = judge(node)
         results.append(NodeResult(
             index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
             reasons=tuple(reasons), graph=node.graph, source=node.source, fused_into=fused_into,
