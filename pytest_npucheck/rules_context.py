@@ -67,8 +67,10 @@ def _chain_text(chain: Sequence[str]) -> str:
 
 @rule("not_graph_output", "context", local=False)
 def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """its result is not a graph output."""
+    """its result is not a graph output{from_node_text}."""
     if node.graph:  # subgraph bodies have outputs of their own, not the model's
+        return None
+    if params.get("from_node") and not _computed(graph, node):
         return None
     for i, name in enumerate(node.outputs):
         if name and _is_graph_output(graph, name):
@@ -78,12 +80,14 @@ def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: Grap
 
 @rule("producer_not", "context", local=False)
 def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """input {index} is not computed by {chain_text}."""
+    """input {index} is not computed by {chain_text}{exclusive_text}."""
     index = int(params.get("index", 0))
     chain: Sequence[Any] = params["chain"]
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
     tensor = node.inputs[index]
+    if params.get("exclusive") and sum(1 for _ in _consumers(graph, tensor)) != 1:
+        return None  # another node also reads the input: the compiler does not merge them
     path = []
     for step in chain:
         ops = {step} if isinstance(step, str) else set(step)
@@ -101,36 +105,47 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
 
 @rule("feeds_not", "context", local=False)
 def rule_feeds_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """its result does not reach {ops_set} within {depth} steps through {through_set}."""
-    targets = set(params["ops"])
-    through = set(params.get("through", ()))
-    depth = int(params.get("depth", 1))
-    frontier = [(out, []) for out in node.outputs if out]
-    seen: set[int] = set()
-    for _ in range(depth):
-        nxt = []
-        for tensor, path in frontier:
-            for consumer in _consumers(graph, tensor):
-                if consumer.index in seen:
-                    continue
-                seen.add(consumer.index)
-                step = path + [f"{consumer.op_type} '{consumer.name}'"]
-                if consumer.op_type in targets:
-                    return "its result reaches " + " -> ".join(step)
-                if consumer.op_type in through:
-                    nxt.extend((out, step) for out in consumer.outputs if out)
-        frontier = nxt
-        if not frontier:
-            break
+    """its result does not feed {path_text}{from_node_text}."""
+    if params.get("from_node") and not _computed(graph, node):
+        return None
+    path = [{s} if isinstance(s, str) else set(s) for s in params["path"]]
+    skip = set(params.get("skip", ()))
+    # depth-first over consumers: match path[i], letting `skip` ops sit between the steps
+    stack = [(out, 0, [], 0) for out in node.outputs if out]
+    seen: set[tuple[int, int]] = set()
+    while stack:
+        tensor, step, trail, skipped = stack.pop()
+        for consumer in _consumers(graph, tensor):
+            if (consumer.index, step) in seen:
+                continue
+            seen.add((consumer.index, step))
+            here = trail + [f"{consumer.op_type} '{consumer.name}'"]
+            if consumer.op_type in path[step]:
+                if step + 1 == len(path):
+                    return "its result feeds " + " -> ".join(here)
+                stack.extend((out, step + 1, here, 0) for out in consumer.outputs if out)
+            elif consumer.op_type in skip and skipped < 8:
+                stack.extend((out, step, here, skipped + 1) for out in consumer.outputs if out)
     return None
+
+
+def _computed(graph: GraphFacts, node: NodeFact) -> bool:
+    """Input 0 is computed by a node (not a graph input or a constant)."""
+    return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
 
 
 def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
     """Extra format keys for the docstrings above (used by rules._Describe)."""
-    out = {}
+    def step(s: Any) -> str:
+        return s if isinstance(s, str) else "|".join(s)
+
+    out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
+           "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
     if "chain" in params:
-        out["chain_text"] = _chain_text([s if isinstance(s, str) else "|".join(s) for s in params["chain"]])
-    if "ops" in params:
-        out["ops_set"] = fmt_set(params["ops"])
-    out["through_set"] = fmt_set(params.get("through", [])) if params.get("through") else "nothing else"
+        out["chain_text"] = _chain_text([step(s) for s in params["chain"]])
+    if "path" in params:
+        text = " -> ".join(step(s) for s in params["path"])
+        if params.get("skip"):
+            text += " (with any of %s in between)" % fmt_set(params["skip"])
+        out["path_text"] = text
     return out

@@ -50,6 +50,26 @@ def demo_models() -> list[tuple[str, Any]]:
     ]
 
 
+def _calibration(model_path: Path, inputs: Any, directory: Path) -> str:
+    """The example inputs as the one-sample calibration set of an int8 build (dataset.txt)."""
+    import numpy as np
+    import onnx
+
+    directory.mkdir(parents=True, exist_ok=True)
+    graph = onnx.load(str(model_path), load_external_data=False).graph
+    inits = {i.name for i in graph.initializer}
+    names = [i.name for i in graph.input if i.name not in inits]
+    arrays = [t.detach().cpu().numpy() for t in inputs if hasattr(t, "detach")]
+    paths = []
+    for k, (_, arr) in enumerate(zip(names, arrays)):
+        path = directory / f"in{k}.npy"
+        np.save(path, arr)
+        paths.append(str(path))
+    ds = directory / "dataset.txt"
+    ds.write_text(" ".join(paths) + "\n", encoding="utf-8")
+    return str(ds)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="rknn@2.5.0/rk3588")
@@ -60,6 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real", type=Path, default=None,
                    help="JSON file of the compiler's placements: reused when it exists, written otherwise "
                         "(re-checking a changed table then needs no compiler run)")
+    p.add_argument("--export-cache", type=Path, default=None,
+                   help="export cache directory to reuse between runs (default: a new temporary one)")
+    p.add_argument("--int8", action=argparse.BooleanOptionalAction, default=None,
+                   help="int8 build calibrated on the example inputs (default: when the table's "
+                        "default precision is int8, e.g. rv1106)")
     args = p.parse_args(argv)
 
     from pytest_npucheck.check import check_graph, graph_facts
@@ -71,7 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     table = Catalog.discover().table(args.target)
     opset = {"dynamo": min(19, table.opsets["ai.onnx"][1]), "torchscript": min(17, table.opsets["ai.onnx"][1])}
     entries: list[tuple[str, str, Path]] = []
-    work = Path(tempfile.mkdtemp(prefix="npucheck-agreement-"))
+    calib: dict[str, str] = {}
+    int8 = args.int8 if args.int8 is not None else (table.precision or {}).get("default") == "int8"
+    work = args.export_cache or Path(tempfile.mkdtemp(prefix="npucheck-agreement-"))
     builders: list[tuple[str, Any]] = []
     for name, arch in models():
         builders.append((name, arch.build))
@@ -87,12 +114,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}.{exporter}: export failed: {str(exc).splitlines()[0]}", file=sys.stderr)
                 continue
             entries.append((name, exporter, res.path))
+            calib[f"{name}.{exporter}"] = _calibration(res.path, inputs, work / "calib" / f"{name}.{exporter}")
     real_runs: dict[str, Any] = {}
     if args.real is not None and args.real.exists():
         real_runs = json.loads(args.real.read_text())
     todo = [e for e in entries if f"{e[0]}.{e[1]}" not in real_runs]
     if todo:
-        compiled = rknn.compile_models([str(e[2]) for e in todo], target_platform=table.soc, python=args.python)
+        jobs: list[Any] = [str(e[2]) for e in todo]
+        if int8:  # the NPU of the SoC only runs quantized models: calibrate on the example inputs
+            jobs = [{"path": str(e[2]), "build": {"do_quantization": True, "dataset": calib[f"{e[0]}.{e[1]}"]}}
+                    for e in todo]
+        compiled = rknn.compile_models(jobs, target_platform=table.soc, python=args.python)
         for (name, exporter, path), real in zip(todo, compiled):
             msg = real.message or ""  # the toolkit's tracebacks end with the actual error
             real_runs[f"{name}.{exporter}"] = {"status": real.status,

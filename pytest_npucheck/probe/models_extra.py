@@ -337,9 +337,61 @@ def cast_extra(c: _Collector) -> None:
               attributes={"to": TensorProto.INT32})
 
 
+# ------------------------------------------------------------------------------------------------
+# neighbourhoods the context rules state (rules_context): the mask Expand of a fused attention
+# (conformer), a Transpose behind Gemm -> Reshape (stn_mnist's affine_grid), an Unsqueeze
+# feeding ScatterElements (simplebaseline_pose's keypoint decoding)
+# ------------------------------------------------------------------------------------------------
+
+
+def context_extra(c: _Collector) -> None:
+    for heads, t in ((4, 15), (4, 16), (8, 32)):
+        for post in ("softmax", "none", "sdpa"):
+            gb = GraphBuilder(17)
+            q = gb.input("q", "float32", [1, heads, t, 16])
+            k = gb.input("k", "float32", [1, heads, 16, t])
+            m = gb.input("m", "float32", [1, t])
+            scores = gb.node("MatMul", [q, k], name="pre_matmul")
+            if post == "sdpa":  # scaled dot-product attention: RKNN fuses it (exSDPAttention)
+                scores = gb.node("Mul", [scores, gb.const(np.float32(0.25))], name="pre_scale")
+            mask = gb.node("Reshape", [m, gb.ints([1, 1, 1, t])], name="pre_reshape")
+            e = gb.node("Expand", [mask, gb.ints([1, heads, 1, t])])
+            focus = [gb.last()]
+            y = gb.node("Add", [scores, e], name="post_add")
+            if post in ("softmax", "sdpa"):
+                y = gb.node("Softmax", [y], axis=-1, name="post_softmax")
+            if post == "sdpa":
+                v = gb.input("v", "float32", [1, heads, t, 16])
+                y = gb.node("MatMul", [y, v], name="post_matmul")
+            gb.output(y)
+            c.add("x.Expand.ctx=attn_mask_%s.h=%d.t=%d.f32.r4" % (post, heads, t), "Expand", gb,
+                  kind="context", focus=focus)
+    for n, rows in ((6, 784), (6, 64)):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, 32])
+        g = gb.node("Gemm", [x, gb.weight([n, 32]), gb.weight([n])], transB=1, name="pre_gemm")
+        r = gb.node("Reshape", [g, gb.ints([1, 2, 3])], name="pre_reshape")
+        t = gb.node("Transpose", [r], perm=[0, 2, 1])
+        focus = [gb.last()]
+        gb.output(gb.node("MatMul", [gb.const(_rand([1, rows, 3])), t], name="post_matmul"))
+        c.add("x.Transpose.perm=0_2_1.ctx=gemm_reshape.rows=%d.f32.r3" % rows, "Transpose", gb,
+              kind="context", focus=focus)
+    for pre in ("sub", "none"):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, 17])
+        d = gb.input("d", "float32", [1, 17, 2])
+        y = gb.node("Sub", [x, gb.const(np.float32(0.5))], name="pre_sub") if pre == "sub" else x
+        u = gb.node("Unsqueeze", [y, gb.ints([2])])
+        focus = [gb.last()]
+        idx = gb.const(np.zeros([1, 17, 1], np.int64))
+        gb.output(gb.node("ScatterElements", [d, idx, u], axis=2, name="post_scatter"))
+        c.add("x.Unsqueeze.axes=2.ctx=%s_scatter.f32.r2" % pre, "Unsqueeze", gb,
+              kind="context" if pre != "none" else "context", focus=focus)
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
-                                                int_and_div_extra, glue_extra]
+                                                int_and_div_extra, glue_extra, context_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -316,6 +316,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "check fails whenever it is present) moves the Pad to the CPU"),
              C("const_value_range", [r"Pad\.mode=constant\.pads=neg"], index=1, min=0,
                note="negative pads (cropping) run on the CPU"),
+             C("any_of", [r"x\.Pad\.reflect\.pre=conv_in_relu", r"x\.Pad\.reflect\.pre=conv\."],
+               constraints=[
+                   {"rule": "attr_in", "params": {"attr": "mode", "values": ["constant", "edge"]}},
+                   {"rule": "producer_not", "params": {"index": 0, "exclusive": True,
+                                                       "chain": ["Relu", "InstanceNormalization"]}}],
+               note="a reflect Pad that alone reads InstanceNormalization -> Relu (the second pad "
+                    "of a CycleGAN ResnetBlock) runs on the CPU; behind Conv or Conv -> Relu, or "
+                    "when the Relu's result is also read elsewhere (a residual branch), it runs on "
+                    "the NPU"),
              probes=[r"ctx\.Pad"],
              note="reflect and edge run on the NPU too (doc 2.3.2 sec. 3.2.43 lists constant "
                   "and reflect only); the documented reflect width limit (<= 8176) did not "
@@ -350,13 +359,27 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
+                 C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)"],
+                   constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
+                                {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}}],
+                   note="a Reshape between a Gemm and a LogSoftmax (a CPU op; CRNN's per-step "
+                        "classifier) runs on the CPU"),
+                 C("any_of", [r"x\.Reshape\.ctx=gemm_none"],
+                   constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
+                                {"rule": "not_graph_output", "params": {}}],
+                   note="a Reshape of a Gemm result that is a graph output runs on the CPU"),
                  probes=[r"prepass\.shape_gather_reshape\.f32", r"Reshape\.case=zero\.allowzero=1"],
                  note="allowzero=1 together with a 0 in the shape makes build() fail (errata); "
                       "allowzero=1 with an explicit shape, as the dynamo exporter writes every "
                       "Reshape, builds and runs on the NPU."),
-    "Flatten": E("npu"),
+    "Flatten": E("npu", C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
+                          note="a Flatten that produces a graph output from another op's "
+                               "result runs on the CPU (the layout conversion back to NCHW)")),
     "Squeeze": E("npu"),
-    "Unsqueeze": E("npu"),
+    "Unsqueeze": E("npu", C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
+                            from_node=True,
+                            note="an Unsqueeze of a computed tensor that feeds ScatterElements "
+                                 "(a CPU op) runs on the CPU as a Reshape")),
     "Transpose": E("npu", C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
                                        r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
                             constraints=[
@@ -369,6 +392,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                  "perm 0,1,3,2,4,5), which ran on the NPU for every probed "
                                  "shape; two swaps (0,1,3,2,5,4) or pixel-shuffle-like perms "
                                  "ran on the CPU"),
+                   C("any_of", [r"x\.Transpose\.perm=0_2_1\.ctx=gemm_reshape"],
+                     constraints=[{"rule": "producer_not", "params": {"index": 0,
+                                                                      "chain": ["Reshape", "Gemm"]}},
+                                  {"rule": "rank", "params": {"tensor": "input", "index": 0,
+                                                              "min": 4}}],
+                     note="a rank-3 Transpose of a reshaped Gemm result (STN's affine_grid: "
+                          "fc -> view(-1, 2, 3) -> transpose) runs on the CPU as a Reshape; the "
+                          "rank-4 head transposes of attention blocks stay on the NPU"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
@@ -412,6 +443,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "ScatterElements": E("cpu"),
     "Expand": E("npu", C("const_input", [r"Expand\.shape=dyn"], "unsupported", index=1,
                          note="a non-constant shape makes build() fail"),
+                C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
+                  skip=["Reshape"],
+                  note="the Expand of an additive attention mask runs on the CPU when RKNN "
+                       "fuses the attention (MatMul -> Add(mask) -> Softmax -> MatMul) into "
+                       "exSDPAttention; without the second MatMul it stays on the NPU"),
                 note="expanding the batch axis of a rank-4 tensor (1 -> 2) runs on the CPU; not "
                      "expressible without also catching NPU rank-2 expansions (errata)."),
     "Tile": E("npu",
