@@ -77,26 +77,37 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
 
 
 def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool) -> None:
+    folded, const, tensors = pre.folded, pre.const, graph.tensors
     for node in graph.nodes:  # ONNX nodes are stored in topological order
-        if node.index in pre.folded or node.domain != "ai.onnx" or node.subgraphs:
+        if node.index in folded or node.domain != "ai.onnx" or node.subgraphs:
             continue
-        if shapes and node.op_type in SHAPE_OPS:
-            src = graph.tensor(node.inputs[0]) if node.inputs else None
+        op_type = node.op_type
+        if shapes and op_type in SHAPE_OPS:
+            src = tensors.get(node.inputs[0]) if node.inputs else None
             if src is not None and src.static:
                 value = _shape_value(node, src)
                 for out in node.outputs:
-                    pre.const[out] = replace(graph.tensor(out) or TensorInfo(out, "int64", None), const=True, value=value)
-                pre.folded[node.index] = f"{node.op_type} of a static shape {list(src.shape or ())} folds to a constant"
+                    const[out] = replace(tensors.get(out) or TensorInfo(out, "int64", None), const=True, value=value)
+                folded[node.index] = f"{op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
-        if not constants or node.op_type in NONDETERMINISTIC:
+        if not constants or op_type in NONDETERMINISTIC:
             continue
-        if node.op_type == "Constant" or all(_is_const(graph, pre, i) for i in node.inputs):
-            for out in node.outputs:
-                if out:
-                    base = graph.tensor(out) or TensorInfo(out, None, None)
-                    pre.const[out] = base if base.const else replace(base, const=True)
-            why = "constant" if node.op_type == "Constant" else "all inputs are constant"
-            pre.folded[node.index] = f"{why}: folded at compile time"
+        if op_type != "Constant":
+            for name in node.inputs:  # _is_const of every input, inlined (run for every node of every table)
+                if name and name not in const:
+                    info = tensors.get(name)
+                    if info is None or not info.const:
+                        break
+            else:
+                name = None
+            if name is not None:
+                continue
+        for out in node.outputs:
+            if out:
+                base = tensors.get(out) or TensorInfo(out, None, None)
+                const[out] = base if base.const else TensorInfo(base.name, base.dtype, base.shape, True, base.value)
+        why = "constant" if op_type == "Constant" else "all inputs are constant"
+        folded[node.index] = f"{why}: folded at compile time"
 
 
 def _shape_value(node: NodeFact, src: TensorInfo) -> tuple[Any, ...]:
@@ -132,48 +143,62 @@ def _fuse_conv_bn(graph: GraphFacts, pre: PrepassResult) -> None:
 
 
 def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pattern]) -> None:
+    anchors: dict[str, list[NodeFact]] = {}  # op key -> nodes in graph order: each pattern visits its own
+    for node in graph.nodes:
+        anchors.setdefault(node.key, []).append(node)
     for pattern in patterns:
-        first_op = pattern.nodes[0][1]
-        for node in graph.nodes:
-            if node.key != first_op or node.index in pre.folded or node.index in pre.fused:
+        nodes = anchors.get(pattern.nodes[0][1])
+        if not nodes:
+            continue
+        plan = _plan(pattern)
+        for node in nodes:
+            if node.index in pre.folded or node.index in pre.fused:
                 continue
-            match = _match_from(graph, pre, pattern, node)
+            match = _match_from(graph, pre, plan, node)
             if match:
                 for idx in match:
                     pre.fused[idx] = (pattern, node.index)
 
 
-def _match_from(graph: GraphFacts, pre: PrepassResult, pattern: Pattern, anchor: NodeFact) -> Optional[list[int]]:
-    """Backtracking match: pattern node k must consume an output of each node in its `after`."""
-    ids = [pid for pid, _, _ in pattern.nodes]
-    assigned: dict[str, int] = {ids[0]: anchor.index}
+def _plan(pattern: Pattern) -> tuple[Any, ...]:
+    """(ids, steps as (id, op, after, positions)) of a pattern, prepared once per pattern."""
     positions: dict[str, list[tuple[str, int]]] = {}
     for pid, ref, idx in pattern.positions:
         positions.setdefault(pid, []).append((ref, idx))
+    steps = tuple((pid, op, tuple(after), tuple(positions.get(pid, ()))) for pid, op, after in pattern.nodes)
+    return tuple(pid for pid, _, _ in pattern.nodes), steps
 
-    def in_position(cand: int, pid: str) -> bool:
-        inputs = graph.nodes[cand].inputs
-        for ref, idx in positions.get(pid, ()):
-            if idx >= len(inputs) or inputs[idx] not in graph.nodes[assigned[ref]].outputs:
-                return False
-        return True
+
+def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact) -> Optional[list[int]]:
+    """Backtracking match: pattern node k must consume an output of each node in its `after`."""
+    ids, steps = plan
+    assigned: dict[str, int] = {ids[0]: anchor.index}
+    nodes, consumers, folded, fused = graph.nodes, graph.consumers, pre.folded, pre.fused
 
     def candidates(k: int) -> list[int]:
-        pid, op, after = pattern.nodes[k]
-        sets = []
+        pid, op, after, positions = steps[k]
+        common: Optional[set[int]] = None
         for ref in after:
-            src = graph.nodes[assigned[ref]]
             cons: set[int] = set()
-            for out in src.outputs:
-                cons.update(graph.consumers.get(out, []))
-            sets.append(cons)
-        common = set.intersection(*sets) if sets else set()
+            for out in nodes[assigned[ref]].outputs:
+                found = consumers.get(out)
+                if found:
+                    cons.update(found)
+            common = cons if common is None else common & cons
+        if not common:
+            return []
         used = set(assigned.values())
-        return sorted(i for i in common if graph.nodes[i].key == op and i not in used
-                      and i not in pre.folded and i not in pre.fused and in_position(i, pid))
+        out = []
+        for i in sorted(common):
+            if i in used or i in folded or i in fused or nodes[i].key != op:
+                continue
+            inputs = nodes[i].inputs
+            if all(idx < len(inputs) and inputs[idx] in nodes[assigned[ref]].outputs for ref, idx in positions):
+                out.append(i)
+        return out
 
     def solve(k: int) -> bool:
-        if k == len(pattern.nodes):
+        if k == len(steps):
             return True
         for cand in candidates(k):
             assigned[ids[k]] = cand
@@ -190,8 +215,8 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, pattern: Pattern, anchor:
     for idx in matched:
         if idx == last:
             continue
-        for out in graph.nodes[idx].outputs:
-            if out in graph.outputs or any(c not in matched for c in graph.consumers.get(out, [])):
+        for out in nodes[idx].outputs:
+            if out in graph.outputs or any(c not in matched for c in consumers.get(out, [])):
                 return None
     return sorted(matched)
 
