@@ -162,16 +162,101 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
     device = {n.index: _device(by_index[n.index].verdict) for n in nodes}
     live = [n for n in nodes if device[n.index] is not None]
     producer = {out: n.index for n in live for out in n.outputs if out}
+    part = Partition()
+    names = {n.index: n.name for n in nodes}
+    preds: dict[int, set[int]] = {}
+    succs: dict[int, set[int]] = {}
+    if len({device[n.index] for n in live}) <= 1 and _in_topological_order(live, producer):
+        # one device (every verdict npu, the usual passing model, or every one cpu): the greedy walk
+        # (_greedy_order) would visit the nodes in index order, and nothing crosses between devices
+        if live:
+            part.segments.append((device[live[0].index], [names[n.index] for n in sorted(live, key=_index)]))  # type: ignore[arg-type]
+        mixed = False
+    else:
+        mixed = True
+        order = _greedy_order(live, device, producer, preds, succs)
+        for i in order:
+            d = device[i]
+            if part.segments and part.segments[-1][0] == d:
+                part.segments[-1][1].append(names[i])
+            else:
+                part.segments.append((d, [names[i]]))  # type: ignore[arg-type]
+    # crossings: each tensor produced on one device and read on the other (model inputs and outputs
+    # are copied in any case and do not count)
+    per_node: dict[int, list[Transition]] = {}
+    if mixed:
+        consumers: dict[str, list[int]] = {}
+        for n in live:
+            for inp in n.inputs:
+                if inp:
+                    consumers.setdefault(inp, []).append(n.index)
+        sources = [(out, n.index, device[n.index]) for n in live for out in n.outputs if out]
+        position = {i: k for k, i in enumerate(order)}
+        for tensor, src, src_dev in sources:
+            other = [c for c in consumers.get(tensor, []) if device[c] != src_dev]
+            if not other:
+                continue
+            size = tensor_bytes(view.tensor(tensor))
+            if size is None:
+                part.unknown_bytes += 1
+            first = min(other, key=lambda c: position.get(c, 0))
+            t = Transition(tensor, names[src], names[first], f"{src_dev}->{device[first]}", size)
+            part.transitions.append(t)
+            for end in [src] + other:
+                per_node.setdefault(end, []).append(t)
+    # MACs and node shares
+    macs_of: dict[int, int] = {}
+    for n in live:
+        macs = macs_of[n.index] = node_macs(n, view)
+        part.macs_total += macs
+        part.nodes_total += 1
+        if device[n.index] == NPU:
+            part.macs_npu += macs
+            part.nodes_npu += 1
+    # impact of each fallback: what it runs on the CPU plus the copies it causes
+    for n in live:
+        r = by_index[n.index]
+        if device[n.index] != CPU:
+            continue
+        ts = per_node.get(n.index, [])
+        nbytes = sum(t.bytes or 0 for t in ts)
+        npu_before = any(device.get(p) == NPU for p in preds.get(n.index, ()))
+        npu_after = any(device.get(s) == NPU for s in succs.get(n.index, ()))
+        splits = npu_before and npu_after
+        macs = macs_of[n.index]
+        score = len(ts) * 1.0 + nbytes / 1e6 + macs / 1e7 + (2.0 if splits else 0.0) + (100.0 if r.verdict == "unsupported" else 0.0)
+        part.impacts.append(Impact(n.name, n.op_type, r.verdict, macs, len(ts), nbytes, splits, score))
+    part.impacts.sort(key=lambda i: (-i.score, i.node))
+    return part
+
+
+def _index(node: NodeFact) -> int:
+    return node.index
+
+
+def _in_topological_order(live: Sequence[NodeFact], producer: dict[str, int]) -> bool:
+    """Every live node reads only tensors of live nodes with a smaller index (or none of theirs)."""
+    for n in live:
+        for inp in n.inputs:
+            p = producer.get(inp)
+            if p is not None and p > n.index:
+                return False
+    return True
+
+
+def _greedy_order(live: Sequence[NodeFact], device: dict[int, Optional[str]], producer: dict[str, int],
+                  preds: dict[int, set[int]], succs: dict[int, set[int]]) -> list[int]:
+    """A topological order that stays on the current device as long as it can (fills preds/succs)."""
     # dependencies between live nodes (folded nodes produce constants: no edge)
-    preds: dict[int, set[int]] = {n.index: set() for n in live}
-    succs: dict[int, set[int]] = {n.index: set() for n in live}
+    for n in live:
+        preds[n.index] = set()
+        succs[n.index] = set()
     for n in live:
         for inp in n.inputs:
             p = producer.get(inp)
             if p is not None and p != n.index:
                 preds[n.index].add(p)
                 succs[p].add(n.index)
-    # greedy topological order that stays on the current device as long as it can
     indeg = {i: len(preds[i]) for i in preds}
     ready = {NPU: [], CPU: []}  # type: dict[str, list[int]]
     for i in sorted(indeg):
@@ -188,59 +273,7 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(ready[device[s]], s)  # type: ignore[index]
-    part = Partition()
-    names = {n.index: n.name for n in nodes}
-    for i in order:
-        d = device[i]
-        if part.segments and part.segments[-1][0] == d:
-            part.segments[-1][1].append(names[i])
-        else:
-            part.segments.append((d, [names[i]]))  # type: ignore[arg-type]
-    # crossings: each tensor produced on one device and read on the other (model inputs and outputs
-    # are copied in any case and do not count)
-    per_node: dict[int, list[Transition]] = {}
-    consumers: dict[str, list[int]] = {}
-    for n in live:
-        for inp in n.inputs:
-            if inp:
-                consumers.setdefault(inp, []).append(n.index)
-    sources = [(out, n.index, device[n.index]) for n in live for out in n.outputs if out]
-    position = {i: k for k, i in enumerate(order)}
-    for tensor, src, src_dev in sources:
-        other = [c for c in consumers.get(tensor, []) if device[c] != src_dev]
-        if not other:
-            continue
-        size = tensor_bytes(view.tensor(tensor))
-        if size is None:
-            part.unknown_bytes += 1
-        first = min(other, key=lambda c: position.get(c, 0))
-        t = Transition(tensor, names[src], names[first], f"{src_dev}->{device[first]}", size)
-        part.transitions.append(t)
-        for end in [src] + other:
-            per_node.setdefault(end, []).append(t)
-    # MACs and node shares
-    for n in live:
-        macs = node_macs(n, view)
-        part.macs_total += macs
-        part.nodes_total += 1
-        if device[n.index] == NPU:
-            part.macs_npu += macs
-            part.nodes_npu += 1
-    # impact of each fallback: what it runs on the CPU plus the copies it causes
-    for n in live:
-        r = by_index[n.index]
-        if device[n.index] != CPU:
-            continue
-        ts = per_node.get(n.index, [])
-        nbytes = sum(t.bytes or 0 for t in ts)
-        npu_before = any(device.get(p) == NPU for p in preds[n.index])
-        npu_after = any(device.get(s) == NPU for s in succs[n.index])
-        splits = npu_before and npu_after
-        macs = node_macs(n, view)
-        score = len(ts) * 1.0 + nbytes / 1e6 + macs / 1e7 + (2.0 if splits else 0.0) + (100.0 if r.verdict == "unsupported" else 0.0)
-        part.impacts.append(Impact(n.name, n.op_type, r.verdict, macs, len(ts), nbytes, splits, score))
-    part.impacts.sort(key=lambda i: (-i.score, i.node))
-    return part
+    return order
 
 
 def fmt_bytes(n: int) -> str:
