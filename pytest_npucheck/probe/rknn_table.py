@@ -396,10 +396,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                      constraints=[{"rule": "producer_not", "params": {"index": 0,
                                                                       "chain": ["Reshape", "Gemm"]}},
                                   {"rule": "rank", "params": {"tensor": "input", "index": 0,
-                                                              "min": 4}}],
-                     note="a rank-3 Transpose of a reshaped Gemm result (STN's affine_grid: "
-                          "fc -> view(-1, 2, 3) -> transpose) runs on the CPU as a Reshape; the "
-                          "rank-4 head transposes of attention blocks stay on the NPU"),
+                                                              "min": 4}},
+                                  {"rule": "attr_not_in", "params": {"attr": "perm",
+                                                                     "values": [[0, 2, 1]]}}],
+                     note="a rank-3 Transpose(0, 2, 1) of a reshaped Gemm result (STN's "
+                          "affine_grid: fc -> view(-1, 2, 3) -> transpose) runs on the CPU as a "
+                          "Reshape; the head transposes of attention blocks (rank 4, or rank 3 "
+                          "with perm 1, 0, 2) stay on the NPU"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "

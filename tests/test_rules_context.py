@@ -1,0 +1,230 @@
+"""Context rules (``pytest_npucheck/rules_context.py``) on real exported models and on small graphs:
+the RKNN placements that depend on a node's neighbours, as the real compiler showed them (the
+``x.*`` context probes in probes/rknn/*/*.extra.results.json and the corpus agreement runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from pytest_npucheck.check import check_file, check_graph
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.rules import RULES, is_local
+from pytest_npucheck.tables import Catalog, table_from_data
+
+REPO = Path(__file__).resolve().parent.parent
+CATALOG = Catalog.discover()
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from models.corpus import ARCHS
+
+    return ARCHS
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory):
+    """Export as the agreement runs do (scripts/rknn_agreement.py): dynamo at opset 19,
+    TorchScript at opset 17."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    cache = tmp_path_factory.mktemp("ctx-export")
+
+    def _export(model, inputs, exporter="torchscript"):
+        opset = 19 if exporter == "dynamo" else 17
+        return export_model(model, inputs, ExportOptions(exporter=exporter, opset=opset), cache).path
+
+    return _export
+
+
+def _nodes(path, target):
+    [result] = check_file(path, [target])
+    return result.nodes
+
+
+def _by_op(nodes, op):
+    return [n for n in nodes if n.op_type == op]
+
+
+def _reasons(node):
+    return " | ".join(r.message for r in node.reasons)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_cyclegan_second_block_pad_falls_back_first_stays(corpus, export, exporter):
+    """CycleGAN ResnetBlock: Pad(reflect) -> Conv -> IN -> Relu -> Pad(reflect) -> Conv -> IN, +x.
+    The real RK3588 compiler put exactly the pads that alone read IN -> Relu on the CPU."""
+    path = export(*corpus["cyclegan_resnet_generator"].build(), exporter=exporter)
+    pads = _by_op(_nodes(path, "rknn@2.5.0/rk3588"), "Pad")
+    cpu = [p for p in pads if p.verdict == "cpu"]
+    npu = [p for p in pads if p.verdict == "npu"]
+    assert len(cpu) == 4 and len(npu) >= 4, [(p.name, p.verdict) for p in pads]
+    for p in cpu:
+        assert "is computed by Relu" in _reasons(p) and "InstanceNormalization" in _reasons(p)
+        assert "mode='reflect'" in _reasons(p)
+
+
+def test_flatten_at_graph_output_depends_on_soc(corpus, export):
+    """squeezenet's final Flatten (TorchScript) is a graph output: CPU on RK3588 (x.Flatten.ctx=*
+    probes and the real model), NPU on RK3576."""
+    path = export(*corpus["squeezenet1_1_small"].build(), exporter="torchscript")
+    [f3588] = _by_op(_nodes(path, "rknn@2.5.0/rk3588"), "Flatten")
+    [f3576] = _by_op(_nodes(path, "rknn@2.5.0/rk3576"), "Flatten")
+    assert f3588.verdict == "cpu" and "is a graph output" in _reasons(f3588)
+    assert f3576.verdict == "npu"
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_attention_mask_expand_of_fused_sdpa(corpus, export, exporter):
+    """conformer: the key-padding mask's Expand feeds Add -> Softmax -> MatMul, which 2.5.0 fuses
+    into exSDPAttention and runs the Expand on the CPU; 2.2.0 does not fuse it (NPU)."""
+    path = export(*corpus["conformer_small"].build(), exporter=exporter)
+    new = [e for e in _by_op(_nodes(path, "rknn@2.5.0/rk3588"), "Expand") if "feeds" in _reasons(e)]
+    assert new and all(e.verdict == "cpu" for e in new)
+    assert all("Softmax" in _reasons(e) and "MatMul" in _reasons(e) for e in new)
+    old = {e.name: e for e in _by_op(_nodes(path, "rknn@2.2.0/rk3588"), "Expand")}
+    assert all("feeds" not in _reasons(old[e.name]) for e in new)
+
+
+def test_stn_affine_grid_transpose(corpus, export):
+    """stn_mnist: fc -> view(-1, 2, 3) -> transpose: CPU on RK3588, NPU on RK3576."""
+    path = export(*corpus["stn_mnist"].build(), exporter="dynamo")
+    [t88] = _by_op(_nodes(path, "rknn@2.5.0/rk3588"), "Transpose")
+    [t76] = _by_op(_nodes(path, "rknn@2.5.0/rk3576"), "Transpose")
+    assert t88.verdict == "cpu" and "Reshape" in _reasons(t88) and "Gemm" in _reasons(t88)
+    assert t76.verdict == "npu"
+
+
+def test_attention_head_transposes_stay_on_npu(corpus, export):
+    """The rank-4 Gemm -> Reshape -> Transpose of every attention block is not caught by the STN
+    rule (the real compiler ran them on the NPU)."""
+    path = export(*corpus["vit_tiny"].build(), exporter="dynamo")
+    nodes = _nodes(path, "rknn@2.5.0/rk3588")
+    assert not [n for n in nodes if n.op_type in ("Transpose", "Reshape") and "Gemm" in _reasons(n)], \
+        [(n.name, _reasons(n)) for n in nodes if "Gemm" in _reasons(n)]
+
+
+# -- the rules themselves, on small graphs ---------------------------------------------------------
+
+
+def _graph(nodes, inputs, outputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    return m
+
+
+def _vi(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def _table(constraints, op="Pad", prepasses=("eliminate_identity",)):
+    base = json.loads((REPO / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    base["ops"] = {f"ai.onnx:{o}": {"status": "npu", "source": "probe:rknn-2.5.0-rk3588"}
+                   for o in ("Relu", "InstanceNormalization", "Identity", "Conv", "Add", "Softmax",
+                             "MatMul", "Reshape", "Flatten")}
+    base["ops"][f"ai.onnx:{op}"] = {"status": "npu", "source": "probe:rknn-2.5.0-rk3588",
+                                    "constraints": constraints}
+    base["generic_constraints"], base["patterns"] = [], []
+    base["prepasses"] = list(prepasses)
+    return table_from_data(base)
+
+
+def _in_relu_pad(identity: bool, residual: bool):
+    nodes = [helper.make_node("InstanceNormalization", ["x", "s", "b"], ["n"], name="in"),
+             helper.make_node("Relu", ["n"], ["r"], name="relu")]
+    src = "r"
+    if identity:
+        nodes.append(helper.make_node("Identity", ["r"], ["r2"], name="id"))
+        src = "r2"
+    nodes.append(helper.make_node("Pad", [src, "pads"], ["y"], name="pad", mode="reflect"))
+    outs = [_vi("y", [1, 4, 10, 10])]
+    if residual:
+        nodes.append(helper.make_node("Add", [src, src], ["z"], name="res"))
+        outs.append(_vi("z", [1, 4, 8, 8]))
+    inits = [numpy_helper.from_array(np.ones(4, np.float32), "s"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "b"),
+             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    return facts_from_model(_graph(nodes, [_vi("x", [1, 4, 8, 8])], outs, inits))
+
+
+PAD_RULE = {"rule": "producer_not", "params": {"index": 0, "exclusive": True,
+                                               "chain": ["Relu", "InstanceNormalization"]},
+            "else": "cpu"}
+
+
+@pytest.mark.parametrize("identity", [False, True])
+def test_producer_not_looks_through_eliminated_identity(identity):
+    [r] = check_graph(_in_relu_pad(identity, residual=False), [_table([PAD_RULE])])
+    [pad] = [n for n in r.nodes if n.name == "pad"]
+    assert pad.verdict == "cpu", _reasons(pad)
+    assert "Relu 'relu' <- InstanceNormalization 'in'" in _reasons(pad)
+
+
+def test_producer_not_exclusive_skips_shared_input():
+    [r] = check_graph(_in_relu_pad(False, residual=True), [_table([PAD_RULE])])
+    [pad] = [n for n in r.nodes if n.name == "pad"]
+    assert pad.verdict == "npu"
+
+
+def test_feeds_not_follows_the_path_with_skips():
+    nodes = [helper.make_node("Reshape", ["m", "shape"], ["mr"], name="pre"),
+             helper.make_node("Flatten", ["mr"], ["e"], name="focus", axis=0),
+             helper.make_node("Reshape", ["e", "shape2"], ["e2"], name="skip"),
+             helper.make_node("Add", ["s", "e2"], ["a"], name="add"),
+             helper.make_node("Softmax", ["a"], ["p"], name="sm", axis=-1),
+             helper.make_node("MatMul", ["p", "v"], ["y"], name="mm")]
+    inits = [numpy_helper.from_array(np.array([1, 1, 1, 4], np.int64), "shape"),
+             numpy_helper.from_array(np.array([1, 1, 1, 4], np.int64), "shape2")]
+    model = _graph(nodes, [_vi("m", [1, 4]), _vi("s", [1, 2, 4, 4]), _vi("v", [1, 2, 4, 3])],
+                   [_vi("y", [1, 2, 4, 3])], inits)
+    facts = facts_from_model(model)
+    rule = {"rule": "feeds_not", "params": {"path": ["Add", "Softmax", "MatMul"], "skip": ["Reshape"]}}
+    [r] = check_graph(facts, [_table([rule], op="Flatten", prepasses=())])
+    [f] = [n for n in r.nodes if n.name == "focus"]
+    assert f.verdict == "cpu"
+    assert "Reshape 'skip' -> Add 'add' -> Softmax 'sm' -> MatMul 'mm'" in _reasons(f)
+    no_skip = {"rule": "feeds_not", "params": {"path": ["Add", "Softmax", "MatMul"]}}
+    [r] = check_graph(facts, [_table([no_skip], op="Flatten", prepasses=())])
+    assert [n for n in r.nodes if n.name == "focus"][0].verdict == "npu"
+
+
+def test_not_graph_output_from_node():
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Flatten", ["r"], ["y"], name="flat"),
+             helper.make_node("Flatten", ["x"], ["y2"], name="flat_in")]
+    facts = facts_from_model(_graph(nodes, [_vi("x", [1, 4, 2, 2])],
+                                    [_vi("y", [1, 16]), _vi("y2", [1, 16])]))
+    rule = {"rule": "not_graph_output", "params": {"from_node": True}}
+    [r] = check_graph(facts, [_table([rule], op="Flatten", prepasses=())])
+    got = {n.name: n.verdict for n in r.nodes}
+    assert got["flat"] == "cpu" and got["flat_in"] == "npu"
+
+
+def test_context_rules_are_not_local_and_describe_themselves():
+    for rid in ("not_graph_output", "producer_not", "feeds_not"):
+        assert not RULES[rid].local
+    assert not is_local("any_of", {"constraints": [{"rule": "rank", "params": {}},
+                                                   {"rule": "feeds_not", "params": {"path": ["X"]}}]})
+    assert is_local("rank", {})
+    text = RULES["producer_not"].describe(PAD_RULE["params"])
+    assert text == ("input 0 is not computed by Relu <- InstanceNormalization "
+                    "(when this node is the only reader of that input).")
+
+
+def test_schema_rejects_bad_context_params(tmp_path):
+    from pytest_npucheck.tables import validate_table_data
+
+    raw = json.loads((REPO / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    raw["ops"]["ai.onnx:Pad"]["constraints"].append(
+        {"rule": "producer_not", "params": {"chain": []}, "else": "cpu"})
+    problems = validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
+                                   ("rknn", "2.5.0", "rk3588"))
+    assert problems and any("chain" in p for p in problems), problems
