@@ -99,9 +99,13 @@ class SourceLocation:
             parts.append(f"{self.file}:{self.line}" if self.line else self.file)
         return " at ".join(parts) if parts else "unknown"
 
-    def to_json(self) -> dict[str, Any]:
+    @_cached
+    def _json(self) -> dict[str, Any]:  # one location is shared by many nodes: built once, copied
         return {k: v for k, v in (("module", self.module), ("file", self.file), ("line", self.line),
                                   ("function", self.function), ("code", self.code)) if v is not None}
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._json)
 
 
 @dataclass(frozen=True)

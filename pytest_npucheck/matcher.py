@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from .graph import GraphFacts, NodeFact, paused_gc
+from .graph import GraphFacts, NodeFact, _new, paused_gc
 from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult
@@ -166,8 +166,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict)]
         else:
             verdict, reasons = judge(node)
-        results.append(NodeResult(
-            index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
+        results.append(_new(  # NodeResult(...) without the frozen __init__ (one per node per table)
+            NodeResult, index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
             reasons=tuple(reasons), graph=node.graph, source=node.source, fused_into=fused_into,
         ))
     issues = []
