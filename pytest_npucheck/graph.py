@@ -324,8 +324,35 @@ def _without_weights(buf: Any) -> Optional[bytes]:
     graph: list[Any] = []
     kept = gstart  # start of the run of graph bytes copied as they are
     dropped = 0
-    for num, fstart, vstart, vend in _fields(buf, gstart, gend):
-        if num != _GRAPH_INITIALIZER or vend - vstart < 8 * SMALL_CONSTANT:
+    pos, least = gstart, 8 * SMALL_CONSTANT
+    while pos < gend:  # _fields(buf, gstart, gend), inlined: one pass over every node and value_info
+        fstart = pos
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 2:
+            length = buf[pos]
+            if length < 0x80:
+                pos += 1
+            else:
+                length, pos = _varint(buf, pos)
+            vstart, vend = pos, pos + length
+        elif wire == 0:
+            vstart = pos
+            _, vend = _varint(buf, pos)
+        elif wire == 1:
+            vstart, vend = pos, pos + 8
+        elif wire == 5:
+            vstart, vend = pos, pos + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        if vend > gend:
+            raise ValueError("field runs past its message")
+        pos = vend
+        if key >> 3 != _GRAPH_INITIALIZER or vend - vstart < least:
             continue
         if _numel(buf, vstart, vend) <= SMALL_CONSTANT:
             continue
@@ -377,7 +404,7 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
     inferred, error = _infer(model)
     small = _small_initializers(inferred.graph)
     folded = _fold_small_constants(inferred, opsets, small)
-    builder = _Builder(opsets, onnx, small)
+    builder = _Builder(opsets, onnx, small, folded)
     builder.walk_graph(inferred.graph, prefix="")
     if folded and (error is not None or not builder.fully_inferred()):
         # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
@@ -630,10 +657,12 @@ _GRAPH_TYPES = frozenset({5, 10})  # AttributeProto.GRAPH, GRAPHS
 
 
 class _Builder:
-    def __init__(self, opsets: Mapping[str, int], onnx: Any, small: Mapping[str, Any] = {}) -> None:
+    def __init__(self, opsets: Mapping[str, int], onnx: Any, small: Mapping[str, Any] = {},
+                 folded: Mapping[str, Any] = {}) -> None:
         self.opsets = opsets
         self.onnx = onnx
         self.small = small  # arrays of the main graph's small initializers, already read
+        self.folded = folded  # arrays of main-graph node outputs constant folding computed (Constant nodes)
         self.static: set[str] = set()  # main-graph value_info/outputs with a dtype and static shape
         self.nodes: list[NodeFact] = []
         self.tensors: dict[str, TensorInfo] = {}
@@ -685,7 +714,7 @@ class _Builder:
         static = bool(tt.elem_type) and shape is not None and all(isinstance(d, int) for d in shape)
         return dtype, shape, static
 
-    def _const(self, name: str, tensor: Any, prefix: Optional[str] = None) -> None:
+    def _const(self, name: str, tensor: Any, prefix: Optional[str] = None, arr: Any = None) -> None:
         dims = tuple(int(d) for d in tensor.dims)
         numel = 1
         for d in dims:
@@ -694,7 +723,8 @@ class _Builder:
         external = tensor.data_location == self.onnx.TensorProto.EXTERNAL
         if numel <= SMALL_CONSTANT and not external:
             try:
-                arr = self.small.get(name) if prefix == "" else None
+                if arr is None and prefix == "":
+                    arr = self.small.get(name)
                 if arr is None:
                     from onnx import numpy_helper
 
@@ -779,7 +809,7 @@ class _Builder:
         index = len(self.nodes)
         name = node.name or f"{op_type}_{index}"
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and node.output:
-            self._constant_node(node)
+            self._constant_node(node, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
         self.nodes.append(_new(
             NodeFact, index=index, name=name, op_type=op_type, domain=domain,
@@ -813,11 +843,12 @@ class _Builder:
             attrs.setdefault(k, v)
         return attrs, frozenset(explicit), defaults
 
-    def _constant_node(self, node: Any) -> None:
+    def _constant_node(self, node: Any, prefix: str = "") -> None:
         out = node.output[0]
         for a in node.attribute:
             if a.name == "value" and a.type == self.onnx.AttributeProto.TENSOR:
-                self._const(out, a.t)
+                # folding decoded the same tensor already (numpy_helper.to_array of this attribute)
+                self._const(out, a.t, arr=self.folded.get(out) if prefix == "" else None)
                 return
             if a.name in ("value_float", "value_int"):
                 v = self.onnx.helper.get_attribute_value(a)
