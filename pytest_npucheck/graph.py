@@ -715,13 +715,12 @@ class _Builder:
         return dtype, shape, static
 
     def _const(self, name: str, tensor: Any, prefix: Optional[str] = None, arr: Any = None) -> None:
-        dims = tuple(int(d) for d in tensor.dims)
+        dims = tuple(tensor.dims)  # protobuf int64 fields read as Python ints
         numel = 1
         for d in dims:
             numel *= d
         value: Optional[tuple[Any, ...]] = None
-        external = tensor.data_location == self.onnx.TensorProto.EXTERNAL
-        if numel <= SMALL_CONSTANT and not external:
+        if numel <= SMALL_CONSTANT and tensor.data_location != 1:  # TensorProto.EXTERNAL
             try:
                 if arr is None and prefix == "":
                     arr = self.small.get(name)
