@@ -28,11 +28,19 @@ def _numel(info: Optional[TensorInfo]) -> Optional[int]:
     return math.prod(info.shape or ())  # type: ignore[arg-type]
 
 
+_MAC_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MatMul", "Gemm", "MatMulInteger",
+                      "QLinearMatMul", "MaxPool", "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+                      "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "Softmax", "LogSoftmax",
+                      "LayerNormalization", "GroupNormalization", "InstanceNormalization", "LSTM", "GRU", "RNN"})
+
+
 def node_macs(node: NodeFact, graph: Any) -> int:
     """Multiply-accumulates of one node (elementwise ops count one per output element)."""
     out = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
     out_n = _numel(out) or 0
     op = node.op_type
+    if op not in _MAC_OPS:  # every op not named below: one per output element
+        return out_n
     if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
         w = graph.tensor(node.inputs[1]) if len(node.inputs) > 1 else None
         if w is None or not w.static or not w.shape:
