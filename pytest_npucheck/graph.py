@@ -516,7 +516,9 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 start = min(max(start + r if start < 0 else start, 0), r)
                 end = min(max(end + r if end < 0 else end, 0), r)
                 values = [np.array(dims[start:end], dtype=np.int64)]
-        elif op == "Constant" or (inputs and all((not i) or i in known for i in inputs)):
+        elif op == "Constant":
+            values = _constant_value(node, np) or _evaluate(node, known, opset_list)
+        elif inputs and all((not i) or i in known for i in inputs):
             values = _evaluate(node, known, opset_list)
         if values is None:
             continue
@@ -525,6 +527,27 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 known[name] = value
                 out[name] = value
     return out
+
+
+def _constant_value(node: Any, np: Any) -> Optional[list[Any]]:
+    """[value] of a Constant node whose one attribute is a tensor of a plain dtype in raw little-endian
+    data (what exporters write), read as _small_initializers reads such data; None otherwise."""
+    import sys
+
+    if len(node.attribute) != 1 or sys.byteorder != "little":
+        return None
+    a = node.attribute[0]
+    if a.name != "value" or a.type != 4:  # AttributeProto.TENSOR
+        return None
+    t = a.t
+    raw = t.raw_data
+    plain = _PLAIN_DTYPES.get(t.data_type) if raw and t.data_location != 1 else None
+    if plain is None:
+        return None
+    try:
+        return [np.frombuffer(raw, dtype=plain).reshape(tuple(t.dims))]
+    except ValueError:
+        return None
 
 
 def _fast_eval(node: Any, args: list[Any]) -> Optional[list[Any]]:
