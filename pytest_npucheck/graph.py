@@ -518,6 +518,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 values = [np.array(dims[start:end], dtype=np.int64)]
         elif op == "Constant":
             values = _constant_value(node, np) or _evaluate(node, known, opset_list)
+        elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
+            values = [known[inputs[0]]]
         elif inputs and all((not i) or i in known for i in inputs):
             values = _evaluate(node, known, opset_list)
         if values is None:
