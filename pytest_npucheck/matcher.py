@@ -125,7 +125,11 @@ class _Memo:
         if d is None:
             d = self.defaults[id(node.defaults)] = repr(node.defaults)
         sig = (node.key, node.opset, repr(node.attrs), node.explicit_attrs, d, ins, outs)
-        if sig in self.clean:
+        try:
+            known = sig in self.clean
+        except TypeError:  # a fact that cannot be hashed (not built by graph.py): judge this node alone
+            return judge_node(node, self.table, self.view)
+        if known:
             self.hits += 1
         elif _check_constraints(node, local, self.view):
             return judge_node(node, self.table, self.view)  # a local reason: everything per node, in table order
