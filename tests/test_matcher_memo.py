@@ -159,3 +159,15 @@ def test_value_free_rules_read_no_constant_values():
     assert ".value" not in inspect.getsource(__import__("pytest_npucheck.rules", fromlist=["x"]).implicit_default)
     # the rules that do read values are not in the set
     assert {"axis_in", "const_value_range"}.isdisjoint(matcher.VALUE_FREE_RULES)
+
+
+def test_unhashable_facts_are_judged_alone(stack, memo_switch):
+    """Facts not built by graph.py (here: a node's explicit attributes as a plain set) must not break the memo."""
+    nodes = tuple(dataclasses.replace(n, explicit_attrs=set(n.explicit_attrs)) if n.op_type == "LayerNormalization"
+                  else n for n in stack.nodes)
+    odd = dataclasses.replace(stack, nodes=nodes)
+    table = Catalog.discover().table(TARGET)
+    with_memo, judged_with = memo_switch(odd, table, memo=True)
+    without, judged_without = memo_switch(odd, table, memo=False)
+    assert with_memo == without
+    assert judged_with < judged_without  # the other ops still share their verdicts
