@@ -46,6 +46,8 @@ def render_table(table: Table) -> str:
         f"- Table: `{table.toolchain}/{table.version}/{table.soc}.json`, sha256 `{table.sha256[:16]}`",
         f"- How it was made: {prov.get('method', '?')}" + (f" ({prov['toolchain_package']})" if prov.get("toolchain_package") else ""),
         f"- Opsets accepted: " + ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in sorted(table.opsets.items())),
+        *([f"- ONNX IR versions loaded: {table.ir_version[0]}-{table.ir_version[1]} (a model outside is rejected as a whole)"]
+          if table.ir_version else []),
         f"- Precision: {dict(table.precision).get('default', '?')}",
         f"- Pre-passes (applied before placing ops): {', '.join(table.prepasses) or 'none'}",
         f"- Ops without an entry: {_STATUS[table.default_verdict]}",

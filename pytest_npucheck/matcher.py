@@ -175,6 +175,12 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             reasons=tuple(reasons), graph=node.graph, source=node.source, fused_into=fused_into,
         ))
     issues = []
+    if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:
+        lo, hi = table.ir_version
+        issues.append(Reason("ir_version", f"model IR version {graph.ir_version} outside the range [{lo}, {hi}] "
+                             f"that {table.target} loads: the whole model is rejected (re-export with "
+                             f"an older ONNX IR, e.g. onnx.version_converter or the TorchScript exporter)",
+                             "unsupported", "opset"))
     for domain, version in sorted(graph.opsets.items()):
         if domain not in table.opsets:
             if any(n.domain == domain for n in graph.nodes):

@@ -113,6 +113,7 @@ class Table:
     precision: Mapping[str, Any]
     provenance: Mapping[str, Any]
     description: str = ""
+    ir_version: Optional[tuple[int, int]] = None  # ONNX IR versions the toolchain loads
 
     @property
     def target(self) -> str:
@@ -314,6 +315,7 @@ def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha2
         generic_constraints=tuple(_constraint(c) for c in data.get("generic_constraints", [])),
         patterns=patterns, ops=ops, precision=data.get("precision", {}), provenance=data["provenance"],
         description=data.get("description", ""),
+        ir_version=(data["ir_version"][0], data["ir_version"][1]) if data.get("ir_version") else None,
     )
 
 

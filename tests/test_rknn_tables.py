@@ -201,3 +201,28 @@ def test_calibration_set_for_int8_probes(tmp_path):
             assert list(arr.shape) == dims
     kinds = {np.load(p).dtype.kind for p in lines[0].split()}
     assert kinds == {"f", "i"}
+
+
+def test_ir_version_limit_of_2_2_0(corpus, tmp_path):
+    """rknn-toolkit2 2.2.0 loads models with the onnx 1.14 checker: IR 10 (what torch's dynamo
+    exporter writes) fails in load_onnx (x.ir_version probes), so the 2.2.0 tables reject such a
+    model as a whole, naming the IR version; 2.3.2 and 2.5.0 load it."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    model, inputs = corpus["resnet18_small"].build()
+    path = export_model(model, inputs, ExportOptions(exporter="dynamo", opset=18), tmp_path).path
+    import onnx
+
+    assert onnx.load(str(path), load_external_data=False).ir_version >= 10
+    for soc in SOCS:
+        t220 = _table("2.2.0", soc)
+        assert t220.ir_version == (3, 9)
+        [old] = _check(path, [t220.target]).values()
+        assert old.verdict == "unsupported"
+        assert any(r.rule == "ir_version" and "IR version 10" in r.message for r in old.model_issues)
+        for v in ("2.3.2", "2.5.0"):
+            assert _table(v, soc).ir_version is None
+            [new] = _check(path, ["rknn@%s/%s" % (v, soc)]).values()
+            assert not new.model_issues, new.model_issues
+    page = (REPO / "docs/supported-ops/rknn-2.2.0-rk3588.md").read_text()
+    assert "ONNX IR versions loaded: 3-9" in page

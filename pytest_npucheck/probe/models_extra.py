@@ -389,9 +389,24 @@ def context_extra(c: _Collector) -> None:
               kind="context" if pre != "none" else "context", focus=focus)
 
 
+
+# ------------------------------------------------------------------------------------------------
+# ONNX IR versions load_onnx accepts (rknn-toolkit2 2.2.0 pins onnx 1.14, whose checker stops at
+# IR 9; torch's dynamo exporter writes IR 10)
+# ------------------------------------------------------------------------------------------------
+
+
+def ir_extra(c: _Collector) -> None:
+    for ir in (7, 8, 9, 10):
+        gb = GraphBuilder(13, ir_version=ir)
+        x = gb.input("x", "float32", [1, 8, 16, 16])
+        gb.output(gb.node("Relu", [x]))
+        c.add("x.ir_version=%d.opset=13" % ir, "Relu", gb, kind="ir", attributes={"ir_version": ir})
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
-                                                int_and_div_extra, glue_extra, context_extra]
+                                                int_and_div_extra, glue_extra, context_extra, ir_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -707,6 +707,11 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError("non-contiguous opset support: load_onnx rejected %s inside %d..%d"
                          % ([o for o in opset_bad if lo < o < hi], lo, hi))
 
+    # IR versions: load_onnx of 2.2.x checks models with onnx 1.14 (IR <= 9)
+    ir_ok = sorted({p["attributes"]["ir_version"] for p in probes if p["kind"] == "ir" and p["status"] == "ok"})
+    ir_bad = sorted({p["attributes"]["ir_version"] for p in probes
+                     if p["kind"] == "ir" and p["status"] == "load_failed"})
+    ir_range = [3, ir_ok[-1]] if ir_ok and ir_bad and ir_bad[0] > ir_ok[-1] else None
     prepass_notes = {k: _expand(v, ids, "prepass/" + k) for k, v in PREPASS_PROBES.items()}
     int8 = bool((results.get("build") or {}).get("do_quantization"))
     build_words = ("int8 build (do_quantization=True, random calibration set per probe; the "
@@ -721,9 +726,11 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
             "RKNN (rknn-toolkit2 %s) operator placement for %s, %s, "
             "derived from %d probe models compiled with the real "
             "toolkit. Accepted ONNX opsets: %d..%d (opsets %s were rejected by load_onnx). "
-            "Input shapes must be static unless fixed at load time." % (
+            "Input shapes must be static unless fixed at load time.%s" % (
                 version, soc.upper(), build_words, len(probes), lo, hi,
-                ", ".join(map(str, opset_bad)) or "none")),
+                ", ".join(map(str, opset_bad)) or "none",
+                (" ONNX IR versions up to %d load; IR %s failed in load_onnx (x.ir_version probes)."
+                 % (ir_ok[-1], ", ".join(map(str, ir_bad)))) if ir_range else "")),
         "precision": ({"default": "int8", "supported": ["int8"]} if int8 else
                       {"default": "float16", "supported": ["float16", "int8"]}),
         "provenance": {
@@ -748,6 +755,7 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
             },
         },
         "opsets": {"ai.onnx": [lo, hi]},
+        **({"ir_version": ir_range} if ir_range else {}),
         "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "fuse_conv_bn",
                       "fuse_patterns"],
         "default_verdict": "cpu",
