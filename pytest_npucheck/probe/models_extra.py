@@ -404,9 +404,35 @@ def ir_extra(c: _Collector) -> None:
         c.add("x.ir_version=%d.opset=13" % ir, "Relu", gb, kind="ir", attributes={"ir_version": ir})
 
 
+
+# ------------------------------------------------------------------------------------------------
+# InstanceNormalization at the sizes of real generators / GroupNorm exports (rv1106's int8 build
+# put most of them on the CPU)
+# ------------------------------------------------------------------------------------------------
+
+
+def instance_norm_extra(c: _Collector) -> None:
+    for shape in ([1, 8, 16, 16], [1, 64, 16, 16], [1, 16, 64, 64], [1, 32, 32, 32],
+                  [1, 8, 512], [1, 8, 1024], [1, 32, 64]):
+        for pre in ("none", "conv"):
+            if pre == "conv" and len(shape) != 4:
+                continue
+            ch = shape[1]
+            gb = GraphBuilder(17)
+            x = gb.input("x", "float32", list(shape))
+            y = _conv(gb, x, ch, ch, name="pre_conv") if pre == "conv" else x
+            z = gb.node("InstanceNormalization", [y, gb.const(np.ones(ch, np.float32)),
+                                                  gb.const(np.zeros(ch, np.float32))])
+            focus = [gb.last()]
+            gb.output(gb.node("Relu", [z], name="post_relu"))
+            c.add("x.InstanceNormalization.pre=%s.shape=%s.f32.r%d"
+                  % (pre, "_".join(map(str, shape)), len(shape)), "InstanceNormalization", gb,
+                  kind="op" if pre == "none" else "context", focus=focus)
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
-                                                int_and_div_extra, glue_extra, context_extra, ir_extra]
+                                                int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
