@@ -16,6 +16,17 @@ def pytest_configure(config):
         "markers", "reliability(*row_ids): the rows of docs/reliability.md (A1..F10) this test guards")
 
 
+@pytest.fixture(scope="session")
+def corpus():
+    """The architectures of tests/models/corpus.py, by name (built from code, random weights)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from models.corpus import ARCHS
+
+    return ARCHS
+
+
 @pytest.fixture
 def toy_catalog():
     from pytest_npucheck.tables import Catalog

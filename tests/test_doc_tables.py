@@ -4,9 +4,7 @@ on real exported models."""
 from __future__ import annotations
 
 import json
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -150,14 +148,6 @@ def test_cann_opset_holes_are_named():
 SNPE = "snpe@2025.06/htp"
 SNPE_DSP = "snpe@2025.06/dsp-v66"
 CANN = "cann@8.0.0/ascend310p"
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    sys.path.insert(0, str(Path(__file__).parent))
-    from models.corpus import ARCHS
-
-    return ARCHS
 
 
 @pytest.fixture(scope="module")

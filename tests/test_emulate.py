@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,14 +23,6 @@ def _export(model, inputs, cache, exporter="dynamo"):
 
     opset = 19 if exporter == "dynamo" else 17
     return export_model(model, inputs, ExportOptions(exporter=exporter, opset=opset), cache).path
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    sys.path.insert(0, str(Path(__file__).parent))
-    from models.corpus import ARCHS
-
-    return ARCHS
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -168,14 +166,6 @@ def test_policy_overrides_and_precision_names():
 
 
 # --------------------------------------------------------------------------- defaults on real models
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    sys.path.insert(0, str(Path(__file__).parent))
-    from models.corpus import ARCHS
-
-    return ARCHS
 
 
 def _export(model, inputs, cache):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -73,14 +72,6 @@ def test_table_is_backed_by_its_own_probe_results(version, soc):
 
 
 # --------------------------------------------------------------------------- real exported models
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    sys.path.insert(0, str(Path(__file__).parent))
-    from models.corpus import ARCHS
-
-    return ARCHS
 
 
 @pytest.fixture(scope="module")

@@ -21,16 +21,6 @@ CATALOG = Catalog.discover()
 
 
 @pytest.fixture(scope="module")
-def corpus():
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from models.corpus import ARCHS
-
-    return ARCHS
-
-
-@pytest.fixture(scope="module")
 def export(tmp_path_factory):
     """Export as the agreement runs do (scripts/rknn_agreement.py): dynamo at opset 19,
     TorchScript at opset 17."""
