@@ -17,9 +17,8 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .graph import GraphFacts, NodeFact
+from .prepass import IDENTITY_OPS as _LOOK_THROUGH  # what eliminate_identity removes
 from .rules import fmt_set, rule
-
-_LOOK_THROUGH = frozenset({"Identity", "Dropout"})
 
 
 def _removed(graph: GraphFacts, index: int) -> bool:
@@ -59,10 +58,6 @@ def _is_graph_output(graph: GraphFacts, tensor: str) -> bool:
     return any(n.op_type in _LOOK_THROUGH and _removed(graph, n.index) and n.outputs
                and _is_graph_output(graph, n.outputs[0])
                for n in (graph.nodes[i] for i in graph.consumers.get(tensor, ())))
-
-
-def _chain_text(chain: Sequence[str]) -> str:
-    return " <- ".join(chain)
 
 
 @rule("not_graph_output", "context", local=False)
@@ -142,7 +137,7 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
     out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
            "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
     if "chain" in params:
-        out["chain_text"] = _chain_text([step(s) for s in params["chain"]])
+        out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
     if "path" in params:
         text = " -> ".join(step(s) for s in params["path"])
         if params.get("skip"):
