@@ -84,19 +84,26 @@ class _Memo:
     memoized (``rules.is_local``); context rules read neighbours and are checked per node, in
     table order. Only a clean local result (no reason) is reused: reasons name the node's own
     tensors, so a node with a local reason is judged, and its messages rendered, on its own.
+
+    An ``any_of`` that mixes local and context alternatives passes as soon as one alternative
+    passes, whatever the order: the memo records per signature whether one of its local
+    alternatives passes, and only when none does is the whole ``any_of`` judged for the node (so
+    its message, which lists every alternative, is rendered exactly as without the memo).
     """
 
     __slots__ = ("table", "view", "clean", "plans", "defaults", "hits")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
-        self.clean: set[tuple[Any, ...]] = set()  # signatures whose local constraints all pass
+        # signature whose local constraints all pass -> per mixed any_of: does a local alternative pass
+        self.clean: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
         self.hits = 0
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
-        """(local constraints, context constraints, whether the key holds values, the opset range)."""
+        """(local constraints, per-node constraints with their mixed any_of index or -1, the local
+        alternatives of each mixed any_of, whether the key holds values, the opset range)."""
         if key in self.plans:
             return self.plans[key]
         entry = self.table.ops.get(key)
@@ -105,8 +112,20 @@ class _Memo:
             applicable = [c for c in self.table.generic_constraints + entry.constraints
                           if (c.only_ops is None or key in c.only_ops) and key not in c.except_ops]
             local = tuple(c for c in applicable if is_local(c.rule, c.params))
-            context = tuple(c for c in applicable if not is_local(c.rule, c.params))
-            plan = (local, context, any(_reads_values(c.rule, c.params) for c in local), entry.opset)
+            per_node, mixed = [], []
+            for c in applicable:
+                if is_local(c.rule, c.params):
+                    continue
+                subs = [s for s in c.params.get("constraints", ()) if is_local(s["rule"], s.get("params", {}))] \
+                    if c.rule == "any_of" else []
+                if subs:
+                    per_node.append((c, len(mixed)))
+                    mixed.append(tuple((RULES[s["rule"]], s.get("params", {})) for s in subs))
+                else:
+                    per_node.append((c, -1))
+            values = any(_reads_values(c.rule, c.params) for c in local) or any(
+                _reads_values(r.id, p) for subs in mixed for r, p in subs)
+            plan = (local, tuple(per_node), tuple(mixed), values, entry.opset)
         self.plans[key] = plan
         return plan
 
@@ -114,10 +133,11 @@ class _Memo:
         plan = self._plan(node.key)
         if plan is None:
             return judge_node(node, self.table, self.view)
-        local, context, values, opset = plan
+        local, per_node, mixed, values, opset = plan
         if opset is not None and not opset[0] <= node.opset <= opset[1]:
             return judge_node(node, self.table, self.view)
-        tensor = self.view.tensor
+        view = self.view
+        tensor = view.tensor
         sig_of = _tensor_sig if values else _tensor_sig_no_value
         ins = tuple([sig_of(tensor(n)) if n else "" for n in node.inputs])
         outs = tuple([sig_of(tensor(n)) if n else "" for n in node.outputs])
@@ -126,16 +146,25 @@ class _Memo:
             d = self.defaults[id(node.defaults)] = repr(node.defaults)
         sig = (node.key, node.opset, repr(node.attrs), node.explicit_attrs, d, ins, outs)
         try:
-            known = sig in self.clean
+            flags = self.clean.get(sig)
         except TypeError:  # a fact that cannot be hashed (not built by graph.py): judge this node alone
-            return judge_node(node, self.table, self.view)
-        if known:
+            return judge_node(node, self.table, view)
+        if flags is not None:
             self.hits += 1
-        elif _check_constraints(node, local, self.view):
-            return judge_node(node, self.table, self.view)  # a local reason: everything per node, in table order
+        elif _check_constraints(node, local, view):
+            return judge_node(node, self.table, view)  # a local reason: everything per node, in table order
         else:
-            self.clean.add(sig)
-        reasons = _check_constraints(node, context, self.view) if context else []
+            flags = self.clean[sig] = tuple([any(r.check(node, p, view) is None for r, p in subs) for subs in mixed])
+        if not per_node:
+            return "npu", []
+        reasons = []
+        for c, j in per_node:
+            if j >= 0 and flags[j]:
+                continue  # a local alternative of this any_of passes: so does the any_of
+            rule = RULES[c.rule]
+            message = rule.check(node, c.params, view)  # type: ignore[arg-type]
+            if message:
+                reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
         return _worst([r.verdict for r in reasons]), reasons
 
 

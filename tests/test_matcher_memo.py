@@ -171,3 +171,65 @@ def test_unhashable_facts_are_judged_alone(stack, memo_switch):
     without, judged_without = memo_switch(odd, table, memo=False)
     assert with_memo == without
     assert judged_with < judged_without  # the other ops still share their verdicts
+
+
+def _counting_rule(monkeypatch, rule_id: str) -> dict:
+    calls = {"n": 0}
+    real = RULES[rule_id]
+
+    def fn(node, params, view):
+        calls["n"] += 1
+        return real.fn(node, params, view)
+
+    monkeypatch.setitem(RULES, rule_id, dataclasses.replace(real, fn=fn))
+    return calls
+
+
+def test_any_of_mixing_local_and_context_rules(stack, memo_switch, monkeypatch):
+    """A local alternative that passes for the signature decides the any_of: its context alternative is
+    not run for any node. When no local alternative passes, the any_of is judged per node, with the
+    message it has without the memo."""
+    calls = _counting_rule(monkeypatch, "not_graph_output")
+    base = Catalog.discover().table(TARGET)
+    passing = _with_constraint(base, "ai.onnx:Add", Constraint("any_of", {"constraints": [
+        {"rule": "not_graph_output", "params": {}}, {"rule": "input_count", "params": {"max": 2}}]}, "cpu"))
+    result, _ = memo_switch(stack, passing, memo=True)
+    assert calls["n"] == 0
+    assert result == memo_switch(stack, passing, memo=False)[0]
+    assert calls["n"] > 0  # without the memo every Add runs it (before the local alternative)
+
+    failing = _with_constraint(base, "ai.onnx:Add", Constraint("any_of", {"constraints": [
+        {"rule": "not_graph_output", "params": {}}, {"rule": "input_count", "params": {"max": 1}}]}, "cpu"))
+    result, _ = memo_switch(stack, failing, memo=True)
+    assert result == memo_switch(stack, failing, memo=False)[0]
+    flagged = [n for n in _nodes(result, "Add") if any(r["rule"] == "any_of" for r in n["reasons"])]
+    assert len(flagged) == 1 and flagged[0]["verdict"] == "cpu"
+    message = flagged[0]["reasons"][0]["message"]
+    assert "is a graph output" in message and "has 2 inputs" in message and message.endswith("(any one of these would do)")
+
+
+def test_context_alternative_of_a_real_table_on_a_real_export(corpus, tmp_path, memo_switch):
+    """CycleGAN's residual blocks pad twice with reflect Pads of one signature; the RK3588 table's
+    any_of(mode in {constant, edge}, producer_not Relu <- InstanceNormalization) puts only the
+    second Pad of each block on the CPU. The memo must give each Pad its own verdict, as without it."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    torch.manual_seed(0)
+    path = export_model(*corpus["cyclegan_resnet_generator"].build(), ExportOptions(exporter="dynamo", opset=19),
+                        tmp_path).path
+    facts = graph.load_graph(path)
+    table = Catalog.discover().table(TARGET)
+    with_memo, judged_with = memo_switch(facts, table, memo=True)
+    without, judged_without = memo_switch(facts, table, memo=False)
+    assert with_memo == without
+    assert judged_with < judged_without
+    pads = _nodes(with_memo, "Pad")
+    by_sig: dict = {}
+    for n in pads:
+        node = next(f for f in facts.nodes if f.name == n["name"])
+        sig = (repr(node.attrs), tuple(facts.tensor(i).shape for i in node.inputs if i))
+        by_sig.setdefault(sig, set()).add(n["verdict"])
+    assert {"npu", "cpu"} in by_sig.values()  # one signature, both verdicts: decided by the neighbours
+    cpu = [n for n in pads if n["verdict"] == "cpu"]
+    assert len(cpu) == 4
+    assert all("InstanceNormalization" in n["reasons"][0]["message"] for n in cpu)
