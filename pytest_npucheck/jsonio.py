@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import tempfile
@@ -79,8 +80,14 @@ def dumps(data: Any) -> str:
     come from the C encoder. The text parses to the same data.
     """
     parts: list[str] = []
-    _emit(data, "", parts)
-    return "".join(parts) + "\n"
+    was_enabled = gc.isenabled()  # the pieces are acyclic and short-lived: no collection need scan them
+    gc.disable()
+    try:
+        _emit(data, "", parts)
+        return "".join(parts) + "\n"
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _emit(value: Any, indent: str, parts: list[str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
-from .graph import SourceLocation
+from .graph import SourceLocation, paused_gc
 
 VERDICTS = ("npu", "cpu", "unsupported", "folded")
 SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
@@ -87,6 +87,10 @@ class TargetResult:
         return [n for n in self.nodes if n.falls_back]
 
     def to_json(self) -> dict[str, Any]:
+        with paused_gc():  # one dict per node, all acyclic: collections during the build only rescan them
+            return self._to_json()
+
+    def _to_json(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "table": dict(self.table),
