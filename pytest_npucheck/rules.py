@@ -477,6 +477,37 @@ def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return None
 
 
+@rule("transpose_blocks", "attribute")
+def rule_transpose_blocks(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the permutation must move at most {max} blocks of axes (size-1 axes dropped, axes that stay neighbours merged)."""
+    perm = node.attrs.get("perm")
+    info = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    shape = info.shape if info is not None else None
+    if perm is None:
+        perm = list(range(len(shape)))[::-1] if shape is not None else None
+    if perm is None:
+        return "the permutation is unknown (no perm attribute and an input of unknown rank)"
+    blocks = transpose_blocks(perm, shape)
+    if blocks > params["max"]:
+        shown = "unknown" if shape is None else fmt_value(list(shape))
+        return (f"perm {fmt_value(list(perm))} on shape {shown} moves {blocks} blocks of axes, "
+                f"more than {params['max']}")
+    return None
+
+
+def transpose_blocks(perm: Sequence[int], shape: Optional[Sequence[Any]]) -> int:
+    """How many runs of input axes a permutation moves, after dropping axes of static size 1:
+    (2, 0, 3, 1, 4) on (16, 16, 3, 2, 16) moves 5, on (1, 16, 3, 8, 16) only 3 ((3, 8) stay together)."""
+    rank = len(perm)
+    kept = [a for a in perm if not (shape is not None and len(shape) == rank and shape[a] == 1)]
+    order = {a: i for i, a in enumerate(sorted(kept))}
+    blocks = 0
+    for i, a in enumerate(kept):
+        if i == 0 or order[a] != order[kept[i - 1]] + 1:
+            blocks += 1
+    return blocks
+
+
 @rule("any_of", "composite")
 def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """at least one of: {any_of_text}."""

@@ -156,6 +156,9 @@ def _recorded(version: str, soc: str, pid: str) -> dict:
     ("GRU.dir=forward.f32.r3", ("2.3.2", "rk3576"), ("2.5.0", "rk3576")),
     # Max of two rank-2 tensors ran on the NPU with 2.2.0 and on the CPU from 2.3.2 on
     ("Max.b=same.f32.r2", ("2.2.0", "rk3588"), ("2.3.2", "rk3588")),
+    # a bool -> float32 Cast: CPU on rk3576 with 2.2.0, NPU on rk3588 (a candidate constraint
+    # that adapt_to_results added for rk3576 only)
+    ("Cast.to=float32.bool.r4", ("2.2.0", "rk3576"), ("2.2.0", "rk3588")),
 ])
 def test_recorded_difference_is_in_the_tables(pid, a, b):
     from pytest_npucheck.probe.rknn_table import predict
@@ -217,3 +220,55 @@ def test_ir_version_limit_of_2_2_0(corpus, tmp_path):
             assert not new.model_issues, new.model_issues
     page = (REPO / "docs/supported-ops/rknn-2.2.0-rk3588.md").read_text()
     assert "ONNX IR versions loaded: 3-9" in page
+
+
+def test_transpose_blocks_counts_moved_runs_of_axes():
+    from pytest_npucheck.rules import transpose_blocks
+
+    assert transpose_blocks([2, 0, 3, 1, 4], [16, 16, 3, 2, 16]) == 5
+    assert transpose_blocks([2, 0, 3, 1, 4], [1, 16, 3, 8, 16]) == 3  # (3, 8) stay neighbours
+    assert transpose_blocks([0, 1, 3, 2, 4, 5], [1, 4, 4, 4, 4, 32]) == 4
+    assert transpose_blocks([0, 1, 3, 2, 5, 4], [1, 4, 4, 4, 4, 32]) == 5
+    assert transpose_blocks([0, 1, 2, 3], None) == 1
+    assert transpose_blocks([3, 1, 2, 0, 4], [1, 65, 1, 3, 64]) == 3
+
+
+def test_swin_window_qkv_transpose_follows_each_table(corpus, export):
+    """Swin's attention splits q, k, v of a batch of windows with a five-block Transpose
+    (2, 0, 3, 1, 4): the real 2.2.0 and 2.3.2 compilers ran it on the CPU (rknn_agreement on
+    swin_tiny_small), 2.5.0 on the NPU; the last stage has one window and stays on the NPU."""
+    path = export(*corpus["swin_tiny_small"].build())
+    results = _check(path, ["rknn@2.2.0/rk3588", "rknn@2.3.2/rk3576", "rknn@2.5.0/rk3588"])
+    for target, want in (("rknn@2.2.0/rk3588", "cpu"), ("rknn@2.3.2/rk3576", "cpu"),
+                         ("rknn@2.5.0/rk3588", "npu")):
+        qkv = [n for n in results[target].nodes if n.op_type == "Transpose"
+               and len(n.reasons) <= 1 and "attn" in n.name and n.name.endswith("/Transpose")]
+        assert len(qkv) >= 4, (target, [n.name for n in qkv])
+        verdicts = {n.name: n.verdict for n in qkv}
+        windowed = [n for n in qkv if "layers.0/" in n.name or "layers.1/" in n.name]
+        single = [n for n in qkv if "layers.2/" in n.name]
+        assert windowed and single, verdicts
+        assert {n.verdict for n in windowed} == {want}, (target, verdicts)
+        assert {n.verdict for n in single} == {"npu"}, (target, verdicts)
+        if want == "cpu":
+            assert all(r.rule == "transpose_blocks" and "moves 5 blocks of axes" in r.message
+                       for n in windowed for r in n.reasons), (target, [n.reasons for n in windowed])
+
+
+@pytest.mark.parametrize("version,soc", [("2.2.0", "rk3588"), ("2.2.0", "rk3576"),
+                                         ("2.3.2", "rk3588"), ("2.3.2", "rk3576")])
+def test_five_block_transpose_probes_are_reproduced(version, soc):
+    """The in-network Transpose probes (Mul -> Transpose -> Mul) that decided the
+    transpose_blocks constraint: five blocks ran on the CPU, three or fewer on the NPU."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    table = _table(version, soc)
+    seen = set()
+    for rec in _results(version, soc)["probes"]:
+        if ".ctx=mul_mul." not in rec["id"] or not rec["id"].startswith("x.Transpose.perm=2_0_3_1_4"):
+            continue
+        pred = predict(table, _probe_model(rec["id"]).model)
+        [node] = [n for n in rec["focus"] if n.startswith("Transpose")]
+        assert pred[node] == rec["placement"][node], (rec["id"], pred[node], rec["placement"][node])
+        seen.add(rec["placement"][node])
+    assert seen == {"cpu", "npu"}, seen

@@ -430,9 +430,71 @@ def instance_norm_extra(c: _Collector) -> None:
                   kind="op" if pre == "none" else "context", focus=focus)
 
 
+# ------------------------------------------------------------------------------------------------
+# Transposes inside a network (an NPU op on both sides) at the shapes of real attention and
+# detection heads: swin/deit qkv split (2, 0, 3, 1, 4) with and without a batch of windows,
+# vit/conformer in_proj split (3, 1, 2, 0, 4), detection heads NCHW -> NHWC before a Reshape,
+# yolov5's (0, 1, 3, 4, 2), attention head split (0, 2, 1, 3)
+# ------------------------------------------------------------------------------------------------
+
+
+def transpose_net_extra(c: _Collector) -> None:
+    cases = [((2, 0, 3, 1, 4), (16, 16, 3, 2, 16)), ((2, 0, 3, 1, 4), (4, 16, 3, 4, 16)),
+             ((2, 0, 3, 1, 4), (1, 16, 3, 8, 16)), ((2, 0, 3, 1, 4), (1, 66, 3, 4, 16)),
+             ((3, 1, 2, 0, 4), (1, 65, 1, 3, 64)), ((3, 1, 2, 0, 4), (1, 16, 1, 3, 64)),
+             ((3, 1, 2, 0, 4), (1, 15, 1, 3, 64)), ((0, 1, 3, 4, 2), (1, 3, 13, 8, 8)),
+             ((0, 1, 3, 4, 2), (1, 3, 16, 8, 8)), ((0, 2, 1, 3), (1, 256, 4, 8)),
+             ((0, 2, 1, 3), (1, 32, 4, 16)), ((0, 2, 3, 1), (1, 24, 12, 12)),
+             ((0, 2, 3, 1), (1, 2, 16, 16)), ((0, 2, 3, 1), (1, 32, 16, 16))]
+    for perm, shape in cases:
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", list(shape))
+        y = gb.node("Mul", [x, gb.const(np.float32(1.5))], name="pre_mul")
+        t = gb.node("Transpose", [y], perm=list(perm))
+        focus = [gb.last()]
+        gb.output(gb.node("Mul", [t, gb.const(np.float32(0.5))], name="post_mul"))
+        c.add("x.Transpose.perm=%s.ctx=mul_mul.shape=%s.f32.r%d"
+              % ("_".join(map(str, perm)), "_".join(map(str, shape)), len(shape)), "Transpose", gb,
+              kind="context", focus=focus, attributes={"perm": list(perm)})
+
+
+# ------------------------------------------------------------------------------------------------
+# GELU in the order torch's dynamo exporter writes it: Div -> Erf -> Add -> Mul(0.5, .) -> Mul(x, .)
+# (TorchScript: Mul(x, .) -> Mul(., 0.5)); rknn-toolkit2 2.3.2 fused only the TorchScript order
+# ------------------------------------------------------------------------------------------------
+
+
+def gelu_order_extra(c: _Collector) -> None:
+    import math
+
+    for order in ("half_first", "x_second"):
+        for shape, ffn in (([1, 16, 32], False), ([1, 8, 16, 16], False), ([1, 16, 32], True)):
+            gb = GraphBuilder(17)
+            x = gb.input("x", "float32", list(shape))
+            h = x
+            if ffn:
+                h = gb.node("MatMul", [x, gb.weight([shape[-1], 64])], name="fc1")
+                h = gb.node("Add", [h, gb.weight([64])], name="fc1_bias")
+            d = gb.node("Div", [h, gb.const(np.float32(math.sqrt(2)))], name="gelu_div")
+            e = gb.node("Erf", [d], name="gelu_erf")
+            a = gb.node("Add", [e, gb.const(np.float32(1.0))], name="gelu_add")
+            if order == "half_first":
+                m = gb.node("Mul", [gb.const(np.float32(0.5)), a], name="gelu_mul")
+                y = gb.node("Mul", [h, m], name="gelu_mul2")
+            else:
+                m = gb.node("Mul", [a, h], name="gelu_mul")
+                y = gb.node("Mul", [m, gb.const(np.float32(0.5))], name="gelu_mul2")
+            if ffn:
+                y = gb.node("MatMul", [y, gb.weight([64, shape[-1]])], name="fc2")
+            gb.output(y)
+            c.add("x.pattern.gelu_erf.%s%s.f32.r%d" % (order, ".ffn" if ffn else "", len(shape)),
+                  "Erf", gb, kind="pattern", focus=[n.name for n in gb.nodes if n.name.startswith("gelu_")])
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
-                                                int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra]
+                                                int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
+                                                transpose_net_extra, gelu_order_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

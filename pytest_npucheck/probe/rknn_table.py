@@ -842,8 +842,29 @@ BASE_TARGET = ("2.5.0", "rk3588")
 #: of them reads a graph input and writes a graph output, so on RK3566 it measures RKNN's
 #: layout conversion at the graph boundary (CPU), while inside the corpus networks the same ops
 #: ran on the NPU (scripts/rknn_agreement.py: a status-cpu Reshape on rknn@2.5.0/rk3566 made
-#: 757 false alarms).
-LAYOUT_GLUE = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+#: 757 false alarms). Transpose likewise: on RK3566 every probed rank-4/5 transpose ran on the CPU,
+#: alone and between two Muls (x.Transpose.*.ctx=mul_mul), while in the corpus networks most of them
+#: ran on the NPU, merged into the MatMul, Conv or LayerNormalization next to them.
+LAYOUT_GLUE = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose"})
+
+
+#: Constraints the 2.5.0/rk3588 probes do not show but other targets' probes may: for a target
+#: whose probes of the op disagree with the table, :func:`adapt_to_results` also tries the entry
+#: with each candidate added (to the base entry and to each drop-one variant) and keeps it only
+#: when it reproduces strictly more of the op's probes and loses none inside a network.
+CANDIDATES: dict[str, list[dict[str, Any]]] = {
+    "Transpose": [C("transpose_blocks", [r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\.",
+                                         r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
+                    max=4,
+                    note="a transpose moving five blocks of axes (Swin's qkv split (2, 0, 3, 1, 4) "
+                         "of a window batch, (16, 16, 3, 2, 16)) ran on the CPU between two NPU ops; "
+                         "the same perm with a batch of one (three blocks) stayed on the NPU")],
+    "Cast": [C("any_of", [r"Cast\.to=float32\.bool\."],
+               constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": [
+                   "float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8"]}},
+                   {"rule": "attr_in", "params": {"attr": "to", "values": [9]}}],
+               note="a cast of a bool mask to numbers runs on the CPU")],
+}
 
 
 def _probe_facts(results: Mapping[str, Any]) -> dict[str, Any]:
@@ -919,6 +940,27 @@ def _variants(entry: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
+def _with_candidates(op: str, entry: Mapping[str, Any], ids: Sequence[str]
+                     ) -> list[tuple[str, dict[str, Any]]]:
+    """The entry and its drop-one variants, each with one of the op's CANDIDATES added."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for cand in CANDIDATES.get(op, []):
+        hit = [i for pat in cand["_probes"] for i in ids if re.match(pat, i)]
+        if not hit:
+            continue  # a results file without the probes that would support it
+        c2 = {k: v for k, v in cand.items() if not k.startswith("_")}
+        c2["probes"] = list(dict.fromkeys(hit))
+        params = json.dumps(c2["params"], sort_keys=True)
+        label = "with the %s constraint %s" % (c2["rule"], params if len(params) <= 80 else params[:77] + "...")
+        for what, e in _variants(entry):
+            if e["status"] != entry["status"]:
+                continue
+            e = dict(e)
+            e["constraints"] = list(e.get("constraints") or []) + [c2]
+            out.append(((what + ", " if what else "") + label, e))
+    return out
+
+
 def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
                      ) -> tuple[dict[str, Any], list[str]]:
     """Adjust the hand-written rules (read from the 2.5.0/rk3588 probes) to another target's
@@ -938,6 +980,7 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
 
     facts = _probe_facts(results)
     recs = [r for r in results["probes"] if r["id"] in facts]
+    ids = [r["id"] for r in results["probes"]]
     data = json.loads(json.dumps(table))
     t = table_from_data(data)
     bad = [r for r in recs if not _agrees(t, facts[r["id"]], r)]
@@ -954,7 +997,7 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
         n_net = sum(1 for r in scope if r["kind"] in IN_NETWORK_KINDS)
         base_sc = _score(data, scope, facts)
         best: tuple[tuple[int, int], str, dict[str, Any]] | None = None
-        for what, entry in _variants(data["ops"][key]):
+        for what, entry in _variants(data["ops"][key]) + _with_candidates(op, data["ops"][key], ids):
             if op in LAYOUT_GLUE and entry["status"] != data["ops"][key]["status"]:
                 continue  # see LAYOUT_GLUE
             trial = dict(data)
