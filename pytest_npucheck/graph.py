@@ -233,7 +233,7 @@ def _load_without_weights(path: Path, onnx: Any) -> Any:
 
 def clear_caches() -> None:
     """Forget what earlier models taught this process (parsed scopes and stack traces)."""
-    for cached in (_location, _module_location, _scope_module, _user_frame):
+    for cached in (_located, _module_location, _scope_module, _user_frame):
         cached.cache_clear()
 
 
@@ -936,10 +936,15 @@ _PLAIN_STR_LIST = re.compile(r"\[\s*(?:'[^'\\]*'(?:\s*,\s*'[^'\\]*')*)?\s*\]")
 _PLAIN_STR = re.compile(r"'([^'\\]*)'")
 
 
-@functools.lru_cache(maxsize=4096)
 def _location(scopes: Optional[str], trace: Optional[str]) -> Optional[SourceLocation]:
     """The source location of a node's scopes and stack trace; nodes of one module call share it."""
-    module = _scope_module(scopes) if scopes else None
+    return _located(_scope_module(scopes) if scopes else None, trace)
+
+
+@functools.lru_cache(maxsize=4096)
+def _located(module: Optional[str], trace: Optional[str]) -> Optional[SourceLocation]:
+    # keyed by the module, not the scopes: the dynamo exporter's scopes end in a name of their own
+    # for every node ('linear_105'), while the module and the trace repeat in every layer
     file = line = function = code = None
     if trace:
         frame = _user_frame(trace)
