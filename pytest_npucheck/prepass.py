@@ -151,8 +151,15 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
         if not nodes:
             continue
         plan = _plan(pattern)
+        # the second node of a pattern reads the first (tables.py checks `after`): an anchor none of
+        # whose consumers has that op cannot match (most anchors: a MatMul that feeds an Add)
+        second = plan[1][1][1] if len(plan[1]) > 1 else None
+        all_nodes, consumers = graph.nodes, graph.consumers
         for node in nodes:
             if node.index in pre.folded or node.index in pre.fused:
+                continue
+            if second is not None and not any(all_nodes[i].key == second for out in node.outputs
+                                              for i in consumers.get(out, ())):
                 continue
             match = _match_from(graph, pre, plan, node)
             if match:
