@@ -818,11 +818,22 @@ class _Builder:
         domain = node.domain or DEFAULT_DOMAIN
         op_type = node.op_type
         opset = self.opsets.get(domain, 0)
-        attributes = node.attribute
         bodies: list[tuple[str, Any]] = []
-        if not attributes or _GRAPH_TYPES.isdisjoint([a.type for a in attributes]):
-            # nodes of one op with the same attributes (every layer of a model) share the decoding
-            key = (op_type, domain, opset, tuple([a.SerializeToString() for a in attributes]))
+        # nodes of one op with the same attributes (every layer of a model) share the decoding; a
+        # tensor attribute is decoded as "<tensor>" whatever it holds, so only its name is keyed
+        # (Constant nodes: not their values), and a graph attribute is never shared
+        parts: Optional[list[Any]] = []
+        for a in node.attribute:
+            kind = a.type
+            if kind == 4:  # AttributeProto.TENSOR
+                parts.append(a.name)  # type: ignore[union-attr]
+            elif kind in _GRAPH_TYPES:
+                parts = None
+                break
+            else:
+                parts.append(a.SerializeToString())  # type: ignore[union-attr]
+        if parts is not None:
+            key = (op_type, domain, opset, tuple(parts))
             known = self._attr_cache.get(key)
             if known is None:
                 known = self._attr_cache[key] = self._attributes(node, domain, opset, bodies)
@@ -907,20 +918,22 @@ _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 def _source(node: Any, name: str) -> Optional[SourceLocation]:
-    scopes = trace = None
-    for prop in node.metadata_props:  # read only the two values used (the others are long strings)
-        key = prop.key
-        if key == "pkg.torch.onnx.name_scopes":
-            scopes = prop.value
-        elif key == "pkg.torch.onnx.stack_trace":
-            trace = prop.value
-    if scopes or trace:
-        location = _location(scopes, trace)
-        if location is not None:
-            return location
+    props = node.metadata_props
+    if props:
+        scopes = trace = None
+        for prop in props:  # read only the two values used (the others are long strings)
+            key = prop.key
+            if key == "pkg.torch.onnx.name_scopes":
+                scopes = prop.value
+            elif key == "pkg.torch.onnx.stack_trace":
+                trace = prop.value
+        if scopes or trace:
+            location = _location(scopes, trace)
+            if location is not None:
+                return location
     if name.startswith("/") and len(name) > 1:
-        # TorchScript exporter scope names: /layer1/conv1/Conv -> layer1.conv1
-        return _module_location(".".join(name.strip("/").split("/")[:-1]))
+        # TorchScript exporter scope names: /layer1/conv1/Conv -> layer1.conv1 (all but the last part)
+        return _module_location(name.strip("/").rpartition("/")[0].replace("/", "."))
     return None
 
 
