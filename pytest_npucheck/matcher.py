@@ -186,10 +186,15 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     view = GraphView(graph, pre)
     judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
     results = []
+    folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
     for node in graph.nodes:
         fused_into = None
-        if node.index in pre.folded:
-            verdict, reasons = "folded", [Reason("prepass", pre.folded[node.index], "folded", "prepass")]
+        if node.index in folded:
+            why = folded[node.index]
+            reasons = shared.get(why)
+            if reasons is None:
+                reasons = shared[why] = (Reason("prepass", why, "folded", "prepass"),)
+            verdict = "folded"
         elif node.index in pre.fused:
             pattern, anchor = pre.fused[node.index]
             fused_into = f"{pattern.fused_op} ({pattern.name}, anchored at {graph.nodes[anchor].name})"
