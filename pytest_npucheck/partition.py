@@ -156,22 +156,27 @@ class Partition:
         }
 
 
-def _device(verdict: str) -> Optional[str]:
-    if verdict == "folded":
-        return None
-    return NPU if verdict == "npu" else CPU
-
-
 def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None) -> Partition:
     """Replay the runtime's partitioning of the main graph under the given verdicts."""
     view = view if view is not None else graph
     by_index = {r.index: r for r in results}
-    nodes = [n for n in graph.nodes if not n.graph and n.index in by_index]
-    device = {n.index: _device(by_index[n.index].verdict) for n in nodes}
-    live = [n for n in nodes if device[n.index] is not None]
-    producer = {out: n.index for n in live for out in n.outputs if out}
+    device: dict[int, Optional[str]] = {}
+    names: dict[int, str] = {}
+    live: list[NodeFact] = []
+    producer: dict[str, int] = {}
+    for n in graph.nodes:  # the main graph's judged nodes, in one pass (9,000 in a large transformer)
+        r = by_index.get(n.index)
+        if r is None or n.graph:
+            continue
+        i = n.index
+        names[i] = n.name
+        d = device[i] = None if r.verdict == "folded" else NPU if r.verdict == "npu" else CPU
+        if d is not None:
+            live.append(n)
+            for out in n.outputs:
+                if out:
+                    producer[out] = i
     part = Partition()
-    names = {n.index: n.name for n in nodes}
     preds: dict[int, set[int]] = {}
     succs: dict[int, set[int]] = {}
     if len({device[n.index] for n in live}) <= 1 and _in_topological_order(live, producer):
