@@ -159,6 +159,8 @@ def _recorded(version: str, soc: str, pid: str) -> dict:
     # a bool -> float32 Cast: CPU on rk3576 with 2.2.0, NPU on rk3588 (a candidate constraint
     # that adapt_to_results added for rk3576 only)
     ("Cast.to=float32.bool.r4", ("2.2.0", "rk3576"), ("2.2.0", "rk3588")),
+    # GELU in the dynamo exporter's operand order (0.5 * (erf + 1), then x * .): fused from 2.5.0 on
+    ("x.pattern.gelu_erf.half_first.f32.r3", ("2.3.2", "rk3588"), ("2.5.0", "rk3588")),
 ])
 def test_recorded_difference_is_in_the_tables(pid, a, b):
     from pytest_npucheck.probe.rknn_table import predict
@@ -272,3 +274,17 @@ def test_five_block_transpose_probes_are_reproduced(version, soc):
         assert pred[node] == rec["placement"][node], (rec["id"], pred[node], rec["placement"][node])
         seen.add(rec["placement"][node])
     assert seen == {"cpu", "npu"}, seen
+
+
+def test_dynamo_gelu_order_follows_each_version(corpus, tmp_path):
+    """torch's dynamo exporter writes GELU as Div -> Erf -> Add -> Mul(0.5, .) -> Mul(x, .):
+    rknn-toolkit2 2.5.0 fused it into exGelu, 2.3.2 left every such Erf on the CPU (35 missed
+    fallbacks on the corpus before the gelu_erf_half_first pattern); the TorchScript order
+    (vit_tiny's TorchScript export, test above) is fused by both."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    path = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="dynamo", opset=18), tmp_path).path
+    results = _check(path, ["rknn@2.3.2/rk3588", "rknn@2.5.0/rk3588"])
+    for target, want in (("rknn@2.3.2/rk3588", "cpu"), ("rknn@2.5.0/rk3588", "npu")):
+        erf = [n for n in results[target].nodes if n.op_type == "Erf"]
+        assert erf and {n.verdict for n in erf} == {want}, (target, [(n.name, n.verdict) for n in erf])

@@ -307,6 +307,17 @@ def glue_extra(c: _Collector) -> None:
         gb.output(gb.node("MatMul", [gb.const(_rand([1, 64, shape[2]])), t]))
         c.add("x.Transpose.perm=0_2_1.ctx=matmul.shape=%s.f32.r3" % "_".join(map(str, shape)),
               "Transpose", gb, kind="context", focus=focus)
+    # CRNN's own tail: the per-step classifier reads a computed tensor (an RNN output), not a
+    # graph input
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [26, 1, 64])
+    y = gb.node("Relu", [x], name="pre_relu")
+    y = gb.node("Reshape", [y, gb.ints([26, 64])], name="pre_reshape")
+    g = gb.node("Gemm", [y, gb.weight([37, 64]), gb.weight([37])], transB=1, name="pre_gemm")
+    r = gb.node("Reshape", [g, gb.ints([26, 1, -1])])
+    focus = [gb.last()]
+    gb.output(gb.node("LogSoftmax", [r], axis=2, name="post_logsoftmax"))
+    c.add("x.Reshape.ctx=relu_gemm_logsoftmax.f32.r2", "Reshape", gb, kind="context", focus=focus)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -541,13 +541,22 @@ GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
 
 PATTERNS = [
     {"name": "gelu_erf", "fused_op": "exGelu", "status": "npu",
-     "description": "GELU as x/sqrt(2) -> Erf -> +1 -> *x -> *0.5 (TorchScript and dynamo "
-                    "exports at opset <= 19); fused to exGelu (ConvExGelu after a MatMul)",
+     "description": "GELU as x/sqrt(2) -> Erf -> +1 -> x * . -> . * 0.5 (the TorchScript "
+                    "exporter's order); fused to exGelu (ConvExGelu after a MatMul)",
      "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
                {"id": "add", "op": "Add", "after": ["erf"]},
-               {"id": "mul", "op": "Mul", "after": ["add"]},
-               {"id": "mul2", "op": "Mul", "after": ["mul"]}],
+               {"id": "mul", "op": "Mul", "after": ["add"], "at_input": {"add": 1}},
+               {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": 0}}],
      "_probes": [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"]},
+    {"name": "gelu_erf_half_first", "fused_op": "exGelu", "status": "npu",
+     "description": "GELU in the order torch's dynamo exporter writes it: x/sqrt(2) -> Erf -> +1 -> "
+                    "0.5 * . -> x * . ; fused from rknn-toolkit2 2.5.0 on (2.2.0 and 2.3.2 left the "
+                    "Erf on the CPU). Operand order counts: Mul(erf + 1, x) -> * 0.5 was fused by none",
+     "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
+               {"id": "add", "op": "Add", "after": ["erf"]},
+               {"id": "mul", "op": "Mul", "after": ["add"], "at_input": {"add": 1}},
+               {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": 1}}],
+     "_probes": [r"x\.pattern\.gelu_erf\.half_first"]},
     {"name": "layernorm_pow", "fused_op": "exNorm", "status": "npu",
      "description": "decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, "
                     "Div, Mul, Add) fused to exNorm",
@@ -858,7 +867,10 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                     max=4,
                     note="a transpose moving five blocks of axes (Swin's qkv split (2, 0, 3, 1, 4) "
                          "of a window batch, (16, 16, 3, 2, 16)) ran on the CPU between two NPU ops; "
-                         "the same perm with a batch of one (three blocks) stayed on the NPU")],
+                         "the same perm with a batch of one (three blocks) stayed on the NPU. With "
+                         "three Gathers as its only readers, each a graph output (an exploratory "
+                         "probe, not kept), the compiler rewrote it and ran it on the NPU: the "
+                         "constraint follows Swin itself")],
     "Cast": [C("any_of", [r"Cast\.to=float32\.bool\."],
                constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": [
                    "float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8"]}},
