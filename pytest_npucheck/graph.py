@@ -776,8 +776,8 @@ class _Builder:
         """A node output the compiler computes at build time: its value is known."""
         old = self.tensors.get(name)
         dtype = (old.dtype if old else None) or _np_dtype_name(arr)
-        self.tensors[name] = TensorInfo(name, dtype, tuple(int(d) for d in arr.shape), const=False,
-                                        value=tuple(arr.reshape(-1).tolist()))
+        self.tensors[name] = _new(TensorInfo, name=name, dtype=dtype, shape=tuple(map(int, arr.shape)), const=False,
+                                  value=tuple(arr.reshape(-1).tolist()))
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
         key = (op_type, domain, opset)
@@ -882,8 +882,14 @@ class _Builder:
         out = node.output[0]
         for a in node.attribute:
             if a.name == "value" and a.type == self.onnx.AttributeProto.TENSOR:
-                # folding decoded the same tensor already (numpy_helper.to_array of this attribute)
-                self._const(out, a.t, arr=self.folded.get(out) if prefix == "" else None)
+                if prefix == "" and out in self.folded:
+                    # folding decoded this tensor already: folded_value() gives the output its shape and
+                    # value from that array once the walk is done; until then it is a constant of this dtype
+                    t = a.t
+                    self.tensors[out] = _new(TensorInfo, name=out, dtype=dtype_name(t.data_type), shape=tuple(t.dims),
+                                             const=True, value=None)
+                    return
+                self._const(out, a.t)
                 return
             if a.name in ("value_float", "value_int"):
                 v = self.onnx.helper.get_attribute_value(a)
