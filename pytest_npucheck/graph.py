@@ -403,9 +403,10 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     inferred, error = _infer(model)
     small = _small_initializers(inferred.graph)
-    folded = _fold_small_constants(inferred, opsets, small)
+    rows = _read_nodes(inferred.graph)  # each node's protobuf fields decoded once, for folding and facts
+    folded = _fold_small_constants(inferred, opsets, small, rows)
     builder = _Builder(opsets, onnx, small, folded)
-    builder.walk_graph(inferred.graph, prefix="")
+    builder.walk_graph(inferred.graph, prefix="", rows=rows)
     if folded and (error is not None or not builder.fully_inferred()):
         # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
         # infer again on a shadow graph where those constants are initializers (only when the
@@ -430,6 +431,11 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
         producer_name=f"{model.producer_name} {model.producer_version}".strip(),
         shape_inference_error=error,
     )
+
+
+def _read_nodes(graph: Any) -> list[tuple[Any, str, str, tuple[str, ...], tuple[str, ...]]]:
+    """(node, op_type, domain as written, inputs, outputs) of each node of ``graph``."""
+    return [(n, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in graph.node]
 
 
 def _small_initializers(graph: Any) -> dict[str, Any]:
@@ -477,7 +483,9 @@ _NO_FOLD = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "Ran
                       "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct"})
 
 
-def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any]) -> dict[str, Any]:
+def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
+                          rows: Optional[list[tuple[Any, str, str, tuple[str, ...], tuple[str, ...]]]] = None,
+                          ) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
@@ -491,8 +499,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     known: dict[str, Any] = dict(small)
     shapes: dict[str, tuple[int, ...]] = {}
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
-    nodes = [(n, n.op_type, n.input) for n in model.graph.node]  # each protobuf field read once
-    wanted = {inputs[0] for _, op, inputs in nodes if op in ("Shape", "Size") and inputs}
+    nodes = rows if rows is not None else _read_nodes(model.graph)  # each protobuf field read once
+    wanted = {inputs[0] for _, op, _, inputs, _ in nodes if op in ("Shape", "Size") and inputs}
     for vi in list(model.graph.input) + list(model.graph.value_info):
         if vi.name not in wanted:
             continue
@@ -501,8 +509,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     out: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
-    for node, op, inputs in nodes:
-        if op in _NO_FOLD or node.domain not in ("", DEFAULT_DOMAIN):
+    for node, op, domain, inputs, outputs in nodes:
+        if op in _NO_FOLD or domain not in ("", DEFAULT_DOMAIN):
             continue
         values: Optional[list[Any]] = None
         if op in ("Shape", "Size") and inputs and inputs[0] in shapes:
@@ -524,7 +532,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             values = _evaluate(node, known, opset_list)
         if values is None:
             continue
-        for name, value in zip(node.output, values):
+        for name, value in zip(outputs, values):
             if name and value is not None and np.size(value) <= SMALL_CONSTANT:
                 known[name] = value
                 out[name] = value
@@ -798,7 +806,7 @@ class _Builder:
         self._schema_cache[key] = defaults
         return defaults
 
-    def walk_graph(self, graph: Any, prefix: str) -> None:
+    def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None) -> None:
         for init in graph.initializer:
             self.initializers.add(init.name)
             self._const(init.name, init, prefix)
@@ -811,12 +819,11 @@ class _Builder:
                 self._value_info(vi, static)
             elif static is not None and self._decode(vi.type)[2]:
                 static.add(vi.name)
-        for node in graph.node:
-            self._node(node, prefix)
+        for node, op_type, domain, inputs, outputs in (rows if rows is not None else _read_nodes(graph)):
+            self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix)
 
-    def _node(self, node: Any, prefix: str) -> None:
-        domain = node.domain or DEFAULT_DOMAIN
-        op_type = node.op_type
+    def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
+              prefix: str) -> None:
         opset = self.opsets.get(domain, 0)
         bodies: list[tuple[str, Any]] = []
         # nodes of one op with the same attributes (every layer of a model) share the decoding; a
@@ -843,12 +850,12 @@ class _Builder:
             attrs, explicit, defaults = self._attributes(node, domain, opset, bodies)
         index = len(self.nodes)
         name = node.name or f"{op_type}_{index}"
-        if op_type == "Constant" and domain == DEFAULT_DOMAIN and node.output:
+        if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
             self._constant_node(node, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
         self.nodes.append(_new(
             NodeFact, index=index, name=name, op_type=op_type, domain=domain,
-            inputs=tuple(node.input), outputs=tuple(node.output), attrs=attrs,
+            inputs=inputs, outputs=outputs, attrs=attrs,
             explicit_attrs=explicit, defaults=defaults, graph=prefix,
             source=_source(node, name), opset=opset, subgraphs=sub_names,
         ))
