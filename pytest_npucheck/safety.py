@@ -35,19 +35,22 @@ def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
     for node in graph.node:
         for a in node.attribute:
             has_t, has_s, has_g = a.HasField("t"), a.HasField("sparse_tensor"), a.HasField("g")
-            if not (has_t or has_s or has_g or a.tensors or a.graphs):
+            tensors, graphs = a.tensors, a.graphs
+            if has_t and a.t.data_location != 1 and not (has_s or has_g or tensors or graphs):
+                continue  # a Constant's tensor stored in the file (thousands in a large model)
+            if not (has_t or has_s or has_g or tensors or graphs):
                 continue
             label = f"{where}node '{node.name}' attribute '{a.name}'"
             if has_t and a.t.data_location == 1:
                 yield label, a.t
-            for k, t in enumerate(a.tensors):
+            for k, t in enumerate(tensors):
                 if t.data_location == 1:
                     yield f"{label}[{k}]", t
             if has_s and a.sparse_tensor.values.data_location == 1:
                 yield label, a.sparse_tensor.values
             if has_g:
                 yield from _tensors(a.g, f"{label} > ")
-            for k, g in enumerate(a.graphs):
+            for k, g in enumerate(graphs):
                 yield from _tensors(g, f"{label}[{k}] > ")
 
 
