@@ -201,6 +201,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             verdict = pattern.status
             what = "which runs on the CPU" if verdict == "cpu" else "which the compiler rejects (no CPU fallback)"
             note = f" ({pattern.description})" if pattern.description else ""
+            if verdict == "npu" and node.index in pre.fused_cpu:
+                verdict, what = "cpu", "but the compiler leaves this node on the CPU"
             reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict)]
         else:
             verdict, reasons = judge(node)

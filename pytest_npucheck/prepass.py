@@ -23,6 +23,7 @@ SHAPE_OPS = frozenset({"Shape", "Size"})
 class PrepassResult:
     folded: dict[int, str] = field(default_factory=dict)  # node index -> why it is removed
     fused: dict[int, tuple[Pattern, int]] = field(default_factory=dict)  # node index -> (pattern, anchor index)
+    fused_cpu: set[int] = field(default_factory=set)  # fused nodes the pattern leaves on the CPU (runs_on)
     const: dict[str, TensorInfo] = field(default_factory=dict)  # tensors that became constants
 
 
@@ -163,8 +164,10 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
                 continue
             match = _match_from(graph, pre, plan, node)
             if match:
-                for idx in match:
+                for pid, idx in match.items():
                     pre.fused[idx] = (pattern, node.index)
+                    if pid in pattern.cpu_nodes:
+                        pre.fused_cpu.add(idx)
 
 
 def _plan(pattern: Pattern) -> tuple[Any, ...]:
@@ -176,8 +179,9 @@ def _plan(pattern: Pattern) -> tuple[Any, ...]:
     return tuple(pid for pid, _, _ in pattern.nodes), steps
 
 
-def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact) -> Optional[list[int]]:
-    """Backtracking match: pattern node k must consume an output of each node in its `after`."""
+def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact) -> Optional[dict[str, int]]:
+    """Backtracking match: pattern node k must consume an output of each node in its `after`.
+    Returns pattern node id -> node index."""
     ids, steps = plan
     assigned: dict[str, int] = {ids[0]: anchor.index}
     nodes, consumers, folded, fused = graph.nodes, graph.consumers, pre.folded, pre.fused
@@ -225,7 +229,7 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], an
         for out in nodes[idx].outputs:
             if out in graph.outputs or any(c not in matched for c in consumers.get(out, [])):
                 return None
-    return sorted(matched)
+    return assigned
 
 
 PassFn = Callable[[GraphFacts, PrepassResult], None]

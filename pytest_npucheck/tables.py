@@ -95,6 +95,7 @@ class Pattern:
     # (node id, earlier node id, input index): that node's output must enter this one at that input
     positions: tuple[tuple[str, str, int], ...] = ()
     description: str = ""
+    cpu_nodes: frozenset[str] = frozenset()  # ids of nodes the fused op leaves on the CPU
 
 
 @dataclass(frozen=True)
@@ -304,6 +305,7 @@ def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha2
             fused_op=p["fused_op"], status=p.get("status", "npu"), source=p["source"],
             positions=tuple((n["id"], ref, int(idx)) for n in p["nodes"] for ref, idx in (n.get("at_input") or {}).items()),
             description=p.get("description", ""),
+            cpu_nodes=frozenset(n["id"] for n in p["nodes"] if n.get("runs_on") == "cpu"),
         )
         for p in data.get("patterns", [])
     )

@@ -159,6 +159,9 @@ def _recorded(version: str, soc: str, pid: str) -> dict:
     # a bool -> float32 Cast: CPU on rk3576 with 2.2.0, NPU on rk3588 (a candidate constraint
     # that adapt_to_results added for rk3576 only)
     ("Cast.to=float32.bool.r4", ("2.2.0", "rk3576"), ("2.2.0", "rk3588")),
+    # decomposed LayerNorm: fused into exNorm on both, but rv1106's int8 build keeps the mean
+    # (the first ReduceMean) on the CPU (pattern node runs_on: cpu)
+    ("pattern.layernorm_decomposed.pow.f32.r3", ("2.5.0", "rv1106"), ("2.5.0", "rk3588")),
     # GELU in the dynamo exporter's operand order (0.5 * (erf + 1), then x * .): fused from 2.5.0 on
     ("x.pattern.gelu_erf.half_first.f32.r3", ("2.3.2", "rk3588"), ("2.5.0", "rk3588")),
 ])
@@ -288,3 +291,20 @@ def test_dynamo_gelu_order_follows_each_version(corpus, tmp_path):
     for target, want in (("rknn@2.3.2/rk3588", "cpu"), ("rknn@2.5.0/rk3588", "npu")):
         erf = [n for n in results[target].nodes if n.op_type == "Erf"]
         assert erf and {n.verdict for n in erf} == {want}, (target, [(n.name, n.verdict) for n in erf])
+
+
+def test_fused_pattern_node_left_on_the_cpu_is_reported(corpus, export):
+    """llama_tiny's RMSNorm (TorchScript: Pow -> ReduceMean -> Add -> Sqrt -> Div -> Mul) is fused
+    into exNorm by every RKNN 2.5.0 table; for rv1106 the ReduceMean stays on the CPU (what the
+    real int8 build did to every RMSNorm of the corpus) and the reason names the pattern."""
+    path = export(*corpus["llama_tiny"].build())
+    results = _check(path, ["rknn@2.5.0/rv1106", "rknn@2.5.0/rk3588"])
+    means = {t: [n for n in r.nodes if n.op_type == "ReduceMean" and n.fused_into] for t, r in results.items()}
+    assert means["rknn@2.5.0/rv1106"] and len(means["rknn@2.5.0/rv1106"]) == len(means["rknn@2.5.0/rk3588"])
+    assert {n.verdict for n in means["rknn@2.5.0/rk3588"]} == {"npu"}
+    for n in means["rknn@2.5.0/rv1106"]:
+        assert n.verdict == "cpu", n
+        [reason] = n.reasons
+        assert "rmsnorm_div" in reason.message and "leaves this node on the CPU" in reason.message, reason
+    others = [n for n in results["rknn@2.5.0/rv1106"].nodes if n.fused_into and n.op_type != "ReduceMean"]
+    assert others and all(n.verdict == "npu" for n in others)

@@ -568,6 +568,7 @@ PATTERNS = [
                {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
                {"id": "gamma", "op": "Mul", "after": ["div"]},
                {"id": "beta", "op": "Add", "after": ["gamma"]}],
+     "_cpu_candidates": ["mean"],
      "_probes": [r"pattern\.layernorm_decomposed\.pow"]},
     {"name": "layernorm_mul", "fused_op": "exNorm", "status": "npu",
      "description": "decomposed LayerNorm squaring with Mul(d, d) instead of Pow",
@@ -579,6 +580,7 @@ PATTERNS = [
                {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
                {"id": "gamma", "op": "Mul", "after": ["div"]},
                {"id": "beta", "op": "Add", "after": ["gamma"]}],
+     "_cpu_candidates": ["mean"],
      "_probes": [r"pattern\.layernorm_decomposed\.mul"]},
     {"name": "rmsnorm_div", "fused_op": "exNorm", "status": "npu",
      "description": "RMSNorm as the TorchScript exporter writes it (T5, LLaMA): Pow 2 -> "
@@ -589,6 +591,7 @@ PATTERNS = [
                {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
                {"id": "div", "op": "Div", "after": ["sqrt"]},
                {"id": "mul", "op": "Mul", "after": ["div"]}],
+     "_cpu_candidates": ["mean"],
      "_probes": [r"x\.Div\.ctx=rmsnorm"]},
     {"name": "sdpa_div", "fused_op": "exSDPAttention", "status": "npu",
      "description": "Q@K^T / sqrt(d) -> Softmax -> @V fused to exSDPAttention",
@@ -1060,6 +1063,25 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
             changes.append("pattern %s dropped: not fused by %s for %s (%d probes reproduced "
                            "without it, %d with it)" % (pat["name"], version, soc, without_p[1],
                                                         with_p[1]))
+            continue
+        spec = next((sp for sp in PATTERNS if sp["name"] == pat["name"]), {})
+        for pid in spec.get("_cpu_candidates", ()):
+            alt = json.loads(json.dumps(pat))
+            node = next(n for n in alt["nodes"] if n["id"] == pid)
+            node["runs_on"] = "cpu"
+            trial = dict(data)
+            trial["patterns"] = [alt if p is pat else p for p in data["patterns"]]
+            # every placed node counts here (a probe's focus may be another node of the pattern)
+            wide = [dict(r, focus=sorted(r["placement"])) if r.get("placement") else r for r in recs]
+            base_p, cpu_p = _score(data, wide, facts), _score(trial, wide, facts)
+            if cpu_p[1] > base_p[1] and cpu_p[0] >= base_p[0]:
+                alt["description"] += (" %s/%s probes: fused, but the %s node (%s) stays on the CPU "
+                                       "(%d probes reproduced, %d without this)" % (
+                                           version, soc, pid, node["op"], cpu_p[1], base_p[1]))
+                data = trial
+                pat = alt
+                changes.append("pattern %s: node %s stays on the CPU (%d probes reproduced instead "
+                               "of %d)" % (alt["name"], pid, cpu_p[1], base_p[1]))
     if changes:
         data["description"] += (
             " Op rules were read from the %s probes and adjusted where this target's probes "
