@@ -33,11 +33,12 @@ class GraphView:
     def __init__(self, graph: GraphFacts, pre: PrepassResult) -> None:
         self.graph = graph
         self.pre = pre
-        self._const, self._tensors = pre.const, graph.tensors  # read for every rule of every node
-
-    def tensor(self, name: str) -> Optional[TensorInfo]:
-        info = self._const.get(name)
-        return info if info is not None else self._tensors.get(name)
+        # tensor(name): the folded constant, else the graph's tensor. Read for every rule and every
+        # node (and the memo's signatures, the partition's MACs): one dict, looked up without a Python
+        # call. The view is made once the pre-passes are done (pre.const no longer changes).
+        merged = dict(graph.tensors)
+        merged.update(pre.const)
+        self.tensor: Callable[[str], Optional[TensorInfo]] = merged.get
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self.graph, item)
