@@ -941,7 +941,7 @@ def _source(node: Any, name: str) -> Optional[SourceLocation]:
             elif key == "pkg.torch.onnx.stack_trace":
                 trace = prop.value
         if scopes or trace:
-            location = _location(scopes, trace)
+            location = _located(_scope_module(scopes) if scopes else None, trace)
             if location is not None:
                 return location
     if name.startswith("/") and len(name) > 1:
@@ -959,18 +959,13 @@ def _module_location(module: str) -> SourceLocation:
 # trace: each distinct string is parsed once (parsing was a third of the graph-facts time).
 # repr() of a list of plain strings, the form the exporter writes; anything else goes to literal_eval
 _PLAIN_STR_LIST = re.compile(r"\[\s*(?:'[^'\\]*'(?:\s*,\s*'[^'\\]*')*)?\s*\]")
-_PLAIN_STR = re.compile(r"'([^'\\]*)'")
-
-
-def _location(scopes: Optional[str], trace: Optional[str]) -> Optional[SourceLocation]:
-    """The source location of a node's scopes and stack trace; nodes of one module call share it."""
-    return _located(_scope_module(scopes) if scopes else None, trace)
 
 
 @functools.lru_cache(maxsize=4096)
 def _located(module: Optional[str], trace: Optional[str]) -> Optional[SourceLocation]:
-    # keyed by the module, not the scopes: the dynamo exporter's scopes end in a name of their own
-    # for every node ('linear_105'), while the module and the trace repeat in every layer
+    """The source location of a module (from a node's scopes) and a stack trace; shared by the nodes
+    of one module call. Keyed by the module, not the scopes: the dynamo exporter's scopes end in a
+    name of their own for every node ('linear_105'), while the module and the trace repeat."""
     file = line = function = code = None
     if trace:
         frame = _user_frame(trace)
@@ -984,8 +979,9 @@ def _located(module: Optional[str], trace: Optional[str]) -> Optional[SourceLoca
 @functools.lru_cache(maxsize=4096)
 def _scope_module(scopes: str) -> Optional[str]:
     if _PLAIN_STR_LIST.fullmatch(scopes):  # scopes differ per layer: literal_eval was most of _source
-        parts = _PLAIN_STR.findall(scopes)
-        return parts[-2] if len(parts) >= 2 else ""
+        # no quote inside an item: the last four quotes enclose the last two items
+        pieces = scopes.rsplit("'", 4)
+        return pieces[1] if len(pieces) == 5 else ""
     try:
         parts = ast.literal_eval(scopes)
         # cumulative scopes ['', 'layer1', 'layer1.conv1', '<aten op>']: the deepest module
