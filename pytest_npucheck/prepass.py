@@ -39,6 +39,8 @@ class GraphView:
         merged = dict(graph.tensors)
         merged.update(pre.const)
         self.tensor: Callable[[str], Optional[TensorInfo]] = merged.get
+        # what the context rules read of every node they judge, without the __getattr__ detour
+        self.nodes, self.producer, self.consumers, self.outputs = graph.nodes, graph.producer, graph.consumers, graph.outputs
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self.graph, item)
@@ -76,6 +78,13 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
             if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1] and graph.consumers.get(node.outputs[1]):
                 continue  # the mask is used: not an inference no-op
             pre.folded[node.index] = f"{node.op_type} is removed by the compiler (no-op at inference)"
+            # its readers read the input directly: an Identity of a weight (TorchScript writes one per
+            # reuse of a shared parameter) passes the weight on as a constant
+            src = node.inputs[0] if node.inputs else ""
+            info = pre.const.get(src) or graph.tensors.get(src) if src else None
+            if info is not None and info.const and node.outputs and node.outputs[0]:
+                out = node.outputs[0]
+                pre.const[out] = replace(info, name=out)
 
 
 def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool) -> None:

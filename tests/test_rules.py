@@ -358,3 +358,26 @@ def test_unsupported_pattern_with_input_positions(tmp_path, save):
         r = _judge_mini(tmp_path, save, model, cat)
         assert r["__result__"].verdict == "npu"
         assert all(n.fused_into is None for n in r["__result__"].nodes)
+
+
+def test_identity_of_a_weight_passes_the_constant_on(save):
+    # TorchScript writes an Identity per reuse of a shared parameter; the compiler removes it and
+    # its readers read the weight: a Reshape whose shape comes through such an Identity has a
+    # constant shape (before, it was judged a run-time shape: 'unsupported')
+    from pytest_npucheck.check import check_file
+    from pytest_npucheck.tables import Catalog
+
+    nodes = [helper.make_node("Identity", ["shape"], ["shape_1"], name="Identity_3"),
+             helper.make_node("Identity", ["shape_1"], ["shape_2"], name="Identity_4"),
+             helper.make_node("Reshape", ["x", "shape_2"], ["y"], name="reshape")]
+    m = make_model(nodes, [("x", (1, 4, 8))], ["y"], [const("shape", [1, 32], "int64")])
+    [res] = check_file(save(m), ["rknn@2.5.0/rk3588"], Catalog.discover())
+    by = {n.name: n for n in res.nodes}
+    assert by["Identity_3"].verdict == by["Identity_4"].verdict == "folded"
+    assert by["reshape"].verdict == "npu", by["reshape"].reasons
+    # a computed input stays computed
+    nodes[0] = helper.make_node("Identity", ["s"], ["shape_1"], name="Identity_3")
+    m = make_model(nodes, [("x", (1, 4, 8))], ["y"])
+    m.graph.input.append(helper.make_tensor_value_info("s", TensorProto.INT64, [2]))
+    [res] = check_file(save(m), ["rknn@2.5.0/rk3588"], Catalog.discover())
+    assert {n.name: n for n in res.nodes}["reshape"].verdict == "unsupported"

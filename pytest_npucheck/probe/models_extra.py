@@ -502,10 +502,33 @@ def gelu_order_extra(c: _Collector) -> None:
                   "Erf", gb, kind="pattern", focus=[n.name for n in gb.nodes if n.name.startswith("gelu_")])
 
 
+# ------------------------------------------------------------------------------------------------
+# torch.roll as the exporters write it (Swin's shifted windows): Slice + Slice -> Concat per rolled
+# dim, between two NPU ops (the RV1106 int8 build ran Swin's on the CPU)
+# ------------------------------------------------------------------------------------------------
+
+
+def roll_extra(c: _Collector) -> None:
+    for shape in ((1, 16, 16, 32), (1, 8, 8, 64)):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", list(shape))
+        y = gb.node("Mul", [x, gb.const(np.float32(1.5))], name="pre_mul")
+        focus = []
+        for axis in (1, 2):
+            n = shape[axis]
+            a = gb.node("Slice", [y, gb.ints([2]), gb.ints([n]), gb.ints([axis])], name="roll_a%d" % axis)
+            b = gb.node("Slice", [y, gb.ints([0]), gb.ints([2]), gb.ints([axis])], name="roll_b%d" % axis)
+            y = gb.node("Concat", [a, b], axis=axis, name="roll_concat%d" % axis)
+            focus += ["roll_a%d" % axis, "roll_b%d" % axis, "roll_concat%d" % axis]
+        gb.output(gb.node("Mul", [y, gb.const(np.float32(0.5))], name="post_mul"))
+        c.add("x.Concat.ctx=roll.shape=%s.f32.r4" % "_".join(map(str, shape)), "Concat", gb,
+              kind="context", focus=focus)
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
-                                                transpose_net_extra, gelu_order_extra]
+                                                transpose_net_extra, gelu_order_extra, roll_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
