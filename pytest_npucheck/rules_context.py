@@ -83,19 +83,18 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     tensor = node.inputs[index]
     if params.get("exclusive") and sum(1 for _ in _consumers(graph, tensor)) != 1:
         return None  # another node also reads the input: the compiler does not merge them
-    path = []
+    path = []  # the producers, formatted only when the whole chain matches
     for step in chain:
-        ops = {step} if isinstance(step, str) else set(step)
         producer = _producer(graph, tensor)
-        if producer is None or producer.op_type not in ops:
+        if producer is None or (producer.op_type != step if isinstance(step, str) else producer.op_type not in step):
             return None
-        path.append(f"{producer.op_type} '{producer.name}'")
+        path.append(producer)
         if not producer.inputs:
             break
         tensor = producer.inputs[0]
     if len(path) < len(chain):
         return None
-    return f"input {index} '{node.inputs[index]}' is computed by " + " <- ".join(path)
+    return f"input {index} '{node.inputs[index]}' is computed by " + " <- ".join(f"{p.op_type} '{p.name}'" for p in path)
 
 
 @rule("feeds_not", "context", local=False)
