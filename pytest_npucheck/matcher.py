@@ -18,7 +18,7 @@ MEMO = True  # reuse a verdict between nodes with the same signature (see _Memo)
 # and weights differ, share one verdict. A rule not listed here (a new one) has its values compared.
 VALUE_FREE_RULES = frozenset({"dtype", "rank", "dim", "static_shape", "known_shape", "attr_in", "attr_not_in",
                               "attr_range", "attr_default", "input_count", "elements_max", "attr_absent",
-                              "const_input"})
+                              "const_input", "transpose_blocks"})
 
 
 def _reads_values(rule_id: str, params: Mapping[str, Any]) -> bool:
