@@ -81,7 +81,7 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
             # its readers read the input directly: an Identity of a weight (TorchScript writes one per
             # reuse of a shared parameter) passes the weight on as a constant
             src = node.inputs[0] if node.inputs else ""
-            info = pre.const.get(src) or graph.tensors.get(src) if src else None
+            info = (pre.const.get(src) or graph.tensors.get(src)) if src else None
             if info is not None and info.const and node.outputs and node.outputs[0]:
                 out = node.outputs[0]
                 pre.const[out] = replace(info, name=out)

@@ -539,47 +539,53 @@ GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
                             "ai.onnx:Div", "ai.onnx:MatMul"]
 
+def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
+    """Div -> Erf -> Add -> Mul(., erf + 1) -> Mul: the last Mul reads the first at this input."""
+    return [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
+            {"id": "add", "op": "Add", "after": ["erf"]},
+            {"id": "mul", "op": "Mul", "after": ["add"], "at_input": {"add": 1}},
+            {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": mul2_reads_mul_at}}]
+
+
+def _layernorm_nodes(square_id: str, square_op: str) -> list[dict[str, Any]]:
+    """Decomposed LayerNorm; the squaring step is Pow(d, 2) or Mul(d, d)."""
+    return [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
+            {"id": square_id, "op": square_op, "after": ["sub"]},
+            {"id": "var", "op": "ReduceMean", "after": [square_id]},
+            {"id": "eps", "op": "Add", "after": ["var"]},
+            {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
+            {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
+            {"id": "gamma", "op": "Mul", "after": ["div"]},
+            {"id": "beta", "op": "Add", "after": ["gamma"]}]
+
+
+def _params_text(params: Mapping[str, Any]) -> str:
+    """A constraint's params as the adjustment notes quote them (at most 80 characters)."""
+    text = json.dumps(params, sort_keys=True)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 PATTERNS = [
     {"name": "gelu_erf", "fused_op": "exGelu", "status": "npu",
      "description": "GELU as x/sqrt(2) -> Erf -> +1 -> x * . -> . * 0.5 (the TorchScript "
                     "exporter's order); fused to exGelu (ConvExGelu after a MatMul)",
-     "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
-               {"id": "add", "op": "Add", "after": ["erf"]},
-               {"id": "mul", "op": "Mul", "after": ["add"], "at_input": {"add": 1}},
-               {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": 0}}],
+     "nodes": _gelu_nodes(mul2_reads_mul_at=0),
      "_probes": [r"pattern\.gelu_erf\.div", r"pattern\.ffn_gelu_erf"]},
     {"name": "gelu_erf_half_first", "fused_op": "exGelu", "status": "npu",
      "description": "GELU in the order torch's dynamo exporter writes it: x/sqrt(2) -> Erf -> +1 -> "
                     "0.5 * . -> x * . ; fused from rknn-toolkit2 2.5.0 on (2.2.0 and 2.3.2 left the "
                     "Erf on the CPU). Operand order counts: Mul(erf + 1, x) -> * 0.5 was fused by none",
-     "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
-               {"id": "add", "op": "Add", "after": ["erf"]},
-               {"id": "mul", "op": "Mul", "after": ["add"], "at_input": {"add": 1}},
-               {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": 1}}],
+     "nodes": _gelu_nodes(mul2_reads_mul_at=1),
      "_probes": [r"x\.pattern\.gelu_erf\.half_first"]},
     {"name": "layernorm_pow", "fused_op": "exNorm", "status": "npu",
      "description": "decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, "
                     "Div, Mul, Add) fused to exNorm",
-     "nodes": [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
-               {"id": "pow", "op": "Pow", "after": ["sub"]},
-               {"id": "var", "op": "ReduceMean", "after": ["pow"]},
-               {"id": "eps", "op": "Add", "after": ["var"]},
-               {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
-               {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
-               {"id": "gamma", "op": "Mul", "after": ["div"]},
-               {"id": "beta", "op": "Add", "after": ["gamma"]}],
+     "nodes": _layernorm_nodes("pow", "Pow"),
      "_cpu_candidates": ["mean"],
      "_probes": [r"pattern\.layernorm_decomposed\.pow"]},
     {"name": "layernorm_mul", "fused_op": "exNorm", "status": "npu",
      "description": "decomposed LayerNorm squaring with Mul(d, d) instead of Pow",
-     "nodes": [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
-               {"id": "sq", "op": "Mul", "after": ["sub"]},
-               {"id": "var", "op": "ReduceMean", "after": ["sq"]},
-               {"id": "eps", "op": "Add", "after": ["var"]},
-               {"id": "sqrt", "op": "Sqrt", "after": ["eps"]},
-               {"id": "div", "op": "Div", "after": ["sub", "sqrt"]},
-               {"id": "gamma", "op": "Mul", "after": ["div"]},
-               {"id": "beta", "op": "Add", "after": ["gamma"]}],
+     "nodes": _layernorm_nodes("sq", "Mul"),
      "_cpu_candidates": ["mean"],
      "_probes": [r"pattern\.layernorm_decomposed\.mul"]},
     {"name": "rmsnorm_div", "fused_op": "exNorm", "status": "npu",
@@ -943,9 +949,7 @@ def _variants(entry: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             e["constraints"] = rest
         else:
             e.pop("constraints", None)
-        params = json.dumps(c.get("params", {}), sort_keys=True)
-        out.append(("without the %s constraint %s" % (
-            c["rule"], params if len(params) <= 80 else params[:77] + "..."), e))
+        out.append(("without the %s constraint %s" % (c["rule"], _params_text(c.get("params", {}))), e))
     for status in ("npu", "cpu", "unsupported"):
         if status == entry["status"] and not cons:
             continue
@@ -965,8 +969,7 @@ def _with_candidates(op: str, entry: Mapping[str, Any], ids: Sequence[str]
             continue  # a results file without the probes that would support it
         c2 = {k: v for k, v in cand.items() if not k.startswith("_")}
         c2["probes"] = list(dict.fromkeys(hit))
-        params = json.dumps(c2["params"], sort_keys=True)
-        label = "with the %s constraint %s" % (c2["rule"], params if len(params) <= 80 else params[:77] + "...")
+        label = "with the %s constraint %s" % (c2["rule"], _params_text(c2["params"]))
         for what, e in _variants(entry):
             if e["status"] != entry["status"]:
                 continue
