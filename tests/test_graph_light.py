@@ -126,3 +126,78 @@ def test_dumps_is_strict():
         dumps({"x": object()})
     assert json.loads(dumps({"a": [], "b": {}, "c": [[1], [2]], "é": "ü"})) == {"a": [], "b": {}, "c": [[1], [2]],
                                                                                  "é": "ü"}
+
+
+def _inferred_everywhere(path):
+    """Facts with shape inference forced to run (the reference for the skip)."""
+    saved = graph._already_inferred
+    graph._already_inferred = lambda *a: False
+    try:
+        graph.clear_caches()
+        return facts_cache.to_json(graph.load_graph(path))
+    finally:
+        graph._already_inferred = saved
+
+
+def test_shape_inference_is_skipped_only_when_the_file_has_every_static_shape(exported, monkeypatch):
+    model = onnx.load(str(exported), load_external_data=False)
+    rows = graph._read_nodes(model.graph)
+    complete = all(o in {vi.name for vi in list(model.graph.value_info) + list(model.graph.output)}
+                   for *_, outs in rows for o in outs if o)
+    assert graph._already_inferred(model.graph, rows, {}) is complete
+    assert complete is ("dynamo" in str(exported))  # the dynamo exporter writes every shape, TorchScript none
+    calls = []
+    real_infer = graph._infer
+    monkeypatch.setattr(graph, "_infer", lambda m: calls.append(1) or real_infer(m))
+    graph.clear_caches()
+    facts = facts_cache.to_json(graph.load_graph(exported))
+    assert bool(calls) is not complete
+    monkeypatch.undo()
+    assert facts == _inferred_everywhere(exported)  # the skip never changes a fact
+
+
+def test_shape_inference_runs_when_one_value_is_missing_or_symbolic(tmp_path):
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
+             helper.make_node("Transpose", ["a"], ["y"], name="t", perm=[0, 2, 1])]
+    for value_info, inferred in (([helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 6])], False),
+                                 ([helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4, 6])], True),
+                                 ([], True)):
+        model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], value_info=value_info))
+        rows = graph._read_nodes(model.graph)
+        assert graph._already_inferred(model.graph, rows, {}) is not inferred
+        facts = graph.facts_from_model(model)
+        assert facts.tensor("a").dtype == "float32"
+    # control flow: the pass types the values inside the bodies, so it always runs
+    body = helper.make_graph([helper.make_node("Relu", ["x"], ["b"])], "then", [],
+                             [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 4, 6])])
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    iff = helper.make_node("If", ["c"], ["a"], then_branch=body, else_branch=body, name="if")
+    model = helper.make_model(helper.make_graph([iff, nodes[1]], "g", [x, cond], [y], value_info=[
+        helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 6])]))
+    assert not graph._already_inferred(model.graph, graph._read_nodes(model.graph), {})
+
+
+def test_gc_pause_promotes_the_burst_without_touching_a_frozen_set():
+    import gc
+
+    was = gc.isenabled()
+    gc.enable()
+    try:
+        gc.collect()
+        with graph.paused_gc():
+            burst = [[i] for i in range(5000)]  # tracked objects
+        assert gc.isenabled()
+        assert gc.get_count()[0] < 1000  # young generation emptied into the oldest, no collection owed
+        assert all(gc.is_tracked(b) for b in burst[:10])
+        gc.freeze()  # someone else's frozen set stays frozen
+        frozen = gc.get_freeze_count()
+        with graph.paused_gc():
+            more = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen and len(more) == 100
+    finally:
+        gc.unfreeze()
+        gc.enable() if was else gc.disable()
