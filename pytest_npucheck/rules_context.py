@@ -123,6 +123,97 @@ def rule_feeds_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts)
     return None
 
 
+#: ops that keep the layout of their first input (the features stay on the same axis)
+_SAME_LAYOUT = frozenset({"Add", "Sub", "Mul", "Div", "Relu", "Sigmoid", "Tanh", "Gelu", "Erf", "Clip",
+                          "Cast", "Dropout", "Identity", "Slice", "Concat", "Neg", "Abs", "Sqrt", "Pow"})
+
+
+def _features_last(graph: GraphFacts, tensor: str, makers: frozenset[str], depth: int = 0
+                   ) -> Optional[NodeFact]:
+    """The node that makes the compiler take the last axis of ``tensor`` as its channels, or None.
+
+    Such a node is one of ``makers`` (a MatMul, or a LayerNormalization over the last axis: their
+    features are the last axis), reached back through ops that keep the last axis where it is:
+    element-wise ops, Slices and Concats, Reshapes that keep the last dim (tokens viewed as a grid)
+    and Transposes that leave the last axis last."""
+    node = _producer(graph, tensor)
+    if node is None or depth > 24:
+        return None
+    op = node.op_type
+    if op in makers:
+        if op == "LayerNormalization":
+            info = graph.tensor(node.inputs[0])
+            rank = len(info.shape) if info is not None and info.shape is not None else None
+            axis = node.attrs.get("axis", -1)
+            if not (axis == -1 or (rank is not None and axis == rank - 1)):
+                return None
+        return node
+    if op == "Reshape":
+        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        if not (src and out and src.shape and out.shape and isinstance(src.shape[-1], int)
+                and src.shape[-1] == out.shape[-1]):
+            return None
+        return _features_last(graph, node.inputs[0], makers, depth + 1)
+    if op == "Transpose":
+        perm = node.attrs.get("perm")
+        if not perm or perm[-1] != len(perm) - 1:
+            return None
+        return _features_last(graph, node.inputs[0], makers, depth + 1)
+    if op in _SAME_LAYOUT:
+        for name in node.inputs[: 1 if op in ("Slice", "Clip", "Pow") else None]:
+            if name and _producer(graph, name) is not None:
+                found = _features_last(graph, name, makers, depth + 1)
+                if found is not None:
+                    return found
+    return None
+
+
+def _const_ints(graph: GraphFacts, name: str) -> Optional[tuple[int, ...]]:
+    info = graph.tensor(name) if name else None
+    if info is None or info.value is None:
+        return None
+    try:
+        return tuple(int(v) for v in info.value)
+    except (TypeError, ValueError):
+        return None
+
+
+@rule("not_spatial_roll", "context", local=False)
+def rule_not_spatial_roll(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is not a roll (Slices of one tensor concatenated along their axis) along a spatial axis of a rank-4 tensor: the channel axis is 1, or the last when {makers_text} made it."""  # noqa: E501
+    out = graph.tensor(node.outputs[0]) if node.outputs else None
+    if out is None or out.shape is None or len(out.shape) != 4 or len(node.inputs) < 2:
+        return None
+    rank = 4
+    axis = node.attrs.get("axis")
+    if not isinstance(axis, int) or not -rank <= axis < rank:
+        return None
+    axis %= rank
+    source = None
+    slices = []
+    for name in node.inputs:
+        s = _producer(graph, name) if name else None
+        if s is None or s.op_type != "Slice" or len(s.inputs) < 4 or not s.inputs[0]:
+            return None
+        if source is None:
+            source = s.inputs[0]
+        elif s.inputs[0] != source:
+            return None
+        axes = _const_ints(graph, s.inputs[3])
+        if axes is None or {a % rank for a in axes} != {axis}:
+            return None
+        slices.append(s)
+    assert source is not None
+    maker = _features_last(graph, source, frozenset(params.get("channels_last_after", ())))
+    channel = rank - 1 if maker is not None else 1
+    if axis == channel:
+        return None
+    why = (f"the features of {maker.op_type} '{maker.name}' are its channels" if maker is not None
+           else "axis 1 is its channel axis")
+    return (f"a roll along axis {axis} of '{source}' (" + ", ".join(f"Slice '{s.name}'" for s in slices)
+            + f"): {why}, so axis {axis} is a spatial axis and the compiler runs the roll as a Gather")
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
@@ -135,6 +226,8 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
 
     out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
            "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
+    if "channels_last_after" in params:
+        out["makers_text"] = fmt_set(params["channels_last_after"])
     if "chain" in params:
         out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
     if "path" in params:

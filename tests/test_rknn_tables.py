@@ -308,3 +308,50 @@ def test_fused_pattern_node_left_on_the_cpu_is_reported(corpus, export):
         assert "rmsnorm_div" in reason.message and "leaves this node on the CPU" in reason.message, reason
     others = [n for n in results["rknn@2.5.0/rv1106"].nodes if n.fused_into and n.op_type != "ReduceMean"]
     assert others and all(n.verdict == "npu" for n in others)
+
+
+def test_swin_roll_is_a_cpu_gather_on_rv1106_only(corpus, export):
+    """Swin's shifted windows roll a (1, H, W, C) grid made by viewing LayerNorm'ed tokens: the
+    real rv1106 int8 builds (every version) ran those rolls as Gathers on the CPU, rk3588 on the
+    NPU. Probes x.Concat.ctx=roll / norm_roll showed why: along the channel axis a roll becomes a
+    1x1 Conv, along a spatial one a CPU Gather, and behind a LayerNormalization the features are
+    the channels, so H and W (axes 1, 2) are both spatial."""
+    path = export(*corpus["swin_tiny_small"].build())
+    targets = ["rknn@2.2.0/rv1106", "rknn@2.3.2/rv1106", "rknn@2.5.0/rv1106", "rknn@2.5.0/rk3588"]
+    results = _check(path, targets)
+    for target in targets:
+        rolls = [n for n in results[target].nodes if n.op_type == "Concat" and "layers.0.1/" in n.name]
+        assert len(rolls) == 4, [n.name for n in rolls]  # two rolls (shift and back) of two axes each
+        if target.endswith("rk3588"):
+            assert {n.verdict for n in rolls} == {"npu"}, target
+            continue
+        assert {n.verdict for n in rolls} == {"cpu"}, (target, [(n.name, n.verdict) for n in rolls])
+        for n in rolls:
+            [reason] = [r for r in n.reasons if r.rule == "not_spatial_roll"]
+            # the roll reads the normalized tokens (shift) or the attention's projection (shift back)
+            assert ("LayerNormalization '" in reason.message or "MatMul '" in reason.message), reason
+            assert "are its channels, so axis" in reason.message and "spatial axis" in reason.message, reason
+    # the patch merging Concat (strided Slices along H and W, concatenated on the features) stays
+    merge = [n for n in results["rknn@2.5.0/rv1106"].nodes if n.op_type == "Concat" and n.name.endswith(".2/Concat")]
+    assert merge and {n.verdict for n in merge} == {"npu"}, [(n.name, n.verdict) for n in merge]
+
+
+@pytest.mark.parametrize("version", ["2.2.0", "2.3.2", "2.5.0"])
+def test_roll_probes_are_reproduced_on_rv1106(version):
+    """The roll probes that decided the not_spatial_roll constraint, one axis at a time: from the
+    input, axis 1 is the channel axis (NPU) and axis 2 spatial (CPU); behind a LayerNormalization
+    both are spatial (CPU)."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    table = _table(version, "rv1106")
+    seen = []
+    for rec in _results(version, "rv1106")["probes"]:
+        if rec["id"] not in ("x.Concat.ctx=norm_roll.axes=1.f32.r4", "x.Concat.ctx=norm_roll.axes=2.f32.r4",
+                             "x.Concat.ctx=roll.shape=1_16_16_32.f32.r4"):
+            continue
+        pred = predict(table, _probe_model(rec["id"]).model)
+        for node in [n for n in rec["focus"] if n.startswith("roll_concat")]:
+            assert pred[node] == rec["placement"][node], (rec["id"], node, pred[node])
+            seen.append((rec["id"].split(".")[2], node, pred[node]))
+    assert sorted(seen) == [("ctx=norm_roll", "roll_concat1", "cpu"), ("ctx=norm_roll", "roll_concat2", "cpu"),
+                            ("ctx=roll", "roll_concat1", "npu"), ("ctx=roll", "roll_concat2", "cpu")], seen

@@ -218,3 +218,60 @@ def test_schema_rejects_bad_context_params(tmp_path):
     problems = validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
                                    ("rknn", "2.5.0", "rk3588"))
     assert problems and any("chain" in p for p in problems), problems
+
+
+ROLL_RULE = {"rule": "not_spatial_roll", "params": {"channels_last_after": ["LayerNormalization", "MatMul"]},
+             "else": "cpu"}
+
+
+def _roll_graph(front: str, axis: int, slice_axes=None, same_source=True):
+    """x -> front -> (1, 8, 8, 16) grid -> Slice + Slice -> Concat(axis) -> y."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("s0", [2]), ("e0", [8]), ("s1", [0]), ("e1", [2]), ("grid", [1, 8, 8, 16]),
+              ("ax_a", [slice_axes[0] if slice_axes else axis]), ("ax_b", [slice_axes[1] if slice_axes else axis]))]
+    inits += [numpy_helper.from_array(np.ones(16, np.float32), "g"),
+              numpy_helper.from_array(np.zeros(16, np.float32), "b")]
+    nodes = []
+    if front == "norm":  # tokens -> LayerNorm over the features -> view as a grid (Swin)
+        nodes += [helper.make_node("Mul", ["x", "x"], ["m"], name="pre"),
+                  helper.make_node("LayerNormalization", ["m", "g", "b"], ["n"], name="norm", axis=-1),
+                  helper.make_node("Reshape", ["n", "grid"], ["t"], name="view")]
+        x = _vi("x", [1, 64, 16])
+    elif front == "norm_mid":  # LayerNorm over axes 1.. (not the features alone): no channels-last
+        nodes += [helper.make_node("Mul", ["x", "x"], ["m"], name="pre"),
+                  helper.make_node("LayerNormalization", ["m", "g2", "b2"], ["n"], name="norm", axis=1),
+                  helper.make_node("Reshape", ["n", "grid"], ["t"], name="view")]
+        inits += [numpy_helper.from_array(np.ones((64, 16), np.float32), "g2"),
+                  numpy_helper.from_array(np.zeros((64, 16), np.float32), "b2")]
+        x = _vi("x", [1, 64, 16])
+    else:  # a grid straight from the input
+        nodes += [helper.make_node("Relu", ["x"], ["t"], name="pre")]
+        x = _vi("x", [1, 8, 8, 16])
+    other = "t" if same_source else "x2"
+    nodes += [helper.make_node("Slice", ["t", "s0", "e0", "ax_a"], ["a"], name="roll_a"),
+              helper.make_node("Slice", [other, "s1", "e1", "ax_b"], ["c"], name="roll_b"),
+              helper.make_node("Concat", ["a", "c"], ["y"], name="roll", axis=axis)]
+    inputs = [x] + ([] if same_source else [_vi("x2", [1, 8, 8, 16])])
+    return facts_from_model(_graph(nodes, inputs, [_vi("y", None)], inits))
+
+
+@pytest.mark.parametrize("front,axis,want", [
+    ("input", 1, "npu"), ("input", 2, "cpu"), ("input", -2, "cpu"), ("input", 3, "cpu"),
+    ("norm", 1, "cpu"), ("norm", 2, "cpu"), ("norm", 3, "npu"), ("norm_mid", 1, "npu"), ("norm_mid", 2, "cpu")])
+def test_not_spatial_roll_reads_the_channel_axis_from_the_producers(front, axis, want):
+    [r] = check_graph(_roll_graph(front, axis), [_table([ROLL_RULE], op="Concat", prepasses=())])
+    [roll] = [n for n in r.nodes if n.name == "roll"]
+    assert roll.verdict == want, _reasons(roll)
+    if want == "cpu":
+        text = _reasons(roll)
+        assert "Slice 'roll_a', Slice 'roll_b'" in text and "spatial axis" in text
+        assert ("LayerNormalization 'norm'" in text) is (front == "norm"), text
+
+
+def test_not_spatial_roll_needs_slices_of_one_tensor_along_the_concat_axis():
+    table = _table([ROLL_RULE], op="Concat", prepasses=())
+    for facts in (_roll_graph("input", 2, slice_axes=(1, 2)), _roll_graph("input", 2, same_source=False)):
+        [r] = check_graph(facts, [table])
+        assert [n for n in r.nodes if n.name == "roll"][0].verdict == "npu"
+    assert RULES["not_spatial_roll"].describe(ROLL_RULE["params"]).endswith(
+        "or the last when {'LayerNormalization', 'MatMul'} made it.")

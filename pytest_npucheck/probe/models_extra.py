@@ -525,10 +525,36 @@ def roll_extra(c: _Collector) -> None:
               kind="context", focus=focus)
 
 
+def roll_layout_extra(c: _Collector) -> None:
+    """The roll of a Swin block: LayerNormalization over the features, a view as (1, H, W, C), the
+    roll on H and W (or on H alone), a view back to tokens and a MatMul. The normalization makes
+    the compiler lay the features out as its channels, so H and W are spatial axes here, where in
+    ``x.Concat.ctx=roll`` (a grid straight from the input) axis 1 is the channel axis."""
+    for axes in ((1, 2), (1,), (2,)):
+        h = w = 16
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, h * w, 32])
+        y = gb.node("Mul", [x, gb.const(np.float32(1.5))], name="pre_mul")
+        y = gb.node("LayerNormalization", [y, gb.weight([32]), gb.weight([32])], axis=-1, epsilon=1e-5,
+                    name="pre_norm")
+        y = gb.node("Reshape", [y, gb.ints([1, h, w, 32])], name="pre_view")
+        focus = []
+        for axis in axes:
+            a = gb.node("Slice", [y, gb.ints([2]), gb.ints([16]), gb.ints([axis])], name="roll_a%d" % axis)
+            b = gb.node("Slice", [y, gb.ints([0]), gb.ints([2]), gb.ints([axis])], name="roll_b%d" % axis)
+            y = gb.node("Concat", [a, b], axis=axis, name="roll_concat%d" % axis)
+            focus += ["roll_concat%d" % axis]
+        y = gb.node("Reshape", [y, gb.ints([1, h * w, 32])], name="post_view")
+        gb.output(gb.node("MatMul", [y, gb.weight([32, 32])], name="post_matmul"))
+        c.add("x.Concat.ctx=norm_roll.axes=%s.f32.r4" % "_".join(map(str, axes)), "Concat", gb,
+              kind="context", focus=focus)
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
-                                                transpose_net_extra, gelu_order_extra, roll_extra]
+                                                transpose_net_extra, gelu_order_extra, roll_extra,
+                                                roll_layout_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -880,6 +880,14 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                          "three Gathers as its only readers, each a graph output (an exploratory "
                          "probe, not kept), the compiler rewrote it and ran it on the NPU: the "
                          "constraint follows Swin itself")],
+    "Concat": [C("not_spatial_roll", [r"x\.Concat\.ctx=(norm_)?roll\."],
+                 channels_last_after=["LayerNormalization", "MatMul", "Gemm"],
+                 note="a torch.roll (Slice + Slice -> Concat) along a spatial axis became a Gather on "
+                      "the CPU; along the channel axis it became a 1x1 Conv on the NPU. Axis 1 of a grid "
+                      "from the input is the channel axis; behind a LayerNormalization (Swin's roll) the "
+                      "features are, and H and W both rolled on the CPU. When the rolled grid is viewed "
+                      "back as tokens, the compiler merged the rolls of H and W into one Gather, named "
+                      "after the first: the second then shows as NPU")],
     "Cast": [C("any_of", [r"Cast\.to=float32\.bool\."],
                constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": [
                    "float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8"]}},
