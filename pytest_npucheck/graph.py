@@ -727,13 +727,18 @@ def _shadow_model(model: Any, folded: Mapping[str, Any]) -> Any:
 
 def _new(cls: Any, **fields: Any) -> Any:
     """``cls(**fields)`` for a frozen dataclass given every field, without its generated __init__,
-    which sets each field through object.__setattr__ (a third of the cost of reading a node)."""
+    which sets each field through object.__setattr__ (a third of the cost of reading a node).
+    The loops that build one object per node or tensor inline it (``_object_new`` and an update of
+    ``__dict__``): the call and its keyword dict cost a third of the building."""
     obj = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj
 
 
-_NOT_A_TENSOR = (None, None, False)
+_object_new = object.__new__
+
+
+_NOT_A_TENSOR = (None, None, False, False)
 _GRAPH_TYPES = frozenset({5, 10})  # AttributeProto.GRAPH, GRAPHS
 
 
@@ -762,7 +767,11 @@ class _Builder:
         return typ
 
     def _value_info(self, vi: Any, static: Optional[set[str]] = None) -> None:
-        typ = self._decode(vi.type)
+        t = vi.type
+        key = t.SerializeToString()  # self._decode, inlined (one call per value_info)
+        typ = self._types.get(key)
+        if typ is None:
+            typ = self._types[key] = self._decode_type(t)
         name = vi.name
         if static is not None and typ[2]:
             static.add(name)
@@ -772,7 +781,10 @@ class _Builder:
         old = self.tensors.get(name)
         if old is not None and old.const:
             return
-        self.tensors[name] = _new(TensorInfo, name=name, dtype=typ[0], shape=typ[1], const=False, value=None)
+        # _new(TensorInfo, ...) inlined, with TensorInfo.static known from the decoded type
+        info = _object_new(TensorInfo)
+        info.__dict__.update(name=name, dtype=typ[0], shape=typ[1], const=False, value=None, static=typ[3])
+        self.tensors[name] = info
 
     @staticmethod
     def _decode_type(t: Any) -> Any:
@@ -791,9 +803,10 @@ class _Builder:
                 else:
                     dims.append(None)
             shape = tuple(dims)
-        # static as the second inference pass means it: a dtype and every dim a known value
-        static = bool(tt.elem_type) and shape is not None and all(isinstance(d, int) for d in shape)
-        return dtype, shape, static
+        # static as the second inference pass means it: a dtype and every dim a known value; and
+        # TensorInfo.static (every dim known, whatever the dtype)
+        shape_static = shape is not None and all(isinstance(d, int) for d in shape)
+        return dtype, shape, bool(tt.elem_type) and shape_static, shape_static
 
     def _const(self, name: str, tensor: Any, prefix: Optional[str] = None, arr: Any = None) -> None:
         dims = tuple(tensor.dims)  # protobuf int64 fields read as Python ints
@@ -813,7 +826,7 @@ class _Builder:
             except Exception:
                 value = None
         self.tensors[name] = _new(TensorInfo, name=name, dtype=dtype_name(tensor.data_type), shape=dims, const=True,
-                                  value=value)
+                                  value=value, static=True)  # dims: ints
 
     def fully_inferred(self) -> bool:
         """Whether shape inference gave every main-graph node output a dtype and a static shape."""
@@ -833,7 +846,7 @@ class _Builder:
         old = self.tensors.get(name)
         dtype = (old.dtype if old else None) or _np_dtype_name(arr)
         self.tensors[name] = _new(TensorInfo, name=name, dtype=dtype, shape=tuple(map(int, arr.shape)), const=False,
-                                  value=tuple(arr.reshape(-1).tolist()))
+                                  value=tuple(arr.reshape(-1).tolist()), static=True)
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
         key = (op_type, domain, opset)
@@ -892,8 +905,7 @@ class _Builder:
             known = self._attr_cache.get(key)
             if known is None:
                 known = self._attr_cache[key] = self._attributes(node, domain, opset, bodies)
-            attrs, explicit, defaults = known
-            attrs = dict(attrs)
+            attrs, explicit, defaults = known  # shared by those nodes: the facts are never mutated
         else:
             attrs, explicit, defaults = self._attributes(node, domain, opset, bodies)
         index = len(self.nodes)
@@ -901,12 +913,14 @@ class _Builder:
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
             self._constant_node(node, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
-        self.nodes.append(_new(
-            NodeFact, index=index, name=name, op_type=op_type, domain=domain,
+        fact = _object_new(NodeFact)  # _new(NodeFact, ...) inlined, with NodeFact.key
+        fact.__dict__.update(
+            index=index, name=name, op_type=op_type, domain=domain,
             inputs=inputs, outputs=outputs, attrs=attrs,
             explicit_attrs=explicit, defaults=defaults, graph=prefix,
-            source=_source(node, name), opset=opset, subgraphs=sub_names,
-        ))
+            source=_source(node, name), opset=opset, subgraphs=sub_names, key=f"{domain}:{op_type}",
+        )
+        self.nodes.append(fact)
         for (label, body), sub in zip(bodies, sub_names):
             self.walk_graph(body, sub)
 
@@ -982,12 +996,20 @@ def _source(node: Any, name: str) -> Optional[SourceLocation]:
     props = node.metadata_props
     if props:
         scopes = trace = None
-        for prop in props:  # read only the two values used (the others are long strings)
-            key = prop.key
-            if key == "pkg.torch.onnx.name_scopes":
-                scopes = prop.value
-            elif key == "pkg.torch.onnx.stack_trace":
-                trace = prop.value
+        count = len(props)
+        before = props[count - 2] if count >= 2 else None
+        last = props[count - 1]
+        if before is not None and before.key == "pkg.torch.onnx.name_scopes" and last.key == "pkg.torch.onnx.stack_trace":
+            # the dynamo exporter writes these two last, after three others: read only them (the values
+            # are the last of each key, as the loop below would find)
+            scopes, trace = before.value, last.value
+        else:
+            for prop in props:  # read only the two values used (the others are long strings)
+                key = prop.key
+                if key == "pkg.torch.onnx.name_scopes":
+                    scopes = prop.value
+                elif key == "pkg.torch.onnx.stack_trace":
+                    trace = prop.value
         if scopes or trace:
             location = _located(_scope_module(scopes) if scopes else None, trace)
             if location is not None:

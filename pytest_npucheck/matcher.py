@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from .graph import GraphFacts, NodeFact, _new, paused_gc
+from .graph import GraphFacts, NodeFact, _object_new, paused_gc
 from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult
@@ -91,7 +91,7 @@ class _Memo:
     its message, which lists every alternative, is rendered exactly as without the memo).
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "hits")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
@@ -99,6 +99,8 @@ class _Memo:
         self.clean: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
+        self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.py shares one dict between the
+        # nodes of one op with the same attributes (every layer of a stack)
         self.hits = 0
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
@@ -144,7 +146,10 @@ class _Memo:
         d = self.defaults.get(id(node.defaults))
         if d is None:
             d = self.defaults[id(node.defaults)] = repr(node.defaults)
-        sig = (node.key, node.opset, repr(node.attrs), node.explicit_attrs, d, ins, outs)
+        a = self.attrs.get(id(node.attrs))
+        if a is None:
+            a = self.attrs[id(node.attrs)] = repr(node.attrs)
+        sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
         try:
             flags = self.clean.get(sig)
         except TypeError:  # a fact that cannot be hashed (not built by graph.py): judge this node alone
@@ -206,10 +211,12 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict)]
         else:
             verdict, reasons = judge(node)
-        results.append(_new(  # NodeResult(...) without the frozen __init__ (one per node per table)
-            NodeResult, index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
+        result = _object_new(NodeResult)  # NodeResult(...) without the frozen __init__ (one per node per table)
+        result.__dict__.update(
+            index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
             reasons=tuple(reasons), graph=node.graph, source=node.source, fused_into=fused_into,
-        ))
+        )
+        results.append(result)
     issues = []
     if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:
         lo, hi = table.ir_version

@@ -93,14 +93,41 @@ def test_facts_without_weights_equal_facts_with_weights(exported):
     assert bias.value is not None and len(bias.value) == 8  # small: value kept
 
 
-def test_nodes_sharing_attributes_do_not_share_attribute_dicts(exported):
-    facts = graph.load_graph(exported)
-    by_op: dict[str, list] = {}
-    for n in facts.nodes:
-        by_op.setdefault(n.key, []).append(n)
-    shared = [ns for ns in by_op.values() if len(ns) > 1]
-    for ns in shared:
-        assert len({id(n.attrs) for n in ns}) == len(ns)
+class _Stack(torch.nn.Module):
+    """Three identical layers: their Gemm/MatMul, Add and Relu nodes have the same attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(16, 16) for _ in range(3))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = torch.nn.functional.leaky_relu(layer(x), 0.1)
+        return x.softmax(-1)
+
+
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_nodes_with_the_same_attributes_share_one_dict_that_no_check_changes(exporter, tmp_path):
+    """graph.py builds one attribute dict per (op, opset, attributes) and gives it to every such node
+    (the memo keys verdicts by it); facts are never mutated, and checking against every table must
+    leave each node's attributes exactly as they were read."""
+    import copy
+
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    torch.manual_seed(0)
+    path = export_model(_Stack().eval(), torch.randn(2, 16), ExportOptions(exporter=exporter, opset=17), tmp_path).path
+    facts = graph.load_graph(path)
+    relus = [n for n in facts.nodes if n.op_type == "LeakyRelu"]
+    assert len(relus) == 3 and relus[0].attrs["alpha"] == pytest.approx(0.1)
+    assert len({id(n.attrs) for n in relus}) == 1  # one decoding, one dict
+    before = copy.deepcopy([(n.name, dict(n.attrs), n.explicit_attrs, dict(n.defaults)) for n in facts.nodes])
+    catalog = Catalog.discover()
+    tables = [catalog.table(r["target"]) for r in catalog.listing() if "error" not in r]
+    results = check_graph(facts, tables)
+    assert len(results) == len(tables) > 1
+    assert [(n.name, dict(n.attrs), n.explicit_attrs, dict(n.defaults)) for n in facts.nodes] == before
+    assert facts_cache.to_json(facts) == _full_facts(path)  # and the facts are still those of a fresh read
 
 
 def test_report_json_round_trips_and_prints_one_node_per_line(exported):
