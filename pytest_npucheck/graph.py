@@ -168,12 +168,13 @@ _GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for 
 _LFS = b"version https://git-lfs.github.com/spec/"
 
 
-def load_model_proto(path: Path, weights: bool = True) -> Any:
+def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[tuple[Any, ...]]] = None) -> Any:
     """Read an ONNX file without its external data; every failure names the file.
 
     ``weights=False`` also leaves out the values of initializers of more than SMALL_CONSTANT
     elements stored in the file (``_without_weights``): enough for graph facts, not for running
-    or rewriting the model.
+    or rewriting the model. ``keep``: gets the attributes of each main-graph node as a tuple, read
+    by the external-data check (``safety.check_external_data``) and reused by the facts.
     """
     import onnx  # lazy: heavy
     from google.protobuf.message import DecodeError
@@ -209,7 +210,7 @@ def load_model_proto(path: Path, weights: bool = True) -> Any:
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' declares no outputs")
     from .safety import check_external_data
 
-    check_external_data(model, path)  # untrusted references are refused before anything reads them
+    check_external_data(model, path, keep=keep)  # untrusted references are refused before anything reads them
     return model
 
 
@@ -239,8 +240,9 @@ def clear_caches() -> None:
 
 def load_graph(path: Path) -> GraphFacts:
     """Graph facts of an ONNX file (no weights loaded)."""
-    model = load_model_proto(Path(path), weights=False)
-    return facts_from_model(model, str(path))
+    attributes: list[tuple[Any, ...]] = []
+    model = load_model_proto(Path(path), weights=False, keep=attributes)
+    return facts_from_model(model, str(path), attributes)
 
 
 # -- reading a model without its weights ----------------------------------------------------------
@@ -394,12 +396,15 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def facts_from_model(model: Any, path: str = "<memory>") -> GraphFacts:
+def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[list[tuple[Any, ...]]] = None,
+                     ) -> GraphFacts:
+    """Graph facts of a parsed model. ``attributes``: the attributes of each main-graph node as a
+    tuple, in node order, if the caller has them (``load_model_proto(keep=...)``)."""
     with paused_gc():
-        return _facts_from_model(model, path)
+        return _facts_from_model(model, path, attributes)
 
 
-def _facts_from_model(model: Any, path: str) -> GraphFacts:
+def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None) -> GraphFacts:
     import onnx
     from onnx import shape_inference
 
@@ -408,7 +413,7 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
         opsets[imp.domain or DEFAULT_DOMAIN] = int(imp.version)
     if DEFAULT_DOMAIN not in opsets:
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
-    rows = _read_nodes(model.graph)  # each node's protobuf fields decoded once, for folding and facts
+    rows = _read_nodes(model.graph, attributes)  # each node's protobuf fields decoded once, for folding and facts
     types: dict[bytes, Any] = {}
     if _already_inferred(model.graph, rows, types):
         inferred, error = model, None  # inference would only confirm the file's own static shapes
@@ -450,7 +455,7 @@ def _facts_from_model(model: Any, path: str) -> GraphFacts:
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
-def _already_inferred(graph: Any, rows: list[tuple[Any, str, str, tuple[str, ...], tuple[str, ...]]],
+def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
                       types: dict[bytes, Any]) -> bool:
     """Whether the file itself gives every node output of ``graph`` a dtype and a static shape.
 
@@ -472,7 +477,7 @@ def _already_inferred(graph: Any, rows: list[tuple[Any, str, str, tuple[str, ...
             typ = types[key] = decode(vi.type)
         if typ[2]:
             static.add(vi.name)
-    for _node, op_type, domain, _inputs, outputs in rows:
+    for _node, op_type, domain, _inputs, outputs, _attributes in rows:
         if op_type in _CONTROL_FLOW and domain in ("", DEFAULT_DOMAIN):
             return False
         for o in outputs:
@@ -481,9 +486,16 @@ def _already_inferred(graph: Any, rows: list[tuple[Any, str, str, tuple[str, ...
     return True
 
 
-def _read_nodes(graph: Any) -> list[tuple[Any, str, str, tuple[str, ...], tuple[str, ...]]]:
-    """(node, op_type, domain as written, inputs, outputs) of each node of ``graph``."""
-    return [(n, n.op_type, n.domain, tuple(n.input), tuple(n.output)) for n in graph.node]
+def _read_nodes(graph: Any, attributes: Optional[list[tuple[Any, ...]]] = None) -> list[tuple[Any, ...]]:
+    """(node, op_type, domain as written, inputs, outputs, attributes) of each node of ``graph``.
+
+    ``attributes``: each node's attributes as a tuple, already read (by the external-data check);
+    otherwise read here. Each is then read once: the protobuf objects of an attribute list cost
+    more to make than what the facts do with them."""
+    nodes = graph.node
+    if attributes is None or len(attributes) != len(nodes):
+        return [(n, n.op_type, n.domain, tuple(n.input), tuple(n.output), tuple(n.attribute)) for n in nodes]
+    return [(n, n.op_type, n.domain, tuple(n.input), tuple(n.output), a) for n, a in zip(nodes, attributes)]
 
 
 def _small_initializers(graph: Any) -> dict[str, Any]:
@@ -532,7 +544,7 @@ _NO_FOLD = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "Ran
 
 
 def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
-                          rows: Optional[list[tuple[Any, str, str, tuple[str, ...], tuple[str, ...]]]] = None,
+                          rows: Optional[list[tuple[Any, ...]]] = None,
                           ) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
@@ -548,7 +560,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     shapes: dict[str, tuple[int, ...]] = {}
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
     nodes = rows if rows is not None else _read_nodes(model.graph)  # each protobuf field read once
-    wanted = {inputs[0] for _, op, _, inputs, _ in nodes if op in ("Shape", "Size") and inputs}
+    wanted = {r[3][0] for r in nodes if r[1] in ("Shape", "Size") and r[3]}
     for vi in list(model.graph.input) + list(model.graph.value_info):
         if vi.name not in wanted:
             continue
@@ -557,7 +569,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     out: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
-    for node, op, domain, inputs, outputs in nodes:
+    for node, op, domain, inputs, outputs, attributes in nodes:
         if op in _NO_FOLD or domain not in ("", DEFAULT_DOMAIN):
             continue
         values: Optional[list[Any]] = None
@@ -566,14 +578,14 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             if op == "Size":
                 values = [np.array(int(np.prod(dims)), dtype=np.int64)]
             else:
-                attrs = {a.name: a.i for a in node.attribute}
+                attrs = {a.name: a.i for a in attributes}
                 r = len(dims)
                 start, end = attrs.get("start", 0), attrs.get("end", r)
                 start = min(max(start + r if start < 0 else start, 0), r)
                 end = min(max(end + r if end < 0 else end, 0), r)
                 values = [np.array(dims[start:end], dtype=np.int64)]
         elif op == "Constant":
-            values = _constant_value(node, np) or _evaluate(node, known, opset_list)
+            values = _constant_value(attributes, np) or _evaluate(node, known, opset_list)
         elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
             values = [known[inputs[0]]]
         elif inputs and all((not i) or i in known for i in inputs):
@@ -587,14 +599,15 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     return out
 
 
-def _constant_value(node: Any, np: Any) -> Optional[list[Any]]:
-    """[value] of a Constant node whose one attribute is a tensor of a plain dtype in raw little-endian
-    data (what exporters write), read as _small_initializers reads such data; None otherwise."""
+def _constant_value(attributes: tuple[Any, ...], np: Any) -> Optional[list[Any]]:
+    """[value] of a Constant node (given its attributes) whose one attribute is a tensor of a plain
+    dtype in raw little-endian data (what exporters write), read as _small_initializers reads such
+    data; None otherwise."""
     import sys
 
-    if len(node.attribute) != 1 or sys.byteorder != "little":
+    if len(attributes) != 1 or sys.byteorder != "little":
         return None
-    a = node.attribute[0]
+    a = attributes[0]
     if a.name != "value" or a.type != 4:  # AttributeProto.TENSOR
         return None
     t = a.t
@@ -880,18 +893,18 @@ class _Builder:
                 self._value_info(vi, static)
             elif static is not None and self._decode(vi.type)[2]:
                 static.add(vi.name)
-        for node, op_type, domain, inputs, outputs in (rows if rows is not None else _read_nodes(graph)):
-            self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix)
+        for node, op_type, domain, inputs, outputs, attributes in (rows if rows is not None else _read_nodes(graph)):
+            self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix, attributes)
 
     def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
-              prefix: str) -> None:
+              prefix: str, attributes: tuple[Any, ...]) -> None:
         opset = self.opsets.get(domain, 0)
         bodies: list[tuple[str, Any]] = []
         # nodes of one op with the same attributes (every layer of a model) share the decoding; a
         # tensor attribute is decoded as "<tensor>" whatever it holds, so only its name is keyed
         # (Constant nodes: not their values), and a graph attribute is never shared
         parts: Optional[list[Any]] = []
-        for a in node.attribute:
+        for a in attributes:
             kind = a.type
             if kind == 4:  # AttributeProto.TENSOR
                 parts.append(a.name)  # type: ignore[union-attr]
@@ -904,14 +917,14 @@ class _Builder:
             key = (op_type, domain, opset, tuple(parts))
             known = self._attr_cache.get(key)
             if known is None:
-                known = self._attr_cache[key] = self._attributes(node, domain, opset, bodies)
+                known = self._attr_cache[key] = self._attributes(op_type, attributes, domain, opset, bodies)
             attrs, explicit, defaults = known  # shared by those nodes: the facts are never mutated
         else:
-            attrs, explicit, defaults = self._attributes(node, domain, opset, bodies)
+            attrs, explicit, defaults = self._attributes(op_type, attributes, domain, opset, bodies)
         index = len(self.nodes)
         name = node.name or f"{op_type}_{index}"
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
-            self._constant_node(node, prefix)
+            self._constant_node(outputs[0], attributes, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
         fact = _object_new(NodeFact)  # _new(NodeFact, ...) inlined, with NodeFact.key
         fact.__dict__.update(
@@ -924,12 +937,12 @@ class _Builder:
         for (label, body), sub in zip(bodies, sub_names):
             self.walk_graph(body, sub)
 
-    def _attributes(self, node: Any, domain: str, opset: int,
+    def _attributes(self, op_type: str, attributes: tuple[Any, ...], domain: str, opset: int,
                     bodies: list[tuple[str, Any]]) -> tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]:
         """(attributes with the schema's defaults filled in, names set explicitly, the defaults)."""
         attrs: dict[str, Any] = {}
         explicit: set[str] = set()
-        for a in node.attribute:
+        for a in attributes:
             explicit.add(a.name)
             if a.type == self.onnx.AttributeProto.GRAPH:
                 bodies.append((a.name, a.g))
@@ -942,14 +955,13 @@ class _Builder:
                 attrs[a.name] = "<tensor>"
             else:
                 attrs[a.name] = _attr_value(self.onnx.helper.get_attribute_value(a))
-        defaults = self._schema_defaults(node.op_type, domain, opset) or {}
+        defaults = self._schema_defaults(op_type, domain, opset) or {}
         for k, v in defaults.items():
             attrs.setdefault(k, v)
         return attrs, frozenset(explicit), defaults
 
-    def _constant_node(self, node: Any, prefix: str = "") -> None:
-        out = node.output[0]
-        for a in node.attribute:
+    def _constant_node(self, out: str, attributes: tuple[Any, ...], prefix: str = "") -> None:
+        for a in attributes:
             if a.name == "value" and a.type == self.onnx.AttributeProto.TENSOR:
                 if prefix == "" and out in self.folded:
                     # folding decoded this tensor already: folded_value() gives the output its shape and

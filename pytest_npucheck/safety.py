@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 from .errors import ModelError
 
@@ -19,11 +19,13 @@ _ITEMSIZE = {1: 4, 2: 1, 3: 1, 4: 2, 5: 2, 6: 4, 7: 8, 9: 1, 10: 2, 11: 8, 12: 4
              17: 1, 18: 1, 19: 1, 20: 1}
 
 
-def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
+def _tensors(graph: Any, where: str, keep: Optional[list[tuple[Any, ...]]] = None) -> Iterator[tuple[str, Any]]:
     """(label, TensorProto) for every tensor of `graph` (and its subgraphs) stored as external data.
 
     Labels are formatted only for those tensors: most graphs have thousands of attributes and none
-    of them external."""
+    of them external. ``keep``: gets the attributes of each node of ``graph`` (not of its bodies) as
+    a tuple, in node order, for a caller that reads them next (graph.py: making the protobuf objects
+    of ~4,000 attributes costs more than checking them)."""
     for t in graph.initializer:
         if t.data_location == 1:
             yield f"{where}initializer '{t.name}'", t
@@ -33,7 +35,10 @@ def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
         if s.indices.data_location == 1:
             yield f"{where}sparse initializer '{s.values.name}' indices", s.indices
     for node in graph.node:
-        for a in node.attribute:
+        attributes = tuple(node.attribute)
+        if keep is not None:
+            keep.append(attributes)
+        for a in attributes:
             has_t, has_s, has_g = a.HasField("t"), a.HasField("sparse_tensor"), a.HasField("g")
             tensors, graphs = a.tensors, a.graphs
             if has_t and a.t.data_location != 1 and not (has_s or has_g or tensors or graphs):
@@ -54,9 +59,10 @@ def _tensors(graph: Any, where: str) -> Iterator[tuple[str, Any]]:
                 yield from _tensors(g, f"{label}[{k}] > ")
 
 
-def iter_external(model: Any) -> Iterator[tuple[str, Any]]:
-    """(label, TensorProto) for every tensor stored as external data, in graphs, bodies and functions."""
-    yield from _tensors(model.graph, "")
+def iter_external(model: Any, keep: Optional[list[tuple[Any, ...]]] = None) -> Iterator[tuple[str, Any]]:
+    """(label, TensorProto) for every tensor stored as external data, in graphs, bodies and functions.
+    ``keep``: as for ``_tensors``, the attributes of each main-graph node."""
+    yield from _tensors(model.graph, "", keep)
     for f in model.functions:
         for node in f.node:
             for a in node.attribute:
@@ -66,14 +72,16 @@ def iter_external(model: Any) -> Iterator[tuple[str, Any]]:
         yield from _tensors(info.initialization, "training_info > ")
 
 
-def check_external_data(model: Any, model_path: Path, require_files: bool = False) -> None:
+def check_external_data(model: Any, model_path: Path, require_files: bool = False,
+                        keep: Optional[list[tuple[Any, ...]]] = None) -> None:
     """Reject external-data references that escape the model directory or do not fit their file.
 
     ``require_files``: also fail when a referenced file is missing (needed before running the
-    model; the static check only needs the references to be safe).
+    model; the static check only needs the references to be safe). ``keep``: a list that gets the
+    attributes of each main-graph node, as a tuple in node order (complete when this returns).
     """
     base = Path(model_path).resolve().parent
-    for label, tensor in iter_external(model):
+    for label, tensor in iter_external(model, keep):
         entries = {e.key: e.value for e in tensor.external_data}
         location = entries.get("location", "")
         what = f"{model_path}: {label} external data location {location!r}"

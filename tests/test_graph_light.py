@@ -170,7 +170,7 @@ def test_shape_inference_is_skipped_only_when_the_file_has_every_static_shape(ex
     model = onnx.load(str(exported), load_external_data=False)
     rows = graph._read_nodes(model.graph)
     complete = all(o in {vi.name for vi in list(model.graph.value_info) + list(model.graph.output)}
-                   for *_, outs in rows for o in outs if o)
+                   for _n, _op, _domain, _ins, outs, _attributes in rows for o in outs if o)
     assert graph._already_inferred(model.graph, rows, {}) is complete
     assert complete is ("dynamo" in str(exported))  # the dynamo exporter writes every shape, TorchScript none
     calls = []
@@ -228,3 +228,19 @@ def test_gc_pause_promotes_the_burst_without_touching_a_frozen_set():
     finally:
         gc.unfreeze()
         gc.enable() if was else gc.disable()
+
+
+def test_external_data_check_keeps_each_nodes_attributes_for_the_facts(exported):
+    """load_graph reads each node's attributes once: the external-data check keeps them for the facts."""
+    kept: list = []
+    model = graph.load_model_proto(exported, weights=False, keep=kept)
+    assert len(kept) == len(model.graph.node) and any(kept)
+    for node, attributes in zip(model.graph.node, kept):
+        assert [a.SerializeToString() for a in attributes] == [a.SerializeToString() for a in node.attribute]
+    with_kept = facts_cache.to_json(graph.facts_from_model(model, str(exported), kept))
+    assert with_kept == facts_cache.to_json(graph.facts_from_model(model, str(exported)))
+    assert with_kept == _full_facts(exported)
+    # a list that does not fit the graph is not used: the rows read the attributes themselves
+    rows = graph._read_nodes(model.graph, kept[:-1])
+    assert [[a.SerializeToString() for a in r[5]] for r in rows] == \
+        [[a.SerializeToString() for a in n.attribute] for n in model.graph.node]
