@@ -54,7 +54,8 @@ class _Describe(dict):  # type: ignore[type-arg]
         if key == "range":
             lo, hi = self.get("min"), self.get("max")
             return _fmt_range(lo, hi)
-        if key in ("chain_text", "path_text", "from_node_text", "exclusive_text", "makers_text"):
+        if key in ("chain_text", "path_text", "from_node_text", "exclusive_text", "makers_text",
+                   "ops_text", "through_text", "via_text"):
             from .rules_context import describe_params
 
             return describe_params(self)[key]
@@ -348,15 +349,17 @@ def rule_attr_default(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     return None
 
 
-@rule("axis_in", "attribute")
-def rule_axis_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """axis must be one of {values_set} (normalised against the rank of input 0)."""
+_PASS = object()  # _read_axes: the rule passes without axes to check
+
+
+def _read_axes(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> tuple[Any, str, Optional[int]]:
+    """(axes normalised against the rank of input 0, or a failure message, or _PASS; label; rank)."""
     if "input" in params:
         idx = params["input"]
         name = node.inputs[idx] if idx < len(node.inputs) else ""
         info = graph.tensor(name) if name else None
         if info is None or info.value is None:
-            return f"axis input {idx} is not a known constant"
+            return f"axis input {idx} is not a known constant", "", None
         axes = list(info.value)
         label = f"axis input {idx}"
     else:
@@ -367,35 +370,60 @@ def rule_axis_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -
             name = node.inputs[1] if len(node.inputs) > 1 else ""
             info = graph.tensor(name) if name else None
             if name and (info is None or info.value is None):
-                return f"axes input '{name}' is not a known constant"
+                return f"axes input '{name}' is not a known constant", "", None
             if info is not None and info.value is not None:
                 value = list(info.value)
             else:
                 x0 = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
                 if x0 is None or x0.shape is None:
-                    return "axes not set (all axes) with input of unknown rank"
+                    return "axes not set (all axes) with input of unknown rank", "", None
                 if node.attrs.get("noop_with_empty_axes"):
-                    return None
+                    return _PASS, "", None
                 value = list(range(len(x0.shape)))
             present = True
         if not present or value is None:
-            return f"{attr} is not set"
+            return f"{attr} is not set", "", None
         axes = list(value) if isinstance(value, (list, tuple)) else [value]
         label = attr
     x = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
     if x is None or x.shape is None:
         if any(int(a) < 0 for a in axes):
-            return f"{label}={fmt_value(axes if len(axes) > 1 else axes[0])} with input of unknown rank"
+            return f"{label}={fmt_value(axes if len(axes) > 1 else axes[0])} with input of unknown rank", "", None
         rank = None
     else:
         rank = len(x.shape)
-    normed = [int(a) + rank if rank is not None and int(a) < 0 else int(a) for a in axes]
+    return [int(a) + rank if rank is not None and int(a) < 0 else int(a) for a in axes], label, rank
+
+
+@rule("axis_in", "attribute")
+def rule_axis_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """axis must be one of {values_set} (normalised against the rank of input 0)."""
+    normed, label, rank = _read_axes(node, params, graph)
+    if normed is _PASS:
+        return None
+    if isinstance(normed, str):
+        return normed
     allowed = set(params["values"])
     if all(a in allowed for a in normed):
         return None
     shown = normed if len(normed) > 1 else normed[0]
     rank_txt = f" (rank {rank})" if rank is not None else ""
     return f"{label}={fmt_value(shown)}{rank_txt} not in {fmt_set(params['values'])}"
+
+
+@rule("axes_ascending", "attribute")
+def rule_axes_ascending(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the axes are listed in ascending order (normalised against the rank of input 0)."""
+    normed, label, rank = _read_axes(node, params, graph)
+    if normed is _PASS:
+        return None
+    if isinstance(normed, str):
+        return normed
+    if all(a < b for a, b in zip(normed, normed[1:])):
+        return None
+    given = node.attrs.get(label) if label in node.attrs else None
+    shown = fmt_value(list(given)) if isinstance(given, (list, tuple)) else fmt_value(normed)
+    return f"{label}={shown} are not in ascending order ({fmt_value(sorted(normed))} would be)"
 
 
 def _indices(params: Mapping[str, Any]) -> list[int]:

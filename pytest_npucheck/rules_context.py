@@ -214,6 +214,47 @@ def rule_not_spatial_roll(node: NodeFact, params: Mapping[str, Any], graph: Grap
             + f"): {why}, so axis {axis} is a spatial axis and the compiler runs the roll as a Gather")
 
 
+def _reaches(graph: GraphFacts, node: NodeFact, ops: frozenset[str], through: frozenset[str]
+             ) -> Optional[list[NodeFact]]:
+    """The path from ``node`` to the first consumer in ``ops``, passing only ``through`` ops, or None."""
+    stack: list[tuple[NodeFact, list[NodeFact]]] = [(node, [])]
+    seen = {node.index}
+    while stack:
+        current, trail = stack.pop()
+        for out in current.outputs:
+            if not out:
+                continue
+            for consumer in _consumers(graph, out):
+                if consumer.index in seen:
+                    continue
+                seen.add(consumer.index)
+                if consumer.op_type in ops:
+                    return trail + [consumer]
+                if consumer.op_type in through and len(trail) < 16:
+                    stack.append((consumer, trail + [consumer]))
+    return None
+
+
+@rule("feeds_compute", "context", local=False)
+def rule_feeds_compute(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its result{via_text} reaches a compute op ({ops_text}), passing only {through_text}."""
+    if node.graph:
+        return None
+    ops, through = frozenset(params["ops"]), frozenset(params.get("through", ()))
+    via = params.get("via")
+    starts = [node]
+    if via:
+        starts = [c for out in node.outputs if out for c in _consumers(graph, out) if c.op_type in via]
+        if not starts:
+            return None  # feeds no such op: the requirement does not apply
+    for start in starts:
+        if _reaches(graph, start, ops, through) is None:
+            what = "its result" if start is node else f"it feeds {start.op_type} '{start.name}', whose result"
+            return (f"{what} reaches no compute op ({fmt_set(sorted(ops))}) through layout and element-wise "
+                    "ops alone: the compiler cannot merge the layout change into one")
+    return None
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
@@ -226,6 +267,10 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
 
     out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
            "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
+    if "ops" in params:
+        out["ops_text"] = fmt_set(params["ops"])
+        out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
+        out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
     if "channels_last_after" in params:
         out["makers_text"] = fmt_set(params["channels_last_after"])
     if "chain" in params:

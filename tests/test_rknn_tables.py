@@ -355,3 +355,78 @@ def test_roll_probes_are_reproduced_on_rv1106(version):
             seen.append((rec["id"].split(".")[2], node, pred[node]))
     assert sorted(seen) == [("ctx=norm_roll", "roll_concat1", "cpu"), ("ctx=norm_roll", "roll_concat2", "cpu"),
                             ("ctx=roll", "roll_concat1", "npu"), ("ctx=roll", "roll_concat2", "cpu")], seen
+
+
+def test_rk3566_layout_change_without_a_compute_op_runs_on_the_cpu(corpus, export):
+    """RK3566 merges a Transpose (rank 4 or more, moving axes) into the compute op its result reaches;
+    with none to reach it runs on the CPU, with the Reshape before it (probes x.Transpose.ctx=head_split
+    and conv_head). A diffusion UNet's attention reads its head split with an Einsum the compiler leaves
+    on the CPU: every real rk3566 build ran those Reshape -> Transpose pairs on the CPU, rk3588 on the
+    NPU; BERT's head split, read by a MatMul, stays on the NPU of both."""
+    unet = export(*corpus["diffusion_unet_tiny"].build())
+    bert = export(*corpus["bert_tiny"].build())
+    for version in ("2.2.0", "2.3.2", "2.5.0"):
+        res = _check(unet, [f"rknn@{version}/rk3566", f"rknn@{version}/rk3588"])
+        for target, want in ((f"rknn@{version}/rk3566", "cpu"), (f"rknn@{version}/rk3588", "npu")):
+            nodes = res[target].nodes
+            splits = [n for n in nodes if n.op_type == "Transpose" and "attn1/Transpose" in n.name
+                      and not n.name.endswith("_3")]
+            assert len(splits) >= 6, [n.name for n in splits]
+            assert {n.verdict for n in splits} == {want}, (target, [(n.name, n.verdict) for n in splits])
+            views = [n for n in nodes if n.op_type == "Reshape" and any(
+                c in {s.name for s in splits} for c in _consumers(unet, n.name))]
+            assert len(views) == len(splits) and {n.verdict for n in views} == {want}, target
+            if want == "cpu":
+                assert all(any(r.rule == "any_of" and "reaches no compute op" in r.message for r in n.reasons)
+                           for n in splits), [n.reasons for n in splits]
+                assert all(any(r.rule == "feeds_compute" and "it feeds Transpose" in r.message for r in n.reasons)
+                           for n in views), [n.reasons for n in views]
+        [r] = _check(bert, [f"rknn@{version}/rk3566"]).values()
+        heads = [n for n in r.nodes if n.op_type in ("Transpose", "Reshape") and "attention" in n.name]
+        assert heads and {n.verdict for n in heads} == {"npu"}, [(n.name, n.verdict) for n in heads if n.verdict != "npu"]
+
+
+def _consumers(path, name):
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    outs = {o for n in graph.node if n.name == name for o in n.output}
+    return [n.name for n in graph.node if outs & set(n.input)]
+
+
+@pytest.mark.parametrize("version", ["2.2.0", "2.3.2", "2.5.0"])
+def test_layout_reach_probes_are_reproduced_on_rk3566(version):
+    """The probes that decided the feeds_compute constraints on rk3566, node by node."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    table = _table(version, "rk3566")
+    placements = set()
+    for rec in _results(version, "rk3566")["probes"]:
+        if not rec["id"].startswith(("x.Transpose.ctx=head_split.", "x.Transpose.ctx=conv_head.")):
+            continue
+        pred = predict(table, _probe_model(rec["id"]).model)
+        for node in rec["focus"]:
+            assert pred[node] == rec["placement"][node], (rec["id"], node, pred[node])
+            placements.add((node, rec["placement"][node]))
+    assert placements == {("head_view", "npu"), ("head_view", "cpu"), ("head_split", "npu"), ("head_split", "cpu"),
+                          ("to_nhwc", "npu"), ("to_nhwc", "cpu"), ("flat", "npu")}, placements
+
+
+def test_rk3566_se_block_pooling_of_the_dynamo_exporter(corpus, tmp_path):
+    """The dynamo exporter writes global average pooling as ReduceMean over (-1, -2): every real
+    2.5.0/rk3566 build ran the ones feeding a squeeze-and-excitation block on the CPU (probes
+    x.ReduceMean.ctx=se: only with the axes in descending order) and the classifier head's on the NPU."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    path = export_model(*corpus["mobilenet_v3_small"].build(), ExportOptions(exporter="dynamo", opset=18),
+                        tmp_path).path
+    res = _check(path, ["rknn@2.5.0/rk3566", "rknn@2.5.0/rk3588"])
+    pools = {t: [n for n in r.nodes if n.op_type == "ReduceMean"] for t, r in res.items()}
+    assert len(pools["rknn@2.5.0/rk3566"]) >= 4
+    head = [n for n in pools["rknn@2.5.0/rk3566"] if not any("squeeze-and-excitation" in r.message or "Conv" in r.message
+                                                              for r in n.reasons)]
+    se = [n for n in pools["rknn@2.5.0/rk3566"] if n not in head]
+    assert se and {n.verdict for n in se} == {"cpu"}, [(n.name, n.verdict) for n in se]
+    assert all(any("not in ascending order" in r.message for r in n.reasons) for n in se)
+    assert len(head) == 1 and head[0].verdict == "npu", [(n.name, n.verdict, n.reasons) for n in head]
+    assert {n.verdict for n in pools["rknn@2.5.0/rk3588"]} == {"npu"}

@@ -381,3 +381,32 @@ def test_identity_of_a_weight_passes_the_constant_on(save):
     m.graph.input.append(helper.make_tensor_value_info("s", TensorProto.INT64, [2]))
     [res] = check_file(save(m), ["rknn@2.5.0/rk3588"], Catalog.discover())
     assert {n.name: n for n in res.nodes}["reshape"].verdict == "unsupported"
+
+
+def test_axes_ascending_reads_attribute_or_input_and_normalises():
+    from onnx import TensorProto, helper, numpy_helper
+    import numpy as np
+
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def reduce(axes, opset):
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 4, 4])
+        y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+        inits = []
+        if opset >= 18:
+            inits = [numpy_helper.from_array(np.array(axes, np.int64), "axes")]
+            node = helper.make_node("ReduceMean", ["x", "axes"], ["y"], name="rm", keepdims=1)
+        else:
+            node = helper.make_node("ReduceMean", ["x"], ["y"], name="rm", keepdims=1, axes=axes)
+        m = helper.make_model(helper.make_graph([node], "g", [x], [y], initializer=inits),
+                              opset_imports=[helper.make_opsetid("", opset)])
+        f = facts_from_model(m)
+        return RULES["axes_ascending"].check(f.nodes[0], {"attr": "axes"}, f)
+
+    for opset in (13, 18):
+        assert reduce([2, 3], opset) is None
+        assert reduce([-2, -1], opset) is None
+        msg = reduce([-1, -2], opset)
+        assert msg is not None and "not in ascending order ([2, 3] would be)" in msg, msg
+        assert "[3, 2]" in reduce([3, 2], opset)

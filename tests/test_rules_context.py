@@ -275,3 +275,43 @@ def test_not_spatial_roll_needs_slices_of_one_tensor_along_the_concat_axis():
         assert [n for n in r.nodes if n.name == "roll"][0].verdict == "npu"
     assert RULES["not_spatial_roll"].describe(ROLL_RULE["params"]).endswith(
         "or the last when {'LayerNormalization', 'MatMul'} made it.")
+
+
+REACH = {"rule": "feeds_compute", "params": {"ops": ["MatMul", "Conv"], "through": ["Reshape", "Mul"]}, "else": "cpu"}
+
+
+def _head_split(consumer: str):
+    """x -> Reshape -> Transpose -> Reshape -> consumer (MatMul, a CPU Einsum, or nothing: graph output)."""
+    inits = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             (("s4", [1, 8, 2, 4]), ("s3", [2, 8, 4]))] + [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")]
+    nodes = [helper.make_node("Reshape", ["x", "s4"], ["v"], name="view"),
+             helper.make_node("Transpose", ["v"], ["t"], name="split", perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["t", "s3"], ["m"], name="merge")]
+    if consumer == "matmul":
+        nodes.append(helper.make_node("Mul", ["m", "m"], ["mm"], name="scale"))
+        nodes.append(helper.make_node("MatMul", ["mm", "w"], ["y"], name="mm"))
+    elif consumer == "einsum":
+        nodes.append(helper.make_node("Einsum", ["m", "m"], ["y"], name="es", equation="bid,bjd->bij"))
+    else:
+        nodes.append(helper.make_node("Identity", ["m"], ["y"], name="out"))
+    return facts_from_model(_graph(nodes, [_vi("x", [1, 8, 8])], [_vi("y", None)], inits))
+
+
+@pytest.mark.parametrize("consumer,want", [("matmul", "npu"), ("einsum", "cpu"), ("output", "cpu")])
+def test_feeds_compute_follows_layout_and_elementwise_ops(consumer, want):
+    facts = _head_split(consumer)
+    [r] = check_graph(facts, [_table([REACH], op="Transpose", prepasses=())])
+    [split] = [n for n in r.nodes if n.name == "split"]
+    assert split.verdict == want, _reasons(split)
+    if want == "cpu":
+        assert "its result reaches no compute op ({'Conv', 'MatMul'})" in _reasons(split)
+    via = {"rule": "feeds_compute", "params": dict(REACH["params"], via=["Transpose"]), "else": "cpu"}
+    [r] = check_graph(facts, [_table([via], op="Reshape", prepasses=())])
+    got = {n.name: n for n in r.nodes}
+    assert got["view"].verdict == want, _reasons(got["view"])  # feeds the Transpose: judged by its reach
+    assert got["merge"].verdict == "npu"  # feeds no Transpose: the rule does not apply
+    if want == "cpu":
+        assert "it feeds Transpose 'split', whose result reaches no compute op" in _reasons(got["view"])
+    assert RULES["feeds_compute"].describe(via["params"]) == (
+        "its result (when it feeds a Transpose: that op's result) reaches a compute op ({'MatMul', 'Conv'}), "
+        "passing only {'Reshape', 'Mul'}.")

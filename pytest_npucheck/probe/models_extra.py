@@ -550,11 +550,76 @@ def roll_layout_extra(c: _Collector) -> None:
               kind="context", focus=focus)
 
 
+def layout_reach_extra(c: _Collector) -> None:
+    """A Transpose (and the Reshape before it) whose result does or does not reach a compute op.
+
+    Attention's head split, MatMul -> Reshape (1, N, h, d) -> Transpose (0, 2, 1, 3), read by a
+    MatMul (directly, or through a Reshape to (h, N, d)) or by an Einsum whose spaced equation the
+    compiler leaves on the CPU (a diffusion UNet's attention); a detection head's Conv ->
+    Transpose (0, 2, 3, 1) -> Reshape, read by a Concat that is a graph output or by a MatMul."""
+    for n_tok in (32, 256):
+        for cons in ("matmul", "reshape_matmul", "reshape_cpu_einsum"):
+            gb = GraphBuilder(17)
+            x = gb.input("x", "float32", [1, n_tok, 64])
+            q = gb.node("MatMul", [x, gb.weight([64, 64])], name="q_proj")
+            v = gb.node("Reshape", [q, gb.ints([1, n_tok, 4, 16])], name="head_view")
+            t = gb.node("Transpose", [v], perm=[0, 2, 1, 3], name="head_split")
+            if cons == "matmul":
+                y = gb.node("MatMul", [t, gb.weight([16, 16])], name="head_matmul")
+            else:
+                m = gb.node("Reshape", [t, gb.ints([4, n_tok, 16])], name="merge_heads")
+                if cons == "reshape_matmul":
+                    y = gb.node("MatMul", [m, gb.weight([16, 16])], name="head_matmul")
+                else:
+                    y = gb.node("Einsum", [m, m], equation="b i d, b j d -> b i j", name="head_einsum")
+            gb.output(y)
+            c.add("x.Transpose.ctx=head_split.%s.n=%d.f32.r4" % (cons, n_tok), "Transpose", gb, kind="context",
+                  focus=["head_view", "head_split"])
+    for cons in ("concat_out", "matmul"):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, 16, 12, 12])
+        y = gb.node("Conv", [x, gb.weight([24, 16, 1, 1])], name="head_conv")
+        t = gb.node("Transpose", [y], perm=[0, 2, 3, 1], name="to_nhwc")
+        r = gb.node("Reshape", [t, gb.ints([1, 144 * 6, 4] if cons == "concat_out" else [1, 144, 24])], name="flat")
+        if cons == "concat_out":
+            z = gb.input("z", "float32", [1, 8, 4])
+            gb.output(gb.node("Concat", [r, z], axis=1, name="cat"))
+        else:
+            gb.output(gb.node("MatMul", [r, gb.weight([24, 24])], name="tail_matmul"))
+        c.add("x.Transpose.ctx=conv_head.%s.f32.r4" % cons, "Transpose", gb, kind="context",
+              focus=["to_nhwc", "flat"])
+
+
+def reduce_order_extra(c: _Collector) -> None:
+    """Global average pooling as the dynamo exporter writes it: ReduceMean over axes (-1, -2), in
+    that order, keepdims=1. Read by an SE block (Conv -> Relu -> Conv -> Sigmoid -> Mul), by a lone
+    Conv, or by a classifier head (Reshape -> Gemm); the same with the axes in ascending order."""
+    for axes in ((-1, -2), (2, 3), (-2, -1), (3, 2)):
+        for cons in ("se", "conv", "head"):
+            gb = GraphBuilder(18)
+            x = gb.input("x", "float32", [1, 48, 8, 8])
+            r = gb.node("Relu", [gb.node("Conv", [x, gb.weight([48, 48, 1, 1])], name="pre_conv")], name="pre_relu")
+            m = gb.node("ReduceMean", [r, gb.ints(list(axes))], keepdims=1, name="pool")
+            if cons == "se":
+                s1 = gb.node("Relu", [gb.node("Conv", [m, gb.weight([8, 48, 1, 1])], name="se_fc1")], name="se_relu")
+                g = gb.node("Sigmoid", [gb.node("Conv", [s1, gb.weight([48, 8, 1, 1])], name="se_fc2")], name="se_gate")
+                y = gb.node("Mul", [r, g], name="se_scale")
+            elif cons == "conv":
+                y = gb.node("Conv", [m, gb.weight([8, 48, 1, 1])], name="se_fc1")
+            else:
+                f = gb.node("Reshape", [m, gb.ints([1, 48])], name="flat")
+                y = gb.node("Gemm", [f, gb.weight([10, 48])], transB=1, name="fc")
+            gb.output(y)
+            c.add("x.ReduceMean.ctx=%s.axes=%s.f32.r4" % (cons, "_".join(map(str, axes))), "ReduceMean", gb,
+                  kind="context", focus=["pool"])
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
-                                                roll_layout_extra]
+                                                roll_layout_extra, layout_reach_extra,
+                                                reduce_order_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -870,8 +870,37 @@ LAYOUT_GLUE = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpos
 #: whose probes of the op disagree with the table, :func:`adapt_to_results` also tries the entry
 #: with each candidate added (to the base entry and to each drop-one variant) and keeps it only
 #: when it reproduces strictly more of the op's probes and loses none inside a network.
+#: ops a layout change can be merged into (RK3566: a Transpose reaching none ran on the CPU)
+COMPUTE_OPS = ["BatchNormalization", "Conv", "ConvTranspose", "GRU", "Gemm", "GroupNormalization",
+               "InstanceNormalization", "LSTM", "LayerNormalization", "MatMul", "RNN"]
+#: ops a layout change passes through on its way to one
+LAYOUT_THROUGH = ["Add", "Cast", "Clip", "Concat", "Div", "Dropout", "Erf", "Expand", "Flatten", "Gather",
+                  "GlobalAveragePool", "HardSigmoid", "HardSwish", "Identity", "Mod", "Mul", "Neg", "Pow",
+                  "ReduceMean", "Relu", "Reshape", "Sigmoid", "Slice", "Softmax", "Split", "Sqrt", "Squeeze",
+                  "Sub", "Tanh", "Tile", "Transpose", "Unsqueeze", "Where"]
+_REACH_NOTE = ("a Transpose of rank 4 or more that moves axes ran on the NPU only when its result reached a "
+               "compute op (MatMul, Conv, a normalization, an RNN) through layout and element-wise ops: "
+               "attention's head split read by a MatMul stayed, the same split read by a CPU Einsum (a "
+               "diffusion UNet's attention) ran on the CPU with the Reshape before it, and so did a detection "
+               "head's Conv -> Transpose -> Reshape -> Concat and a Transpose between two Muls")
+
+#: a squeeze-and-excitation block: the pooled channels gate the block's input through two 1x1 Convs
+SE_PATH = {"path": ["Conv", "Conv", "Mul"],
+           "skip": ["Add", "BatchNormalization", "Clip", "Div", "HardSigmoid", "HardSwish", "Mul", "Relu", "Sigmoid"]}
+_SE_NOTE = ("global average pooling written as ReduceMean over (-1, -2) (the dynamo exporter's form) ran on "
+            "the CPU as Reshape/Transpose layers when it fed a squeeze-and-excitation block (Conv -> Conv "
+            "-> Mul gating the block's input: EfficientNet, MobileNetV3, RegNetY, GhostNet); read by a lone "
+            "Conv or a classifier head it stayed on the NPU")
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
-    "Transpose": [C("transpose_blocks", [r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\.",
+    "Transpose": [C("any_of", [r"x\.Transpose\.ctx=(head_split|conv_head)\.",
+                               r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\."],
+                    constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
+                                 {"rule": "transpose_blocks", "params": {"max": 1}},
+                                 {"rule": "feeds_compute", "params": {"ops": COMPUTE_OPS,
+                                                                      "through": LAYOUT_THROUGH}}],
+                    note=_REACH_NOTE),
+                  C("transpose_blocks", [r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\.",
                                          r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
                     max=4,
                     note="a transpose moving five blocks of axes (Swin's qkv split (2, 0, 3, 1, 4) "
@@ -888,6 +917,14 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                       "features are, and H and W both rolled on the CPU. When the rolled grid is viewed "
                       "back as tokens, the compiler merged the rolls of H and W into one Gather, named "
                       "after the first: the second then shows as NPU")],
+    "Reshape": [C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
+                  through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE)],
+    "ReduceMean": [C("any_of", [r"x\.ReduceMean\.ctx="],
+                     constraints=[{"rule": "axes_ascending", "params": {"attr": "axes"}},
+                                  {"rule": "feeds_not", "params": SE_PATH}],
+                     note=_SE_NOTE + "; with its axes in ascending order ((2, 3), (-2, -1)) it stayed on the NPU"),
+                   C("feeds_not", [r"x\.ReduceMean\.ctx="], note=_SE_NOTE + ", whatever the order of its axes",
+                     **SE_PATH)],
     "Cast": [C("any_of", [r"Cast\.to=float32\.bool\."],
                constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": [
                    "float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8"]}},
@@ -1017,7 +1054,16 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
                 ops_to_try.append(op)
     changes: list[str] = []
     base_name = "%s/%s" % BASE_TARGET
-    for op in ops_to_try:
+    adjusted: list[str] = []
+    # a second round: a probe of two ops under test (a Reshape and the Transpose it feeds) can only
+    # be reproduced once the other op is adjusted too
+    second = False
+    for op in ops_to_try + [None] + ops_to_try:
+        if op is None:
+            if not adjusted:
+                break
+            second = True
+            continue
         key = "ai.onnx:%s" % op
         scope = [r for r in recs if op in _focus_ops(r)]
         n_net = sum(1 for r in scope if r["kind"] in IN_NETWORK_KINDS)
@@ -1039,14 +1085,25 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
         if best is None or not best[1] or (best[0][1], best[0][0]) <= (base_sc[1], base_sc[0]):
             continue
         sc, what, entry = best
-        msg = ("%s/%s probes: %s (%d of %d probes of the op reproduced, %d of %d inside a "
-               "network; with the %s rules: %d and %d)" % (
-                   version, soc, what, sc[1], len(scope), sc[0], n_net, base_name,
-                   base_sc[1], base_sc[0]))
+        if second:
+            msg = ("then, with the other ops adjusted: %s (%d of %d probes of the op reproduced, %d of "
+                   "%d inside a network, instead of %d and %d)" % (what, sc[1], len(scope), sc[0], n_net,
+                                                                    base_sc[1], base_sc[0]))
+        else:
+            msg = ("%s/%s probes: %s (%d of %d probes of the op reproduced, %d of %d inside a "
+                   "network; with the %s rules: %d and %d)" % (
+                       version, soc, what, sc[1], len(scope), sc[0], n_net, base_name,
+                       base_sc[1], base_sc[0]))
         entry = dict(entry)
-        entry["note"] = ("%s. %s: %s" % (msg, base_name, entry["note"]) if entry.get("note")
-                         else msg + ".")
+        if second:
+            entry["note"] = "%s. T%s." % (entry.get("note", "").rstrip("."), msg[1:]) if op in adjusted else (
+                "%s/%s probes, %s. %s: %s" % (version, soc, msg, base_name, entry["note"]) if entry.get("note")
+                else "%s/%s probes, %s." % (version, soc, msg))
+        else:
+            entry["note"] = ("%s. %s: %s" % (msg, base_name, entry["note"]) if entry.get("note")
+                             else msg + ".")
         data["ops"][key] = entry
+        adjusted.append(op)
         changes.append("%s: %s" % (op, msg))
     for i, gc in enumerate(list(data.get("generic_constraints") or [])):
         # e.g. integer graph inputs: the int8 build of rv1106 crashes where fp16 ran on the CPU
