@@ -561,13 +561,14 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
     nodes = rows if rows is not None else _read_nodes(model.graph)  # each protobuf field read once
     wanted = {r[3][0] for r in nodes if r[1] in ("Shape", "Size") and r[3]}
-    for vi in list(model.graph.input) + list(model.graph.value_info):
+    for vi in (list(model.graph.input) + list(model.graph.value_info)) if wanted else ():
         if vi.name not in wanted:
             continue
         tt = vi.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     out: dict[str, Any] = {}
+    ndarray = np.ndarray
     opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
     for node, op, domain, inputs, outputs, attributes in nodes:
         if op in _NO_FOLD or domain not in ("", DEFAULT_DOMAIN):
@@ -588,12 +589,16 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             values = _constant_value(attributes, np) or _evaluate(node, known, opset_list)
         elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
             values = [known[inputs[0]]]
-        elif inputs and all((not i) or i in known for i in inputs):
-            values = _evaluate(node, known, opset_list)
+        elif inputs:
+            for i in inputs:  # all((not i) or i in known for i in inputs), without a generator per node
+                if i and i not in known:
+                    break
+            else:
+                values = _evaluate(node, known, opset_list)
         if values is None:
             continue
         for name, value in zip(outputs, values):
-            if name and value is not None and np.size(value) <= SMALL_CONSTANT:
+            if name and value is not None and (value.size if type(value) is ndarray else np.size(value)) <= SMALL_CONSTANT:
                 known[name] = value
                 out[name] = value
     return out
@@ -1054,7 +1059,7 @@ def _located(module: Optional[str], trace: Optional[str]) -> Optional[SourceLoca
         if frame is not None:
             file, line, function, code = frame
     if module is not None or file:
-        return SourceLocation(module=module, file=file, line=line, function=function, code=code)
+        return _new(SourceLocation, module=module, file=file, line=line, function=function, code=code)
     return None
 
 
