@@ -175,7 +175,7 @@ def test_shape_inference_is_skipped_only_when_the_file_has_every_static_shape(ex
     assert complete is ("dynamo" in str(exported))  # the dynamo exporter writes every shape, TorchScript none
     calls = []
     real_infer = graph._infer
-    monkeypatch.setattr(graph, "_infer", lambda m: calls.append(1) or real_infer(m))
+    monkeypatch.setattr(graph, "_infer", lambda m, *rest: calls.append(1) or real_infer(m, *rest))
     graph.clear_caches()
     facts = facts_cache.to_json(graph.load_graph(exported))
     assert bool(calls) is not complete
@@ -244,3 +244,22 @@ def test_external_data_check_keeps_each_nodes_attributes_for_the_facts(exported)
     rows = graph._read_nodes(model.graph, kept[:-1])
     assert [[a.SerializeToString() for a in r[5]] for r in rows] == \
         [[a.SerializeToString() for a in n.attribute] for n in model.graph.node]
+
+
+def test_shape_inference_reads_the_bytes_the_weights_were_left_out_of(exported, monkeypatch):
+    """load_graph hands shape inference the serialized model without its weights (no second
+    serialization); the facts are those of inferring the parsed model."""
+    kept = graph.Kept()
+    model = graph.load_model_proto(exported, weights=False, keep=kept)
+    assert kept.serialized is not None and onnx.ModelProto.FromString(kept.serialized) == model
+    seen = []
+    real_infer = graph._infer
+    monkeypatch.setattr(graph, "_infer", lambda m, serialized=None: seen.append(serialized) or real_infer(m, serialized))
+    graph.clear_caches()
+    facts = facts_cache.to_json(graph.facts_from_model(model, str(exported), kept))
+    if "dynamo" in str(exported):
+        assert seen == []  # every shape is in the file: no inference at all
+    else:
+        assert seen and seen[0] is kept.serialized
+    monkeypatch.undo()
+    assert facts == facts_cache.to_json(graph.facts_from_model(model, str(exported)))
