@@ -614,12 +614,56 @@ def reduce_order_extra(c: _Collector) -> None:
                   kind="context", focus=["pool"])
 
 
+def mha_qkv_extra(c: _Collector) -> None:
+    """torch.nn.MultiheadAttention's packed projection as the exporters write it (ViT, Conformer):
+    in_proj MatMul -> Reshape (N, 1, 3, C) -> Unsqueeze(0) -> Transpose (3, 1, 2, 0, 4) -> Squeeze
+    -> Gather q/k/v -> heads -> attention, for token counts N that are and are not multiples of 8."""
+    for n_tok in (15, 16, 64, 65):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [n_tok, 1, 64])
+        p_ = gb.node("MatMul", [x, gb.weight([64, 192])], name="in_proj")
+        r = gb.node("Reshape", [p_, gb.ints([n_tok, 1, 3, 64])], name="qkv_view")
+        u = gb.node("Unsqueeze", [r, gb.ints([0])], name="qkv_unsqueeze")
+        t = gb.node("Transpose", [u], perm=[3, 1, 2, 0, 4], name="qkv_transpose")
+        s_ = gb.node("Squeeze", [t, gb.ints([3])], name="qkv_squeeze")
+        heads = []
+        for i, nm in enumerate("qkv"):
+            g = gb.node("Gather", [s_, gb.const(np.array(i, np.int64))], axis=0, name="pick_" + nm)
+            v = gb.node("Reshape", [g, gb.ints([n_tok, 4, 16])], name="view_" + nm)
+            heads.append(gb.node("Transpose", [v], perm=[1, 0, 2], name="heads_" + nm))
+        kt = gb.node("Transpose", [heads[1]], perm=[0, 2, 1], name="k_t")
+        sc = gb.node("Softmax", [gb.node("MatMul", [heads[0], kt], name="scores")], axis=-1, name="softmax")
+        gb.output(gb.node("MatMul", [sc, heads[2]], name="attn_v"))
+        c.add("x.Transpose.ctx=mha_qkv.n=%d.f32.r5" % n_tok, "Transpose", gb, kind="context",
+              focus=["qkv_view", "qkv_unsqueeze", "qkv_transpose"])
+
+
+def group_norm_extra(c: _Collector) -> None:
+    """GroupNorm as the TorchScript exporter writes it: Reshape (N, groups, -1) ->
+    InstanceNormalization -> Reshape back -> Mul (gamma) -> Add (beta), between two Convs
+    (a diffusion UNet's and a VAE decoder's resnet blocks)."""
+    for channels, hw in ((32, 16), (64, 8)):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, channels, hw, hw])
+        y = gb.node("Conv", [x, gb.weight([channels, channels, 3, 3])], pads=[1, 1, 1, 1], name="pre_conv")
+        r = gb.node("Reshape", [y, gb.ints([1, 8, -1])], name="gn_view")
+        n = gb.node("InstanceNormalization", [r, gb.const(np.ones(8, np.float32)), gb.const(np.zeros(8, np.float32))],
+                    epsilon=1e-5, name="gn_norm")
+        b = gb.node("Reshape", [n, gb.ints([1, channels, hw, hw])], name="gn_back")
+        m = gb.node("Mul", [b, gb.weight([channels, 1, 1])], name="gn_gamma")
+        a = gb.node("Add", [m, gb.weight([channels, 1, 1])], name="gn_beta")
+        gb.output(gb.node("Conv", [a, gb.weight([channels, channels, 3, 3])], pads=[1, 1, 1, 1], name="post_conv"))
+        c.add("x.Reshape.ctx=group_norm.c=%d.f32.r4" % channels, "Reshape", gb, kind="context",
+              focus=["gn_view", "gn_norm", "gn_back"])
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
                                                 roll_layout_extra, layout_reach_extra,
-                                                reduce_order_extra]
+                                                reduce_order_extra, mha_qkv_extra,
+                                                group_norm_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

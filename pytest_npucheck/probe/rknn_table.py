@@ -918,7 +918,10 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                       "back as tokens, the compiler merged the rolls of H and W into one Gather, named "
                       "after the first: the second then shows as NPU")],
     "Reshape": [C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
-                  through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE)],
+                  through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE),
+                C("producer_not", [r"x\.Reshape\.ctx=group_norm\."], index=0, chain=["InstanceNormalization"],
+                  note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
+                       "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU")],
     "ReduceMean": [C("any_of", [r"x\.ReduceMean\.ctx="],
                      constraints=[{"rule": "axes_ascending", "params": {"attr": "axes"}},
                                   {"rule": "feeds_not", "params": SE_PATH}],
