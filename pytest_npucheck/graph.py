@@ -428,16 +428,18 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     rows = _read_nodes(model.graph, attributes)  # each node's protobuf fields decoded once, for folding and facts
     types: dict[bytes, Any] = {}
-    if _already_inferred(model.graph, rows, types):
+    decoded: Optional[list[tuple[str, Any]]] = []
+    if _already_inferred(model.graph, rows, types, decoded):
         inferred, error = model, None  # inference would only confirm the file's own static shapes
     else:
+        decoded = None
         inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
         if inferred is not model and any(r[1] in _CONTROL_FLOW for r in rows):
             rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
     small = _small_initializers(inferred.graph)
     folded = _fold_small_constants(inferred, opsets, small, rows)
     builder = _Builder(opsets, onnx, small, folded, types)
-    builder.walk_graph(inferred.graph, prefix="", rows=rows)
+    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
     if folded and (error is not None or not builder.fully_inferred()):
         # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
         # infer again on a shadow graph where those constants are initializers (only when the
@@ -469,7 +471,7 @@ _CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
 def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
-                      types: dict[bytes, Any]) -> bool:
+                      types: dict[bytes, Any], decoded: Optional[list[tuple[str, Any]]] = None) -> bool:
     """Whether the file itself gives every node output of ``graph`` a dtype and a static shape.
 
     Exporters that write shapes (the dynamo exporter writes every intermediate one) leave shape
@@ -477,7 +479,9 @@ def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
     the facts are the same with or without the pass (checked on the corpus by
     benchmarks/identical.py). Graphs with control flow are always inferred (their bodies'
     values are typed by the pass), and so are files with any value left unknown or symbolic.
-    ``types`` caches each decoded TypeProto by its bytes, for the graph walk after this.
+    ``types`` caches each decoded TypeProto by its bytes, for the graph walk after this, and
+    ``decoded`` gets (name, decoded type) of each value_info and graph output, in order: when this
+    returns True, the walk takes them from there instead of reading the protobuf again.
     """
     if not graph.value_info:
         return False
@@ -488,8 +492,11 @@ def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
         typ = types.get(key)
         if typ is None:
             typ = types[key] = decode(vi.type)
+        name = vi.name
+        if decoded is not None:
+            decoded.append((name, typ))
         if typ[2]:
-            static.add(vi.name)
+            static.add(name)
     for _node, op_type, domain, _inputs, outputs, _attributes in rows:
         if op_type in _CONTROL_FLOW and domain in ("", DEFAULT_DOMAIN):
             return False
@@ -801,12 +808,10 @@ class _Builder:
         return typ
 
     def _value_info(self, vi: Any, static: Optional[set[str]] = None) -> None:
-        t = vi.type
-        key = t.SerializeToString()  # self._decode, inlined (one call per value_info)
-        typ = self._types.get(key)
-        if typ is None:
-            typ = self._types[key] = self._decode_type(t)
-        name = vi.name
+        self._typed(vi.name, self._decode(vi.type), static)
+
+    def _typed(self, name: str, typ: Any, static: Optional[set[str]] = None) -> None:
+        """The TensorInfo of a value_info (or graph input/output) given its decoded type."""
         if static is not None and typ[2]:
             static.add(name)
         if typ is _NOT_A_TENSOR:
@@ -901,7 +906,11 @@ class _Builder:
         self._schema_cache[key] = defaults
         return defaults
 
-    def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None) -> None:
+    def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None,
+                   value_infos: Optional[list[tuple[str, Any]]] = None) -> None:
+        """The facts of a graph's initializers, inputs, values and nodes. ``rows``: its nodes as
+        ``_read_nodes`` gives them; ``value_infos``: (name, decoded type) of its value_infos and
+        outputs, in order, as ``_already_inferred`` decoded them."""
         for init in graph.initializer:
             self.initializers.add(init.name)
             self._const(init.name, init, prefix)
@@ -909,11 +918,16 @@ class _Builder:
             if vi.name not in self.initializers:
                 self._value_info(vi)
         static = self.static if prefix == "" else None
-        for vi in list(graph.value_info) + list(graph.output):
-            if vi.name not in self.initializers:
-                self._value_info(vi, static)
-            elif static is not None and self._decode(vi.type)[2]:
-                static.add(vi.name)
+        if value_infos is None:  # each type decoded once per distinct TypeProto (self._decode, inlined)
+            get, decode = self._types.get, self._decode
+            value_infos = [(vi.name, get((t := vi.type).SerializeToString()) or decode(t))
+                           for vi in list(graph.value_info) + list(graph.output)]
+        initializers, typed = self.initializers, self._typed
+        for name, typ in value_infos:
+            if name not in initializers:
+                typed(name, typ, static)
+            elif static is not None and typ[2]:
+                static.add(name)
         for node, op_type, domain, inputs, outputs, attributes in (rows if rows is not None else _read_nodes(graph)):
             self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix, attributes)
 
