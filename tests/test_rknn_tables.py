@@ -430,3 +430,18 @@ def test_rk3566_se_block_pooling_of_the_dynamo_exporter(corpus, tmp_path):
     assert all(any("not in ascending order" in r.message for r in n.reasons) for n in se)
     assert len(head) == 1 and head[0].verdict == "npu", [(n.name, n.verdict, n.reasons) for n in head]
     assert {n.verdict for n in pools["rknn@2.5.0/rk3588"]} == {"npu"}
+
+
+def test_group_norm_reshape_back_on_2_2_0_rk3566(corpus, export):
+    """TorchScript writes GroupNorm as Reshape -> InstanceNormalization -> Reshape -> Mul -> Add: the
+    real 2.2.0/rk3566 build of the diffusion UNet ran every Reshape back to (N, C, H, W) on the CPU
+    (probes x.Reshape.ctx=group_norm), 2.5.0/rk3566 on the NPU."""
+    path = export(*corpus["diffusion_unet_tiny"].build())
+    res = _check(path, ["rknn@2.2.0/rk3566", "rknn@2.5.0/rk3566"])
+    for target, want in (("rknn@2.2.0/rk3566", "cpu"), ("rknn@2.5.0/rk3566", "npu")):
+        backs = [n for n in res[target].nodes if n.op_type == "Reshape" and "norm" in n.name
+                 and n.name.endswith("/Reshape_1")]
+        assert len(backs) >= 8 and {n.verdict for n in backs} == {want}, (target, [(n.name, n.verdict) for n in backs])
+        if want == "cpu":
+            assert all(any(r.rule == "producer_not" and "InstanceNormalization" in r.message for r in n.reasons)
+                       for n in backs)
