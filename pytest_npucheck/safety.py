@@ -35,7 +35,7 @@ def _tensors(graph: Any, where: str, keep: Optional[list[tuple[Any, ...]]] = Non
         if s.indices.data_location == 1:
             yield f"{where}sparse initializer '{s.values.name}' indices", s.indices
     for node in graph.node:
-        attributes = tuple(node.attribute)
+        attributes = tuple(node.attribute[:])  # a slice is made in C (tuple() of the field iterates it)
         if keep is not None:
             keep.append(attributes)
         for a in attributes:
