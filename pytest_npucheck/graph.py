@@ -307,39 +307,13 @@ def _fields(buf: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int
         pos = vend
 
 
-def _numel(buf: Any, start: int, end: int) -> int:
+def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any]]:
+    """(element count, the fields that are not values) of the TensorProto in ``buf[start:end]``: one
+    pass over its fields (_fields, inlined, with one-byte keys and lengths read in place)."""
     numel = 1
-    for num, fstart, vstart, vend in _fields(buf, start, end):
-        if num != _TENSOR_DIMS:
-            continue
-        if vstart > fstart + 1 and buf[fstart] & 7 == 2:  # packed dims
-            pos = vstart
-            while pos < vend:
-                d, pos = _varint(buf, pos)
-                numel *= d
-        else:
-            d, _ = _varint(buf, vstart)
-            numel *= d
-    return numel
-
-
-def _without_weights(buf: Any) -> Optional[bytes]:
-    """The serialized model minus the values of main-graph initializers of more than SMALL_CONSTANT
-    elements (their name, dtype and dims stay), or None when there is nothing to leave out.
-
-    Graph facts never use those values, and skipping them means neither the protobuf parser nor
-    shape inference copies the weights (a 100 MB CNN: most of the time of a check). Malformed
-    input raises ValueError or IndexError; the caller then reads the file the ordinary way.
-    """
-    graphs = [(f, s, e) for num, f, s, e in _fields(buf, 0, len(buf)) if num == _MODEL_GRAPH]
-    if len(graphs) != 1 or buf[graphs[0][0]] & 7 != 2:
-        return None
-    gfield, gstart, gend = graphs[0]
-    graph: list[Any] = []
-    kept = gstart  # start of the run of graph bytes copied as they are
-    dropped = 0
-    pos, least = gstart, 8 * SMALL_CONSTANT
-    while pos < gend:  # _fields(buf, gstart, gend), inlined: one pass over every node and value_info
+    kept: list[Any] = []
+    pos = start
+    while pos < end:
         fstart = pos
         key = buf[pos]
         if key < 0x80:
@@ -363,14 +337,79 @@ def _without_weights(buf: Any) -> Optional[bytes]:
             vstart, vend = pos, pos + 4
         else:
             raise ValueError(f"wire type {wire}")
+        if vend > end:
+            raise ValueError("field runs past its message")
+        num = key >> 3
+        if num == _TENSOR_DIMS:
+            if wire == 2:  # packed dims
+                p = vstart
+                while p < vend:
+                    d, p = _varint(buf, p)
+                    numel *= d
+            else:
+                d, _ = _varint(buf, vstart)
+                numel *= d
+        if num not in _TENSOR_DATA:
+            kept.append(buf[fstart:vend])
+        pos = vend
+    return numel, kept
+
+
+def _without_weights(buf: Any) -> Optional[bytes]:
+    """The serialized model minus the values of main-graph initializers of more than SMALL_CONSTANT
+    elements (their name, dtype and dims stay), or None when there is nothing to leave out.
+
+    Graph facts never use those values, and skipping them means neither the protobuf parser nor
+    shape inference copies the weights (a 100 MB CNN: most of the time of a check). Malformed
+    input raises ValueError or IndexError; the caller then reads the file the ordinary way.
+
+    The scan stops at the first graph field numbered after the initializers (inputs, outputs,
+    value_infos: most of the fields of a dynamo export) and copies the rest as it is. Protobuf writes
+    a message's fields in number order, so no initializer follows; one that does in a file written
+    otherwise keeps its values, which the facts do not read either (only the saving is lost).
+    """
+    graphs = [(f, s, e) for num, f, s, e in _fields(buf, 0, len(buf)) if num == _MODEL_GRAPH]
+    if len(graphs) != 1 or buf[graphs[0][0]] & 7 != 2:
+        return None
+    gfield, gstart, gend = graphs[0]
+    graph: list[Any] = []
+    kept = gstart  # start of the run of graph bytes copied as they are
+    dropped = 0
+    pos, least = gstart, 8 * SMALL_CONSTANT
+    while pos < gend:  # _fields(buf, gstart, gend), inlined: one pass over every node and initializer
+        fstart = pos
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
+        if key >> 3 > _GRAPH_INITIALIZER:
+            break  # the rest is copied as it is (see above)
+        wire = key & 7
+        if wire == 2:
+            length = buf[pos]
+            if length < 0x80:
+                pos += 1
+            else:
+                length, pos = _varint(buf, pos)
+            vstart, vend = pos, pos + length
+        elif wire == 0:
+            vstart = pos
+            _, vend = _varint(buf, pos)
+        elif wire == 1:
+            vstart, vend = pos, pos + 8
+        elif wire == 5:
+            vstart, vend = pos, pos + 4
+        else:
+            raise ValueError(f"wire type {wire}")
         if vend > gend:
             raise ValueError("field runs past its message")
         pos = vend
         if key >> 3 != _GRAPH_INITIALIZER or vend - vstart < least:
             continue
-        if _numel(buf, vstart, vend) <= SMALL_CONSTANT:
+        numel, tensor = _tensor_parts(buf, vstart, vend)
+        if numel <= SMALL_CONSTANT:
             continue
-        tensor = [buf[f:e] for n, f, _, e in _fields(buf, vstart, vend) if n not in _TENSOR_DATA]
         body = b"".join(tensor)
         graph += [buf[kept:fstart], buf[fstart:vstart - len(_encode_varint(vend - vstart))],
                   _encode_varint(len(body)), body]
@@ -379,9 +418,9 @@ def _without_weights(buf: Any) -> Optional[bytes]:
     if not dropped:
         return None
     graph.append(buf[kept:gend])
-    graph_bytes = b"".join(graph)
     head = buf[gfield:gstart - len(_encode_varint(gend - gstart))]
-    return b"".join([buf[:gfield], head, _encode_varint(len(graph_bytes)), graph_bytes, buf[gend:]])
+    size = sum(map(len, graph))  # the model's bytes in one join (not the graph's first, then the model's)
+    return b"".join([buf[:gfield], head, _encode_varint(size)] + graph + [buf[gend:]])
 
 
 @contextlib.contextmanager

@@ -263,3 +263,42 @@ def test_shape_inference_reads_the_bytes_the_weights_were_left_out_of(exported, 
         assert seen and seen[0] is kept.serialized
     monkeypatch.undo()
     assert facts == facts_cache.to_json(graph.facts_from_model(model, str(exported)))
+
+
+def test_initializers_written_after_the_graph_values_keep_their_weights_and_the_facts(tmp_path):
+    """The weight-skipping scan stops at the first graph field after the initializers (protobuf writes
+    fields in number order); a file that puts initializers after its inputs and outputs is still
+    valid protobuf: those keep their values, and the facts are those of the whole model."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.arange(400, dtype=np.float32).reshape(20, 20), "w"),
+             numpy_helper.from_array(np.arange(20, dtype=np.float32), "b")]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20])
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"), helper.make_node("Add", ["m", "b"], ["y"], name="add")]
+    canonical = helper.make_model(helper.make_graph(nodes, "g", [x], [y], initializer=inits), opset_imports=[
+        helper.make_opsetid("", 17)])
+    data = canonical.SerializeToString()
+    light = graph._without_weights(data)
+    assert light is not None and len(light) <= len(data) - 1600  # the 20x20 weight's values are left out
+
+    def field(number, payload):
+        return graph._encode_varint(number << 3 | 2) + graph._encode_varint(len(payload)) + payload
+
+    bare = onnx.ModelProto()
+    bare.CopyFrom(canonical)
+    del bare.graph.initializer[:]
+    graph_bytes = bare.graph.SerializeToString() + b"".join(field(5, t.SerializeToString()) for t in inits)
+    bare.ClearField("graph")
+    late = bare.SerializeToString() + field(7, graph_bytes)
+    parsed = onnx.load_from_string(late)
+    assert [t.name for t in parsed.graph.initializer] == ["w", "b"] and parsed.graph.input[0].name == "x"
+    assert graph._without_weights(late) is None  # nothing left out: the file is read whole
+    path = tmp_path / "late.onnx"
+    path.write_bytes(late)
+    canonical_path = tmp_path / "canonical.onnx"
+    canonical_path.write_bytes(data)
+    facts = facts_cache.to_json(graph.load_graph(path))
+    assert facts == _full_facts(path)
+    assert facts["nodes"] == facts_cache.to_json(graph.load_graph(canonical_path))["nodes"]
