@@ -390,6 +390,9 @@ def _without_weights(buf: Any) -> Optional[bytes]:
             length = buf[pos]
             if length < 0x80:
                 pos += 1
+            elif buf[pos + 1] < 0x80:  # two bytes: most nodes
+                length = (length & 0x7F) | buf[pos + 1] << 7
+                pos += 2
             else:
                 length, pos = _varint(buf, pos)
             vstart, vend = pos, pos + length
