@@ -55,7 +55,7 @@ class _Describe(dict):  # type: ignore[type-arg]
             lo, hi = self.get("min"), self.get("max")
             return _fmt_range(lo, hi)
         if key in ("chain_text", "path_text", "from_node_text", "exclusive_text", "makers_text",
-                   "ops_text", "through_text", "via_text"):
+                   "ops_text", "through_text", "via_text", "constraint_text"):
             from .rules_context import describe_params
 
             return describe_params(self)[key]

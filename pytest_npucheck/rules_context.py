@@ -255,6 +255,26 @@ def rule_feeds_compute(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
     return None
 
 
+@rule("consumers_pass", "context", local=False)
+def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """every {ops_text} reading its result meets: {constraint_text}."""
+    from .rules import RULES
+
+    inner = params["constraint"]
+    check = RULES[inner["rule"]]
+    for out in node.outputs:
+        if not out:
+            continue
+        for consumer in _consumers(graph, out):
+            if consumer.op_type not in params["ops"]:
+                continue
+            why = check.check(consumer, inner.get("params", {}), graph)
+            if why is not None:
+                return (f"it feeds {consumer.op_type} '{consumer.name}', which the compiler runs on the CPU "
+                        f"({why}); the layout change before it goes with it")
+    return None
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
@@ -267,6 +287,12 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
 
     out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
            "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
+    if "constraint" in params:
+        from .rules import RULES
+
+        inner = params["constraint"]
+        out["constraint_text"] = (RULES[inner["rule"]].describe(inner.get("params", {})).rstrip(".")
+                                  if inner.get("rule") in RULES else "?")
     if "ops" in params:
         out["ops_text"] = fmt_set(params["ops"])
         out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"

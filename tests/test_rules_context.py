@@ -315,3 +315,35 @@ def test_feeds_compute_follows_layout_and_elementwise_ops(consumer, want):
     assert RULES["feeds_compute"].describe(via["params"]) == (
         "its result (when it feeds a Transpose: that op's result) reaches a compute op ({'MatMul', 'Conv'}), "
         "passing only {'Reshape', 'Mul'}.")
+
+
+def test_consumers_pass_applies_the_constraint_to_the_readers():
+    rule = {"rule": "consumers_pass", "params": {"ops": ["Transpose"], "constraint": {
+        "rule": "transpose_blocks", "params": {"max": 4}}}, "else": "cpu"}
+
+    def graph(shape, perm):
+        inits = [numpy_helper.from_array(np.array(shape, np.int64), "s")]
+        nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="view"),
+                 helper.make_node("Transpose", ["r"], ["y"], name="t", perm=perm)]
+        n = int(np.prod(shape))
+        return facts_from_model(_graph(nodes, [_vi("x", [n])], [_vi("y", None)], inits))
+
+    table = _table([rule], op="Reshape", prepasses=())
+    [r] = check_graph(graph([16, 16, 3, 2, 16], [2, 0, 3, 1, 4]), [table])
+    view = [n for n in r.nodes if n.name == "view"][0]
+    assert view.verdict == "cpu" and "it feeds Transpose 't', which the compiler runs on the CPU" in _reasons(view)
+    assert "moves 5 blocks of axes" in _reasons(view)
+    [r] = check_graph(graph([1, 16, 3, 2, 16], [2, 0, 3, 1, 4]), [table])  # three blocks
+    assert [n for n in r.nodes if n.name == "view"][0].verdict == "npu"
+    assert RULES["consumers_pass"].describe(rule["params"]).startswith("every {'Transpose'} reading its result meets: ")
+
+
+def test_schema_names_an_unknown_rule_inside_consumers_pass(tmp_path):
+    from pytest_npucheck.tables import validate_table_data
+
+    raw = json.loads((REPO / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    raw["ops"]["ai.onnx:Reshape"]["constraints"].append(
+        {"rule": "consumers_pass", "params": {"ops": ["Transpose"], "constraint": {"rule": "no_such_rule"}}})
+    problems = validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
+                                   ("rknn", "2.5.0", "rk3588"))
+    assert any("constraint.rule: 'no_such_rule' is not a known rule" in p for p in problems), problems

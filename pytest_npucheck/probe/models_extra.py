@@ -657,13 +657,42 @@ def group_norm_extra(c: _Collector) -> None:
               focus=["gn_view", "gn_norm", "gn_back"])
 
 
+def window_qkv_extra(c: _Collector) -> None:
+    """Swin's window attention from the token grid: view (1, H/ws, ws, W/ws, ws, C), Transpose,
+    view (windows, ws*ws, C) -> qkv MatMul -> Reshape (windows, N, 3, heads, d) -> Transpose
+    (2, 0, 3, 1, 4) -> Gather q/k/v -> attention. With 16 windows the qkv Transpose moves five
+    blocks of axes; with one window, three."""
+    for hw in (16, 4):
+        ws, ch, heads = 4, 32, 2
+        n_win, n_tok, d = (hw // ws) ** 2, ws * ws, ch // heads
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, hw * hw, ch])
+        y = gb.node("Mul", [x, gb.const(np.float32(1.5))], name="pre_mul")
+        y = gb.node("Reshape", [y, gb.ints([1, hw // ws, ws, hw // ws, ws, ch])], name="win_view")
+        y = gb.node("Transpose", [y], perm=[0, 1, 3, 2, 4, 5], name="win_perm")
+        y = gb.node("Reshape", [y, gb.ints([n_win, n_tok, ch])], name="win_flat")
+        y = gb.node("MatMul", [y, gb.weight([ch, 3 * ch])], name="qkv_linear")
+        y = gb.node("Reshape", [y, gb.ints([n_win, n_tok, 3, heads, d])], name="qkv_view")
+        t = gb.node("Transpose", [y], perm=[2, 0, 3, 1, 4], name="qkv_transpose")
+        q, k, v = (gb.node("Gather", [t, gb.const(np.array(i, np.int64))], axis=0, name="pick_" + nm)
+                   for i, nm in enumerate("qkv"))
+        kt = gb.node("Transpose", [k], perm=[0, 1, 3, 2], name="k_t")
+        sc = gb.node("Softmax", [gb.node("MatMul", [q, kt], name="scores")], axis=-1, name="softmax")
+        gb.output(gb.node("MatMul", [sc, v], name="attn_v"))
+        # one probe per op under test: each op's constraint is judged on its own node
+        c.add("x.Transpose.ctx=window_qkv.windows=%d.f32.r5" % n_win, "Transpose", gb, kind="context",
+              focus=["qkv_transpose"])
+        c.add("x.Reshape.ctx=window_qkv.windows=%d.f32.r5" % n_win, "Reshape", gb, kind="context",
+              focus=["qkv_view"])
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
                                                 roll_layout_extra, layout_reach_extra,
                                                 reduce_order_extra, mha_qkv_extra,
-                                                group_norm_extra]
+                                                group_norm_extra, window_qkv_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

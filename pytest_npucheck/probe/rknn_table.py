@@ -900,7 +900,8 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                                  {"rule": "feeds_compute", "params": {"ops": COMPUTE_OPS,
                                                                       "through": LAYOUT_THROUGH}}],
                     note=_REACH_NOTE),
-                  C("transpose_blocks", [r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\.",
+                  C("transpose_blocks", [r"x\.Transpose\.ctx=window_qkv\.",
+                                         r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\.",
                                          r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
                     max=4,
                     note="a transpose moving five blocks of axes (Swin's qkv split (2, 0, 3, 1, 4) "
@@ -919,6 +920,9 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                       "after the first: the second then shows as NPU")],
     "Reshape": [C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
                   through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE),
+                C("consumers_pass", [r"x\.Reshape\.ctx=window_qkv\."], ops=["Transpose"],
+                  constraint={"rule": "transpose_blocks", "params": {"max": 4}},
+                  note="the Reshape splitting Swin's qkv for a five-block Transpose ran on the CPU with it"),
                 C("producer_not", [r"x\.Reshape\.ctx=group_norm\."], index=0, chain=["InstanceNormalization"],
                   note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
                        "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU")],
