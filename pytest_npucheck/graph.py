@@ -907,8 +907,10 @@ class _Builder:
                 value = tuple(arr.reshape(-1).tolist())
             except Exception:
                 value = None
-        self.tensors[name] = _new(TensorInfo, name=name, dtype=dtype_name(tensor.data_type), shape=dims, const=True,
-                                  value=value, static=True)  # dims: ints
+        info = _object_new(TensorInfo)  # _new(TensorInfo, ...) inlined (one per initializer)
+        info.__dict__.update(name=name, dtype=_DTYPE_NAMES.get(tensor.data_type), shape=dims, const=True, value=value,
+                             static=True)  # dims: ints
+        self.tensors[name] = info
 
     def fully_inferred(self) -> bool:
         """Whether shape inference gave every main-graph node output a dtype and a static shape."""

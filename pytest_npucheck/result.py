@@ -48,7 +48,8 @@ class NodeResult:
             out["graph"] = self.graph
         if self.fused_into:
             out["fused_into"] = self.fused_into
-        out["source"] = self.source.to_json() if self.source else None
+        source = self.source
+        out["source"] = dict(source._json) if source else None  # SourceLocation.to_json, inlined
         return out
 
 
