@@ -642,7 +642,7 @@ def group_norm_extra(c: _Collector) -> None:
     """GroupNorm as the TorchScript exporter writes it: Reshape (N, groups, -1) ->
     InstanceNormalization -> Reshape back -> Mul (gamma) -> Add (beta), between two Convs
     (a diffusion UNet's and a VAE decoder's resnet blocks)."""
-    for channels, hw in ((32, 16), (64, 8)):
+    for channels, hw in ((32, 16), (64, 8), (16, 32), (32, 32)):
         gb = GraphBuilder(17)
         x = gb.input("x", "float32", [1, channels, hw, hw])
         y = gb.node("Conv", [x, gb.weight([channels, channels, 3, 3])], pads=[1, 1, 1, 1], name="pre_conv")
@@ -653,7 +653,8 @@ def group_norm_extra(c: _Collector) -> None:
         m = gb.node("Mul", [b, gb.weight([channels, 1, 1])], name="gn_gamma")
         a = gb.node("Add", [m, gb.weight([channels, 1, 1])], name="gn_beta")
         gb.output(gb.node("Conv", [a, gb.weight([channels, channels, 3, 3])], pads=[1, 1, 1, 1], name="post_conv"))
-        c.add("x.Reshape.ctx=group_norm.c=%d.f32.r4" % channels, "Reshape", gb, kind="context",
+        c.add("x.Reshape.ctx=group_norm.c=%d%s.f32.r4" % (channels, "" if hw < 32 else ".hw=%d" % hw), "Reshape", gb,
+              kind="context",
               focus=["gn_view", "gn_norm", "gn_back"])
 
 

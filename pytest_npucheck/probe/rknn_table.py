@@ -923,6 +923,13 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                 C("consumers_pass", [r"x\.Reshape\.ctx=window_qkv\."], ops=["Transpose"],
                   constraint={"rule": "transpose_blocks", "params": {"max": 4}},
                   note="the Reshape splitting Swin's qkv for a five-block Transpose ran on the CPU with it"),
+                C("any_of", [r"x\.Reshape\.ctx=group_norm\."],
+                  constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["InstanceNormalization"]}},
+                               {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 1, "min": 32}}],
+                  note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
+                       "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU for 16 channels in "
+                       "8 groups, on the NPU for 32 and 64 (where between 16 and 32 it changes was not probed: "
+                       "below 32 the table says CPU)"),
                 C("producer_not", [r"x\.Reshape\.ctx=group_norm\."], index=0, chain=["InstanceNormalization"],
                   note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
                        "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU")],
@@ -1062,14 +1069,17 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
     changes: list[str] = []
     base_name = "%s/%s" % BASE_TARGET
     adjusted: list[str] = []
-    # a second round: a probe of two ops under test (a Reshape and the Transpose it feeds) can only
-    # be reproduced once the other op is adjusted too
+    # more rounds while they change something (at most four): a probe of two ops under test (a
+    # Reshape and the Transpose it feeds) can only be reproduced once the other op is adjusted too,
+    # and each round adds at most one candidate constraint per op
     second = False
-    for op in ops_to_try + [None] + ops_to_try:
+    rounds = ops_to_try + [None] + ops_to_try + [None] + ops_to_try + [None] + ops_to_try
+    changed_in_round = 0
+    for op in rounds:
         if op is None:
-            if not adjusted:
+            if not changed_in_round:
                 break
-            second = True
+            second, changed_in_round = True, 0
             continue
         key = "ai.onnx:%s" % op
         scope = [r for r in recs if op in _focus_ops(r)]
@@ -1111,6 +1121,7 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
                              else msg + ".")
         data["ops"][key] = entry
         adjusted.append(op)
+        changed_in_round += 1
         changes.append("%s: %s" % (op, msg))
     for i, gc in enumerate(list(data.get("generic_constraints") or [])):
         # e.g. integer graph inputs: the int8 build of rv1106 crashes where fp16 ran on the CPU
