@@ -445,3 +445,22 @@ def test_group_norm_reshape_back_on_2_2_0_rk3566(corpus, export):
         if want == "cpu":
             assert all(any(r.rule == "producer_not" and "InstanceNormalization" in r.message for r in n.reasons)
                        for n in backs)
+
+
+def test_group_norm_reshape_back_of_16_channels_on_rk3566(corpus, export):
+    """A VAE decoder's GroupNorm over 16 channels (8 groups): the real 2.3.2 and 2.5.0 rk3566 builds
+    ran its Reshape back to (1, 16, 32, 32) on the CPU, while those of 32 and more channels stayed on
+    the NPU (probes x.Reshape.ctx=group_norm.c=16.hw=32 / c=32.hw=32)."""
+    path = export(*corpus["sd_vae_decoder_small"].build())
+    res = _check(path, ["rknn@2.5.0/rk3566", "rknn@2.5.0/rk3588"])
+    backs = {t: [n for n in r.nodes if n.op_type == "Reshape" and n.name.endswith("/Reshape_1") and "norm" in n.name]
+             for t, r in res.items()}
+    from pytest_npucheck.check import graph_facts
+
+    facts = graph_facts(path)
+    channels = {n.name: facts.tensor(n.outputs[0]).shape[1] for n in facts.nodes if n.op_type == "Reshape"}
+    small = [n for n in backs["rknn@2.5.0/rk3566"] if channels[n.name] < 32]
+    large = [n for n in backs["rknn@2.5.0/rk3566"] if channels[n.name] >= 32]
+    assert small and large
+    assert {n.verdict for n in small} == {"cpu"} and {n.verdict for n in large} == {"npu"}
+    assert {n.verdict for n in backs["rknn@2.5.0/rk3588"]} == {"npu"}
