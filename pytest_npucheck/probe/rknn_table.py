@@ -1072,57 +1072,54 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
     # more rounds while they change something (at most four): a probe of two ops under test (a
     # Reshape and the Transpose it feeds) can only be reproduced once the other op is adjusted too,
     # and each round adds at most one candidate constraint per op
-    second = False
-    rounds = ops_to_try + [None] + ops_to_try + [None] + ops_to_try + [None] + ops_to_try
-    changed_in_round = 0
-    for op in rounds:
-        if op is None:
-            if not changed_in_round:
-                break
-            second, changed_in_round = True, 0
-            continue
-        key = "ai.onnx:%s" % op
-        scope = [r for r in recs if op in _focus_ops(r)]
-        n_net = sum(1 for r in scope if r["kind"] in IN_NETWORK_KINDS)
-        base_sc = _score(data, scope, facts)
-        best: tuple[tuple[int, int], str, dict[str, Any]] | None = None
-        for what, entry in _variants(data["ops"][key]) + _with_candidates(op, data["ops"][key], ids):
-            if op in LAYOUT_GLUE and entry["status"] != data["ops"][key]["status"]:
-                continue  # see LAYOUT_GLUE
-            trial = dict(data)
-            trial["ops"] = dict(data["ops"])
-            trial["ops"][key] = entry
-            sc = _score(trial, scope, facts)
-            if sc[0] < base_sc[0]:
-                continue  # loses a probe inside a network
-            if best is None or (sc[1], sc[0]) > (best[0][1], best[0][0]):
-                best = (sc, what, entry)
-            if best[0] == (n_net, len(scope)):
-                break
-        if best is None or not best[1] or (best[0][1], best[0][0]) <= (base_sc[1], base_sc[0]):
-            continue
-        sc, what, entry = best
-        if second:
-            msg = ("then, with the other ops adjusted: %s (%d of %d probes of the op reproduced, %d of "
-                   "%d inside a network, instead of %d and %d)" % (what, sc[1], len(scope), sc[0], n_net,
-                                                                    base_sc[1], base_sc[0]))
-        else:
-            msg = ("%s/%s probes: %s (%d of %d probes of the op reproduced, %d of %d inside a "
-                   "network; with the %s rules: %d and %d)" % (
-                       version, soc, what, sc[1], len(scope), sc[0], n_net, base_name,
-                       base_sc[1], base_sc[0]))
-        entry = dict(entry)
-        if second:
-            entry["note"] = "%s. T%s." % (entry.get("note", "").rstrip("."), msg[1:]) if op in adjusted else (
-                "%s/%s probes, %s. %s: %s" % (version, soc, msg, base_name, entry["note"]) if entry.get("note")
-                else "%s/%s probes, %s." % (version, soc, msg))
-        else:
-            entry["note"] = ("%s. %s: %s" % (msg, base_name, entry["note"]) if entry.get("note")
-                             else msg + ".")
-        data["ops"][key] = entry
-        adjusted.append(op)
-        changed_in_round += 1
-        changes.append("%s: %s" % (op, msg))
+    for round_no in range(4):
+        second = round_no > 0
+        changed_in_round = 0
+        for op in ops_to_try:
+            key = "ai.onnx:%s" % op
+            scope = [r for r in recs if op in _focus_ops(r)]
+            n_net = sum(1 for r in scope if r["kind"] in IN_NETWORK_KINDS)
+            base_sc = _score(data, scope, facts)
+            best: tuple[tuple[int, int], str, dict[str, Any]] | None = None
+            for what, entry in _variants(data["ops"][key]) + _with_candidates(op, data["ops"][key], ids):
+                if op in LAYOUT_GLUE and entry["status"] != data["ops"][key]["status"]:
+                    continue  # see LAYOUT_GLUE
+                trial = dict(data)
+                trial["ops"] = dict(data["ops"])
+                trial["ops"][key] = entry
+                sc = _score(trial, scope, facts)
+                if sc[0] < base_sc[0]:
+                    continue  # loses a probe inside a network
+                if best is None or (sc[1], sc[0]) > (best[0][1], best[0][0]):
+                    best = (sc, what, entry)
+                if best[0] == (n_net, len(scope)):
+                    break
+            if best is None or not best[1] or (best[0][1], best[0][0]) <= (base_sc[1], base_sc[0]):
+                continue
+            sc, what, entry = best
+            if second:
+                msg = ("then, with the other ops adjusted: %s (%d of %d probes of the op reproduced, %d of "
+                       "%d inside a network, instead of %d and %d)" % (what, sc[1], len(scope), sc[0], n_net,
+                                                                        base_sc[1], base_sc[0]))
+            else:
+                msg = ("%s/%s probes: %s (%d of %d probes of the op reproduced, %d of %d inside a "
+                       "network; with the %s rules: %d and %d)" % (
+                           version, soc, what, sc[1], len(scope), sc[0], n_net, base_name,
+                           base_sc[1], base_sc[0]))
+            entry = dict(entry)
+            if second:
+                entry["note"] = "%s. T%s." % (entry.get("note", "").rstrip("."), msg[1:]) if op in adjusted else (
+                    "%s/%s probes, %s. %s: %s" % (version, soc, msg, base_name, entry["note"]) if entry.get("note")
+                    else "%s/%s probes, %s." % (version, soc, msg))
+            else:
+                entry["note"] = ("%s. %s: %s" % (msg, base_name, entry["note"]) if entry.get("note")
+                                 else msg + ".")
+            data["ops"][key] = entry
+            adjusted.append(op)
+            changed_in_round += 1
+            changes.append("%s: %s" % (op, msg))
+        if not changed_in_round:
+            break
     for i, gc in enumerate(list(data.get("generic_constraints") or [])):
         # e.g. integer graph inputs: the int8 build of rv1106 crashes where fp16 ran on the CPU
         base_sc = _score(data, recs, facts)
