@@ -308,40 +308,12 @@ def _fields(buf: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int
 
 
 def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any]]:
-    """(element count, the fields that are not values) of the TensorProto in ``buf[start:end]``: one
-    pass over its fields (_fields, inlined, with one-byte keys and lengths read in place)."""
+    """(element count, the fields that are not values) of the TensorProto in ``buf[start:end]``."""
     numel = 1
     kept: list[Any] = []
-    pos = start
-    while pos < end:
-        fstart = pos
-        key = buf[pos]
-        if key < 0x80:
-            pos += 1
-        else:
-            key, pos = _varint(buf, pos)
-        wire = key & 7
-        if wire == 2:
-            length = buf[pos]
-            if length < 0x80:
-                pos += 1
-            else:
-                length, pos = _varint(buf, pos)
-            vstart, vend = pos, pos + length
-        elif wire == 0:
-            vstart = pos
-            _, vend = _varint(buf, pos)
-        elif wire == 1:
-            vstart, vend = pos, pos + 8
-        elif wire == 5:
-            vstart, vend = pos, pos + 4
-        else:
-            raise ValueError(f"wire type {wire}")
-        if vend > end:
-            raise ValueError("field runs past its message")
-        num = key >> 3
+    for num, fstart, vstart, vend in _fields(buf, start, end):
         if num == _TENSOR_DIMS:
-            if wire == 2:  # packed dims
+            if buf[fstart] & 7 == 2:  # packed dims
                 p = vstart
                 while p < vend:
                     d, p = _varint(buf, p)
@@ -351,7 +323,6 @@ def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any]]:
                 numel *= d
         if num not in _TENSOR_DATA:
             kept.append(buf[fstart:vend])
-        pos = vend
     return numel, kept
 
 
