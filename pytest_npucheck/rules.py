@@ -54,6 +54,12 @@ class _Describe(dict):  # type: ignore[type-arg]
         if key == "range":
             lo, hi = self.get("min"), self.get("max")
             return _fmt_range(lo, hi)
+        if key == "dim_text":  # rule dim: a range, a multiple, or both
+            lo, hi, step = self.get("min"), self.get("max"), self.get("multiple_of")
+            parts = [f"in {_fmt_range(lo, hi)}"] if lo is not None or hi is not None else []
+            if step:
+                parts.append(f"a multiple of {step}")
+            return " and ".join(parts) or f"in {_fmt_range(lo, hi)}"
         if key in ("chain_text", "path_text", "from_node_text", "exclusive_text", "makers_text",
                    "ops_text", "through_text", "via_text", "constraint_text"):
             from .rules_context import describe_params
@@ -171,8 +177,8 @@ def rule_rank(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> O
 
 @rule("dim", "shape")
 def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """{which} dimension {axis} must be in {range}."""
-    lo, hi = params.get("min"), params.get("max")
+    """{which} dimension {axis} must be {dim_text}."""
+    lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
     axis = params["axis"]
     bad = []
     for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
@@ -187,8 +193,10 @@ def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Op
             d = info.shape[a]
             if not isinstance(d, int):
                 bad.append(f"{label} dim {a} is {'unknown' if d is None else repr(d)} (not static)")
-            elif not _in_range(d, lo, hi):
+            elif (lo is not None or hi is not None) and not _in_range(d, lo, hi):
                 bad.append(f"{label} dim {a} is {d}, outside {_fmt_range(lo, hi)}")
+            elif step and d % step:
+                bad.append(f"{label} dim {a} is {d}, not a multiple of {step}")
     return "; ".join(bad) or None
 
 

@@ -78,21 +78,30 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     """input {index} is not computed by {chain_text}{exclusive_text}."""
     index = int(params.get("index", 0))
     chain: Sequence[Any] = params["chain"]
+    skip = params.get("skip") or ()
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
     tensor = node.inputs[index]
     if params.get("exclusive") and sum(1 for _ in _consumers(graph, tensor)) != 1:
         return None  # another node also reads the input: the compiler does not merge them
     path = []  # the producers, formatted only when the whole chain matches
-    for step in chain:
+    step_no = skipped = 0
+    while step_no < len(chain):
+        step = chain[step_no]
         producer = _producer(graph, tensor)
-        if producer is None or (producer.op_type != step if isinstance(step, str) else producer.op_type not in step):
+        if producer is None:
+            return None
+        if producer.op_type == step if isinstance(step, str) else producer.op_type in step:
+            step_no, skipped = step_no + 1, 0
+        elif producer.op_type in skip and skipped < 8:  # `skip` ops may sit before and between the steps
+            skipped += 1
+        else:
             return None
         path.append(producer)
         if not producer.inputs:
             break
         tensor = producer.inputs[0]
-    if len(path) < len(chain):
+    if step_no < len(chain):
         return None
     return f"input {index} '{node.inputs[index]}' is computed by " + " <- ".join(f"{p.op_type} '{p.name}'" for p in path)
 
@@ -301,6 +310,8 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
         out["makers_text"] = fmt_set(params["channels_last_after"])
     if "chain" in params:
         out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
+        if params.get("skip"):
+            out["chain_text"] += " (with any of %s in between)" % fmt_set(params["skip"])
     if "path" in params:
         text = " -> ".join(step(s) for s in params["path"])
         if params.get("skip"):

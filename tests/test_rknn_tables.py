@@ -464,3 +464,71 @@ def test_group_norm_reshape_back_of_16_channels_on_rk3566(corpus, export):
     assert small and large
     assert {n.verdict for n in small} == {"cpu"} and {n.verdict for n in large} == {"npu"}
     assert {n.verdict for n in backs["rknn@2.5.0/rk3588"]} == {"npu"}
+
+
+def test_crnn_classifier_reshape_behind_an_lstm(corpus, export):
+    """CRNN's per-step classifier: LSTM -> Transpose -> Reshape (T, 2H) -> Gemm (T, 37) -> Reshape
+    (T, 1, 37) -> LogSoftmax. Behind an RNN the compiler runs that Gemm over the sequence as a
+    convolution, and the real rk3588 and rk3566 builds (every version) ran the Reshape back on the
+    CPU; rk3576 and rv1106 on the NPU. Probes x.Reshape.ctx=rnn_head put the line at the class
+    count: a multiple of 8 on rk3588 (36 and 38 on the CPU, 40 on the NPU), of 4 on rk3566 (36 on
+    the NPU, 38 on the CPU). The same Reshape of the first LSTM's 32-wide Gemm stays on the NPU."""
+    path = export(*corpus["crnn_ocr"].build())
+    targets = [f"rknn@{v}/{s}" for v in ("2.2.0", "2.3.2", "2.5.0") for s in ("rk3588", "rk3566", "rk3576", "rv1106")]
+    res = _check(path, targets)
+    for target, r in res.items():
+        heads = {n.name: n for n in r.nodes if n.op_type == "Reshape" and n.name.startswith("/rnn/")
+                 and n.name.endswith("/Reshape_1")}
+        assert set(heads) == {"/rnn/rnn.0/Reshape_1", "/rnn/rnn.1/Reshape_1"}, sorted(heads)
+        assert heads["/rnn/rnn.0/Reshape_1"].verdict == "npu", target  # 32 outputs: a multiple of 8
+        last = heads["/rnn/rnn.1/Reshape_1"]
+        if "rk3588" in target or "rk3566" in target:
+            assert last.verdict == "cpu", (target, last.reasons)
+            msgs = [r.message for r in last.reasons if r.rule == "any_of"]
+            assert any("LSTM" in m and "dim 1 is 37, not a multiple of" in m for m in msgs), (target, msgs)
+        else:
+            assert last.verdict == "npu", (target, last.reasons)
+
+
+@pytest.mark.parametrize("version", ["2.2.0", "2.3.2", "2.5.0"])
+@pytest.mark.parametrize("soc", SOCS)
+def test_rnn_head_probes_are_reproduced(version, soc):
+    """Every x.Reshape.ctx=rnn_head probe (class counts 36, 37, 38, 40, 64; LSTM and GRU; LogSoftmax
+    and Softmax after) is reproduced node by node by the committed table, and the probes do show
+    the difference per SoC that the tables state."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    table = _table(version, soc)
+    seen = {}
+    for rec in _results(version, soc)["probes"]:
+        if not rec["id"].startswith("x.Reshape.ctx=rnn_head."):
+            continue
+        assert rec["status"] == "ok", rec["id"]
+        pred = predict(table, _probe_model(rec["id"]).model)
+        assert pred["head_view"] == rec["placement"]["head_view"], (rec["id"], pred["head_view"])
+        m = re.search(r"rnn=(\w+)\.n=(\d+)\.post=(\w+)\.", rec["id"])
+        seen[(m.group(1), int(m.group(2)), m.group(3))] = pred["head_view"]
+    assert len(seen) == 9, sorted(seen)
+    cpu = {(rnn, n) for (rnn, n, post), v in seen.items() if v == "cpu"}
+    want = {"rk3588": {("LSTM", 36), ("LSTM", 37), ("LSTM", 38), ("GRU", 37)},
+            "rk3566": {("LSTM", 37), ("LSTM", 38), ("GRU", 37)}}.get(soc, set())
+    assert cpu == want, (soc, sorted(cpu))
+
+
+def test_adaptation_can_drop_two_constraints_at_once():
+    """A target can differ from the base table in two constraints of one op: rk3576 runs CRNN's
+    classifier Reshape on the NPU whatever the class count, so both the LogSoftmax rule and the
+    RNN rule of 2.5.0/rk3588 go, while the dynamic-shape rule (build fails) and the graph-output
+    rule stay. With one constraint dropped per variant the best fit had been no constraint at all."""
+    from pytest_npucheck.probe.rknn_table import _variants
+
+    entry = {"status": "npu", "constraints": [{"rule": r, "params": {}, "else": e} for r, e in
+                                              (("a", "unsupported"), ("b", "cpu"), ("c", "cpu"), ("d", "cpu"))]}
+    kept = [[e["status"]] + [c["rule"] for c in e.get("constraints", [])] for _, e in _variants(entry)]
+    assert ["npu", "a", "b", "c", "d"] == kept[0] and ["npu", "a", "d"] in kept and ["npu", "a"] in kept
+    assert ["npu"] in kept and ["cpu"] in kept
+    assert len(kept) == len({tuple(k) for k in kept})  # no variant twice
+    for version in ("2.2.0", "2.3.2"):
+        rules = [c.rule if c.rule != "any_of" else "+".join(s["rule"] for s in c.params["constraints"])
+                 for c in _table(version, "rk3576").ops["ai.onnx:Reshape"].constraints]
+        assert rules == ["const_input", "producer_not+not_graph_output"], (version, rules)

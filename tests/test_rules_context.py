@@ -186,6 +186,62 @@ def test_feeds_not_follows_the_path_with_skips():
     assert [n for n in r.nodes if n.name == "focus"][0].verdict == "npu"
 
 
+def _rnn_head(classes: int, rnn: bool = True):
+    """(T, 1, 8) -> [LSTM] -> Transpose -> Reshape (T, 2H) -> Gemm (T, classes) -> Reshape (T, 1, classes)."""
+    seq, hid = 6, 4
+    nodes, inits = [], [numpy_helper.from_array(np.array([seq, 2 * hid], np.int64), "flat_shape"),
+                        numpy_helper.from_array(np.array([seq, 1, classes], np.int64), "view_shape"),
+                        numpy_helper.from_array(np.ones((classes, 2 * hid), np.float32), "w"),
+                        numpy_helper.from_array(np.zeros(classes, np.float32), "bias")]
+    if rnn:
+        inits += [numpy_helper.from_array(np.ones((2, 4 * hid, 8), np.float32), "lw"),
+                  numpy_helper.from_array(np.ones((2, 4 * hid, hid), np.float32), "lr")]
+        nodes += [helper.make_node("LSTM", ["x", "lw", "lr"], ["y"], name="lstm", hidden_size=hid,
+                                   direction="bidirectional"),
+                  helper.make_node("Transpose", ["y"], ["yt"], name="t", perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", ["yt", "flat_shape"], ["flat"], name="flat")]
+        inputs = [_vi("x", [seq, 1, 8])]
+    else:
+        inputs = [_vi("flat", [seq, 2 * hid])]
+    nodes += [helper.make_node("Gemm", ["flat", "w", "bias"], ["g"], name="head", transB=1),
+              helper.make_node("Reshape", ["g", "view_shape"], ["out"], name="view")]
+    return facts_from_model(_graph(nodes, inputs, [_vi("out", [seq, 1, classes])], inits))
+
+
+RNN_HEAD = {"rule": "any_of", "params": {"constraints": [
+    {"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm", ["GRU", "LSTM", "RNN"]],
+                                        "skip": ["Reshape", "Transpose"]}},
+    {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1, "multiple_of": 8}}]}, "else": "cpu"}
+
+
+@pytest.mark.parametrize("classes, rnn, want", [(37, True, "cpu"), (36, True, "cpu"), (40, True, "npu"),
+                                                (37, False, "npu")])
+def test_producer_not_skips_layout_ops_between_steps(classes, rnn, want):
+    """RKNN's CRNN classifier rule: the Reshape of a Gemm that reads an LSTM through a Transpose and a
+    Reshape runs on the CPU unless the class count is a multiple of 8."""
+    [r] = check_graph(_rnn_head(classes, rnn), [_table([RNN_HEAD], op="Reshape", prepasses=())])
+    [view] = [n for n in r.nodes if n.name == "view"]
+    assert view.verdict == want, _reasons(view)
+    if want == "cpu":
+        assert "Gemm 'head' <- Reshape 'flat' <- Transpose 't' <- LSTM 'lstm'" in _reasons(view)
+        assert f"dim 1 is {classes}, not a multiple of 8" in _reasons(view)
+    # without the skip the chain Gemm <- LSTM never matches: the producer of the Gemm is a Reshape
+    no_skip = json.loads(json.dumps(RNN_HEAD))
+    del no_skip["params"]["constraints"][0]["params"]["skip"]
+    [r] = check_graph(_rnn_head(classes, rnn), [_table([no_skip], op="Reshape", prepasses=())])
+    assert [n for n in r.nodes if n.name == "view"][0].verdict == "npu"
+
+
+def test_rnn_head_rule_describes_itself():
+    from pytest_npucheck.rules import RULES
+
+    text = RULES["any_of"].describe(RNN_HEAD["params"])
+    assert "Gemm <- GRU|LSTM|RNN (with any of {'Reshape', 'Transpose'} in between)" in text, text
+    assert "must be a multiple of 8" in text, text
+    assert RULES["dim"].describe({"axis": 1, "min": 32}) == "input 0 dimension 1 must be in [32, inf].", \
+        RULES["dim"].describe({"axis": 1, "min": 32})
+
+
 def test_not_graph_output_from_node():
     nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
              helper.make_node("Flatten", ["r"], ["y"], name="flat"),
@@ -218,6 +274,23 @@ def test_schema_rejects_bad_context_params(tmp_path):
     problems = validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
                                    ("rknn", "2.5.0", "rk3588"))
     assert problems and any("chain" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("constraint, field", [
+    ({"rule": "dim", "params": {"axis": -1, "multiple_of": 1}}, "multiple_of"),
+    ({"rule": "dim", "params": {"axis": -1}}, "'min' is a required property"),
+    ({"rule": "producer_not", "params": {"chain": ["Gemm"], "skip": "Reshape"}}, "skip")])
+def test_schema_checks_multiple_of_and_producer_skip(tmp_path, constraint, field):
+    from pytest_npucheck.tables import validate_table_data
+
+    raw = json.loads((REPO / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    raw["ops"]["ai.onnx:Reshape"]["constraints"].append(dict(constraint, **{"else": "cpu"}))
+    problems = validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
+                                   ("rknn", "2.5.0", "rk3588"))
+    assert problems and any("ai.onnx:Reshape" in p and field in p for p in problems), problems
+    raw["ops"]["ai.onnx:Reshape"]["constraints"][-1] = dict(RNN_HEAD)
+    assert not validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
+                                   ("rknn", "2.5.0", "rk3588"))
 
 
 ROLL_RULE = {"rule": "not_spatial_roll", "params": {"channels_last_after": ["LayerNormalization", "MatMul"]},

@@ -687,13 +687,39 @@ def window_qkv_extra(c: _Collector) -> None:
               focus=["qkv_view"])
 
 
+def rnn_head_extra(c: _Collector) -> None:
+    """CRNN's per-step classifier behind an RNN: (T, 1, C) -> LSTM/GRU -> Transpose -> Reshape
+    (T, 2H) -> Gemm (T, N) -> Reshape (T, 1, N) -> LogSoftmax. After an RNN the compiler runs the
+    Gemm over the sequence as a convolution, and the Reshape back to (T, 1, N) is a layout change
+    whose cost depends on N (the class count; 37 in a digits + letters OCR head)."""
+    seq, hid = 26, 32
+    cases = [("LSTM", n, "logsoftmax") for n in (36, 37, 38, 40, 64)]
+    cases += [("GRU", 37, "logsoftmax"), ("GRU", 40, "logsoftmax"), ("LSTM", 37, "softmax"), ("LSTM", 64, "softmax")]
+    for op, n, post in cases:
+        gates = {"LSTM": 4, "GRU": 3}[op]
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [seq, 1, hid])
+        y = gb.node("Relu", [x], name="pre_relu")
+        extra = {"linear_before_reset": 1} if op == "GRU" else {}
+        y = gb.node(op, [y, gb.const(_rand([2, gates * hid, hid])), gb.const(_rand([2, gates * hid, hid])),
+                         gb.const(_rand([2, 2 * gates * hid]))], name="rnn", hidden_size=hid,
+                    direction="bidirectional", **extra)
+        y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="rnn_t")
+        y = gb.node("Reshape", [y, gb.ints([seq, 2 * hid])], name="rnn_flat")
+        y = gb.node("Gemm", [y, gb.weight([n, 2 * hid]), gb.weight([n])], transB=1, name="head")
+        y = gb.node("Reshape", [y, gb.ints([seq, 1, n])], name="head_view")
+        gb.output(gb.node("LogSoftmax" if post == "logsoftmax" else "Softmax", [y], axis=2, name="post"))
+        c.add("x.Reshape.ctx=rnn_head.rnn=%s.n=%d.post=%s.f32.r2" % (op, n, post), "Reshape", gb, kind="context",
+              focus=["head_view"])
+
+
 FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
                                                 roll_layout_extra, layout_reach_extra,
                                                 reduce_order_extra, mha_qkv_extra,
-                                                group_norm_extra, window_qkv_extra]
+                                                group_norm_extra, window_qkv_extra, rnn_head_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import itertools
 import json
 import re
 import sys
@@ -72,6 +73,21 @@ def E(status: str, *constraints: dict[str, Any], note: str | None = None,
 
 
 FLOATS = ["float32", "float16"]
+
+#: CRNN's classifier behind an RNN: Reshape <- Gemm <- (layout ops) <- LSTM/GRU/RNN
+_RNN_CHAIN = {"index": 0, "chain": ["Gemm", ["GRU", "LSTM", "RNN"]],
+              "skip": ["Flatten", "Reshape", "Squeeze", "Transpose", "Unsqueeze"]}
+
+
+def RNN_HEAD(multiple: int) -> list[dict[str, Any]]:
+    """any_of alternatives: not an RNN's classifier head, or a class count that is a multiple."""
+    return [{"rule": "producer_not", "params": dict(_RNN_CHAIN)},
+            {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1, "multiple_of": multiple}}]
+
+
+_RNN_HEAD_NOTE = ("behind an LSTM or GRU the compiler runs the per-step classifier (Gemm) over the sequence as "
+                  "a convolution; the Reshape of its (T, N) result back to (T, 1, N) ran on the CPU when N, the "
+                  "class count, was not a multiple of %d (CRNN's 37 classes), whatever read it")
 
 #: rank-6 Transpose perms that ran on the NPU (x.Transpose.perm=*.r6): one adjacent swap.
 TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
@@ -359,11 +375,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
-                 C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)"],
+                 C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
-                                {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}}],
-                   note="a Reshape between a Gemm and a LogSoftmax (a CPU op; CRNN's per-step "
-                        "classifier) runs on the CPU"),
+                                {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}},
+                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1,
+                                                           "multiple_of": 4}}],
+                   note="a Reshape between a Gemm of 37 outputs and a LogSoftmax (a CPU op; CRNN's "
+                        "per-step classifier) runs on the CPU; behind an RNN, with 40 or 64 outputs it stayed "
+                        "on the NPU (the RNN rule below tells multiples of 4 from multiples of 8)"),
+                 C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(8),
+                   note=_RNN_HEAD_NOTE % 8),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_none"],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
                                 {"rule": "not_graph_output", "params": {}}],
@@ -918,7 +939,9 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                       "features are, and H and W both rolled on the CPU. When the rolled grid is viewed "
                       "back as tokens, the compiler merged the rolls of H and W into one Gather, named "
                       "after the first: the second then shows as NPU")],
-    "Reshape": [C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
+    "Reshape": [C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(8), note=_RNN_HEAD_NOTE % 8),
+                C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(4), note=_RNN_HEAD_NOTE % 4),
+                C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
                   through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE),
                 C("consumers_pass", [r"x\.Reshape\.ctx=window_qkv\."], ops=["Transpose"],
                   constraint={"rule": "transpose_blocks", "params": {"max": 4}},
@@ -1001,14 +1024,19 @@ def _variants(entry: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """Alternative entries for one op, in order of preference (the base entry first)."""
     out: list[tuple[str, dict[str, Any]]] = [("", dict(entry))]
     cons = list(entry.get("constraints") or [])
-    for i, c in enumerate(cons):
-        e = dict(entry)
-        rest = cons[:i] + cons[i + 1:]
-        if rest:
-            e["constraints"] = rest
-        else:
-            e.pop("constraints", None)
-        out.append(("without the %s constraint %s" % (c["rule"], _params_text(c.get("params", {}))), e))
+    # drop one constraint, then two, ... (all of them: the status variants below): a target can
+    # differ from the base in two constraints at once, and one round keeps one variant per op
+    most = 1 if len(cons) == 1 else len(cons) - 1 if len(cons) <= 6 else 2
+    for k in range(1, most + 1):
+        for drop in itertools.combinations(range(len(cons)), k):
+            e = dict(entry)
+            rest = [c for i, c in enumerate(cons) if i not in drop]
+            if rest:
+                e["constraints"] = rest
+            else:
+                e.pop("constraints", None)
+            out.append(("without the " + " and the ".join(
+                "%s constraint %s" % (cons[i]["rule"], _params_text(cons[i].get("params", {}))) for i in drop), e))
     for status in ("npu", "cpu", "unsupported"):
         if status == entry["status"] and not cons:
             continue
