@@ -638,6 +638,42 @@ def mha_qkv_extra(c: _Collector) -> None:
               focus=["qkv_view", "qkv_unsqueeze", "qkv_transpose"])
 
 
+def mha_qkv4_extra(c: _Collector) -> None:
+    """The same packed projection with the heads as torch.nn.MultiheadAttention really views them
+    (ViT, Conformer): each of q/k/v -> Reshape (N, heads, d) -> Transpose -> Reshape (1, heads, N, d),
+    so the attention MatMuls are rank 4 (the probes above keep them rank 3), then the heads merged
+    and the output projection."""
+    for n_tok in (15, 16, 18, 20, 24, 40, 64, 65):
+        gb = GraphBuilder(17)
+        x = gb.input("x", "float32", [1, n_tok, 64])
+        x = gb.node("Transpose", [x], perm=[1, 0, 2], name="batch_second")
+        p_ = gb.node("Add", [gb.weight([192]), gb.node("MatMul", [x, gb.weight([64, 192])], name="in_proj")],
+                     name="in_bias")
+        r = gb.node("Reshape", [p_, gb.ints([n_tok, 1, 3, 64])], name="qkv_view")
+        u = gb.node("Unsqueeze", [r, gb.ints([0])], name="qkv_unsqueeze")
+        t = gb.node("Transpose", [u], perm=[3, 1, 2, 0, 4], name="qkv_transpose")
+        s_ = gb.node("Squeeze", [t, gb.ints([3])], name="qkv_squeeze")
+        heads = []
+        for i, nm in enumerate("qkv"):
+            g = gb.node("Gather", [s_, gb.const(np.array(i, np.int64))], axis=0, name="pick_" + nm)
+            v = gb.node("Reshape", [g, gb.ints([n_tok, 4, 16])], name="view_" + nm)
+            h = gb.node("Transpose", [v], perm=[1, 0, 2], name="heads_" + nm)
+            heads.append(gb.node("Reshape", [h, gb.ints([1, 4, n_tok, 16])], name="heads4_" + nm))
+        kt = gb.node("Transpose", [heads[1]], perm=[0, 1, 3, 2], name="k_t")
+        # scaled as MultiheadAttention does it, q and k^T each by sqrt(1 / sqrt(d)): without these
+        # Muls 2.2.0 ran the split on the CPU where ViT's and Conformer's ran on the NPU
+        q = gb.node("Mul", [heads[0], gb.const(np.float32(0.5))], name="q_scale")
+        kt = gb.node("Mul", [kt, gb.const(np.float32(0.5))], name="k_scale")
+        sc = gb.node("Softmax", [gb.node("MatMul", [q, kt], name="scores")], axis=-1, name="softmax")
+        o = gb.node("Transpose", [gb.node("MatMul", [sc, heads[2]], name="attn_v")], perm=[2, 0, 1, 3], name="merge_t")
+        o = gb.node("Reshape", [o, gb.ints([n_tok, 64])], name="merge")
+        # the output projection: without it 2.5.0 fails to build this graph for rk3588, rk3576 and
+        # rv1106 ("list index out of range"); every real MultiheadAttention has one
+        gb.output(gb.node("Gemm", [o, gb.weight([64, 64]), gb.weight([64])], transB=1, name="out_proj"))
+        c.add("x.Transpose.ctx=mha_qkv4.n=%d.f32.r5" % n_tok, "Transpose", gb, kind="context",
+              focus=["qkv_view", "qkv_unsqueeze", "qkv_transpose"])
+
+
 def group_norm_extra(c: _Collector) -> None:
     """GroupNorm as the TorchScript exporter writes it: Reshape (N, groups, -1) ->
     InstanceNormalization -> Reshape back -> Mul (gamma) -> Add (beta), between two Convs
@@ -718,8 +754,16 @@ FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
                                                 roll_layout_extra, layout_reach_extra,
-                                                reduce_order_extra, mha_qkv_extra,
+                                                reduce_order_extra, mha_qkv_extra, mha_qkv4_extra,
                                                 group_norm_extra, window_qkv_extra, rnn_head_extra]
+
+
+from pytest_npucheck.probe.models_extra2 import (  # noqa: E402 - families of the second module
+    affine_grid_reshape_extra, five_block_transpose_extra, gqa_expand_extra, input_unsqueeze_extra,
+    mha_value_reshape_extra, rnn_input_transpose_extra, rotary_neg_extra)
+
+FAMILIES += [rnn_input_transpose_extra, mha_value_reshape_extra, affine_grid_reshape_extra, input_unsqueeze_extra,
+             gqa_expand_extra, rotary_neg_extra, five_block_transpose_extra]
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -913,8 +913,57 @@ _SE_NOTE = ("global average pooling written as ReduceMean over (-1, -2) (the dyn
             "-> Mul gating the block's input: EfficientNet, MobileNetV3, RegNetY, GhostNet); read by a lone "
             "Conv or a classifier head it stayed on the NPU")
 
+#: torch.nn.MultiheadAttention's packed q/k/v split: (1, N, 1, 3, C) -> (3, N, 1, 1, C)
+_MHA_QKV = {"rule": "attr_not_in", "params": {"attr": "perm", "values": [[3, 1, 2, 0, 4]]}}
+_MHA_TOKENS = {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "multiple_of": 4}}
+#: the heads viewed as (1, heads, N, d) after the split, as MultiheadAttention does
+_MHA_HEADS4 = {"rule": "feeds_not", "params": {"path": ["Gather", "Reshape", "Transpose", "Reshape"], "skip": ["Squeeze"]}}
+_MHA_NOTE = ("nn.MultiheadAttention's packed q/k/v Transpose (3, 1, 2, 0, 4) ran on the CPU when the token count "
+             "was not a multiple of 4 (15, 18, 65 tokens; 16, 20, 24, 40, 64 stayed on the NPU)")
+
+_LAYOUT_OPS = ["Flatten", "Reshape", "Squeeze", "Transpose", "Unsqueeze"]
+_RNN_OPS = ["GRU", "LSTM", "RNN"]
+_TO_RNN_NOTE = ("RK3566 ran on the CPU the Transpose that brings a feature map into an RNN's sequence-first layout "
+                "(CRNN's (1, C, T) -> (T, 1, C); KWS's (1, C, F, T) -> (1, T, C, F) -> Reshape -> (T, 1, C*F)); "
+                "one that only moves a size-1 axis is a reshape and stayed on the NPU")
+_GQA_NOTE = ("Llama's repeat_kv of K (Unsqueeze -> Expand (1, kv, g, T, d) -> Reshape) behind the rotary "
+             "embedding (an Add) became a Gather along the head axis, run on the CPU by the int8 RV1106 build; "
+             "V's (read from its projection) was folded into v_proj's weights, and K's behind a Relu became an "
+             "NPU Conv")
+_ROTARY_NOTE = ("rotary's rotate_half (Slice, Slice, Neg, Concat -> Mul(sin) -> Add) whose result goes on into an "
+                "attention the compiler fuses (MatMul -> Softmax -> MatMul) became a Gather over the last axis, run "
+                "on the CPU by 2.5.0's int8 RV1106 build; keys going through repeat_kv (grouped-query attention) "
+                "and queries with no Softmax -> MatMul after became NPU 1x1 Convs")
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
-    "Transpose": [C("any_of", [r"x\.Transpose\.ctx=(head_split|conv_head)\.",
+    "Transpose": [C("any_of", [r"x\.Transpose\.perm=[\d_+]+\.ctx=(conv|relu)_"],
+                    constraints=[{"rule": "feeds_not", "params": {"path": [_RNN_OPS], "skip": _LAYOUT_OPS[:3] + ["Unsqueeze"]}},
+                                 {"rule": "transpose_blocks", "params": {"max": 1}}],
+                    note=_TO_RNN_NOTE),
+                  C("any_of", [r"x\.Transpose\.perm=0_3_1_2\+1_0_2\.ctx=pool_"],
+                    constraints=[{"rule": "feeds_not", "params": {"path": [_RNN_OPS], "skip": _LAYOUT_OPS[:3] + ["Unsqueeze"]}},
+                                 {"rule": "producer_not", "params": {"index": 0, "chain": ["Transpose"],
+                                                                    "skip": _LAYOUT_OPS[:3] + ["Unsqueeze"]}}],
+                    note="two Transposes on the way into an RNN (KWS: (1, C, F, T) -> (1, T, C, F) -> Reshape -> "
+                         "(T, 1, C*F)) were merged into one CPU Transpose named after the second"),
+                  C("any_of", [r"x\.Transpose\.perm=[\d_+]+\.ctx=(conv|relu|pool)_"],
+                    constraints=[{"rule": "feeds_not", "params": {"path": [_RNN_OPS], "skip": _LAYOUT_OPS}},
+                                 {"rule": "transpose_blocks", "params": {"max": 1}}],
+                    note=_TO_RNN_NOTE + "; the compiler merges a chain of such Transposes into one named after "
+                                        "the first"),
+                  C("any_of", [r"x\.Transpose\.ctx=(swin_qkv|pixel_shuffle|window_qkv)\."],
+                    constraints=[{"rule": "transpose_blocks", "params": {"max": 4}},
+                                 {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 6}},
+                                 {"rule": "feeds_compute", "params": {"ops": ["Split"], "through": ["Identity"]}}],
+                    note="a rank-5 transpose moving five blocks of axes (Swin's qkv split of a window batch) read by "
+                         "Gathers became a CPU Gather; a rank-6 one (a pixel shuffle written as Reshape -> Transpose "
+                         "-> Reshape) was fused into an NPU ConvTranspose, and one read by a Split stayed on the NPU"),
+                  C("any_of", [r"x\.Transpose\.ctx=mha_qkv4?\."], constraints=[_MHA_QKV, _MHA_TOKENS],
+                    note=_MHA_NOTE + ", whatever reads the heads"),
+                  C("any_of", [r"x\.Transpose\.ctx=mha_qkv4?\."], constraints=[_MHA_QKV, _MHA_TOKENS, _MHA_HEADS4],
+                    note=_MHA_NOTE + ", with the heads viewed as (1, heads, N, d) for rank-4 attention (ViT, "
+                         "Conformer); with rank-3 heads (an exploratory probe form) it stayed on the NPU"),
+                  C("any_of", [r"x\.Transpose\.ctx=(head_split|conv_head)\.",
                                r"x\.Transpose\.perm=[\d_]+\.ctx=mul_mul\."],
                     constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
                                  {"rule": "transpose_blocks", "params": {"max": 1}},
@@ -939,7 +988,20 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                       "features are, and H and W both rolled on the CPU. When the rolled grid is viewed "
                       "back as tokens, the compiler merged the rolls of H and W into one Gather, named "
                       "after the first: the second then shows as NPU")],
-    "Reshape": [C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(8), note=_RNN_HEAD_NOTE % 8),
+    "Reshape": [C("any_of", [r"x\.Reshape\.ctx=mha_value\."],
+                  constraints=[{"rule": "feeds_not", "params": {"path": ["Transpose", "MatMul", "Transpose"]}},
+                               {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": -3, "multiple_of": 4}}],
+                  note="attention's value head split (Reshape -> Transpose -> MatMul(probs, v) -> Transpose) ran on "
+                       "the CPU when the sequence length (axis -3 of the split) was not a multiple of 4 (wav2vec2's 49; "
+                       "15, 18, 50, 65 on the CPU, 16, 20, 24, 28, 52, 64 on the NPU)"),
+                C("any_of", [r"x\.Reshape\.ctx=affine_grid\."],
+                  constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
+                               {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                               {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
+                               {"rule": "feeds_compute", "params": {"ops": COMPUTE_OPS, "through": LAYOUT_THROUGH}}],
+                  note="a rank-3 to rank-4 Reshape whose result reaches no compute op (affine_grid's base grid "
+                       "before a GridSample, a graph output) ran on the CPU"),
+                C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(8), note=_RNN_HEAD_NOTE % 8),
                 C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(4), note=_RNN_HEAD_NOTE % 4),
                 C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
                   through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE),
@@ -962,6 +1024,17 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                      note=_SE_NOTE + "; with its axes in ascending order ((2, 3), (-2, -1)) it stayed on the NPU"),
                    C("feeds_not", [r"x\.ReduceMean\.ctx="], note=_SE_NOTE + ", whatever the order of its axes",
                      **SE_PATH)],
+    "Unsqueeze": [C("any_of", [r"x\.Unsqueeze\.axes=[\d_]+\.ctx="],
+                    constraints=[{"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
+                                 {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
+                                 {"rule": "feeds_not", "params": {"path": ["Conv"]}},
+                                 {"rule": "axis_in", "params": {"input": 1, "values": [0, 2, 3]}}],
+                    note="an Unsqueeze inserting axis 1 to make a one-channel Conv2d input (Conformer's features "
+                         "(1, F, T) -> (1, 1, F, T)) turns the channel axis into a spatial one; RK3566 ran that "
+                         "relayout on the CPU")],
+    "Expand": [C("producer_not", [r"x\.Expand\.ctx=gqa_"], index=0, chain=["Add"], skip=["Unsqueeze"], note=_GQA_NOTE)],
+    "Neg": [C("feeds_not", [r"x\.Neg\.ctx=rotary_"], path=["Concat", "Mul", "Add", "MatMul", "Softmax", "MatMul"],
+              skip=["Add", "Div", "Mul", "Reshape", "Transpose"], note=_ROTARY_NOTE)],
     "Cast": [C("any_of", [r"Cast\.to=float32\.bool\."],
                constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": [
                    "float32", "float16", "float64", "int8", "int16", "int32", "int64", "uint8"]}},
@@ -1097,10 +1170,10 @@ def adapt_to_results(table: dict[str, Any], results: Mapping[str, Any]
     changes: list[str] = []
     base_name = "%s/%s" % BASE_TARGET
     adjusted: list[str] = []
-    # more rounds while they change something (at most four): a probe of two ops under test (a
+    # more rounds while they change something (at most six): a probe of two ops under test (a
     # Reshape and the Transpose it feeds) can only be reproduced once the other op is adjusted too,
     # and each round adds at most one candidate constraint per op
-    for round_no in range(4):
+    for round_no in range(6):
         second = round_no > 0
         changed_in_round = 0
         for op in ops_to_try:
