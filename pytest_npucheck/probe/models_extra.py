@@ -614,6 +614,23 @@ def reduce_order_extra(c: _Collector) -> None:
                   kind="context", focus=["pool"])
 
 
+def _mha_split(gb: GraphBuilder, packed: str, n_tok: int, rank4: bool = False) -> list[str]:
+    """MultiheadAttention's packed q/k/v split as the exporters write it: Reshape (N, 1, 3, C) ->
+    Unsqueeze(0) -> Transpose (3, 1, 2, 0, 4) -> Squeeze -> Gather q/k/v -> Reshape (N, 4, 16) ->
+    Transpose; with ``rank4`` each head then viewed as (1, 4, N, 16). Returns the q, k, v heads."""
+    r = gb.node("Reshape", [packed, gb.ints([n_tok, 1, 3, 64])], name="qkv_view")
+    u = gb.node("Unsqueeze", [r, gb.ints([0])], name="qkv_unsqueeze")
+    t = gb.node("Transpose", [u], perm=[3, 1, 2, 0, 4], name="qkv_transpose")
+    s_ = gb.node("Squeeze", [t, gb.ints([3])], name="qkv_squeeze")
+    heads = []
+    for i, nm in enumerate("qkv"):
+        g = gb.node("Gather", [s_, gb.const(np.array(i, np.int64))], axis=0, name="pick_" + nm)
+        v = gb.node("Reshape", [g, gb.ints([n_tok, 4, 16])], name="view_" + nm)
+        h = gb.node("Transpose", [v], perm=[1, 0, 2], name="heads_" + nm)
+        heads.append(gb.node("Reshape", [h, gb.ints([1, 4, n_tok, 16])], name="heads4_" + nm) if rank4 else h)
+    return heads
+
+
 def mha_qkv_extra(c: _Collector) -> None:
     """torch.nn.MultiheadAttention's packed projection as the exporters write it (ViT, Conformer):
     in_proj MatMul -> Reshape (N, 1, 3, C) -> Unsqueeze(0) -> Transpose (3, 1, 2, 0, 4) -> Squeeze
@@ -621,16 +638,7 @@ def mha_qkv_extra(c: _Collector) -> None:
     for n_tok in (15, 16, 64, 65):
         gb = GraphBuilder(17)
         x = gb.input("x", "float32", [n_tok, 1, 64])
-        p_ = gb.node("MatMul", [x, gb.weight([64, 192])], name="in_proj")
-        r = gb.node("Reshape", [p_, gb.ints([n_tok, 1, 3, 64])], name="qkv_view")
-        u = gb.node("Unsqueeze", [r, gb.ints([0])], name="qkv_unsqueeze")
-        t = gb.node("Transpose", [u], perm=[3, 1, 2, 0, 4], name="qkv_transpose")
-        s_ = gb.node("Squeeze", [t, gb.ints([3])], name="qkv_squeeze")
-        heads = []
-        for i, nm in enumerate("qkv"):
-            g = gb.node("Gather", [s_, gb.const(np.array(i, np.int64))], axis=0, name="pick_" + nm)
-            v = gb.node("Reshape", [g, gb.ints([n_tok, 4, 16])], name="view_" + nm)
-            heads.append(gb.node("Transpose", [v], perm=[1, 0, 2], name="heads_" + nm))
+        heads = _mha_split(gb, gb.node("MatMul", [x, gb.weight([64, 192])], name="in_proj"), n_tok)
         kt = gb.node("Transpose", [heads[1]], perm=[0, 2, 1], name="k_t")
         sc = gb.node("Softmax", [gb.node("MatMul", [heads[0], kt], name="scores")], axis=-1, name="softmax")
         gb.output(gb.node("MatMul", [sc, heads[2]], name="attn_v"))
@@ -649,16 +657,7 @@ def mha_qkv4_extra(c: _Collector) -> None:
         x = gb.node("Transpose", [x], perm=[1, 0, 2], name="batch_second")
         p_ = gb.node("Add", [gb.weight([192]), gb.node("MatMul", [x, gb.weight([64, 192])], name="in_proj")],
                      name="in_bias")
-        r = gb.node("Reshape", [p_, gb.ints([n_tok, 1, 3, 64])], name="qkv_view")
-        u = gb.node("Unsqueeze", [r, gb.ints([0])], name="qkv_unsqueeze")
-        t = gb.node("Transpose", [u], perm=[3, 1, 2, 0, 4], name="qkv_transpose")
-        s_ = gb.node("Squeeze", [t, gb.ints([3])], name="qkv_squeeze")
-        heads = []
-        for i, nm in enumerate("qkv"):
-            g = gb.node("Gather", [s_, gb.const(np.array(i, np.int64))], axis=0, name="pick_" + nm)
-            v = gb.node("Reshape", [g, gb.ints([n_tok, 4, 16])], name="view_" + nm)
-            h = gb.node("Transpose", [v], perm=[1, 0, 2], name="heads_" + nm)
-            heads.append(gb.node("Reshape", [h, gb.ints([1, 4, n_tok, 16])], name="heads4_" + nm))
+        heads = _mha_split(gb, p_, n_tok, rank4=True)
         kt = gb.node("Transpose", [heads[1]], perm=[0, 1, 3, 2], name="k_t")
         # scaled as MultiheadAttention does it, q and k^T each by sqrt(1 / sqrt(d)): without these
         # Muls 2.2.0 ran the split on the CPU where ViT's and Conformer's ran on the NPU
@@ -732,14 +731,10 @@ def rnn_head_extra(c: _Collector) -> None:
     cases = [("LSTM", n, "logsoftmax") for n in (36, 37, 38, 40, 64)]
     cases += [("GRU", 37, "logsoftmax"), ("GRU", 40, "logsoftmax"), ("LSTM", 37, "softmax"), ("LSTM", 64, "softmax")]
     for op, n, post in cases:
-        gates = {"LSTM": 4, "GRU": 3}[op]
         gb = GraphBuilder(17)
         x = gb.input("x", "float32", [seq, 1, hid])
         y = gb.node("Relu", [x], name="pre_relu")
-        extra = {"linear_before_reset": 1} if op == "GRU" else {}
-        y = gb.node(op, [y, gb.const(_rand([2, gates * hid, hid])), gb.const(_rand([2, gates * hid, hid])),
-                         gb.const(_rand([2, 2 * gates * hid]))], name="rnn", hidden_size=hid,
-                    direction="bidirectional", **extra)
+        y = _rnn(gb, y, op, hid, hid)
         y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="rnn_t")
         y = gb.node("Reshape", [y, gb.ints([seq, 2 * hid])], name="rnn_flat")
         y = gb.node("Gemm", [y, gb.weight([n, 2 * hid]), gb.weight([n])], transB=1, name="head")
@@ -759,7 +754,7 @@ FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_
 
 
 from pytest_npucheck.probe.models_extra2 import (  # noqa: E402 - families of the second module
-    affine_grid_reshape_extra, five_block_transpose_extra, gqa_expand_extra, input_unsqueeze_extra,
+    _rnn, affine_grid_reshape_extra, five_block_transpose_extra, gqa_expand_extra, input_unsqueeze_extra,
     mha_value_reshape_extra, rnn_input_transpose_extra, rotary_neg_extra)
 
 FAMILIES += [rnn_input_transpose_extra, mha_value_reshape_extra, affine_grid_reshape_extra, input_unsqueeze_extra,

@@ -79,7 +79,7 @@ _RNN_CHAIN = {"index": 0, "chain": ["Gemm", ["GRU", "LSTM", "RNN"]],
               "skip": ["Flatten", "Reshape", "Squeeze", "Transpose", "Unsqueeze"]}
 
 
-def RNN_HEAD(multiple: int) -> list[dict[str, Any]]:
+def _rnn_head(multiple: int) -> list[dict[str, Any]]:
     """any_of alternatives: not an RNN's classifier head, or a class count that is a multiple."""
     return [{"rule": "producer_not", "params": dict(_RNN_CHAIN)},
             {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1, "multiple_of": multiple}}]
@@ -383,7 +383,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                    note="a Reshape between a Gemm of 37 outputs and a LogSoftmax (a CPU op; CRNN's "
                         "per-step classifier) runs on the CPU; behind an RNN, with 40 or 64 outputs it stayed "
                         "on the NPU (the RNN rule below tells multiples of 4 from multiples of 8)"),
-                 C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(8),
+                 C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=_rnn_head(8),
                    note=_RNN_HEAD_NOTE % 8),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_none"],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
@@ -1001,8 +1001,8 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                                {"rule": "feeds_compute", "params": {"ops": COMPUTE_OPS, "through": LAYOUT_THROUGH}}],
                   note="a rank-3 to rank-4 Reshape whose result reaches no compute op (affine_grid's base grid "
                        "before a GridSample, a graph output) ran on the CPU"),
-                C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(8), note=_RNN_HEAD_NOTE % 8),
-                C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=RNN_HEAD(4), note=_RNN_HEAD_NOTE % 4),
+                C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=_rnn_head(8), note=_RNN_HEAD_NOTE % 8),
+                C("any_of", [r"x\.Reshape\.ctx=rnn_head\."], constraints=_rnn_head(4), note=_RNN_HEAD_NOTE % 4),
                 C("feeds_compute", [r"x\.Transpose\.ctx=head_split\."], ops=COMPUTE_OPS,
                   through=LAYOUT_THROUGH, via=["Transpose"], note=_REACH_NOTE),
                 C("consumers_pass", [r"x\.Reshape\.ctx=window_qkv\."], ops=["Transpose"],
