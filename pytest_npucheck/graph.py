@@ -246,7 +246,7 @@ class Kept(list):  # type: ignore[type-arg]
 
 def clear_caches() -> None:
     """Forget what earlier models taught this process (parsed scopes and stack traces)."""
-    for cached in (_located, _module_location, _scope_module, _user_frame):
+    for cached in (_located, _module_location, _scope_module_parsed, _user_frame):
         cached.cache_clear()
 
 
@@ -1090,10 +1090,6 @@ def _module_location(module: str) -> SourceLocation:
 
 # The nodes of one module call share their scopes, and every layer of a stack shares its stack
 # trace: each distinct string is parsed once (parsing was a third of the graph-facts time).
-# repr() of a list of plain strings, the form the exporter writes; anything else goes to literal_eval
-_PLAIN_STR_LIST = re.compile(r"\[\s*(?:'[^'\\]*'(?:\s*,\s*'[^'\\]*')*)?\s*\]")
-
-
 @functools.lru_cache(maxsize=4096)
 def _located(module: Optional[str], trace: Optional[str]) -> Optional[SourceLocation]:
     """The source location of a module (from a node's scopes) and a stack trace; shared by the nodes
@@ -1109,15 +1105,23 @@ def _located(module: Optional[str], trace: Optional[str]) -> Optional[SourceLoca
     return None
 
 
-@functools.lru_cache(maxsize=4096)
 def _scope_module(scopes: str) -> Optional[str]:
-    if _PLAIN_STR_LIST.fullmatch(scopes):  # scopes differ per layer: literal_eval was most of _source
-        # no quote inside an item: the last four quotes enclose the last two items
+    """The deepest module of a node's cumulative scopes ``['', 'layer1', 'layer1.conv1', '<aten op>']``.
+
+    The exporter writes repr() of a list of plain strings. Without a double quote or a backslash
+    every item is single-quoted and holds no quote, so the last four quotes enclose the last two
+    items: no parse, and no cache (the dynamo exporter's scopes end in a name of their own for
+    every node, so each string is seen once). Anything else goes to literal_eval."""
+    if scopes[:2] == "['" and scopes[-2:] == "']" and '"' not in scopes and "\\" not in scopes:
         pieces = scopes.rsplit("'", 4)
         return pieces[1] if len(pieces) == 5 else ""
+    return _scope_module_parsed(scopes)
+
+
+@functools.lru_cache(maxsize=4096)
+def _scope_module_parsed(scopes: str) -> Optional[str]:
     try:
         parts = ast.literal_eval(scopes)
-        # cumulative scopes ['', 'layer1', 'layer1.conv1', '<aten op>']: the deepest module
         return parts[-2] if len(parts) >= 2 else ""
     except (ValueError, SyntaxError, IndexError, TypeError):
         return None
