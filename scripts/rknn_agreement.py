@@ -6,6 +6,12 @@ with both exporters, checks each statically against a table, compiles each with 
 
     python scripts/rknn_agreement.py --target rknn@2.5.0/rk3588 --python .venv-rknn/bin/python \
         --out probes/rknn/2.5.0/rk3588.agreement.json
+
+Re-checking a changed table needs the compiler's placements, not the compiler: ``--real FILE``
+keeps them. Without that file, ``--real-from probes/rknn/<v>/<soc>.agreement.json --real FILE``
+rebuilds it from a committed agreement and the table it was measured with (same sha256): every
+node that agreed was placed as the table predicted, every disagreement records the real side.
+Change the table only after that.
 """
 
 from __future__ import annotations
@@ -70,6 +76,37 @@ def _calibration(model_path: Path, inputs: Any, directory: Path) -> str:
     return str(ds)
 
 
+_PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
+
+
+def placements_from_agreement(path: Path, table: Any, entries: list[tuple[str, str, Path]]) -> dict[str, Any]:
+    """The compiler's placements as a committed agreement file implies them (see the module doc)."""
+    from pytest_npucheck.check import check_graph, graph_facts
+
+    doc = json.loads(path.read_text())
+    summary = doc.get("summary") or {}
+    if summary.get("target") != table.target or summary.get("table_sha256") != table.sha256:
+        raise SystemExit(f"{path}: measured with {summary.get('target')} table sha256 {summary.get('table_sha256')}, "
+                         f"not {table.target} {table.sha256}: rebuild the placements with the table it was "
+                         "measured with (git checkout), then change the table")
+    rows = {f"{m['model']}.{m['exporter']}": m for m in doc["models"]}
+    runs: dict[str, Any] = {}
+    for name, exporter, model_path in entries:
+        row = rows.get(f"{name}.{exporter}")
+        if row is None:
+            continue  # not in that run: compiled as usual
+        real = {d["node"]: d["real"] for d in row["disagreements"]}
+        placement: dict[str, str] = {}
+        if row["real_status"] == "ok":
+            [static] = check_graph(graph_facts(model_path), [table])
+            for node in static.nodes:
+                if not node.graph:
+                    placement[node.name] = real.get(node.name, _PREDICTS[node.verdict])
+        runs[f"{name}.{exporter}"] = {"status": row["real_status"], "message": row["real_message"],
+                                      "placement": placement}
+    return runs
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--target", default="rknn@2.5.0/rk3588")
@@ -80,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--real", type=Path, default=None,
                    help="JSON file of the compiler's placements: reused when it exists, written otherwise "
                         "(re-checking a changed table then needs no compiler run)")
+    p.add_argument("--real-from", type=Path, default=None,
+                   help="committed agreement JSON to rebuild the placements from (with the unchanged table "
+                        "it was measured with); needs no compiler; written to --real when given")
     p.add_argument("--export-cache", type=Path, default=None,
                    help="export cache directory to reuse between runs (default: a new temporary one)")
     p.add_argument("--int8", action=argparse.BooleanOptionalAction, default=None,
@@ -118,6 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     real_runs: dict[str, Any] = {}
     if args.real is not None and args.real.exists():
         real_runs = json.loads(args.real.read_text())
+    if args.real_from is not None and not real_runs:
+        real_runs = placements_from_agreement(args.real_from, table, entries)
+        if args.real is not None:
+            args.real.write_text(json.dumps(real_runs, indent=1, sort_keys=True) + "\n")
     todo = [e for e in entries if f"{e[0]}.{e[1]}" not in real_runs]
     if todo:
         jobs: list[Any] = [str(e[2]) for e in todo]
