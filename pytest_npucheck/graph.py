@@ -308,21 +308,55 @@ def _fields(buf: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int
 
 
 def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any]]:
-    """(element count, the fields that are not values) of the TensorProto in ``buf[start:end]``."""
+    """(element count, the fields that are not values) of the TensorProto in ``buf[start:end]``.
+
+    ``_fields`` inlined, with the one-byte keys and lengths of nearly every field read directly;
+    the fields kept are returned as runs of adjacent fields (one slice per run, not per field)."""
     numel = 1
     kept: list[Any] = []
-    for num, fstart, vstart, vend in _fields(buf, start, end):
+    run = pos = start  # start of the current run of kept fields
+    while pos < end:
+        fstart = pos
+        key = buf[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos)
+        wire = key & 7
+        if wire == 2:
+            length = buf[pos]
+            if length < 0x80:
+                pos += 1
+            else:
+                length, pos = _varint(buf, pos)
+            vstart, vend = pos, pos + length
+        elif wire == 0:
+            vstart = pos
+            vend = pos + 1 if buf[pos] < 0x80 else _varint(buf, pos)[1]
+        elif wire == 1:
+            vstart, vend = pos, pos + 8
+        elif wire == 5:
+            vstart, vend = pos, pos + 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        if vend > end:
+            raise ValueError("field runs past its message")
+        pos = vend
+        num = key >> 3
         if num == _TENSOR_DIMS:
-            if buf[fstart] & 7 == 2:  # packed dims
+            if wire == 2:  # packed dims
                 p = vstart
                 while p < vend:
                     d, p = _varint(buf, p)
                     numel *= d
             else:
-                d, _ = _varint(buf, vstart)
-                numel *= d
-        if num not in _TENSOR_DATA:
-            kept.append(buf[fstart:vend])
+                numel *= _varint(buf, vstart)[0]
+        elif num in _TENSOR_DATA:
+            if run < fstart:
+                kept.append(buf[run:fstart])
+            run = vend
+    if run < end:
+        kept.append(buf[run:end])
     return numel, kept
 
 
