@@ -50,4 +50,28 @@ def rnn_layout_tail_extra(c: _Collector) -> None:
                       gb, kind="context", focus=["focus_rnn"])
 
 
-FAMILIES = [rnn_layout_tail_extra]
+def global_mean_extra(c: _Collector) -> None:
+    """A rank-4 ReduceMean over the spatial axes with keepdims=0 (``x.mean((2, 3))`` before a
+    classifier: ShuffleNetV2, ConvNeXt). rknn-toolkit2 2.3.2 turns it into a global pooling that
+    keeps rank 4, and the model is rejected as a whole once a node reads the result ("... Got: 4
+    Expected: 2"); other axes, keepdims=1, or the mean as the model's output build. The other
+    versions build all of them."""
+    for axes, keep, tail in [((2, 3), 0, "relu"), ((-2, -1), 0, "gemm"), ((2, 3), 0, "matmul"),
+                             ((2, 3), 0, "out"), ((2, 3), 1, "relu"), ((2,), 0, "relu"), ((3,), 0, "relu"),
+                             ((1,), 0, "relu"), ((1, 2, 3), 0, "relu")]:
+        gb = GraphBuilder(18)
+        x = gb.input("x", "float32", [1, 16, 8, 8])
+        y = gb.node("Conv", [x, gb.weight([16, 16, 3, 3])], pads=[1, 1, 1, 1], name="pre_conv")
+        y = gb.node("ReduceMean", [y, gb.ints(list(axes))], keepdims=keep, name="focus_mean")
+        if tail == "relu":
+            y = gb.node("Relu", [y], name="post_relu")
+        elif tail == "gemm":
+            y = gb.node("Gemm", [y, gb.weight([10, 16]), gb.weight([10])], transB=1, name="post_gemm")
+        elif tail == "matmul":
+            y = gb.node("MatMul", [y, gb.weight([16, 10])], name="post_mm")
+        gb.output(y)
+        c.add("x.ReduceMean.ctx=global_mean.axes=%s.keepdims=%d.tail=%s.f32.r4"
+              % ("_".join(str(a) for a in axes), keep, tail), "ReduceMean", gb, kind="context", focus=["focus_mean"])
+
+
+FAMILIES = [rnn_layout_tail_extra, global_mean_extra]
