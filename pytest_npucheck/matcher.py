@@ -57,7 +57,12 @@ def judge_node(node: NodeFact, table: Table, view: GraphView) -> tuple[str, list
                                       f"[{entry.opset[0]}, {entry.opset[1]}] for {node.op_type}", "unsupported", "opset")]
     if entry.status == "cpu":
         note = f" ({entry.note})" if entry.note else ""
-        return "cpu", [Reason("cpu_only", f"{node.op_type} has only a CPU implementation in {table.target}{note}", "cpu")]
+        cpu = Reason("cpu_only", f"{node.op_type} has only a CPU implementation in {table.target}{note}", "cpu")
+        # an op the NPU never runs can still make the compiler reject the whole model: its constraints
+        # that say "unsupported" are checked (the others could only say "cpu" again)
+        rejecting = [c for c in entry.constraints if c.on_fail == "unsupported"]
+        reasons = _check_constraints(node, rejecting, view) if rejecting else []
+        return ("unsupported", reasons + [cpu]) if reasons else ("cpu", [cpu])
     if entry.status == "unsupported":
         note = f" ({entry.note})" if entry.note else ""
         return "unsupported", [Reason("op_unsupported", f"{node.op_type} is rejected by the {table.toolchain} compiler{note}",

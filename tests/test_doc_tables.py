@@ -295,3 +295,32 @@ def test_model_opset_outside_a_snpe_version(export):
     assert not r["snpe@2025.08/htp"].model_issues
     conv = next(n for n in r["snpe@2025.08/htp"].nodes if n.op_type == "Conv")
     assert conv.verdict == "npu"
+
+
+def test_constraint_rejecting_an_op_that_only_runs_on_the_cpu_is_checked(tmp_path):
+    """SNPE runs GRU on the CPU (no HTP layer) and its page says custom activations and clip are not
+    supported at all: a GRU with ``clip`` rejects the model, a plain GRU falls back. (Such constraints of
+    CPU-only ops were written in the tables but not checked before session 7.)"""
+    import onnx
+    from onnx import TensorProto, helper
+
+    import numpy as np
+
+    def gru(**attrs):
+        w = helper.make_tensor("W", TensorProto.FLOAT, [1, 24, 4], np.ones(96, np.float32))
+        r = helper.make_tensor("R", TensorProto.FLOAT, [1, 24, 8], np.ones(192, np.float32))
+        node = helper.make_node("GRU", ["X", "W", "R"], ["Y"], name="gru", hidden_size=8, **attrs)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 1, 4])],
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 1, 1, 8])], [w, r])
+        path = tmp_path / f"gru{len(attrs)}.onnx"
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), path)
+        return path
+
+    for target in (SNPE, "snpe@2025.08/htp"):
+        [plain] = _check(gru(), target).values()
+        [clipped] = _check(gru(clip=3.0), target).values()
+        assert [(n.verdict, [r.rule for r in n.reasons]) for n in plain.nodes] == [("cpu", ["cpu_only"])]
+        [node] = clipped.nodes
+        assert node.verdict == "unsupported" and clipped.verdict == "unsupported"
+        assert [r.rule for r in node.reasons] == ["attr_absent", "cpu_only"]
+        assert "clip" in node.reasons[0].message
