@@ -271,17 +271,63 @@ def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphF
 
     inner = params["constraint"]
     check = RULES[inner["rule"]]
-    for out in node.outputs:
-        if not out:
+    skip = frozenset(params.get("skip", ()))
+    readers: dict[int, NodeFact] = {}
+    stack = [(out, 0) for out in node.outputs if out]
+    while stack:  # the readers, looking through `skip` ops (an Unsqueeze in front of the Transpose)
+        tensor, depth = stack.pop()
+        for consumer in _consumers(graph, tensor):
+            if consumer.op_type in skip and depth < 8:
+                stack.extend((out, depth + 1) for out in consumer.outputs if out)
+            else:
+                readers.setdefault(consumer.index, consumer)
+    for consumer in readers.values():
+        if consumer.op_type not in params["ops"]:
             continue
-        for consumer in _consumers(graph, out):
-            if consumer.op_type not in params["ops"]:
-                continue
-            why = check.check(consumer, inner.get("params", {}), graph)
-            if why is not None:
-                return (f"it feeds {consumer.op_type} '{consumer.name}', which the compiler runs on the CPU "
-                        f"({why}); the layout change before it goes with it")
+        why = check.check(consumer, inner.get("params", {}), graph)
+        if why is not None:
+            return (f"it feeds {consumer.op_type} '{consumer.name}', which the compiler runs on the CPU "
+                    f"({why}); the layout change before it goes with it")
     return None
+
+
+@rule("producer_pass", "context", local=False)
+def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """when input {index} is computed by {ops_text}, that node meets: {constraint_text}."""
+    from .rules import RULES
+
+    index = int(params.get("index", 0))
+    if index >= len(node.inputs) or not node.inputs[index]:
+        return None
+    ops, skip = frozenset(params["ops"]), frozenset(params.get("skip", ()))
+    producer = _producer(graph, node.inputs[index])
+    steps = 0
+    while producer is not None and producer.op_type not in ops and producer.op_type in skip and steps < 8:
+        producer = _producer(graph, producer.inputs[0]) if producer.inputs and producer.inputs[0] else None
+        steps += 1
+    if producer is None or producer.op_type not in ops:
+        return None
+    inner = params["constraint"]
+    why = RULES[inner["rule"]].check(producer, inner.get("params", {}), graph)
+    if why is None:
+        return None
+    return (f"input {index} is computed by {producer.op_type} '{producer.name}', which the compiler runs on the "
+            f"CPU ({why}); the layout change after it goes with it")
+
+
+@rule("sole_reader", "context", local=False)
+def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is the only node reading input {index}."""
+    index = int(params.get("index", 0))
+    if node.graph or index >= len(node.inputs) or not node.inputs[index]:
+        return None
+    tensor = node.inputs[index]
+    others = list(dict.fromkeys(f"{c.op_type} '{c.name}'" for c in _consumers(graph, tensor)
+                                if c.index != node.index))
+    if not others:
+        return None
+    shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return f"input {index} '{tensor}' is also read by {shown}"
 
 
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
@@ -304,6 +350,8 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
                                   if inner.get("rule") in RULES else "?")
     if "ops" in params:
         out["ops_text"] = fmt_set(params["ops"])
+        if params.get("skip") and "constraint" in params:  # consumers_pass: readers behind `skip` ops count
+            out["ops_text"] += " (directly or through %s)" % "|".join(params["skip"])
         out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
         out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
     if "channels_last_after" in params:

@@ -420,3 +420,76 @@ def test_schema_names_an_unknown_rule_inside_consumers_pass(tmp_path):
     problems = validate_table_data(raw, tmp_path / "t.json", REPO / "op_support_tables/schema.json",
                                    ("rknn", "2.5.0", "rk3588"))
     assert any("constraint.rule: 'no_such_rule' is not a known rule" in p for p in problems), problems
+
+
+def test_sole_reader_names_the_other_readers():
+    rule = {"rule": "sole_reader", "params": {"index": 0}, "else": "cpu"}
+    axes = numpy_helper.from_array(np.array([-1, -2], np.int64), "axes")
+
+    def graph(other_reader):
+        nodes = [helper.make_node("Relu", ["x"], ["f"], name="feat"),
+                 helper.make_node("ReduceMean", ["f", "axes"], ["m"], name="pool", keepdims=1)]
+        outs = [_vi("m", [1, 4, 1, 1])]
+        if other_reader:
+            nodes.append(helper.make_node("Identity", ["f"], ["f2"], name="id"))  # eliminated: looked through
+            nodes.append(helper.make_node("Relu", ["f2"], ["b"], name="branch"))
+            outs.append(_vi("b", [1, 4, 8, 8]))
+        m = _graph(nodes, [_vi("x", [1, 4, 8, 8])], outs, [axes])
+        m.opset_import[0].version = 18
+        return facts_from_model(m)
+
+    table = _table([rule], op="ReduceMean")
+    [r] = check_graph(graph(True), [table])
+    pool = [n for n in r.nodes if n.name == "pool"][0]
+    assert pool.verdict == "cpu" and "input 0 'f' is also read by Relu 'branch'" in _reasons(pool)
+    [r] = check_graph(graph(False), [table])
+    assert [n for n in r.nodes if n.name == "pool"][0].verdict == "npu"
+    assert RULES["sole_reader"].describe({"index": 0}) == "it is the only node reading input 0."
+    assert not is_local("sole_reader", {"index": 0})
+
+
+def test_consumers_pass_looks_through_skip_ops():
+    """MultiheadAttention's Reshape (N, 1, 3, C) -> Unsqueeze -> packed q/k/v Transpose: the Transpose is
+    found through the Unsqueeze only with ``skip``."""
+    def rule(skip):
+        params = {"ops": ["Transpose"], "constraint": {"rule": "transpose_blocks", "params": {"max": 2}}}
+        return {"rule": "consumers_pass", "params": dict(params, skip=skip) if skip else params, "else": "cpu"}
+
+    inits = [numpy_helper.from_array(np.array([15, 1, 3, 64], np.int64), "s"),
+             numpy_helper.from_array(np.array([0], np.int64), "ax")]
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="view"),
+             helper.make_node("Unsqueeze", ["r", "ax"], ["u"], name="unsq"),
+             helper.make_node("Transpose", ["u"], ["y"], name="t", perm=[3, 1, 2, 0, 4])]
+    facts = facts_from_model(_graph(nodes, [_vi("x", [15, 1, 192])], [_vi("y", None)], inits))
+    for skip, want in ((None, "npu"), (["Unsqueeze"], "cpu")):
+        [r] = check_graph(facts, [_table([rule(skip)], op="Reshape", prepasses=())])
+        view = [n for n in r.nodes if n.name == "view"][0]
+        assert view.verdict == want, (skip, _reasons(view))
+    assert RULES["consumers_pass"].describe(rule(["Unsqueeze"])["params"]).startswith(
+        "every {'Transpose'} (directly or through Unsqueeze) reading its result meets: ")
+
+
+def test_producer_pass_checks_the_producer_behind_skip_ops():
+    """A diffusion UNet's attention: Einsum ('b i j, b j d -> b i d', CPU) -> Reshape -> Transpose merging
+    the heads; the Transpose goes with the Einsum only when the Einsum's equation is not an NPU one."""
+    def facts(eq):
+        inits = [numpy_helper.from_array(np.array([1, 4, 16, 8], np.int64), "s")]
+        nodes = [helper.make_node("Einsum", ["p", "v"], ["o"], name="attn_v", equation=eq),
+                 helper.make_node("Reshape", ["o", "s"], ["o4"], name="view"),
+                 helper.make_node("Transpose", ["o4"], ["y"], name="merge", perm=[0, 2, 1, 3])]
+        return facts_from_model(_graph(nodes, [_vi("p", [4, 16, 16]), _vi("v", [4, 16, 8])], [_vi("y", None)], inits))
+
+    rule = {"rule": "producer_pass", "params": {"index": 0, "ops": ["Einsum"], "skip": ["Reshape"], "constraint": {
+        "rule": "attr_in", "params": {"attr": "equation", "values": ["bij,bjd->bid"]}}}, "else": "cpu"}
+    table = _table([rule], op="Transpose", prepasses=())
+    for eq, want in (("b i j, b j d -> b i d", "cpu"), ("bij,bjd->bid", "npu")):
+        [r] = check_graph(facts(eq), [table])
+        merge = [n for n in r.nodes if n.name == "merge"][0]
+        assert merge.verdict == want, (eq, _reasons(merge))
+        if want == "cpu":
+            assert "input 0 is computed by Einsum 'attn_v', which the compiler runs on the CPU" in _reasons(merge)
+    without_skip = dict(rule, params={k: v for k, v in rule["params"].items() if k != "skip"})
+    [r] = check_graph(facts("b i j, b j d -> b i d"), [_table([without_skip], op="Transpose", prepasses=())])
+    assert [n for n in r.nodes if n.name == "merge"][0].verdict == "npu"  # the Reshape is not looked through
+    assert RULES["producer_pass"].describe(rule["params"]).startswith(
+        "when input 0 is computed by {'Einsum'} (directly or through Reshape), that node meets: ")

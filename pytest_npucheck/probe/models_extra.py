@@ -760,6 +760,10 @@ from pytest_npucheck.probe.models_extra2 import (  # noqa: E402 - families of th
 FAMILIES += [rnn_input_transpose_extra, mha_value_reshape_extra, affine_grid_reshape_extra, input_unsqueeze_extra,
              gqa_expand_extra, rotary_neg_extra, five_block_transpose_extra]
 
+from pytest_npucheck.probe.models_extra3 import FAMILIES as _FAMILIES3  # noqa: E402 - families of the third module
+
+FAMILIES += _FAMILIES3
+
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every extra probe (optionally only ids starting with one of ``select``)."""

@@ -913,6 +913,12 @@ _SE_NOTE = ("global average pooling written as ReduceMean over (-1, -2) (the dyn
             "-> Mul gating the block's input: EfficientNet, MobileNetV3, RegNetY, GhostNet); read by a lone "
             "Conv or a classifier head it stayed on the NPU")
 
+_POOL_NOTE = ("global average pooling written as ReduceMean over (-1, -2) (the dynamo exporter's form) ran as a CPU "
+              "Reshape/Transpose of the map, an NPU Conv and a CPU Transpose back; the relayout is named after the map, "
+              "so it counts for the ReduceMean only when nothing else reads the map: with other readers (DeepLab's ASPP "
+              "branches, an SE block's gating Mul) the ReduceMean kept only CPU layers, read alone (a lone Conv, a "
+              "classifier head) it counted as NPU")
+
 #: torch.nn.MultiheadAttention's packed q/k/v split: (1, N, 1, 3, C) -> (3, N, 1, 1, C)
 _MHA_QKV = {"rule": "attr_not_in", "params": {"attr": "perm", "values": [[3, 1, 2, 0, 4]]}}
 _MHA_TOKENS = {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "multiple_of": 4}}
@@ -979,7 +985,24 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                          "the same perm with a batch of one (three blocks) stayed on the NPU. With "
                          "three Gathers as its only readers, each a graph output (an exploratory "
                          "probe, not kept), the compiler rewrote it and ran it on the NPU: the "
-                         "constraint follows Swin itself")],
+                         "constraint follows Swin itself"),
+                  C("producer_pass", [r"x\.Transpose\.ctx=attn_merge\."], index=0, ops=["Einsum"], skip=["Reshape"],
+                    constraint={"rule": "attr_in", "params": {"attr": "equation", "values": EINSUM_NPU}},
+                    note="the Transpose (0, 2, 1, 3) merging attention heads behind an Einsum the compiler runs on "
+                         "the CPU (a diffusion UNet's einops-style 'b i j, b j d -> b i d', viewed back as (1, H, N, d)) "
+                         "ran on the CPU with it; behind an NPU Einsum ('bij,bjd->bid') it stayed on the NPU"),
+                  C("any_of", [r"x\.Transpose\.ctx=conv_tokens\."],
+                    constraints=[{"rule": "attr_not_in", "params": {"attr": "perm", "values": [[0, 2, 1, 3]]}},
+                                 {"rule": "producer_not", "params": {"index": 0, "chain": ["Conv"],
+                                                                    "skip": ["Relu", "Clip", "BatchNormalization"]}}],
+                    note="a conv front end turned into tokens (Conformer's subsampling: Conv -> Relu (1, C, T, F) -> "
+                         "Transpose (0, 2, 1, 3) -> Reshape (1, T, C*F) -> MatMul) ran that Transpose on the CPU"),
+                  C("any_of", [r"x\.Transpose\.ctx=attn_merge\."],
+                    constraints=[{"rule": "transpose_blocks", "params": {"max": 3}},
+                                 {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 5}}],
+                    note="the rank-4 Transpose (0, 2, 1, 3) merging the heads of a batch of attention windows (Swin: "
+                         "(16, 2, 16, 16), (4, 4, 16, 16): four blocks of axes) ran on the CPU; with one window "
+                         "((1, 8, 16, 16): three blocks) it stayed on the NPU (rank 5 and 6: see the five-block rule)")],
     "Concat": [C("not_spatial_roll", [r"x\.Concat\.ctx=(norm_)?roll\."],
                  channels_last_after=["LayerNormalization", "MatMul", "Gemm"],
                  note="a torch.roll (Slice + Slice -> Concat) along a spatial axis became a Gather on "
@@ -994,6 +1017,19 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                   note="attention's value head split (Reshape -> Transpose -> MatMul(probs, v) -> Transpose) ran on "
                        "the CPU when the sequence length (axis -3 of the split) was not a multiple of 4 (wav2vec2's 49; "
                        "15, 18, 50, 65 on the CPU, 16, 20, 24, 28, 52, 64 on the NPU)"),
+                C("any_of", [r"x\.Reshape\.ctx=mha_qkv4\."],
+                  constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Add", "MatMul"]}},
+                               {"rule": "consumers_pass", "params": {
+                                   "ops": ["Transpose"], "skip": ["Unsqueeze"],
+                                   "constraint": {"rule": "any_of", "params": {"constraints": [
+                                       _MHA_QKV, _MHA_TOKENS, _MHA_HEADS4]}}}}],
+                  note="nn.MultiheadAttention's Reshape (N, 1, 3, C) in front of the packed q/k/v Transpose ran on "
+                       "the CPU with that Transpose (token counts not a multiple of 4). It kept its own name only "
+                       "when the in_proj bias was added second (Add(MatMul, bias): the dynamo exporter's form) and "
+                       "was all zeros (an untrained MultiheadAttention), so that the compiler dropped the Add; "
+                       "with the bias first (TorchScript) or a non-zero one the same CPU Reshape was named after "
+                       "the Unsqueeze's result and counted for the Transpose. The table cannot see a 192-value "
+                       "bias, so it says CPU for every bias added second"),
                 C("any_of", [r"x\.Reshape\.ctx=affine_grid\."],
                   constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
                                {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
@@ -1019,6 +1055,11 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                   note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
                        "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU")],
     "ReduceMean": [C("any_of", [r"x\.ReduceMean\.ctx="],
+                     constraints=[{"rule": "axes_ascending", "params": {"attr": "axes"}},
+                                  {"rule": "sole_reader", "params": {"index": 0}}],
+                     note=_POOL_NOTE + "; with its axes in ascending order ((2, 3), (-2, -1)) it ran as NPU Convs"),
+                   C("sole_reader", [r"x\.ReduceMean\.ctx="], index=0, note=_POOL_NOTE + ", whatever the order of its axes"),
+                   C("any_of", [r"x\.ReduceMean\.ctx="],
                      constraints=[{"rule": "axes_ascending", "params": {"attr": "axes"}},
                                   {"rule": "feeds_not", "params": SE_PATH}],
                      note=_SE_NOTE + "; with its axes in ascending order ((2, 3), (-2, -1)) it stayed on the NPU"),
