@@ -125,9 +125,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
                   "marked test, so random weights and inputs are the same in every run and under xdist",
                   type="bool", default=True)
-    parser.addini("npu_worker_threads", "CPU threads of torch and BLAS in each pytest-xdist worker: auto (default: "
-                  "the CPUs divided among the workers, unless OMP_NUM_THREADS, MKL_NUM_THREADS or "
-                  "OPENBLAS_NUM_THREADS is set), off, or a number", default="auto")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -144,23 +141,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _State(config)
     config.stash[_STATE].oracle_mode  # an invalid ini value is a usage error before any test runs
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
-    _configure_threads(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
-
-
-def _configure_threads(config: pytest.Config) -> None:
-    """Each xdist worker gets its share of the CPUs for torch and BLAS (``threads.py``); checked on
-    the controller too, so that a bad value stops the run before any worker starts."""
-    from . import threads
-
-    try:
-        setting = threads.parse_setting(config.getini("npu_worker_threads"))
-    except threads.ThreadsSettingError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is not None:
-        threads.limit_worker_threads(int(workerinput.get("workercount", 1)), setting)
 
 
 def _configure_isolation(config: pytest.Config) -> Any:
