@@ -123,7 +123,7 @@ def rule_feeds_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts)
                 continue
             seen.add((consumer.index, step))
             here = trail + [f"{consumer.op_type} '{consumer.name}'"]
-            if consumer.op_type in path[step]:
+            if consumer.op_type in path[step] or "*" in path[step]:
                 if step + 1 == len(path):
                     return "its result feeds " + " -> ".join(here)
                 stack.extend((out, step + 1, here, 0) for out in consumer.outputs if out)

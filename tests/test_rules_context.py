@@ -186,6 +186,24 @@ def test_feeds_not_follows_the_path_with_skips():
     assert [n for n in r.nodes if n.name == "focus"][0].verdict == "npu"
 
 
+def test_feeds_not_star_matches_any_reader():
+    """path ["*"]: fails as soon as any node reads the result; a result that only leaves the model passes."""
+    def model(read: bool):
+        nodes = [helper.make_node("Flatten", ["m"], ["e"], name="focus", axis=0)]
+        if read:
+            nodes.append(helper.make_node("Relu", ["e"], ["y"], name="reader"))
+        return facts_from_model(_graph(nodes, [_vi("m", [1, 4])], [_vi("y" if read else "e", [1, 4])], []))
+
+    rule = {"rule": "feeds_not", "params": {"path": ["*"]}}
+    verdicts = {}
+    for read in (False, True):
+        [r] = check_graph(model(read), [_table([rule], op="Flatten", prepasses=())])
+        [f] = [n for n in r.nodes if n.name == "focus"]
+        verdicts[read] = (f.verdict, _reasons(f))
+    assert verdicts[False][0] == "npu"
+    assert verdicts[True][0] == "cpu" and "Relu 'reader'" in verdicts[True][1]
+
+
 def _rnn_head(classes: int, rnn: bool = True):
     """(T, 1, 8) -> [LSTM] -> Transpose -> Reshape (T, 2H) -> Gemm (T, classes) -> Reshape (T, 1, classes)."""
     seq, hid = 6, 4

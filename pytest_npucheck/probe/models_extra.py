@@ -764,6 +764,10 @@ from pytest_npucheck.probe.models_extra3 import FAMILIES as _FAMILIES3  # noqa: 
 
 FAMILIES += _FAMILIES3
 
+from pytest_npucheck.probe.models_extra4 import FAMILIES as _FAMILIES4  # noqa: E402 - whole-model rejections
+
+FAMILIES += _FAMILIES4
+
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every extra probe (optionally only ids starting with one of ``select``)."""

@@ -2,8 +2,9 @@
 explicit ``layout`` attribute, as the dynamo exporter writes every LSTM and GRU (``layout=0``, the
 default). rknn-toolkit2 2.3.2 loads and builds such a node alone, but its graph optimizer rewrites
 the node when its output goes on into a Squeeze, or through Transpose (0, 2, 1, 3) -> Reshape into
-another recurrent layer or out of the model (a stacked LSTM, CRNN/KWS heads), and the rewritten node
-fails the ONNX checker: "Unrecognized attribute: layout for operator LSTM". Each family is built
+another recurrent layer, a MatMul or out of the model (a stacked LSTM), and the rewritten node fails the
+ONNX checker: "Unrecognized attribute: layout for operator LSTM". Into a Gemm (CRNN's classifier) or
+a Relu it builds. Each family is built
 like those of models_extra.py and listed in FAMILIES."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from pytest_npucheck.probe.models import GraphBuilder, _Collector, _rand
 
 #: what reads the recurrent layer's Y (seq, dirs, batch, hidden): name -> the nodes after it
-TAILS = ("squeeze", "t_r_out", "t_r_rnn", "t_r_relu", "t_r_matmul", "t_out", "relu")
+TAILS = ("squeeze", "t_r_out", "t_r_rnn", "t_r_relu", "t_r_matmul", "t_out", "relu", "t_r_gemm")
 
 
 def _rnn(gb: GraphBuilder, x: str, op: str, cin: int, hid: int, name: str, layout: bool) -> str:
@@ -37,7 +38,10 @@ def rnn_layout_tail_extra(c: _Collector) -> None:
                     y = gb.node("Relu", [y], name="post_relu")
                 else:
                     y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_t")
-                    if tail != "t_out":
+                    if tail == "t_r_gemm":  # CRNN's per-step classifier: (T, H) -> Gemm
+                        y = gb.node("Reshape", [y, gb.ints([seq, hid])], name="post_r")
+                        y = gb.node("Gemm", [y, gb.weight([8, hid]), gb.weight([8])], transB=1, name="post_gemm")
+                    elif tail != "t_out":
                         y = gb.node("Reshape", [y, gb.ints([seq, 1, hid])], name="post_r")
                     if tail == "t_r_rnn":
                         y = _rnn(gb, y, op, hid, hid, "post_rnn", False)

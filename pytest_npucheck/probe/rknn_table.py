@@ -941,6 +941,21 @@ _ROTARY_NOTE = ("rotary's rotate_half (Slice, Slice, Neg, Concat -> Mul(sin) -> 
                 "on the CPU by 2.5.0's int8 RV1106 build; keys going through repeat_kv (grouped-query attention) "
                 "and queries with no Softmax -> MatMul after became NPU 1x1 Convs")
 
+#: a recurrent layer's output squeezed or reshaped (through a Transpose: the exporters' form of
+#: nn.LSTM/nn.GRU's output) into a MatMul or another RNN: the graph optimizer rewrites the layer there
+_LAYOUT_TAIL = {"path": [["Reshape", "Squeeze"], ["GRU", "LSTM", "MatMul", "RNN"]], "skip": ["Transpose"]}
+_LAYOUT_TAIL_NOTE = ("an explicit 'layout' attribute (layout=0, as the dynamo exporter writes every LSTM and GRU) makes "
+                     "build() fail with 'Unrecognized attribute: layout' when the layer's output goes through "
+                     "(Transpose ->) Reshape into a MatMul or another RNN (a stacked LSTM): the whole model is "
+                     "rejected. Into a Gemm (CRNN's classifier) or a Relu it built; the probes of the output "
+                     "squeezed or reshaped straight out of the model also failed, which the rule does not cover. "
+                     "Export with the TorchScript exporter, or drop the attribute (0 is its default)")
+_MEAN_NOTE = ("a rank-4 ReduceMean over the spatial axes with keepdims=0 (x.mean((2, 3)) before a classifier) becomes a "
+              "global pooling that keeps rank 4, and build() fails once a node reads it ('Got: 4 Expected: 2'): the "
+              "whole model is rejected. keepdims=1 (then Flatten), one spatial axis, other ranks, or the mean as "
+              "the model's output built; written wider than the probes: a mean over (1, 2, 3) also counts")
+
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
     "Transpose": [C("any_of", [r"x\.Transpose\.perm=[\d_+]+\.ctx=(conv|relu)_"],
                     constraints=[{"rule": "feeds_not", "params": {"path": [_RNN_OPS], "skip": _LAYOUT_OPS[:3] + ["Unsqueeze"]}},
@@ -1054,17 +1069,36 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                 C("producer_not", [r"x\.Reshape\.ctx=group_norm\."], index=0, chain=["InstanceNormalization"],
                   note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
                        "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU")],
-    "ReduceMean": [C("any_of", [r"x\.ReduceMean\.ctx="],
+    "ReduceMean": [C("any_of", [r"x\.ReduceMean\.ctx=(?!global_mean)"],
                      constraints=[{"rule": "axes_ascending", "params": {"attr": "axes"}},
                                   {"rule": "sole_reader", "params": {"index": 0}}],
                      note=_POOL_NOTE + "; with its axes in ascending order ((2, 3), (-2, -1)) it ran as NPU Convs"),
-                   C("sole_reader", [r"x\.ReduceMean\.ctx="], index=0, note=_POOL_NOTE + ", whatever the order of its axes"),
-                   C("any_of", [r"x\.ReduceMean\.ctx="],
+                   C("sole_reader", [r"x\.ReduceMean\.ctx=(?!global_mean)"], index=0, note=_POOL_NOTE + ", whatever the order of its axes"),
+                   C("any_of", [r"x\.ReduceMean\.ctx=(?!global_mean)"],
                      constraints=[{"rule": "axes_ascending", "params": {"attr": "axes"}},
                                   {"rule": "feeds_not", "params": SE_PATH}],
                      note=_SE_NOTE + "; with its axes in ascending order ((2, 3), (-2, -1)) it stayed on the NPU"),
-                   C("feeds_not", [r"x\.ReduceMean\.ctx="], note=_SE_NOTE + ", whatever the order of its axes",
-                     **SE_PATH)],
+                   C("feeds_not", [r"x\.ReduceMean\.ctx=(?!global_mean)"], note=_SE_NOTE + ", whatever the order of its axes",
+                     **SE_PATH),
+                   C("any_of", [r"x\.ReduceMean\.ctx=global_mean\."], "unsupported",
+                     constraints=[{"rule": "feeds_not", "params": {"path": ["*"]}},
+                                  {"rule": "attr_in", "params": {"attr": "keepdims", "values": [1]}},
+                                  {"rule": "rank", "params": {"max": 3}},
+                                  {"rule": "rank", "params": {"min": 5}},
+                                  {"rule": "axis_in", "params": {"attr": "axes", "values": [0, 1, 2]}},
+                                  {"rule": "axis_in", "params": {"attr": "axes", "values": [0, 1, 3]}}],
+                     note=_MEAN_NOTE)],
+    "LSTM": [C("any_of", [r"x\.LSTM\.ctx=layout_tail\."], "unsupported",
+               constraints=[{"rule": "attr_absent", "params": {"attrs": ["layout"]}},
+                            {"rule": "feeds_not", "params": _LAYOUT_TAIL}],
+               note=_LAYOUT_TAIL_NOTE)],
+    "GRU": [C("any_of", [r"x\.GRU\.ctx=layout_tail\."], "unsupported",
+              constraints=[{"rule": "attr_absent", "params": {"attrs": ["layout"]}},
+                           {"rule": "feeds_not", "params": _LAYOUT_TAIL}],
+              note=_LAYOUT_TAIL_NOTE),
+            C("attr_absent", [r"x\.GRU\.ctx=layout_tail\."], "unsupported", attrs=["layout"],
+              note="an explicit 'layout' attribute (even layout=0, as the dynamo exporter writes it) makes build() "
+                   "fail with 'Unrecognized attribute: layout', wherever the GRU's output goes")],
     "Unsqueeze": [C("any_of", [r"x\.Unsqueeze\.axes=[\d_]+\.ctx="],
                     constraints=[{"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
                                  {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
