@@ -76,12 +76,10 @@ def _calibration(model_path: Path, inputs: Any, directory: Path) -> str:
     return str(ds)
 
 
-_PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
-
-
 def placements_from_agreement(path: Path, table: Any, entries: list[tuple[str, str, Path]]) -> dict[str, Any]:
     """The compiler's placements as a committed agreement file implies them (see the module doc)."""
     from pytest_npucheck.check import check_graph, graph_facts
+    from pytest_npucheck.oracles.compare import _PREDICTS  # what each verdict predicts of the placement
 
     doc = json.loads(path.read_text())
     summary = doc.get("summary") or {}
