@@ -167,8 +167,34 @@ def test_crash_and_timeout_isolated(probe_paths: dict[str, str]) -> None:
     ]
     res = {r.key: r for r in oracle.compile_models(jobs, "rk3588", timeout=10)}
     assert res["crash"].status == "crashed"
+    assert res["crash"].extra["earlier_attempts"] == [res["crash"].message]
+    assert "exit code 11" in res["crash"].message
     assert res["hang"].status == "timeout"
+    assert "earlier_attempts" not in res["hang"].extra
     assert res["after"].status == "ok"
+
+
+@needs_rknn
+def test_crash_that_does_not_repeat_is_built_again(probe_paths: dict[str, str],
+                                                   tmp_path: Path) -> None:
+    """A model whose build kills the worker once (rknn-toolkit2 2.5.0 aborts now and then on a
+    Pad with an axes input) is built again in a fresh worker; with retries=0 the crash stands."""
+    relu = probe_paths["Relu.f32.r4"]
+
+    def jobs(marker: Path) -> list:
+        return [oracle.ModelJob(path=relu, key="flaky", debug={"crash_once": str(marker)}),
+                oracle.ModelJob(path=relu, key="after")]
+
+    res = {r.key: r for r in oracle.compile_models(jobs(tmp_path / "a"), "rk3588", timeout=120)}
+    assert res["flaky"].status == "ok" and res["after"].status == "ok"
+    assert oracle.onnx_placement(res["flaky"]) == {"Relu_0": "npu"}
+    [first] = res["flaky"].extra["earlier_attempts"]
+    assert "exit code 6" in first
+    assert "earlier_attempts" not in res["after"].extra
+    res = {r.key: r for r in oracle.compile_models(jobs(tmp_path / "b"), "rk3588", timeout=120,
+                                                   retries=0)}
+    assert res["flaky"].status == "crashed" and res["after"].status == "ok"
+    assert "earlier_attempts" not in res["flaky"].extra
 
 
 def test_extra_probe_findings_in_table() -> None:

@@ -155,6 +155,10 @@ def main(argv=None):
         debug = model.get("debug") or {}
         if debug.get("crash"):  # test hook: simulate a native crash of the compiler
             os._exit(int(debug.get("crash")))
+        if debug.get("crash_once") and not os.path.exists(debug["crash_once"]):
+            # test hook: a crash that does not happen again (leaves a marker file behind)
+            open(debug["crash_once"], "w").close()
+            os._exit(6)
         if debug.get("hang"):  # test hook: simulate a compiler that never returns
             time.sleep(float(debug.get("hang")))
         result = _compile_one(RKNN, job, model, log_path)
