@@ -175,6 +175,7 @@ def test_crash_and_timeout_isolated(probe_paths: dict[str, str]) -> None:
 
 
 @needs_rknn
+@pytest.mark.reliability("F11")
 def test_crash_that_does_not_repeat_is_built_again(probe_paths: dict[str, str],
                                                    tmp_path: Path) -> None:
     """A model whose build kills the worker once (rknn-toolkit2 2.5.0 aborts now and then on a
