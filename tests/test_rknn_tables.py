@@ -661,3 +661,59 @@ def test_dynamo_exports_fall_back_on_2_5_0_rk3566(corpus, tmp_path, model, op, n
     ts = export_model(*built, ExportOptions(exporter="torchscript", opset=17), tmp_path / "t").path
     [r] = _check(ts, ["rknn@2.5.0/rk3566"]).values()
     assert not [n.name for n in r.nodes if n.op_type == op and any(marker in x.message for x in n.reasons)]
+
+
+# the key padding mask's Reshape in front of a fused attention (models_extra5): where the compiler ran it on
+# the CPU, by target (the other targets kept every probe's Reshape on the NPU)
+_SDPA_MASK_CPU = {
+    ("2.3.2", "rk3566"): {"base", "t=16", "h=8.t=32", "src=relu", "mask=plain"},
+    ("2.5.0", "rk3566"): {"src=relu"},
+    ("2.2.0", "rk3566"): {"base", "t=16", "h=8.t=32", "src=input", "src=relu", "scale=post", "mask=plain"},
+    ("2.2.0", "rk3588"): {"src=input", "src=relu"},
+}
+#: probes whose placement a table does not reproduce, and why (the rule follows Conformer itself)
+_SDPA_MASK_MISSED = {
+    ("2.3.2", "rk3566"): {"scale=post"},  # the rule cannot see where the attention is scaled
+    ("2.2.0", "rk3566"): {"src=input"},  # the rule follows Conformer's computed mask
+    ("2.5.0", "rk3566"): {"src=relu"},  # one probe of ten: not adopted
+    ("2.2.0", "rk3588"): {"src=input", "src=relu"},  # the Conformer form stayed on the NPU: not adopted
+}
+
+
+def test_sdpa_mask_reshape_probes_are_reproduced():
+    """The sdpa_mask probe family on all 12 targets: every probe built, the focus Reshape ran where
+    the recorded results say, and each table reproduces it, except the listed ones."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    family = "x.Reshape.ctx=sdpa_mask."
+    for version in ("2.2.0", "2.3.2", "2.5.0"):
+        for soc in SOCS:
+            recs = [r for r in _results(version, soc)["probes"] if r["id"].startswith(family)]
+            assert len(recs) == 10 and all(r["status"] == "ok" for r in recs), (version, soc)
+            label = {r["id"]: r["id"][len(family):-len(".f32.r2")] for r in recs}
+            cpu = {label[r["id"]] for r in recs if r["placement"]["focus_reshape"] == "cpu"}
+            assert cpu == _SDPA_MASK_CPU.get((version, soc), set()), (version, soc, cpu)
+            table = _table(version, soc)
+            wrong = {label[r["id"]] for r in recs
+                     if predict(table, _probe_model(r["id"]).model)["focus_reshape"] != r["placement"]["focus_reshape"]}
+            assert wrong == _SDPA_MASK_MISSED.get((version, soc), set()), (version, soc, wrong)
+
+
+@pytest.mark.parametrize("exporter, opset", [("torchscript", 17), ("dynamo", 19)])
+def test_conformer_mask_reshape_falls_back_on_2_3_2_rk3566(corpus, tmp_path, exporter, opset):
+    """Conformer's key padding mask Reshape: rknn-toolkit2 2.3.2 ran it on the CPU on RK3566 (the
+    agreement run's missed fallbacks, two TorchScript nodes and one dynamo node); the table says so, with
+    the path that decides it, and RK3588 keeps it on the NPU."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    path = export_model(*corpus["conformer_small"].build(), ExportOptions(exporter=exporter, opset=opset),
+                        tmp_path).path
+    res = _check(path, ["rknn@2.3.2/rk3566", "rknn@2.3.2/rk3588"])
+    masks = [n for n in res["rknn@2.3.2/rk3566"].nodes
+             if n.op_type == "Reshape" and any("feeds Expand" in r.message and "Gemm" in r.message for r in n.reasons)]
+    assert len(masks) == (2 if exporter == "torchscript" else 1), [
+        (n.name, n.verdict, [r.message for r in n.reasons]) for n in res["rknn@2.3.2/rk3566"].nodes
+        if n.op_type == "Reshape"]
+    assert {n.verdict for n in masks} == {"cpu"}
+    names = {n.name for n in masks}
+    assert {n.verdict for n in res["rknn@2.3.2/rk3588"].nodes if n.name in names} == {"npu"}

@@ -768,6 +768,10 @@ from pytest_npucheck.probe.models_extra4 import FAMILIES as _FAMILIES4  # noqa: 
 
 FAMILIES += _FAMILIES4
 
+from pytest_npucheck.probe.models_extra5 import FAMILIES as _FAMILIES5  # noqa: E402 - the mask Reshape of an SDPA
+
+FAMILIES += _FAMILIES5
+
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every extra probe (optionally only ids starting with one of ``select``)."""

@@ -956,6 +956,14 @@ _MEAN_NOTE = ("a rank-4 ReduceMean over the spatial axes with keepdims=0 (x.mean
               "the model's output built; written wider than the probes: a mean over (1, 2, 3) also counts")
 
 
+_SDPA_MASK_NOTE = ("the key padding mask of torch's MultiheadAttention (Conformer: Where(pad, -inf, 0) -> Reshape "
+                   "(1, 1, 1, keys) -> Expand over the heads -> Add to the scores -> Softmax -> MatMul -> Transpose -> "
+                   "Reshape -> Gemm, the output projection) ran its Reshape on the CPU with the Expand when the mask "
+                   "was computed in the model; a mask that is a graph input, or an attention result without the Gemm "
+                   "projection after it, kept it on the NPU. With the scale applied after the scores' MatMul "
+                   "(one probe) it also stayed on the NPU, which the rule does not see")
+
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
     "Transpose": [C("any_of", [r"x\.Transpose\.perm=[\d_+]+\.ctx=(conv|relu)_"],
                     constraints=[{"rule": "feeds_not", "params": {"path": [_RNN_OPS], "skip": _LAYOUT_OPS[:3] + ["Unsqueeze"]}},
@@ -1066,6 +1074,9 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                        "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU for 16 channels in "
                        "8 groups, on the NPU for 32 and 64 (where between 16 and 32 it changes was not probed: "
                        "below 32 the table says CPU)"),
+                C("feeds_not", [r"x\.Reshape\.ctx=sdpa_mask\."],
+                  path=["Expand", "Add", "Softmax", "MatMul", "Transpose", "Reshape", "Gemm"], skip=["Reshape"],
+                  from_node=True, note=_SDPA_MASK_NOTE),
                 C("producer_not", [r"x\.Reshape\.ctx=group_norm\."], index=0, chain=["InstanceNormalization"],
                   note="GroupNorm as the TorchScript exporter writes it (Reshape -> InstanceNormalization -> "
                        "Reshape -> Mul -> Add): the Reshape back to (N, C, H, W) ran on the CPU")],
