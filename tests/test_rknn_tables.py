@@ -717,3 +717,24 @@ def test_conformer_mask_reshape_falls_back_on_2_3_2_rk3566(corpus, tmp_path, exp
     assert {n.verdict for n in masks} == {"cpu"}
     names = {n.name for n in masks}
     assert {n.verdict for n in res["rknn@2.3.2/rk3588"].nodes if n.name in names} == {"npu"}
+
+
+@pytest.mark.parametrize("version, op, rejected, kept", [
+    ("2.5.0", "GRU", "GRU.dir=forward.layout=0.f32.r3", "GRU.dir=forward.f32.r3"),
+    ("2.5.0", "LayerNormalization", "LayerNormalization.axis=m1.bias=no.f32.r3", "LayerNormalization.axis=m1.f32.r3"),
+    ("2.3.2", "LayerNormalization", "LayerNormalization.axis=m1.bias=no.f32.r3", "LayerNormalization.axis=m1.f32.r3"),
+    ("2.2.0", "LayerNormalization", "LayerNormalization.axis=m1.bias=no.f32.r3", "LayerNormalization.axis=m1.f32.r3"),
+])
+def test_cpu_op_keeps_the_constraints_that_reject_the_model(version, op, rejected, kept):
+    """RV1106 runs these ops on the CPU, and build() still fails on what fails it elsewhere (GRU's
+    'layout' attribute, a LayerNormalization without its bias): the generated table keeps those
+    constraints on the CPU entry, and both probes are predicted as the compiler placed them."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    table = _table(version, "rv1106")
+    recs = {r["id"]: r for r in _results(version, "rv1106")["probes"]}
+    assert recs[rejected]["status"] in ("build_failed", "crashed") and recs[kept]["verdict"] == "cpu"
+    raw = json.loads((REPO / "op_support_tables/rknn" / version / "rv1106.json").read_text())["ops"]["ai.onnx:" + op]
+    assert raw["status"] == "cpu" and {c["else"] for c in raw["constraints"]} == {"unsupported"}
+    assert set(predict(table, _probe_model(rejected).model).values()) == {"unsupported"}
+    assert set(predict(table, _probe_model(kept).model).values()) == {"cpu"}

@@ -1202,6 +1202,16 @@ def _variants(entry: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         e = {k: v for k, v in entry.items() if k not in ("constraints", "note")}
         e["status"] = status
         out.append(("status %s with no constraint" % status, e))
+    # a CPU op can still make build() fail: the other status, keeping the constraints that reject
+    # the model (RV1106 runs GRU on the CPU and still fails on its 'layout' attribute)
+    rejecting = [c for c in cons if c.get("else") == "unsupported"]
+    for status in ("npu", "cpu"):
+        if status == entry["status"] or not rejecting:
+            continue
+        e = {k: v for k, v in entry.items() if k != "note"}
+        e["status"], e["constraints"] = status, rejecting
+        out.append(("status %s keeping the %s" % (status, " and the ".join(
+            "%s constraint %s" % (c["rule"], _params_text(c.get("params", {}))) for c in rejecting)), e))
     return out
 
 
