@@ -1,8 +1,9 @@
 """Models rknn-toolkit2 rejects as a whole (load or build fails), found where real corpus exports did not
 build (session 7): the probe families of models_extra4, the recorded outcome of each probe, each table's
 prediction of it, and the real exports the tables now call rejected. The families' results are part of
-the 2.3.2 tables (the version whose real builds failed on them); on 2.2.0 and 2.5.0 they were run too
-(probes/rknn/README.md gives the outcome) but not yet merged into those tables' evidence."""
+the 2.3.2 tables (the version whose real builds failed on them), DeiT's token Concat (session 8) of the
+2.2.0 tables too; on 2.2.0 and 2.5.0 the others were run too (probes/rknn/README.md gives the outcome) but
+not yet merged into those tables' evidence."""
 
 from __future__ import annotations
 
@@ -127,3 +128,48 @@ def test_spatial_mean_before_the_classifier_is_rejected_by_2_3_2_only(corpus, tm
             assert r.verdict == "unsupported" and len(means) == 1, target
         else:
             assert not means, target
+
+
+#: DeiT's token Concat probes that 2.3.2 and 2.2.0 ("list index out of range") failed to build
+_TOKENS_REJECTED = {"tokens=2", "tokens=3", "tokens=2.const", "tokens=2.relu", "tokens=2.transpose_relu"}
+#: a probe the 2.2.0 and 2.3.2 tables call rejected although it built: tokens computed in the model
+_TOKENS_WIDER = {"tokens=2.computed"}
+
+
+@pytest.mark.parametrize("version", ["2.2.0", "2.3.2"])
+@pytest.mark.parametrize("soc", SOCS)
+def test_token_concat_probes_are_recorded_and_predicted(version, soc):
+    table = CATALOG.table(f"rknn@{version}/{soc}")
+    recs = _extra(version, soc, "x.Concat.ctx=tokens.")
+    assert len(recs) == 10
+    for rec in recs:
+        case = re.sub(r"^x\.Concat\.ctx=tokens\.|\.f32\.r3$", "", rec["id"])
+        failed = rec["status"] != "ok"
+        assert failed == (case in _TOKENS_REJECTED), (rec["id"], rec["status"])
+        if failed and version == "2.3.2":  # a KeyError naming what the Transpose (or the Relu behind it) computes
+            assert rec["message"].strip().strip("'") in ("patch_t_out", "patch_relu_out"), rec["message"][-300:]
+        elif failed:
+            assert "list index out of range" in rec["message"], rec["message"][-300:]
+        predicted = _rejected(table, _model(rec["id"]))
+        assert predicted == (case in _TOKENS_REJECTED | _TOKENS_WIDER), (version, soc, rec["id"], predicted)
+
+
+def test_deit_is_rejected_by_2_3_2_not_by_2_5_0(corpus, tmp_path):
+    """deit_tiny_distilled: the real 2.3.2 builds of both exports failed on every SoC with a KeyError
+    naming the patch embeddings' Transpose result; 2.5.0 built them. ViT (one token) is not rejected."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    targets = [f"rknn@{v}/{s}" for v in ("2.3.2", "2.5.0") for s in SOCS]
+    for exporter, opset in (("torchscript", 17), ("dynamo", 19)):
+        built = corpus["deit_tiny_distilled"].build()
+        path = export_model(*built, ExportOptions(exporter=exporter, opset=opset), tmp_path / exporter).path
+        for target, r in _verdicts(path, targets).items():
+            cat = [n for n in r.nodes if n.op_type == "Concat" and n.verdict == "unsupported"]
+            if "@2.3.2/" in target:
+                assert r.verdict == "unsupported" and len(cat) == 1, (exporter, target)
+                assert "Transpose" in " ".join(x.message for x in cat[0].reasons)
+            else:
+                assert not cat, (exporter, target)
+    vit = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / "v").path
+    assert not [n.name for r in _verdicts(vit, targets).values() for n in r.nodes
+                if n.op_type == "Concat" and n.verdict == "unsupported"]

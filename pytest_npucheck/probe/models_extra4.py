@@ -78,4 +78,60 @@ def global_mean_extra(c: _Collector) -> None:
               % ("_".join(str(a) for a in axes), keep, tail), "ReduceMean", gb, kind="context", focus=["focus_mean"])
 
 
-FAMILIES = [rnn_layout_tail_extra, global_mean_extra]
+#: (label, keyword arguments of _token_concat): DeiT's form first, then one change each
+TOKEN_VARIANTS = (
+    ("tokens=2", {}),
+    ("tokens=3", {"tokens": 3}),
+    ("tokens=2.const", {"expand": False}),
+    ("tokens=2.relu", {"tail": "relu"}),
+    ("tokens=1", {"tokens": 1}),
+    ("tokens=2.order=back", {"order": "back"}),
+    ("tokens=2.order=mid", {"order": "mid"}),
+    ("tokens=2.no_transpose", {"transpose": "none"}),
+    ("tokens=2.transpose_relu", {"transpose": "relu"}),
+    ("tokens=2.computed", {"computed": True}),
+)
+
+
+def _token_concat(tokens: int = 2, expand: bool = True, tail: str = "add", order: str = "front",
+                  transpose: str = "plain", computed: bool = False) -> GraphBuilder:
+    c = 64
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 3, 64, 64])
+    y = gb.node("Conv", [x, gb.weight([c, 3, 8, 8]), gb.weight([c])], kernel_shape=[8, 8], strides=[8, 8],
+                name="patch_conv")
+    y = gb.node("Reshape", [y, gb.ints([1, c, 64])], name="patch_flat")
+    if transpose != "none":
+        y = gb.node("Transpose", [y], perm=[0, 2, 1], name="patch_t")
+    if transpose == "relu":
+        y = gb.node("Relu", [y], name="patch_relu")
+    toks = []
+    for i in range(tokens):
+        t = gb.weight([1, 1, c])
+        if computed:  # a token computed from the patches, not a parameter
+            t = gb.node("Mul", [gb.node("ReduceMean", [y], axes=[1], keepdims=1, name="tok%d_mean" % i), t],
+                        name="tok%d_mul" % i)
+        elif expand:  # the exporters' cls_token.expand(batch, -1, -1)
+            t = gb.node("Expand", [t, gb.ints([1, 1, c])], name="tok%d_expand" % i)
+        toks.append(t)
+    parts = {"front": toks + [y], "back": [y] + toks, "mid": toks[:1] + [y] + toks[1:]}[order]
+    y = gb.node("Concat", parts, axis=1, name="focus_cat")
+    y = gb.node("Add", [y, gb.weight([1, 64 + tokens, c])], name="pos_add")
+    if tail == "relu":
+        y = gb.node("Relu", [y], name="post_relu")
+    gb.output(y)
+    return gb
+
+
+def token_concat_extra(c: _Collector) -> None:
+    """DeiT's token sequence: the class and distillation tokens (parameters, expanded to the batch)
+    concatenated in front of the patch embeddings (Conv -> Reshape -> Transpose). rknn-toolkit2 2.3.2
+    fails build() with a KeyError naming the Transpose's result when two or more constant tokens come
+    before it; one token (ViT), the patches first or between the tokens, no Transpose, or tokens computed
+    in the model build. Focus: the Concat."""
+    for label, kw in TOKEN_VARIANTS:
+        c.add("x.Concat.ctx=tokens.%s.f32.r3" % label, "Concat", _token_concat(**kw), kind="context",
+              focus=["focus_cat"])
+
+
+FAMILIES = [rnn_layout_tail_extra, global_mean_extra, token_concat_extra]

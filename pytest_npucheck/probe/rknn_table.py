@@ -964,6 +964,13 @@ _SDPA_MASK_NOTE = ("the key padding mask of torch's MultiheadAttention (Conforme
                    "(one probe) it also stayed on the NPU, which the rule does not see")
 
 
+_TOKENS_NOTE = ("DeiT's token sequence (class and distillation tokens in front of the patch embeddings, Conv -> "
+                "Reshape -> Transpose) makes build() fail with a KeyError naming the Transpose's result once two or "
+                "more tokens come before it: the whole model is rejected. One token (ViT), the patches first, or "
+                "no Transpose built; so did tokens computed in the model (one probe), which the rule does not "
+                "tell from parameters")
+
+
 CANDIDATES: dict[str, list[dict[str, Any]]] = {
     "Transpose": [C("any_of", [r"x\.Transpose\.perm=[\d_+]+\.ctx=(conv|relu)_"],
                     constraints=[{"rule": "feeds_not", "params": {"path": [_RNN_OPS], "skip": _LAYOUT_OPS[:3] + ["Unsqueeze"]}},
@@ -1026,7 +1033,11 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                     note="the rank-4 Transpose (0, 2, 1, 3) merging the heads of a batch of attention windows (Swin: "
                          "(16, 2, 16, 16), (4, 4, 16, 16): four blocks of axes) ran on the CPU; with one window "
                          "((1, 8, 16, 16): three blocks) it stayed on the NPU (rank 5 and 6: see the five-block rule)")],
-    "Concat": [C("not_spatial_roll", [r"x\.Concat\.ctx=(norm_)?roll\."],
+    "Concat": [C("producer_not", [r"x\.Concat\.ctx=tokens\."], "unsupported", index=2, chain=["Transpose"],
+                 skip=["Relu"], note=_TOKENS_NOTE),
+               C("producer_not", [r"x\.Concat\.ctx=tokens\."], "unsupported", index=3, chain=["Transpose"],
+                 skip=["Relu"], note=_TOKENS_NOTE),
+               C("not_spatial_roll", [r"x\.Concat\.ctx=(norm_)?roll\."],
                  channels_last_after=["LayerNormalization", "MatMul", "Gemm"],
                  note="a torch.roll (Slice + Slice -> Concat) along a spatial axis became a Gather on "
                       "the CPU; along the channel axis it became a 1x1 Conv on the NPU. Axis 1 of a grid "
