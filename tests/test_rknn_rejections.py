@@ -38,6 +38,15 @@ def _extra(version: str, soc: str, prefix: str) -> list[dict]:
     return [r for r in doc["probes"] if r["id"].startswith(prefix)]
 
 
+def _family(version: str, soc: str, prefix: str, count: int) -> tuple:
+    """The table, and each probe of one family as (record, case, failed): the case is the id without
+    the family prefix and the dtype/rank suffix."""
+    recs = _extra(version, soc, prefix)
+    assert len(recs) == count
+    cases = [(r, re.sub(r"\.f32\.r\d$", "", r["id"][len(prefix):]), r["status"] != "ok") for r in recs]
+    return CATALOG.table(f"rknn@{version}/{soc}"), cases
+
+
 def _model(pid: str):
     from pytest_npucheck.probe.models_extra import build_extra_probes
 
@@ -76,12 +85,8 @@ def test_rnn_layout_probes_are_recorded_and_predicted(version, soc):
 @pytest.mark.parametrize("version", ["2.3.2"])
 @pytest.mark.parametrize("soc", SOCS)
 def test_global_mean_probes_are_recorded_and_predicted(version, soc):
-    table = CATALOG.table(f"rknn@{version}/{soc}")
-    recs = _extra(version, soc, "x.ReduceMean.ctx=global_mean.")
-    assert len(recs) == 9
-    for rec in recs:
-        case = re.sub(r"^x\.ReduceMean\.ctx=global_mean\.|\.f32\.r4$", "", rec["id"])
-        failed = rec["status"] != "ok"
+    table, cases = _family(version, soc, "x.ReduceMean.ctx=global_mean.", 9)
+    for rec, case, failed in cases:
         assert failed == (version == "2.3.2" and case in _MEAN_REJECTED), (rec["id"], rec["status"])
         if failed:
             assert "Expected: 2" in rec["message"], rec["message"][-300:]
@@ -139,12 +144,8 @@ _TOKENS_WIDER = {"tokens=2.computed"}
 @pytest.mark.parametrize("version", ["2.2.0", "2.3.2"])
 @pytest.mark.parametrize("soc", SOCS)
 def test_token_concat_probes_are_recorded_and_predicted(version, soc):
-    table = CATALOG.table(f"rknn@{version}/{soc}")
-    recs = _extra(version, soc, "x.Concat.ctx=tokens.")
-    assert len(recs) == 10
-    for rec in recs:
-        case = re.sub(r"^x\.Concat\.ctx=tokens\.|\.f32\.r3$", "", rec["id"])
-        failed = rec["status"] != "ok"
+    table, cases = _family(version, soc, "x.Concat.ctx=tokens.", 10)
+    for rec, case, failed in cases:
         assert failed == (case in _TOKENS_REJECTED), (rec["id"], rec["status"])
         if failed and version == "2.3.2":  # a KeyError naming what the Transpose (or the Relu behind it) computes
             assert rec["message"].strip().strip("'") in ("patch_t_out", "patch_relu_out"), rec["message"][-300:]

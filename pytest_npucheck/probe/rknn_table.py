@@ -954,16 +954,12 @@ _MEAN_NOTE = ("a rank-4 ReduceMean over the spatial axes with keepdims=0 (x.mean
               "global pooling that keeps rank 4, and build() fails once a node reads it ('Got: 4 Expected: 2'): the "
               "whole model is rejected. keepdims=1 (then Flatten), one spatial axis, other ranks, or the mean as "
               "the model's output built; written wider than the probes: a mean over (1, 2, 3) also counts")
-
-
 _SDPA_MASK_NOTE = ("the key padding mask of torch's MultiheadAttention (Conformer: Where(pad, -inf, 0) -> Reshape "
                    "(1, 1, 1, keys) -> Expand over the heads -> Add to the scores -> Softmax -> MatMul -> Transpose -> "
                    "Reshape -> Gemm, the output projection) ran its Reshape on the CPU with the Expand when the mask "
                    "was computed in the model; a mask that is a graph input, or an attention result without the Gemm "
                    "projection after it, kept it on the NPU. With the scale applied after the scores' MatMul "
                    "(one probe) it also stayed on the NPU, which the rule does not see")
-
-
 _TOKENS_NOTE = ("DeiT's token sequence (class and distillation tokens in front of the patch embeddings, Conv -> "
                 "Reshape -> Transpose) makes build() fail with a KeyError naming the Transpose's result once two or "
                 "more tokens come before it: the whole model is rejected. One token (ViT), the patches first, or "
@@ -1033,10 +1029,8 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                     note="the rank-4 Transpose (0, 2, 1, 3) merging the heads of a batch of attention windows (Swin: "
                          "(16, 2, 16, 16), (4, 4, 16, 16): four blocks of axes) ran on the CPU; with one window "
                          "((1, 8, 16, 16): three blocks) it stayed on the NPU (rank 5 and 6: see the five-block rule)")],
-    "Concat": [C("producer_not", [r"x\.Concat\.ctx=tokens\."], "unsupported", index=2, chain=["Transpose"],
-                 skip=["Relu"], note=_TOKENS_NOTE),
-               C("producer_not", [r"x\.Concat\.ctx=tokens\."], "unsupported", index=3, chain=["Transpose"],
-                 skip=["Relu"], note=_TOKENS_NOTE),
+    "Concat": [*(C("producer_not", [r"x\.Concat\.ctx=tokens\."], "unsupported", index=i, chain=["Transpose"],
+                   skip=["Relu"], note=_TOKENS_NOTE) for i in (2, 3)),  # the patches after two or three tokens
                C("not_spatial_roll", [r"x\.Concat\.ctx=(norm_)?roll\."],
                  channels_last_after=["LayerNormalization", "MatMul", "Gemm"],
                  note="a torch.roll (Slice + Slice -> Concat) along a spatial axis became a Gather on "
