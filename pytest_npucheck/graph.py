@@ -166,6 +166,7 @@ class GraphFacts:
 
 _GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for unknown dims
 _LFS = b"version https://git-lfs.github.com/spec/"
+_LOCATION = b"location"  # the key of StringStringEntryProto that names an external data file
 
 
 def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]] = None) -> Any:
@@ -210,10 +211,18 @@ def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]]
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' has no nodes: nothing to check")
     if len(model.graph.output) == 0:
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' declares no outputs")
+    if light_without_references(keep):
+        return model  # no tensor of the file can name an external file (see Kept.references)
     from .safety import check_external_data
 
     check_external_data(model, path, keep=keep)  # untrusted references are refused before anything reads them
     return model
+
+
+def light_without_references(keep: Any) -> bool:
+    """Whether the file was read without its weights and its bytes cannot hold an external-data
+    reference (``Kept.references``)."""
+    return isinstance(keep, Kept) and keep.serialized is not None and not keep.references
 
 
 def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = None) -> Any:
@@ -233,6 +242,7 @@ def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = Non
         return None
     if isinstance(keep, Kept):
         keep.serialized = light
+        keep.references = _LOCATION in light
     return onnx.ModelProto.FromString(light)
 
 
@@ -242,6 +252,12 @@ class Kept(list):  # type: ignore[type-arg]
     None when the file was read whole)."""
 
     serialized: Optional[bytes] = None
+    # Whether the bytes read (``serialized``) hold b"location". ONNX and ONNX Runtime read a tensor's
+    # external data from the file its "location" entry names and refuse one without it; a protobuf
+    # string is stored verbatim, so a file without those bytes has no reference for anything to
+    # follow, and the external-data check (which reads every attribute of every node) is skipped.
+    # The bytes left out are the values of large initializers: raw data, never a field.
+    references: bool = True
 
 
 def clear_caches() -> None:

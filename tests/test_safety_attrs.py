@@ -64,3 +64,49 @@ def test_constant_in_a_subgraph_body_is_checked(tmp_path):
     model = make_model([cond, branch, helper.make_node("Add", ["x", "z"], ["y"], name="add")], [("x", (4,))], ["y"])
     with pytest.raises(ModelError, match=r"node 'if' attribute 'then_branch' > node 'k' attribute 'value'.*absolute"):
         load_graph(_write(tmp_path, model))
+
+
+def _with_large_weight(model):
+    """The model plus an initializer big enough to be left out of the light read (graph._without_weights)."""
+    model.graph.initializer.append(const("big", np.ones(4 * 64)))
+    return model
+
+
+@pytest.mark.parametrize("where", ["attribute", "subgraph", "initializer"])
+def test_a_reference_is_refused_when_the_weights_are_left_out(tmp_path, where):
+    """load_graph reads files without their large weights and skips the attribute walk when the bytes
+    hold no b"location" (graph.Kept.references): every reference still has those bytes, and is refused."""
+    from pytest_npucheck import graph
+
+    if where == "attribute":
+        model = _constant_model("../x.bin")
+    elif where == "subgraph":
+        body = helper.make_graph([helper.make_node("Constant", [], ["k"], name="k",
+                                                   value=_external(const("vk", np.ones(4)), "/etc/passwd"))],
+                                 "then", [], [helper.make_tensor_value_info("k", onnx.TensorProto.FLOAT, [4])])
+        other = helper.make_graph([helper.make_node("Constant", [], ["k"], name="k2", value=const("v2", np.ones(4)))],
+                                  "else", [], [helper.make_tensor_value_info("k", onnx.TensorProto.FLOAT, [4])])
+        cond = helper.make_node("Constant", [], ["cond"], name="cond", value=const("vc", np.array(True), "bool"))
+        model = make_model([cond, helper.make_node("If", ["cond"], ["z"], name="if", then_branch=body, else_branch=other),
+                            helper.make_node("Add", ["x", "z"], ["y"], name="add")], [("x", (4,))], ["y"])
+    else:
+        model = _constant_model()
+        model.graph.initializer.append(_external(const("far_w", np.ones(4 * 64)), "../../w.bin"))
+    path = _write(tmp_path, _with_large_weight(model))
+    kept = graph.Kept()
+    with pytest.raises(ModelError, match=r"external data location"):
+        graph.load_model_proto(path, weights=False, keep=kept)
+    assert kept.serialized is not None and kept.references  # read light, and the bytes were seen
+
+
+def test_a_file_without_references_is_not_walked_and_keeps_its_facts(tmp_path):
+    from pytest_npucheck import facts_cache, graph
+
+    path = _write(tmp_path, _with_large_weight(_constant_model()))
+    kept = graph.Kept()
+    model = graph.load_model_proto(path, weights=False, keep=kept)
+    assert kept.serialized is not None and not kept.references and len(kept) == 0  # no attribute was read for the check
+    facts = graph.facts_from_model(model, str(path), kept)
+    assert facts.tensor("c").value == (2.0, 2.0, 2.0, 2.0)
+    full = graph.facts_from_model(onnx.load(str(path)), str(path))
+    assert facts_cache.to_json(facts) == facts_cache.to_json(full)
