@@ -72,6 +72,10 @@ def render_table(table: Table) -> str:
         op = key.split(":", 1)[1] if key.startswith("ai.onnx:") else key
         opset = f"{e.opset[0]}-{e.opset[1]}" if e.opset else "any"
         cons = "<br>".join(_cell(describe(c)) for c in e.constraints) or "-"
+        if e.not_folded:
+            dtypes = ", ".join(sorted(e.not_folded))
+            cons = ("" if cons == "-" else cons + "<br>") + \
+                f"not folded when input 0 is {_cell(dtypes)}: judged even with constant inputs"
         if e.note:
             cons += f"<br>*{_cell(e.note)}*"
         src = sources.get(e.source, {}).get("title", e.source)

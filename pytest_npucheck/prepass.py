@@ -8,7 +8,7 @@ target. Which passes run, and in which order, is listed per table (``prepasses``
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .graph import GraphFacts, NodeFact, TensorInfo, _new
 from .tables import Pattern, Table
@@ -52,7 +52,9 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     if "eliminate_identity" in passes:
         _eliminate_identity(graph, pre)
     if passes & {"fold_constants", "fold_shape_ops"}:
-        _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes)
+        not_folded = {key: e.not_folded for key, e in table.ops.items() if e.not_folded}
+        _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes,
+              not_folded=not_folded)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
@@ -89,7 +91,10 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
                                       value=info.value)
 
 
-def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool) -> None:
+def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
+          not_folded: Optional[Mapping[str, frozenset[str]]] = None) -> None:
+    """Fold constants and static shapes. ``not_folded``: op key -> dtypes of input 0 for which the
+    compiler cannot evaluate the op (tables' ``not_folded``): such a node stays to be judged."""
     folded, const, tensors = pre.folded, pre.const, graph.tensors
     for node in graph.nodes:  # ONNX nodes are stored in topological order
         if node.index in folded or node.domain != "ai.onnx" or node.subgraphs:
@@ -115,6 +120,10 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool) 
                 name = None
             if name is not None:
                 continue
+            if not_folded and node.key in not_folded and node.inputs:
+                info = pre.const.get(node.inputs[0]) or tensors.get(node.inputs[0])
+                if info is not None and info.dtype in not_folded[node.key]:
+                    continue  # the compiler's folding has no kernel for it: judged like any node
         for out in node.outputs:
             if out:
                 base = tensors.get(out) or TensorInfo(out, None, None)

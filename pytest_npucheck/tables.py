@@ -83,6 +83,9 @@ class OpEntry:
     constraints: tuple[Constraint, ...]
     source: str
     note: Optional[str] = None
+    # dtypes of input 0 for which the compiler's constant folding cannot evaluate the op: a node of it
+    # with constant inputs is judged, not folded (schema: op_entry.not_folded)
+    not_folded: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -298,6 +301,7 @@ def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha2
         key: OpEntry(
             key=key, status=e["status"], opset=tuple(e["opset"]) if "opset" in e else None,  # type: ignore[arg-type]
             constraints=tuple(_constraint(c) for c in e.get("constraints", [])), source=e["source"], note=e.get("note"),
+            not_folded=frozenset((e.get("not_folded") or {}).get("dtypes", ())),
         )
         for key, e in data["ops"].items()
     }

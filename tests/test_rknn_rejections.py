@@ -3,7 +3,8 @@ build (session 7): the probe families of models_extra4, the recorded outcome of 
 prediction of it, and the real exports the tables now call rejected. The families' results are part of
 the 2.3.2 tables (the version whose real builds failed on them), DeiT's token Concat (session 8) of the
 2.2.0 tables too; on 2.2.0 and 2.5.0 the others were run too (probes/rknn/README.md gives the outcome) but
-not yet merged into those tables' evidence."""
+not yet merged into those tables' evidence. Session 9 (models_extra6, all 12 targets): the RMSNorm with
+its weight that crashes 2.2.0 (T5, LLaMA) and the bool Trilu that 2.2.0's onnxruntime cannot run (GPT-2)."""
 
 from __future__ import annotations
 
@@ -174,3 +175,96 @@ def test_deit_is_rejected_by_2_3_2_not_by_2_5_0(corpus, tmp_path):
     vit = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / "v").path
     assert not [n.name for r in _verdicts(vit, targets).values() for n in r.nodes
                 if n.op_type == "Concat" and n.verdict == "unsupported"]
+
+
+#: the RMSNorm probes whose build crashed 2.2.0 on RK3566, RK3576 and RK3588: every form with the
+#: weight Mul after Div(1, sqrt(.)) (RV1106's int8 builds, and 2.3.2 and 2.5.0, built every one)
+_RMSNORM_CRASHED = {"base", "w_first", "cast", "t=32.d=64"}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("soc", SOCS)
+def test_rmsnorm_weight_probes_are_recorded_and_predicted(version, soc):
+    table, cases = _family(version, soc, "x.Mul.ctx=rmsnorm_weight.", 6)
+    crashes = version == "2.2.0" and soc != "rv1106"
+    for rec, case, failed in cases:
+        assert failed == (crashes and case in _RMSNORM_CRASHED), (rec["id"], rec["status"])
+        if failed:
+            assert rec["status"] == "crashed" and "invalid tensor malloc size" in rec["message"], rec["message"][-300:]
+        model = _model(rec["id"])
+        assert _rejected(table, model) == failed, (version, soc, rec["id"])
+        if not failed:  # what the compiler placed on the CPU (the lone Div or Reciprocal), the table predicts
+            from pytest_npucheck.graph import facts_from_model
+            from pytest_npucheck.matcher import match
+
+            verdicts = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+            assert {n for n, v in verdicts.items() if v == "cpu"} == \
+                {n for n, d in rec["placement"].items() if d == "cpu"}, (version, soc, rec["id"], verdicts)
+
+
+def test_t5_and_llama_are_rejected_by_2_2_0_not_by_2_3_2(corpus, tmp_path):
+    """The TorchScript exports of t5_encoder_tiny and llama_tiny crashed 2.2.0 on RK3566, RK3576 and RK3588
+    ("invalid tensor malloc size"; cut down, at the weight Mul of the first RMSNorm) and built on RV1106
+    and with 2.3.2: the tables say so, naming the RMSNorm and what to do about it."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    targets = [f"rknn@{v}/{s}" for v in ("2.2.0", "2.3.2") for s in SOCS]
+    for name in ("t5_encoder_tiny", "llama_tiny"):
+        path = export_model(*corpus[name].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / name).path
+        for target, r in _verdicts(path, targets).items():
+            norm = [n for n in r.nodes if n.verdict == "unsupported" and n.fused_into and "rmsnorm_div" in n.fused_into]
+            if "@2.2.0/" in target and not target.endswith("rv1106"):
+                assert r.verdict == "unsupported" and norm, (name, target)
+                assert any(n.op_type == "Mul" and "weight" in n.fused_into for n in norm), (name, target)
+                text = " ".join(x.message for n in norm for x in n.reasons)
+                assert "2.3.2" in text and "Reciprocal" in text, text[:500]
+            else:
+                assert not norm, (name, target)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("soc", SOCS)
+def test_bool_trilu_probes_are_recorded_and_predicted(version, soc):
+    """2.2.0 fails every build with a Trilu of a bool tensor (its onnxruntime 1.16 has no kernel), on every
+    SoC, whether the mask is a constant its folding would evaluate or an input; a float mask builds, and
+    2.3.2 and 2.5.0 build them all. The tables: a Trilu of bool is not folded on 2.2.0 and rejects the model."""
+    table, cases = _family(version, soc, "x.Trilu.ctx=causal_mask.", 5)
+    entry = table.ops["ai.onnx:Trilu"]
+    assert entry.not_folded == (frozenset({"bool"}) if version == "2.2.0" else frozenset())
+    for rec, case, failed in cases:
+        is_bool = case.endswith(".bool.r2")
+        assert failed == (version == "2.2.0" and is_bool), (rec["id"], rec["status"])
+        if failed:
+            assert "Could not find an implementation for Trilu" in rec["message"], rec["message"][-300:]
+        assert _rejected(table, _model(rec["id"])) == failed, (version, soc, rec["id"])
+
+
+def test_not_folded_keeps_a_constant_bool_trilu_to_be_judged():
+    """The same constant-mask model: folded by the 2.3.2 table's constant folding, judged (and rejected) by
+    the 2.2.0 one; a float mask is folded by both."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+
+    for pid, old, new in (("x.Trilu.ctx=causal_mask.const.bool.r2", "unsupported", "folded"),
+                          ("x.Trilu.ctx=causal_mask.mul.f32.r2", "folded", "folded")):
+        facts = facts_from_model(_model(pid))
+        got = [{n.name: n.verdict for n in match(facts, CATALOG.table(f"rknn@{v}/rk3588")).nodes}["focus_trilu"]
+               for v in ("2.2.0", "2.3.2")]
+        assert got == [old, new], (pid, got)
+
+
+def test_gpt2_torchscript_is_rejected_by_2_2_0_for_its_bool_trilu(corpus, tmp_path):
+    """gpt2_tiny's TorchScript export failed every real 2.2.0 build ('Could not find an implementation for
+    Trilu(14)'): the causal mask is a Trilu of a constant bool matrix. 2.3.2 built it."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    path = export_model(*corpus["gpt2_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / "g").path
+    targets = [f"rknn@{v}/{s}" for v in ("2.2.0", "2.3.2") for s in SOCS]
+    for target, r in _verdicts(path, targets).items():
+        trilu = [n for n in r.nodes if n.op_type == "Trilu"]
+        assert trilu, target
+        if "@2.2.0/" in target:
+            assert r.verdict == "unsupported" and all(n.verdict == "unsupported" for n in trilu), target
+            assert "bool" in " ".join(x.message for x in trilu[0].reasons)
+        else:
+            assert all(n.verdict == "folded" for n in trilu), target

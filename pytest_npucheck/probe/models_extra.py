@@ -772,6 +772,10 @@ from pytest_npucheck.probe.models_extra5 import FAMILIES as _FAMILIES5  # noqa: 
 
 FAMILIES += _FAMILIES5
 
+from pytest_npucheck.probe.models_extra6 import FAMILIES as _FAMILIES6  # noqa: E402 - RMSNorm with its weight
+
+FAMILIES += _FAMILIES6
+
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every extra probe (optionally only ids starting with one of ``select``)."""
