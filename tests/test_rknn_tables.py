@@ -719,6 +719,44 @@ def test_conformer_mask_reshape_falls_back_on_2_3_2_rk3566(corpus, tmp_path, exp
     assert {n.verdict for n in res["rknn@2.3.2/rk3588"].nodes if n.name in names} == {"npu"}
 
 
+#: the mask_head probes whose mask Reshape 2.2.0/rk3566 ran on the CPU: a Gemm anywhere in the graph
+_MASK_HEAD_CPU = {"gemm_attn", "gemm_indep", "layers=2.gemm_attn"}
+
+
+def test_mask_head_probes_are_reproduced():
+    """The mask_head family (session 9) on all 12 targets: every probe built; 2.2.0/rk3566 ran the mask
+    Reshape behind the int64 Equal on the CPU exactly when the graph held a Gemm, every other target on
+    the NPU; each table reproduces every probe."""
+    from pytest_npucheck.probe.rknn_table import predict
+
+    family = "x.Reshape.ctx=mask_head."
+    for version in ("2.2.0", "2.3.2", "2.5.0"):
+        for soc in SOCS:
+            recs = [r for r in _results(version, soc)["probes"] if r["id"].startswith(family)]
+            assert len(recs) == 5 and all(r["status"] == "ok" for r in recs), (version, soc)
+            label = {r["id"]: r["id"][len(family):-len(".b.r2")] for r in recs}
+            cpu = {label[r["id"]] for r in recs if r["placement"]["focus_reshape"] == "cpu"}
+            assert cpu == (_MASK_HEAD_CPU if (version, soc) == ("2.2.0", "rk3566") else set()), (version, soc, cpu)
+            table = _table(version, soc)
+            wrong = {label[r["id"]] for r in recs
+                     if predict(table, _probe_model(r["id"]).model)["focus_reshape"] != r["placement"]["focus_reshape"]}
+            assert not wrong, (version, soc, wrong)
+
+
+def test_distilbert_mask_reshape_falls_back_on_2_2_0_rk3566(corpus, tmp_path):
+    """distilbert_tiny (TorchScript): the real 2.2.0 build on RK3566 ran layer 0's mask Reshape on the CPU (the
+    last missed fallback of the agreement run; the three identical Reshapes are merged into that one). Cut
+    down, it needs the classifier's Gemm. The table says CPU for it, naming the Gemm, and RK3588 says NPU."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    path = export_model(*corpus["distilbert_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path).path
+    res = _check(path, ["rknn@2.2.0/rk3566", "rknn@2.2.0/rk3588"])
+    node = {n.name: n for n in res["rknn@2.2.0/rk3566"].nodes}["/layer.0/attention/Reshape_3"]
+    assert node.verdict == "cpu" and "the graph also has Gemm '/pre_classifier/Gemm'" in " ".join(
+        r.message for r in node.reasons), node
+    assert {n.name: n.verdict for n in res["rknn@2.2.0/rk3588"].nodes}["/layer.0/attention/Reshape_3"] == "npu"
+
+
 @pytest.mark.parametrize("version, op, rejected, kept", [
     ("2.5.0", "GRU", "GRU.dir=forward.layout=0.f32.r3", "GRU.dir=forward.f32.r3"),
     ("2.5.0", "LayerNormalization", "LayerNormalization.axis=m1.bias=no.f32.r3", "LayerNormalization.axis=m1.f32.r3"),

@@ -466,6 +466,33 @@ def test_sole_reader_names_the_other_readers():
     assert not is_local("sole_reader", {"index": 0})
 
 
+def test_graph_lacks_names_the_nodes_anywhere_in_the_graph():
+    """graph_lacks looks at the whole main graph, not the node's neighbours: a Gemm on an unrelated
+    branch fails it (what 2.2.0/rk3566 did to DistilBERT's mask Reshape), and the message names it."""
+    rule = {"rule": "graph_lacks", "params": {"ops": ["Gemm"]}, "else": "cpu"}
+    w = numpy_helper.from_array(np.ones([4, 4], np.float32), "w")
+
+    def graph(gemms):
+        nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu")]
+        outs = [_vi("r", [1, 4])]
+        for i in range(gemms):
+            nodes.append(helper.make_node("Gemm", ["y", "w"], [f"g{i}"], name=f"head{i}", transB=1))
+            outs.append(_vi(f"g{i}", [1, 4]))
+        return facts_from_model(_graph(nodes, [_vi("x", [1, 4]), _vi("y", [1, 4])], outs, [w]))
+
+    table = _table([rule], op="Relu")
+    for gemms, want in ((0, "npu"), (1, "cpu"), (5, "cpu")):
+        [r] = check_graph(graph(gemms), [table])
+        relu = [n for n in r.nodes if n.name == "relu"][0]
+        assert relu.verdict == want, (gemms, relu)
+        if gemms == 1:
+            assert "the graph also has Gemm 'head0'" in _reasons(relu)
+        if gemms == 5:
+            assert "Gemm 'head0', Gemm 'head1', Gemm 'head2' and 2 more" in _reasons(relu)
+    assert RULES["graph_lacks"].describe({"ops": ["Gemm"]}) == "the main graph has no node of {'Gemm'}."
+    assert not is_local("graph_lacks", {"ops": ["Gemm"]})
+
+
 def test_consumers_pass_looks_through_skip_ops():
     """MultiheadAttention's Reshape (N, 1, 3, C) -> Unsqueeze -> packed q/k/v Transpose: the Transpose is
     found through the Unsqueeze only with ``skip``."""

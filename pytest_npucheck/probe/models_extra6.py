@@ -100,3 +100,60 @@ def trilu_mask_extra(c: _Collector) -> None:
 
 
 FAMILIES.append(trilu_mask_extra)
+
+
+# ------------------------------------------------------------------------------------------------
+# DistilBERT's attention mask Reshape behind a CPU Equal, and a Gemm anywhere in the graph
+# ------------------------------------------------------------------------------------------------
+
+#: (label, keyword arguments of _mask_with_head): DistilBERT's form first, then one change each
+MASK_HEAD_VARIANTS = (
+    ("gemm_attn", {}),
+    ("gemm_indep", {"head": "gemm", "branch": "indep"}),
+    ("layers=2.gemm_attn", {"layers": 2}),
+    ("matmul_attn", {"head": "matmul"}),
+    ("none", {"head": None}),
+)
+
+
+def _mask_with_head(layers: int = 1, head: str | None = "gemm", branch: str = "attn", t: int = 32, h: int = 4,
+                    d: int = 64) -> GraphBuilder:
+    """``Equal(mask, 0) -> Reshape (1, 1, 1, T) -> Expand -> Cast -> Where(., -big, scores) -> Softmax``
+    per layer, the int64 mask compared on the CPU; then the [CLS] token of the attention result (or of
+    an unrelated input) through a Gemm (or a MatMul), as DistilBERT's classifier."""
+    gb = GraphBuilder(17)
+    mask = gb.input("mask", "int64", [1, t])
+    eq = gb.node("Equal", [mask, gb.const(np.int64(0))], name="pre_equal")
+    y = None
+    for i in range(layers):
+        scores = gb.input(f"s{i}", "float32", [1, h, t, t])
+        m = gb.node("Reshape", [eq, gb.ints([1, 1, 1, t])], name="focus_reshape" if i == 0 else f"post_reshape{i}")
+        m = gb.node("Cast", [gb.node("Expand", [m, gb.ints([1, h, t, t])], name=f"post_expand{i}")], to=9,
+                    name=f"post_cast{i}")
+        y = gb.node("Softmax", [gb.node("Where", [m, gb.const(np.float32(-1e4)), scores], name=f"post_where{i}")],
+                    axis=-1, name=f"post_softmax{i}")
+        gb.output(y)
+    if head is not None:
+        if branch == "attn":
+            av = gb.node("MatMul", [y, gb.input("v", "float32", [1, h, t, d // h])], name="post_av")
+            x = gb.node("Reshape", [gb.node("Transpose", [av], perm=[0, 2, 1, 3], name="post_t"), gb.ints([1, t, d])],
+                        name="post_merge")
+        else:
+            x = gb.input("hid", "float32", [1, t, d])
+        cls = gb.node("Gather", [x, gb.const(np.int64(0))], axis=1, name="post_cls")
+        if head == "gemm":
+            out = gb.node("Gemm", [cls, gb.weight([d, d]), gb.weight([d])], transB=1, name="post_head")
+        else:
+            out = gb.node("MatMul", [cls, gb.weight([d, d])], name="post_head")
+        gb.output(out)
+    return gb
+
+
+def mask_head_extra(c: _Collector) -> None:
+    """DistilBERT's mask Reshape with and without a Gemm in the graph (MASK_HEAD_VARIANTS)."""
+    for label, kw in MASK_HEAD_VARIANTS:
+        c.add("x.Reshape.ctx=mask_head.%s.b.r2" % label, "Reshape", _mask_with_head(**kw), kind="context",
+              dtype="bool", focus=["focus_reshape"])
+
+
+FAMILIES.append(mask_head_extra)

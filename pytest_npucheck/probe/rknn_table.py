@@ -1071,7 +1071,13 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                       "features are, and H and W both rolled on the CPU. When the rolled grid is viewed "
                       "back as tokens, the compiler merged the rolls of H and W into one Gather, named "
                       "after the first: the second then shows as NPU")],
-    "Reshape": [C("any_of", [r"x\.Reshape\.ctx=mha_value\."],
+    "Reshape": [C("any_of", [r"x\.Reshape\.ctx=mask_head\."],
+                  constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Equal"]}},
+                               {"rule": "graph_lacks", "params": {"ops": ["Gemm"]}}],
+                  note="the Reshape of an Equal's mask (DistilBERT's (mask == 0).view(...)) ran on the CPU "
+                       "once the graph held a Gemm anywhere (the classifier at the far end, or an unrelated "
+                       "branch); with a MatMul head or none it stayed on the NPU"),
+                C("any_of", [r"x\.Reshape\.ctx=mha_value\."],
                   constraints=[{"rule": "feeds_not", "params": {"path": ["Transpose", "MatMul", "Transpose"]}},
                                {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": -3, "multiple_of": 4}}],
                   note="attention's value head split (Reshape -> Transpose -> MatMul(probs, v) -> Transpose) ran on "
