@@ -148,6 +148,15 @@ class GraphFacts:
     consumers: dict[str, list[int]] = field(default_factory=dict)
     shape_inference_error: Optional[str] = None
 
+    @_cached
+    def main_nodes_by_op(self) -> dict[str, list[NodeFact]]:
+        """The main graph's nodes by op type, in graph order (rules that look at the whole graph)."""
+        index: dict[str, list[NodeFact]] = {}
+        for n in self.nodes:
+            if not n.graph:
+                index.setdefault(n.op_type, []).append(n)
+        return index
+
     def tensor(self, name: str) -> Optional[TensorInfo]:
         return self.tensors.get(name)
 
@@ -211,18 +220,12 @@ def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]]
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' has no nodes: nothing to check")
     if len(model.graph.output) == 0:
         raise ModelError(f"{path}: ONNX graph '{model.graph.name}' declares no outputs")
-    if light_without_references(keep):
-        return model  # no tensor of the file can name an external file (see Kept.references)
+    if isinstance(keep, Kept) and keep.serialized is not None and not keep.references:
+        return model  # read without its weights, and no tensor of the file can name an external file
     from .safety import check_external_data
 
     check_external_data(model, path, keep=keep)  # untrusted references are refused before anything reads them
     return model
-
-
-def light_without_references(keep: Any) -> bool:
-    """Whether the file was read without its weights and its bytes cannot hold an external-data
-    reference (``Kept.references``)."""
-    return isinstance(keep, Kept) and keep.serialized is not None and not keep.references
 
 
 def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = None) -> Any:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 from .graph import GraphFacts, NodeFact, TensorInfo, _new
-from .tables import Pattern, Table
+from .tables import OpEntry, Pattern, Table
 
 # ops whose value is not a function of their inputs: never folded
 NONDETERMINISTIC = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"})
@@ -52,9 +52,7 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     if "eliminate_identity" in passes:
         _eliminate_identity(graph, pre)
     if passes & {"fold_constants", "fold_shape_ops"}:
-        not_folded = {key: e.not_folded for key, e in table.ops.items() if e.not_folded}
-        _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes,
-              not_folded=not_folded)
+        _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
@@ -92,9 +90,9 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
 
 
 def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
-          not_folded: Optional[Mapping[str, frozenset[str]]] = None) -> None:
-    """Fold constants and static shapes. ``not_folded``: op key -> dtypes of input 0 for which the
-    compiler cannot evaluate the op (tables' ``not_folded``): such a node stays to be judged."""
+          ops: Mapping[str, OpEntry] = {}) -> None:
+    """Fold constants and static shapes. ``ops``: the table's entries; a node whose entry says the
+    compiler cannot evaluate it for the dtype of its input 0 (``not_folded``) stays to be judged."""
     folded, const, tensors = pre.folded, pre.const, graph.tensors
     for node in graph.nodes:  # ONNX nodes are stored in topological order
         if node.index in folded or node.domain != "ai.onnx" or node.subgraphs:
@@ -120,9 +118,10 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 name = None
             if name is not None:
                 continue
-            if not_folded and node.key in not_folded and node.inputs:
+            entry = ops.get(node.key)
+            if entry is not None and entry.not_folded and node.inputs:
                 info = pre.const.get(node.inputs[0]) or tensors.get(node.inputs[0])
-                if info is not None and info.dtype in not_folded[node.key]:
+                if info is not None and info.dtype in entry.not_folded:
                     continue  # the compiler's folding has no kernel for it: judged like any node
         for out in node.outputs:
             if out:

@@ -334,30 +334,12 @@ def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
 def rule_graph_lacks(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the main graph has no node of {ops_text}."""
     ops = params["ops"]
-    found = [n for op in ops for n in _main_nodes_by_op(graph).get(op, ()) if n.index != node.index]
+    found = [n for op in ops for n in graph.main_nodes_by_op.get(op, ()) if n.index != node.index]
     if not found:
         return None
     found.sort(key=lambda n: n.index)
     shown = ", ".join(f"{n.op_type} '{n.name}'" for n in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
     return f"the graph also has {shown}"
-
-
-_BY_OP: list[tuple[Any, dict[str, list[NodeFact]]]] = []  # (nodes, op type -> main-graph nodes) of recent graphs
-
-
-def _main_nodes_by_op(graph: GraphFacts) -> dict[str, list[NodeFact]]:
-    """The main graph's nodes by op type, built once per graph (the rule is checked per node)."""
-    nodes = graph.nodes
-    for known, index in _BY_OP:
-        if known is nodes:
-            return index
-    index = {}
-    for n in nodes:
-        if not n.graph:
-            index.setdefault(n.op_type, []).append(n)
-    _BY_OP.insert(0, (nodes, index))
-    del _BY_OP[4:]  # the entry holds the nodes: the identity test stays sound; a few graphs at most
-    return index
 
 
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:

@@ -683,20 +683,26 @@ _SDPA_MASK_MISSED = {
 def test_sdpa_mask_reshape_probes_are_reproduced():
     """The sdpa_mask probe family on all 12 targets: every probe built, the focus Reshape ran where
     the recorded results say, and each table reproduces it, except the listed ones."""
+    for version, soc, cpu, wrong in _focus_reshape_outcomes("x.Reshape.ctx=sdpa_mask.", ".f32.r2", 10):
+        assert cpu == _SDPA_MASK_CPU.get((version, soc), set()), (version, soc, cpu)
+        assert wrong == _SDPA_MASK_MISSED.get((version, soc), set()), (version, soc, wrong)
+
+
+def _focus_reshape_outcomes(family: str, suffix: str, count: int):
+    """Per target (all 12) of a probe family whose probes all built: (version, soc, the cases whose focus
+    Reshape ran on the CPU, the cases the table predicts wrongly); a case is the id between family and suffix."""
     from pytest_npucheck.probe.rknn_table import predict
 
-    family = "x.Reshape.ctx=sdpa_mask."
     for version in ("2.2.0", "2.3.2", "2.5.0"):
         for soc in SOCS:
             recs = [r for r in _results(version, soc)["probes"] if r["id"].startswith(family)]
-            assert len(recs) == 10 and all(r["status"] == "ok" for r in recs), (version, soc)
-            label = {r["id"]: r["id"][len(family):-len(".f32.r2")] for r in recs}
+            assert len(recs) == count and all(r["status"] == "ok" for r in recs), (version, soc)
+            label = {r["id"]: r["id"][len(family):-len(suffix)] for r in recs}
             cpu = {label[r["id"]] for r in recs if r["placement"]["focus_reshape"] == "cpu"}
-            assert cpu == _SDPA_MASK_CPU.get((version, soc), set()), (version, soc, cpu)
             table = _table(version, soc)
             wrong = {label[r["id"]] for r in recs
                      if predict(table, _probe_model(r["id"]).model)["focus_reshape"] != r["placement"]["focus_reshape"]}
-            assert wrong == _SDPA_MASK_MISSED.get((version, soc), set()), (version, soc, wrong)
+            yield version, soc, cpu, wrong
 
 
 @pytest.mark.parametrize("exporter, opset", [("torchscript", 17), ("dynamo", 19)])
@@ -727,20 +733,9 @@ def test_mask_head_probes_are_reproduced():
     """The mask_head family (session 9) on all 12 targets: every probe built; 2.2.0/rk3566 ran the mask
     Reshape behind the int64 Equal on the CPU exactly when the graph held a Gemm, every other target on
     the NPU; each table reproduces every probe."""
-    from pytest_npucheck.probe.rknn_table import predict
-
-    family = "x.Reshape.ctx=mask_head."
-    for version in ("2.2.0", "2.3.2", "2.5.0"):
-        for soc in SOCS:
-            recs = [r for r in _results(version, soc)["probes"] if r["id"].startswith(family)]
-            assert len(recs) == 5 and all(r["status"] == "ok" for r in recs), (version, soc)
-            label = {r["id"]: r["id"][len(family):-len(".b.r2")] for r in recs}
-            cpu = {label[r["id"]] for r in recs if r["placement"]["focus_reshape"] == "cpu"}
-            assert cpu == (_MASK_HEAD_CPU if (version, soc) == ("2.2.0", "rk3566") else set()), (version, soc, cpu)
-            table = _table(version, soc)
-            wrong = {label[r["id"]] for r in recs
-                     if predict(table, _probe_model(r["id"]).model)["focus_reshape"] != r["placement"]["focus_reshape"]}
-            assert not wrong, (version, soc, wrong)
+    for version, soc, cpu, wrong in _focus_reshape_outcomes("x.Reshape.ctx=mask_head.", ".b.r2", 5):
+        assert cpu == (_MASK_HEAD_CPU if (version, soc) == ("2.2.0", "rk3566") else set()), (version, soc, cpu)
+        assert not wrong, (version, soc, wrong)
 
 
 def test_distilbert_mask_reshape_falls_back_on_2_2_0_rk3566(corpus, tmp_path):

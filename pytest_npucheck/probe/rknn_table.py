@@ -1271,18 +1271,21 @@ def _with_candidates(op: str, entry: Mapping[str, Any], ids: Sequence[str]
                      ) -> list[tuple[str, dict[str, Any]]]:
     """The entry and its drop-one variants, each with one of the op's CANDIDATES added."""
     out: list[tuple[str, dict[str, Any]]] = []
+    def hits(patterns: Sequence[str]) -> list[str]:  # the probe ids the patterns match, each once
+        return list(dict.fromkeys(i for pat in patterns for i in ids if re.match(pat, i)))
+
     for cand in CANDIDATES.get(op, []):
-        hit = [i for pat in cand["_probes"] for i in ids if re.match(pat, i)]
+        hit = hits(cand["_probes"])
         if not hit:
             continue  # a results file without the probes that would support it
         c2 = {k: v for k, v in cand.items() if not k.startswith("_")}
-        c2["probes"] = list(dict.fromkeys(hit))
+        c2["probes"] = hit
         label = "with the %s constraint %s" % (c2["rule"], _params_text(c2["params"]))
         fields = {}  # entry fields that come with the constraint (``not_folded``), their probes expanded
         for key, value in (cand.get("_entry") or {}).items():
             fields[key] = {k: v for k, v in value.items() if not k.startswith("_")}
             if "_probes" in value:
-                fields[key]["probes"] = list(dict.fromkeys(i for pat in value["_probes"] for i in ids if re.match(pat, i)))
+                fields[key]["probes"] = hits(value["_probes"])
             label += " and %s %s" % (key, _params_text({k: v for k, v in fields[key].items() if k != "probes"}))
         for what, e in _variants(entry):
             if e["status"] != entry["status"]:
