@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing
+import os
 import pathlib
 import subprocess
 import sys
@@ -220,6 +222,40 @@ def test_export_without_cache_dir_uses_a_fresh_directory():
             for p in result.path.parent.iterdir():
                 p.unlink()
             result.path.parent.rmdir()
+
+
+def test_warm_up_freezes_the_heap_and_released_models_are_still_freed(tmp_path):
+    """After the exporter's warm-up the long-lived heap is frozen (gc.freeze, once per process);
+    a model the caller releases is still freed, and a later export does not freeze again."""
+    code = """
+import gc, json, pathlib, sys, weakref
+import torch
+from pytest_npucheck import isolate
+from pytest_npucheck.export import ExportOptions, export_model
+assert isolate.settings().enabled
+cache = pathlib.Path(sys.argv[1])
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval()
+ref = weakref.ref(model)
+before = gc.get_freeze_count()
+first = export_model(model, torch.zeros(1, 3, 8, 8), ExportOptions(), cache)
+frozen = gc.get_freeze_count()
+del model
+other = torch.nn.Sequential(torch.nn.Linear(4, 4)).eval()
+second = export_model(other, torch.zeros(2, 4), ExportOptions(), cache)
+print(json.dumps({"before": before, "frozen": frozen, "after_second": gc.get_freeze_count(),
+                  "model_alive": ref() is not None, "files": [first.path.is_file(), second.path.is_file()],
+                  "hits": [first.cache_hit, second.cache_hit]}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NPUCHECK_ISOLATE"}
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["before"] == 0
+    assert out["frozen"] > 10_000  # torch and the warmed exporter
+    assert out["after_second"] <= out["frozen"]  # frozen once; frozen objects freed since lower it
+    assert out["model_alive"] is False  # frozen, and still freed when released
+    assert out["files"] == [True, True] and out["hits"] == [False, False]
 
 
 # --------------------------------------------------------------------------- cache behaviour
