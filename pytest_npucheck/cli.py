@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     tsub = tb.add_subparsers(dest="tables_command", required=True, parser_class=_Parser)
     v = tsub.add_parser("validate", help="validate table files (default: every table found)")
     v.add_argument("files", nargs="*", type=Path)
+    v.add_argument("--write-manifest", action="store_true",
+                   help="also record the bundled tables that passed (op_support_tables/validated.json), whose "
+                        "schema validation later loads then skip while their bytes are unchanged")
     dg = tsub.add_parser("docs", help="write the supported-ops pages generated from the tables")
     dg.add_argument("out", type=Path, nargs="?", default=Path("docs/supported-ops"))
     dg.add_argument("--check", action="store_true", help="exit 1 when a committed page is stale, write nothing")
@@ -137,10 +140,14 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{len(stale)} page(s) written, {len(pages) - len(stale)} unchanged in {args.out}")
             return EXIT_OK
         problems: dict[str, list[str]] = {}
+        if args.files and args.write_manifest:
+            from .errors import UsageError
+
+            raise UsageError("--write-manifest records every bundled table: give no files")
         if args.files:
             for f in args.files:
                 try:
-                    load_table(f)
+                    load_table(f, full=True)
                 except TableError as exc:
                     problems[str(f)] = exc.problems
         else:
@@ -149,6 +156,14 @@ def _run(args: argparse.Namespace) -> int:
             for item in items:
                 print(f"{path}: {item}", file=sys.stderr)
         print(f"{len(problems)} invalid table file(s)" if problems else "all tables valid")
+        if args.write_manifest and not problems:
+            from .jsonio import dumps as dumps_json, write_atomic
+            from .tables import MANIFEST, bundled_tables_dir, manifest_doc
+
+            doc = manifest_doc(catalog)
+            dest = bundled_tables_dir() / MANIFEST
+            write_atomic(dest, dumps_json(doc))
+            print(f"wrote {dest} ({len(doc['tables'])} tables)")
         return EXIT_USAGE if problems else EXIT_OK
 
     from .check import check_file
@@ -207,7 +222,7 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
         dest = args.table_out or (bundled_tables_dir() / target.toolchain / table["version"] / f"{table['soc']}.json")
         refresh.write_table(table, dest)
         print(f"wrote {dest} ({len(table['ops'])} op entries, {len(table.get('patterns', []))} patterns); "
-              "then run `npucheck tables docs`, `npucheck tables validate` and "
+              "then run `npucheck tables docs`, `npucheck tables validate --write-manifest` and "
               f"`npucheck tables diff` against the previous table", file=sys.stderr)
         return EXIT_OK
     if args.check_table:

@@ -131,12 +131,69 @@ class Table:
 
 @lru_cache(maxsize=4)
 def _validator(schema_path: str) -> Any:
-    import jsonschema  # lazy: only when a table is loaded
+    import jsonschema  # lazy: only when a table is validated
 
+    raw = Path(schema_path).read_bytes()
     schema = load_strict(Path(schema_path))
     cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
+    if hashlib.sha256(raw).hexdigest() != _manifest()[0]:  # the bundled schema was checked when the manifest was written
+        cls.check_schema(schema)
     return cls(schema)
+
+
+# -- the validation manifest of the bundled tables ------------------------------------------------
+# Validating a table against the JSON Schema takes ~0.6 s and checking the schema itself ~0.4 s, in
+# every process that loads a table (each xdist worker, each `npucheck check`). `validated.json`
+# beside the bundled tables records the SHA-256 of the schema and of every bundled table file that
+# passed a full validation (`npucheck tables validate --write-manifest`). A table file with one of
+# those hashes, read under a schema with that hash, is byte for byte what passed, so its schema
+# validation is skipped (the semantic checks still run); any other file, an edited one included,
+# is validated in full. `npucheck tables validate` always validates in full.
+MANIFEST = "validated.json"
+MANIFEST_FORMAT = 1
+
+
+@lru_cache(maxsize=1)
+def _manifest() -> tuple[Optional[str], frozenset[str]]:
+    """(schema SHA-256, table SHA-256s) of the bundled manifest; (None, empty) when it is absent or
+    unreadable (then every table is validated in full: the manifest is only a shortcut)."""
+    try:
+        doc = load_strict(bundled_tables_dir() / MANIFEST)
+    except (TableError, JsonFileError):
+        return None, frozenset()
+    if not isinstance(doc, dict) or doc.get("format") != MANIFEST_FORMAT:
+        return None, frozenset()
+    schema, tables = doc.get("schema_sha256"), doc.get("tables")
+    if not isinstance(schema, str) or not isinstance(tables, dict):
+        return None, frozenset()
+    return schema, frozenset(v for v in tables.values() if isinstance(v, str))
+
+
+def _prevalidated(table_sha: str, schema_path: Path) -> bool:
+    schema_sha, known = _manifest()
+    if schema_sha is None or table_sha not in known:
+        return False
+    try:
+        return hashlib.sha256(Path(schema_path).read_bytes()).hexdigest() == schema_sha
+    except OSError:
+        return False
+
+
+def manifest_doc(catalog: "Catalog") -> dict[str, Any]:
+    """The manifest of the bundled tables, after validating each in full; raises TableError for the
+    first invalid one (a manifest lists only what passed)."""
+    root = bundled_tables_dir()
+    tables: dict[str, str] = {}
+    for ref in sorted(catalog.refs.values(), key=lambda r: str(r.path)):
+        if ref.root.resolve() != root.resolve():
+            continue
+        table = load_table(ref.path, root / "schema.json", rel=(ref.toolchain, ref.version, ref.soc), full=True)
+        tables[ref.path.resolve().relative_to(root.resolve()).as_posix()] = table.sha256
+    return {"format": MANIFEST_FORMAT,
+            "about": "SHA-256 of the schema and of each bundled table that passed a full validation; "
+                     "written by `npucheck tables validate --write-manifest`",
+            "schema_sha256": hashlib.sha256((root / "schema.json").read_bytes()).hexdigest(),
+            "tables": tables}
 
 
 def _json_path(path: Iterable[Any]) -> str:
@@ -244,9 +301,11 @@ def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, st
     return problems
 
 
-def validate_table_data(data: Any, path: Path, schema_path: Path, rel: Optional[tuple[str, str, str]] = None) -> list[str]:
-    """All problems of one table, each as 'JSON path: message'."""
-    problems = _schema_problems(data, schema_path)
+def validate_table_data(data: Any, path: Path, schema_path: Path, rel: Optional[tuple[str, str, str]] = None,
+                        schema: bool = True) -> list[str]:
+    """All problems of one table, each as 'JSON path: message'. ``schema=False``: the semantic checks
+    only (for a file the manifest records as valid)."""
+    problems = _schema_problems(data, schema_path) if schema else []
     if isinstance(data, dict):
         try:
             problems += _semantic_problems(data, rel)
@@ -270,8 +329,11 @@ def _op_key(op: str) -> str:
     return op if ":" in op else f"ai.onnx:{op}"
 
 
-def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tuple[str, str, str]] = None) -> Table:
-    """Read and validate one table file; raises TableError listing every problem."""
+def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tuple[str, str, str]] = None,
+               full: bool = False) -> Table:
+    """Read and validate one table file; raises TableError listing every problem. A file the
+    manifest records as valid (the same bytes, the same schema) skips the schema validation,
+    unless ``full``."""
     path = Path(path)
     schema_path = schema_path or (bundled_tables_dir() / "schema.json")
     try:
@@ -285,10 +347,11 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
         if text.startswith(str(path)):  # "<path>:<line>:<col>: invalid JSON: ..." keeps its line and column
             text = re.sub(r"^:(\d+):(\d+): ", r"line \1 column \2: ", text[len(str(path)):]).lstrip(": ")
         raise TableError(str(path), [text]) from None
-    problems = validate_table_data(data, path, schema_path, rel)
+    sha = hashlib.sha256(raw).hexdigest()
+    problems = validate_table_data(data, path, schema_path, rel, schema=full or not _prevalidated(sha, schema_path))
     if problems:
         raise TableError(str(path), problems)
-    return table_from_data(data, path, hashlib.sha256(raw).hexdigest())
+    return table_from_data(data, path, sha)
 
 
 def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha256: Optional[str] = None) -> Table:
@@ -419,12 +482,13 @@ class Catalog:
             raise UsageError(f"unknown SoC {soc!r} for {spec.toolchain}@{version} in target '{spec}'; available: {', '.join(socs)}")
         return self.refs[(spec.toolchain, version, soc)]
 
-    def load(self, ref: TableRef) -> Table:
-        if ref.path not in self._loaded:
+    def load(self, ref: TableRef, full: bool = False) -> Table:
+        """The table of ``ref``; ``full``: validated against the schema whatever the manifest says."""
+        if full or ref.path not in self._loaded:
             schema = ref.root / "schema.json"
             if not schema.is_file():
                 schema = bundled_tables_dir() / "schema.json"
-            self._loaded[ref.path] = load_table(ref.path, schema, rel=(ref.toolchain, ref.version, ref.soc))
+            self._loaded[ref.path] = load_table(ref.path, schema, rel=(ref.toolchain, ref.version, ref.soc), full=full)
         return self._loaded[ref.path]
 
     def table(self, target: TargetSpec | str) -> Table:
@@ -435,7 +499,7 @@ class Catalog:
         out: dict[str, list[str]] = {}
         for ref in self.refs.values():
             try:
-                self.load(ref)
+                self.load(ref, full=True)
             except TableError as exc:
                 out[str(ref.path)] = exc.problems
         return out

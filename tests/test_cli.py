@@ -99,6 +99,23 @@ def test_tables_validate(capsys, tmp_path):
     bad.write_text('{"format": 2}')
     code, out, err = run(capsys, "tables", "validate", str(bad))
     assert code == 2 and "$.format" in err
+    code, out, err = run(capsys, "tables", "validate", "--write-manifest", str(bad))
+    assert code == 2 and "give no files" in err
+
+
+def test_tables_validate_writes_the_manifest(capsys, tmp_path, monkeypatch):
+    import shutil
+
+    from pytest_npucheck import tables
+
+    fake = tmp_path / "bundled"
+    shutil.copytree(tables.bundled_tables_dir(), fake)
+    committed = (fake / tables.MANIFEST).read_text()
+    (fake / tables.MANIFEST).unlink()
+    monkeypatch.setattr(tables, "bundled_tables_dir", lambda: fake)
+    code, out, _ = run(capsys, "tables", "validate", "--write-manifest")
+    assert code == 0 and "wrote" in out
+    assert (fake / tables.MANIFEST).read_text() == committed  # what the repository holds is current
 
 
 def test_console_script_is_installed():

@@ -32,6 +32,68 @@ def test_every_bundled_table_is_valid():
     assert cat.validate_all() == {}
 
 
+def test_validation_manifest_is_current():
+    """validated.json records every bundled table as it is now, under the schema as it is now;
+    otherwise loads validate in full again (slower, never wrong)."""
+    import hashlib
+
+    from pytest_npucheck import tables
+
+    root = bundled_tables_dir()
+    doc = json.loads((root / tables.MANIFEST).read_text())
+    stale = "stale: run `npucheck tables validate --write-manifest`"
+    assert doc["schema_sha256"] == hashlib.sha256((root / "schema.json").read_bytes()).hexdigest(), stale
+    now = {ref.path.relative_to(root).as_posix(): hashlib.sha256(ref.path.read_bytes()).hexdigest()
+           for ref in Catalog.discover().refs.values()}
+    assert doc["tables"] == now, stale
+
+
+def test_manifest_skips_only_the_schema_pass_of_unchanged_bundled_tables(tmp_path, monkeypatch):
+    from pytest_npucheck import tables
+
+    calls = []
+    real = tables._schema_problems
+    monkeypatch.setattr(tables, "_schema_problems", lambda data, schema: calls.append(1) or real(data, schema))
+    root = bundled_tables_dir()
+    src = root / "rknn" / "2.5.0" / "rk3588.json"
+    assert load_table(src, root / "schema.json").target == "rknn@2.5.0/rk3588" and calls == []
+    # a full validation still runs the schema (npucheck tables validate)
+    load_table(src, root / "schema.json", full=True)
+    assert calls == [1]
+    # one field changed: not the bytes that passed, so the schema catches it, naming the field
+    data = json.loads(src.read_text())
+    data["ops"]["ai.onnx:Abs"]["status"] = "maybe"
+    bad = tmp_path / "rk3588.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(TableError) as err:
+        load_table(bad, root / "schema.json")
+    assert str(bad) in str(err.value) and "$.ops['ai.onnx:Abs'].status" in str(err.value)
+    # the same bytes under another schema (a user's table dir with its own schema.json): validated in full
+    calls.clear()
+    schema = tmp_path / "schema.json"
+    schema.write_text((root / "schema.json").read_text() + "\n")
+    load_table(src, schema)
+    assert calls == [1]
+
+
+def test_a_broken_or_missing_manifest_means_full_validation(tmp_path, monkeypatch):
+    from pytest_npucheck import tables
+
+    fake = tmp_path / "bundled"
+    shutil.copytree(bundled_tables_dir(), fake)
+    monkeypatch.setattr(tables, "bundled_tables_dir", lambda: fake)
+    for content in (None, "{not json", json.dumps({"format": 99, "schema_sha256": "x", "tables": {}})):
+        tables._manifest.cache_clear()
+        if content is None:
+            (fake / tables.MANIFEST).unlink()
+        else:
+            (fake / tables.MANIFEST).write_text(content)
+        assert tables._manifest() == (None, frozenset())
+        assert not tables._prevalidated(load_table(fake / "rknn" / "2.5.0" / "rk3588.json").sha256,
+                                        fake / "schema.json")
+    tables._manifest.cache_clear()
+
+
 def test_toy_tables_valid(toy_catalog):
     toy = [ref for key, ref in toy_catalog.refs.items() if key[0] == "toy"]
     assert len(toy) == 3
