@@ -258,6 +258,74 @@ print(json.dumps({"before": before, "frozen": frozen, "after_second": gc.get_fre
     assert out["files"] == [True, True] and out["hits"] == [False, False]
 
 
+_CLASSES_SRC = """
+import functools
+
+
+def deco(cls):
+    return cls
+
+
+@deco
+class Decorated:
+    "doc"
+
+    class Inner:
+        x = 1
+
+    def forward(self, x):
+        return x
+
+
+def factory():
+    class Local:
+        def go(self):
+            return 1
+    return Local
+
+
+class Twice:
+    a = 1
+
+
+if True:
+    class Twice:  # the second definition of the name: inspect finds the first
+        a = 2
+"""
+
+
+def test_class_source_is_inspects_with_one_parse_per_file(tmp_path, monkeypatch):
+    import ast
+    import importlib.util
+    import inspect
+
+    from pytest_npucheck import export
+
+    path = tmp_path / "npucheck_classes_mod.py"
+    path.write_text(_CLASSES_SRC)
+    spec = importlib.util.spec_from_file_location("npucheck_classes_mod", path)
+    mod = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "npucheck_classes_mod", mod)
+    spec.loader.exec_module(mod)
+    classes = [mod.Decorated, mod.Decorated.Inner, mod.factory(), mod.Twice]
+    from models import corpus  # a 3,000-line file of real model classes
+
+    classes += [v for v in vars(corpus).values() if isinstance(v, type) and v.__module__ == corpus.__name__]
+    parses = []
+    real_parse = ast.parse
+    monkeypatch.setattr(ast, "parse", lambda *a, **k: parses.append(1) or real_parse(*a, **k))
+    export._CLASS_LINES.clear()
+    ours = [export._class_source(c) for c in classes]
+    assert len(parses) == 2  # one per file, whatever the number of classes
+    monkeypatch.setattr(ast, "parse", real_parse)
+    assert ours == [inspect.getsource(c) for c in classes]
+    assert ours[0].startswith("@deco") and "a = 1" in ours[3]
+    # an edit on disk is read again, as inspect reads it
+    path.write_text(_CLASSES_SRC.replace("return x", "return x + 1"))
+    os.utime(path, (time.time() + 5, time.time() + 5))
+    assert "return x + 1" in export._class_source(mod.Decorated) == inspect.getsource(mod.Decorated)
+
+
 # --------------------------------------------------------------------------- cache behaviour
 
 
