@@ -1056,11 +1056,11 @@ class _Reporter:
 
     def _baseline_step(self, session: pytest.Session) -> Optional[dict[str, Any]]:
         """Stale entries, and with --npu-update-baseline the new baseline (written here, by the controller only)."""
-        from . import baseline as bl
-
         state = self.config.stash[_STATE]
         if not self.entries and not state.updating:
             return None
+        from . import baseline as bl
+
         base = state.baseline
         info: dict[str, Any] = {"path": state.baseline_path.name, "exists": base.exists, "updated": False,
                                 "strict": state.strict, "entries": len(base.entries), "stale": [],
