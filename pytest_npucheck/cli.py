@@ -157,12 +157,12 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"{path}: {item}", file=sys.stderr)
         print(f"{len(problems)} invalid table file(s)" if problems else "all tables valid")
         if args.write_manifest and not problems:
-            from .jsonio import dumps as dumps_json, write_atomic
+            from .jsonio import write_atomic
             from .tables import MANIFEST, bundled_tables_dir, manifest_doc
 
             doc = manifest_doc(catalog)
             dest = bundled_tables_dir() / MANIFEST
-            write_atomic(dest, dumps_json(doc))
+            write_atomic(dest, dumps(doc))
             print(f"wrote {dest} ({len(doc['tables'])} tables)")
         return EXIT_USAGE if problems else EXIT_OK
 

@@ -180,15 +180,13 @@ def _prevalidated(table_sha: str, schema_path: Path) -> bool:
 
 
 def manifest_doc(catalog: "Catalog") -> dict[str, Any]:
-    """The manifest of the bundled tables, after validating each in full; raises TableError for the
-    first invalid one (a manifest lists only what passed)."""
-    root = bundled_tables_dir()
-    tables: dict[str, str] = {}
-    for ref in sorted(catalog.refs.values(), key=lambda r: str(r.path)):
-        if ref.root.resolve() != root.resolve():
-            continue
-        table = load_table(ref.path, root / "schema.json", rel=(ref.toolchain, ref.version, ref.soc), full=True)
-        tables[ref.path.resolve().relative_to(root.resolve()).as_posix()] = table.sha256
+    """The manifest of the bundled tables of ``catalog``; raises TableError for an invalid one (a
+    manifest lists only what passed). Tables are loaded through the catalog: one validated in full
+    already (``validate_all``) is not validated again, and one whose bytes and schema the current
+    manifest records passed in full when it was written."""
+    root = bundled_tables_dir().resolve()
+    tables = {ref.path.resolve().relative_to(root).as_posix(): catalog.load(ref).sha256
+              for ref in sorted(catalog.refs.values(), key=lambda r: str(r.path)) if ref.root.resolve() == root}
     return {"format": MANIFEST_FORMAT,
             "about": "SHA-256 of the schema and of each bundled table that passed a full validation; "
                      "written by `npucheck tables validate --write-manifest`",
