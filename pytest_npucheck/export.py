@@ -424,6 +424,7 @@ def _run_dynamo(
 ) -> None:
     import torch
 
+    _reuse_torchlib_registry()
     program = torch.onnx.export(
         model,
         args,
@@ -442,6 +443,63 @@ def _run_dynamo(
     # external_data=False still switches to external data above the 2 GB protobuf limit.
     # ir.save keeps node metadata_props (pkg.torch.onnx.stack_trace, namespace, name_scopes).
     program.save(str(path), external_data=False)
+
+
+# {opset_version: registry built by ONNXRegistry.from_torchlib}, filled by the first dynamo export
+_TORCHLIB_REGISTRIES: dict[Any, Any] = {}
+
+
+def _reuse_torchlib_registry() -> None:
+    """Build the dynamo exporter's operator registry once per process, not once per export.
+
+    ``torch.onnx.export(dynamo=True)`` calls ``ONNXRegistry.from_torchlib`` on every call: ~1.2 s
+    here, most of it ONNX Script re-reading and re-parsing the source of ~500 torchlib functions,
+    to build the same registry each time (it depends only on the opset version). This wraps that
+    classmethod so that each opset's registry is built once, and every call gets its own copy of
+    the mapping (a custom translation table added to one export does not reach the next); the
+    entries are the same objects, which the exporter only reads. The warm-up builds it in the
+    process that forks the export children, so no child builds it again. A torch whose registry
+    does not look like this (another class layout) is left alone: this only saves time.
+    """
+    try:
+        from torch.onnx._internal.exporter import _registration
+    except ImportError:  # pragma: no cover - torch without the dynamo exporter
+        return
+    cls = getattr(_registration, "ONNXRegistry", None)
+    original = cls.__dict__.get("from_torchlib") if isinstance(cls, type) else None
+    if not isinstance(original, classmethod) or getattr(original.__func__, "_npucheck_reused", False):
+        return
+    build = original.__func__
+    try:
+        signature = inspect.signature(build)
+    except (TypeError, ValueError):  # pragma: no cover
+        return
+
+    def from_torchlib(klass: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(klass, *args, **kwargs)
+            bound.apply_defaults()
+            key = tuple((k, v) for k, v in bound.arguments.items() if v is not klass)
+            hash(key)
+        except TypeError:
+            return build(klass, *args, **kwargs)  # arguments the memo cannot key: the original behaviour
+        if klass is not cls:
+            return build(klass, *args, **kwargs)  # a subclass may build something else
+        built = _TORCHLIB_REGISTRIES.get(key)
+        if built is None:
+            built = build(klass, *args, **kwargs)
+            if not isinstance(getattr(built, "functions", None), dict) or set(vars(built)) != {
+                    "_opset_version", "functions"}:
+                return built  # not the layout the copy below knows: build it each time
+            _TORCHLIB_REGISTRIES[key] = built
+        registry = klass.__new__(klass)
+        registry.__dict__.update(vars(built))
+        registry.functions = {target: list(entries) for target, entries in built.functions.items()}
+        return registry
+
+    from_torchlib._npucheck_reused = True  # type: ignore[attr-defined]
+    functools.update_wrapper(from_torchlib, build)
+    cls.from_torchlib = classmethod(from_torchlib)
 
 
 def _run_torchscript(

@@ -258,6 +258,66 @@ print(json.dumps({"before": before, "frozen": frozen, "after_second": gc.get_fre
     assert out["files"] == [True, True] and out["hits"] == [False, False]
 
 
+def test_dynamo_registry_is_built_once_per_process_and_exports_are_unchanged(tmp_path):
+    """torch builds the dynamo exporter's operator registry on every export; the plugin builds it
+    once per process (in the process that forks the export children), each export gets its own
+    copy of the mapping, and the exported files are byte-identical to torch's own behaviour."""
+    code = """
+import hashlib, json, os, pathlib, sys
+import torch
+from onnxscript._framework_apis import torch_2_5
+from torch.onnx._internal.exporter import _registration
+from pytest_npucheck import export, isolate
+from pytest_npucheck.export import ExportOptions, export_model
+
+log = pathlib.Path(sys.argv[1]) / "builds.txt"
+inner = _registration.onnxscript_apis.get_torchlib_ops
+
+def counted():  # what from_torchlib spends its time in: one line per build, from any process
+    with open(log, "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+    return inner()
+
+_registration.onnxscript_apis.get_torchlib_ops = counted
+torch_own = _registration.ONNXRegistry.__dict__["from_torchlib"]
+assert isolate.settings().enabled
+models = [torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU()).eval(),
+          torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.LayerNorm(8)).eval()]
+inputs = [torch.zeros(1, 3, 8, 8), torch.zeros(2, 4)]
+digest = lambda p: hashlib.sha256(p.read_bytes()).hexdigest()
+reused = [digest(export_model(m, x, ExportOptions(), pathlib.Path(sys.argv[1]) / "a").path)
+          for m, x in zip(models, inputs)]
+builds = [int(line) for line in log.read_text().split()]
+patched = _registration.ONNXRegistry.__dict__["from_torchlib"]
+# one registry's mapping is its own: what one export registers does not reach the next
+first = _registration.ONNXRegistry.from_torchlib(opset_version=20)
+first.register_op(torch.ops.aten.relu.default, lambda x: x)
+second = _registration.ONNXRegistry.from_torchlib(opset_version=20)
+custom = [len(first.get_decomps(torch.ops.aten.relu.default)), len(second.get_decomps(torch.ops.aten.relu.default))]
+# torch's own behaviour, in the same process: isolation off, the original classmethod back
+os.environ["NPUCHECK_ISOLATE"] = "0"
+export._reuse_torchlib_registry = lambda: None
+_registration.ONNXRegistry.from_torchlib = torch_own
+before = len(log.read_text().split())
+own = [digest(export_model(m, x, ExportOptions(), pathlib.Path(sys.argv[1]) / "b").path)
+       for m, x in zip(models, inputs)]
+print(json.dumps({"parent": os.getpid(), "builds": builds, "reused": reused, "own": own,
+                  "own_builds": len(log.read_text().split()) - before, "custom": custom,
+                  "patched": patched is not torch_own}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "NPUCHECK_ISOLATE"}
+    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=REPO, capture_output=True, text=True,
+                          timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["patched"] is True
+    # built once, by the warm-up in the parent: neither forked export child built it again
+    assert out["builds"] == [out["parent"]]
+    assert out["own_builds"] == 2  # torch's own classmethod builds it for every export
+    assert out["reused"] == out["own"]  # the same bytes as torch's own behaviour
+    assert out["custom"][0] == out["custom"][1] + 1
+
+
 _CLASSES_SRC = """
 import functools
 
