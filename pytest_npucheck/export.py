@@ -284,7 +284,7 @@ def export_model(
     )
 
 
-_WARMED: set[str] = set()
+_WARMED: set[tuple[str, Any]] = set()  # (exporter, opset) warmed in this process
 
 
 def _export_isolated(
@@ -303,11 +303,12 @@ def _export_isolated(
 
     if not isolate.settings().enabled:
         return _export_into(model, args, kwargs, options, work, start, key)
-    if options.exporter not in _WARMED:
-        # The exporters spend seconds on their first call (registries, dispatch tables). Pay that
-        # once here on a one-layer model, so that each forked child starts from a warm exporter.
-        _WARMED.add(options.exporter)
-        _warm_up(options.exporter)
+    if (options.exporter, options.opset) not in _WARMED:
+        # The exporters spend seconds on their first call (imports, dispatch tables, the dynamo
+        # exporter's registry of each opset). Pay that once here on a one-layer model, per exporter
+        # and opset, so that each forked child starts from a warm exporter.
+        _WARMED.add((options.exporter, options.opset))
+        _warm_up(options.exporter, options.opset)
         _freeze_heap()
     try:
         return isolate.call("export", _export_into, model, args, kwargs, options, work, start, key)
@@ -336,7 +337,7 @@ def _freeze_heap() -> None:
     gc.freeze()
 
 
-def _warm_up(exporter: str) -> None:
+def _warm_up(exporter: str, opset: Any = None) -> None:
     import torch
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="npucheck-warmup-"))
@@ -344,7 +345,7 @@ def _warm_up(exporter: str) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _export_into(torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),), {},
-                         ExportOptions(exporter=exporter), work, time.perf_counter(), "warm-up")
+                         ExportOptions(exporter=exporter, opset=opset), work, time.perf_counter(), "warm-up")
     except Exception:  # noqa: BLE001 - only an optimisation; the real export reports its own errors
         pass
     finally:
