@@ -208,9 +208,13 @@ def test_shape_inference_runs_when_one_value_is_missing_or_symbolic(tmp_path):
     assert not graph._already_inferred(model.graph, graph._read_nodes(model.graph), {})
 
 
-def test_gc_pause_promotes_the_burst_without_touching_a_frozen_set():
+def test_gc_pause_promotes_the_burst_without_touching_a_frozen_set(monkeypatch):
     import gc
 
+    monkeypatch.setattr(graph, "_FROZEN", False)
+    asked = []
+    count = gc.get_freeze_count
+    monkeypatch.setattr(gc, "get_freeze_count", lambda: asked.append(1) or count())
     was = gc.isenabled()
     gc.enable()
     try:
@@ -225,6 +229,12 @@ def test_gc_pause_promotes_the_burst_without_touching_a_frozen_set():
         with graph.paused_gc():
             more = [[i] for i in range(100)]
         assert gc.get_freeze_count() == frozen and len(more) == 100
+        # the frozen list is walked by get_freeze_count (O(frozen objects)): once frozen, not asked again
+        asked.clear()
+        for _ in range(3):
+            with graph.paused_gc():
+                more.append([0])
+        assert asked == [] and gc.get_freeze_count() == frozen
     finally:
         gc.unfreeze()
         gc.enable() if was else gc.disable()
