@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+from . import BASELINE_NAME
 from .errors import NpuCheckError
 
 BASELINE_FORMAT = 1
-DEFAULT_NAME = "npucheck-baseline.json"
+DEFAULT_NAME = BASELINE_NAME
 DEFAULT_REASON = "accepted by --npu-update-baseline (add a reason)"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "baseline.schema.json"
 _SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}

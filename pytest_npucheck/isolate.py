@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
 import select
 import signal
 import struct
@@ -162,6 +161,8 @@ def call(step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any, ...],
                    kwargs: dict[str, Any]) -> T:
+    import pickle  # here, not at module level: the plugin imports this module in every pytest run
+
     limit_mb = budget_mb(s)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -288,6 +289,8 @@ def _reap(pid: int) -> int:
 
 def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args: tuple[Any, ...],
            kwargs: dict[str, Any]) -> None:  # pragma: no cover - runs in the forked child
+    import pickle  # imported by the parent before the fork (_call_in_child)
+
     code = 0
     try:
         try:
@@ -338,6 +341,8 @@ def _single_threaded() -> None:  # pragma: no cover - runs in the forked child
 
 def _portable(exc: BaseException) -> BaseException:  # pragma: no cover - runs in the forked child
     """``exc`` if it survives pickling, else an NpuCheckError with its type and message."""
+    import pickle
+
     try:
         pickle.loads(pickle.dumps(exc, protocol=pickle.HIGHEST_PROTOCOL))
         return exc

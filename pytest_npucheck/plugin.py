@@ -207,7 +207,7 @@ class _State:
 
     @property
     def baseline_path(self) -> Path:
-        from .baseline import DEFAULT_NAME
+        from . import BASELINE_NAME as DEFAULT_NAME  # not .baseline: that module loads only when used
 
         opt = self.config.getoption("npu_baseline")
         if opt:
