@@ -446,8 +446,29 @@ def _run_dynamo(
     program.save(str(path), external_data=False)
 
 
-# {opset_version: registry built by ONNXRegistry.from_torchlib}, filled by the first dynamo export
+# {(from_torchlib's arguments, _torchlib_size()): the registry it built}, filled by the first dynamo export
 _TORCHLIB_REGISTRIES: dict[Any, Any] = {}
+
+
+def _torchlib_size() -> tuple[Any, Any]:
+    """How many functions the two registries ``from_torchlib`` reads hold now: torch's own torchlib
+    list and ONNX Script's torchlib registry (0 before its ops are imported; None: not readable).
+
+    Part of the memo's key, so that a function registered after a registry was built (torch's
+    ``onnx_impl``, ONNX Script's ``torch_op``) is in the next one, as without the memo."""
+    try:
+        from torch.onnx._internal.exporter._torchlib import _torchlib_registry
+
+        own: Any = len(_torchlib_registry._registry)
+    except (ImportError, AttributeError, TypeError):
+        own = None
+    try:
+        module = sys.modules.get("onnxscript.function_libs.torch_lib.registration")
+        script: Any = 0 if module is None else sum(
+            len(f.overloads) + len(f.complex) for f in module.default_registry._registry.values())
+    except (AttributeError, TypeError):
+        script = None
+    return own, script
 
 
 def _reuse_torchlib_registry() -> None:
@@ -456,9 +477,10 @@ def _reuse_torchlib_registry() -> None:
     ``torch.onnx.export(dynamo=True)`` calls ``ONNXRegistry.from_torchlib`` on every call: ~1.2 s
     here, most of it ONNX Script re-reading and re-parsing the source of ~500 torchlib functions,
     to build the same registry each time (it depends only on the opset version). This wraps that
-    classmethod so that each opset's registry is built once, and every call gets its own copy of
-    the mapping (a custom translation table added to one export does not reach the next); the
-    entries are the same objects, which the exporter only reads. The warm-up builds it in the
+    classmethod so that each opset's registry is built once (again if a torchlib function was
+    registered since: ``_torchlib_size``), and every call gets its own copy of the mapping (a custom
+    translation table added to one export does not reach the next); the entries are the same
+    objects, which the exporter only reads. The warm-up builds it in the
     process that forks the export children, so no child builds it again. A torch whose registry
     does not look like this (another class layout) is left alone: this only saves time.
     """
@@ -484,15 +506,15 @@ def _reuse_torchlib_registry() -> None:
             hash(key)
         except TypeError:
             return build(klass, *args, **kwargs)  # arguments the memo cannot key: the original behaviour
-        if klass is not cls:
+        if klass is not cls or None in _torchlib_size():
             return build(klass, *args, **kwargs)  # a subclass may build something else
-        built = _TORCHLIB_REGISTRIES.get(key)
+        built = _TORCHLIB_REGISTRIES.get((key, _torchlib_size()))
         if built is None:
             built = build(klass, *args, **kwargs)
             if not isinstance(getattr(built, "functions", None), dict) or set(vars(built)) != {
                     "_opset_version", "functions"}:
                 return built  # not the layout the copy below knows: build it each time
-            _TORCHLIB_REGISTRIES[key] = built
+            _TORCHLIB_REGISTRIES[(key, _torchlib_size())] = built  # the size now: building imports them
         registry = klass.__new__(klass)
         registry.__dict__.update(vars(built))
         registry.functions = {target: list(entries) for target, entries in built.functions.items()}
