@@ -506,9 +506,10 @@ def _reuse_torchlib_registry() -> None:
             hash(key)
         except TypeError:
             return build(klass, *args, **kwargs)  # arguments the memo cannot key: the original behaviour
-        if klass is not cls or None in _torchlib_size():
-            return build(klass, *args, **kwargs)  # a subclass may build something else
-        built = _TORCHLIB_REGISTRIES.get((key, _torchlib_size()))
+        size = _torchlib_size()
+        if klass is not cls or None in size:
+            return build(klass, *args, **kwargs)  # a subclass may build something else; sizes unknown
+        built = _TORCHLIB_REGISTRIES.get((key, size))
         if built is None:
             built = build(klass, *args, **kwargs)
             if not isinstance(getattr(built, "functions", None), dict) or set(vars(built)) != {
@@ -520,8 +521,8 @@ def _reuse_torchlib_registry() -> None:
         registry.functions = {target: list(entries) for target, entries in built.functions.items()}
         return registry
 
-    from_torchlib._npucheck_reused = True  # type: ignore[attr-defined]
     functools.update_wrapper(from_torchlib, build)
+    from_torchlib._npucheck_reused = True  # type: ignore[attr-defined]
     cls.from_torchlib = classmethod(from_torchlib)
 
 

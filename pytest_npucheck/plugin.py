@@ -207,13 +207,13 @@ class _State:
 
     @property
     def baseline_path(self) -> Path:
-        from . import BASELINE_NAME as DEFAULT_NAME  # not .baseline: that module loads only when used
+        from . import BASELINE_NAME  # not .baseline: that module loads only when used
 
         opt = self.config.getoption("npu_baseline")
         if opt:
             return Path(self.config.invocation_params.dir) / opt
         ini = self.config.getini("npu_baseline")
-        return Path(ini[0]) if ini else Path(self.config.rootpath) / DEFAULT_NAME
+        return Path(ini[0]) if ini else Path(self.config.rootpath) / BASELINE_NAME
 
     @property
     def baseline(self) -> Any:
