@@ -402,3 +402,24 @@ def test_golden_and_deployment_budgets_in_markdown_and_html():
     assert "<title>NPU check: failed</title>" in page
     assert '<tr class="golden"><td>stored golden (passed)</td>' in page
     assert "<td>-1 node(s), -10.0% share</td>" in page
+
+
+def test_a_budget_loosening_without_approval_fails_the_markdown_and_html_headline():
+    """pytest fails the run on an unapproved loosening (plugin `_budgets_step`); the reports say so too."""
+    comparison = {"passed": True, "policy": "fp32", "missing": [], "extra": [], "unknown_overrides": [],
+                  "outputs": []}
+    doc = run_document([{"nodeid": "t.py::test_a", "status": "passed", "error": None, "export": None,
+                         "targets": [], "numerics": {"enabled": True, "passed": True, "notes": [],
+                                                     "onnx_vs_pytorch": comparison, "emulation": []}}])
+    assert md_report.render(doc).startswith("## NPU check: passed")
+    assert "<title>NPU check: passed</title>" in html_report.render(doc)
+    problem = "releases/1.0.1/tests/t.py::test_a: *.cosine_min loosened 0.9999 -> 0.9 (add a \"loosened\" record)"
+    doc["budgets"] = {"path": "npu-budgets.json", "release": "1.0.1", "release_in_force": "1.0.1", "stale": [],
+                      "tightening_problems": [problem]}
+    assert validate(doc) == []
+    md = md_report.render(doc)
+    assert md.startswith("## NPU check: failed")
+    assert "### Budget loosenings without approval" in md and "cosine\\_min loosened 0.9999 \\-&gt; 0.9" in md
+    page = html_report.render(doc)
+    assert "<title>NPU check: failed</title>" in page and '<section id="loosened">' in page
+    assert "cosine_min loosened 0.9999 -&gt; 0.9" in page

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .text import clean
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
-from .views import gate as _gate, pct as _pct, where as _where
+from .views import gate as _gate, pct as _pct, run_passed, where as _where
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -190,8 +190,7 @@ def render(doc: Mapping[str, Any]) -> str:
             sec.append("</section>")
             sections.append("".join(sec))
     totals = doc.get("totals", {})
-    ok = (failing == 0 and not errors and not (stale and base.get("strict"))
-          and not totals.get("failed", 0))  # a test can fail on its numerics alone
+    ok = run_passed(doc, failing, len(errors))
     head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
@@ -223,6 +222,12 @@ def render(doc: Mapping[str, Any]) -> str:
             body.append(f'<tr><td>{h(e["target"])}</td><td><code>{h(e["test"], 300)}</code></td><td>{h(e["op_type"], 60)}</td>'
                         f'<td><code>{h(e["node"])}</code></td><td>{h(where)}</td><td>{h(e["reason"], 600)}</td></tr>')
         body.append("</tbody></table></section>")
+    loosened = (doc.get("budgets") or {}).get("tightening_problems") or []
+    if loosened:
+        body.append(f'<section id="loosened"><h2>Budget loosenings without approval</h2><p>The budgets file '
+                    f'{h((doc.get("budgets") or {}).get("path", ""))} loosens these limits (against its committed '
+                    'version or an earlier release) with no <code>loosened</code> record: this fails the run.</p><ul>'
+                    + "".join(f'<li class="fail">{h(p, 600)}</li>' for p in loosened) + "</ul></section>")
     if errors:
         body += ['<section id="errors"><h2>Errors</h2><table class="errors"><thead><tr><th>test</th><th>status</th>'
                  '<th>error</th></tr></thead><tbody>', *errors, "</tbody></table></section>"]

@@ -11,7 +11,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
-from .views import gate as _gate, pct as _pct, where as _where
+from .views import gate as _gate, pct as _pct, run_passed, where as _where
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
@@ -76,8 +76,7 @@ def render(doc: Mapping[str, Any]) -> str:
                                  esc(a['node']), n["verdict"], esc(_where(n.get("source"))), reason])
     stale = base.get("stale") or []
     totals = doc.get("totals", {})
-    ok = (failed_targets == 0 and not errors and not (stale and base.get("strict"))
-          and not totals.get("failed", 0))  # a test can fail on its numerics alone
+    ok = run_passed(doc, failed_targets, len(errors))
     lines = [f"## NPU check: {'passed' if ok else 'failed'}", ""]
     lines.append(f"{totals.get('tests', len(tests))} checked test(s): {totals.get('passed', 0)} passed, "
                  f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error; "
@@ -108,6 +107,12 @@ def render(doc: Mapping[str, Any]) -> str:
             [esc(e["target"]), esc(e['test']), esc(e["op_type"], 40), esc(e['node']),
              esc(f"{e['location']['module'] or '<root>'} at {e['location']['file']}:{e['location']['line']}"
                  if e.get("location") else "unknown"), esc(e["reason"], 300)] for e in stale])
+    loosened = (doc.get("budgets") or {}).get("tightening_problems") or []
+    if loosened:
+        lines += ["", "### Budget loosenings without approval", "",
+                  f"The budgets file {esc((doc.get('budgets') or {}).get('path', ''))} loosens these limits (against "
+                  "its committed version or an earlier release) with no `loosened` record: this fails the run.", ""]
+        lines += [f"- {esc(p, 500)}" for p in loosened]
     if errors:
         lines += ["", "### Errors", ""]
         lines += _table(["test", "status", "error"], errors)

@@ -39,6 +39,16 @@ def gate(t: Mapping[str, Any]) -> Mapping[str, Any]:
                                  "new": [n["name"] for n in t.get("nodes", []) if n["verdict"] in ("cpu", "unsupported")]}
 
 
+def run_passed(doc: Mapping[str, Any], failing_targets: int, errors: int) -> bool:
+    """Whether the run the document describes passed, as pytest's exit status says: no failing
+    target or test (a test can fail on its numerics alone), no error, no stale baseline entry in
+    strict mode, and no loosening of the budgets file without approval."""
+    base = doc.get("baseline") or {}
+    budgets = doc.get("budgets") or {}
+    return (failing_targets == 0 and not errors and not (base.get("stale") and base.get("strict"))
+            and not doc.get("totals", {}).get("failed", 0) and not budgets.get("tightening_problems"))
+
+
 def fmt(x: Any, digits: int = 4) -> str:
     """A metric for a table cell: 4 significant digits, strings ("inf", "nan") as they are."""
     if x is None:
