@@ -143,6 +143,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     remove_stale_temps(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp makes 0600: a report or baseline is a shared artifact
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -154,6 +155,17 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def _mode_for(path: Path) -> int:
+    """The permissions of the file that ``path`` replaces, or of a new file under this process's umask
+    (what ``open(path, "w")`` would give)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def remove_stale_temps(path: Path) -> list[Path]:

@@ -170,3 +170,25 @@ def test_write_atomic_refuses_symlink_target(tmp_path, canary):
     with pytest.raises(NpuCheckError, match="symbolic link"):
         write_atomic(link, "{}")
     assert canary.read_bytes().startswith(b"SECRET-CANARY")
+
+
+def test_write_atomic_gives_umask_permissions_and_keeps_an_existing_files_mode(tmp_path):
+    """mkstemp creates 0600: a report, baseline or golden written through it was unreadable to a CI
+    artifact collector or a colleague; the file gets what open() would give, or keeps its mode."""
+    import stat
+
+    from pytest_npucheck.jsonio import write_atomic
+
+    old = os.umask(0o022)
+    try:
+        new = tmp_path / "report.json"
+        write_atomic(new, "{}\n")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        os.umask(0o077)
+        write_atomic(tmp_path / "private.json", "{}\n")
+        assert stat.S_IMODE((tmp_path / "private.json").stat().st_mode) == 0o600
+        new.chmod(0o640)  # a mode the user chose survives a rewrite
+        write_atomic(new, "{\"v\": 1}\n")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o640 and new.read_text() == "{\"v\": 1}\n"
+    finally:
+        os.umask(old)
