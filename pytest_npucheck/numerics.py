@@ -224,7 +224,8 @@ class Check:
 
     def text(self) -> str:
         mark = "ok  " if self.passed else "FAIL"
-        return f"{mark} {self.metric}: needed {_fmt(self.measured)} {self.op} allowed {_fmt(self.allowed)}"
+        measured, allowed = _fmt_apart(self.measured, self.allowed)
+        return f"{mark} {self.metric}: needed {measured} {self.op} allowed {allowed}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -323,7 +324,8 @@ class OutputComparison:
                 out += [f"    {list(w.index)}: {_fmt(w.reference)} -> {_fmt(w.candidate)}, {_fmt(w.abs_error)}"
                         for w in self.worst]
             if not self.passed and self.min_passing:
-                parts = ", ".join(f"{k}={_fmt(v)}" for k, v in self.min_passing.items() if v is not None)
+                parts = ", ".join(f"{k}={_fmt_bound(v, lower=k in _LOWER_BOUNDS)}"
+                                  for k, v in self.min_passing.items() if v is not None)
                 out.append(f"  minimum tolerance that would have passed: {parts}")
         return out
 
@@ -382,6 +384,35 @@ def _fmt(x: Any) -> str:
     if math.isnan(x) or math.isinf(x):
         return str(x)
     return f"{x:.6g}"
+
+
+_LOWER_BOUNDS = frozenset({"cosine_min", "snr_db_min"})  # tolerances that are minimums: a metric must reach them
+
+
+def _fmt_apart(a: Any, b: Any) -> tuple[str, str]:
+    """Two numbers with as many digits as it takes to tell them apart (0.99999998 is not 1)."""
+    fa, fb = _fmt(a), _fmt(b)
+    if fa != fb or not all(isinstance(v, float) and math.isfinite(v) for v in (a, b)) or a == b:
+        return fa, fb
+    for digits in range(7, 18):
+        fa, fb = f"{a:.{digits}g}", f"{b:.{digits}g}"
+        if fa != fb:
+            break
+    return fa, fb
+
+
+def _fmt_bound(x: Any, lower: bool) -> str:
+    """A tolerance that passes when given back as written: six digits, unless rounding them would
+    move the bound past the measured value (a minimum of 0.99999998 printed as 1 would fail)."""
+    text = _fmt(x)
+    if not isinstance(x, float) or not math.isfinite(x):
+        return text
+    for digits in range(6, 18):
+        text = f"{x:.{digits}g}"
+        printed = float(text)
+        if (printed <= x) if lower else (printed >= x):
+            return text
+    return repr(x)
 
 
 def _exact_abs_diff(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:

@@ -141,6 +141,27 @@ def test_failure_report_has_counts_worst_and_minimum_tolerance():
     assert data["reference"]["shape"] == [4, 8] and data["out_of_tolerance"] == 2
 
 
+def test_a_near_miss_prints_the_digits_that_tell_measured_from_allowed_and_a_minimum_that_passes():
+    """A cosine of 0.99999998 against a bound of 0.99999999 printed as "needed 1 >= allowed 1", and its
+    "minimum tolerance that would have passed" as cosine_min=1, which fails again when used."""
+    import re
+
+    rng = np.random.default_rng(3)
+    ref = rng.standard_normal(4096).astype(np.float64)
+    cand = ref + rng.standard_normal(4096) * 2e-4
+    tol = Tolerance(cosine_min=0.99999999, norm_ratio_tol=None, atol=1.0, peak_atol=0, rtol=0)
+    res = compare_arrays(ref, cand, tol, "y")
+    cosine = res.metrics.cosine
+    assert not res.passed and 0.999999 < cosine < 0.99999999
+    text = "\n".join(res.lines())
+    measured, allowed = re.search(r"FAIL cosine: needed (\S+) >= allowed (\S+)", text).groups()
+    assert measured != allowed and float(allowed) == 0.99999999 and abs(float(measured) - cosine) < 1e-8
+    printed = float(re.search(r"cosine_min=(\S+?)(,|$)", text, re.M).group(1))
+    assert printed <= cosine  # given back as written, it passes
+    assert compare_arrays(ref, cand, Tolerance(cosine_min=printed, norm_ratio_tol=None, atol=1.0, peak_atol=0,
+                                               rtol=0)).passed
+
+
 def test_snr_alternative_passes_isolated_int8_style_rounding():
     rng = np.random.default_rng(1)
     ref = rng.standard_normal(4096).astype(np.float32)
