@@ -180,3 +180,47 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
     """)
     r = suite.runpytest("--npu-release=1.0.0")
     r.assert_outcomes(passed=1)
+
+
+def test_a_float16_model_is_compared_as_fp16_and_a_shared_emulation_failure_names_every_target(suite):
+    """A model run in half precision failed ONNX Runtime vs PyTorch on one-ulp differences (fp32
+    bounds); and the fp16 emulation that two fp16 targets share named only the first of them."""
+    suite.makepyfile(test_half="""
+        import pytest, torch
+        import torch.nn as nn
+
+        class HalfMLP(nn.Module):
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.a, self.b = nn.Linear(64, 128), nn.Linear(128, 16)
+
+            def forward(self, x):
+                return self.b(torch.relu(self.a(x)))
+
+        class Cancels(nn.Module):  # exact in fp32, not in fp16 (spacing 2 at 3000)
+            def forward(self, x):
+                return (x + 3000.0) - 3000.0
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_half(npu_check):
+            torch.manual_seed(1)
+            npu_check(HalfMLP().half().eval(), torch.randn(4, 64).half())
+
+        @pytest.mark.npu_deployable(targets=["toy@1.1/soc-a", "toy@1.1/soc-b"])
+        def test_cancels(npu_check):
+            npu_check(Cancels().eval(), torch.randn(2, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-report=json:r.json", "-p", "no:randomly")
+    out = r.stdout.str()
+    doc = json.loads((suite.path / "r.json").read_text())
+    tests = {t["nodeid"]: t for t in doc["tests"]}
+    half = tests["test_half.py::test_half"]["numerics"]
+    assert half["onnx_vs_pytorch"]["policy"] == "fp16" and half["onnx_vs_pytorch"]["passed"], out
+    assert any("float16" in n for n in half["notes"])
+    cancels = tests["test_cancels.py::test_cancels"] if "test_cancels.py::test_cancels" in tests \
+        else tests["test_half.py::test_cancels"]
+    assert [(e["target"], e["passed"]) for e in cancels["numerics"]["emulation"]] == [
+        ("toy@1.1/soc-a", False), ("toy@1.1/soc-b", False)]
+    assert "toy@1.1/soc-a: fp16 emulation vs fp32" in out
+    assert "toy@1.1/soc-b: fp16 emulation vs fp32: FAIL, the same emulation as toy@1.1/soc-a above" in out
