@@ -428,7 +428,7 @@ def _run_dynamo(
     _reuse_torchlib_registry()
     program = torch.onnx.export(
         model,
-        args,
+        _positional(args, kwargs),
         kwargs=kwargs or None,
         dynamo=True,
         opset_version=options.opset,
@@ -540,7 +540,7 @@ def _run_torchscript(
     try:
         torch.onnx.export(
             model,
-            args,
+            _positional(args, kwargs),
             str(path),
             kwargs=kwargs or None,
             dynamo=False,
@@ -572,6 +572,16 @@ def _split_inputs(example_inputs: Any) -> tuple[tuple[Any, ...], dict[str, Any]]
     if isinstance(example_inputs, (tuple, list)):
         return tuple(example_inputs), {}
     return (example_inputs,), {}
+
+
+def _positional(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """``args`` as torch.onnx.export reads them positionally. Both exporters take a dict that ends
+    ``args`` as the keyword arguments when no ``kwargs`` are given; a model whose last positional
+    parameter is a dict (``npu_check(m, (x, {"a": t}))``) would lose it. An empty dict after it is
+    read as the (empty) keywords instead."""
+    if not kwargs and args and isinstance(args[-1], Mapping):
+        return (*args, {})
+    return args
 
 
 @dataclasses.dataclass(frozen=True)

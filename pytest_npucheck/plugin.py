@@ -525,12 +525,19 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         input_names=overrides.get("input_names") or spec.input_names,
         output_names=overrides.get("output_names") or spec.output_names,
     )
+    failure = None  # failed outside the handler: pytest would print the exception it handles first
     try:
         with _eval_mode(model):
             exported = export_model(model, example_inputs, options, cache_dir=_cache_dir(item.config))
     except ExportError as exc:
         entry["error"] = f"export failed: {exc}"
-        pytest.fail(f"npu_check: the model could not be exported to ONNX ({options.exporter} exporter):\n{exc}", pytrace=False)
+        failure = f"npu_check: the model could not be exported to ONNX ({options.exporter} exporter):\n{exc}"
+    except ValueError as exc:  # export_model: the export options do not fit the model (names, dynamic_axes)
+        entry["error"] = f"export options: {exc}"
+        failure = (f"npu_check: the export options do not fit the model (the npu_deployable marker or the "
+                   f"npu_check arguments): {exc}")
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
     entry["export"] = {"exporter": exported.exporter, "opset": exported.opset, "cache_hit": exported.cache_hit,
                        "key": exported.key, "path": str(exported.path)}
     try:
@@ -1016,6 +1023,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     if call.when == "call":
         entry = item.stash.get(_ENTRY, None)
         if entry is not None:
+            if entry["status"] == "error" and not entry.get("error") and call.excinfo is not None:
+                # the check stopped on an exception it did not foresee: the report says which
+                text = str(call.excinfo.value).strip()
+                entry["error"] = f"{call.excinfo.typename}: {text}" if text else call.excinfo.typename
             report.npucheck = entry  # plain JSON-able data: travels from xdist workers to the controller
     return report
 

@@ -597,6 +597,32 @@ def test_dict_inputs_are_keyword_arguments(tmp_path, exporter):
     assert graph_inputs(result.path)["x"] == [2, 8]
 
 
+class DictArgument(torch.nn.Module):
+    """A model whose only positional parameter is a dict of tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 3), torch.nn.Linear(4, 3)
+
+    def forward(self, inputs):
+        return self.a(inputs["left"]) + self.b(inputs["right"])
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
+def test_a_dict_inside_a_tuple_is_a_positional_argument(tmp_path, exporter):
+    """torch.onnx.export reads a dict that ends ``args`` as the keywords; a tuple of inputs is
+    positional arguments (``_split_inputs``), so a dict in it is the model's own parameter."""
+    ort = pytest.importorskip("onnxruntime")
+    model = DictArgument().eval()
+    inputs = {"left": torch.randn(2, 4), "right": torch.randn(2, 4)}
+    result = export_model(model, (inputs,), ExportOptions(exporter=exporter), tmp_path)
+    names = list(graph_inputs(result.path))
+    assert len(names) == 2 and all(graph_inputs(result.path)[n] == [2, 4] for n in names)
+    session = ort.InferenceSession(str(result.path), providers=["CPUExecutionProvider"])
+    (got,) = session.run(None, dict(zip(names, (inputs["left"].numpy(), inputs["right"].numpy()))))
+    assert torch.allclose(torch.from_numpy(got), model(inputs).detach(), atol=1e-5)
+
+
 @pytest.mark.parametrize("exporter", ["dynamo", "torchscript"])
 @pytest.mark.parametrize(
     ("options", "batch", "input_name"),

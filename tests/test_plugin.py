@@ -232,6 +232,43 @@ def test_export_error_fails_with_exporter_message(suite):
     assert "INTERNALERROR" not in out
 
 
+def test_export_options_that_do_not_fit_the_model_fail_in_one_paragraph_and_reach_the_report(suite):
+    """A dynamic_axes name that is no input raised a bare ValueError through the plugin: a traceback,
+    a report entry with no error, and no line in the npucheck summary."""
+    suite.makepyfile(test_axes="""
+        import pytest, torch
+        from demo_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy"], dynamic_axes={"inp": {0: "batch"}})
+        def test_typo(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-report=json:r.json")
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "npu_check: the export options do not fit the model" in out and "['inp']" in out and "known: x" in out
+    assert "Traceback" not in out and "plugin.py" not in out and "During handling" not in out
+    assert "ERROR test_axes.py::test_typo: export options: dynamic_axes names ['inp']" in out
+    (entry,) = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert entry["status"] == "error" and entry["error"].startswith("export options: dynamic_axes names ['inp']")
+
+
+def test_an_unforeseen_exception_still_names_its_error_in_the_report(suite):
+    suite.makepyfile(test_keys="""
+        import pytest, torch
+        from demo_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_int_keys(npu_check):
+            npu_check(Clean().eval(), {0: torch.randn(1, 3, 8, 8)})
+    """)
+    r = suite.runpytest("--npu-report=json:r.json")
+    r.assert_outcomes(failed=1)
+    (entry,) = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert entry["status"] == "error" and entry["error"] == "TypeError: keyword example inputs must be a dict with str keys"
+    assert "ERROR test_keys.py::test_int_keys: TypeError: keyword example inputs" in r.stdout.str()
+
+
 def test_bad_marker_arguments_are_usage_errors(suite):
     suite.makepyfile(test_b="""
         import pytest
