@@ -279,7 +279,11 @@ def _input_problems(stored: Mapping[str, Any], given: Mapping[str, Any]) -> list
         return out
     for name in stored:
         a, b = np.asarray(stored[name]), np.asarray(given[name])
-        if a.shape != b.shape or a.dtype != b.dtype or not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            out.append(f"input {name!r} is {b.dtype}{list(b.shape)} now and {a.dtype}{list(a.shape)} in the golden: "
+                       f"the test's inputs changed since it was recorded (re-record it with {UPDATE_OPTION} if "
+                       "that is intended)")
+        elif not np.array_equal(a, b, equal_nan=a.dtype.kind == "f"):
             out.append(f"input {name!r} differs from the golden's ({a.dtype}{list(a.shape)} vs "
                        f"{b.dtype}{list(b.shape)}); run the model on Golden.inputs")
     return out

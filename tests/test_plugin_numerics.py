@@ -140,6 +140,35 @@ def test_golden_life_cycle(suite):
     assert any(n.endswith(".obtained.npz") for n in names)
 
 
+def test_a_golden_of_other_input_shapes_is_a_mismatch_that_says_the_inputs_changed(suite):
+    """The glue re-ran the model on the stored inputs whenever the names matched: a test whose input
+    shape changed failed on a shape error blamed on the ONNX file, or passed on the old inputs."""
+    test_file = """
+        import pytest, torch
+        import torch.nn as nn
+
+        class Pool(nn.Module):  # any spatial size works: the old inputs would still run
+            def forward(self, x):
+                return torch.relu(x).mean(dim=(2, 3))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], golden=True)
+        def test_golden(npu_check):
+            npu_check(Pool().eval(), torch.randn(1, 3, {size}, {size}))
+    """
+    suite.makepyfile(test_gold=test_file.format(size=8))
+    suite.runpytest("--npu-update-golden").assert_outcomes(failed=1)
+    suite.runpytest().assert_outcomes(passed=1)
+    golden = next((suite.path / "npu_goldens").iterdir()).read_bytes()
+    suite.makepyfile(test_gold=test_file.format(size=6))
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "input 'x' is float32[1, 3, 6, 6] now and float32[1, 3, 8, 8] in the golden" in out
+    assert "--npu-update-golden" in out and "could not run" not in out
+    assert next(p for p in (suite.path / "npu_goldens").iterdir() if not p.name.endswith(".obtained.npz")
+                ).read_bytes() == golden  # the golden itself is untouched
+
+
 def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
     suite.makepyfile(test_bud="""
         import pytest, torch
