@@ -269,6 +269,25 @@ def test_an_unforeseen_exception_still_names_its_error_in_the_report(suite):
     assert "ERROR test_keys.py::test_int_keys: TypeError: keyword example inputs" in r.stdout.str()
 
 
+def test_an_opset_the_exporter_could_not_write_is_a_note_and_a_warning(suite):
+    """torch's dynamo exporter keeps opset 18 when it cannot convert a model down (Pad): the check
+    then judged opset 18 while the test asked for 17, and said nothing."""
+    suite.makepyfile(test_opset="""
+        import pytest, torch
+        from demo_nets import ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy"], opset=17)
+        def test_pad(npu_check):
+            assert npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8)).export["opset"] == 18
+    """)
+    r = suite.runpytest("--npu-report=json:r.json", "--npu-update-baseline", "--npu-no-numerics")
+    r.assert_outcomes(passed=1)
+    note = "the dynamo exporter wrote opset 18, not 17 (the marker's opset): it could not convert this model"
+    assert note in r.stdout.str()  # the warnings summary: a passing test prints no report
+    (entry,) = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert all(any(n.startswith(note) for n in t["notes"]) for t in entry["targets"])
+
+
 def test_bad_marker_arguments_are_usage_errors(suite):
     suite.makepyfile(test_b="""
         import pytest
