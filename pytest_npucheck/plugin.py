@@ -1055,6 +1055,7 @@ class _Reporter:
         self.baseline_info: Optional[dict[str, Any]] = None
         self.budgets_info: Optional[dict[str, Any]] = None
         self.tightening: list[str] = []
+        self.deselected = 0
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         state = self.config.stash[_STATE]
@@ -1071,13 +1072,34 @@ class _Reporter:
             return None
         used = {k for e in self.entries for k in ((e.get("numerics") or {}).get("budget_keys") or [])}
         ran = any((e.get("numerics") or {}).get("enabled") for e in self.entries)
-        stale = budgets.stale(state.release, used) if ran else []
+        partial = self._partial_run()
+        stale = budgets.stale(state.release, used) if ran and not partial else []
         info = {"path": str(budgets.path), "release": state.release,
                 "release_in_force": budgets.release_in_force(state.release), "stale": stale,
                 "tightening_problems": list(self.tightening)}
+        if partial and ran:
+            info["stale_not_checked"] = f"a partial run ({partial}): an entry unused here may be used by the rest"
         if self.tightening and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return info
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def _partial_run(self) -> str:
+        """Why this run is not the whole suite (a budgets entry it leaves unused may not be stale), or "".
+
+        Seen from options and arguments (the xdist controller collects nothing) and from deselected
+        items in this process. Paths narrower than the suite are not detected."""
+        opt = self.config.option
+        why = [flag for flag, on in (("-k", getattr(opt, "keyword", "")), ("-m", getattr(opt, "markexpr", "")),
+                                     ("--deselect", getattr(opt, "deselect", None)), ("--lf", getattr(opt, "lf", False)),
+                                     ("--sw", getattr(opt, "stepwise", False))) if on]
+        if any("::" in str(a) for a in self.config.args):
+            why.append("test ids")
+        if self.deselected and not why:
+            why.append(f"{self.deselected} deselected")
+        return ", ".join(why)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = getattr(report, "npucheck", None)
@@ -1196,6 +1218,8 @@ class _Reporter:
                               "without approval (fails the run):", red=True)
                 for p in binfo["tightening_problems"]:
                     tr.write_line(f"  {clean(p, 500)}")
+            if binfo.get("stale_not_checked"):
+                tr.write_line(f"npucheck budgets {binfo['path']}: stale entries not checked: {binfo['stale_not_checked']}")
             if binfo["stale"]:
                 tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['stale'])} stale entr"
                               f"{'y' if len(binfo['stale']) == 1 else 'ies'} (no test used them in release "

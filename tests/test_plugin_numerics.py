@@ -195,6 +195,13 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
     out = r.stdout.str()
     assert "toy@1.0/soc-a: budget exceeded: 1 CPU-fallback node(s), budget 0 (release 1.0.0, entry 'toy@*')" in out
     assert "stale: releases/1.0.0/tests/*no_such_test*" in out
+    # a partial run cannot tell a stale entry from one the tests it left out use
+    r = suite.runpytest("--npu-release=1.0.0", "-k", "reflect", "--npu-report=json:r.json")
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "stale: releases" not in out and "stale entries not checked: a partial run (-k)" in out
+    budgets = json.loads((suite.path / "r.json").read_text())["budgets"]
+    assert budgets["stale"] == [] and budgets["stale_not_checked"].startswith("a partial run (-k)")
 
     r = suite.runpytest("--npu-release=0.9")  # no release in force: no budget applies
     r.assert_outcomes(passed=1)
