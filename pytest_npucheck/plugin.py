@@ -44,6 +44,41 @@ def _check_report_path(value: str, path: Path) -> None:
         raise pytest.UsageError(f"--npu-report={value!r}: directory {parent} is not writable")
 
 
+_BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng")
+
+
+def _check_bool_ini(config: pytest.Config) -> None:
+    """A true/false ini key with another value is a usage error before any test runs, naming the key
+    (pytest's own error names only the value, and only when a test first reads it)."""
+    for key in _BOOL_INI:
+        try:
+            config.getini(key)
+        except (ValueError, pytest.UsageError) as exc:  # pytest 9 raises UsageError without the key
+            raise pytest.UsageError(f"ini key {key}: {exc} (expected true or false)") from None
+
+
+def _check_report_target(value: str, path: Path, state: Any, seen: dict[Path, str]) -> None:
+    """A report never overwrites another report of this run, the baseline or a golden, and is not
+    written through a symbolic link (checked now, not when the run is over)."""
+    import os
+
+    real = Path(os.path.realpath(path))
+    if path.is_symlink():
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is a symbolic link (to {real}); reports are not "
+                                "written through links")
+    if real in seen:
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is also the path of --npu-report={seen[real]!r}")
+    seen[real] = value
+    if real == Path(os.path.realpath(state.baseline_path)):
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is the baseline file; the report would replace it")
+    golden = Path(os.path.realpath(state.golden_root))
+    if real == golden or golden in real.parents:
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is inside the golden directory {state.golden_root}")
+    budgets = state.budgets_path
+    if budgets is not None and real == Path(os.path.realpath(budgets)):
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is the budgets file; the report would replace it")
+
+
 _ORACLE_MODES = ("off", "report", "strict")
 
 
@@ -134,12 +169,22 @@ def pytest_configure(config: pytest.Config) -> None:
         "numerics=None, golden=None): "
         "check that the model under test stays on the NPU of each target (pytest-npucheck)",
     )
+    _check_bool_ini(config)
+    config.stash[_STATE] = _State(config)
+    state = config.stash[_STATE]
+    state.oracle_mode  # an invalid ini value is a usage error before any test runs
+    seen: dict[Path, str] = {}
     for value in config.getoption("npu_report") or []:
         _, report_path = _report_spec(value)
         if not hasattr(config, "workerinput"):
-            _check_report_path(value, Path(report_path))
-    config.stash[_STATE] = _State(config)
-    config.stash[_STATE].oracle_mode  # an invalid ini value is a usage error before any test runs
+            path = Path(config.invocation_params.dir) / report_path
+            _check_report_path(value, path)
+            _check_report_target(value, path, state, seen)
+    if state.budgets is not None:
+        state.checked_release()  # a release no budget can be matched against is a usage error now
+    if state.updating and state.baseline_path.is_symlink() and not hasattr(config, "workerinput"):
+        raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is a symbolic link; the baseline "
+                                "is not written through links")
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
@@ -314,6 +359,24 @@ class _State:
             value = self.config.getoption("npu_release") or str(self.config.getini("npu_release") or "").strip()
             self._release = value or _project_version(Path(self.config.rootpath))
         return self._release
+
+    def checked_release(self) -> str:
+        """The release, read as a version (the budgets are matched against it), or a usage error
+        naming where it came from."""
+        from .budget import BudgetError, parse_version
+
+        release = self.release
+        try:
+            parse_version(release)
+        except BudgetError as exc:
+            if self.config.getoption("npu_release"):
+                where = "--npu-release"
+            elif str(self.config.getini("npu_release") or "").strip():
+                where = "ini key npu_release"
+            else:
+                where = f"the project's version ({Path(self.config.rootpath)})"
+            raise pytest.UsageError(f"{where}: {exc}; budgets need a release such as 1.2.0") from None
+        return release
 
     def default_targets(self) -> tuple[str, ...]:
         return tuple(self.config.getoption("npu_target") or ()) or tuple(self.config.getini("npu_targets") or ())
@@ -1033,6 +1096,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
     report = yield
     if call.when == "call":
         entry = item.stash.get(_ENTRY, None)
+        if entry is None and report.failed and item.stash.get(_SPEC, None) is not None and call.excinfo is not None:
+            # a marked test that failed before its check ran: the reports list it, not a passed run
+            text = str(call.excinfo.value).strip().splitlines()
+            entry = {"nodeid": item.nodeid, "status": "error", "export": None, "targets": [],
+                     "error": f"the test failed before the NPU check ran: {call.excinfo.typename}"
+                              + (f": {text[0]}" if text else "")}
         if entry is not None:
             if entry["status"] == "error" and not entry.get("error") and call.excinfo is not None:
                 # the check stopped on an exception it did not foresee: the report says which
@@ -1056,6 +1125,8 @@ class _Reporter:
         self.budgets_info: Optional[dict[str, Any]] = None
         self.tightening: list[str] = []
         self.deselected = 0
+        self.written: list[str] = []  # report paths written at the end of the run
+        self.report_errors: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         state = self.config.stash[_STATE]
@@ -1145,27 +1216,38 @@ class _Reporter:
         from .report.jsonreport import run_document
 
         doc = run_document(self.entries)
+        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
+            doc["interrupted"] = True  # -x, --maxfail, Ctrl-C: the tests listed are those that ran
         if self.baseline_info is not None:
             doc["baseline"] = self.baseline_info
         if self.budgets_info is not None:
             doc["budgets"] = self.budgets_info
+        from .errors import NpuCheckError
+
         for value in reports:
             fmt, path = _report_spec(value)
-            if fmt == "json":
-                write_atomic(Path(path), dumps(doc))
-            elif fmt == "md":
-                from .report.markdown import render as render_md
+            try:
+                if fmt == "json":
+                    write_atomic(Path(path), dumps(doc))
+                elif fmt == "md":
+                    from .report.markdown import render as render_md
 
-                write_atomic(Path(path), render_md(doc))
-            elif fmt == "html":
-                from .report.html import render as render_html
+                    write_atomic(Path(path), render_md(doc))
+                elif fmt == "html":
+                    from .report.html import render as render_html
 
-                write_atomic(Path(path), render_html(doc))
+                    write_atomic(Path(path), render_html(doc))
+            except (NpuCheckError, OSError) as exc:  # the other reports are still written
+                self.report_errors.append(f"--npu-report={value}: not written: {exc}")
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+                continue
+            self.written.append(path)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         info = self.baseline_info
         binfo = self.budgets_info
-        if not self.entries and not info and not (binfo and (binfo["stale"] or binfo["tightening_problems"])):
+        if not self.entries and not info and not self.report_errors and not (
+                binfo and (binfo["stale"] or binfo["tightening_problems"] or binfo.get("stale_not_checked"))):
             return
         from .report.text import clean
 
@@ -1226,8 +1308,10 @@ class _Reporter:
                               f"{binfo['release_in_force']}):")
                 for k in binfo["stale"]:
                     tr.write_line(f"  stale: {clean(k, 300)}")
-        for value in config.getoption("npu_report") or []:
-            tr.write_line(f"npucheck report written: {_report_spec(value)[1]}")
+        for path in self.written:
+            tr.write_line(f"npucheck report written: {path}")
+        for text in self.report_errors:
+            tr.write_line(f"npucheck {text}", red=True)
 
 
 def _tightening_problems(budgets: Any) -> list[str]:

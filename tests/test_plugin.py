@@ -401,3 +401,81 @@ def test_export_opset_defaults_to_what_every_target_accepts(pytester, tmp_path):
     r = pytester.runpytest(f"--npu-tables={root}", "-p", "no:cacheprovider")
     r.assert_outcomes(passed=1, failed=1)
     assert "model opset 20 for domain 'ai.onnx' outside the range [11, 18]" in r.stdout.str()
+
+
+# -- bad settings and report paths are usage errors before any test runs --------------------------
+
+def test_bad_release_and_bool_ini_values_are_usage_errors_naming_the_setting(suite):
+    suite.makepyfile(test_m="""
+        import pytest, torch
+        from demo_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_m(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    (suite.path / "npu-budgets.json").write_text('{"format": 1, "releases": {"1.0.0": {}}}')
+    r = suite.runpytest("--npu-release=abc")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--npu-release: cannot read a version from 'abc'" in r.stderr.str() and "test_m" not in r.stdout.str()
+    for key, value in (("npu_numerics", "nah"), ("npu_baseline_strict", "maybe"), ("npu_seed_rng", "sometimes")):
+        suite.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:cacheprovider\n{key} = {value}\n")
+        r = suite.runpytest()
+        assert r.ret == pytest.ExitCode.USAGE_ERROR, (key, r.stdout.str())
+        assert f"ini key {key}: invalid truth value '{value}'" in r.stderr.str()
+
+
+def test_a_report_may_not_replace_the_baseline_another_report_or_write_through_a_link(suite):
+    suite.makepyfile(test_m="""
+        def test_m():
+            pass
+    """)
+    baseline = suite.path / "npucheck-baseline.json"
+    baseline.write_text('{"format": 1, "entries": []}\n')
+    before = baseline.read_bytes()
+    for args, expected in (
+        (["--npu-report=md:npucheck-baseline.json"], "is the baseline file"),
+        (["--npu-report=json:same.out", "--npu-report=md:same.out"], "is also the path of --npu-report='json:same.out'"),
+        (["--npu-report=json:npu_goldens/x.npz"], "inside the golden directory"),
+    ):
+        r = suite.runpytest(*args)
+        assert r.ret == pytest.ExitCode.USAGE_ERROR and expected in r.stderr.str(), args
+    canary = suite.path / "canary.txt"
+    canary.write_text("keep")
+    (suite.path / "link.md").symlink_to(canary)
+    r = suite.runpytest("--npu-report=md:link.md", "--npu-report=json:other.json")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR and "link.md is a symbolic link" in r.stderr.str()
+    assert canary.read_text() == "keep" and baseline.read_bytes() == before
+
+
+def test_a_test_failing_before_its_check_and_an_interrupted_run_do_not_read_as_passed(suite):
+    suite.makepyfile(test_m="""
+        import pytest, torch
+        from demo_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_a_fails_early(npu_check):
+            raise RuntimeError("fixture data missing")
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_b_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("-p", "no:randomly", "--npu-report=json:r.json", "--npu-report=md:r.md")
+    r.assert_outcomes(failed=1, passed=1)
+    doc = json.loads((suite.path / "r.json").read_text())
+    entries = {t["nodeid"]: t for t in doc["tests"]}
+    assert entries["test_m.py::test_a_fails_early"]["status"] == "error"
+    assert entries["test_m.py::test_a_fails_early"]["error"] == (
+        "the test failed before the NPU check ran: RuntimeError: fixture data missing")
+    assert "interrupted" not in doc and (suite.path / "r.md").read_text().startswith("## NPU check: failed")
+
+    r = suite.runpytest("-p", "no:randomly", "-x", "--npu-report=json:r.json", "--npu-report=md:r.md")
+    r.assert_outcomes(failed=1)
+    doc = json.loads((suite.path / "r.json").read_text())
+    assert doc["interrupted"] is True and [t["nodeid"] for t in doc["tests"]] == ["test_m.py::test_a_fails_early"]
+    from pytest_npucheck.report.jsonreport import validate
+
+    assert validate(doc) == []
+    md = (suite.path / "r.md").read_text()
+    assert md.startswith("## NPU check: interrupted") and "lists only the tests that ran" in md

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .text import clean
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
-from .views import gate as _gate, pct as _pct, run_passed, where as _where
+from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -194,8 +194,9 @@ def render(doc: Mapping[str, Any]) -> str:
     head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>NPU check: {'passed' if ok else 'failed'}</title><style>{_CSS}</style></head><body>",
-            f'<h1>NPU check: <span class="{"pass" if ok else "fail"}">{"passed" if ok else "failed"}</span></h1>',
+            f"<title>NPU check: {headline(doc, ok)}</title><style>{_CSS}</style></head><body>",
+            f'<h1>NPU check: <span class="{"pass" if ok else "fail"}">{headline(doc, ok)}</span></h1>',
+            *([f'<p class="fail"><strong>{h(INTERRUPTED)}</strong></p>'] if doc.get("interrupted") else []),
             f'<p>{int(totals.get("tests", len(tests)))} checked test(s): {int(totals.get("passed", 0))} passed, '
             f'{int(totals.get("failed", 0))} failed, {int(totals.get("error", 0))} error; {len(new_rows)} new fallback(s), '
             f'{len(acc_rows)} accepted, {len(stale)} stale baseline entr{"y" if len(stale) == 1 else "ies"}. '

@@ -11,7 +11,7 @@ import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
-from .views import gate as _gate, pct as _pct, run_passed, where as _where
+from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
@@ -77,7 +77,9 @@ def render(doc: Mapping[str, Any]) -> str:
     stale = base.get("stale") or []
     totals = doc.get("totals", {})
     ok = run_passed(doc, failed_targets, len(errors))
-    lines = [f"## NPU check: {'passed' if ok else 'failed'}", ""]
+    lines = [f"## NPU check: {headline(doc, ok)}", ""]
+    if doc.get("interrupted"):
+        lines += [f"**{INTERRUPTED}**", ""]
     lines.append(f"{totals.get('tests', len(tests))} checked test(s): {totals.get('passed', 0)} passed, "
                  f"{totals.get('failed', 0)} failed, {totals.get('error', 0)} error; "
                  f"{len(rows_new)} new fallback(s), {len(rows_acc)} accepted, {len(stale)} stale baseline entr"

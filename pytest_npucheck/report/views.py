@@ -45,8 +45,17 @@ def run_passed(doc: Mapping[str, Any], failing_targets: int, errors: int) -> boo
     strict mode, and no loosening of the budgets file without approval."""
     base = doc.get("baseline") or {}
     budgets = doc.get("budgets") or {}
-    return (failing_targets == 0 and not errors and not (base.get("stale") and base.get("strict"))
+    return not doc.get("interrupted") and (failing_targets == 0 and not errors and not (base.get("stale") and base.get("strict"))
             and not doc.get("totals", {}).get("failed", 0) and not budgets.get("tightening_problems"))
+
+
+def headline(doc: Mapping[str, Any], ok: bool) -> str:
+    """The run's one word: passed, failed, or interrupted (the report lists only the tests that ran)."""
+    return "interrupted" if doc.get("interrupted") else ("passed" if ok else "failed")
+
+
+INTERRUPTED = ("The run was interrupted: this report lists only the tests that ran before it stopped; "
+               "the others were not checked.")
 
 
 def fmt(x: Any, digits: int = 4) -> str:
