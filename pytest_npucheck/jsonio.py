@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import NpuCheckError
 
@@ -155,6 +156,26 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+@contextlib.contextmanager
+def directory_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the directory of ``path`` (``flock``; no lock file to leave behind)
+    while a read-modify-write of ``path`` runs, so that two processes updating it at once do not
+    lose each other's changes. Where ``flock`` does not exist (Windows) this does nothing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    directory = Path(path).parent
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def _mode_for(path: Path) -> int:

@@ -1194,10 +1194,18 @@ class _Reporter:
                                 "strict": state.strict, "entries": len(base.entries), "stale": [],
                                 "added": [], "removed": []}
         if state.updating:
-            from .jsonio import write_atomic
+            from .jsonio import directory_lock, write_atomic
 
-            upd = bl.updated(base, self.entries)
-            write_atomic(state.baseline_path, upd.baseline.dumps())
+            with directory_lock(state.baseline_path):
+                # another run may have updated the file since this one read it: merge into what is there now
+                try:
+                    base = bl.load(state.baseline_path)
+                except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
+                    info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
+                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                    return info
+                upd = bl.updated(base, self.entries)
+                write_atomic(state.baseline_path, upd.baseline.dumps())
             info.update(updated=True, entries=len(upd.baseline.entries),
                         added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed])
         else:
@@ -1282,7 +1290,9 @@ class _Reporter:
                 for ln in text[1:]:
                     tr.write_line(ln, red=ln.lstrip().startswith("TABLE BUG"))
         if info is not None:
-            if info["updated"]:
+            if info.get("error"):
+                tr.write_line(f"npucheck baseline {info['path']}: {clean(info['error'], 500)}", red=True)
+            elif info["updated"]:
                 tr.write_line(f"npucheck baseline updated: {info['path']} ({info['entries']} entries, "
                               f"{len(info['added'])} added, {len(info['removed'])} removed as no longer occurring)")
                 for e in info["removed"]:

@@ -479,3 +479,37 @@ def test_a_test_failing_before_its_check_and_an_interrupted_run_do_not_read_as_p
     assert validate(doc) == []
     md = (suite.path / "r.md").read_text()
     assert md.startswith("## NPU check: interrupted") and "lists only the tests that ran" in md
+
+
+def test_update_baseline_merges_what_another_run_wrote_meanwhile(suite):
+    """Two --npu-update-baseline runs at once: each read the file at its start and wrote its own
+    view at its end, so the later one dropped the other's entries. The update now re-reads the file
+    under a lock and merges."""
+    suite.makepyfile(test_other="""
+        import pytest, torch
+        from demo_nets import ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_other(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    baseline = suite.path / "npucheck-baseline.json"
+    suite.runpytest("test_other.py", "--npu-update-baseline", "--npu-no-numerics").assert_outcomes(passed=1)
+    other = baseline.read_text()
+    assert "test_other.py::test_other" in other
+    baseline.unlink()
+    (suite.path / "other.json").write_text(other)
+    suite.makepyfile(test_mine="""
+        import pathlib, shutil
+        import pytest, torch
+        from demo_nets import ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_mine(npu_check):
+            # the other run finishes while this one is running
+            shutil.copy("other.json", "npucheck-baseline.json")
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    suite.runpytest("test_mine.py", "--npu-update-baseline", "--npu-no-numerics").assert_outcomes(passed=1)
+    tests = {e["test"] for e in json.loads(baseline.read_text())["entries"]}
+    assert tests == {"test_other.py::test_other", "test_mine.py::test_mine"}
