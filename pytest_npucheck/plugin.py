@@ -398,6 +398,7 @@ _STATE = pytest.StashKey[_State]()
 _SPEC = pytest.StashKey[CheckSpec]()
 _ENTRY = pytest.StashKey[dict]()
 _CALLED = pytest.StashKey[bool]()
+_TEMP_EXPORTS = pytest.StashKey[list]()  # --npu-no-export-cache: directories to remove when the test ends
 _ISOLATE_BEFORE = pytest.StashKey[Any]()
 
 
@@ -601,6 +602,8 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
                    f"npu_check arguments): {exc}")
     if failure is not None:
         pytest.fail(failure, pytrace=False)
+    if not exported.cache_hit and _cache_dir(item.config) is None:
+        item.stash.setdefault(_TEMP_EXPORTS, []).append(exported.path.parent)  # the test may still read it
     entry["export"] = {"exporter": exported.exporter, "opset": exported.opset, "cache_hit": exported.cache_hit,
                        "key": exported.key, "path": str(exported.path)}
     try:
@@ -1053,6 +1056,14 @@ def npu_check(request: pytest.FixtureRequest) -> Callable[..., NpuCheckOutcome]:
         return _run_check(item, spec, model, example_inputs, **overrides)
 
     return check
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """Without the export cache every export goes to a fresh temporary directory: gone with its test."""
+    import shutil
+
+    for directory in item.stash.get(_TEMP_EXPORTS, []):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -513,3 +514,20 @@ def test_update_baseline_merges_what_another_run_wrote_meanwhile(suite):
     suite.runpytest("test_mine.py", "--npu-update-baseline", "--npu-no-numerics").assert_outcomes(passed=1)
     tests = {e["test"] for e in json.loads(baseline.read_text())["entries"]}
     assert tests == {"test_other.py::test_other", "test_mine.py::test_mine"}
+
+
+def test_without_the_export_cache_each_export_is_removed_when_its_test_ends(suite):
+    suite.makepyfile(test_m="""
+        import pathlib
+        import pytest, torch
+        from demo_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_m(npu_check):
+            out = npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+            assert out.onnx_path.is_file()  # the test can still read it
+            pathlib.Path("exported.txt").write_text(str(out.onnx_path))
+    """)
+    suite.runpytest("--npu-no-export-cache", "--npu-no-numerics").assert_outcomes(passed=1)
+    exported = pathlib.Path((suite.path / "exported.txt").read_text())
+    assert exported.name == "model.onnx" and not exported.parent.exists()
