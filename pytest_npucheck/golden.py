@@ -159,9 +159,23 @@ class GoldenStore:
         """The stored golden, or None when there is no file. Raises :class:`GoldenError` if the
         file exists but cannot be read."""
         path = self.path_for(test_id, filename)
+        self._check_root()
         if not path.exists():
             return None
-        return read_golden(path)
+        return self._read(test_id, path, filename)
+
+    def _check_root(self) -> None:
+        if self.root.exists() and not self.root.is_dir():
+            raise GoldenError(f"{self.root}: the golden directory is a file, not a directory (ini key npu_golden_dir)")
+
+    @staticmethod
+    def _read(test_id: str, path: Path, filename: str | None) -> Golden:
+        golden = read_golden(path)
+        if golden.test_id != test_id and filename is None:  # a golden file named for one test holds another's
+            what = f"test {golden.test_id!r}" if golden.test_id else "no test (no __meta__ record)"
+            raise GoldenError(f"{path}: this golden was recorded for {what}, not {test_id!r} (a copied or renamed "
+                              f"file?); re-create it with {UPDATE_OPTION}")
+        return golden
 
     def save(self, test_id: str, inputs: Mapping[str, Any], outputs: Mapping[str, Any],
              filename: str | None = None) -> Path:
@@ -182,6 +196,7 @@ class GoldenStore:
         ``update=True`` writes the golden and returns ``WRITTEN`` (never a pass)."""
         path = self.path_for(test_id, filename)
         obtained = self.obtained_path(path)
+        self._check_root()
         if update:
             _refuse_nonfinite(path, outputs, policy)
             _write_npz(path, test_id, inputs or {}, outputs)
@@ -198,7 +213,7 @@ class GoldenStore:
                 f"no golden for {test_id} at {path}; run `pytest {UPDATE_OPTION}` to create it"
                 " (then review and commit the file)",
             )
-        golden = read_golden(path)
+        golden = self._read(test_id, path, filename)
         problems: list[str] = []
         if inputs is not None:
             problems += _input_problems(golden.inputs, inputs)

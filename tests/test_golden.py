@@ -153,3 +153,36 @@ def test_written_file_is_a_plain_npz(tmp_path):
     assert zipfile.is_zipfile(path)
     with np.load(path, allow_pickle=False) as data:
         assert sorted(data.files) == ["__meta__", "input/x", "output/y"]
+
+
+def test_a_golden_recorded_for_another_test_or_without_meta_is_refused(tmp_path):
+    """Copying a golden file to another test's name passed silently against the wrong outputs."""
+    import shutil
+    import zipfile
+
+    store = GoldenStore(tmp_path / "goldens")
+    out = {"y": np.ones(3, np.float32)}
+    store.check("t.py::test_a", out, "fp32", {"x": np.zeros(2, np.float32)}, update=True)
+    shutil.copy(store.path_for("t.py::test_a"), store.path_for("t.py::test_b"))
+    with pytest.raises(GoldenError, match=r"recorded for test 't.py::test_a', not 't.py::test_b'"):
+        store.load("t.py::test_b")
+    with pytest.raises(GoldenError, match="recorded for test 't.py::test_a'"):
+        store.check("t.py::test_b", out, "fp32")
+    bare = store.path_for("t.py::test_c")
+    with zipfile.ZipFile(store.path_for("t.py::test_a")) as src, zipfile.ZipFile(bare, "w") as dst:
+        for name in src.namelist():
+            if not name.startswith("__meta__"):
+                dst.writestr(name, src.read(name))
+    with pytest.raises(GoldenError, match=r"recorded for no test \(no __meta__ record\)"):
+        store.load("t.py::test_c")
+    assert store.load("t.py::test_a").test_id == "t.py::test_a"
+
+
+def test_a_golden_directory_that_is_a_file_is_named_as_such(tmp_path):
+    root = tmp_path / "goldens"
+    root.write_text("not a directory")
+    store = GoldenStore(root)
+    for call in (lambda: store.load("t::a"), lambda: store.check("t::a", {"y": np.ones(2, np.float32)}, "fp32")):
+        with pytest.raises(GoldenError, match="the golden directory is a file, not a directory"):
+            call()
+    assert root.read_text() == "not a directory"
