@@ -570,6 +570,12 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     if model is None:
         entry["error"] = "npu_check() needs a model (a torch.nn.Module), got None"
         pytest.fail(entry["error"], pytrace=False)
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        entry["error"] = (f"npu_check() needs a model (a torch.nn.Module), got a {type(model).__name__}: the "
+                          "exporters take modules (wrap a function in an nn.Module whose forward calls it)")
+        pytest.fail(entry["error"], pytrace=False)
     targets = overrides.get("targets") or spec.targets
     if isinstance(targets, str):
         targets = [targets]
@@ -578,6 +584,11 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     except NpuCheckError as exc:
         entry["error"] = str(exc)
         pytest.fail(f"npu_check: {exc}", pytrace=False)
+    # targets that name the same table ("rknn" and its full name, or one written twice) are checked once
+    unique: dict[str, Any] = {}
+    for t in tables:
+        unique.setdefault(t.target, t)
+    tables = list(unique.values())
     axes = _parse_axes(overrides["dynamic_axes"], "npu_check(dynamic_axes=...)") if "dynamic_axes" in overrides else spec.dynamic_axes
     opset = overrides.get("opset", spec.opset)
     if opset is None:

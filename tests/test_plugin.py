@@ -531,3 +531,25 @@ def test_without_the_export_cache_each_export_is_removed_when_its_test_ends(suit
     suite.runpytest("--npu-no-export-cache", "--npu-no-numerics").assert_outcomes(passed=1)
     exported = pathlib.Path((suite.path / "exported.txt").read_text())
     assert exported.name == "model.onnx" and not exported.parent.exists()
+
+
+def test_a_function_is_refused_as_a_model_and_a_target_named_twice_is_checked_once(suite):
+    suite.makepyfile(test_m="""
+        import pytest, torch
+        from demo_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_function(npu_check):
+            npu_check(lambda x: x + 1, torch.randn(2))
+
+        @pytest.mark.npu_deployable(targets=["toy", "toy", "toy@1.1"])
+        def test_twice(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("-p", "no:randomly", "--npu-report=json:r.json", "--npu-no-numerics")
+    r.assert_outcomes(failed=1, passed=1)
+    out = r.stdout.str()
+    assert "npu_check() needs a model (a torch.nn.Module), got a function" in out and "AttributeError" not in out
+    tests = {t["nodeid"]: t for t in json.loads((suite.path / "r.json").read_text())["tests"]}
+    twice = [t["target"] for t in tests["test_m.py::test_twice"]["targets"]]
+    assert twice == ["toy@1.1/soc-a"]  # "toy" is the newest version and its default SoC
