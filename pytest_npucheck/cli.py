@@ -116,9 +116,6 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"{r['target']:<28} {r['title']}: {state}")
         return EXIT_OK
     if args.command == "tables":
-        from .errors import TableError
-        from .tables import load_table
-
         if args.tables_command == "diff":
             from .tables_diff import RENDERERS, diff_tables
 
@@ -146,10 +143,9 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError("--write-manifest records every bundled table: give no files")
         if args.files:
             for f in args.files:
-                try:
-                    load_table(f, full=True)
-                except TableError as exc:
-                    problems[str(f)] = exc.problems
+                found = catalog.validate_file(f)
+                if found:
+                    problems[str(f)] = found
         else:
             problems = catalog.validate_all()
         for path, items in problems.items():

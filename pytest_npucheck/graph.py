@@ -13,6 +13,7 @@ import ast
 import contextlib
 import functools
 import gc
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -40,8 +41,31 @@ DTYPE_SIZES = {
 }
 
 
+# bytes per element in TensorProto.raw_data of the types that store whole bytes per element (not
+# strings, which have no raw_data, nor the 4-bit types, two elements a byte)
+_RAW_ITEMSIZE = {code: DTYPE_SIZES[name] for code, name in _DTYPE_NAMES.items()
+                 if name in DTYPE_SIZES and name not in ("uint4", "int4")}
+
+
 def dtype_name(elem_type: int) -> Optional[str]:
     return _DTYPE_NAMES.get(elem_type)
+
+
+def _check_raw_size(path: object, tensor: Any, raw: int) -> None:
+    """ModelError when ``raw`` bytes of raw_data do not hold the elements the dims and data type of the
+    initializer ``tensor`` say: ONNX Runtime refuses to load such a model, and numpy cannot read it."""
+    size = _RAW_ITEMSIZE.get(tensor.data_type)
+    if size is None:
+        return
+    dims = list(tensor.dims)
+    if any(d < 0 for d in dims):
+        raise ModelError(f"{path}: initializer '{tensor.name}' has a negative dim in its dims {dims} "
+                         f"({raw} bytes of raw_data)")
+    need = math.prod(dims) * size
+    if raw != need:
+        raise ModelError(f"{path}: initializer '{tensor.name}': raw_data size ({raw} bytes) does not match its "
+                         f"dims {dims} of {_DTYPE_NAMES[tensor.data_type]} ({need} bytes); ONNX Runtime "
+                         f"refuses to load it")
 
 
 class _cached:
@@ -210,6 +234,8 @@ def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]]
             model = _load_without_weights(path, onnx, keep)
         if model is None:
             model = onnx.load(os.fspath(path), load_external_data=False)
+    except ModelError:  # a bad initializer found while leaving out the weights
+        raise
     except (DecodeError, RuntimeError, ValueError, OSError, UnicodeDecodeError) as exc:
         raise ModelError(f"{path}: not a readable ONNX model ({type(exc).__name__}: {exc})") from None
     except Exception as exc:  # protobuf raises assorted errors on random bytes
@@ -238,7 +264,7 @@ def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = Non
 
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         try:
-            light = _without_weights(buf)
+            light = _without_weights(buf, path)
         except (ValueError, IndexError):
             return None
     if light is None:
@@ -279,7 +305,7 @@ def load_graph(path: Path) -> GraphFacts:
 # -- reading a model without its weights ----------------------------------------------------------
 # Field numbers of onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.dims and the
 # TensorProto fields that hold values.
-_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_DIMS = 7, 5, 1
+_MODEL_GRAPH, _GRAPH_INITIALIZER, _TENSOR_DIMS, _TENSOR_DTYPE, _TENSOR_RAW, _TENSOR_LOCATION = 7, 5, 1, 2, 9, 14
 _TENSOR_DATA = frozenset({4, 5, 6, 7, 9, 10, 11})  # float/int32/string/int64/raw/double/uint64 data
 
 
@@ -326,12 +352,15 @@ def _fields(buf: Any, start: int, end: int) -> Iterator[tuple[int, int, int, int
         pos = vend
 
 
-def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any]]:
-    """(element count, the fields that are not values) of the TensorProto in ``buf[start:end]``.
+def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any], int, int]:
+    """(element count, the fields that are not values, data type, length of raw_data or -1 when the
+    tensor has none or its data is external) of the TensorProto in ``buf[start:end]``.
 
     ``_fields`` inlined, with the one-byte keys and lengths of nearly every field read directly;
     the fields kept are returned as runs of adjacent fields (one slice per run, not per field)."""
     numel = 1
+    dtype = raw = 0
+    external = False
     kept: list[Any] = []
     run = pos = start  # start of the current run of kept fields
     while pos < end:
@@ -371,17 +400,24 @@ def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any]]:
             else:
                 numel *= _varint(buf, vstart)[0]
         elif num in _TENSOR_DATA:
+            if num == _TENSOR_RAW:
+                raw = vend - vstart
             if run < fstart:
                 kept.append(buf[run:fstart])
             run = vend
+        elif num == _TENSOR_DTYPE:
+            dtype = _varint(buf, vstart)[0]
+        elif num == _TENSOR_LOCATION:
+            external = _varint(buf, vstart)[0] == 1  # TensorProto.EXTERNAL
     if run < end:
         kept.append(buf[run:end])
-    return numel, kept
+    return numel, kept, dtype, raw if raw and not external else -1
 
 
-def _without_weights(buf: Any) -> Optional[bytes]:
+def _without_weights(buf: Any, path: object = "<memory>") -> Optional[bytes]:
     """The serialized model minus the values of main-graph initializers of more than SMALL_CONSTANT
-    elements (their name, dtype and dims stay), or None when there is nothing to leave out.
+    elements (their name, dtype and dims stay), or None when there is nothing to leave out. The raw
+    data of each initializer left out must hold its dims x dtype, else ModelError (naming ``path``).
 
     Graph facts never use those values, and skipping them means neither the protobuf parser nor
     shape inference copies the weights (a 100 MB CNN: most of the time of a check). Malformed
@@ -434,10 +470,14 @@ def _without_weights(buf: Any) -> Optional[bytes]:
         pos = vend
         if key >> 3 != _GRAPH_INITIALIZER or vend - vstart < least:
             continue
-        numel, tensor = _tensor_parts(buf, vstart, vend)
+        numel, tensor, dtype, raw = _tensor_parts(buf, vstart, vend)
         if numel <= SMALL_CONSTANT:
-            continue
+            continue  # values kept: _small_initializers checks their size
         body = b"".join(tensor)
+        if raw >= 0 and dtype in _RAW_ITEMSIZE and raw != numel * _RAW_ITEMSIZE[dtype]:
+            from onnx import TensorProto
+
+            _check_raw_size(path, TensorProto.FromString(body), raw)  # the tensor without its values
         graph += [buf[kept:fstart], buf[fstart:vstart - len(_encode_varint(vend - vstart))],
                   _encode_varint(len(body)), body]
         dropped += vend - vstart - len(body)
@@ -518,7 +558,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
         if inferred is not model and any(r[1] in _CONTROL_FLOW for r in rows):
             rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
-    small = _small_initializers(inferred.graph)
+    small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
     folded = _fold_small_constants(inferred, opsets, small, rows)
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
@@ -601,8 +641,13 @@ def _read_nodes(graph: Any, attributes: Optional[list[tuple[Any, ...]]] = None) 
     return [(n, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:]), a) for n, a in zip(nodes, attributes)]
 
 
-def _small_initializers(graph: Any) -> dict[str, Any]:
-    """{name: numpy array} of the graph's initializers of at most SMALL_CONSTANT elements."""
+def _small_initializers(graph: Any, path: object = "<memory>", light: bool = False) -> dict[str, Any]:
+    """{name: numpy array} of the graph's initializers of at most SMALL_CONSTANT elements.
+
+    The raw data of those must hold their dims x dtype, else ModelError (naming ``path``); so must
+    the raw data of larger ones when ``light``: the model was read by load_model_proto, whose read
+    without the weights checked and left out the values of every larger initializer but those
+    under 8 x SMALL_CONSTANT bytes (_without_weights), so what is left of them is cheap to read."""
     import sys
 
     import numpy as np
@@ -614,8 +659,12 @@ def _small_initializers(graph: Any) -> dict[str, Any]:
         numel = 1
         for d in dims:
             numel *= d
-        if numel <= SMALL_CONSTANT and init.data_location != 1:
+        if (numel <= SMALL_CONSTANT or light) and init.data_location != 1:
             raw = init.raw_data
+            if raw and init.data_type in _RAW_ITEMSIZE and len(raw) != numel * _RAW_ITEMSIZE[init.data_type]:
+                _check_raw_size(path, init, len(raw))
+            if numel > SMALL_CONSTANT:
+                continue
             plain = _PLAIN_DTYPES.get(init.data_type) if raw and sys.byteorder == "little" else None
             try:
                 # what numpy_helper.to_array does for raw little-endian data of a plain dtype, minus
@@ -671,7 +720,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
         if vi.name not in wanted:
             continue
         tt = vi.type.tensor_type
-        if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+        if tt.HasField("shape") and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim):
             shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
     out: dict[str, Any] = {}
     ndarray = np.ndarray
@@ -919,7 +968,8 @@ class _Builder:
             dims: list[Any] = []
             for d in tt.shape.dim:
                 if d.HasField("dim_value"):
-                    dims.append(int(d.dim_value))
+                    value = d.dim_value  # an int64 field: a Python int
+                    dims.append(value if value >= 0 else None)  # a negative dim is invalid ONNX: unknown, not a size
                 elif d.HasField("dim_param") and not _GENERATED_DIM.match(d.dim_param):
                     dims.append(d.dim_param)
                 else:
@@ -988,6 +1038,7 @@ class _Builder:
                 dv = attr.default_value
                 if dv is not None and dv.type != 0:
                     defaults[name] = _attr_value(self.onnx.helper.get_attribute_value(dv))
+            defaults.update(_added_later(op_type, schema.domain, schema.since_version))
         self._schema_cache[key] = defaults
         return defaults
 
@@ -1104,6 +1155,56 @@ class _Builder:
         self.tensors[out] = TensorInfo(out, None, None, True, None)
 
 
+# Attributes a later version of an op added whose default is not what the op did before: (domain,
+# op type, attribute) -> the value that names the earlier behaviour, or None when no value of the
+# attribute does. ONNX Runtime runs Resize-10 with 'asymmetric' coordinates and its own nearest
+# rounding ("simple", none of Resize-11's nearest modes), and RoiAlign-10 without the half-pixel
+# shift ("output_half_pixel"); Resize-11 and RoiAlign-16 default to 'half_pixel'.
+_BEHAVIOUR_BEFORE: dict[tuple[str, str, str], Optional[str]] = {
+    ("", "Resize", "coordinate_transformation_mode"): "asymmetric",
+    ("", "Resize", "nearest_mode"): None,
+    ("", "RoiAlign", "coordinate_transformation_mode"): "output_half_pixel",
+}
+
+
+@functools.lru_cache(maxsize=1024)
+def _added_later(op_type: str, domain: str, since: int) -> Mapping[str, Any]:
+    """{attribute: default} of the attributes that versions of an op newer than the one introduced
+    at opset ``since`` have and that version does not (``ceil_mode`` of AveragePool-7, added in 10).
+
+    ONNX adds an attribute with a default that keeps the old behaviour, so a node of the older
+    version behaves as that default says; the default is the newest version's that has the
+    attribute (an attribute it has without a default gets none). _BEHAVIOUR_BEFORE lists where
+    ONNX broke that rule. Schemas are fixed for a process: each op version is looked up once.
+    """
+    from onnx import defs, helper
+
+    try:
+        schema = defs.get_schema(op_type, domain=domain)
+        have = set(defs.get_schema(op_type, max_inclusive_version=since, domain=domain).attributes)
+    except Exception:  # an op without schemas: nothing to add
+        return {}
+    added: dict[str, Any] = {}
+    seen: set[str] = set()
+    while schema.since_version > since:  # newest version first: its defaults win
+        for name, attr in schema.attributes.items():
+            if name in have or name in seen:
+                continue
+            seen.add(name)
+            dv = attr.default_value
+            if (domain, op_type, name) in _BEHAVIOUR_BEFORE:
+                before = _BEHAVIOUR_BEFORE[(domain, op_type, name)]
+                if before is not None:
+                    added[name] = before
+            elif dv is not None and dv.type != 0:
+                added[name] = _attr_value(helper.get_attribute_value(dv))
+        try:
+            schema = defs.get_schema(op_type, max_inclusive_version=schema.since_version - 1, domain=domain)
+        except Exception:
+            break
+    return added
+
+
 def _np_dtype_name(arr: Any) -> Optional[str]:
     name = str(arr.dtype)
     return {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "bool",
@@ -1214,11 +1315,14 @@ def _iter_frames(trace: str) -> Iterator[tuple[str, int, str, Optional[str]]]:
 
 
 def tensor_bytes(info: Optional[TensorInfo]) -> Optional[int]:
-    """Size in bytes of a statically shaped tensor, else None."""
+    """Size in bytes of a statically shaped tensor, else None (also for a negative dim, invalid ONNX
+    a constant can still hold)."""
     if info is None or not info.static or info.dtype is None:
         return None
     n = 1
     for d in info.shape or ():
+        if d < 0:
+            return None
         n *= d
     return n * DTYPE_SIZES.get(info.dtype, 4)
 

@@ -22,8 +22,19 @@ NPU, CPU = "npu", "cpu"
 
 # -- MACs -----------------------------------------------------------------------------------------
 
+def _sized(info: Optional[TensorInfo]) -> bool:
+    """Whether a tensor has a static shape that is a size: a constant can still carry a negative dim
+    (invalid ONNX, which graph facts keep as read), and a size from it would be negative."""
+    return info is not None and info.static and min(info.shape or (), default=0) >= 0  # type: ignore[type-var]
+
+
 def _numel(info: Optional[TensorInfo]) -> Optional[int]:
     if info is None or not info.static:
+        return None
+    # _sized(info), asked of constants only: graph facts read a negative dim of a value's type as
+    # unknown, so only a constant's dims (as its TensorProto has them) can be negative; this is
+    # asked for every node output
+    if info.const and not _sized(info):
         return None
     return math.prod(info.shape or ())  # type: ignore[arg-type]
 
@@ -43,7 +54,7 @@ def node_macs(node: NodeFact, graph: Any) -> int:
         return out_n
     if op in ("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"):
         w = graph.tensor(node.inputs[1]) if len(node.inputs) > 1 else None
-        if w is None or not w.static or not w.shape:
+        if not _sized(w) or not w.shape:  # type: ignore[union-attr]
             return out_n
         wshape = [int(d) for d in w.shape]  # type: ignore[union-attr]
         kernel = math.prod(wshape[2:]) if len(wshape) > 2 else 1
@@ -53,7 +64,7 @@ def node_macs(node: NodeFact, graph: Any) -> int:
         return out_n * per_output * kernel
     if op in ("MatMul", "Gemm", "MatMulInteger", "QLinearMatMul"):
         a = graph.tensor(node.inputs[0]) if node.inputs else None
-        if a is None or not a.static or not a.shape:
+        if not _sized(a) or not a.shape:  # type: ignore[union-attr]
             return out_n
         k = int(a.shape[-1]) if not (op == "Gemm" and node.attrs.get("transA")) else int(a.shape[0])  # type: ignore[index]
         return out_n * k
@@ -70,7 +81,7 @@ def node_macs(node: NodeFact, graph: Any) -> int:
         w = graph.tensor(node.inputs[1]) if len(node.inputs) > 1 else None
         x = graph.tensor(node.inputs[0]) if node.inputs else None
         r = graph.tensor(node.inputs[2]) if len(node.inputs) > 2 else None
-        if w is None or x is None or r is None or not (w.static and x.static and r.static):
+        if not (_sized(w) and _sized(x) and _sized(r)):
             return out_n
         if len(x.shape) < 2 or len(w.shape) < 2 or len(r.shape) < 2:  # type: ignore[arg-type]
             return out_n  # malformed ranks: the matcher reports them; count the outputs

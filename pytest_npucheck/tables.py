@@ -323,6 +323,12 @@ def _constraint(c: Mapping[str, Any]) -> Constraint:
     )
 
 
+def table_location(path: Path) -> tuple[str, str, str]:
+    """The target a table file's place names: <toolchain>/<version>/<soc>.json, the toolchain and the
+    SoC in lower case (a table directory's layout, read by ``Catalog.discover``)."""
+    return path.parent.parent.name.lower(), path.parent.name, path.stem.lower()
+
+
 def _op_key(op: str) -> str:
     return op if ":" in op else f"ai.onnx:{op}"
 
@@ -441,7 +447,7 @@ class Catalog:
                     for f in sorted(ver_dir.glob("*.json")):
                         if f.name.endswith(".results.json"):
                             continue
-                        key = (tc_dir.name.lower(), ver_dir.name, f.stem.lower())
+                        key = table_location(f)
                         if key in seen:  # RK3588.json and rk3588.json: no winner by file-name order
                             raise TableError(str(f), [f"same target {key[0]}@{key[1]}/{key[2]} as {seen[key]}"])
                         seen[key] = f
@@ -491,6 +497,22 @@ class Catalog:
 
     def table(self, target: TargetSpec | str) -> Table:
         return self.load(self.resolve(target))
+
+    def location_of(self, path: Path) -> Optional[tuple[str, str, str]]:
+        """The target a table file's location names when it sits in the layout of a table directory,
+        <toolchain>/<version>/<soc>.json under a toolchain this catalog knows; None elsewhere."""
+        key = table_location(Path(path).absolute())
+        known = key[0] in self.toolchains or any(tc == key[0] for tc, _, _ in self.refs)
+        return key if known and key[1] else None
+
+    def validate_file(self, path: Path) -> list[str]:
+        """Every problem of one table file, given by its path: the problems ``validate_all`` finds in
+        a table directory, its location included when the file sits in that layout (``location_of``)."""
+        try:
+            load_table(Path(path), full=True, rel=self.location_of(path))
+        except TableError as exc:
+            return exc.problems
+        return []
 
     def validate_all(self) -> dict[str, list[str]]:
         """Problems per table file (empty dict when every table is valid)."""
