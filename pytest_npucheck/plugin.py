@@ -600,10 +600,11 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         input_names=overrides.get("input_names") or spec.input_names,
         output_names=overrides.get("output_names") or spec.output_names,
     )
+    cache_dir = _cache_dir(item.config)
     failure = None  # failed outside the handler: pytest would print the exception it handles first
     try:
         with _eval_mode(model):
-            exported = export_model(model, example_inputs, options, cache_dir=_cache_dir(item.config))
+            exported = export_model(model, example_inputs, options, cache_dir=cache_dir)
     except ExportError as exc:
         entry["error"] = f"export failed: {exc}"
         failure = f"npu_check: the model could not be exported to ONNX ({options.exporter} exporter):\n{exc}"
@@ -613,8 +614,8 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
                    f"npu_check arguments): {exc}")
     if failure is not None:
         pytest.fail(failure, pytrace=False)
-    if not exported.cache_hit and _cache_dir(item.config) is None:
-        item.stash.setdefault(_TEMP_EXPORTS, []).append(exported.path.parent)  # the test may still read it
+    if cache_dir is None:  # a fresh temporary directory per export: removed at teardown (the test may read it)
+        item.stash.setdefault(_TEMP_EXPORTS, []).append(exported.path.parent)
     entry["export"] = {"exporter": exported.exporter, "opset": exported.opset, "cache_hit": exported.cache_hit,
                        "key": exported.key, "path": str(exported.path)}
     try:
@@ -1120,17 +1121,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         entry = item.stash.get(_ENTRY, None)
         if entry is None and report.failed and item.stash.get(_SPEC, None) is not None and call.excinfo is not None:
             # a marked test that failed before its check ran: the reports list it, not a passed run
-            text = str(call.excinfo.value).strip().splitlines()
+            first = _exception_text(call.excinfo).splitlines()[0]
             entry = {"nodeid": item.nodeid, "status": "error", "export": None, "targets": [],
-                     "error": f"the test failed before the NPU check ran: {call.excinfo.typename}"
-                              + (f": {text[0]}" if text else "")}
+                     "error": f"the test failed before the NPU check ran: {first}"}
         if entry is not None:
             if entry["status"] == "error" and not entry.get("error") and call.excinfo is not None:
-                # the check stopped on an exception it did not foresee: the report says which
-                text = str(call.excinfo.value).strip()
-                entry["error"] = f"{call.excinfo.typename}: {text}" if text else call.excinfo.typename
+                entry["error"] = _exception_text(call.excinfo)  # the check stopped on one it did not foresee
             report.npucheck = entry  # plain JSON-able data: travels from xdist workers to the controller
     return report
+
+
+def _exception_text(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """"TypeError: message" of the exception a test raised (its type alone when it has no message)."""
+    text = str(excinfo.value).strip()
+    return f"{excinfo.typename}: {text}" if text else excinfo.typename
 
 
 class _Reporter:

@@ -45,8 +45,9 @@ def run_passed(doc: Mapping[str, Any], failing_targets: int, errors: int) -> boo
     strict mode, and no loosening of the budgets file without approval."""
     base = doc.get("baseline") or {}
     budgets = doc.get("budgets") or {}
-    return not doc.get("interrupted") and (failing_targets == 0 and not errors and not (base.get("stale") and base.get("strict"))
-            and not doc.get("totals", {}).get("failed", 0) and not budgets.get("tightening_problems"))
+    return (not doc.get("interrupted") and failing_targets == 0 and not errors
+            and not (base.get("stale") and base.get("strict")) and not doc.get("totals", {}).get("failed", 0)
+            and not budgets.get("tightening_problems"))
 
 
 def headline(doc: Mapping[str, Any], ok: bool) -> str:
