@@ -12,7 +12,7 @@ import pytest
 
 from pytest_npucheck.tables import Catalog
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "probes" / "rknn"
 SOCS = ("rk3588", "rk3576", "rk3566", "rv1106")
 
