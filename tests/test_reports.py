@@ -148,7 +148,7 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert md.startswith("## NPU check: failed")
     sections = [line for line in md.splitlines() if line.startswith("### ")]
     assert sections == ["### New fallbacks", "### Accepted fallbacks", "### Per target and test", "### Numerics"]
-    assert f"{T}: `toy/1.0/soc-a.json` revision 1 (sha256 `{a['table']['sha256'][:12]}`)" in md
+    assert f"\nTables: toy@1.0/soc\\-a: toy/1.0/soc\\-a.json revision 1 (sha256 {a['table']['sha256'][:12]})" in md
     # numerics from the same results as the JSON: the toy tables run fp16, so each test has the export
     # row (ONNX Runtime vs PyTorch) and one fp16 emulation row per target, with the metric values
     pads_num = pads["numerics"]

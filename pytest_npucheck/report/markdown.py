@@ -44,8 +44,8 @@ def _reasons(node: Mapping[str, Any]) -> str:
 
 def _table_name(table: Mapping[str, Any]) -> str:
     rev = f" revision {table['revision']}" if "revision" in table else ""
-    return f"`{esc(table.get('toolchain', ''))}/{esc(table.get('version', ''))}/{esc(table.get('soc', ''))}.json`{rev} " \
-           f"(sha256 `{esc(str(table.get('sha256', ''))[:12])}`)"
+    path = f"{table.get('toolchain', '')}/{table.get('version', '')}/{table.get('soc', '')}.json"
+    return f"{esc(path)}{rev} (sha256 {esc(str(table.get('sha256', ''))[:12])})"
 
 
 def render(doc: Mapping[str, Any]) -> str:
