@@ -17,7 +17,7 @@ from pytest_npucheck.docs_gen import describe
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 from pytest_npucheck.tables_diff import GROUPS, diff_tables, render_md, render_text
 
-DIFF_TABLES = Path(__file__).parent / "data" / "tables_diff"
+DIFF_TABLES = Path(__file__).parents[1] / "data" / "tables_diff"
 
 
 @pytest.fixture(scope="module")
