@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from onnx import helper
@@ -86,8 +87,12 @@ def test_targets_listing(capsys):
     toy = [r for r in rows if r["toolchain"] == "toy"]
     assert code == 0 and [r["target"] for r in toy] == ["toy@1.0/soc-a", "toy@1.1/soc-a", "toy@1.1/soc-b"]
     assert toy[0]["provenance"]["method"] == "documented" and toy[0]["prepasses"]
+    assert toy[0]["revision"] == 1  # a table without the field is revision 1
+    bundled = {r["target"]: r for r in rows}["rknn@2.5.0/rk3588"]
+    assert bundled["revision"] == json.loads(Path(bundled["path"]).read_text())["revision"]
     code, out, _ = run(capsys, "targets")
     assert "toy@1.0/soc-a" in out and "Toy toolchain for tests" in out
+    assert "rknn@2.5.0/rk3588".ljust(28) + " " in out and f"revision {bundled['revision']}," in out
 
 
 def test_long_reports_group_causes_and_cap_rows(capsys, save):
