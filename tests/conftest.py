@@ -148,6 +148,15 @@ def probe_index() -> dict[str, Any]:
     return probe_index_by_id()
 
 
+@pytest.fixture(scope="session")
+def export_cache(tmp_path_factory) -> Path:
+    """One export cache directory for the whole session (per xdist worker): the exporter keys each
+    file by weights, code, inputs, options and versions, and the corpus builds its models with fixed
+    seeds, so a model that several tests export (vit_tiny, TorchScript, opset 17) is exported once.
+    Only for tests that read the files; a test about the cache itself uses its own directory."""
+    return tmp_path_factory.mktemp("exports")
+
+
 @pytest.fixture
 def toy_catalog():
     from pytest_npucheck.tables import Catalog

@@ -104,13 +104,13 @@ def test_fp16_keeps_graph_io_fp32_and_names(overflow_model):
 
 
 @pytest.mark.parametrize("arch", ["resnet18_small", "bert_tiny", "wav2vec2_tiny"])
-def test_real_models_pass_fp16_and_int8(arch, corpus, tmp_path_factory):
+def test_real_models_pass_fp16_and_int8(arch, corpus, export_cache):
     """CNN, transformer, audio: fp16 and int8 emulation on the model's own inputs pass the
     default policies; int8 calibrated on the inputs given says so."""
     import onnx
 
     model, inputs = corpus[arch].build()
-    path = _export(model, inputs, tmp_path_factory.mktemp("exp"))
+    path = _export(model, inputs, export_cache)
     feeds = {n: t.numpy() for (n, _, _), t in zip(input_specs(path), inputs)}
     fp16 = emulate(path, "float16", feeds, test_id=arch)
     assert fp16.passed and fp16.inputs_source == "given", "\n".join(fp16.lines())
@@ -128,11 +128,11 @@ def test_int8_without_inputs_says_random(overflow_model):
     assert "calibration random" in res.lines()[0]
 
 
-def test_vit_int8_diagnosis_points_at_layers(corpus, tmp_path_factory):
+def test_vit_int8_diagnosis_points_at_layers(corpus, export_cache):
     """ViT under int8 QDQ is far off (per-tensor activations); the diagnosis names the worst
     layers and the greedy search reports every step."""
     model, inputs = corpus["vit_tiny"].build()
-    path = _export(model, inputs, tmp_path_factory.mktemp("vit"))
+    path = _export(model, inputs, export_cache)
     feeds = {n: t.numpy() for (n, _, _), t in zip(input_specs(path), inputs)}
     res = emulate(path, "int8", feeds, test_id="vit")
     assert not res.passed

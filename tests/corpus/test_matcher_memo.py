@@ -208,7 +208,7 @@ def test_any_of_mixing_local_and_context_rules(stack, memo_switch, monkeypatch):
     assert "is a graph output" in message and "has 2 inputs" in message and message.endswith("(any one of these would do)")
 
 
-def test_context_alternative_of_a_real_table_on_a_real_export(corpus, tmp_path, memo_switch):
+def test_context_alternative_of_a_real_table_on_a_real_export(corpus, export_cache, memo_switch):
     """CycleGAN's residual blocks pad twice with reflect Pads of one signature; the RK3588 table's
     any_of(mode in {constant, edge}, producer_not Relu <- InstanceNormalization) puts only the
     second Pad of each block on the CPU. The memo must give each Pad its own verdict, as without it."""
@@ -216,7 +216,7 @@ def test_context_alternative_of_a_real_table_on_a_real_export(corpus, tmp_path, 
 
     torch.manual_seed(0)
     path = export_model(*corpus["cyclegan_resnet_generator"].build(), ExportOptions(exporter="dynamo", opset=19),
-                        tmp_path).path
+                        export_cache).path
     facts = graph.load_graph(path)
     table = Catalog.discover().table(TARGET)
     with_memo, judged_with = memo_switch(facts, table, memo=True)

@@ -51,7 +51,7 @@ def _norm_eps(model, eps=1e-2):
     ("wav2vec2_tiny", _norm_eps, True),
     ("bert_tiny", _norm_eps, False),
 ])
-def test_defaults_pass_real_models_and_fail_real_bugs(arch, bug, beyond_fp16, corpus, tmp_path_factory):
+def test_defaults_pass_real_models_and_fail_real_bugs(arch, bug, beyond_fp16, corpus, export_cache):
     """fp16 emulation of a real model (CNN, transformer, audio) passes the fp16 default; a real
     bug (a swapped channel in the first layer, norm eps 1e-5 -> 1e-2) fails the fp32 policy the
     goldens use, and the fp16 policy too when the bug is larger than fp16 noise. bert's eps bug
@@ -59,13 +59,13 @@ def test_defaults_pass_real_models_and_fail_real_bugs(arch, bug, beyond_fp16, co
     from pytest_npucheck.emulate import emulate, run_model
 
     model, inputs = corpus[arch].build()
-    good = _export(model, inputs, tmp_path_factory.mktemp("exp"))
+    good = _export(model, inputs, export_cache)
     feeds = _feeds(good.path, inputs)
     res = emulate(good.path, "float16", feeds, test_id=arch)
     assert res.passed, "\n".join(res.lines())
     ref = res.reference
     assert compare_outputs(ref, run_model(good.path, feeds), "fp32").passed
-    bad = _export(bug(model), inputs, tmp_path_factory.mktemp("bad"))
+    bad = _export(bug(model), inputs, export_cache)
     got = run_model(bad.path, feeds)
     assert not compare_outputs(ref, got, "fp32").passed, f"{arch}: the bug passes the fp32 policy"
     assert compare_outputs(ref, got, "fp16").passed is not beyond_fp16

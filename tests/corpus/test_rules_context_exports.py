@@ -11,12 +11,12 @@ from pytest_npucheck.check import check_file
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
+def export(export_cache):
     """Export as the agreement runs do (scripts/rknn_agreement.py): dynamo at opset 19,
     TorchScript at opset 17."""
     from pytest_npucheck.export import ExportOptions, export_model
 
-    cache = tmp_path_factory.mktemp("ctx-export")
+    cache = export_cache
 
     def _export(model, inputs, exporter="torchscript"):
         opset = 19 if exporter == "dynamo" else 17

@@ -151,10 +151,10 @@ CANN = "cann@8.0.0/ascend310p"
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
+def export(export_cache):
     from pytest_npucheck.export import ExportOptions, export_model
 
-    cache = tmp_path_factory.mktemp("doc-export")
+    cache = export_cache
 
     def _export(model, inputs, opset=17):
         return export_model(model, inputs, ExportOptions(exporter="torchscript", opset=opset), cache).path

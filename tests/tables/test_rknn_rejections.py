@@ -101,7 +101,7 @@ def _verdicts(path, targets):
     return {r.target: r for r in check_file(path, list(targets))}
 
 
-def test_dynamo_lstm_is_rejected_by_2_3_2_and_2_5_0_not_its_torchscript_export(corpus, tmp_path):
+def test_dynamo_lstm_is_rejected_by_2_3_2_and_2_5_0_not_its_torchscript_export(corpus, export_cache):
     """lstm_lm (two stacked LSTM layers, then a Linear): the dynamo exporter writes layout=0 on both
     LSTMs and the real 2.3.2 and 2.5.0 builds failed ('Unrecognized attribute: layout'); the
     TorchScript export writes no layout and built."""
@@ -109,24 +109,24 @@ def test_dynamo_lstm_is_rejected_by_2_3_2_and_2_5_0_not_its_torchscript_export(c
 
     built = corpus["lstm_lm"].build()
     targets = [f"rknn@{v}/{s}" for v in ("2.3.2", "2.5.0") for s in SOCS]
-    dynamo = _verdicts(export_model(*built, ExportOptions(exporter="dynamo", opset=19), tmp_path / "d").path, targets)
+    dynamo = _verdicts(export_model(*built, ExportOptions(exporter="dynamo", opset=19), export_cache).path, targets)
     for target, res in dynamo.items():
         assert res.verdict == "unsupported", target
         lstm = [n for n in res.nodes if n.op_type == "LSTM"]
         assert lstm and all(n.verdict == "unsupported" for n in lstm), target
         assert all("layout" in " ".join(r.message for r in n.reasons) for n in lstm), target
-    ts = _verdicts(export_model(*built, ExportOptions(exporter="torchscript", opset=17), tmp_path / "t").path, targets)
+    ts = _verdicts(export_model(*built, ExportOptions(exporter="torchscript", opset=17), export_cache).path, targets)
     assert {t: r.verdict for t, r in ts.items() if r.verdict == "unsupported"} == {}
 
 
 @pytest.mark.parametrize("model", ["shufflenet_v2_small", "convnext_small"])
-def test_spatial_mean_before_the_classifier_is_rejected_by_2_3_2_only(corpus, tmp_path, model):
+def test_spatial_mean_before_the_classifier_is_rejected_by_2_3_2_only(corpus, export_cache, model):
     """x.mean((2, 3)) / x.mean((-2, -1)) before the classifier: the real 2.3.2 builds of both exports failed
     on every SoC; 2.2.0 and 2.5.0 built them."""
     from pytest_npucheck.export import ExportOptions, export_model
 
     built = corpus[model].build()
-    path = export_model(*built, ExportOptions(exporter="torchscript", opset=17), tmp_path / "t").path
+    path = export_model(*built, ExportOptions(exporter="torchscript", opset=17), export_cache).path
     res = _verdicts(path, [f"rknn@{v}/{s}" for v in VERSIONS for s in SOCS])
     for target, r in res.items():
         means = [n for n in r.nodes if n.op_type == "ReduceMean" and n.verdict == "unsupported"]
@@ -156,7 +156,7 @@ def test_token_concat_probes_are_recorded_and_predicted(version, soc):
         assert predicted == (case in _TOKENS_REJECTED | _TOKENS_WIDER), (version, soc, rec["id"], predicted)
 
 
-def test_deit_is_rejected_by_2_3_2_not_by_2_5_0(corpus, tmp_path):
+def test_deit_is_rejected_by_2_3_2_not_by_2_5_0(corpus, export_cache):
     """deit_tiny_distilled: the real 2.3.2 builds of both exports failed on every SoC with a KeyError
     naming the patch embeddings' Transpose result; 2.5.0 built them. ViT (one token) is not rejected."""
     from pytest_npucheck.export import ExportOptions, export_model
@@ -164,7 +164,7 @@ def test_deit_is_rejected_by_2_3_2_not_by_2_5_0(corpus, tmp_path):
     targets = [f"rknn@{v}/{s}" for v in ("2.3.2", "2.5.0") for s in SOCS]
     for exporter, opset in (("torchscript", 17), ("dynamo", 19)):
         built = corpus["deit_tiny_distilled"].build()
-        path = export_model(*built, ExportOptions(exporter=exporter, opset=opset), tmp_path / exporter).path
+        path = export_model(*built, ExportOptions(exporter=exporter, opset=opset), export_cache).path
         for target, r in _verdicts(path, targets).items():
             cat = [n for n in r.nodes if n.op_type == "Concat" and n.verdict == "unsupported"]
             if "@2.3.2/" in target:
@@ -172,7 +172,7 @@ def test_deit_is_rejected_by_2_3_2_not_by_2_5_0(corpus, tmp_path):
                 assert "Transpose" in " ".join(x.message for x in cat[0].reasons)
             else:
                 assert not cat, (exporter, target)
-    vit = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / "v").path
+    vit = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), export_cache).path
     assert not [n.name for r in _verdicts(vit, targets).values() for n in r.nodes
                 if n.op_type == "Concat" and n.verdict == "unsupported"]
 
@@ -202,7 +202,7 @@ def test_rmsnorm_weight_probes_are_recorded_and_predicted(version, soc):
                 {n for n, d in rec["placement"].items() if d == "cpu"}, (version, soc, rec["id"], verdicts)
 
 
-def test_t5_and_llama_are_rejected_by_2_2_0_not_by_2_3_2(corpus, tmp_path):
+def test_t5_and_llama_are_rejected_by_2_2_0_not_by_2_3_2(corpus, export_cache):
     """The TorchScript exports of t5_encoder_tiny and llama_tiny crashed 2.2.0 on RK3566, RK3576 and RK3588
     ("invalid tensor malloc size"; cut down, at the weight Mul of the first RMSNorm) and built on RV1106
     and with 2.3.2: the tables say so, naming the RMSNorm and what to do about it."""
@@ -210,7 +210,7 @@ def test_t5_and_llama_are_rejected_by_2_2_0_not_by_2_3_2(corpus, tmp_path):
 
     targets = [f"rknn@{v}/{s}" for v in ("2.2.0", "2.3.2") for s in SOCS]
     for name in ("t5_encoder_tiny", "llama_tiny"):
-        path = export_model(*corpus[name].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / name).path
+        path = export_model(*corpus[name].build(), ExportOptions(exporter="torchscript", opset=17), export_cache).path
         for target, r in _verdicts(path, targets).items():
             norm = [n for n in r.nodes if n.verdict == "unsupported" and n.fused_into and "rmsnorm_div" in n.fused_into]
             if "@2.2.0/" in target and not target.endswith("rv1106"):
@@ -253,12 +253,12 @@ def test_not_folded_keeps_a_constant_bool_trilu_to_be_judged():
         assert got == [old, new], (pid, got)
 
 
-def test_gpt2_torchscript_is_rejected_by_2_2_0_for_its_bool_trilu(corpus, tmp_path):
+def test_gpt2_torchscript_is_rejected_by_2_2_0_for_its_bool_trilu(corpus, export_cache):
     """gpt2_tiny's TorchScript export failed every real 2.2.0 build ('Could not find an implementation for
     Trilu(14)'): the causal mask is a Trilu of a constant bool matrix. 2.3.2 built it."""
     from pytest_npucheck.export import ExportOptions, export_model
 
-    path = export_model(*corpus["gpt2_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path / "g").path
+    path = export_model(*corpus["gpt2_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), export_cache).path
     targets = [f"rknn@{v}/{s}" for v in ("2.2.0", "2.3.2") for s in SOCS]
     for target, r in _verdicts(path, targets).items():
         trilu = [n for n in r.nodes if n.op_type == "Trilu"]

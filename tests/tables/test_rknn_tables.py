@@ -75,10 +75,10 @@ def test_table_is_backed_by_its_own_probe_results(version, soc):
 
 
 @pytest.fixture(scope="module")
-def export(tmp_path_factory):
+def export(export_cache):
     from pytest_npucheck.export import ExportOptions, export_model
 
-    cache = tmp_path_factory.mktemp("rknn-export")
+    cache = export_cache
 
     def _export(model, inputs, opset=17):
         return export_model(model, inputs, ExportOptions(exporter="torchscript", opset=opset),
@@ -200,14 +200,14 @@ def test_calibration_set_for_int8_probes(tmp_path):
     assert kinds == {"f", "i"}
 
 
-def test_ir_version_limit_of_2_2_0(corpus, tmp_path):
+def test_ir_version_limit_of_2_2_0(corpus, export_cache):
     """rknn-toolkit2 2.2.0 loads models with the onnx 1.14 checker: IR 10 (what torch's dynamo
     exporter writes) fails in load_onnx (x.ir_version probes), so the 2.2.0 tables reject such a
     model as a whole, naming the IR version; 2.3.2 and 2.5.0 load it."""
     from pytest_npucheck.export import ExportOptions, export_model
 
     model, inputs = corpus["resnet18_small"].build()
-    path = export_model(model, inputs, ExportOptions(exporter="dynamo", opset=18), tmp_path).path
+    path = export_model(model, inputs, ExportOptions(exporter="dynamo", opset=18), export_cache).path
     import onnx
 
     assert onnx.load(str(path), load_external_data=False).ir_version >= 10
@@ -277,14 +277,14 @@ def test_five_block_transpose_probes_are_reproduced(version, soc):
     assert seen == {"cpu", "npu"}, seen
 
 
-def test_dynamo_gelu_order_follows_each_version(corpus, tmp_path):
+def test_dynamo_gelu_order_follows_each_version(corpus, export_cache):
     """torch's dynamo exporter writes GELU as Div -> Erf -> Add -> Mul(0.5, .) -> Mul(x, .):
     rknn-toolkit2 2.5.0 fused it into exGelu, 2.3.2 left every such Erf on the CPU (35 missed
     fallbacks on the corpus before the gelu_erf_half_first pattern); the TorchScript order
     (vit_tiny's TorchScript export, test above) is fused by both."""
     from pytest_npucheck.export import ExportOptions, export_model
 
-    path = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="dynamo", opset=18), tmp_path).path
+    path = export_model(*corpus["vit_tiny"].build(), ExportOptions(exporter="dynamo", opset=18), export_cache).path
     results = _check(path, ["rknn@2.3.2/rk3588", "rknn@2.5.0/rk3588"])
     for target, want in (("rknn@2.3.2/rk3588", "cpu"), ("rknn@2.5.0/rk3588", "npu")):
         erf = [n for n in results[target].nodes if n.op_type == "Erf"]
@@ -410,14 +410,14 @@ def test_layout_reach_probes_are_reproduced_on_rk3566(version):
                           ("to_nhwc", "npu"), ("to_nhwc", "cpu"), ("flat", "npu")}, placements
 
 
-def test_rk3566_se_block_pooling_of_the_dynamo_exporter(corpus, tmp_path):
+def test_rk3566_se_block_pooling_of_the_dynamo_exporter(corpus, export_cache):
     """The dynamo exporter writes global average pooling as ReduceMean over (-1, -2): every real
     2.5.0/rk3566 build ran the ones feeding a squeeze-and-excitation block on the CPU (probes
     x.ReduceMean.ctx=se: only with the axes in descending order) and the classifier head's on the NPU."""
     from pytest_npucheck.export import ExportOptions, export_model
 
     path = export_model(*corpus["mobilenet_v3_small"].build(), ExportOptions(exporter="dynamo", opset=18),
-                        tmp_path).path
+                        export_cache).path
     res = _check(path, ["rknn@2.5.0/rk3566", "rknn@2.5.0/rk3588"])
     pools = {t: [n for n in r.nodes if n.op_type == "ReduceMean"] for t, r in res.items()}
     assert len(pools["rknn@2.5.0/rk3566"]) >= 4
@@ -640,14 +640,14 @@ def test_session7_probes_are_reproduced(family, focus, cpu_on):
     ("vit_tiny", "Reshape", 4),            # MultiheadAttention's Reshape before the packed q/k/v split
     ("conformer_small", "Reshape", 2),
 ])
-def test_dynamo_exports_fall_back_on_2_5_0_rk3566(corpus, tmp_path, model, op, nodes):
+def test_dynamo_exports_fall_back_on_2_5_0_rk3566(corpus, export_cache, model, op, nodes):
     """The real 2.5.0/rk3566 build of these dynamo exports (opset 19, as the agreement runs export) ran
     these nodes on the CPU; the table says so, each with the reason of its context rule, and the
     TorchScript export's counterparts (GlobalAveragePool / bias added first) and rk3588 stay NPU."""
     from pytest_npucheck.export import ExportOptions, export_model
 
     built = corpus[model].build()
-    path = export_model(*built, ExportOptions(exporter="dynamo", opset=19), tmp_path / "d").path
+    path = export_model(*built, ExportOptions(exporter="dynamo", opset=19), export_cache).path
     res = _check(path, ["rknn@2.5.0/rk3566", "rknn@2.5.0/rk3588"])
     marker = "is also read by" if op == "ReduceMean" else "which the compiler runs on the CPU"
     cpu = [n for n in res["rknn@2.5.0/rk3566"].nodes
@@ -656,7 +656,7 @@ def test_dynamo_exports_fall_back_on_2_5_0_rk3566(corpus, tmp_path, model, op, n
                                for n in res["rknn@2.5.0/rk3566"].nodes if n.op_type == op]
     names = {n.name for n in cpu}
     assert {n.verdict for n in res["rknn@2.5.0/rk3588"].nodes if n.name in names} == {"npu"}
-    ts = export_model(*built, ExportOptions(exporter="torchscript", opset=17), tmp_path / "t").path
+    ts = export_model(*built, ExportOptions(exporter="torchscript", opset=17), export_cache).path
     [r] = _check(ts, ["rknn@2.5.0/rk3566"]).values()
     assert not [n.name for n in r.nodes if n.op_type == op and any(marker in x.message for x in n.reasons)]
 
@@ -704,14 +704,14 @@ def _focus_reshape_outcomes(family: str, suffix: str, count: int):
 
 
 @pytest.mark.parametrize("exporter, opset", [("torchscript", 17), ("dynamo", 19)])
-def test_conformer_mask_reshape_falls_back_on_2_3_2_rk3566(corpus, tmp_path, exporter, opset):
+def test_conformer_mask_reshape_falls_back_on_2_3_2_rk3566(corpus, export_cache, exporter, opset):
     """Conformer's key padding mask Reshape: rknn-toolkit2 2.3.2 ran it on the CPU on RK3566 (the
     agreement run's missed fallbacks, two TorchScript nodes and one dynamo node); the table says so, with
     the path that decides it, and RK3588 keeps it on the NPU."""
     from pytest_npucheck.export import ExportOptions, export_model
 
     path = export_model(*corpus["conformer_small"].build(), ExportOptions(exporter=exporter, opset=opset),
-                        tmp_path).path
+                        export_cache).path
     res = _check(path, ["rknn@2.3.2/rk3566", "rknn@2.3.2/rk3588"])
     masks = [n for n in res["rknn@2.3.2/rk3566"].nodes
              if n.op_type == "Reshape" and any("feeds Expand" in r.message and "Gemm" in r.message for r in n.reasons)]
@@ -736,13 +736,13 @@ def test_mask_head_probes_are_reproduced():
         assert not wrong, (version, soc, wrong)
 
 
-def test_distilbert_mask_reshape_falls_back_on_2_2_0_rk3566(corpus, tmp_path):
+def test_distilbert_mask_reshape_falls_back_on_2_2_0_rk3566(corpus, export_cache):
     """distilbert_tiny (TorchScript): the real 2.2.0 build on RK3566 ran layer 0's mask Reshape on the CPU (the
     last missed fallback of the agreement run; the three identical Reshapes are merged into that one). Cut
     down, it needs the classifier's Gemm. The table says CPU for it, naming the Gemm, and RK3588 says NPU."""
     from pytest_npucheck.export import ExportOptions, export_model
 
-    path = export_model(*corpus["distilbert_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), tmp_path).path
+    path = export_model(*corpus["distilbert_tiny"].build(), ExportOptions(exporter="torchscript", opset=17), export_cache).path
     res = _check(path, ["rknn@2.2.0/rk3566", "rknn@2.2.0/rk3588"])
     node = {n.name: n for n in res["rknn@2.2.0/rk3566"].nodes}["/layer.0/attention/Reshape_3"]
     assert node.verdict == "cpu" and "the graph also has Gemm '/pre_classifier/Gemm'" in " ".join(
