@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -68,10 +69,19 @@ def pytest_collection_modifyitems(config, items):
 
 
 _HAD_TORCH = pytest.StashKey[bool]()
+_CPU_MARK = pytest.StashKey[float]()
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of the children it waited for (forked exports, pytester's
+    subprocess runs): unlike wall time, it does not grow when other work shares the cores."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
+    item.stash[_CPU_MARK] = _cpu_seconds()
     if _in_layer(item.path, "unit"):
         item.stash[_HAD_TORCH] = HEAVY_MODULE in sys.modules
         _unit_test_running[:] = [item.nodeid]
@@ -79,20 +89,26 @@ def pytest_runtest_setup(item):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A test of tests/unit fails (in its teardown) if its setup, call or teardown imported torch:
+    """Each report carries ``cpu_seconds`` (its phase's CPU time; xdist sends it to the controller).
+    A test of tests/unit fails (in its teardown) if its setup, call or teardown imported torch:
     the edit loop, ``pytest tests/unit``, stays fast and torch-free."""
     outcome = yield
+    rep = outcome.get_result()
+    now = _cpu_seconds()
+    rep.cpu_seconds = round(now - item.stash.get(_CPU_MARK, now), 3)
+    item.stash[_CPU_MARK] = now
     if call.when != "teardown" or _HAD_TORCH not in item.stash:
         return
     _unit_test_running.clear()
     if not item.stash[_HAD_TORCH] and HEAVY_MODULE in sys.modules:
-        rep = outcome.get_result()
         rep.outcome = "failed"
         rep.longrepr = ("%s imported %s: tests/unit must run without it; move the test to "
                         "tests/corpus or tests/acceptance (tests/README.md)" % (item.nodeid, HEAVY_MODULE))
 
 
+#: layer -> [wall seconds, CPU seconds, tests]; test id -> CPU seconds
 _LAYER_TIME: dict[str, list[float]] = {}
+_TEST_CPU: dict[str, float] = {}
 
 
 def _layer_of(nodeid: str) -> str:
@@ -101,20 +117,28 @@ def _layer_of(nodeid: str) -> str:
 
 
 def pytest_runtest_logreport(report):
-    entry = _LAYER_TIME.setdefault(_layer_of(report.nodeid), [0.0, 0])
+    entry = _LAYER_TIME.setdefault(_layer_of(report.nodeid), [0.0, 0.0, 0])
+    cpu = getattr(report, "cpu_seconds", 0.0) or 0.0
     entry[0] += report.duration
+    entry[1] += cpu
+    _TEST_CPU[report.nodeid] = _TEST_CPU.get(report.nodeid, 0.0) + cpu
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        entry[1] += 1
+        entry[2] += 1
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The time per layer (setup + call + teardown of its tests, summed over the workers), so CI's
-    output shows which layer a slow test lands in; ``--durations`` names the test."""
+    """The time per layer (setup + call + teardown of its tests, summed over the workers; CPU
+    includes the processes a test waited for) and the tests that took the most CPU, so CI's output
+    shows which layer got slow and why even on a loaded machine; ``--durations`` gives wall times."""
     if not _LAYER_TIME:
         return
     terminalreporter.section("time per test layer")
-    for layer, (seconds, count) in sorted(_LAYER_TIME.items(), key=lambda kv: -kv[1][0]):
-        terminalreporter.write_line("%-11s %8.1f s  %4d tests" % (layer, seconds, count))
+    terminalreporter.write_line("%-11s %10s %10s %6s" % ("layer", "wall", "CPU", "tests"))
+    for layer, (wall, cpu, count) in sorted(_LAYER_TIME.items(), key=lambda kv: -kv[1][1]):
+        terminalreporter.write_line("%-11s %8.1f s %8.1f s %6d" % (layer, wall, cpu, count))
+    terminalreporter.write_line("most CPU (setup + call + teardown):")
+    for nodeid, cpu in sorted(_TEST_CPU.items(), key=lambda kv: -kv[1])[:15]:
+        terminalreporter.write_line("%8.1f s  %s" % (cpu, nodeid))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,8 @@ CONFTEST = Path(__file__).resolve().parents[1] / "conftest.py"
 
 @pytest.fixture
 def layered(pytester):
-    pytester.makeini("[pytest]\naddopts = -p no:randomly -p no:cacheprovider\n")
+    pytester.makeini("[pytest]\naddopts = -p no:randomly -p no:cacheprovider\n"
+                     "markers =\n    export: exports\n    oracle: toolchains\n")
     tests = pytester.mkdir("tests")
     (tests / "conftest.py").write_text(CONFTEST.read_text())
     files = {
@@ -51,9 +52,14 @@ def test_layer_markers_and_time_per_layer(layered):
     res = layered.runpytest_subprocess("tests/corpus", "tests/oracle", "tests/unit/test_clean.py",
                                        "-m", "oracle or not export")
     res.assert_outcomes(passed=2, deselected=1)
-    res.stdout.fnmatch_lines(["*time per test layer*"])
+    res.stdout.fnmatch_lines(["*time per test layer*", "layer * wall * CPU * tests",
+                              "most CPU (setup + call + teardown):"])
     lines = res.stdout.str().splitlines()
-    layers = {line.split()[0]: line for line in lines[lines.index(next(
-        x for x in lines if "time per test layer" in x)) + 1:] if line.split() and line.split()[0] in (
-            "unit", "oracle", "corpus")}
-    assert set(layers) == {"unit", "oracle"} and all(line.rstrip().endswith("1 tests") for line in layers.values())
+    start = next(i for i, line in enumerate(lines) if "time per test layer" in line)
+    end = next(i for i, line in enumerate(lines) if line.startswith("most CPU"))
+    rows = {line.split()[0]: line.split() for line in lines[start + 1:end]
+            if line.strip() and not line.startswith("layer ")}
+    assert set(rows) == {"unit", "oracle"}, lines[start:start + 5]
+    for row in rows.values():  # layer, wall, "s", CPU, "s", tests
+        assert row[5] == "1" and float(row[1]) >= 0 and float(row[3]) >= 0, row
+    assert any(line.strip().endswith("tests/oracle/test_toolchain.py::test_e") for line in lines[start:])
