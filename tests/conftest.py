@@ -181,6 +181,16 @@ def export_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("exports")
 
 
+@pytest.fixture(scope="session")
+def bundled_table_problems() -> dict[str, list[str]]:
+    """Every bundled table validated in full (schema and semantics, manifest or not) once per
+    session: {table file: problems}, empty when all are valid. A full validation of all the tables
+    costs ~4 CPU-s; tests that read its result share this one."""
+    from pytest_npucheck.tables import Catalog
+
+    return Catalog.discover().validate_all()
+
+
 @pytest.fixture
 def toy_catalog():
     from pytest_npucheck.tables import Catalog

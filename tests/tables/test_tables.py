@@ -26,10 +26,10 @@ def edit(path: Path, fn) -> None:
     path.write_text(json.dumps(data))
 
 
-def test_every_bundled_table_is_valid():
+def test_every_bundled_table_is_valid(bundled_table_problems):
     cat = Catalog.discover()
     assert cat.refs, "no bundled tables found"
-    assert cat.validate_all() == {}
+    assert bundled_table_problems == {}
 
 
 def test_validation_manifest_is_current():
