@@ -109,6 +109,7 @@ def suite(pytester):
     return pytester
 
 
+@pytest.mark.slow  # three runs of a real-model suite with every report, one of them with -n 2
 def test_new_user_walkthrough_on_real_models(suite):
     # 1. today's state: the detector's ReduceMax and TopK run on the CPU of an RK3588; record them
     r = suite.runpytest_subprocess("--npu-update-baseline")

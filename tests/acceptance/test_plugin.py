@@ -334,6 +334,7 @@ def test_json_report_validates_and_carries_contract_fields(suite):
     assert ts["status"] == "passed" and ts["export"]["exporter"] == "torchscript" and ts["export"]["opset"] == 17
 
 
+@pytest.mark.slow  # a serial run and a -n 2 run: two more processes import torch and warm the exporter up
 def test_xdist_gives_the_same_report(suite):
     pytest.importorskip("xdist")
     suite.makepyfile(test_p="""

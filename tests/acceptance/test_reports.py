@@ -243,6 +243,7 @@ def _normalised(path: Path, created: str) -> str:
     return path.read_text().replace(created, "CREATED").replace(md_report.esc(created), "CREATED")
 
 
+@pytest.mark.slow  # three -n 2 runs, each with two workers that import torch and export
 def test_xdist_gives_identical_report_files_and_reports_a_crashed_worker(suite):
     pytest.importorskip("xdist")
     files = ("--npu-report=json:{}/r.json", "--npu-report=md:{}/r.md", "--npu-report=html:{}/r.html",

@@ -22,6 +22,9 @@ import onnx  # noqa: E402
 from models.corpus import ARCHS, EXPORTERS, FAMILIES, AffineGrid, get  # noqa: E402
 from models.export_corpus import check_arch, node_counts  # noqa: E402
 
+#: the corpus sweep: about 90 exports with both exporters, minutes of CPU in all
+pytestmark = pytest.mark.slow
+
 QUICK = os.environ.get("NPUCHECK_CORPUS_QUICK", "") not in ("", "0")
 
 #: Checked with the TorchScript exporter in the quick run too: one per kind of trouble the

@@ -255,6 +255,7 @@ def _random_op_model(rng: random.Random) -> Any:
                              ir_version=9)
 
 
+@pytest.mark.slow  # 250 mutated models, each checked in a forked child
 def test_fuzz_models(real_model, catalog, tmp_path, contained):
     tables = [catalog.table(t) for t in TARGETS]
     data = real_model.SerializeToString()
@@ -362,6 +363,7 @@ def _mutate_text(text: str, rng: random.Random) -> str:
     return "\ufeff" + text if rng.random() < 0.5 else text.encode("utf-8").decode("latin-1")
 
 
+@pytest.mark.slow  # 120 mutated tables, each loaded and matched
 def test_fuzz_tables(real_model, catalog, tmp_path, contained):
     model_path = tmp_path / "real.onnx"
     model_path.write_bytes(real_model.SerializeToString())
