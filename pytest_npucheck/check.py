@@ -63,7 +63,7 @@ def _native_steps(path: Path) -> None:
 
 def _facts_or_model_error(path: Path) -> GraphFacts:
     """``graph.load_graph``; an unforeseen exception on a malformed file becomes a ModelError naming
-    the file and where the analysis gave up (found by tests/test_fuzz.py: bit flips leave node names
+    the file and where the analysis gave up (found by tests/corpus/test_fuzz.py: bit flips leave node names
     that are not UTF-8, field mutations leave tensors numpy cannot reshape)."""
     from . import graph
     from .errors import ModelError, NpuCheckError

@@ -359,7 +359,7 @@ def read_golden(path: Path) -> Golden:
         raise
     except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, json.JSONDecodeError,
             # a damaged zip directory can claim encryption, other versions or compressions
-            # (found by tests/test_fuzz.py)
+            # (found by tests/corpus/test_fuzz.py)
             NotImplementedError, RuntimeError, zlib.error, struct.error, OverflowError, IndexError) as exc:
         raise GoldenError(f"{path}: corrupt or truncated golden ({type(exc).__name__}: {exc}); delete"
                           f" it and re-create it with {UPDATE_OPTION}") from None

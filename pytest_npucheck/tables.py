@@ -350,7 +350,7 @@ def validate_table_data(data: Any, path: Path, schema_path: Path, rel: Optional[
             problems += _semantic_problems(data, rel)
         except (TypeError, AttributeError, ValueError, KeyError):
             # the semantic checks read shapes the schema guarantees; with schema errors listed,
-            # a value of the wrong shape is already reported (found by tests/test_fuzz.py)
+            # a value of the wrong shape is already reported (found by tests/corpus/test_fuzz.py)
             if not problems:
                 raise
     return problems

@@ -4,7 +4,7 @@ mask, as both exporters write it in Conformer. The [batch, keys] mask computed i
 scores of an attention whose q and k are scaled before their MatMul and whose result goes through
 Transpose -> Reshape into the output projection (Gemm). rknn-toolkit2 2.3.2 fuses that attention
 (exSDPAttention) and runs the Expand on the CPU on every SoC; on RK3566 the Reshape before it goes
-to the CPU too (probe results of all 12 targets: tests/test_rknn_tables.py). A mask that is a graph input, the scale after the MatMul, or an attention result
+to the CPU too (probe results of all 12 targets: tests/tables/test_rknn_tables.py). A mask that is a graph input, the scale after the MatMul, or an attention result
 that ends without the projection keep the Reshape on the NPU. Built like the families of
 models_extra.py and listed in FAMILIES."""
 
