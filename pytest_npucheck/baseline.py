@@ -10,6 +10,10 @@ entry by its op type and its PyTorch location (module path, file basename and li
 know one, and otherwise by op type and node name. An entry accepts a fallback of the same or a
 milder verdict (an accepted CPU fallback does not cover the same node becoming unsupported).
 
+Only CPU fallbacks can be accepted. An ``unsupported`` node means the compiler rejects the model:
+nothing deploys, so no entry can cover one. ``--npu-update-baseline`` refuses to record it (and
+names it), and a file with such an entry is invalid.
+
 Entries are stale when their test ran its check on their target and nothing matched them: the
 problem was fixed, and a strict run fails so that it cannot come back silently. Tests that did
 not run (deselected, skipped, failed before the check, crashed) never make entries stale.
@@ -34,6 +38,9 @@ DEFAULT_NAME = BASELINE_NAME
 DEFAULT_REASON = "accepted by --npu-update-baseline (add a reason)"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "baseline.schema.json"
 _SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
+#: verdicts an entry may accept: a CPU fallback still runs; an unsupported node makes the build fail
+ACCEPTABLE = ("cpu",)
+REFUSED_WHY = "the compiler rejects a model with an unsupported node, so nothing deploys"
 
 
 class BaselineError(NpuCheckError):
@@ -138,6 +145,12 @@ def validate(document: Any) -> list[str]:
     validator = jsonschema.validators.validator_for(schema)(schema)
     problems = [f"$.{'.'.join(map(str, e.absolute_path))}: {e.message}" if e.absolute_path else f"$: {e.message}"
                 for e in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))]
+    if problems:
+        return problems
+    for i, e in enumerate(document["entries"]):
+        if e["verdict"] not in ACCEPTABLE:
+            problems.append(f"$.entries.{i} ({e['test']} {e['target']}: {e['op_type']} {e['node']}): verdict "
+                            f"{e['verdict']!r} cannot be accepted: {REFUSED_WHY}; remove the entry")
     return problems
 
 
@@ -257,16 +270,24 @@ class Update:
     added: list[Entry]
     removed: list[Entry]
     kept: int
+    refused: list[Entry] = field(default_factory=list)  # unsupported nodes: never recorded
+
+
+def refused(nodes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The fallback nodes no baseline can accept (``unsupported``: the build fails)."""
+    return [n for n in nodes if n.get("verdict") not in ACCEPTABLE]
 
 
 def updated(baseline: Baseline, tests: Sequence[Mapping[str, Any]]) -> Update:
-    """The baseline recording this run: fallbacks of every completed check, reasons and links of
-    entries that still match preserved; entries of tests that did not run are kept as they are."""
+    """The baseline recording this run: CPU fallbacks of every completed check, reasons and links of
+    entries that still match preserved; entries of tests that did not run are kept as they are.
+    Unsupported nodes are not recorded: they are listed in ``refused``."""
     pairs = checked_pairs(tests)
     done = completed_tests(tests)
     entries: list[Entry] = []
     added: list[Entry] = []
     removed: list[Entry] = []
+    refusals: list[Entry] = []
     by_pair: dict[tuple[str, str], list[Entry]] = {}
     for e in baseline.entries:
         by_pair.setdefault(e.pair, []).append(e)
@@ -283,13 +304,18 @@ def updated(baseline: Baseline, tests: Sequence[Mapping[str, Any]]) -> Update:
             entries.append(Entry.for_node(test, target, node, reason=e.reason, link=e.link))
         for node in m.new:
             new = Entry.for_node(test, target, node)
+            if node.get("verdict") not in ACCEPTABLE:
+                refusals.append(new)
+                continue
             entries.append(new)
             added.append(new)
         removed += m.unmatched
         kept += len(m.accepted)
     return Update(Baseline(entries=sorted(entries, key=Entry.sort_key), path=baseline.path, exists=True),
-                  added=sorted(added, key=Entry.sort_key), removed=sorted(removed, key=Entry.sort_key), kept=kept)
+                  added=sorted(added, key=Entry.sort_key), removed=sorted(removed, key=Entry.sort_key), kept=kept,
+                  refused=sorted(refusals, key=Entry.sort_key))
 
 
 __all__ = ["Baseline", "BaselineError", "Entry", "Match", "Update", "DEFAULT_NAME", "DEFAULT_REASON",
-           "load", "parse", "validate", "match", "stale", "updated", "location_of", "fallbacks"]
+           "load", "parse", "validate", "match", "stale", "updated", "location_of", "fallbacks", "refused",
+           "ACCEPTABLE"]

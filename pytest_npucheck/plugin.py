@@ -119,6 +119,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the stored goldens of golden-checked tests (such a run is never green)")
     group.addoption("--npu-budgets", default=None, metavar="PATH",
                     help="per-release budgets file (default: npu-budgets.json at the rootdir, if it exists)")
+    group.addoption("--npu-budget-base", default=None, metavar="REF",
+                    help="compare the budgets file with its version at the merge base of HEAD and REF (default: "
+                         "the pull request's base from GitHub's or GitLab's CI variables, else HEAD)")
     group.addoption("--npu-release", default=None, metavar="VERSION",
                     help="release whose budgets apply (default: ini npu_release, else the project's version)")
     group.addoption("--npu-oracle", nargs="?", const="report", default=None, type=_oracle_mode,
@@ -400,6 +403,8 @@ _ENTRY = pytest.StashKey[dict]()
 _CALLED = pytest.StashKey[bool]()
 _TEMP_EXPORTS = pytest.StashKey[list]()  # --npu-no-export-cache: directories to remove when the test ends
 _ISOLATE_BEFORE = pytest.StashKey[Any]()
+_DESELECTED = pytest.StashKey[int]()  # marked tests deselected in this process
+_DESELECTED_OUTPUT = "npucheck_deselected_marked"
 
 
 def json_loads(text: str, where: str) -> Any:
@@ -493,14 +498,45 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     state.baseline  # an invalid baseline stops the run before any test
     state.budgets  # so does an invalid budgets file
+    toolchains: dict[str, str] = {}  # toolchain -> first target naming it
     for item, mark in marked:
         spec = _spec_for(item, state, mark)
         try:
             for target in spec.targets:
-                state.catalog.table(target)
+                toolchains.setdefault(state.catalog.table(target).toolchain, target)
         except NpuCheckError as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         item.stash[_SPEC] = spec
+    if state.oracle_mode == "strict":
+        _check_strict_oracles(toolchains)
+
+
+def _check_strict_oracles(toolchains: Mapping[str, str]) -> None:
+    """--npu-oracle=strict promises every target is checked by its real toolchain: one that cannot run
+    here is a usage error naming what to install (a strict run that checks nothing must not be green)."""
+    from .oracles.oracle import unavailable_reason
+
+    missing = [f"{target}: {why}" for tc, target in sorted(toolchains.items())
+               if (why := unavailable_reason(tc)) is not None]
+    if missing:
+        raise pytest.UsageError("--npu-oracle=strict: the real toolchain of these targets cannot run here, so "
+                                "nothing would be checked:\n  " + "\n  ".join(missing)
+                                + "\n(install it, or use --npu-oracle=report to note the missing ones)")
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """Count deselected marked tests: a selection that leaves none out (``-m npu_deployable``) is not a
+    partial run for the budgets' stale check. Each process counts what it collected."""
+    marked = sum(1 for i in items if getattr(i, "get_closest_marker", None) and i.get_closest_marker(MARKER))
+    if marked:
+        config = items[0].config
+        config.stash[_DESELECTED] = config.stash.get(_DESELECTED, 0) + marked
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reads the count at pytest_testnodedown
+        workeroutput[_DESELECTED_OUTPUT] = session.config.stash.get(_DESELECTED, 0)
 
 
 def seed_for_test(nodeid: str) -> int:
@@ -937,15 +973,19 @@ def _gate(item: pytest.Item, state: _State, graph: Any, results: Sequence[Any], 
     Adds to each target's JSON the ``baseline`` verdict and the graph's ``edges`` (for the HTML
     picture), sets the entry status and records the JUnit properties.
     """
-    from .baseline import fallbacks, match
+    from .baseline import fallbacks, match, refused
     from .report.junit import properties
 
     edges = _edges(graph, results)
     ok = True
     for r, tj in zip(results, entry["targets"]):
         m = match(state.baseline.for_pair(item.nodeid, r.target), fallbacks(tj))
-        passed = not r.model_issues and (not m.new or state.updating)
+        # an update run records CPU fallbacks; an unsupported node (the build fails) it refuses
+        blocking = refused(m.new) if state.updating else m.new
+        passed = not r.model_issues and not blocking
         tj["baseline"] = {**m.to_json(), "passed": passed}
+        if state.updating and blocking:
+            tj["baseline"]["refused"] = [n["name"] for n in blocking]
         tj["edges"] = edges.get(r.target, [])
         ok = ok and passed
     entry["status"] = "passed" if ok else "failed"
@@ -1025,6 +1065,9 @@ def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], 
     for r, t in zip(results, targets):
         b = t["baseline"]
         by_name = {n.name: n for n in r.nodes}
+        if b.get("refused"):
+            lines.append(f"{r.target}: --npu-update-baseline refuses {len(b['refused'])} unsupported node(s): the "
+                         "compiler rejects the model, so nothing deploys and no baseline can accept it")
         if b["new"]:
             lines.append(f"{r.target}: NEW fallbacks (not in the baseline {state.baseline_path.name}):")
             for name in b["new"]:
@@ -1150,7 +1193,8 @@ class _Reporter:
         self.baseline_info: Optional[dict[str, Any]] = None
         self.budgets_info: Optional[dict[str, Any]] = None
         self.tightening: list[str] = []
-        self.deselected = 0
+        self.budget_base: Optional[dict[str, Any]] = None  # the commit the budgets file was compared with
+        self.deselected = 0  # marked tests deselected on xdist workers
         self.written: list[str] = []  # report paths written at the end of the run
         self.report_errors: list[str] = []
 
@@ -1159,7 +1203,7 @@ class _Reporter:
         if state.baseline_path.exists():
             state.baseline  # an invalid baseline is a usage error before any test runs
         if state.budgets is not None:
-            self.tightening = _tightening_problems(state.budgets)
+            self.tightening, self.budget_base = _tightening_problems(state.budgets, self.config)
 
     def _budgets_step(self, session: pytest.Session) -> Optional[dict[str, Any]]:
         """Stale budget entries (keys used by any process) and loosenings against the committed file."""
@@ -1174,29 +1218,64 @@ class _Reporter:
         info = {"path": str(budgets.path), "release": state.release,
                 "release_in_force": budgets.release_in_force(state.release), "stale": stale,
                 "tightening_problems": list(self.tightening)}
+        if self.budget_base is not None:
+            info["base"] = self.budget_base
         if partial and ran:
             info["stale_not_checked"] = f"a partial run ({partial}): an entry unused here may be used by the rest"
         if self.tightening and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return info
 
-    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
-        self.deselected += len(items)
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing)."""
+        self.deselected += int((getattr(node, "workeroutput", None) or {}).get(_DESELECTED_OUTPUT, 0))
 
     def _partial_run(self) -> str:
         """Why this run is not the whole suite (a budgets entry it leaves unused may not be stale), or "".
 
-        Seen from options and arguments (the xdist controller collects nothing) and from deselected
-        items in this process. Paths narrower than the suite are not detected."""
+        A selection (-k, -m, --deselect) is partial only when it left out a marked test (seen by every
+        process that collected, xdist workers included): ``-m npu_deployable`` runs them all. --lf, --sw
+        and test ids on the command line are partial by themselves. Paths narrower than the suite are
+        not detected."""
         opt = self.config.option
-        why = [flag for flag, on in (("-k", getattr(opt, "keyword", "")), ("-m", getattr(opt, "markexpr", "")),
-                                     ("--deselect", getattr(opt, "deselect", None)), ("--lf", getattr(opt, "lf", False)),
-                                     ("--sw", getattr(opt, "stepwise", False))) if on]
+        why = [flag for flag, on in (("--lf", getattr(opt, "lf", False)), ("--sw", getattr(opt, "stepwise", False)))
+               if on]
         if any("::" in str(a) for a in self.config.args):
             why.append("test ids")
-        if self.deselected and not why:
-            why.append(f"{self.deselected} deselected")
+        deselected = self.deselected + self.config.stash.get(_DESELECTED, 0)
+        if deselected:
+            why.append(f"{deselected} marked test(s) deselected")
         return ", ".join(why)
+
+    def _run_failures(self, session: pytest.Session) -> None:
+        """What fails the run as a whole (a stale entry in strict mode, a loosened budget, a baseline
+        that could not be updated) is reported as a failed item too: pytest counts it in its last line
+        and lists it in the short summary, so the exit status and the last line agree."""
+        from .report.text import clean
+
+        info, binfo = self.baseline_info, self.budgets_info
+        failures: list[tuple[str, str]] = []
+        if info is not None and info.get("error"):
+            failures.append((f"{info['path']}::update", f"npucheck baseline {info['path']}: {info['error']}"))
+        if info is not None and info["stale"] and info["strict"]:
+            lines = [f"npucheck baseline {info['path']}: {len(info['stale'])} stale entr"
+                     f"{'y' if len(info['stale']) == 1 else 'ies'} (strict): the accepted fallback no longer "
+                     "occurs: remove it, or run --npu-update-baseline"] + [f"  stale: {_entry_text(e)}" for e in info["stale"]]
+            failures.append((f"{info['path']}::stale", "\n".join(lines)))
+        if binfo is not None and binfo["tightening_problems"]:
+            name = Path(binfo["path"]).name
+            lines = [f"npucheck budgets {binfo['path']}: {len(binfo['tightening_problems'])} loosening(s) without "
+                     f"approval (compared with {(binfo.get('base') or {}).get('label', 'HEAD')})"]
+            lines += [f"  {clean(p, 500)}" for p in binfo["tightening_problems"]]
+            failures.append((f"{name}::loosened", "\n".join(lines)))
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for nodeid, text in failures:
+            report = pytest.TestReport(nodeid, (nodeid.split("::")[0], None, nodeid), {}, "failed", text, "call")
+            if terminal is not None:  # counted in the last line and listed with the failures, no progress mark
+                terminal.stats.setdefault("failed", []).append(report)
+            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entry = getattr(report, "npucheck", None)
@@ -1233,7 +1312,8 @@ class _Reporter:
                 upd = bl.updated(base, self.entries)
                 write_atomic(state.baseline_path, upd.baseline.dumps())
             info.update(updated=True, entries=len(upd.baseline.entries),
-                        added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed])
+                        added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed],
+                        refused=[e.to_json() for e in upd.refused])
         else:
             info["stale"] = [e.to_json() for e in bl.stale(base, self.entries)]
             if info["stale"] and state.strict and session.exitstatus == pytest.ExitCode.OK:
@@ -1243,6 +1323,7 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.baseline_info = self._baseline_step(session)
         self.budgets_info = self._budgets_step(session)
+        self._run_failures(session)
         reports = self.config.getoption("npu_report") or []
         if not reports:
             return
@@ -1281,7 +1362,8 @@ class _Reporter:
         info = self.baseline_info
         binfo = self.budgets_info
         if not self.entries and not info and not self.report_errors and not (
-                binfo and (binfo["stale"] or binfo["tightening_problems"] or binfo.get("stale_not_checked"))):
+                binfo and (binfo["stale"] or binfo["tightening_problems"] or binfo.get("stale_not_checked")
+                           or (binfo.get("base") or {}).get("note"))):
             return
         from .report.text import clean
 
@@ -1298,7 +1380,9 @@ class _Reporter:
                 word = "PASS" if b["passed"] else "FAIL"
                 extra = ""
                 if (b["new"] or b["accepted"]) and info is not None and info["updated"]:
-                    extra = f" ({len(b['new']) + len(b['accepted'])} fallback(s) recorded in the baseline)"
+                    n_refused = len(b.get("refused") or [])
+                    extra = f" ({len(b['new']) + len(b['accepted']) - n_refused} fallback(s) recorded in the baseline"
+                    extra += f", {n_refused} unsupported refused)" if n_refused else ")"
                 elif b["new"] or b["accepted"]:
                     extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
                 tr.write_line(f"{word} {clean(entry['nodeid'], 300)} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
@@ -1323,6 +1407,13 @@ class _Reporter:
                               f"{len(info['added'])} added, {len(info['removed'])} removed as no longer occurring)")
                 for e in info["removed"]:
                     tr.write_line(f"  removed: {_entry_text(e)}")
+                if info.get("refused"):
+                    from .baseline import REFUSED_WHY
+
+                    tr.write_line(f"npucheck baseline: {len(info['refused'])} unsupported node(s) not recorded ("
+                                  f"{REFUSED_WHY}; their tests fail):", red=True)
+                    for e in info["refused"]:
+                        tr.write_line(f"  refused: {_entry_text(e)}", red=True)
             elif info["stale"]:
                 how = "fails the run (strict)" if info["strict"] else "warning; --npu-baseline-strict fails the run"
                 tr.write_line(f"npucheck baseline {info['path']}: {len(info['stale'])} stale entr"
@@ -1333,9 +1424,13 @@ class _Reporter:
         if binfo is not None:
             if binfo["tightening_problems"]:
                 tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['tightening_problems'])} loosening(s) "
-                              "without approval (fails the run):", red=True)
+                              f"without approval against {(binfo.get('base') or {}).get('label', 'HEAD')} "
+                              "(fails the run):", red=True)
                 for p in binfo["tightening_problems"]:
                     tr.write_line(f"  {clean(p, 500)}")
+            base = binfo.get("base") or {}
+            if base.get("note"):
+                tr.write_line(f"npucheck budgets {binfo['path']}: {clean(base['note'], 500)}")
             if binfo.get("stale_not_checked"):
                 tr.write_line(f"npucheck budgets {binfo['path']}: stale entries not checked: {binfo['stale_not_checked']}")
             if binfo["stale"]:
@@ -1350,32 +1445,33 @@ class _Reporter:
             tr.write_line(f"npucheck {text}", red=True)
 
 
-def _tightening_problems(budgets: Any) -> list[str]:
-    """Loosenings of the budgets file against its committed version (``git show HEAD:path``).
+def _tightening_problems(budgets: Any, config: pytest.Config) -> tuple[list[str], Optional[dict[str, Any]]]:
+    """Loosenings of the budgets file against its version at the pull request's base
+    (``gitbase.find_base``: --npu-budget-base, the CI's variables, else HEAD with a note), and the base.
 
     Outside a git work tree, or without git, only the rules within the file itself are checked."""
-    import subprocess
-
     from .budget import check_tightening
+    from .gitbase import BaseError, committed_text, find_base
     from .jsonio import loads_strict
 
     path = Path(budgets.path) if budgets.path is not None else None
-    old_doc = None
-    if path is not None:
-        try:
-            inside = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--is-inside-work-tree"],
-                                    capture_output=True, text=True, timeout=30)
-            if inside.returncode == 0 and inside.stdout.strip() == "true":
-                shown = subprocess.run(["git", "-C", str(path.parent), "show", f"HEAD:./{path.name}"],
-                                       capture_output=True, text=True, timeout=30)
-                if shown.returncode == 0:
-                    old_doc = loads_strict(shown.stdout)
-        except (OSError, subprocess.SubprocessError, ValueError):
-            old_doc = None
+    if path is None:
+        return check_tightening(None, budgets.doc), None
     try:
-        return check_tightening(old_doc, budgets.doc)
+        base = find_base(path.parent, config.getoption("npu_budget_base"))
+    except BaseError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    old_doc = None
+    text = committed_text(path, base)
+    if text is not None:
+        try:
+            old_doc = loads_strict(text)
+        except ValueError:
+            old_doc = None  # the base's file was not strict JSON: only the rules within the file apply
+    try:
+        return check_tightening(old_doc, budgets.doc), base.to_json()
     except (KeyError, ValueError, TypeError) as exc:
-        return [f"cannot compare budgets: {exc}"]
+        return [f"cannot compare budgets: {exc}"], base.to_json()
 
 
 def _entry_text(e: Mapping[str, Any]) -> str:
