@@ -675,6 +675,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         shapes = _input_shapes(graph, example_inputs)
         results = [with_fixes(r, exported.path, t, input_shapes=shapes) for r, t in zip(results, tables)]
     entry["targets"] = [r.to_json() for r in results]
+    budget_lines = _deployment_budgets(state, results, entry)
     gate = _gate(item, state, graph, results, entry)
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry["export"])
     spec_now = CheckSpec(targets=tuple(targets), exporter=options.exporter, opset=opset, dynamic_axes=axes,
@@ -690,7 +691,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         oracle_fails = _oracle(item, state, model, example_inputs, exported.path, graph, results, tables, entry)
     if not gate or numeric_lines or oracle_fails:
         entry["status"] = "failed"
-        parts = [_failure_text(results, entry["targets"], state)] if not gate else []
+        parts = [_failure_text(results, entry["targets"], state, budget_lines)] if not gate else []
         if numeric_lines:
             parts.append("\n".join(numeric_lines))
         if entry.get("oracle"):
@@ -739,10 +740,11 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     if reference is None:
         reference, reference_source = isolate.call("onnxruntime", run_model, onnx_path, feeds), "onnxruntime_fp32"
     for r, table in zip(results, tables):
-        precision = test_budget.precision if test_budget is not None else str(
-            (table.precision or {}).get("default") or "float16")
-        key = precision_key(precision)
-        policy = test_budget.policy if test_budget is not None else policy_for("fp16" if key == "fp32" else key)
+        key, note = _target_precision(test_budget, r.target, table, "float16")
+        if note:
+            info["notes"].append(note)
+        policy = (test_budget.policy_for(key) if test_budget is not None
+                  else policy_for("fp16" if key == "fp32" else key))
         o = run_target(onnx_path, r, table, feeds, reference, reference_source=reference_source,
                        inputs_source=inputs_source, seed=seed_for(test_id), precision=key, policy=policy,
                        calibration=[feeds], calibration_source=inputs_source,
@@ -807,13 +809,44 @@ def _torch_outputs(model: Any, example_inputs: Any, names: Sequence[str]) -> dic
     return {n: t.detach().cpu().numpy() for n, t in zip(names, leaves)}
 
 
-def _npu_share(r: Any) -> float:
+def _target_precision(test_budget: Any, target: str, table: Any, fallback: str) -> tuple[str, Optional[str]]:
+    """(precision key, note) a target's numerics run at: the test budget's precision for it, else the
+    table's default; the note says when a budget changes a target's default."""
+    from .numerics import precision_key
+
+    default = str((table.precision or {}).get("default") or fallback)
+    if test_budget is None:
+        return precision_key(default), None
+    return test_budget.precision_for(target, default)
+
+
+def _npu_shares(r: Any) -> tuple[float, Optional[float]]:
+    """(share of nodes, share of MACs) on the NPU; MACs None when the partition does not know them."""
     p = r.partition
     if p is not None and getattr(p, "nodes_total", 0):
-        return p.nodes_npu / p.nodes_total
+        macs = p.macs_npu / p.macs_total if getattr(p, "macs_total", 0) else None
+        return p.nodes_npu / p.nodes_total, macs
     s = r.summary
     total = s.get("npu", 0) + s.get("cpu", 0) + s.get("unsupported", 0)
-    return s.get("npu", 0) / total if total else 1.0
+    return (s.get("npu", 0) / total if total else 1.0), None
+
+
+def _deployment_budgets(state: _State, results: Sequence[Any], entry: dict[str, Any]) -> list[str]:
+    """Each target's deployment budget (CPU-fallback nodes, NPU share by nodes and by MACs) of the release
+    in force: part of the deployability verdict, whether or not numerics run. Adds ``budget`` to each
+    target's JSON; returns the failure lines."""
+    budgets = state.budgets
+    if budgets is None:
+        return []
+    fail: list[str] = []
+    for r, tj in zip(results, entry["targets"]):
+        tb = budgets.for_target(state.release, r.target)
+        if tb is None:
+            continue
+        node_share, mac_share = _npu_shares(r)
+        tj["budget"] = tb.measure(len(r.fallbacks), node_share, mac_share)
+        fail += [f"{r.target}: deployment budget exceeded: {p}" for p in tj["budget"]["problems"]]
+    return fail
 
 
 def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, example_inputs: Any, onnx_path: Path,
@@ -828,8 +861,7 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
 
     test_id = item.nodeid
     info: dict[str, Any] = {"enabled": True, "passed": True, "error": None, "notes": [], "release": None,
-                            "budget_keys": [], "onnx_vs_pytorch": None, "emulation": [], "golden": None,
-                            "targets": []}
+                            "budget_keys": [], "onnx_vs_pytorch": None, "emulation": [], "golden": None}
     entry["numerics"] = info
     fail: list[str] = []
     budgets = state.budgets
@@ -839,19 +871,6 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
     test_budget = budgets.for_test(release, test_id, model_name) if budgets is not None else None
     if test_budget is not None:
         info["budget_keys"].append(test_budget.key)
-
-    # deployment budgets per target
-    for r in results:
-        tb = budgets.for_target(release, r.target) if budgets is not None else None
-        if tb is None:
-            continue
-        info["budget_keys"].append(tb.key)
-        n_fallback, share = len(r.fallbacks), _npu_share(r)
-        problems = tb.problems(n_fallback, share)
-        info["targets"].append({"target": r.target, **tb.to_json(), "cpu_fallback_nodes": n_fallback,
-                                "npu_share": round(share, 6), "problems": problems})
-        for p in problems:
-            fail.append(f"{r.target}: budget exceeded: {p}")
 
     try:
         flat_inputs = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
@@ -888,9 +907,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         done: dict[str, Any] = {}
         first_target: dict[str, str] = {}
         for r, table in zip(results, tables):
-            precision = test_budget.precision if test_budget is not None else str(
-                (table.precision or {}).get("default") or "float32")
-            key = precision_key(precision)
+            key, note = _target_precision(test_budget, r.target, table, "float32")
+            if note:
+                info["notes"].append(note)
             if key == "fp32":
                 continue
             if key in done:
@@ -900,7 +919,7 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
                                 f"{first_target[key]} above")
                 continue
             first_target[key] = r.target
-            policy = test_budget.policy if test_budget is not None else policy_for(key)
+            policy = test_budget.policy_for(key) if test_budget is not None else policy_for(key)
             emu = isolate.call(f"onnxruntime ({key} emulation)", emulate, onnx_path, key, feeds, test_id=test_id,
                                calibration=[feeds] if feeds else None, policy=policy)
             ej_result = emu.to_json()
@@ -982,7 +1001,8 @@ def _gate(item: pytest.Item, state: _State, graph: Any, results: Sequence[Any], 
         m = match(state.baseline.for_pair(item.nodeid, r.target), fallbacks(tj))
         # an update run records CPU fallbacks; an unsupported node (the build fails) it refuses
         blocking = refused(m.new) if state.updating else m.new
-        passed = not r.model_issues and not blocking
+        over_budget = bool((tj.get("budget") or {}).get("problems"))
+        passed = not r.model_issues and not blocking and not over_budget
         tj["baseline"] = {**m.to_json(), "passed": passed}
         if state.updating and blocking:
             tj["baseline"]["refused"] = [n["name"] for n in blocking]
@@ -1056,12 +1076,15 @@ class _eval_mode:
             m.training = flag
 
 
-def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], state: _State) -> str:
+def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], state: _State,
+                  budget_lines: Sequence[str] = ()) -> str:
     """NEW fallbacks first (they fail the test), then the accepted ones, then the full per-target report."""
     from .report.text import clean, render_target, source_text
 
     failing = [r for r, t in zip(results, targets) if not t["baseline"]["passed"]]
-    lines = [f"npu_deployable: the model leaves the NPU on {len(failing)} of {len(results)} target(s)"]
+    lines = [f"npu_deployable: the model fails the deployability check on {len(failing)} of {len(results)} "
+             "target(s)"]
+    lines += list(budget_lines)
     for r, t in zip(results, targets):
         b = t["baseline"]
         by_name = {n.name: n for n in r.nodes}
@@ -1212,9 +1235,12 @@ class _Reporter:
         if budgets is None:
             return None
         used = {k for e in self.entries for k in ((e.get("numerics") or {}).get("budget_keys") or [])}
-        ran = any((e.get("numerics") or {}).get("enabled") for e in self.entries)
+        used |= {t["budget"]["key"] for e in self.entries for t in e.get("targets") or [] if t.get("budget")}
+        numerics_ran = any((e.get("numerics") or {}).get("enabled") for e in self.entries)
+        ran = any(e.get("targets") for e in self.entries)  # deployment budgets apply to every completed check
         partial = self._partial_run()
-        stale = budgets.stale(state.release, used) if ran and not partial else []
+        stale = (budgets.stale(state.release, used, tests=numerics_ran, targets=True)
+                 if ran and not partial else [])
         info = {"path": str(budgets.path), "release": state.release,
                 "release_in_force": budgets.release_in_force(state.release), "stale": stale,
                 "tightening_problems": list(self.tightening)}

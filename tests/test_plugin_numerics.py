@@ -193,15 +193,31 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
     r = suite.runpytest("--npu-release=1.0.0")
     r.assert_outcomes(failed=1)
     out = r.stdout.str()
-    assert "toy@1.0/soc-a: budget exceeded: 1 CPU-fallback node(s), budget 0 (release 1.0.0, entry 'toy@*')" in out
+    # a deployment budget is part of the deployability verdict, not of the numerics
+    failure = out.split("npu_deployable: the model fails the deployability check on 1 of 1 target(s)")[1]
+    assert failure.lstrip().startswith("toy@1.0/soc-a: deployment budget exceeded: 1 CPU-fallback node(s) over "
+                                       "max_cpu_fallback_nodes 0 (release 1.0.0, entry 'toy@*')")
+    assert "fails the numeric checks" not in out
     assert "stale: releases/1.0.0/tests/*no_such_test*" in out
+    # -k that keeps every marked test is the whole suite for the budgets
+    r = suite.runpytest("--npu-release=1.0.0", "-k", "reflect")
+    assert "stale: releases/1.0.0/tests/*no_such_test*" in r.stdout.str() and "not checked" not in r.stdout.str()
     # a partial run cannot tell a stale entry from one the tests it left out use
+    suite.makepyfile(test_other="""
+        import pytest, torch
+        from numeric_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
     r = suite.runpytest("--npu-release=1.0.0", "-k", "reflect", "--npu-report=json:r.json")
-    r.assert_outcomes(failed=1)
+    r.assert_outcomes(failed=1, deselected=1)
     out = r.stdout.str()
-    assert "stale: releases" not in out and "stale entries not checked: a partial run (-k)" in out
+    assert "stale: releases" not in out and "stale entries not checked: a partial run (1 marked test(s) deselected)" in out
     budgets = json.loads((suite.path / "r.json").read_text())["budgets"]
-    assert budgets["stale"] == [] and budgets["stale_not_checked"].startswith("a partial run (-k)")
+    assert budgets["stale"] == [] and budgets["stale_not_checked"].startswith("a partial run (1 marked")
+    (suite.path / "test_other.py").unlink()
 
     r = suite.runpytest("--npu-release=0.9")  # no release in force: no budget applies
     r.assert_outcomes(passed=1)
@@ -214,8 +230,11 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
         def test_reflect(npu_check):
             npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
     """)
-    r = suite.runpytest("--npu-release=1.0.0")
-    r.assert_outcomes(passed=1)
+    # switching the numerics off does not switch the deployment budget off
+    for args in (["--npu-release=1.0.0"], ["--npu-release=1.0.0", "--npu-no-numerics"]):
+        r = suite.runpytest(*args)
+        r.assert_outcomes(failed=1)
+        assert "deployment budget exceeded: 1 CPU-fallback node(s)" in r.stdout.str()
 
 
 def test_a_float16_model_is_compared_as_fp16_and_a_shared_emulation_failure_names_every_target(suite):
