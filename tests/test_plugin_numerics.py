@@ -199,9 +199,14 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
                                        "max_cpu_fallback_nodes 0 (release 1.0.0, entry 'toy@*')")
     assert "fails the numeric checks" not in out
     assert "stale: releases/1.0.0/tests/*no_such_test*" in out
-    # -k that keeps every marked test is the whole suite for the budgets
-    r = suite.runpytest("--npu-release=1.0.0", "-k", "reflect")
-    assert "stale: releases/1.0.0/tests/*no_such_test*" in r.stdout.str() and "not checked" not in r.stdout.str()
+    # -k or -m that keeps every marked test is the whole suite for the budgets (the recommended
+    # `pytest -m npu_deployable` deselects only unmarked tests)
+    suite.makepyfile(test_plain="def test_plain():\n    pass\n")
+    for args in (["-k", "reflect"], ["-m", "npu_deployable"]):
+        r = suite.runpytest("--npu-release=1.0.0", *args)
+        r.assert_outcomes(failed=1, deselected=1)
+        assert "stale: releases/1.0.0/tests/*no_such_test*" in r.stdout.str() and "not checked" not in r.stdout.str()
+    (suite.path / "test_plain.py").unlink()
     # a partial run cannot tell a stale entry from one the tests it left out use
     suite.makepyfile(test_other="""
         import pytest, torch
@@ -279,3 +284,37 @@ def test_a_float16_model_is_compared_as_fp16_and_a_shared_emulation_failure_name
         ("toy@1.1/soc-a", False), ("toy@1.1/soc-b", False)]
     assert "toy@1.1/soc-a: fp16 emulation vs fp32" in out
     assert "toy@1.1/soc-b: fp16 emulation vs fp32: FAIL, the same emulation as toy@1.1/soc-a above" in out
+
+
+def test_an_update_run_records_fallbacks_and_still_fails_on_numerics(suite):
+    """--npu-update-baseline accepts CPU fallbacks, never numeric failures: the run is red, its last line
+    counts the failure, and the fallback is recorded (README and docs/ci.md say so)."""
+    suite.makepyfile(test_upd="""
+        import pytest, torch
+        import torch.nn.functional as F
+
+        class Both(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 8, 3)
+
+            def forward(self, x):
+                y = self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+                if torch.onnx.is_in_onnx_export():
+                    y = y * 1.01
+                return torch.relu(y)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_both(npu_check):
+            npu_check(Both().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-update-baseline")
+    r.assert_outcomes(failed=1)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    out = r.stdout.str()
+    assert "npucheck baseline updated: npucheck-baseline.json (1 entries, 1 added" in out
+    assert "numerics: test_upd.py::test_both fails the numeric checks" in out
+    assert "npu_deployable: the model fails the deployability check" not in out  # the fallback was accepted
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)  # the numerics still fail; the Pad is accepted
+    assert "(0 new, 1 accepted fallback(s))" in r.stdout.str()
