@@ -399,7 +399,8 @@ class _State:
 
 _STATE = pytest.StashKey[_State]()
 _SPEC = pytest.StashKey[CheckSpec]()
-_ENTRY = pytest.StashKey[dict]()
+_ENTRY = pytest.StashKey[dict]()  # the entry of the test's current npu_check call
+_ENTRIES = pytest.StashKey[list]()  # the entries of all its calls (call 1 has no "call" key)
 _CALLED = pytest.StashKey[bool]()
 _TEMP_EXPORTS = pytest.StashKey[list]()  # --npu-no-export-cache: directories to remove when the test ends
 _ISOLATE_BEFORE = pytest.StashKey[Any]()
@@ -592,7 +593,11 @@ def _cache_dir(config: pytest.Config) -> Optional[Path]:
 
 def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: Any, **overrides: Any) -> NpuCheckOutcome:
     state = item.config.stash[_STATE]
+    calls = item.stash.setdefault(_ENTRIES, [])  # every call of the test is recorded, keyed by its number
     entry: dict[str, Any] = {"nodeid": item.nodeid, "status": "error", "error": None, "export": None, "targets": []}
+    if calls:
+        entry["call"] = len(calls) + 1
+    calls.append(entry)
     item.stash[_ENTRY] = entry
     item.stash[_CALLED] = True
     from .check import check_graph, graph_facts
@@ -998,7 +1003,7 @@ def _gate(item: pytest.Item, state: _State, graph: Any, results: Sequence[Any], 
     edges = _edges(graph, results)
     ok = True
     for r, tj in zip(results, entry["targets"]):
-        m = match(state.baseline.for_pair(item.nodeid, r.target), fallbacks(tj))
+        m = match(state.baseline.for_pair(item.nodeid, r.target, entry.get("call", 1)), fallbacks(tj))
         # an update run records CPU fallbacks; an unsupported node (the build fails) it refuses
         blocking = refused(m.new) if state.updating else m.new
         over_budget = bool((tj.get("budget") or {}).get("problems"))
@@ -1193,7 +1198,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         if entry is not None:
             if entry["status"] == "error" and not entry.get("error") and call.excinfo is not None:
                 entry["error"] = _exception_text(call.excinfo)  # the check stopped on one it did not foresee
-            report.npucheck = entry  # plain JSON-able data: travels from xdist workers to the controller
+            # plain JSON-able data: travels from xdist workers to the controller; one entry per npu_check call
+            report.npucheck = item.stash.get(_ENTRIES, None) or [entry]
     return report
 
 
@@ -1304,9 +1310,9 @@ class _Reporter:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        entry = getattr(report, "npucheck", None)
-        if entry is not None and report.when == "call":
-            self.entries.append(entry)
+        entries = getattr(report, "npucheck", None)
+        if entries is not None and report.when == "call":
+            self.entries += entries if isinstance(entries, list) else [entries]
         elif report.when == "???" and report.failed:  # pytest-xdist: the worker died while running the test
             if not any(e["nodeid"] == report.nodeid for e in self.entries):
                 text = str(report.longrepr or "worker crashed").strip()
@@ -1395,10 +1401,13 @@ class _Reporter:
 
         tr = terminalreporter
         tr.section("npucheck summary")
-        for entry in sorted(self.entries, key=lambda e: e["nodeid"]):
+        from .report.views import test_label
+
+        for entry in sorted(self.entries, key=lambda e: (e["nodeid"], e.get("call", 1))):
+            label = clean(test_label(entry), 300)
             if entry.get("error") and not entry.get("targets"):
                 first = (entry["error"].splitlines() or [""])[0]
-                tr.write_line(f"ERROR {clean(entry['nodeid'], 300)}: {clean(first, 300)}")
+                tr.write_line(f"ERROR {label}: {clean(first, 300)}")
                 continue
             for t in entry.get("targets", []):
                 s = t["summary"]
@@ -1411,18 +1420,18 @@ class _Reporter:
                     extra += f", {n_refused} unsupported refused)" if n_refused else ")"
                 elif b["new"] or b["accepted"]:
                     extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
-                tr.write_line(f"{word} {clean(entry['nodeid'], 300)} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
+                tr.write_line(f"{word} {label} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
                               f"unsupported {s['unsupported']}, folded {s['folded']}{extra}")
             num = entry.get("numerics") or {}
             if num.get("enabled") and not num.get("passed"):
-                tr.write_line(f"FAIL {clean(entry['nodeid'], 300)} numerics"
+                tr.write_line(f"FAIL {label} numerics"
                               + (f": {clean(num['error'], 300)}" if num.get("error") else ""))
             for o in (entry.get("oracle") or {}).get("targets", []):
                 from .report.text import oracle_lines
 
                 text = oracle_lines(o)
                 bad = o["status"] == "error" or bool((o.get("agreement") or {}).get("disagreements"))
-                tr.write_line(f"{clean(entry['nodeid'], 300)} {text[0]}", red=bad, yellow=o["status"] == "unavailable")
+                tr.write_line(f"{label} {text[0]}", red=bad, yellow=o["status"] == "unavailable")
                 for ln in text[1:]:
                     tr.write_line(ln, red=ln.lstrip().startswith("TABLE BUG"))
         if info is not None:
@@ -1505,7 +1514,9 @@ def _entry_text(e: Mapping[str, Any]) -> str:
 
     loc = e.get("location")
     where = f" at {loc['module'] or '<root>'} {loc['file']}:{loc['line']}" if loc else ""
-    return f"{clean(e['test'], 300)} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}{clean(where, 200)}"
+    call = f" [call {e['call']}]" if e.get("call", 1) != 1 else ""
+    return (f"{clean(e['test'], 300)}{call} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}"
+            f"{clean(where, 200)}")
 
 
 __all__ = ["npu_check", "NpuCheckOutcome", "CheckSpec"]

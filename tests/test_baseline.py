@@ -277,3 +277,56 @@ def test_update_run_refuses_an_undeployable_model_and_an_existing_entry_for_it_i
     r = project.runpytest("test_head.py")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "$.entries.1" in r.stderr.str() and "verdict 'unsupported' cannot be accepted" in r.stderr.str()
+
+
+# -- several npu_check calls in one test (issue 25, item 5) -----------------------------------------
+
+TWO_CALLS = '''
+import pytest, torch
+import torch.nn.functional as F
+
+class Enc(torch.nn.Module):
+    def forward(self, x):
+        return F.pad(x, (1, 1, 1, 1), mode="reflect")
+
+class Dec(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(F.pad(x, (2, 2, 2, 2), mode="reflect"))
+
+@pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], numerics=False)
+def test_pipeline(npu_check):
+    npu_check(Enc().eval(), torch.randn(1, 3, 8, 8))
+    npu_check(Dec().eval(), torch.randn(1, 3, 8, 8))
+'''
+
+
+def test_every_npu_check_call_of_a_test_is_recorded_keyed_by_call(project):
+    from pytest_npucheck.report.jsonreport import validate
+
+    project.makepyfile(test_two=TWO_CALLS)
+    base = project.path / "npucheck-baseline.json"
+    r = project.runpytest("test_two.py", "--npu-update-baseline", "--npu-report=json:r.json", "--npu-report=md:r.md")
+    r.assert_outcomes(passed=1)
+    doc = json.loads(base.read_text())
+    assert bl.validate(doc) == []
+    assert sorted((e["test"], e.get("call", 1)) for e in doc["entries"]) == [
+        ("test_two.py::test_pipeline", 1), ("test_two.py::test_pipeline", 2)]
+    rep = json.loads((project.path / "r.json").read_text())
+    assert validate(rep) == [] and [t.get("call", 1) for t in rep["tests"]] == [1, 2]
+    assert "call 2" in (project.path / "r.md").read_text()
+    # a team documents the second model's fallback; a plain run accepts both calls' fallbacks
+    for e in doc["entries"]:
+        e["reason"] = f"decoder pad, call {e.get('call', 1)}"
+    base.write_text(json.dumps(doc))
+    r = project.runpytest("test_two.py", "--npu-baseline-strict")
+    r.assert_outcomes(passed=1)
+    assert "PASS test_two.py::test_pipeline [call 2] toy@1.0/soc-a" in r.stdout.str()
+    # the first model gains a fallback: call 1 fails, call 2 never runs; an update must not drop
+    # call 2's curated entry as "removed"
+    project.makepyfile(test_two=TWO_CALLS.replace('return F.pad(x, (1, 1, 1, 1), mode="reflect")',
+                                                  'return torch.topk(F.pad(x, (1, 1, 1, 1), mode="reflect"), 2).values'))
+    r = project.runpytest("test_two.py", "--npu-update-baseline")
+    r.assert_outcomes(failed=1)
+    assert "removed:" not in r.stdout.str()
+    kept = [e for e in json.loads(base.read_text())["entries"] if e.get("call") == 2]
+    assert [e["reason"] for e in kept] == ["decoder pad, call 2"]

@@ -10,9 +10,19 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-__all__ = ["pct", "where", "gate", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
+__all__ = ["test_label", "test_order", "pct", "where", "gate", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
 
 _REFERENCE = {"pytorch": "PyTorch", "onnxruntime_fp32": "ONNX Runtime fp32"}
+
+
+def test_label(test: Mapping[str, Any]) -> str:
+    """A test entry's name: its node id, with ``[call N]`` for the second and later npu_check calls."""
+    call = test.get("call", 1)
+    return test["nodeid"] if call == 1 else f"{test['nodeid']} [call {call}]"
+
+
+def test_order(test: Mapping[str, Any]) -> tuple[str, int]:
+    return (test["nodeid"], int(test.get("call", 1)))
 
 
 def pct(x: Any) -> str:
