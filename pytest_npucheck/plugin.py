@@ -720,7 +720,7 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     from .budget import report_entry
     from . import isolate
     from .emulate import random_inputs, run_model, seed_for
-    from .numerics import policy_for, precision_key
+    from .numerics import policy_for
     from .oracles.oracle import run_target
 
     test_id = item.nodeid
@@ -801,6 +801,12 @@ def _rebuild(x: Any, arrays: list[Any]) -> Any:
 
 def _torch_outputs(model: Any, example_inputs: Any, names: Sequence[str]) -> dict[str, Any]:
     """The live PyTorch outputs (eval mode, no grad) by ONNX output name; ValueError if they do not line up."""
+    return _torch_outputs_named(model, example_inputs, names)[0]
+
+
+def _torch_outputs_named(model: Any, example_inputs: Any, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The live PyTorch outputs by ONNX output name, and the model's own name of each output that has
+    one (a dict key or namedtuple field, dotted when nested: ``{"onnx name": "heads.labels"}``)."""
     import torch
 
     from .export import _split_inputs
@@ -811,7 +817,31 @@ def _torch_outputs(model: Any, example_inputs: Any, names: Sequence[str]) -> dic
     leaves = _leaves(out)
     if len(leaves) != len(names):
         raise ValueError(f"the model returns {len(leaves)} tensor(s) but the ONNX graph has {len(names)} output(s)")
-    return {n: t.detach().cpu().numpy() for n, t in zip(names, leaves)}
+    own = _leaf_names(out)
+    return ({n: t.detach().cpu().numpy() for n, t in zip(names, leaves)},
+            {n: own[k] for k, n in enumerate(names) if own[k] and own[k] != n})
+
+
+def _leaf_names(x: Any) -> list[Optional[str]]:
+    """Per tensor leaf (the order of :func:`_leaves`), its path of dict keys and namedtuple fields
+    (positions of plain tuples and lists in brackets); None when no key or field is on the path."""
+    out: list[Optional[str]] = []
+
+    def walk(v: Any, path: str, named: bool) -> None:
+        if isinstance(v, Mapping):
+            for k, w in v.items():
+                walk(w, f"{path}.{k}" if path else str(k), True)
+        elif isinstance(v, tuple) and hasattr(v, "_fields"):
+            for f, w in zip(v._fields, v):
+                walk(w, f"{path}.{f}" if path else f, True)
+        elif isinstance(v, (list, tuple)):
+            for k, w in enumerate(v):
+                walk(w, f"{path}[{k}]", named)
+        elif hasattr(v, "detach") and hasattr(v, "shape"):
+            out.append(path if named else None)
+
+    walk(x, "", False)
+    return out
 
 
 def _target_precision(test_budget: Any, target: str, table: Any, fallback: str) -> tuple[str, Optional[str]]:
@@ -861,8 +891,8 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
     Fills ``entry["numerics"]`` and returns the failure lines (empty when everything passed)."""
     from .budget import report_entry
     from . import isolate
-    from .emulate import diagnose, emulate, run_model
-    from .numerics import policy_for, precision_key
+    from .emulate import diagnose, emulate, run_with_margins
+    from .numerics import policy_for
 
     test_id = item.nodeid
     info: dict[str, Any] = {"enabled": True, "passed": True, "error": None, "notes": [], "release": None,
@@ -884,10 +914,10 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
             info["notes"].append(f"example inputs ({len(flat_inputs)} tensor(s)) do not line up with the ONNX "
                                  f"inputs ({len(graph.inputs)}): emulation on seeded random inputs, no PyTorch "
                                  "comparison")
-        reference = None
+        reference, own_names = None, {}
         if feeds is not None:
             try:
-                reference = _torch_outputs(model, example_inputs, graph.outputs)
+                reference, own_names = _torch_outputs_named(model, example_inputs, graph.outputs)
             except ValueError as exc:
                 info["notes"].append(f"no PyTorch comparison: {exc}")
         # 1) the exported graph on ONNX Runtime CPU (fp32) vs PyTorch
@@ -901,8 +931,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
             if half:
                 info["notes"].append("the model computes in float16: ONNX Runtime vs PyTorch is compared with "
                                      "the fp16 policy")
-            comp = compare_outputs(reference, isolate.call("onnxruntime", run_model, onnx_path, feeds),
-                                   policy_for(ort_key))
+            # integer outputs are labels: the logits ONNX Runtime computes tell a near-tie from a flip
+            onnx_out, margins = isolate.call("onnxruntime", run_with_margins, onnx_path, feeds)
+            comp = compare_outputs(reference, onnx_out, policy_for(ort_key), margins=margins, model_names=own_names)
             info["onnx_vs_pytorch"] = comp.to_json()
             if not comp.passed:
                 fail.append(f"ONNX export (ONNX Runtime CPU, {'float16 model' if half else 'fp32'}) vs PyTorch "
@@ -926,7 +957,7 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
             first_target[key] = r.target
             policy = test_budget.policy_for(key) if test_budget is not None else policy_for(key)
             emu = isolate.call(f"onnxruntime ({key} emulation)", emulate, onnx_path, key, feeds, test_id=test_id,
-                               calibration=[feeds] if feeds else None, policy=policy)
+                               calibration=[feeds] if feeds else None, policy=policy, model_names=own_names)
             ej_result = emu.to_json()
             ej_result.pop("seconds", None)  # reports stay identical across runs and processes
             ej: dict[str, Any] = {"target": r.target, "precision": key, "passed": emu.passed, "result": ej_result,
