@@ -318,3 +318,55 @@ def test_an_update_run_records_fallbacks_and_still_fails_on_numerics(suite):
     r = suite.runpytest()
     r.assert_outcomes(failed=1)  # the numerics still fail; the Pad is accepted
     assert "(0 new, 1 accepted fallback(s))" in r.stdout.str()
+
+
+LABEL_TESTS = """
+import pytest, torch
+
+
+class Classifier(torch.nn.Module):
+    '''Identity logits: row 0 is a near-tie (1.0 vs 1.0001) that fp16 rounds to a tie and flips.'''
+
+    def __init__(self, swap=False):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4, bias=False)
+        self.swap = swap
+        with torch.no_grad():
+            self.fc.weight.copy_(torch.eye(4))
+
+    def forward(self, x):
+        logits = self.fc(x)
+        if self.swap and torch.onnx.is_in_onnx_export():
+            logits = logits.flip(-1)  # the export computes other labels: real flips
+        return {"labels": logits.argmax(-1), "scores": logits}
+
+
+X = torch.tensor([[1.0, 1.0001, 0.0, 0.0]] + [[0.0, 0.0, 3.0, 0.0]] * 255)
+
+
+@pytest.mark.npu_deployable(targets=["qnn@2.51.0/htp-v73"])
+def test_near_tie(npu_check):
+    npu_check(Classifier().eval(), X)
+
+
+@pytest.mark.npu_deployable(targets=["qnn@2.51.0/htp-v73"])
+def test_real_flip(npu_check):
+    npu_check(Classifier(swap=True).eval(), X)
+"""
+
+
+def test_label_outputs_pass_near_ties_and_fail_real_flips_by_their_own_name(suite):
+    suite.makepyfile(test_labels=LABEL_TESTS)
+    r = suite.runpytest("--npu-report=json:r.json")
+    r.assert_outcomes(passed=1, failed=1)
+    out = r.stdout.str()
+    doc = json.loads((suite.path / "r.json").read_text())
+    near = next(t for t in doc["tests"] if t["nodeid"].endswith("test_near_tie"))
+    [emu] = near["numerics"]["emulation"]
+    [labels] = [o for o in emu["result"]["comparison"]["outputs"] if o.get("model_name") == "labels"]
+    assert labels["passed"] and labels["labels"]["flips"] == 1 and labels["labels"]["near_ties"] == 1
+    assert labels["labels"]["flipped"][0]["index"] == [0] and labels["labels"]["margins_known"]
+    failure = out.split("_ test_real_flip _")[1]
+    assert "FAIL output 'labels' (ONNX output" in failure
+    assert "compared as labels: 256 of 256 element(s) differ; 255 beyond the reference's margin, 1 near-tie" in failure
+    assert "cosine" not in failure.split("FAIL output 'labels'")[1].split("output")[0]  # no float metrics on labels
