@@ -944,8 +944,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         first_target: dict[str, str] = {}
         for r, table in zip(results, tables):
             key, note = _target_precision(test_budget, r.target, table, "float32")
-            if note:
+            if note:  # a budget changing a target's default precision is said, in the reports and the terminal
                 info["notes"].append(note)
+                item.warn(pytest.PytestWarning(f"npu_check: {note}"))
             if key == "fp32":
                 continue
             if key in done:

@@ -370,3 +370,31 @@ def test_label_outputs_pass_near_ties_and_fail_real_flips_by_their_own_name(suit
     assert "FAIL output 'labels' (ONNX output" in failure
     assert "compared as labels: 256 of 256 element(s) differ; 255 beyond the reference's margin, 1 near-tie" in failure
     assert "cosine" not in failure.split("FAIL output 'labels'")[1].split("output")[0]  # no float metrics on labels
+
+
+def test_a_budget_precision_that_changes_a_targets_default_says_so(suite):
+    """A pattern entry with precision fp16 used to switch SNPE's emulation from its int8 default silently."""
+    suite.makepyfile(test_prec="""
+        import pytest, torch
+        from numeric_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["snpe@2025.08/htp"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    (suite.path / "npu-budgets.json").write_text(json.dumps({"format": 1, "releases": {"1.0.0": {
+        "tests": {"*clean*": {"precision": "fp16"}}}}}))
+    r = suite.runpytest("--npu-release=1.0.0", "--npu-report=json:r.json")
+    r.assert_outcomes(passed=1, warnings=1)
+    note = ("budget entry '*clean*' (release 1.0.0) sets precision fp16 for snpe@2025.08/htp, whose table default "
+            "is int8")
+    assert note in r.stdout.str()
+    [t] = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert note in t["numerics"]["notes"] and t["numerics"]["emulation"][0]["precision"] == "fp16"
+    # per target: another target keeps its default, no note
+    (suite.path / "npu-budgets.json").write_text(json.dumps({"format": 1, "releases": {"1.0.0": {
+        "tests": {"*clean*": {"precision": {"rknn@*": "fp16"}}}}}}))
+    r = suite.runpytest("--npu-release=1.0.0", "--npu-report=json:r.json")
+    r.assert_outcomes(passed=1)
+    [t] = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert t["numerics"]["notes"] == [] and t["numerics"]["emulation"][0]["precision"] == "int8"
