@@ -4,6 +4,7 @@ named as such, their fix is checked on the rewritten graph, and the torchscript 
 
 from __future__ import annotations
 
+import pytest
 from onnx import helper
 
 from conftest import const, make_model
@@ -20,6 +21,7 @@ def _export(model, x, exporter, tmp_path):
     return export_model(model, x, ExportOptions(exporter=exporter, opset=18), cache_dir=tmp_path / exporter).path
 
 
+@pytest.mark.export
 def test_exporter_artefacts_are_named_their_fix_checked_and_the_other_exporter_passes(tmp_path):
     """dynamo writes LSTM layout=0 explicitly (RKNN 2.5.0 rejects it: 'Unrecognized attribute: layout', probed)
     and allowzero=1 on every Reshape (SNPE: documentation only); both fixes are checked on the rewritten
@@ -78,6 +80,7 @@ def test_allowzero_fix_leaves_a_reshape_whose_shape_has_a_zero(save):
     assert s.verification.moved_to_npu == 1 and s.verification.fallbacks_after == 1  # keep_dim is left as it is
 
 
+@pytest.mark.export
 def test_resize_align_corners_gets_a_checked_fix(tmp_path):
     import torch
     import torch.nn.functional as F
