@@ -33,8 +33,14 @@ def _check_report_path(value: str, path: Path) -> None:
     """A report that cannot be written is a usage error now, not after the whole run (F3)."""
     import os
 
+    from .jsonio import special_file
+
     if path.is_dir():
         raise pytest.UsageError(f"--npu-report={value!r}: {path} is a directory")
+    kind = special_file(path, follow=True)
+    if kind is not None:  # a device or a FIFO would be replaced by a regular file (/dev/null as root)
+        raise pytest.UsageError(f"--npu-report={value!r}: {path} is {kind}, not a regular file; reports are only "
+                                "written to regular files or new paths")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent  # write_atomic creates missing directories below the first existing one
@@ -185,6 +191,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if state.updating and state.baseline_path.is_symlink() and not hasattr(config, "workerinput"):
         raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is a symbolic link; the baseline "
                                 "is not written through links")
+    if state.updating and not hasattr(config, "workerinput"):
+        from .jsonio import special_file
+
+        kind = special_file(state.baseline_path)
+        if kind is not None:
+            raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is {kind}, not a regular file; "
+                                    "the baseline is only written to a regular file or a new path")
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
