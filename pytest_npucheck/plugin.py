@@ -123,6 +123,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="skip the numeric checks (PyTorch vs ONNX Runtime, precision emulation, goldens, budgets)")
     group.addoption("--npu-update-golden", action="store_true", default=False,
                     help="write the stored goldens of golden-checked tests (such a run is never green)")
+    group.addoption("--npu-golden-max-mb", default=None, metavar="MIB",
+                    help="what one stored golden may hold, in MiB, checked before it is read (default: ini "
+                         "npu_golden_max_mb, else 256)")
     group.addoption("--npu-budgets", default=None, metavar="PATH",
                     help="per-release budgets file (default: npu-budgets.json at the rootdir, if it exists)")
     group.addoption("--npu-release", default=None, metavar="VERSION",
@@ -155,6 +158,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_golden", "check every marked test against a stored golden", type="bool", default=False)
     parser.addini("npu_golden_dir", "directory of stored goldens (default: npu_goldens at the rootdir)",
                   type="paths", default=[])
+    parser.addini("npu_golden_max_mb", "what one stored golden may hold, in MiB (default 256)", default="")
     parser.addini("npu_budgets", "per-release budgets file (default: npu-budgets.json at the rootdir)",
                   type="paths", default=[])
     parser.addini("npu_release", "release whose budgets apply (default: the project's version)", default="")
@@ -179,6 +183,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _State(config)
     state = config.stash[_STATE]
     state.oracle_mode  # an invalid ini value is a usage error before any test runs
+    state.golden_max_bytes
     seen: dict[Path, str] = {}
     for value in config.getoption("npu_report") or []:
         _, report_path = _report_spec(value)
@@ -334,6 +339,23 @@ class _State:
     def golden_root(self) -> Path:
         ini = self.config.getini("npu_golden_dir")
         return Path(ini[0]) if ini else Path(self.config.rootpath) / "npu_goldens"
+
+    @property
+    def golden_max_bytes(self) -> Optional[int]:
+        """--npu-golden-max-mb, else the ini key, in bytes; None: golden.DEFAULT_MAX_MB. A usage error
+        naming the setting when it is not a positive whole number."""
+        opt = self.config.getoption("npu_golden_max_mb")
+        where, value = ("--npu-golden-max-mb", opt) if opt is not None else (
+            "ini key npu_golden_max_mb", str(self.config.getini("npu_golden_max_mb") or "").strip())
+        if value in (None, ""):
+            return None
+        try:
+            mb = int(str(value).strip())
+        except ValueError:
+            mb = 0
+        if mb <= 0:
+            raise pytest.UsageError(f"{where}: expected a whole number of MiB greater than 0, got {value!r}")
+        return mb << 20
 
     @property
     def budgets_path(self) -> Optional[Path]:
@@ -920,7 +942,7 @@ def _golden_step(item: pytest.Item, state: _State, model: Any, example_inputs: A
     from .golden import GoldenStore
     from .numerics import policy_for
 
-    store = GoldenStore(state.golden_root)
+    store = GoldenStore(state.golden_root, anchor=Path(item.config.rootpath), max_bytes=state.golden_max_bytes)
     test_id = item.nodeid
     policy = policy_for("fp32")
     if feeds is None or reference is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import io
 import os
 import sys
 import zipfile
@@ -186,3 +187,116 @@ def test_a_golden_directory_that_is_a_file_is_named_as_such(tmp_path):
         with pytest.raises(GoldenError, match="the golden directory is a file, not a directory"):
             call()
     assert root.read_text() == "not a directory"
+
+
+# -- round two (issue 27): a zip bomb, a linked golden root ----------------------------------------
+
+def _zip_bomb(path: Path, declared: int) -> None:
+    """A golden whose output array is DEFLATE-compressed zeros declared at ``declared`` bytes: a file of
+    a few MiB that numpy would decompress whole into memory."""
+    import json
+
+    meta = io.BytesIO()
+    np.save(meta, np.array(json.dumps({"format": 1, "test_id": "t::bomb"})))
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(head, {"descr": "<f4", "fortran_order": False,
+                                                 "shape": (declared // 4,)})
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("__meta__.npy", meta.getvalue())
+        with zf.open("output/y.npy", "w", force_zip64=True) as fh:
+            fh.write(head.getvalue())
+            chunk = bytes(1 << 24)
+            for _ in range(declared // len(chunk)):
+                fh.write(chunk)
+
+
+@pytest.mark.reliability("S2")
+def test_a_golden_zip_bomb_is_refused_from_its_headers_before_anything_is_read(tmp_path):
+    """A 2 GiB array compressed to ~2 MiB made a normal run peak at 4.6 GB RSS. The declared size is
+    checked against the limit before numpy reads anything: in a child capped at 1 GiB of address
+    space above its start, reading it fails with the named error, not a MemoryError."""
+    import subprocess
+
+    root = tmp_path / "g"
+    root.mkdir()
+    store = GoldenStore(root)
+    bomb = store.path_for("t::bomb")
+    _zip_bomb(bomb, 2 << 30)
+    assert bomb.stat().st_size < 16 << 20
+    code = ("import resource, sys\n"
+            "from pytest_npucheck.golden import GoldenError, GoldenStore\n"
+            "import numpy\n"
+            "with open('/proc/self/statm') as fh: size = int(fh.read().split()[0]) * resource.getpagesize()\n"
+            "resource.setrlimit(resource.RLIMIT_AS, (size + (1 << 30), resource.RLIM_INFINITY))\n"
+            "try:\n"
+            "    GoldenStore(sys.argv[1]).load('t::bomb')\n"
+            "except GoldenError as exc:\n"
+            "    print('GoldenError:', exc)\n"
+            "print('maxrss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+    res = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "golden too large" in res.stdout and str(bomb) in res.stdout and "--npu-golden-max-mb" in res.stdout
+    rss_mib = int(res.stdout.split("maxrss_kib")[1]) / 1024
+    assert rss_mib < 512, f"peak RSS {rss_mib:.0f} MiB: the array was allocated"
+
+
+@pytest.mark.reliability("S2")
+def test_the_golden_size_limit_can_be_raised_and_applies_to_members_and_the_file(tmp_path):
+    store = GoldenStore(tmp_path)
+    path = store.save("t::a", {"x": np.ones(4, np.float32)}, {"y": np.ones((64, 64), np.float32)})
+    assert store.load("t::a") is not None  # the default limit (256 MiB) holds a normal golden
+    packed = io.BytesIO()  # compressed: a file under the limit whose arrays are over it
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info))
+    path.write_bytes(packed.getvalue())
+    assert path.stat().st_size < 8 << 10
+    small = GoldenStore(tmp_path, max_bytes=8 << 10)  # 8 KiB: the 16 KiB output is over it
+    with pytest.raises(GoldenError, match=r"golden too large: its members declare \d+ bytes, over the limit of 8192"):
+        small.load("t::a")
+    with pytest.raises(GoldenError, match="golden too large: the file is"):
+        read_golden(path, max_bytes=100)
+    assert GoldenStore(tmp_path, max_bytes=1 << 20).load("t::a").outputs["y"].shape == (64, 64)
+    # a member numpy would read whole as bytes (not an array) is refused
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("notes.txt", b"x" * 100)
+    with pytest.raises(GoldenError, match="unexpected member 'notes.txt'"):
+        store.load("t::a")
+
+
+@pytest.mark.reliability("S2")
+@pytest.mark.parametrize("value", ["0", "-3", "lots"])
+def test_a_bad_golden_size_limit_is_a_usage_error(pytester, value):
+    pytester.makepyfile("def test_a():\n    assert True\n")
+    res = pytester.runpytest_inprocess(f"--npu-golden-max-mb={value}")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and "--npu-golden-max-mb" in res.stderr.str()
+    pytester.makeini(f"[pytest]\nnpu_golden_max_mb = {value}\n")
+    res = pytester.runpytest_inprocess()
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and "ini key npu_golden_max_mb" in res.stderr.str()
+
+
+@pytest.mark.reliability("S9")
+@pytest.mark.parametrize("linked", ["root", "parent"])
+def test_a_linked_golden_root_is_refused_and_nothing_is_written_outside(tmp_path, linked):
+    """A golden root that is a symbolic link (or a directory of it below the rootdir) was followed: the
+    check resolved the root too, and `.obtained.npz` files were written out of the repository."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    if linked == "root":
+        os.symlink(outside, repo / "goldens")
+        root = repo / "goldens"
+    else:
+        os.symlink(outside, repo / "tests")
+        root = repo / "tests" / "goldens"
+    store = GoldenStore(root, anchor=repo)
+    out = {"y": np.ones(3, np.float32)}
+    for call in (lambda: store.check("t::a", out, "fp32", update=True), lambda: store.check("t::a", out, "fp32"),
+                 lambda: store.load("t::a"), lambda: store.save("t::a", {}, out)):
+        with pytest.raises(GoldenError, match="the golden directory is a symbolic link"):
+            call()
+    assert list(outside.rglob("*")) == []
+    if linked == "root":  # without an anchor, the root itself is still checked
+        with pytest.raises(GoldenError, match="symbolic link"):
+            GoldenStore(root).check("t::a", out, "fp32", update=True)
+    assert list(outside.rglob("*")) == []
