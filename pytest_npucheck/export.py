@@ -748,6 +748,9 @@ def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOption
     the options, and the versions of python, torch, onnx, onnxscript, onnx-ir and the key
     format. Stable across processes: nothing depends on ``id()`` or ``hash()``.
 
+    Also covered: the code of what a module holds that is not a Module (``self.act = Act()``, a
+    function, a closure, a bound method, in lists and dicts), their attributes, a few levels deep.
+
     Not covered: code reached only through attributes of other modules (``helpers.scale(x)``
     where ``helpers`` is an imported module of yours) and torch global settings.
     """
@@ -782,6 +785,7 @@ def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOption
         for attr, value in vars(module).items():
             if attr not in _MODULE_INTERNAL_ATTRS:
                 h.value("attr:" + attr, value)
+                code.held("attr:" + attr, value)  # the code of callables and objects the module holds
         if "forward" in vars(module):
             code.function("instance_forward", vars(module)["forward"])
         for hooks in ("_forward_pre_hooks", "_forward_hooks"):
@@ -937,6 +941,41 @@ class _CodeWalker:
         if inspect.isfunction(fn) and not _is_torch_owned(fn) and self._first_visit(fn):
             self._globals_of(fn, depth + 1)
 
+    def held(self, label: str, value: Any, depth: int = 0) -> None:
+        """The code a module reaches through a value it holds that is not a Module: a function (its
+        source, globals and closure), a bound method and its object, an instance of a user class
+        (the class's code, then its attributes), in lists, tuples and dicts; ``depth`` levels down.
+        ``self.act = Act()`` with ``Act.__call__`` edited from relu to topk kept the key before."""
+        import torch
+
+        if depth > self._MAX_DEPTH or value is None or isinstance(
+                value, (bool, int, float, complex, str, bytes, torch.Tensor, torch.nn.Module, types.ModuleType)):
+            return  # plain values are hashed by _Hasher.value; modules are walked by named_modules
+        if isinstance(value, type):
+            self.klass(value, depth)
+        elif inspect.ismethod(value):
+            self.function(label, value.__func__, depth)
+            if not isinstance(value.__self__, (type, torch.nn.Module)):
+                self.h.value(label + ".__self__", value.__self__)  # the object's data: Holder(2).apply vs Holder(3).apply
+            self.held(label + ".__self__", value.__self__, depth + 1)
+        elif inspect.isfunction(value) or isinstance(value, functools.partial):
+            self.function(label, value, depth)
+            if isinstance(value, functools.partial):
+                for item in (*value.args, *value.keywords.values()):
+                    self.held(label + "()", item, depth + 1)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                self.held(label + "[]", item, depth + 1)
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                self.held(label + "{v}", item, depth + 1)
+        elif not inspect.isroutine(value) and not _is_torch_owned(type(value)) and self._first_visit(value):
+            self.klass(type(value), depth)
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict):
+                for k, v in attrs.items():
+                    self.held(f"{label}.{k}", v, depth + 1)
+
     def _globals_of(self, fn: types.FunctionType, depth: int) -> None:
         if depth > self._MAX_DEPTH:
             return
@@ -963,6 +1002,7 @@ class _CodeWalker:
             self.h.text(label, _qualname(value))
         else:
             self.h.value(label, value)
+            self.held(label, value, depth)  # a closure or a global holding an object of a user class
 
 
 def _code_names(code: types.CodeType) -> set[str]:
