@@ -12,6 +12,9 @@ Cache layout: ``cache_dir/<key>/model.onnx`` (plus any external-data files the e
 beside it, plus ``meta.json``). An entry is built in a temporary directory inside ``cache_dir``
 and renamed into place in one step, so a crash or a parallel worker (pytest-xdist) never leaves a
 partial entry; when two processes race, the first rename wins and the other uses that entry.
+``meta.json`` records the SHA-256 of every file of the entry, checked on every hit: an entry whose
+files were edited or damaged (even keeping their size) is not used; the model is exported again and
+the result says so (``ExportResult.notes``).
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ __all__ = [
 ]
 
 #: Bump when anything about how keys are computed or entries are laid out changes.
-KEY_FORMAT = "npucheck-export-v1"
+KEY_FORMAT = "npucheck-export-v2"
 #: The exporters understood by :class:`ExportOptions`.
 EXPORTERS = ("dynamo", "torchscript")
 #: Name of the ONNX file inside a cache entry.
@@ -188,6 +191,8 @@ class ExportResult:
     exporter: str
     opset: int
     seconds: float
+    #: what the caller should tell the user (a cache entry that failed its content hashes)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -260,12 +265,14 @@ def export_model(
 
     cache_dir = pathlib.Path(cache_dir)
     entry = cache_dir / key
-    meta = _read_valid_entry(entry)
+    meta, problem = _checked_entry(entry)
     if meta is not None:
         return ExportResult(
             entry / MODEL_FILENAME, True, key, options.exporter, _entry_opset(entry, meta),
             time.perf_counter() - start,
         )
+    notes = () if problem is None else (f"export cache entry {entry} {problem}: not used, the model was exported "
+                                        "again",)
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(cache_dir)
@@ -280,7 +287,7 @@ def export_model(
         raise ExportError(f"cache entry {entry} vanished right after it was written")
     return ExportResult(
         entry / MODEL_FILENAME, False, key, options.exporter, _entry_opset(entry, meta),
-        time.perf_counter() - start,
+        time.perf_counter() - start, notes,
     )
 
 
@@ -398,6 +405,8 @@ def _export_into(
                           f"but it is not a readable ONNX model ({type(exc).__name__}: {exc})",
                           exporter=options.exporter, model_class=model_class) from None
     opset = _default_opset(proto)
+    from .filehash import sha256_file
+
     files = {p.name: p.stat().st_size for p in sorted(work.iterdir()) if p.is_file()}
     meta = {
         "format": KEY_FORMAT,
@@ -408,6 +417,7 @@ def _export_into(
         "model_class": model_class,
         "export_seconds": round(time.perf_counter() - start, 3),
         "files": files,
+        "sha256": {name: sha256_file(work / name) for name in files},  # checked on every cache hit
         "versions": _versions(),
     }
     (work / META_FILENAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -1125,17 +1135,34 @@ def _versions() -> dict[str, str]:
 
 def _read_valid_entry(entry: pathlib.Path) -> dict[str, Any] | None:
     """meta.json of a complete entry, or None when the entry is missing or damaged."""
+    return _checked_entry(entry)[0]
+
+
+def _checked_entry(entry: pathlib.Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(meta.json, None) of a complete entry whose files have the content hashes meta.json records;
+    (None, None) when there is no entry; (None, what is wrong) for one that is damaged or edited (a
+    same-size edit of model.onnx was used as is before)."""
+    from .filehash import sha256_file
+
     model = entry / MODEL_FILENAME
+    if not os.path.lexists(entry):
+        return None, None
     try:
         if model.stat().st_size == 0:
-            return None
+            return None, "has an empty model.onnx"
         meta = json.loads((entry / META_FILENAME).read_text())
-        for name, size in meta.get("files", {}).items():
-            if (entry / name).stat().st_size != size:
-                return None
-    except (OSError, ValueError, AttributeError):
-        return None
-    return meta if isinstance(meta, dict) else None
+        files, hashes = meta.get("files"), meta.get("sha256")
+        if not isinstance(files, dict) or MODEL_FILENAME not in files or not isinstance(hashes, dict):
+            return None, "has no content hashes (damaged, or written by another version)"
+        for name, size in files.items():
+            path = entry / name
+            if path.stat().st_size != size:
+                return None, f"is damaged: {name} has another size than recorded"
+            if hashes.get(name) != sha256_file(path):
+                return None, f"does not match its content hash: {name} was edited or damaged"
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        return None, f"is unreadable ({type(exc).__name__})"
+    return (meta, None) if isinstance(meta, dict) else (None, "is damaged: meta.json is not an object")
 
 
 def _entry_opset(entry: pathlib.Path, meta: Mapping[str, Any]) -> int:

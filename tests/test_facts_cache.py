@@ -108,3 +108,80 @@ def test_only_real_export_entries_get_a_sidecar(tmp_path):
     entry.write_bytes(b"x")
     (entry.parent / "meta.json").write_text("{}")
     assert facts_cache.cache_file(entry) == entry.parent / "facts.json"
+
+
+# -- round two (issue 27): content hashes, checked on read -----------------------------------------
+
+_TOPK_SUITE = '''
+import pytest, torch
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(torch.topk(x, 2).values)
+
+@pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], exporter="torchscript", numerics=False)
+def test_net(npu_check):
+    npu_check(Net().eval(), torch.randn(1, 8))
+'''
+
+
+def _edit_in_place(path, old: bytes, new: bytes) -> None:
+    """Replace bytes of the same length in place, keeping the size, the inode and the mtime."""
+    assert len(old) == len(new)
+    st = os.stat(path)
+    data = path.read_bytes()
+    assert old in data
+    with open(path, "r+b") as fh:
+        fh.write(data.replace(old, new))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = os.stat(path)
+    assert (after.st_size, after.st_ino, after.st_mtime_ns) == (st.st_size, st.st_ino, st.st_mtime_ns)
+
+
+@pytest.mark.reliability("S7")
+def test_edited_cache_entries_are_misses_that_say_so(pytester):
+    """Renaming TopK to Relu inside a cached facts.json made a failing test PASS; a same-size edit of the
+    cached model.onnx was used as is. Both fail their content hash now: the entry is not used, the
+    facts (or the export) are computed again, the test still fails on TopK, and a note says why."""
+    from conftest import TOY_TABLES
+
+    pytester.makepyfile(_TOPK_SUITE)
+    args = (f"--npu-tables={TOY_TABLES}", "-p", "no:randomly", "-W", "default")
+    first = pytester.runpytest_subprocess(*args)
+    first.assert_outcomes(failed=1)
+    assert "TopK" in first.stdout.str()
+    [facts] = list(pytester.path.glob(".pytest_cache/**/npucheck-exports/*/facts.json"))
+    _edit_in_place(facts, b'"TopK"', b'"Relu"')
+    second = pytester.runpytest_subprocess(*args)
+    second.assert_outcomes(failed=1)
+    out = second.stdout.str()
+    assert "TopK" in out and "do not match their content hash (edited or damaged)" in out
+    assert b'"TopK"' in facts.read_bytes()  # written again from the model
+    model = facts.parent / "model.onnx"
+    _edit_in_place(model, b"TopK", b"Relu")
+    third = pytester.runpytest_subprocess(*args)
+    third.assert_outcomes(failed=1)
+    out = third.stdout.str()
+    assert "TopK" in out and "does not match its content hash: model.onnx was edited or damaged" in out
+    assert b"TopK" in model.read_bytes()  # the entry was exported again
+
+
+@pytest.mark.reliability("S7")
+def test_a_model_edited_in_place_is_not_taken_for_its_cached_facts(exported, tmp_path):
+    """facts_cache on its own: the model's bytes are hashed (memoised per file version, ctime included)."""
+    import shutil
+
+    model = tmp_path / "m.onnx"
+    shutil.copy(exported, model)
+    cache = tmp_path / "facts"
+    facts_cache.load_graph_cached(model, cache)
+    facts, why = facts_cache.load_checked(model, cache)
+    assert facts is not None and why is None
+    data = model.read_bytes()
+    i = data.index(b"pkg.torch")  # a metadata key: the model stays readable
+    _edit_in_place(model, data[i:i + 9], b"pkg.TORCH")
+    facts, why = facts_cache.load_checked(model, cache)
+    assert facts is None and "were computed for other bytes" in why
+    notes: list = []
+    facts_cache.load_graph_cached(model, cache, notes=notes)
+    assert notes and "computed again" in notes[0]
