@@ -192,20 +192,3 @@ def test_write_atomic_replaces_only_regular_files_or_new_paths(tmp_path):
     write_atomic(tmp_path / "new.json", "{}")  # a new path and a regular file are fine
     write_atomic(tmp_path / "new.json", "[]")
     assert (tmp_path / "new.json").read_text() == "[]"
-
-
-@pytest.mark.reliability("S1")
-def test_a_special_file_as_report_or_baseline_is_a_usage_error_at_start(pytester):
-    import stat
-
-    pytester.makepyfile("def test_a():\n    assert True\n")
-    os.mkfifo(pytester.path / "r.json")
-    res = pytester.runpytest_inprocess("--npu-report=json:r.json")
-    assert res.ret == pytest.ExitCode.USAGE_ERROR and "passed" not in res.stdout.str()
-    assert "r.json is a FIFO (named pipe), not a regular file" in res.stderr.str()
-    os.mkfifo(pytester.path / "base.json")
-    res = pytester.runpytest_inprocess("--npu-baseline=base.json", "--npu-update-baseline")
-    assert res.ret == pytest.ExitCode.USAGE_ERROR and "passed" not in res.stdout.str()
-    assert "base.json is a FIFO (named pipe), not a regular file" in res.stderr.str()
-    assert stat.S_ISFIFO(os.lstat(pytester.path / "r.json").st_mode)
-    assert stat.S_ISFIFO(os.lstat(pytester.path / "base.json").st_mode)
