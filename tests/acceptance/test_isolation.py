@@ -313,6 +313,14 @@ def _start_parent(tmp_path: Path, body: str) -> tuple[subprocess.Popen, int]:
     pytest.fail("the isolated child never started")
 
 
+def _kill(*pids: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _gone_within(pid: int, seconds: float) -> bool:
     for _ in range(int(seconds / 0.1)):
         if not _alive(pid):
@@ -344,11 +352,7 @@ def test_a_hanging_export_child_dies_with_its_parent_killed_by_sigkill(tmp_path)
         parent.wait()
         assert _gone_within(child, 30), "the export child outlived its parent"
     finally:
-        for pid in (child, parent.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill(child, parent.pid)
 
 
 @pytest.mark.reliability("S5")
@@ -371,16 +375,12 @@ def test_a_child_ends_itself_after_its_own_timeout_when_the_parent_cannot(tmp_pa
         os.kill(parent.pid, signal.SIGSTOP)
         assert _gone_within(child, 60), "the child outlived its own timeout"
     finally:
-        for pid in (child, parent.pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill(child, parent.pid)
         parent.wait()
 
 
 @pytest.mark.reliability("S5")
-def test_the_watchdog_ends_the_child_without_the_parent_death_signal(tmp_path, monkeypatch):
+def test_the_watchdog_ends_the_child_without_the_parent_death_signal(tmp_path):
     """Where prctl does not exist (or has no effect), the watchdog thread sees the parent gone."""
     parent, child = _start_parent(tmp_path, """
         isolate._libc = False  # no parent-death signal: only the watchdog is left
@@ -398,7 +398,4 @@ def test_the_watchdog_ends_the_child_without_the_parent_death_signal(tmp_path, m
         parent.wait()
         assert _gone_within(child, 30), "the watchdog did not end the orphaned child"
     finally:
-        try:
-            os.kill(child, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill(child)
