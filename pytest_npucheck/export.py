@@ -40,6 +40,8 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .jsonio import loads_strict
+
 if TYPE_CHECKING:
     import torch
 
@@ -1089,7 +1091,7 @@ def _read_valid_entry(entry: pathlib.Path) -> dict[str, Any] | None:
     try:
         if model.stat().st_size == 0:
             return None
-        meta = json.loads((entry / META_FILENAME).read_text())
+        meta = loads_strict((entry / META_FILENAME).read_text())
         for name, size in meta.get("files", {}).items():
             if (entry / name).stat().st_size != size:
                 return None

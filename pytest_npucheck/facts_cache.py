@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .graph import GraphFacts, NodeFact, SourceLocation, TensorInfo
+from .jsonio import loads_strict
 
 FORMAT = "npucheck-facts-v1"
 #: Name of the facts file inside an export cache entry.
@@ -170,7 +171,7 @@ def load(model_path: Path, cache_dir: Optional[Path] = None) -> Optional[GraphFa
     if where is None or key is None:
         return None
     try:
-        doc = json.loads(where.read_bytes())
+        doc = loads_strict(where.read_bytes())
         if not isinstance(doc, dict) or doc.get("key") != key:
             return None
         return from_json(doc["facts"], path=str(model_path))
