@@ -12,10 +12,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
+from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's arguments (no heavy import)
+
 MARKER = "npu_deployable"
-_MARKER_KWARGS = frozenset({"targets", "exporter", "opset", "dynamic_axes", "input_names", "output_names",
-                            "numerics", "golden"})
-_EXPORTERS = ("dynamo", "torchscript")
 _REPORT_FORMATS = ("json", "md", "html")
 
 
@@ -382,15 +381,27 @@ class _State:
         return tuple(self.config.getoption("npu_target") or ()) or tuple(self.config.getini("npu_targets") or ())
 
     def export_defaults(self) -> dict[str, Any]:
-        exporter = self.config.getoption("npu_exporter") or self.config.getini("npu_exporter") or "dynamo"
+        """Exporter, opset and dynamic axes from the options and ini keys, parsed as the marker's are."""
+        from . import arguments
+        from .errors import UsageError
+
         opset_opt = self.config.getoption("npu_opset")
         opset_ini = str(self.config.getini("npu_opset") or "").strip()
-        try:
-            opset = opset_opt if opset_opt is not None else (int(opset_ini) if opset_ini else None)
-        except ValueError:
-            raise pytest.UsageError(f"ini key npu_opset={opset_ini!r} is not an integer") from None
         axes_text = str(self.config.getini("npu_dynamic_axes") or "").strip()
-        axes = _parse_axes(json_loads(axes_text, "ini key npu_dynamic_axes"), "ini key npu_dynamic_axes") if axes_text else None
+        try:
+            exporter = arguments.exporter(self.config.getoption("npu_exporter") or self.config.getini("npu_exporter")
+                                          or "dynamo", "ini key npu_exporter")
+            if opset_opt is not None:
+                opset = arguments.opset(opset_opt, "--npu-opset")
+            elif opset_ini:
+                opset = arguments.opset(int(opset_ini) if opset_ini.lstrip("-").isdigit() else opset_ini,
+                                        "ini key npu_opset")
+            else:
+                opset = None
+            axes = arguments.dynamic_axes(json_loads(axes_text, "ini key npu_dynamic_axes"),
+                                          "ini key npu_dynamic_axes") if axes_text else None
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
         return {"exporter": exporter, "opset": opset, "dynamic_axes": axes}
 
 
@@ -411,59 +422,36 @@ def json_loads(text: str, where: str) -> Any:
         raise pytest.UsageError(f"{where}: invalid JSON: {exc}") from None
 
 
-def _parse_axes(value: Any, where: str) -> Optional[dict[str, dict[int, str]]]:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise pytest.UsageError(f"{where}: dynamic_axes must map input names to {{axis: name}}, got {value!r}")
-    out: dict[str, dict[int, str]] = {}
-    for name, axes in value.items():
-        if isinstance(axes, (list, tuple)):
-            axes = {int(a): f"{name}_dim{a}" for a in axes}
-        if not isinstance(axes, Mapping):
-            raise pytest.UsageError(f"{where}: dynamic_axes[{name!r}] must be a list of axes or {{axis: name}}")
-        try:
-            out[str(name)] = {int(a): str(n) for a, n in axes.items()}
-        except (TypeError, ValueError):
-            raise pytest.UsageError(f"{where}: dynamic_axes[{name!r}] has a non-integer axis") from None
-    return out
+def _arguments(kwargs: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The marker's or npu_check's keyword arguments, parsed by ``arguments.py`` (usage error text)."""
+    from . import arguments
+
+    return arguments.parse(kwargs, where)
 
 
 def _spec_for(item: pytest.Item, state: _State, mark: pytest.Mark) -> CheckSpec:
+    from .errors import UsageError
+
     where = f"{item.nodeid}: @pytest.mark.{MARKER}"
-    unknown = set(mark.kwargs) - _MARKER_KWARGS
-    if unknown:
-        raise pytest.UsageError(f"{where}: unknown argument(s) {', '.join(sorted(unknown))}; "
-                                f"expected {', '.join(sorted(_MARKER_KWARGS))}")
-    targets: Any = mark.kwargs.get("targets")
-    if mark.args:
-        if targets is not None:
-            raise pytest.UsageError(f"{where}: give targets positionally or as targets=, not both")
-        targets = list(mark.args)
-    if isinstance(targets, str):
-        targets = [targets]
-    if targets is not None and (not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets)):
-        raise pytest.UsageError(f"{where}: targets must be a list of strings like 'rknn@2.5.0/rk3588', got {targets!r}")
-    targets = tuple(targets) if targets else state.default_targets()
+    kwargs = dict(mark.kwargs)
+    try:
+        if mark.args:
+            if "targets" in kwargs:
+                raise UsageError(f"{where}: give targets positionally or as targets=, not both")
+            kwargs["targets"] = list(mark.args)
+        given = _arguments(kwargs, where)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    targets = given.get("targets") or state.default_targets()
     if not targets:
         raise pytest.UsageError(f"{where}: no target: name one in the marker (targets=[...]), "
                                 "with --npu-target, or with the ini key npu_targets")
     defaults = state.export_defaults()
-    exporter = mark.kwargs.get("exporter") or defaults["exporter"]
-    if exporter not in _EXPORTERS:
-        raise pytest.UsageError(f"{where}: exporter={exporter!r}; expected one of {', '.join(_EXPORTERS)}")
-    opset = mark.kwargs.get("opset", defaults["opset"])
-    if opset is not None and (not isinstance(opset, int) or isinstance(opset, bool) or opset < 7):
-        raise pytest.UsageError(f"{where}: opset={opset!r} must be an integer >= 7")
-    axes = _parse_axes(mark.kwargs["dynamic_axes"], where) if "dynamic_axes" in mark.kwargs else defaults["dynamic_axes"]
-    names = {k: tuple(mark.kwargs[k]) if mark.kwargs.get(k) else None for k in ("input_names", "output_names")}
-    flags: dict[str, Optional[bool]] = {}
-    for k in ("numerics", "golden"):
-        v = mark.kwargs.get(k)
-        if v is not None and not isinstance(v, bool):
-            raise pytest.UsageError(f"{where}: {k}={v!r} must be True or False")
-        flags[k] = v
-    return CheckSpec(targets=targets, exporter=exporter, opset=opset, dynamic_axes=axes, **names, **flags)
+    return CheckSpec(targets=targets, exporter=given.get("exporter") or defaults["exporter"],
+                     opset=given["opset"] if "opset" in given else defaults["opset"],
+                     dynamic_axes=given["dynamic_axes"] if "dynamic_axes" in given else defaults["dynamic_axes"],
+                     input_names=given.get("input_names"), output_names=given.get("output_names"),
+                     numerics=given.get("numerics"), golden=given.get("golden"))
 
 
 def _project_version(rootdir: Path) -> str:
@@ -563,9 +551,12 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     from .errors import NpuCheckError
     from .export import ExportError, ExportOptions, export_model
 
-    unknown = set(overrides) - (_MARKER_KWARGS - {"targets"}) - {"targets"}
-    if unknown:
-        entry["error"] = f"npu_check() got unknown argument(s) {', '.join(sorted(unknown))}"
+    from .errors import UsageError
+
+    try:
+        given = _arguments(overrides, "npu_check()")
+    except UsageError as exc:
+        entry["error"] = str(exc)
         pytest.fail(entry["error"], pytrace=False)
     if model is None:
         entry["error"] = "npu_check() needs a model (a torch.nn.Module), got None"
@@ -576,9 +567,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         entry["error"] = (f"npu_check() needs a model (a torch.nn.Module), got a {type(model).__name__}: the "
                           "exporters take modules (wrap a function in an nn.Module whose forward calls it)")
         pytest.fail(entry["error"], pytrace=False)
-    targets = overrides.get("targets") or spec.targets
-    if isinstance(targets, str):
-        targets = [targets]
+    targets = given.get("targets") or spec.targets
     try:
         tables = [state.catalog.table(t) for t in targets]
     except NpuCheckError as exc:
@@ -589,16 +578,15 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     for t in tables:
         unique.setdefault(t.target, t)
     tables = list(unique.values())
-    axes = _parse_axes(overrides["dynamic_axes"], "npu_check(dynamic_axes=...)") if "dynamic_axes" in overrides else spec.dynamic_axes
-    opset = overrides.get("opset", spec.opset)
-    if opset is None:
-        opset = _target_opset(tables)
+    axes = given["dynamic_axes"] if "dynamic_axes" in given else spec.dynamic_axes
+    asked_opset = given["opset"] if given.get("opset") is not None else spec.opset
+    opset = asked_opset if asked_opset is not None else _target_opset(tables)
     options = ExportOptions(
-        exporter=overrides.get("exporter") or spec.exporter,
+        exporter=given.get("exporter") or spec.exporter,
         opset=opset,
         dynamic_axes=axes,
-        input_names=overrides.get("input_names") or spec.input_names,
-        output_names=overrides.get("output_names") or spec.output_names,
+        input_names=given.get("input_names") or spec.input_names,
+        output_names=given.get("output_names") or spec.output_names,
     )
     cache_dir = _cache_dir(item.config)
     failure = None  # failed outside the handler: pytest would print the exception it handles first
@@ -627,7 +615,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     if opset is not None and exported.opset != opset:
         import dataclasses
 
-        asked = "the marker's opset" if overrides.get("opset", spec.opset) is not None else "the targets' newest opset"
+        asked = "the marker's opset" if asked_opset is not None else "the targets' newest opset"
         hint = " (exporter='torchscript' writes older opsets)" if exported.exporter == "dynamo" else ""
         note = (f"the {exported.exporter} exporter wrote opset {exported.opset}, not {opset} ({asked}): it could not "
                 f"convert this model{hint}")
@@ -642,7 +630,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     gate = _gate(item, state, graph, results, entry)
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry["export"])
     spec_now = CheckSpec(targets=tuple(targets), exporter=options.exporter, opset=opset, dynamic_axes=axes,
-                         numerics=overrides.get("numerics", spec.numerics), golden=overrides.get("golden", spec.golden))
+                         numerics=given.get("numerics", spec.numerics), golden=given.get("golden", spec.golden))
     numeric_lines: list[str] = []
     if state.numerics_on(spec_now):
         numeric_lines = _numerics(item, state, spec_now, model, example_inputs, exported.path, graph, results,
