@@ -399,6 +399,12 @@ def _export_into(
         raise ExportError(f"{options.exporter} exporter, model {model_class}: the exporter wrote {path.name} "
                           f"but it is not a readable ONNX model ({type(exc).__name__}: {exc})",
                           exporter=options.exporter, model_class=model_class) from None
+    if not proto.graph.output:
+        _clear_dir(work)
+        raise ExportError(f"{options.exporter} exporter, model {model_class}: the model returns no tensor (its "
+                          "forward returned None, or only values that are not tensors), so the exported graph "
+                          "has no outputs and nothing to check: make forward return its output tensor(s)",
+                          exporter=options.exporter, model_class=model_class)
     opset = _default_opset(proto)
     files = {p.name: p.stat().st_size for p in sorted(work.iterdir()) if p.is_file()}
     meta = {

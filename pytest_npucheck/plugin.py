@@ -30,17 +30,23 @@ def _report_spec(value: str) -> tuple[str, str]:
 
 def _check_report_path(value: str, path: Path) -> None:
     """A report that cannot be written is a usage error now, not after the whole run (F3)."""
+    _check_writable(f"--npu-report={value!r}", path)
+
+
+def _check_writable(label: str, path: Path) -> None:
+    """A file this run will write (a report, the updated baseline) can be: a usage error now, naming
+    ``label``, rather than a failure after the whole run."""
     import os
 
     if path.is_dir():
-        raise pytest.UsageError(f"--npu-report={value!r}: {path} is a directory")
+        raise pytest.UsageError(f"{label}: {path} is a directory")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent  # write_atomic creates missing directories below the first existing one
     if not parent.is_dir():
-        raise pytest.UsageError(f"--npu-report={value!r}: {parent} is not a directory")
+        raise pytest.UsageError(f"{label}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"--npu-report={value!r}: directory {parent} is not writable")
+        raise pytest.UsageError(f"{label}: directory {parent} is not writable")
 
 
 _BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng")
@@ -184,6 +190,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if state.updating and state.baseline_path.is_symlink() and not hasattr(config, "workerinput"):
         raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is a symbolic link; the baseline "
                                 "is not written through links")
+    if state.updating and not hasattr(config, "workerinput"):
+        _check_writable(f"--npu-update-baseline (baseline {state.baseline_path})", state.baseline_path)
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
@@ -676,12 +684,19 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     budgets = state.budgets
     release = state.release if budgets is not None else None
     test_budget = budgets.for_test(release, test_id, type(model).__name__) if budgets is not None else None
-    flat = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+    try:
+        flat = _input_arrays(example_inputs)
+    except _NoNumerics as exc:
+        info["notes"].append(f"the oracles did not run: {exc}")
+        return False
     feeds = dict(zip(graph.inputs, flat)) if len(flat) == len(graph.inputs) else None
     reference, reference_source, inputs_source = None, "pytorch", "given"
     if feeds is not None:
         try:
             reference = _torch_outputs(model, example_inputs, graph.outputs)
+        except _NoNumerics as exc:
+            info["notes"].append(f"the oracles did not run: {exc}")
+            return False
         except ValueError as exc:
             info["notes"].append(f"no PyTorch reference: {exc}; the reference is ONNX Runtime fp32")
     else:
@@ -750,13 +765,36 @@ def _torch_outputs(model: Any, example_inputs: Any, names: Sequence[str]) -> dic
 
     from .export import _split_inputs
 
-    args, kwargs = _split_inputs(example_inputs)
+    # on copies: a model that changes its inputs in place must not change the test's tensors (nor,
+    # through shared memory, the feeds ONNX Runtime gets next)
+    args, kwargs = _split_inputs(_rebuild(example_inputs, _input_arrays(example_inputs)))
     with _eval_mode(model), torch.no_grad():
         out = model(*args, **kwargs)
     leaves = _leaves(out)
     if len(leaves) != len(names):
         raise ValueError(f"the model returns {len(leaves)} tensor(s) but the ONNX graph has {len(names)} output(s)")
-    return {n: t.detach().cpu().numpy() for n, t in zip(names, leaves)}
+    return {n: _array(t, f"output {n!r}") for n, t in zip(names, leaves)}
+
+
+class _NoNumerics(Exception):
+    """The numbers of this model cannot be checked on ONNX Runtime CPU (the message says why)."""
+
+
+def _array(tensor: Any, what: str) -> Any:
+    """A NumPy copy of a tensor (never sharing its memory); bfloat16, which NumPy and ONNX Runtime's
+    CPU kernels lack, is _NoNumerics."""
+    if str(tensor.dtype) == "torch.bfloat16":
+        raise _NoNumerics(f"the model's {what} is bfloat16: ONNX Runtime's CPU provider, which runs the numeric "
+                          "checks, has no bfloat16 kernels for models such as this one (and NumPy no bfloat16 "
+                          "type), so its numbers cannot be checked here; check a float32 copy of the model for "
+                          "the numbers, or switch the numeric checks off for this test (numerics=False). The "
+                          "deployability verdict above does not depend on them")
+    return tensor.detach().cpu().numpy().copy()
+
+
+def _input_arrays(example_inputs: Any) -> list[Any]:
+    """The tensor leaves of the example inputs as NumPy copies, taken before any run of the model."""
+    return [_array(t, f"input {k}") for k, t in enumerate(_leaves(example_inputs))]
 
 
 def _npu_share(r: Any) -> float:
@@ -806,7 +844,7 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
             fail.append(f"{r.target}: budget exceeded: {p}")
 
     try:
-        flat_inputs = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+        flat_inputs = _input_arrays(example_inputs)
         feeds = dict(zip(graph.inputs, flat_inputs)) if len(flat_inputs) == len(graph.inputs) else None
         if feeds is None:
             info["notes"].append(f"example inputs ({len(flat_inputs)} tensor(s)) do not line up with the ONNX "
@@ -876,6 +914,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         # 3) stored goldens
         if state.golden_on(spec):
             fail += _golden_step(item, state, model, example_inputs, feeds, reference, graph, info)
+    except _NoNumerics as exc:
+        info["error"] = str(exc)
+        fail.append(f"the numeric check could not run: {exc}")
     except Exception as exc:
         from .errors import NpuCheckError
 
@@ -1210,16 +1251,23 @@ class _Reporter:
         if state.updating:
             from .jsonio import directory_lock, write_atomic
 
-            with directory_lock(state.baseline_path):
-                # another run may have updated the file since this one read it: merge into what is there now
-                try:
-                    base = bl.load(state.baseline_path)
-                except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
-                    info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                    return info
-                upd = bl.updated(base, self.entries)
-                write_atomic(state.baseline_path, upd.baseline.dumps())
+            from .errors import NpuCheckError
+
+            try:
+                with directory_lock(state.baseline_path):
+                    # another run may have updated the file since this one read it: merge into what is there now
+                    try:
+                        base = bl.load(state.baseline_path)
+                    except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
+                        info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
+                        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                        return info
+                    upd = bl.updated(base, self.entries)
+                    write_atomic(state.baseline_path, upd.baseline.dumps())
+            except (OSError, NpuCheckError) as exc:  # disk full, a directory gone: the old file stays, reports go on
+                info["error"] = f"could not be written, so it was not updated: {type(exc).__name__}: {exc}"
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                return info
             info.update(updated=True, entries=len(upd.baseline.entries),
                         added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed])
         else:
