@@ -79,3 +79,19 @@ def test_models_onnx_runtime_loads_are_still_checked(tmp_path, capsys, name):
     out, err = capsys.readouterr()
     assert code in (0, 1), out + err
     assert "would refuse" not in out + err
+
+
+def test_a_constant_with_an_extra_attribute_is_left_to_the_runtime(tmp_path, capsys):
+    """ONNX's checker refuses it, ONNX Runtime loads it (its Constants become initializers on load):
+    the runtime decides (found by tests/test_fuzz.py::test_fuzz_cli, an `axis` on a Constant)."""
+    import onnxruntime as ort
+
+    node = helper.make_node("Constant", [], ["c"], name="const",
+                            value=helper.make_tensor("v", TensorProto.FLOAT, [1, 4], [1.0] * 4))
+    node.attribute.append(helper.make_attribute("axis", 1))
+    path = tmp_path / "constant.onnx"
+    onnx.save(make_model([node, helper.make_node("Add", ["x", "c"], ["y"], name="add")], [("x", (1, 4))], ["y"]), path)
+    ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
+    out, err = capsys.readouterr()
+    assert code in (0, 1) and "would refuse" not in out + err, out + err
