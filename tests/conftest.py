@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -25,6 +26,26 @@ def corpus():
     from models.corpus import ARCHS
 
     return ARCHS
+
+
+@functools.lru_cache(maxsize=None)
+def probe_index_by_id() -> dict[str, Any]:
+    """Every probe of ``build_probes`` and ``build_extra_probes``, by id, built once per process
+    (building them all takes under a second; building them once per test took minutes)."""
+    from pytest_npucheck.probe.models import build_probes
+    from pytest_npucheck.probe.models_extra import build_extra_probes
+
+    index: dict[str, Any] = {}
+    for probe in build_probes() + build_extra_probes():
+        assert probe.id not in index, "probe id %s is built twice" % probe.id
+        index[probe.id] = probe
+    return index
+
+
+@pytest.fixture(scope="session")
+def probe_index() -> dict[str, Any]:
+    """{probe id: Probe} over every probe model (main and extra families), built once per session."""
+    return probe_index_by_id()
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ def test_models_onnx_runtime_loads_are_still_checked(tmp_path, capsys, name):
 
 def test_a_constant_with_an_extra_attribute_is_left_to_the_runtime(tmp_path, capsys):
     """ONNX's checker refuses it, ONNX Runtime loads it (its Constants become initializers on load):
-    the runtime decides (found by tests/test_fuzz.py::test_fuzz_cli, an `axis` on a Constant)."""
+    the runtime decides (found by tests/corpus/test_fuzz.py::test_fuzz_cli, an `axis` on a Constant)."""
     import onnxruntime as ort
 
     node = helper.make_node("Constant", [], ["c"], name="const",

@@ -17,7 +17,7 @@ from pytest_npucheck.golden import GoldenError, GoldenStatus, GoldenStore, read_
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory):
     """A real CNN from the corpus exported to ONNX, its feeds, and a way to export variants."""
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).parents[1]))
     from models.corpus import ARCHS
 
     from pytest_npucheck.emulate import input_specs

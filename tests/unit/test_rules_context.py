@@ -16,7 +16,7 @@ from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.rules import RULES, is_local
 from pytest_npucheck.tables import Catalog, table_from_data
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CATALOG = Catalog.discover()
 
 
