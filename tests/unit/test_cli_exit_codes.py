@@ -97,3 +97,21 @@ def test_exit_codes_are_in_the_help(capsys):
             cli.main(argv)
         text = " ".join(capsys.readouterr().out.split())
         assert "3 internal error" in text and "1 a node falls back" in text and "2 usage or input error" in text
+
+
+@rel("G11")
+def test_a_deeply_nested_table_exits_2_naming_the_file(tmp_path, capsys):
+    import shutil
+
+    from conftest import TOY_TABLES
+
+    root = tmp_path / "tables"
+    shutil.copytree(TOY_TABLES, root)
+    table = root / "toy" / "1.0" / "soc-a.json"
+    table.write_text("[" * 200_000)
+    path = tmp_path / "m.onnx"
+    onnx.save(make_model([helper.make_node("Relu", ["x"], ["y"], name="r")], [("x", (1, 4))], ["y"]), path)
+    code = cli.main(["--tables", str(root), "check", str(path), "--target", "toy@1.0/soc-a"])
+    out, err = capsys.readouterr()
+    assert code == cli.EXIT_USAGE, out + err
+    assert str(table) in err and "nested too deeply" in err and "Traceback" not in err
