@@ -95,3 +95,20 @@ def test_a_constant_with_an_extra_attribute_is_left_to_the_runtime(tmp_path, cap
     code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
     out, err = capsys.readouterr()
     assert code in (0, 1) and "would refuse" not in out + err, out + err
+
+
+def test_each_node_signature_is_checked_not_only_the_first_of_an_op(tmp_path, capsys):
+    """The checker runs once per operator, attribute names and types and input/output counts: a
+    second Softmax whose axis is a float is checked, though a valid Softmax came first."""
+    import onnxruntime as ort
+
+    good = helper.make_node("Softmax", ["x"], ["h"], name="sm_ok", axis=1)
+    bad = helper.make_node("Softmax", ["h"], ["y"], name="sm_float")
+    bad.attribute.append(helper.make_attribute("axis", 1.0))
+    path = tmp_path / "two.onnx"
+    onnx.save(make_model([good, bad], [("x", (1, 4))], ["y"]), path)
+    with pytest.raises(Exception):
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
+    err = capsys.readouterr().err
+    assert code == 2 and "node 'sm_float' (Softmax)" in err and "axis" in err, err
