@@ -75,8 +75,12 @@ grep -q "Use an interpolation mode the NPU supports" "$work/check.txt" || fail "
 npucheck check clean.onnx --target rknn@2.5.0/rk3588 --format json >"$work/clean.json" || fail "clean model did not exit 0"
 
 step "pytest --fixtures / --markers"
-pytest --fixtures -p no:cacheprovider 2>&1 | grep -q "^npu_check" || fail "npu_check is not in pytest --fixtures"
-pytest --markers -p no:cacheprovider 2>&1 | grep -q "@pytest.mark.npu_deployable" || fail "npu_deployable is not in pytest --markers"
+# (into files first: `pytest | grep -q` would end pytest with SIGPIPE, which pipefail counts as a failure)
+pytest --fixtures -p no:cacheprovider >"$work/fixtures.txt" 2>&1 || fail "pytest --fixtures exited $?"
+grep -q "^npu_check -- .*site-packages/pytest_npucheck/plugin.py" "$work/fixtures.txt" \
+  || fail "npu_check (from the installed package) is not in pytest --fixtures"
+pytest --markers -p no:cacheprovider >"$work/markers.txt" 2>&1 || fail "pytest --markers exited $?"
+grep -q "^@pytest.mark.npu_deployable" "$work/markers.txt" || fail "npu_deployable is not in pytest --markers"
 
 step "the pre-commit hook's command (.pre-commit-hooks.yaml entry, run as pre-commit runs it)"
 hook() {

@@ -129,7 +129,8 @@ def _run(args: argparse.Namespace) -> int:
             for r in rows:
                 prov = r.get("provenance", {})
                 state = f"ERROR {r['error']}" if "error" in r else (
-                    f"{r['ops']} ops, {prov.get('method', '?')}, {prov.get('toolchain_package', '')}".rstrip(", "))
+                    f"{r['ops']} ops, revision {r['revision']}, {prov.get('method', '?')}, "
+                    f"{prov.get('toolchain_package', '')}".rstrip(", "))
                 print(f"{r['target']:<28} {r['title']}: {state}")
         return EXIT_OK
     if args.command == "tables":

@@ -579,7 +579,7 @@ class Catalog:
             except TableError as exc:
                 row["error"] = str(exc)
             else:
-                row.update(sha256=t.sha256, ops=len(t.ops), prepasses=list(t.prepasses),
+                row.update(revision=t.revision, sha256=t.sha256, ops=len(t.ops), prepasses=list(t.prepasses),
                            precision=dict(t.precision), provenance=dict(t.provenance))
             rows.append(row)
         return rows
