@@ -97,11 +97,16 @@ def test_golden_meta_that_is_too_deep_or_not_an_object_is_a_golden_error(tmp_pat
 
 
 def test_cache_entries_that_are_too_deep_are_a_miss(tmp_path):
+    """A facts-cache document whose header or (correctly hashed) body is nested too deeply is a miss."""
     from pytest_npucheck import facts_cache
+    from pytest_npucheck.filehash import sha256_bytes, sha256_file
 
     model = tmp_path / "m.onnx"
     model.write_bytes(b"\x08\x07")
     where = facts_cache.cache_file(model, tmp_path / "cache")
     where.parent.mkdir(parents=True)
-    where.write_text('{"key": ' + json.dumps(facts_cache.file_key(model)) + ', "facts": ' + DEEP)
-    assert facts_cache.load(model, tmp_path / "cache") is None
+    body = DEEP.encode()
+    header = {"key": facts_cache.file_key(model), "model_sha256": sha256_file(model), "facts_sha256": sha256_bytes(body)}
+    for text in (json.dumps(header).encode() + b"\n" + body, DEEP.encode() + b"\n{}"):
+        where.write_bytes(text)
+        assert facts_cache.load(model, tmp_path / "cache") is None
