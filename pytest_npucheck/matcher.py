@@ -8,7 +8,7 @@ from .graph import GraphFacts, NodeFact, _object_new, paused_gc
 from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult
-from .rules import RULES, is_local
+from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
 from .tables import Constraint, Table
 
 MEMO = True  # reuse a verdict between nodes with the same signature (see _Memo); False: judge every node
@@ -41,8 +41,19 @@ def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view
         rule = RULES[c.rule]
         message = rule.check(node, c.params, view)  # type: ignore[arg-type]
         if message:
-            reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
+            reasons.append(_reason(c, rule.category, message))
     return reasons
+
+
+def _reason(c: Constraint, category: str, message: str) -> Reason:
+    """The reason of a failed constraint. A failure that says only that the checker could not work
+    out a shape is reported under its own id (``shape_unknown``), never as the rule's finding, and
+    does not move the node off the NPU: nothing in the graph makes that shape vary (a dynamic one is
+    DYNAMIC_DIM, judged by the rules), so the compiler sees it static, and one lost shape must not
+    turn every node after it into a fallback. The target's notes say where the shapes were lost."""
+    if type(message) is ShapeUnknown:
+        return Reason(SHAPE_UNKNOWN, message, "npu", "shape")
+    return Reason(c.rule, message, c.on_fail, category)
 
 
 def judge_node(node: NodeFact, table: Table, view: GraphView) -> tuple[str, list[Reason]]:
@@ -96,7 +107,7 @@ class _Memo:
     its message, which lists every alternative, is rendered exactly as without the memo).
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
@@ -107,6 +118,7 @@ class _Memo:
         self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.py shares one dict between the
         # nodes of one op with the same attributes (every layer of a stack)
         self.hits = 0
+        self.dynamic_rank = bool(view.graph.dynamic_rank)
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
         """(local constraints, per-node constraints with their mixed any_of index or -1, the local
@@ -164,6 +176,8 @@ class _Memo:
         a = self.attrs.get(id(node.attrs))
         if a is None:
             a = self.attrs[id(node.attrs)] = repr(node.attrs)
+        if self.dynamic_rank and any(x and x[1] is None for x in ins + outs):
+            return judge_node(node, self.table, view)  # a rank unknown to the checker or dynamic: not in the key
         sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
         try:
             flags = self.clean.get(sig)
@@ -184,7 +198,7 @@ class _Memo:
             rule = RULES[c.rule]
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
-                reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
+                reasons.append(_reason(c, rule.category, message))
         return _worst([r.verdict for r in reasons]), reasons
 
 
@@ -243,6 +257,12 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             dims = ", ".join("?" if d is None else str(d) for d in info.shape if not isinstance(d, int))
             notes.append(f"model input '{name}' has dynamic dims ({dims}); NPU compilers plan for fixed shapes: "
                          "export with static shapes or give the toolchain its shape profiles")
+    lost = graph.shape_unknown_at
+    if lost:
+        shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        notes.append(f"the checker could not infer the output shape of {len(lost)} node(s) ({shown}); nothing "
+                     "makes those shapes vary at run time, so they are not judged dynamic, and rules that need "
+                     "their dims say shape_unknown")
     if graph.shape_inference_error:
         notes.append(f"ONNX shape inference stopped early ({graph.shape_inference_error}); "
                      "rules that need the missing shapes report them as unknown")

@@ -1,0 +1,186 @@
+"""Static shapes and values the compilers work out at build time, propagated node by node.
+
+ONNX shape inference, even with data propagation, stops where shape arithmetic goes through an op
+it does not evaluate: TorchScript traces ``x.shape`` arithmetic into the graph (Shape -> Gather ->
+Div/Mod/Where -> Concat -> Reshape, or the pads of a ``F.pad`` computed from ``math.ceil`` of a
+length), and an unknown dim there makes every later shape unknown, block after block. With static
+graph inputs the compilers fold all of it. ``refine`` walks the main graph once, in graph order
+(ONNX nodes are stored topologically), starting from what the first inference and the folding of
+small constants found; a node one of whose inputs gained a value or a static shape in this walk is
+
+* evaluated, when every input has a known value (its outputs get values and static shapes), else
+* inferred again on its own (``onnx.shape_inference.infer_node_outputs``) with its inputs' shapes
+  and known values, so a Reshape whose shape input was folded gets a static output.
+
+Only nodes downstream of new knowledge are visited twice; a graph the first inference typed fully
+never gets here. Values are kept up to ``graph.SMALL_CONSTANT`` elements (shape and index tensors).
+No weights are read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+# ops whose output can be far larger than their inputs: evaluated only when the output is small
+_GROWING = frozenset({"ConstantOfShape", "Expand", "Tile", "Range"})
+
+
+def predicted_numel(op: str, args: list[Any]) -> Optional[int]:
+    """Elements of the output of ``op`` on the arrays ``args`` when it can grow (``_GROWING``),
+    computed without evaluating it; None for other ops or inputs it cannot read."""
+    import numpy as np
+
+    try:
+        if op == "ConstantOfShape":
+            return int(np.prod([int(d) for d in args[0].reshape(-1)])) if args else 1
+        if op == "Expand":
+            return int(np.prod(np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].reshape(-1)))))
+        if op == "Tile":
+            return int(np.prod([int(a) * int(r) for a, r in zip(args[0].shape, args[1].reshape(-1))]))
+        if op == "Range":
+            start, limit, delta = (float(a.reshape(-1)[0]) for a in args[:3])
+            return max(int(np.ceil((limit - start) / delta)), 0) if delta else None
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    return None
+
+
+def _dims(tp: Any) -> Optional[tuple[Any, ...]]:
+    """Dims of a TypeProto: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
+    if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+        return None
+    out: list[Any] = []
+    for d in tp.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            out.append(int(d.dim_value))
+        elif d.HasField("dim_param") and not d.dim_param.startswith("unk__"):
+            out.append(d.dim_param)
+        else:
+            out.append(None)
+    return tuple(out)
+
+
+def _static(tp: Any) -> bool:
+    dims = _dims(tp)
+    return dims is not None and all(isinstance(d, int) for d in dims) and bool(tp.tensor_type.elem_type)
+
+
+def _merge(new: Any, old: Any) -> Any:
+    """TypeProto ``old`` with what ``new`` adds (a dtype, a rank, static dims where ``old`` had unknown
+    or symbolic ones), or None when ``new`` adds nothing. Dims ``old`` knows are never replaced."""
+    from onnx import helper
+
+    if new is None or not new.HasField("tensor_type"):
+        return None
+    if old is None or not old.HasField("tensor_type"):
+        return new
+    nd, od = _dims(new), _dims(old)
+    elem = old.tensor_type.elem_type or new.tensor_type.elem_type
+    if od is None:
+        if nd is None:
+            return new if elem != old.tensor_type.elem_type else None
+        return helper.make_tensor_type_proto(elem, list(nd))
+    if nd is None or len(nd) != len(od):  # nothing on the dims, or contradicting ranks: keep the first
+        return helper.make_tensor_type_proto(elem, list(od)) if elem != old.tensor_type.elem_type else None
+    merged = [o if isinstance(o, int) or not isinstance(n, int) else n for n, o in zip(nd, od)]
+    if merged == list(od) and elem == old.tensor_type.elem_type:
+        return None
+    return helper.make_tensor_type_proto(elem, merged)
+
+
+def _type_of(arr: Any) -> Any:
+    from onnx import helper
+
+    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(arr.dtype), list(arr.shape))
+
+
+def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], ir_version: int,
+           known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
+           default_domain: str = "ai.onnx") -> tuple[dict[str, Any], dict[str, Any]]:
+    """(TypeProto of every main-graph value this walk typed better, values it folded).
+
+    ``graph``: the inferred GraphProto; ``rows``: its nodes as ``graph._read_nodes`` gives them;
+    ``known``: {name: array} of small initializers and the values folded so far (extended in place);
+    ``folded``: the node outputs folded before this walk (their values are news to ONNX inference);
+    ``everything``: visit every node (the first inference failed as a whole and typed nothing).
+    """
+    import numpy as np
+    from onnx import defs, helper, numpy_helper, shape_inference
+
+    from .graph import SMALL_CONSTANT, _NO_FOLD, _evaluate
+
+    types: dict[str, Any] = {}
+    for vi in graph.input[:] + graph.value_info[:] + graph.output[:]:
+        types[vi.name] = vi.type
+    for init in graph.initializer:
+        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+    changed: set[str] = set()
+    if everything:
+        changed.update(vi.name for vi in graph.input)
+        changed.update(init.name for init in graph.initializer)
+        changed.update(o for r in rows if not r[3] for o in r[4])  # outputs of nodes without inputs
+    better: dict[str, Any] = {}
+    for name, arr in folded.items():
+        tp = _merge(_type_of(arr), types.get(name))
+        if tp is not None:
+            types[name] = better[name] = tp
+        changed.add(name)
+    new_values: dict[str, Any] = {}
+    opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
+    for node, op, domain, inputs, outputs, _attributes in rows:
+        if not any(i in changed for i in inputs if i):
+            continue
+        default = domain in ("", default_domain)
+        evaluated = False
+        if default and op not in _NO_FOLD and not all((not o) or o in known for o in outputs) \
+                and all((not i) or i in known for i in inputs):
+            args = [known[i] for i in inputs if i]
+            size = predicted_numel(op, args) if op in _GROWING else None
+            values = _evaluate(node, known, opset_list) if size is None or size <= SMALL_CONSTANT else None
+            if values is not None:
+                evaluated = True
+                for name, value in zip(outputs, values):
+                    if not name or value is None:
+                        continue
+                    value = np.asarray(value)
+                    tp = _merge(_type_of(value), types.get(name))
+                    if tp is not None:
+                        types[name] = better[name] = tp
+                    if value.size <= SMALL_CONSTANT:
+                        known[name] = new_values[name] = value
+                    changed.add(name)
+        if evaluated:
+            continue
+        if default and op in ("Shape", "Size") and inputs and _static(types.get(inputs[0])):
+            dims = _dims(types[inputs[0]]) or ()
+            if op == "Size":
+                value = np.array(int(np.prod(dims)), dtype=np.int64)
+            else:
+                attrs = {a.name: a.i for a in node.attribute}
+                r = len(dims)
+                start, end = attrs.get("start", 0), attrs.get("end", r)
+                start = min(max(start + r if start < 0 else start, 0), r)
+                end = min(max(end + r if end < 0 else end, 0), r)
+                value = np.array(dims[start:end], dtype=np.int64)
+            if outputs and outputs[0]:
+                known[outputs[0]] = new_values[outputs[0]] = value
+                types[outputs[0]] = better[outputs[0]] = _type_of(value)
+                changed.add(outputs[0])
+            continue
+        if all((not o) or _static(types.get(o)) for o in outputs) or node.attribute and any(
+                a.type in (5, 10) for a in node.attribute):  # static already, or a body (GRAPH/GRAPHS)
+            continue
+        try:
+            schema = defs.get_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
+            in_types = {i: types[i] for i in inputs if i and i in types}
+            data = {i: numpy_helper.from_array(known[i], i) for i in inputs if i and i in known}
+            inferred = shape_inference.infer_node_outputs(schema, node, in_types, data, opset_imports=opset_list,
+                                                          ir_version=ir_version)
+        except Exception:  # noqa: BLE001 - an op without schema or an inference error: nothing learnt
+            continue
+        for name in outputs:
+            tp = _merge(inferred.get(name), types.get(name)) if name else None
+            if tp is not None:
+                types[name] = better[name] = tp
+                changed.add(name)
+    return better, new_values
