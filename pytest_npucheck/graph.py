@@ -1084,12 +1084,15 @@ class _Builder:
         static = self.static
         return all((not o) or o in static for node in self.nodes if not node.graph for o in node.outputs)
 
-    def refine_type(self, name: str, tp: Any) -> None:
-        """A better type of a main-graph value from the propagation walk (``propagate.refine``)."""
+    def refine_type(self, name: str, typ: tuple[int, Optional[tuple[Any, ...]]]) -> None:
+        """A better type (elem type, dims) of a main-graph value from the walk (``propagate.refine``)."""
         old = self.tensors.get(name)
         if old is not None and old.const:
             return
-        self._typed(name, self._decode(tp), self.static)
+        elem, shape = typ
+        shape_static = shape is not None and all(isinstance(d, int) for d in shape)
+        self._typed(name, (dtype_name(elem) if elem else None, shape, bool(elem) and shape_static, shape_static),
+                    self.static)
 
     def folded_value(self, name: str, arr: Any) -> None:
         """A node output the compiler computes at build time: its value is known."""

@@ -45,59 +45,85 @@ def predicted_numel(op: str, args: list[Any]) -> Optional[int]:
     return None
 
 
-def _dims(tp: Any) -> Optional[tuple[Any, ...]]:
-    """Dims of a TypeProto: int, str (symbolic) or None; None for an unknown rank or a non-tensor."""
-    if tp is None or not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
-        return None
-    out: list[Any] = []
-    for d in tp.tensor_type.shape.dim:
+Type = tuple[int, Optional[tuple[Any, ...]]]  # (TensorProto elem type or 0, dims: int, str or None; None: unknown rank)
+_NOTHING: Type = (0, None)
+
+
+class _Types:
+    """Decoded types by their serialized TypeProto, and back: a graph has few distinct types."""
+
+    def __init__(self) -> None:
+        self.decoded: dict[bytes, Type] = {}
+        self.encoded: dict[Type, bytes] = {}
+
+    def decode(self, raw: bytes) -> Type:
+        typ = self.decoded.get(raw)
+        if typ is None:
+            from onnx import TypeProto
+
+            typ = self.decoded[raw] = _decode(TypeProto.FromString(raw))
+        return typ
+
+    def encode(self, typ: Type) -> bytes:
+        raw = self.encoded.get(typ)
+        if raw is None:
+            from onnx import helper
+
+            elem, dims = typ
+            raw = self.encoded[typ] = helper.make_tensor_type_proto(elem, None if dims is None else list(dims)).SerializeToString()
+        return raw
+
+
+def _decode(tp: Any) -> Type:
+    if not tp.HasField("tensor_type"):
+        return _NOTHING
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    dims: list[Any] = []
+    for d in tt.shape.dim:
         if d.HasField("dim_value") and d.dim_value >= 0:
-            out.append(int(d.dim_value))
+            dims.append(int(d.dim_value))
         elif d.HasField("dim_param") and not d.dim_param.startswith("unk__"):
-            out.append(d.dim_param)
+            dims.append(d.dim_param)
         else:
-            out.append(None)
-    return tuple(out)
+            dims.append(None)
+    return tt.elem_type, tuple(dims)
 
 
-def _static(tp: Any) -> bool:
-    dims = _dims(tp)
-    return dims is not None and all(isinstance(d, int) for d in dims) and bool(tp.tensor_type.elem_type)
+def _static(typ: Optional[Type]) -> bool:
+    return typ is not None and bool(typ[0]) and typ[1] is not None and all(type(d) is int for d in typ[1])
 
 
-def _merge(new: Any, old: Any) -> Any:
-    """TypeProto ``old`` with what ``new`` adds (a dtype, a rank, static dims where ``old`` had unknown
-    or symbolic ones), or None when ``new`` adds nothing. Dims ``old`` knows are never replaced."""
-    from onnx import helper
-
-    if new is None or not new.HasField("tensor_type"):
+def _merge(new: Optional[Type], old: Optional[Type]) -> Optional[Type]:
+    """``old`` with what ``new`` adds (a dtype, a rank, static dims where ``old`` had unknown or
+    symbolic ones), or None when ``new`` adds nothing. Dims ``old`` knows are never replaced."""
+    if new is None or new is _NOTHING:
         return None
-    if old is None or not old.HasField("tensor_type"):
+    if old is None or old is _NOTHING:
         return new
-    nd, od = _dims(new), _dims(old)
-    elem = old.tensor_type.elem_type or new.tensor_type.elem_type
+    elem = old[0] or new[0]
+    nd, od = new[1], old[1]
     if od is None:
-        if nd is None:
-            return new if elem != old.tensor_type.elem_type else None
-        return helper.make_tensor_type_proto(elem, list(nd))
-    if nd is None or len(nd) != len(od):  # nothing on the dims, or contradicting ranks: keep the first
-        return helper.make_tensor_type_proto(elem, list(od)) if elem != old.tensor_type.elem_type else None
-    merged = [o if isinstance(o, int) or not isinstance(n, int) else n for n, o in zip(nd, od)]
-    if merged == list(od) and elem == old.tensor_type.elem_type:
-        return None
-    return helper.make_tensor_type_proto(elem, merged)
+        dims = nd
+    elif nd is None or len(nd) != len(od):  # nothing on the dims, or contradicting ranks: keep the first
+        dims = od
+    else:
+        dims = tuple(o if type(o) is int or type(n) is not int else n for n, o in zip(nd, od))
+    merged = (elem, dims)
+    return None if merged == old else merged
 
 
-def _type_of(arr: Any) -> Any:
+def _type_of(arr: Any) -> Type:
     from onnx import helper
 
-    return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(arr.dtype), list(arr.shape))
+    return helper.np_dtype_to_tensor_dtype(arr.dtype), tuple(int(d) for d in arr.shape)
 
 
 def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], ir_version: int,
            known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
-           default_domain: str = "ai.onnx") -> tuple[dict[str, Any], dict[str, Any]]:
-    """(TypeProto of every main-graph value this walk typed better, values it folded).
+           default_domain: str = "ai.onnx") -> tuple[dict[str, Type], dict[str, Any]]:
+    """((elem type, dims) of every main-graph value this walk typed better, values it folded).
 
     ``graph``: the inferred GraphProto; ``rows``: its nodes as ``graph._read_nodes`` gives them;
     ``known``: {name: array} of small initializers and the values folded so far (extended in place);
@@ -105,30 +131,37 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     ``everything``: visit every node (the first inference failed as a whole and typed nothing).
     """
     import numpy as np
-    from onnx import defs, helper, numpy_helper, shape_inference
+    from onnx import defs, helper, numpy_helper
 
     from .graph import SMALL_CONSTANT, _NO_FOLD, _evaluate
 
-    types: dict[str, Any] = {}
+    codec = _Types()
+    types: dict[str, Type] = {}
     for vi in graph.input[:] + graph.value_info[:] + graph.output[:]:
-        types[vi.name] = vi.type
+        types[vi.name] = codec.decode(vi.type.SerializeToString())
     for init in graph.initializer:
-        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+        types[init.name] = (init.data_type, tuple(init.dims[:]))
     changed: set[str] = set()
     if everything:
         changed.update(vi.name for vi in graph.input)
         changed.update(init.name for init in graph.initializer)
         changed.update(o for r in rows if not r[3] for o in r[4])  # outputs of nodes without inputs
-    better: dict[str, Any] = {}
+    better: dict[str, Type] = {}
     for name, arr in folded.items():
-        tp = _merge(_type_of(arr), types.get(name))
-        if tp is not None:
-            types[name] = better[name] = tp
+        typ = _merge(_type_of(arr), types.get(name))
+        if typ is not None:
+            types[name] = better[name] = typ
         changed.add(name)
     new_values: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
+    opset_map = {"" if d == default_domain else d: v for d, v in opsets.items() if v}
+    schemas: dict[tuple[str, str], Any] = {}
+    data_bytes: dict[str, bytes] = {}
     for node, op, domain, inputs, outputs, _attributes in rows:
-        if not any(i in changed for i in inputs if i):
+        for i in inputs:  # any(i in changed for i in inputs), inlined: run for every node
+            if i and i in changed:
+                break
+        else:
             continue
         default = domain in ("", default_domain)
         evaluated = False
@@ -143,16 +176,16 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                     if not name or value is None:
                         continue
                     value = np.asarray(value)
-                    tp = _merge(_type_of(value), types.get(name))
-                    if tp is not None:
-                        types[name] = better[name] = tp
+                    typ = _merge(_type_of(value), types.get(name))
+                    if typ is not None:
+                        types[name] = better[name] = typ
                     if value.size <= SMALL_CONSTANT:
                         known[name] = new_values[name] = value
                     changed.add(name)
         if evaluated:
             continue
         if default and op in ("Shape", "Size") and inputs and _static(types.get(inputs[0])):
-            dims = _dims(types[inputs[0]]) or ()
+            dims = types[inputs[0]][1] or ()
             if op == "Size":
                 value = np.array(int(np.prod(dims)), dtype=np.int64)
             else:
@@ -167,20 +200,34 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 types[outputs[0]] = better[outputs[0]] = _type_of(value)
                 changed.add(outputs[0])
             continue
-        if all((not o) or _static(types.get(o)) for o in outputs) or node.attribute and any(
-                a.type in (5, 10) for a in node.attribute):  # static already, or a body (GRAPH/GRAPHS)
+        if all((not o) or _static(types.get(o)) for o in outputs) or any(a.type in (5, 10) for a in _attributes):
+            continue  # static already, or a node with a body (GRAPH/GRAPHS attributes)
+        key = (op, domain)
+        schema = schemas.get(key, False)
+        if schema is False:
+            try:
+                schema = defs.get_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
+            except Exception:  # noqa: BLE001 - an op without a schema (a custom domain): nothing to infer
+                schema = None
+            schemas[key] = schema
+        if schema is None:
             continue
+        in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
+        data = {}
+        for i in inputs:
+            if i and i in known:
+                raw = data_bytes.get(i)
+                if raw is None:
+                    raw = data_bytes[i] = numpy_helper.from_array(known[i], i).SerializeToString()
+                data[i] = raw
         try:
-            schema = defs.get_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
-            in_types = {i: types[i] for i in inputs if i and i in types}
-            data = {i: numpy_helper.from_array(known[i], i) for i in inputs if i and i in known}
-            inferred = shape_inference.infer_node_outputs(schema, node, in_types, data, opset_imports=opset_list,
-                                                          ir_version=ir_version)
-        except Exception:  # noqa: BLE001 - an op without schema or an inference error: nothing learnt
+            inferred = schema._infer_node_outputs(node.SerializeToString(), in_types, data, {}, opset_map, ir_version)
+        except Exception:  # noqa: BLE001 - an inference error: nothing learnt
             continue
         for name in outputs:
-            tp = _merge(inferred.get(name), types.get(name)) if name else None
-            if tp is not None:
-                types[name] = better[name] = tp
+            raw = inferred.get(name) if name else None
+            typ = _merge(codec.decode(raw), types.get(name)) if raw is not None else None
+            if typ is not None:
+                types[name] = better[name] = typ
                 changed.add(name)
     return better, new_values
