@@ -147,11 +147,16 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         changed.update(init.name for init in graph.initializer)
         changed.update(o for r in rows if not r[3] for o in r[4])  # outputs of nodes without inputs
     better: dict[str, Type] = {}
+    # a Constant node's value is known to ONNX's inference already: only values folded from other
+    # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
+    constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
     for name, arr in folded.items():
         typ = _merge(_type_of(arr), types.get(name))
         if typ is not None:
             types[name] = better[name] = typ
-        changed.add(name)
+            changed.add(name)
+        elif name not in constants:
+            changed.add(name)
     new_values: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
     opset_map = {"" if d == default_domain else d: v for d, v in opsets.items() if v}

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
+from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
@@ -39,7 +40,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def _reasons(node: Mapping[str, Any]) -> str:
-    return "; ".join(r["message"] for r in node.get("reasons", [])) or node["verdict"]
+    return "; ".join(reason_text(r) for r in node.get("reasons", [])) or node["verdict"]
 
 
 def render(doc: Mapping[str, Any]) -> str:
@@ -60,7 +61,8 @@ def render(doc: Mapping[str, Any]) -> str:
             s = tr["summary"]
             part = tr.get("partition") or {}
             word = "PASS" if g["passed"] else "FAIL"
-            summary.append([esc(tr["target"]), esc(t['nodeid']), f"**{word}**", tr["verdict"],
+            only = f" ({DOCUMENTATION_ONLY})" if documentation_only(tr.get("table") or {}) else ""
+            summary.append([esc(tr["target"]) + esc(only), esc(t['nodeid']), f"**{word}**", tr["verdict"],
                             f"{s['npu']}/{s['cpu']}/{s['unsupported']}/{s['folded']}",
                             _pct(part.get("npu_share_nodes")), _pct(part.get("npu_share_macs")),
                             str(len(g["new"])), str(len(g["accepted"]))])
