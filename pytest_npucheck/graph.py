@@ -664,15 +664,15 @@ def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inp
                                                       if k < len(ins))
         shape_dep = shape_dep or any(i in varying for i in ins)
         for o in outs:
-            t = tensors.get(o)
-            if not o or t is None:
+            if not o:
                 continue
-            if value_dep and t.value is None:
+            t = tensors.get(o)  # None: a value no inference typed (a custom op's output)
+            if value_dep and (t is None or t.value is None):
                 runtime.add(o)
-            if shape_dep and not t.static:
+            if shape_dep and (t is None or not t.static):
                 varying.add(o)
                 _as_dynamic(tensors, o)
-    return frozenset(n for n in varying if (t := tensors.get(n)) is not None and t.shape is None)
+    return frozenset(n for n in varying if (t := tensors.get(n)) is None or t.shape is None)
 
 
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
