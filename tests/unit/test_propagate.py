@@ -179,3 +179,17 @@ def test_a_dynamic_tensor_of_unknown_rank_is_still_dynamic():
     assert g.tensor("r").shape is None and "r" in g.dynamic_rank
     nodes, _ = _judge(m)
     assert nodes["relu"].verdict == "cpu" and "has unknown shape (dynamic" in nodes["relu"].reasons[0].message
+
+
+def test_when_whole_graph_inference_fails_the_walk_types_node_by_node(monkeypatch):
+    """ONNX's inference of the whole graph can raise (the facts then had no shape at all, and every
+    node was 'dynamic'): the walk visits every node and infers it on its own."""
+    from pytest_npucheck import graph
+
+    def failing(model, serialized=None):
+        return model, "InferenceError: [ShapeInferenceError] simulated"
+
+    monkeypatch.setattr(graph, "_infer", failing)
+    g = facts_from_model(_two_stage_model())
+    assert g.tensor("xa").shape == (1, 16, 16, 8) and g.tensor("y").shape == (4, 4, 4, 32)
+    assert g.shape_inference_error is None  # every shape was found after all
