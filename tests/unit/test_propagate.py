@@ -190,6 +190,10 @@ def test_when_whole_graph_inference_fails_the_walk_types_node_by_node(monkeypatc
         return model, "InferenceError: [ShapeInferenceError] simulated"
 
     monkeypatch.setattr(graph, "_infer", failing)
-    g = facts_from_model(_two_stage_model())
+    model = _two_stage_model()
+    model.graph.node.append(helper.make_node("Sigmoid", ["x"], ["z"], name="apart"))  # reads no folded value
+    model.graph.output.append(helper.make_empty_tensor_value_info("z"))
+    g = facts_from_model(model)
     assert g.tensor("xa").shape == (1, 16, 16, 8) and g.tensor("y").shape == (4, 4, 4, 32)
+    assert g.tensor("z").shape == (1, 14, 16, 8)
     assert g.shape_inference_error is None  # every shape was found after all
