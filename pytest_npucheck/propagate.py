@@ -114,6 +114,39 @@ def _merge(new: Optional[Type], old: Optional[Type]) -> Optional[Type]:
     return None if merged == old else merged
 
 
+# ops whose output 0 has input 0's shape and dtype, and broadcasting ops (output dtype: input 0's, or bool)
+_SAME = frozenset({"Relu", "Sigmoid", "Exp", "Tanh", "Neg", "Sqrt", "Softplus", "Erf", "Log", "Abs", "Identity",
+                   "Softmax", "LogSoftmax", "Reciprocal", "Floor", "Ceil", "Sin", "Cos", "HardSigmoid", "HardSwish",
+                   "LeakyRelu", "Elu", "Selu", "Gelu", "Mish", "Round", "Sign", "Not", "Clip", "LayerNormalization"})
+_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "And", "Or", "Xor"})
+_BROADCAST_BOOL = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+
+
+def quick_type(op: str, node: Any, inputs: tuple[str, ...], types: Mapping[str, Type]) -> Optional[Type]:
+    """Output 0's type of the commonest ops when every input is static, without a call into ONNX
+    (most nodes after a lost shape are elementwise: the walk re-types each of them); None: ask ONNX."""
+    args = [types.get(i) for i in inputs if i]
+    if not args or not all(_static(a) for a in args):
+        return None
+    if op in _SAME and len(node.output) == 1:
+        return args[0]
+    if op == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), 0)
+        return (to, args[0][1]) if to else None
+    if op in _BROADCAST or op in _BROADCAST_BOOL or op == "Where":
+        shapes = [a[1] for a in args]
+        rank = max(len(sh) for sh in shapes)
+        out = []
+        for k in range(rank):
+            dims = {sh[k - rank + len(sh)] for sh in shapes if k - rank + len(sh) >= 0} - {1}
+            if len(dims) > 1:
+                return None  # not broadcastable: ONNX's inference says what it says
+            out.append(dims.pop() if dims else 1)
+        elem = 9 if op in _BROADCAST_BOOL else (args[1][0] if op == "Where" else args[0][0])
+        return elem, tuple(out)
+    return None
+
+
 def _type_of(arr: Any) -> Type:
     from onnx import helper
 
@@ -207,6 +240,13 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             continue
         if all((not o) or _static(types.get(o)) for o in outputs) or any(a.type in (5, 10) for a in _attributes):
             continue  # static already, or a node with a body (GRAPH/GRAPHS attributes)
+        quick = quick_type(op, node, inputs, types) if default and len(outputs) == 1 else None
+        if quick is not None:
+            typ = _merge(quick, types.get(outputs[0]))
+            if typ is not None:
+                types[outputs[0]] = better[outputs[0]] = typ
+                changed.add(outputs[0])
+            continue
         key = (op, domain)
         schema = schemas.get(key, False)
         if schema is False:

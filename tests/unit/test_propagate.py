@@ -197,3 +197,26 @@ def test_when_whole_graph_inference_fails_the_walk_types_node_by_node(monkeypatc
     assert g.tensor("xa").shape == (1, 16, 16, 8) and g.tensor("y").shape == (4, 4, 4, 32)
     assert g.tensor("z").shape == (1, 14, 16, 8)
     assert g.shape_inference_error is None  # every shape was found after all
+
+
+def test_the_quick_types_are_onnx_inference_s():
+    """propagate.quick_type types the commonest ops without ONNX; it must say what ONNX says."""
+    from onnx import defs, shape_inference
+
+    from pytest_npucheck.propagate import _decode, quick_type
+
+    f, i64, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    cases = [("Relu", [(f, (2, 3))], {}), ("Cast", [(f, (2, 3))], {"to": TensorProto.FLOAT16}),
+             ("Add", [(f, (2, 1, 4)), (f, (3, 1))], {}), ("Mul", [(i64, ()), (i64, (5,))], {}),
+             ("Where", [(b, (2, 1)), (f, (1, 3)), (f, (2, 3))], {}), ("Equal", [(f, (4, 1)), (f, (4, 6))], {}),
+             ("Softmax", [(f, (2, 7))], {"axis": -1}), ("Clip", [(f, (3, 3)), (f, ()), (f, ())], {})]
+    for op, ins, attrs in cases:
+        names = [f"i{k}" for k in range(len(ins))]
+        node = helper.make_node(op, names, ["o"], **attrs)
+        types = {n: (e, s) for n, (e, s) in zip(names, ins)}
+        in_types = {n: helper.make_tensor_type_proto(e, list(s)) for n, (e, s) in types.items()}
+        onnx_says = shape_inference.infer_node_outputs(defs.get_schema(op, 17), node, in_types)["o"]
+        assert quick_type(op, node, tuple(names), types) == _decode(onnx_says), op
+    # a broadcast that does not fit is left to ONNX
+    assert quick_type("Add", helper.make_node("Add", ["a", "b"], ["o"]), ("a", "b"),
+                      {"a": (TensorProto.FLOAT, (2, 3)), "b": (TensorProto.FLOAT, (4,))}) is None
