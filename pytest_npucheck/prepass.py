@@ -75,14 +75,20 @@ def _cast_to(node: NodeFact) -> Optional[str]:
     return dtype_name(to) if isinstance(to, int) else None
 
 
+# integer dtypes whose same-type Cast is removed as an identity; a float one (``x.float()`` of a float
+# tensor) stays: the tables' fused patterns name it (RKNN's rmsnorm_div_cast_weight), and it runs on
+# the NPU where a table says the pattern's other nodes do
+_INTEGER = frozenset({"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64"})
+
+
 def _same_type_cast(graph: GraphFacts, node: NodeFact) -> bool:
-    """A Cast to the dtype its input already has (``mask.long()`` of an int64 mask, TorchScript's
-    int64 -> int64 casts of shape values): an identity, removed by the compilers (ONNX Runtime's
-    CastElimination) and never judged by a dtype rule."""
+    """A Cast of an integer tensor to the dtype it already has (``mask.long()`` of an int64 mask,
+    TorchScript's int64 -> int64 casts of shape values): an identity, removed by the compilers (ONNX
+    Runtime's CastElimination; rknn-toolkit2 2.5.0 lists no row for it) and never judged by a dtype rule."""
     if node.op_type != "Cast" or node.domain != "ai.onnx" or not node.inputs or not node.inputs[0]:
         return False
     info = graph.tensors.get(node.inputs[0])
-    return info is not None and info.dtype is not None and _cast_to(node) == info.dtype
+    return info is not None and info.dtype in _INTEGER and _cast_to(node) == info.dtype
 
 
 def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
