@@ -47,7 +47,8 @@ document.body.setAttribute('data-rendered',String(document.querySelectorAll('svg
 
 
 def h(text: Any, limit: int = 200) -> str:
-    """Escape for HTML text and attributes; control characters shown as \\xNN; length capped."""
+    """Escape for HTML text and attributes; control, bidi and other invisible characters shown as
+    \\xNN / \\uNNNN (``text.clean``); length capped."""
     s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
     return _html.escape(s, quote=True)
 

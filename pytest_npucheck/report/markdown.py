@@ -2,7 +2,7 @@
 
 Rendered from the JSON report document. NEW fallbacks (those that fail the gate) come first,
 then the accepted ones, then stale baseline entries and errors. Names come from models: every
-cell is escaped (Markdown and HTML specials, pipes, control characters) and capped in length.
+cell is escaped (Markdown and HTML specials, pipes, control and bidi characters) and capped in length.
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from .escape import visible
 from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
 from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 MAX_CELL = 160
 MAX_ROWS = 200
@@ -25,7 +25,7 @@ def esc(text: Any, limit: int = MAX_CELL) -> str:
     s = str(text)
     if len(s) > limit:
         s = s[: limit - 12] + f"...(+{len(s) - limit + 12})"
-    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+    s = visible(s)  # control, bidi and other invisible characters as escapes (escape.py)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", s)
 

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
+from .escape import visible
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_NAME = 120
 
 
 def clean(text: str, limit: int = MAX_NAME) -> str:
-    """Names come from the model: escape control characters and cap the length."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """Names come from the model: escape control, bidi and other invisible characters
+    (``escape.visible``) and cap the length."""
+    text = visible(str(text))
     return text if len(text) <= limit else text[: limit - 12] + f"...(+{len(text) - limit + 12})"
 
 

@@ -429,3 +429,71 @@ def test_a_budget_loosening_without_approval_fails_the_markdown_and_html_headlin
     page = html_report.render(doc)
     assert "<title>NPU check: failed</title>" in page and '<section id="loosened">' in page
     assert "cosine_min loosened 0.9999 -&gt; 0.9" in page
+
+
+# -- round two (issue 27): bidi and other invisible characters -------------------------------------
+
+BIDI = ["\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u202a", "\u200f", "\u061c", "\u200b", "\u2028",
+        "\ufeff", "\U000e0041"]
+
+
+@pytest.mark.reliability("S10")
+def test_bidi_and_invisible_characters_are_shown_as_escapes_in_every_renderer(judge):
+    """U+202E and the isolates in module names, node names and file paths reached the terminal text,
+    the Markdown and the HTML raw (visual spoofing in a review). One helper (report/escape.py) shows
+    them as escapes in all three; the JSON data keeps the exact strings."""
+    import sys
+
+    from onnx import helper
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import make_model
+    from pytest_npucheck.report.escape import visible
+    from pytest_npucheck.report.text import render_target
+
+    name = "/blk\u202egnp.exe/act\u2066x\u2069/Sin" + "".join(BIDI)
+    node = helper.make_node("Sin", ["x"], ["y"], name=name)
+    node.metadata_props.add(key="pkg.torch.onnx.stack_trace",
+                            value='File "/src/mo\u2067del.py", line 12, in forward\n    return torch.sin(x)')
+    res = judge(make_model([node], [("x", (1, 4))], ["y"]))["__result__"]
+    assert not res.passed and res.nodes[0].name == name  # the data keeps the exact name
+    text = "\n".join(render_target(res))
+    doc = run_document([{"nodeid": "t.py::test_[\u202eevil]", "status": "failed", "error": None, "export": None,
+                         "targets": [json.loads(json.dumps(res.to_json()))]}])
+    assert validate(doc) == []
+    md = md_report.render(doc)
+    page = html_report.render(doc)
+    for out in (text, md, page):
+        assert not any(ch in out for ch in BIDI)
+        assert "u202e" in out and "u2066" in out and "U000e0041" in out
+    assert "/blk\\u202egnp.exe/act\\u2066x\\u2069/Sin" in text and "/src/mo\\u2067del.py:12" in text
+    assert "t.py::test_[\\u202eevil]" in page
+    assert visible("a\u202eb\x1bc\u00e9\u4e2d \u00a0") == "a\\u202eb\\x1bc\u00e9\u4e2d \u00a0"  # letters stay
+
+
+@pytest.mark.reliability("S10")
+def test_the_failure_text_of_a_pytest_run_escapes_bidi_characters(pytester):
+    """The plugin's failure text and terminal summary come from the same helper."""
+    pytester.makepyfile(textwrap.dedent('''
+        import pytest, torch
+
+        class Blk(torch.nn.Module):
+            def forward(self, x):
+                return torch.sin(x)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                setattr(self, "evil\\u202egnp", Blk())
+
+            def forward(self, x):
+                return getattr(self, "evil\\u202egnp")(x)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], exporter="torchscript", numerics=False)
+        def test_model(npu_check):
+            npu_check(Model().eval(), torch.randn(1, 4))
+    '''))
+    res = pytester.runpytest_subprocess(f"--npu-tables={TOY_TABLES}", "-p", "no:randomly")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED and "Sin" in out
+    assert "\u202e" not in out and "evil\\u202egnp" in out
