@@ -150,6 +150,8 @@ def render_fixes(plan: Any) -> list[str]:
         names = ", ".join(clean(n, 60) for n in s.nodes[:4]) + (f", +{len(s.nodes) - 4} more" if len(s.nodes) > 4 else "")
         target = f" [{names}]" if names else ""
         lines.append(f"  {k}. {s.recipe.title}{target}: {_verified(s.verification)}")
+        if s.recipe.exporter_artefact:
+            lines.append(f"     exporter artefact: {s.recipe.exporter_artefact}")
         lines.append(f"     how: {s.recipe.advice}")
         lines.append(f"     numerics: {s.recipe.numerics}")
     if plan.combined is not None:

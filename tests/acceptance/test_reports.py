@@ -391,23 +391,25 @@ def test_golden_and_deployment_budgets_in_markdown_and_html():
                       "metrics": {"max_abs": 3e-7, "mean_abs": 1e-7, "cosine": 1.0, "snr_db": 130.0,
                                   "norm_ratio": 1.0}}]}
     numerics = {"enabled": True, "passed": False, "release": "1.2.0", "notes": [], "onnx_vs_pytorch": comparison,
-                "emulation": [], "golden": {"status": "passed", "message": "golden matches", "comparison": comparison},
-                "targets": [{"target": T, "release": "1.2.0", "key": "toy@*", "max_cpu_fallback_nodes": 1,
-                             "min_npu_share": 0.9, "cpu_fallback_nodes": 2, "npu_share": 0.8,
-                             "problems": ["2 CPU-fallback nodes > 1"]}]}
+                "emulation": [], "golden": {"status": "passed", "message": "golden matches", "comparison": comparison}}
+    target = next(t for t in nasty_document()["tests"] if t["targets"])["targets"][0]
+    target["budget"] = {"release": "1.2.0", "key": "toy@*", "max_cpu_fallback_nodes": 1, "min_npu_share": 0.9,
+                        "min_npu_mac_share": 0.5, "cpu_fallback_nodes": 2, "npu_share": 0.8, "npu_mac_share": 0.999,
+                        "problems": ["2 CPU-fallback nodes > 1"]}
     doc = run_document([{"nodeid": "t.py::test_a", "status": "failed", "error": None, "export": None,
-                         "targets": [], "numerics": numerics}])
+                         "targets": [target], "numerics": numerics}])
     assert validate(doc) == []
     md = md_report.render(doc)
     assert md.startswith("## NPU check: failed")  # a numeric failure fails the run's headline too
     assert "| stored golden \\(passed\\) | - | logits | pass | golden outputs | 3e-07 |" in md
-    assert ("| toy@1.0/soc\\-a | toy@\\* | CPU\\-fallback nodes 2 \\(max 1\\); NPU share 80.0% \\(min 90.0%\\) | "
-            "**FAIL** (2 CPU\\-fallback nodes &gt; 1) | \\-1 node\\(s\\), \\-10.0% share |") in md
+    assert ("| toy@1.0/soc\\-a | toy@\\* | CPU\\-fallback nodes 2 \\(max 1\\); NPU share by nodes 80.0% \\(min 90.0%\\); "
+            "NPU share by MACs 99.9% \\(min 50.0%\\) | **FAIL** (2 CPU\\-fallback nodes &gt; 1) | "
+            "\\-1 node\\(s\\), \\-10.0% nodes share, \\+49.9% MACs share |") in md
     assert "budgets of release 1.2.0" in md
     page = html_report.render(doc)
     assert "<title>NPU check: failed</title>" in page
     assert '<tr class="golden"><td>stored golden (passed)</td>' in page
-    assert "<td>-1 node(s), -10.0% share</td>" in page
+    assert "<td>-1 node(s), -10.0% nodes share, +49.9% MACs share</td>" in page
 
 
 def test_a_budget_loosening_without_approval_fails_the_markdown_and_html_headline():
