@@ -199,7 +199,7 @@ def test_b2_git_lfs_pointers_say_git_lfs_pull(tmp_path):
 
 @rel("B7")
 def test_b7_external_weights_are_never_read(tmp_path):
-    from unit.test_reliability import external_model
+    from unit.test_reliability import external_model  # the layer directories are packages (tests/README.md)
 
     from pytest_npucheck.check import check_file
 
