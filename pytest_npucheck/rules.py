@@ -11,6 +11,7 @@ is what the generated supported-ops pages print.
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -608,4 +609,8 @@ def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
     return found is None or found.local
 
 
-from . import rules_context  # noqa: E402,F401  (registers the context rules)
+# Registers the context rules into this module's RULES. import_module, not `from . import`: the latter
+# returns the package's attribute when one is left from an earlier import of rules_context, so a rules
+# module imported afresh (pytester's in-process runs drop the modules first imported inside them, the
+# package attribute stays) would have no context rules: KeyError 'not_graph_output' in the matcher.
+importlib.import_module(f"{__package__}.rules_context")
