@@ -40,8 +40,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="extra support-table directory (overrides bundled tables of the same target)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    c = sub.add_parser("check", help="check an ONNX file against one or more targets", epilog=EXIT_CODES)
-    c.add_argument("model", type=Path, help="ONNX model file")
+    c = sub.add_parser("check", help="check ONNX files against one or more targets", epilog=EXIT_CODES)
+    c.add_argument("models", nargs="+", metavar="MODEL",
+                   help="ONNX file, directory (its *.onnx, recursively) or glob pattern (expanded by npucheck: "
+                        "'models/**/*.onnx'); several are checked in one call with one report and one exit code "
+                        "(the worst: 3 internal error, 2 input error, 1 fallback, 0)")
+    c.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="worker processes for several files (default: min(2, CPU count))")
     c.add_argument("--target", "-t", action="append", required=True, metavar="TOOLCHAIN[@VERSION][/SOC]",
                    help="target to check against (repeatable), e.g. rknn@2.5.0/rk3588")
     c.add_argument("--format", choices=("text", "json"), default="text")
@@ -49,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-fixes", action="store_true",
                    help="do not compute fix suggestions for fallbacks (they re-check rewritten graphs)")
 
-    t = sub.add_parser("targets", help="list every available target with its provenance")
+    t = sub.add_parser("targets", help="list every available target with its provenance and the short forms "
+                       "that resolve to it (rknn -> rknn@2.5.0/rk3588)")
     t.add_argument("--format", choices=("text", "json"), default="text")
 
     tb = sub.add_parser("tables", help="support-table maintenance")
@@ -122,7 +128,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "probe":
         return _probe(args, catalog)
     if args.command == "targets":
+        from .cli_check import short_forms
+
         rows = catalog.listing()
+        for r in rows:
+            r["short_forms"] = short_forms(catalog, catalog.refs[(r["toolchain"], r["version"], r["soc"])])
         if args.format == "json":
             sys.stdout.write(dumps(rows))
         else:
@@ -132,6 +142,8 @@ def _run(args: argparse.Namespace) -> int:
                     f"{r['ops']} ops, revision {r['revision']}, {prov.get('method', '?')}, "
                     f"{prov.get('toolchain_package', '')}".rstrip(", "))
                 print(f"{r['target']:<28} {r['title']}: {state}")
+                if r["short_forms"]:
+                    print(f"{'':<28} also written: {', '.join(r['short_forms'])}")
         return EXIT_OK
     if args.command == "tables":
         if args.tables_command == "diff":
@@ -195,21 +207,45 @@ def _run(args: argparse.Namespace) -> int:
             print(f"wrote {dest} ({len(doc['tables'])} tables)")
         return EXIT_USAGE if problems else EXIT_OK
 
-    from .check import check_file
-    from .report.text import render_target
+    from . import cli_check
+    from .errors import UsageError
 
-    results = check_file(args.model, args.target, catalog)
-    if not args.no_fixes:
-        from .fixes import with_fixes
-
-        results = [with_fixes(r, args.model, catalog.table(t)) for r, t in zip(results, args.target)]
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    for t in args.target:  # resolve every target before any work: an unknown one is a usage error
+        catalog.table(t)
+    files = cli_check.expand_inputs(args.models)
+    entries = cli_check.check_many(files, args.target, args.tables, fixes=not args.no_fixes,
+                                   all_nodes=args.all_nodes, jobs=args.jobs)
+    for e in entries:
+        if "error" in e:
+            if "traceback" in e:
+                sys.stderr.write(e["traceback"])
+                print(f"npucheck: internal error: {e['path']}: {e['error']['message']}\n"
+                      "This is a bug in npucheck, not a verdict on the model (exit code 3). Please report it to the "
+                      "pytest-npucheck maintainers with the traceback above, the command line and, if you can, "
+                      "the model.", file=sys.stderr)
+            else:
+                print(f"npucheck: error: {e['error']['message']}", file=sys.stderr)
+    doc = cli_check.document(entries)
     if args.format == "json":
-        docs = [r.to_json() for r in results]
-        sys.stdout.write(dumps(docs[0] if len(docs) == 1 else docs))
+        sys.stdout.write(dumps(doc))
     else:
-        for r in results:
-            print("\n".join(render_target(r, all_nodes=args.all_nodes)))
-    return EXIT_OK if all(r.passed for r in results) else EXIT_FALLBACK
+        several = len(entries) > 1
+        for e in entries:
+            if several:
+                state = ("ERROR" if "error" in e else "PASS" if e.get("passed") else "FAIL")
+                print(f"== {e['path']}: {state}")
+            if "error" in e:
+                if several:
+                    print(f"  {e['error']['kind']} error: {e['error']['message']}")
+                continue
+            print(e["text"])
+        if several:
+            n_err = sum("error" in e for e in entries)
+            n_fail = sum(1 for e in entries if "error" not in e and not e.get("passed"))
+            print(f"{len(entries)} file(s): {len(entries) - n_err - n_fail} pass, {n_fail} fall back, {n_err} error(s)")
+    return doc["exit_status"]
 
 
 def _table_arg(catalog: "Catalog", text: str) -> "Table":
