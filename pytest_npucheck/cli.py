@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="ONNX file, directory (its *.onnx, recursively) or glob pattern (expanded by npucheck: "
                         "'models/**/*.onnx'); several are checked in one call with one report and one exit code "
                         "(the worst: 3 internal error, 2 input error, 1 fallback, 0)")
+    c.add_argument("--tables", dest="check_tables", action="append", default=[], metavar="DIR",
+                   help="as the top-level --tables, also accepted after `check` (the pre-commit hook's args)")
     c.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
                    help="worker processes for several files (default: min(2, CPU count))")
     c.add_argument("--target", "-t", action="append", required=True, metavar="TOOLCHAIN[@VERSION][/SOC]",
@@ -124,6 +126,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from .tables import Catalog
 
+    if getattr(args, "check_tables", None):
+        args.tables = [*args.tables, *args.check_tables]
     catalog = Catalog.discover(args.tables)
     if args.command == "probe":
         return _probe(args, catalog)
