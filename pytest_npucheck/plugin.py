@@ -148,6 +148,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--npu-memory-limit", default=None, metavar="MIB",
                     help="memory a child process may add to what it inherits (default: ini npu_memory_limit, "
                          "else half the physical memory; 0: none)")
+    group.addoption("--npu-keep-onnx", default=None, metavar="DIR",
+                    help="keep the ONNX export of each marked test in DIR, named after the test id")
     group.addoption("--npu-no-isolate", action="store_true", default=False,
                     help="run exports, ONNX shape inference and ONNX Runtime in this process (no crash "
                          "containment, no timeout; for debuggers and profilers)")
@@ -172,6 +174,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_oracle", "run the real toolchains as oracles: off (default), report or strict", default="off")
     parser.addini("npu_timeout", "time limit in seconds of each isolated step (0: none)", default="")
     parser.addini("npu_memory_limit", "memory in MiB an isolated step may add to its process (0: none)", default="")
+    parser.addini("npu_keep_onnx", "keep the ONNX export of each marked test in this directory (relative to the "
+                  "ini file's directory), named after the test id", default="")
     parser.addini("npu_isolate", "run exports, shape inference and ONNX Runtime in child processes", type="bool",
                   default=True)
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
@@ -615,6 +619,18 @@ def _cache_dir(config: pytest.Config) -> Optional[Path]:
     return Path(cache.mkdir("npucheck-exports"))
 
 
+def _keep_onnx_dir(config: pytest.Config) -> Optional[Path]:
+    """--npu-keep-onnx (relative to the invocation directory), else ini npu_keep_onnx (relative to the
+    ini file's directory), else None."""
+    opt = config.getoption("npu_keep_onnx")
+    if opt:
+        return Path(config.invocation_params.dir) / opt
+    ini = str(config.getini("npu_keep_onnx") or "").strip()
+    if ini:
+        return Path(config.inipath.parent if config.inipath else config.rootpath) / ini
+    return None
+
+
 def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: Any, **overrides: Any) -> NpuCheckOutcome:
     state = item.config.stash[_STATE]
     calls = item.stash.setdefault(_ENTRIES, [])  # every call of the test is recorded, keyed by its number
@@ -683,6 +699,15 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         item.stash.setdefault(_TEMP_EXPORTS, []).append(exported.path.parent)
     entry["export"] = {"exporter": exported.exporter, "opset": exported.opset, "cache_hit": exported.cache_hit,
                        "key": exported.key, "path": str(exported.path)}
+    keep_dir = _keep_onnx_dir(item.config)
+    if keep_dir is not None:  # written by the process that ran the test: one file per test id and call
+        from .keep_onnx import keep
+
+        try:
+            keep(exported.path, keep_dir, item.nodeid, entry.get("call", 1))
+        except UsageError as exc:
+            entry["error"] = str(exc)
+            pytest.fail(f"npu_check: {exc}", pytrace=False)
     cache_notes = list(exported.notes)  # cache entries that failed their content hashes: said, never used
     try:
         graph = graph_facts(exported.path, notes=cache_notes)
