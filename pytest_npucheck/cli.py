@@ -116,11 +116,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import traceback
 
         traceback.print_exc(file=sys.stderr)
-        print(f"npucheck: internal error: {type(exc).__name__}: {exc}\n"
-              "This is a bug in npucheck, not a verdict on the model (exit code 3). Please report it to the "
-              "pytest-npucheck maintainers with the traceback above, the command line and, if you can, the model.",
-              file=sys.stderr)
+        print(_internal_error(f"{type(exc).__name__}: {exc}"), file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _internal_error(what: str) -> str:
+    return (f"npucheck: internal error: {what}\n"
+            "This is a bug in npucheck, not a verdict on the model (exit code 3). Please report it to the "
+            "pytest-npucheck maintainers with the traceback above, the command line and, if you can, the model.")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -225,10 +228,7 @@ def _run(args: argparse.Namespace) -> int:
         if "error" in e:
             if "traceback" in e:
                 sys.stderr.write(e["traceback"])
-                print(f"npucheck: internal error: {e['path']}: {e['error']['message']}\n"
-                      "This is a bug in npucheck, not a verdict on the model (exit code 3). Please report it to the "
-                      "pytest-npucheck maintainers with the traceback above, the command line and, if you can, "
-                      "the model.", file=sys.stderr)
+                print(_internal_error(f"{e['path']}: {e['error']['message']}"), file=sys.stderr)
             else:
                 print(f"npucheck: error: {e['error']['message']}", file=sys.stderr)
     doc = cli_check.document(entries)
