@@ -94,7 +94,15 @@ def check_many(files: Sequence[Path], targets: Sequence[str], table_dirs: Sequen
     # spawn: the caller may be a threaded process (pytest, an IDE); a forked copy of it could deadlock
     with ProcessPoolExecutor(max_workers=min(jobs, len(args)), mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(check_one, *a) for a in args]
-        return [f.result() for f in futures]
+        entries = []
+        for a, f in zip(args, futures):
+            try:
+                entries.append(f.result())
+            except Exception as exc:  # noqa: BLE001 - a worker died (BrokenProcessPool): that file is exit 3
+                entries.append({"path": a[0], "targets": [], "traceback": "",
+                                "error": {"kind": "internal", "message": f"worker process failed: "
+                                                                         f"{type(exc).__name__}: {exc}"}})
+        return entries
 
 
 def exit_status(entries: Sequence[dict[str, Any]]) -> int:

@@ -52,3 +52,33 @@ def test_pre_commit_hook_checks_every_staged_file_in_one_call(save):
     assert [line for line in r.stdout.splitlines() if line.startswith("== ")] == [
         f"== {files[0]}: PASS", f"== {files[1]}: FAIL", f"== {files[2]}: PASS", f"== {files[3]}: FAIL"]
     assert r.stdout.rstrip().endswith("4 file(s): 2 pass, 2 fall back, 0 error(s)")
+
+
+def test_a_dead_worker_is_exit_3_for_its_file_and_the_others_keep_their_verdicts(save, monkeypatch, capsys):
+    """A worker that dies (BrokenProcessPool: killed, out of memory) makes its file an internal error;
+    the files checked by the other results are still reported."""
+    import concurrent.futures as cf
+    from concurrent.futures.process import BrokenProcessPool
+
+    from pytest_npucheck.cli import main
+    from pytest_npucheck.cli_check import validate
+
+    files = _zoo(save)
+
+    class DyingPool(cf.ProcessPoolExecutor):
+        def submit(self, fn, *args, **kwargs):
+            if str(args[0]).endswith("c.onnx"):
+                f: cf.Future = cf.Future()
+                f.set_exception(BrokenProcessPool("a process in the pool was terminated abruptly"))
+                return f
+            return super().submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(cf, "ProcessPoolExecutor", DyingPool)
+    code = main(["--tables", str(TOY_TABLES), "check", *map(str, files), "-t", "toy@1.0", "-j", "2",
+                 "--format", "json", "--no-fixes"])
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert code == 3 and doc["exit_status"] == 3 and validate(doc) == []
+    assert doc["files"][2]["error"]["kind"] == "internal" and "terminated abruptly" in doc["files"][2]["error"]["message"]
+    assert [[t["passed"] for t in f["targets"]] for f in doc["files"]] == [[True], [False], [], [False]]
+    assert "internal error" in err and "c.onnx" in err
