@@ -106,6 +106,21 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     return f"input {index} '{node.inputs[index]}' is computed by " + " <- ".join(f"{p.op_type} '{p.name}'" for p in path)
 
 
+@rule("producer_is", "context", local=False)
+def rule_producer_is(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input {index} is computed by {chain_text}."""
+    if rule_producer_not(node, {**params, "exclusive": False}, graph) is not None:
+        return None  # the chain matched
+    index = int(params.get("index", 0))
+    if index >= len(node.inputs) or not node.inputs[index]:
+        return f"it has no input {index}"
+    tensor = node.inputs[index]
+    producer = _producer(graph, tensor)
+    what = "a graph input or a constant" if producer is None else f"computed by {producer.op_type} '{producer.name}'"
+    return f"input {index} '{tensor}' is {what}, not by " + " <- ".join(
+        s if isinstance(s, str) else "|".join(s) for s in params["chain"])
+
+
 @rule("feeds_not", "context", local=False)
 def rule_feeds_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result does not feed {path_text}{from_node_text}."""

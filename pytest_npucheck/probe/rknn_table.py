@@ -35,6 +35,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from pytest_npucheck.probe.table_errata import erratum, stamp
+
 __all__ = ["build_table", "adapt_to_results", "merge_results", "verify_table", "main",
            "OP_SPECS"]
 
@@ -96,6 +98,34 @@ TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
               "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
               "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik"]
+
+# --------------------------------------------------------------------------------------------
+# corrections of released tables (table_errata: revision + errata records per target)
+# --------------------------------------------------------------------------------------------
+
+#: (version, soc) -> erratum records of that table, oldest first
+ERRATA: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("2.5.0", "rk3588"): [
+        erratum(2, ["ai.onnx:Softmax"],
+                "the 65,536-element limit per (H, W) map no longer applies when the Softmax reads the scores "
+                "MatMul (q @ k^T, directly or through the scale Mul/Div): 257 x 257 and 302 x 302 attention "
+                "Softmaxes were called CPU and run on the NPU; the limit still applies to a Softmax of a graph "
+                "input or of a masked Add",
+                "probe family softmax_size_extra (x.Softmax.ctx=attn_size.*, "
+                "pytest_npucheck/probe/models_attention_limits.py), rknn-toolkit2 2.5.0 rk3588 fp16: NPU behind "
+                "the scores MatMul at T = 256, 257, 302 and in fused attention at T = 256 ... 1024 with 1 and 4 "
+                "heads; CPU alone at T = 257, 302 and behind a mask Add at T = 257 (1 head), 302 (4 heads); "
+                "probes/rknn/2.5.0/rk3588.extra.results.json"),
+        erratum(2, ["ai.onnx:Where"],
+                "a Where whose condition has size 1 on axis -2 (a padding mask viewed as (B, 1, 1, T)) and whose "
+                "result feeds a Softmax directly is now unsupported: the compiler aborts building the model",
+                "probe family mask_cast_extra (x.*.ctx=mask_cast.*, pytest_npucheck/probe/models_attention_limits.py), "
+                "rknn-toolkit2 2.5.0 rk3588 fp16: build() dies with SIGABRT after 'Encountered First Conv "
+                "unsupported subgraph: exSoftmaxMask' for masks cast from int64/int32, computed by Greater, or "
+                "bool graph inputs, reshaped, unsqueezed or not; a (1, 1, T, T) or expanded mask, an additive "
+                "Where(m, 0, -big) and a Where read by a Relu built"),
+    ],
+}
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -197,6 +227,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Where": E("npu", C("dtype", [r"Where\.xy=dyn\.i64", r"Where\.xy=dyn\.i32"], tensor="input",
                         index=1, allowed=FLOATS,
                         note="int64 data runs on the CPU (an int32 Where crashed the compiler)"),
+               C("any_of", [r"Where\.xy=dyn|x\.(Reshape|Cast|Where)\.ctx=mask_cast\."], "unsupported",
+                 constraints=[{"rule": "feeds_not", "params": {"path": ["Softmax"]}},
+                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}}],
+                 note="a Where whose condition is broadcast over the query axis (size 1 on axis -2: a padding "
+                      "mask viewed as (B, 1, 1, T)) and whose result goes straight into a Softmax makes build() "
+                      "abort ('Encountered First Conv unsupported subgraph: exSoftmaxMask', SIGABRT), whether the "
+                      "mask is cast from int64/int32, computed by a Greater or a bool graph input; a (B, 1, T, T) "
+                      "or expanded mask, Where(m, 0, -big) added to the scores, or a Where read by another op "
+                      "built (x.*.ctx=mask_cast.*)"),
                probes=[r"pattern\.greater_where", r"ctx\.Equal", r"pattern\.attention\.mha_wh"]),
     "Cast": E("npu",
               C("dtype", [r"Cast\.to=float32\.u8"], "unsupported", tensor="input", index=0,
@@ -263,10 +302,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
     "LRN": E("cpu"),
-    "Softmax": E("npu", C("elements_max", [r"Softmax\.axis=m1\.(wide|shape=)"], tensor="input",
-                          index=0, axes=[2, 3], max=65536,
-                          note="rank-4 inputs with H*W > 65536 fall back to the CPU "
-                               "('align_surf overflow'); measured with axis=-1"),
+    "Softmax": E("npu", C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
+                          constraints=[{"rule": "elements_max", "params": {"tensor": "input", "index": 0,
+                                                                           "axes": [2, 3], "max": 65536}},
+                                       {"rule": "producer_is", "params": {"index": 0, "chain": ["MatMul"],
+                                                                          "skip": ["Div", "Mul"]}}],
+                          note="rank-4 inputs with H*W > 65536 fall back to the CPU ('align_surf overflow'; "
+                               "measured with axis=-1) when the Softmax reads a graph input or a masked Add; "
+                               "reading the scores MatMul (q @ k^T, directly or through the scale Mul/Div) it "
+                               "ran on the NPU at every probed size, 257 x 257 to 1024 x 1024, alone or in a "
+                               "fused attention (x.Softmax.ctx=attn_size.*)"),
                  probes=[r"ctx\.Softmax", r"pattern\.attention"],
                  note="compiled to exSoftmax13 for every axis (the 2.3.2 doc's 'axis 1 or 3 "
                       "only' is not a placement limit in 2.5.0)."),
@@ -1475,6 +1520,7 @@ def make_table(results: Mapping[str, Any], schema_path: Path | None = None, *,
 
     table = build_table(results)
     table, changes = adapt_to_results(table, results)
+    table = stamp(table, ERRATA.get((table["version"], table["soc"]), ()))
     for ln in changes:
         say("adjusted " + ln)
     if verify:
