@@ -538,3 +538,33 @@ def test_producer_pass_checks_the_producer_behind_skip_ops():
     assert [n for n in r.nodes if n.name == "merge"][0].verdict == "npu"  # the Reshape is not looked through
     assert RULES["producer_pass"].describe(rule["params"]).startswith(
         "when input 0 is computed by {'Einsum'} (directly or through Reshape), that node meets: ")
+
+
+def test_producer_is_passes_only_behind_the_chain():
+    """RKNN's Softmax limit is lifted behind the scores MatMul (through the scale Mul): producer_is in an
+    any_of passes there, and names the producer (or the graph input) everywhere else."""
+    def facts(first):
+        inits = [numpy_helper.from_array(np.array(0.125, np.float32), "c")]
+        if first == "matmul":
+            nodes = [helper.make_node("MatMul", ["q", "k"], ["s"], name="scores"),
+                     helper.make_node("Mul", ["s", "c"], ["x"], name="scale")]
+        elif first == "add":
+            nodes = [helper.make_node("Add", ["q", "k"], ["x"], name="mask")]
+        else:
+            nodes = [helper.make_node("Identity", ["q"], ["x"], name="copy")]
+        nodes.append(helper.make_node("Softmax", ["x" if first != "input" else "q"], ["y"], name="sm", axis=-1))
+        ins = [_vi("q", [1, 1, 300, 300]), _vi("k", [1, 1, 300, 300])]
+        return facts_from_model(_graph(nodes, ins, [_vi("y", None)], inits))
+
+    rule = {"rule": "any_of", "params": {"constraints": [
+        {"rule": "elements_max", "params": {"tensor": "input", "index": 0, "axes": [2, 3], "max": 65536}},
+        {"rule": "producer_is", "params": {"index": 0, "chain": ["MatMul"], "skip": ["Mul", "Div"]}}]}, "else": "cpu"}
+    table = _table([rule], op="Softmax", prepasses=())
+    for first, want, says in (("matmul", "npu", ""), ("add", "cpu", "input 0 'x' is computed by Add 'mask', not by MatMul"),
+                              ("input", "cpu", "input 0 'q' is a graph input or a constant, not by MatMul")):
+        [r] = check_graph(facts(first), [table])
+        sm = [n for n in r.nodes if n.name == "sm"][0]
+        assert sm.verdict == want, (first, _reasons(sm))
+        assert says in _reasons(sm)
+    assert RULES["producer_is"].describe({"index": 0, "chain": ["MatMul"]}) == "input 0 is computed by MatMul."
+    assert not is_local("producer_is", {"chain": ["MatMul"]})
