@@ -31,6 +31,16 @@ def _worst(verdicts: list[str], default: str = "npu") -> str:
     return max(verdicts, key=lambda v: SEVERITY[v]) if verdicts else default
 
 
+#: said after the rule's own message when the constraint's verdict is "unsupported"
+REJECTS = "; the compiler rejects the model"
+
+
+def _reason(c: Constraint, message: str, category: str) -> Reason:
+    """The reason a failed constraint gives; an ``unsupported`` one says that the whole model is rejected
+    (a build error or a compiler crash), not only this node."""
+    return Reason(c.rule, message + REJECTS if c.on_fail == "unsupported" else message, c.on_fail, category)
+
+
 def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view: GraphView) -> list[Reason]:
     reasons = []
     for c in constraints:
@@ -41,7 +51,7 @@ def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view
         rule = RULES[c.rule]
         message = rule.check(node, c.params, view)  # type: ignore[arg-type]
         if message:
-            reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
+            reasons.append(_reason(c, message, rule.category))
     return reasons
 
 
@@ -184,7 +194,7 @@ class _Memo:
             rule = RULES[c.rule]
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
-                reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
+                reasons.append(_reason(c, message, rule.category))
         return _worst([r.verdict for r in reasons]), reasons
 
 

@@ -652,6 +652,9 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                 if n["name"] not in lst:
                     lst.append(n["name"])
     prefixes = sorted(set(names) | set(producer) | set(consumers), key=len, reverse=True)
+    op_type = {n["name"]: n.get("op_type") for n in nodes}
+    outputs = {n["name"]: [t for t in n.get("outputs", ()) or () if t] for n in nodes}
+    direct_nodes = {d for d in (row_node(r, names) for r in result.rows if not r.is_io) if d is not None}
     out: dict[str, dict[str, list[str]]] = {}
     for r in result.rows:
         if r.is_io:
@@ -676,11 +679,28 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                         owner = producer.get(p)
                     elif len(cons) == 1:
                         owner = cons[0]
+                        swapped = _swapped_into(owner, r.op_type, op_type, outputs, consumers, direct_nodes)
+                        if swapped is not None:
+                            owner, suffix = swapped, "_rewrites"
                     else:
                         owner = producer.get(p)
                 break
         out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
+
+
+def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
+                  consumers: Mapping[str, list[str]], direct_nodes: set[str]) -> str | None:
+    """The node a helper row named after ``owner``'s input really is, when RKNN swapped the two: an
+    int64 -> bool Cast followed by a Reshape becomes ``Reshape:<mask>_rs`` (on int64, before the Cast)
+    and ``Cast:<cast>``. The row stands for ``owner``'s single reader when that reader has the row's op
+    type, another op type than ``owner``, and no row of its own; otherwise ``None``."""
+    if not row_op or op_type.get(owner) in (None, row_op):
+        return None
+    readers = [c for t in outputs.get(owner, ()) for c in consumers.get(t, ())]
+    if len(readers) != 1 or op_type.get(readers[0]) != row_op or readers[0] in direct_nodes:
+        return None
+    return readers[0]
 
 
 def onnx_placement(result: RknnResult,

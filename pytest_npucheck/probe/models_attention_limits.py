@@ -179,6 +179,11 @@ MASK_CAST = (
     ("bool.bool.reshape.where_relu", {"src": "bool", "use": "where_relu"}),
     ("bool.bool.reshape.where_add_softmax", {"src": "bool", "use": "where_add"}),
     ("bool.bool.none.where_input", {"src": "bool", "layout": "input"}),
+    ("i64.bool.unsqueeze.expand_where", {"layout": "unsqueeze", "use": "expand_where"}),
+    ("i64.f32.unsqueeze.add", {"to": "float32", "layout": "unsqueeze", "use": "add"}),
+    ("i32.bool.reshape.expand_where", {"src": "int32", "use": "expand_where"}),
+    ("bool.f32.reshape.add", {"src": "bool", "to": "float32", "use": "add"}),
+    ("i64.f32.reshape.add.t=15", {"to": "float32", "use": "add", "t": 15}),
 )
 
 _ONNX_DTYPE = {"bool": 9, "float32": 1, "int64": 7, "int32": 6}
@@ -233,4 +238,117 @@ def mask_cast_extra(c: _Collector) -> None:
               focus=focus)
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [softmax_size_extra, kv_repeat_expand_extra, mask_cast_extra]
+# ------------------------------------------------------------------------------------------------
+# Expand by how its shape input is written: the full result shape, or 1 wherever the input already
+# has the size (bidirectional broadcasting, as the dynamo exporter writes repeat_interleave)
+# ------------------------------------------------------------------------------------------------
+
+#: (label, input shape, shape input of the Expand): "full" shapes spell out the result, "ones" shapes
+#: write 1 for every axis that is not expanded; ranks 3 to 6, the expanded axis first/middle/last
+EXPAND_SHAPE = (
+    ("r5.kv=1.ones", [1, 1, 1, 8, 8], [1, 1, 4, 1, 1]),
+    ("r5.kv=1.full", [1, 1, 1, 8, 8], [1, 1, 4, 8, 8]),
+    ("r5.kv=2.ones", [1, 2, 1, 8, 8], [1, 1, 4, 1, 1]),
+    ("r5.kv=2.full", [1, 2, 1, 8, 8], [1, 2, 4, 8, 8]),
+    ("r5.kv=1.ones.t=32.d=16", [1, 1, 1, 32, 16], [1, 1, 4, 1, 1]),
+    ("r5.kv=1.partial", [1, 1, 1, 8, 8], [1, 1, 4, 8, 1]),
+    ("r5.kv=1.short", [1, 1, 1, 8, 8], [4, 1, 1]),
+    ("r4.ones", [1, 1, 8, 8], [1, 4, 1, 1]),
+    ("r4.full", [1, 1, 8, 8], [1, 4, 8, 8]),
+    ("r4.ones.axis3", [1, 8, 8, 1], [1, 1, 1, 4]),
+    ("r3.ones", [1, 8, 1], [1, 1, 4]),
+    ("r3.ones.axis0", [1, 8, 8], [4, 1, 1]),
+    ("r6.ones", [1, 1, 1, 1, 8, 8], [1, 1, 1, 4, 1, 1]),
+)
+
+
+def _expand_shape(src: list[int], shape: list[int], pre: str = "unsqueeze") -> GraphBuilder:
+    """``x -> Relu [-> Unsqueeze] -> Expand(shape) -> Reshape (merge the expanded axis) -> Relu``; for the
+    rank-5 key/value repeat the Relu output is rank 4 and Unsqueeze(2) makes the group axis, as
+    repeat_interleave does."""
+    gb = GraphBuilder(17)
+    unsq = len(src) == 5 and src[2] == 1 and pre == "unsqueeze"
+    x = gb.input("x", "float32", src[:2] + src[3:] if unsq else src)
+    y = gb.node("Relu", [x], name="pre_relu")
+    if unsq:
+        y = gb.node("Unsqueeze", [y, gb.ints([2])], name="pre_unsq")
+    e = gb.node("Expand", [y, gb.ints(shape)], name="focus_expand")
+    out = list(np.broadcast_shapes(tuple(src), tuple(shape)))
+    y = gb.node("Reshape", [e, gb.ints([int(np.prod(out[:-2])), out[-2], out[-1]])], name="post_reshape")
+    gb.output(gb.node("Relu", [y], name="post_relu"))
+    return gb
+
+
+def expand_shape_extra(c: _Collector) -> None:
+    """Expand with its shape input written in full or with ones (EXPAND_SHAPE)."""
+    for label, src, shape in EXPAND_SHAPE:
+        c.add("x.Expand.ctx=expand_shape.%s.f32.r%d" % (label, len(src)), "Expand", _expand_shape(src, shape),
+              kind="context", focus=["focus_expand"])
+
+
+# ------------------------------------------------------------------------------------------------
+# The K/V repeat between two MatMuls: the projection before, the attention product after
+# ------------------------------------------------------------------------------------------------
+
+#: (label, keyword arguments of _repeat_between): the multi-query repeat as the dynamo exporter writes
+#: repeat_interleave (shape input with ones) between MatMuls first, then one change each
+REPEAT_BETWEEN = (
+    ("kv=1.ones", {}),
+    ("kv=1.full", {"shape": "full"}),
+    ("kv=2.ones", {"kv": 2}),
+    ("kv=1.r4", {"rank": 4}),
+    ("kv=1.pre=none", {"pre": "none"}),
+    ("kv=1.post=none", {"post": "none"}),
+    ("kv=1.pre=matmul_relu", {"pre": "matmul_relu"}),
+    ("kv=1.pre=heads", {"pre": "heads"}),
+    ("kv=2.pre=heads", {"pre": "heads", "kv": 2}),
+    ("kv=1.post=transpose_mul", {"post": "transpose_mul"}),
+)
+
+
+def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = "matmul", post: str = "matmul",
+                    t: int = 8, d: int = 8, heads: int = 4) -> GraphBuilder:
+    """``K (1, kv, T, d)`` computed by ``pre`` (a MatMul; none: a graph input; matmul_relu: a MatMul then
+    a Relu; heads: a (1, T, kv*d) projection viewed as (1, T, kv, d) and transposed), repeated to
+    ``heads`` (rank 5: Unsqueeze(2) -> Expand -> Reshape; rank 4: Expand of the head axis), then read
+    by ``post`` (q @ K as a MatMul; transpose_mul: Transpose -> Mul scale -> MatMul; none: a Relu)."""
+    gb = GraphBuilder(17)
+    if pre == "heads":
+        x = gb.node("MatMul", [gb.input("x", "float32", [1, t, 32]), gb.weight([32, kv * d])], name="pre_proj")
+        k = gb.node("Transpose", [gb.node("Reshape", [x, gb.ints([1, t, kv, d])], name="pre_view")],
+                    perm=[0, 2, 1, 3], name="pre_heads")
+    else:
+        k = gb.input("x", "float32", [1, kv, t, d])
+        if pre.startswith("matmul"):
+            k = gb.node("MatMul", [k, gb.weight([d, d])], name="pre_proj")
+        if pre == "matmul_relu":
+            k = gb.node("Relu", [k], name="pre_relu")
+    g = heads // kv
+    if rank == 5:
+        k = gb.node("Unsqueeze", [k, gb.ints([2])], name="pre_unsq")
+        target = [1, 1, g, 1, 1] if shape == "ones" else [1, kv, g, t, d]
+    else:
+        target = [1, heads, 1, 1] if shape == "ones" else [1, heads, t, d]
+    e = gb.node("Expand", [k, gb.ints(target)], name="focus_expand")
+    y = gb.node("Reshape", [e, gb.ints([1, heads, t, d])], name="post_view")
+    if post == "transpose_mul":
+        y = gb.node("Mul", [gb.node("Transpose", [y], perm=[0, 1, 3, 2], name="post_kt"),
+                            gb.const(np.float32(d ** -0.5))], name="post_scale")
+        y = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, d]), y], name="post_scores")
+    elif post == "matmul":
+        y = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, t]), y], name="post_attn")
+    else:
+        y = gb.node("Relu", [y], name="post_relu")
+    gb.output(y)
+    return gb
+
+
+def repeat_between_matmuls_extra(c: _Collector) -> None:
+    """The K/V repeat Expand between the projection and the attention MatMul (REPEAT_BETWEEN)."""
+    for label, kw in REPEAT_BETWEEN:
+        c.add("x.Expand.ctx=repeat_between.%s.f32.r%d" % (label, kw.get("rank", 5)), "Expand",
+              _repeat_between(**kw), kind="context", focus=["focus_expand"])
+
+
+FAMILIES: list[Callable[[_Collector], None]] = [softmax_size_extra, kv_repeat_expand_extra, mask_cast_extra,
+                                                expand_shape_extra, repeat_between_matmuls_extra]

@@ -30,17 +30,40 @@ NORM_DIV = (
     ("x_over_mean", {"norm": "none"}),
     ("x_over_max", {"norm": "none", "reduce": "ReduceMax"}),
     ("l2_over_sum", {"reduce": "ReduceSum"}),
+    ("grn.nhwc.c=128", {"c": 128}),
+    ("grn.nhwc.c=256", {"c": 256}),
+    ("grn.nhwc.linear.c=32", {"src": "linear"}),
+    ("grn.nhwc.linear.c=128", {"src": "linear", "c": 128}),
+    ("grn.nhwc.linear.c=128.hw=14", {"src": "linear", "c": 128, "hw": 14}),
+    ("grn.nhwc.linear.c=64", {"src": "linear", "c": 64}),
+    ("grn.nhwc.linear.c=256", {"src": "linear", "c": 256}),
+    # the GRN result into ConvNeXt-V2's pwconv2 (a Linear): ran the Div on the CPU in the real block
+    ("grn.mlp.c=128", {"src": "linear", "tail": "linear", "c": 128}),
+    ("grn.mlp.c=32", {"src": "linear", "tail": "linear"}),
+    ("grn.mlp.powsum", {"src": "linear", "tail": "linear", "norm": "powsum"}),
+    ("grn.mlp.no_eps", {"src": "linear", "tail": "linear", "eps": False}),
+    ("grn.conv.linear_tail", {"tail": "linear"}),
+    ("grn.mlp.reciprocal", {"src": "linear", "tail": "linear", "div": "reciprocal"}),
+    ("x_over_mean.mlp", {"src": "linear", "tail": "linear", "norm": "none"}),
+    ("l2_over_max.mlp", {"src": "linear", "tail": "linear", "reduce": "ReduceMax"}),
 )
 
 
 def _norm_div(layout: str = "nhwc", norm: str = "l2", reduce: str = "ReduceMean", eps: bool = True,
-              div: str = "div", c: int = 32, hw: int = 8) -> GraphBuilder:
+              div: str = "div", c: int = 32, hw: int = 8, src: str = "conv", tail: str = "relu") -> GraphBuilder:
     """GRN (or ``x / reduce(x)`` with norm='none') on a [1, hw, hw, c] (nhwc) or [1, c, hw, hw]
     (nchw) tensor computed by a Conv (+ Transpose to channels last)."""
     gb = GraphBuilder(17)
-    x = gb.input("x", "float32", [1, c, hw, hw])
-    x = gb.node("Conv", [x, gb.weight([c, c, 3, 3]), gb.weight([c])], pads=[1, 1, 1, 1], name="pre_conv")
-    if layout == "nhwc":
+    if src == "linear":  # ConvNeXt-V2's MLP: channels-last Linear (MatMul + Add) -> Relu, then GRN
+        x = gb.input("x", "float32", [1, hw, hw, 32])
+        x = gb.node("Add", [gb.node("MatMul", [x, gb.weight([32, c])], name="pre_pw1"), gb.weight([c])], name="pre_bias")
+        x = gb.node("Relu", [x], name="pre_act")
+    else:
+        x = gb.input("x", "float32", [1, c, hw, hw])
+        x = gb.node("Conv", [x, gb.weight([c, c, 3, 3]), gb.weight([c])], pads=[1, 1, 1, 1], name="pre_conv")
+    if src == "linear":
+        spatial, chan = [1, 2], -1
+    elif layout == "nhwc":
         x = gb.node("Transpose", [x], perm=[0, 2, 3, 1], name="pre_nhwc")
         spatial, chan = [1, 2], -1
     else:
@@ -54,6 +77,8 @@ def _norm_div(layout: str = "nhwc", norm: str = "l2", reduce: str = "ReduceMean"
     else:
         g = x
     red_axes = [chan] if norm != "none" else spatial
+    if reduce == "ReduceMax" and norm != "none":  # a per-channel divisor: the maximum over the spatial axes
+        red_axes = spatial
     if reduce == "ReduceSum":  # axes is an input from opset 13
         m = gb.node(reduce, [g, gb.ints(red_axes)], keepdims=1, name="pre_mean")
     else:
@@ -70,6 +95,9 @@ def _norm_div(layout: str = "nhwc", norm: str = "l2", reduce: str = "ReduceMean"
         y = gb.node("Mul", [gb.const(_rand(shape, scale=1.0) + 0.5), y], name="post_gamma")
         y = gb.node("Add", [y, gb.const(_rand(shape, scale=1.0))], name="post_beta")
         n = gb.node("Add", [y, x], name="post_residual")
+    if tail == "linear":  # ConvNeXt-V2's pwconv2: channels-last Linear back to the block width
+        n = gb.node("Add", [gb.node("MatMul", [n, gb.weight([c, 32])], name="post_pw2"), gb.weight([32])],
+                    name="post_bias")
     gb.output(gb.node("Relu", [n], name="post_relu"))
     return gb
 

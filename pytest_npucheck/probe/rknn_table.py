@@ -196,6 +196,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "probe dividing two random int64 graph inputs crashed the toolkit with "
                     "SIGFPE - an integer division by zero in its own test data, not a limit of "
                     "the op (errata)"),
+             C("any_of", [r"x\.Div\.ctx=norm_div\."],
+               constraints=[{"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": ["Add", "Mul"]}},
+                            {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
+                            {"rule": "producer_not", "params": {"index": 0, "chain": [
+                                ["ReduceL2", "ReduceMax", "ReduceMean", "ReduceSum", "Sqrt"]]}}],
+               note="Global Response Normalisation (ConvNeXt-V2: the spatial L2 norm of each channel divided "
+                    "by its mean over the channels) runs its Div on the CPU when the normalised tensor goes "
+                    "on into a MatMul (the block's pwconv2, through the gamma/beta Mul/Add and the residual): "
+                    "a Div of a reduced per-channel vector (size 1 on axis 1) by another; the same GRN ending "
+                    "in a Relu, and x / mean(x) of the full tensor, ran on the NPU (x.Div.ctx=norm_div.*)"),
              C("rank", [r"Div\.a=const_scalar", r"x\.Div\.a=const_scalar"], tensor="input",
                index=0, min=1,
                note="a scalar numerator (c / x) is compiled as a CPU Div, for every probed "
@@ -512,13 +522,33 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "ScatterElements": E("cpu"),
     "Expand": E("npu", C("const_input", [r"Expand\.shape=dyn"], "unsupported", index=1,
                          note="a non-constant shape makes build() fail"),
+                C("any_of", [r"Expand\.from=1_8_16_16\.to=2_8_16_16", r"ctx\.Expand\.to=batch2",
+                             r"x\.Expand\.ctx=expand_shape\.", r"Expand\.from=1_32\.to=16_32"],
+                  constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                               {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 0, "max": 1}},
+                               {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
+                  note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
+                       "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k)\."],
+                  constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
+                               {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
+                                   "Add", "Mul", "Neg", "Relu", "Reshape", "Transpose", "Unsqueeze"]}},
+                               {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
+                                   "Div", "Mul", "Reshape", "Transpose"]}}],
+                  note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "
+                       "over the query heads: Unsqueeze -> Expand -> Reshape, with the shape written in full or "
+                       "with ones as the dynamo exporter writes repeat_interleave, and the rank-4 Expand of the "
+                       "head axis) runs on the CPU between the K/V projection MatMul and the attention MatMul "
+                       "(the compiler lays the tensor out as (1, T, 1, d) and expands the batch axis); two K/V "
+                       "heads, or a repeat that does not sit between two MatMuls, ran on the NPU "
+                       "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
                        "fuses the attention (MatMul -> Add(mask) -> Softmax -> MatMul) into "
                        "exSDPAttention; without the second MatMul it stays on the NPU"),
-                note="expanding the batch axis of a rank-4 tensor (1 -> 2) runs on the CPU; not "
-                     "expressible without also catching NPU rank-2 expansions (errata)."),
+                note="an Expand of axis 1 from size 1 over five axes whose axis 2 stays 1 (x.Expand.ctx="
+                     "kv_repeat.head_axis) ran on the CPU (errata)."),
     "Tile": E("npu",
               C("rank", [r"Tile\.repeats=2_1\.", r"Tile\.repeats=1_1_3\.", r"Tile\.repeats=1_4_1",
                          r"Tile\.repeats=1_1_2_1_1"], tensor="input", index=0, min=4, max=4,
