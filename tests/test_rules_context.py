@@ -568,3 +568,19 @@ def test_producer_is_passes_only_behind_the_chain():
         assert says in _reasons(sm)
     assert RULES["producer_is"].describe({"index": 0, "chain": ["MatMul"]}) == "input 0 is computed by MatMul."
     assert not is_local("producer_is", {"chain": ["MatMul"]})
+
+
+def test_producer_not_computed_input_walks_past_a_leading_weight():
+    """QK-norm (OLMo, AFMoE): k = Mul(k_norm.weight, Mul(x, r)) with the weight as input 0; the K/V repeat
+    behind it is still computed by the k projection MatMul when computed_input is set."""
+    inits = [numpy_helper.from_array(np.ones([8], np.float32), "w"), numpy_helper.from_array(np.ones([8, 8], np.float32), "p")]
+    nodes = [helper.make_node("MatMul", ["x", "p"], ["k"], name="proj"),
+             helper.make_node("Mul", ["w", "k"], ["kn"], name="k_norm"),
+             helper.make_node("Relu", ["kn"], ["y"], name="use")]
+    facts = facts_from_model(_graph(nodes, [_vi("x", [1, 4, 8])], [_vi("y", None)], inits))
+    for computed, want in ((False, "npu"), (True, "cpu")):
+        params = {"index": 0, "chain": ["MatMul"], "skip": ["Mul"], "computed_input": computed}
+        [r] = check_graph(facts, [_table([{"rule": "producer_not", "params": params, "else": "cpu"}], op="Relu",
+                                         prepasses=())])
+        use = [n for n in r.nodes if n.name == "use"][0]
+        assert use.verdict == want, (computed, _reasons(use))

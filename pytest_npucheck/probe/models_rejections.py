@@ -8,7 +8,9 @@
 * ``rmsnorm_finalize_extra`` (QNN, ids ``q.*``): the RMSNorm decompositions the dynamo exporter
   writes (opset 18: ReduceMean takes its axes as an input; LLaMA's ``weight * x``, torch.nn.RMSNorm's
   and Gemma's ``x * weight``), one change each, to find which of them make the HTP graph fail to
-  finalize.
+  finalize. On QNN 2.51.0 (v73, v68) exactly the weight-first forms fail (opset 17 and 18, into a
+  Linear, a MatMul, a Relu, a residual Add or the graph output), which the existing pattern
+  ``rmsnorm_reciprocal_weight_first`` predicts.
 
 Built like the families of models_extra.py and listed in FAMILIES / QNN_FAMILIES.
 """
@@ -64,7 +66,7 @@ RMSNORM_DYNAMO = (
     ("o18.w_second.linear", {"weight": "second"}),
     ("o18.no_weight.linear", {"weight": None}),
     ("o18.w_first.out", {"tail": "out"}),
-    ("o18.w_second.out", {"tail": "out"}),
+    ("o18.w_second.out", {"weight": "second", "tail": "out"}),
     ("o18.w_first.matmul", {"tail": "matmul"}),
     ("o18.w_second.d=256", {"weight": "second", "d": 256}),
     ("o18.w_second.t=128", {"weight": "second", "t": 128}),

@@ -124,8 +124,41 @@ ERRATA: dict[tuple[str, str], list[dict[str, Any]]] = {
                 "unsupported subgraph: exSoftmaxMask' for masks cast from int64/int32, computed by Greater, or "
                 "bool graph inputs, reshaped, unsqueezed or not; a (1, 1, T, T) or expanded mask, an additive "
                 "Where(m, 0, -big) and a Where read by a Relu built"),
+        erratum(2, ["ai.onnx:Expand"],
+                "the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1) between the K/V "
+                "projection MatMul and the attention MatMul, and an Expand of axis 0 (1 -> n) of a rank-3 to "
+                "rank-5 tensor, now run on the CPU (both were npu)",
+                "probe families repeat_between_matmuls_extra, kv_repeat_expand_extra and expand_shape_extra "
+                "(x.Expand.ctx=repeat_between.* / kv_repeat.* / expand_shape.*, "
+                "pytest_npucheck/probe/models_attention_limits.py), rknn-toolkit2 2.5.0 rk3588 fp16: layer row "
+                "'Expand FLOAT16 CPU (1,8,1,8),(4)' for kv=1 between two MatMuls (shape in full or with ones, "
+                "rank 4 and 5, through Relu/Reshape/Transpose before and Transpose/Mul after); NPU for kv=2, "
+                "without the MatMul before or after, and in the whole Llama blocks with two K/V heads "
+                "(x.Expand.ctx=gqa_k.*, kv_repeat.llama.*)"),
+        erratum(2, ["ai.onnx:Reshape", "ai.onnx:Unsqueeze"],
+                "a Reshape or Unsqueeze of a mask made by an int64/int32 -> bool/float Cast or an Equal of an int64 "
+                "tensor now runs on the CPU (it was npu): the compiler swaps it in front of that op, onto the "
+                "integer data",
+                "probe families mask_cast_extra (x.*.ctx=mask_cast.*, pytest_npucheck/probe/models_attention_limits.py) "
+                "and mask_head_extra (x.Reshape.ctx=mask_head.*, models_extra6.py), rknn-toolkit2 2.5.0 rk3588 fp16: "
+                "layer rows 'Reshape INT64 CPU (1,T),(4) Reshape:mask_rs' then 'Cast INT64 CPU' / 'Equal INT64 CPU', "
+                "no row named after the Reshape node (the oracle now attributes the swapped row to it: "
+                "oracles/rknn.py _swapped_into); a bool -> float Cast kept everything on the NPU"),
+        erratum(2, ["ai.onnx:Div"],
+                "Global Response Normalisation's Div (a spatially reduced per-channel vector divided by its mean "
+                "over the channels) now runs on the CPU when the normalised tensor goes on into a MatMul "
+                "(ConvNeXt-V2's pwconv2); it was npu",
+                "probe family norm_div_extra (x.Div.ctx=norm_div.*, pytest_npucheck/probe/models_norm_limits.py), "
+                "rknn-toolkit2 2.5.0 rk3588 fp16: layer row 'Div FLOAT16 CPU (1,C,1,1),(1,C,1,1)' for GRN into a "
+                "Linear at C = 32 and 128, with ReduceL2 or Pow/ReduceSum/Sqrt, with or without eps, after a "
+                "Linear or a Conv; on the NPU when GRN ends in a Relu, and for x / mean(x) of the whole tensor"),
     ],
 }
+
+_MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
+                   "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
+                   "mask_head.*): the Reshape/Unsqueeze then runs on the integer data on the CPU (layer row "
+                   "'Reshape INT64 CPU <mask>_rs'); behind a bool -> float Cast it stayed on the NPU")
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -430,6 +463,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
+                 C("producer_pass", [r"x\.Reshape\.ctx=mask_(cast|head)\."], index=0, ops=["Cast", "Equal"],
+                   constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                           "allowed": ["bool", "float16", "float32"]}},
+                   note=_MASK_SWAP_NOTE),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
                                 {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}},
@@ -452,7 +489,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),
     "Squeeze": E("npu"),
-    "Unsqueeze": E("npu", C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
+    "Unsqueeze": E("npu", C("producer_pass", [r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"], index=0,
+                            ops=["Cast", "Equal"],
+                            constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                                    "allowed": ["bool", "float16", "float32"]}},
+                            note=_MASK_SWAP_NOTE),
+                   C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
                             note="an Unsqueeze of a computed tensor that feeds ScatterElements "
                                  "(a CPU op) runs on the CPU as a Reshape")),
@@ -532,7 +574,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
-                                   "Add", "Mul", "Neg", "Relu", "Reshape", "Transpose", "Unsqueeze"]}},
+                                   "Add", "Cast", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean", "Relu",
+                                   "Reshape", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
                                    "Div", "Mul", "Reshape", "Transpose"]}}],
                   note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "

@@ -55,3 +55,21 @@ def test_qnn_gathernd_bool_data_and_rank5_indices(tmp_path):
     assert res["f32_r5"].placement["focus_gathernd"] == "cpu"
     assert res["f32_r4"].placement["focus_gathernd"] == "npu"
     assert res["i64_r5"].status == "session_failed" and "finalize" in res["i64_r5"].message
+
+
+@needs_rknn
+def test_rknn_mqa_repeat_grn_div_and_mask_reshape(tmp_path):
+    from pytest_npucheck.probe.models_attention_limits import _mask_path, _repeat_between
+    from pytest_npucheck.probe.models_norm_limits import _norm_div
+
+    models = {"mqa": _repeat_between(), "gqa": _repeat_between(kv=2),
+              "grn_mlp": _norm_div(src="linear", tail="linear"), "grn_relu": _norm_div(src="linear"),
+              "mask": _mask_path(use="expand_where")}
+    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
+    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
+                                                         timeout=180)}
+    place = {k: rknn_oracle.onnx_placement(r, rknn_oracle.onnx_nodes(paths[k])) for k, r in res.items()}
+    assert place["mqa"]["focus_expand"] == "cpu" and place["gqa"]["focus_expand"] == "npu"
+    assert place["grn_mlp"]["focus_div"] == "cpu" and place["grn_relu"]["focus_div"] == "npu"
+    assert place["mask"]["focus_reshape"] == "cpu"  # the swapped Reshape:mask_rs row, on int64
+    assert any(r.full_name == "Reshape:mask_rs" and r.dtype == "INT64" and r.target == "CPU" for r in res["mask"].rows)

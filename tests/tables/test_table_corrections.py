@@ -70,6 +70,78 @@ def test_rknn_broadcast_mask_where_into_softmax_is_rejected(catalog, kw, want):
         assert "its result feeds Softmax 'post_softmax'" in why and "dim 2 is 1" in why
 
 
+# -- RKNN 2.5.0 / rk3588: the multi-query K/V repeat between two MatMuls, batch-axis Expands -------
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "cpu"),                                   # kv=1, shape with ones (dynamo's repeat_interleave)
+    ({"shape": "full"}, "cpu"),
+    ({"rank": 4}, "cpu"),
+    ({"pre": "heads"}, "cpu"),                     # (1, T, d) projection viewed and transposed to heads
+    ({"post": "transpose_mul"}, "cpu"),            # k^T scaled before q @ k^T
+    ({"kv": 2}, "npu"),                            # grouped-query attention with two K/V heads
+    ({"pre": "none"}, "npu"),                      # no MatMul before
+    ({"post": "none"}, "npu"),                     # no MatMul after
+])
+def test_rknn_mqa_repeat_between_matmuls(catalog, kw, want):
+    from pytest_npucheck.probe.models_attention_limits import _repeat_between
+
+    verdict, why = verdicts(catalog, RKNN, _repeat_between(**kw))["focus_expand"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "is computed by" in why and "feeds" in why and "dim 1 is 1" in why
+
+
+@pytest.mark.parametrize("src,shape,want", [
+    ([1, 8, 8], [4, 1, 1], "cpu"),        # axis 0 expanded, rank 3
+    ([1, 8, 16, 16], [2, 8, 16, 16], "cpu"),
+    ([1, 32], [16, 32], "npu"),           # rank 2: on the NPU
+    ([2, 1, 1, 8, 8], [2, 1, 4, 8, 8], "npu"),  # axis 0 already 2: not expanded
+])
+def test_rknn_batch_axis_expand(catalog, src, shape, want):
+    from pytest_npucheck.probe.models import GraphBuilder
+
+    gb = GraphBuilder(17)
+    y = gb.node("Relu", [gb.input("x", "float32", src)], name="pre")
+    gb.output(gb.node("Relu", [gb.node("Expand", [y, gb.ints(shape)], name="focus_expand")], name="post"))
+    verdict, why = verdicts(catalog, RKNN, gb)["focus_expand"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: GRN's Div into a MatMul -----------------------------------------------
+
+@pytest.mark.parametrize("kw,want", [
+    ({"src": "linear", "tail": "linear", "c": 128}, "cpu"),   # ConvNeXt-V2: GRN between pwconv1 and pwconv2
+    ({"src": "linear", "tail": "linear", "norm": "powsum"}, "cpu"),
+    ({"tail": "linear"}, "cpu"),
+    ({"src": "linear", "c": 128}, "npu"),                     # GRN ending in a Relu
+    ({"src": "linear", "tail": "linear", "norm": "none"}, "npu"),  # x / mean(x) of the whole tensor
+])
+def test_rknn_grn_div_into_a_matmul(catalog, kw, want):
+    from pytest_npucheck.probe.models_norm_limits import _norm_div
+
+    verdict, why = verdicts(catalog, RKNN, _norm_div(**kw))["focus_div"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "feeds" in why and "MatMul 'post_pw2'" in why
+
+
+# -- RKNN 2.5.0 / rk3588: the Reshape the compiler swaps in front of an integer mask op -----------
+
+@pytest.mark.parametrize("kw,node,want", [
+    ({"use": "expand_where"}, "focus_reshape", "cpu"),                          # int64 -> bool -> Reshape
+    ({"to": "float32", "use": "add", "layout": "unsqueeze"}, "focus_reshape", "cpu"),  # -> float -> Unsqueeze
+    ({"src": "int32", "use": "expand_where"}, "focus_reshape", "cpu"),
+    ({"src": "bool", "to": "float32", "use": "add"}, "focus_reshape", "npu"),  # bool -> float: no swap
+])
+def test_rknn_mask_reshape_behind_an_integer_cast(catalog, kw, node, want):
+    from pytest_npucheck.probe.models_attention_limits import _mask_path
+
+    verdict, why = verdicts(catalog, RKNN, _mask_path(**kw))[node]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "input 0 is computed by Cast 'focus_cast', which the compiler runs on the CPU" in why
+
+
 # -- QNN 2.51.0: GatherND by data dtype and index rank ------------------------------------------
 
 @pytest.mark.parametrize("target", QNN_TARGETS)
@@ -93,7 +165,8 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
 # -- the revision and errata records -------------------------------------------------------------
 
 @pytest.mark.parametrize("rel,ops", [
-    ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where"}),
+    ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
+                                "ai.onnx:Reshape", "ai.onnx:Unsqueeze"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])
@@ -102,7 +175,7 @@ def test_corrected_tables_are_revision_2_with_errata(rel, ops):
     assert doc["revision"] == 2
     assert {op for rec in doc["errata"] for op in rec["ops"]} == ops
     for rec in doc["errata"]:
-        assert rec["revision"] == 2 and rec["change"] and "probe family" in rec["evidence"]
+        assert rec["revision"] == 2 and rec["change"] and "probe famil" in rec["evidence"]
         assert all(op in doc["ops"] for op in rec["ops"])
 
 
