@@ -38,7 +38,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_npucheck.probe.table_errata import erratum, stamp
 
 __all__ = ["build_table", "merge_results", "verify_table", "predict", "compare", "main",
            "op_rules", "EINSUM_NPU"]
@@ -96,28 +95,6 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "bid,bjd->bi
 
 FINALIZE = ("the QNN EP accepts the node but the HTP backend fails to finalize the graph "
             "(QNN_COMMON_ERROR_MEM_ALLOC), so creating the session fails")
-
-# --------------------------------------------------------------------------------------------
-# corrections of released tables (table_errata: revision + errata records per target)
-# --------------------------------------------------------------------------------------------
-
-_GATHERND_2_51 = erratum(
-    2, ["ai.onnx:GatherND"],
-    "GatherND was npu for every batch_dims=0 node; it now runs on the CPU for bool data (the padding-mask "
-    "lookup mask[batch_idx, kv_idx] the dynamo exporter writes for transformers text models) and for "
-    "indices of rank 5 or more, and makes the session fail (unsupported) for int32/int64 data with rank-5 "
-    "indices",
-    "probe family gathernd_index_extra (q.GatherND.ctx=index.*, pytest_npucheck/probe/models_gather_index.py) "
-    "placed with onnxruntime-qnn 2.7.0 (QNN 2.51.0, HTP v73 and v68, fp16): 'Failed to create GatherND node.' "
-    "for bool data at every index rank and for float data with rank-5 indices; 'Failed to finalize QNN graph. "
-    "Error: QNN_COMMON_ERROR_MEM_ALLOC' for int64/int32 data with rank-5 indices; float/int data with rank "
-    "2-4 indices on the NPU (results in probes/qnn/2.51.0/htp-v*.fp16.extra.results.json)")
-
-#: (version, soc) -> erratum records of that table, oldest first
-ERRATA: dict[tuple[str, str], list[dict[str, Any]]] = {
-    ("2.51.0", "htp-v73"): [_GATHERND_2_51],
-    ("2.51.0", "htp-v68"): [_GATHERND_2_51],
-}
 
 # --------------------------------------------------------------------------------------------
 # the op rules (QNN HTP through onnxruntime-qnn, fp16); ``arch`` selects v68/v73 differences
@@ -890,7 +867,6 @@ def make_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = None
         print(text, file=log or sys.stderr)
 
     table = build_table(results, int8)
-    table = stamp(table, ERRATA.get((table["version"], table["soc"]), ()))
     if verify:
         stats, lines = verify_table(table, results)
         table["provenance"]["errata"] = [
@@ -939,6 +915,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "qnn" /
                                            table["version"] / ("%s.json" % table["soc"]))
     out.parent.mkdir(parents=True, exist_ok=True)
+    from pytest_npucheck.tables import with_release_fields
+
+    table = with_release_fields(table, out)  # the replaced file's revision and errata
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(table, fh, indent=1)
         fh.write("\n")

@@ -35,7 +35,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_npucheck.probe.table_errata import erratum, stamp
 
 __all__ = ["build_table", "adapt_to_results", "merge_results", "verify_table", "main",
            "OP_SPECS"]
@@ -98,62 +97,6 @@ TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
               "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
               "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik"]
-
-# --------------------------------------------------------------------------------------------
-# corrections of released tables (table_errata: revision + errata records per target)
-# --------------------------------------------------------------------------------------------
-
-#: (version, soc) -> erratum records of that table, oldest first
-ERRATA: dict[tuple[str, str], list[dict[str, Any]]] = {
-    ("2.5.0", "rk3588"): [
-        erratum(2, ["ai.onnx:Softmax"],
-                "the 65,536-element limit per (H, W) map no longer applies when the Softmax reads the scores "
-                "MatMul (q @ k^T, directly or through the scale Mul/Div): 257 x 257 and 302 x 302 attention "
-                "Softmaxes were called CPU and run on the NPU; the limit still applies to a Softmax of a graph "
-                "input or of a masked Add",
-                "probe family softmax_size_extra (x.Softmax.ctx=attn_size.*, "
-                "pytest_npucheck/probe/models_attention_limits.py), rknn-toolkit2 2.5.0 rk3588 fp16: NPU behind "
-                "the scores MatMul at T = 256, 257, 302 and in fused attention at T = 256 ... 1024 with 1 and 4 "
-                "heads; CPU alone at T = 257, 302 and behind a mask Add at T = 257 (1 head), 302 (4 heads); "
-                "probes/rknn/2.5.0/rk3588.extra.results.json"),
-        erratum(2, ["ai.onnx:Where"],
-                "a Where whose condition has size 1 on axis -2 (a padding mask viewed as (B, 1, 1, T)) and whose "
-                "result feeds a Softmax directly is now unsupported: the compiler aborts building the model",
-                "probe family mask_cast_extra (x.*.ctx=mask_cast.*, pytest_npucheck/probe/models_attention_limits.py), "
-                "rknn-toolkit2 2.5.0 rk3588 fp16: build() dies with SIGABRT after 'Encountered First Conv "
-                "unsupported subgraph: exSoftmaxMask' for masks cast from int64/int32, computed by Greater, or "
-                "bool graph inputs, reshaped, unsqueezed or not; a (1, 1, T, T) or expanded mask, an additive "
-                "Where(m, 0, -big) and a Where read by a Relu built"),
-        erratum(2, ["ai.onnx:Expand"],
-                "the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1) between the K/V "
-                "projection MatMul and the attention MatMul, and an Expand of axis 0 (1 -> n) of a rank-3 to "
-                "rank-5 tensor, now run on the CPU (both were npu)",
-                "probe families repeat_between_matmuls_extra, kv_repeat_expand_extra and expand_shape_extra "
-                "(x.Expand.ctx=repeat_between.* / kv_repeat.* / expand_shape.*, "
-                "pytest_npucheck/probe/models_attention_limits.py), rknn-toolkit2 2.5.0 rk3588 fp16: layer row "
-                "'Expand FLOAT16 CPU (1,8,1,8),(4)' for kv=1 between two MatMuls (shape in full or with ones, "
-                "rank 4 and 5, through Relu/Reshape/Transpose before and Transpose/Mul after); NPU for kv=2, "
-                "without the MatMul before or after, and in the whole Llama blocks with two K/V heads "
-                "(x.Expand.ctx=gqa_k.*, kv_repeat.llama.*)"),
-        erratum(2, ["ai.onnx:Reshape", "ai.onnx:Unsqueeze"],
-                "a Reshape or Unsqueeze of a mask made by an int64/int32 -> bool/float Cast or an Equal of an int64 "
-                "tensor now runs on the CPU (it was npu): the compiler swaps it in front of that op, onto the "
-                "integer data",
-                "probe families mask_cast_extra (x.*.ctx=mask_cast.*, pytest_npucheck/probe/models_attention_limits.py) "
-                "and mask_head_extra (x.Reshape.ctx=mask_head.*, models_extra6.py), rknn-toolkit2 2.5.0 rk3588 fp16: "
-                "layer rows 'Reshape INT64 CPU (1,T),(4) Reshape:mask_rs' then 'Cast INT64 CPU' / 'Equal INT64 CPU', "
-                "no row named after the Reshape node (the oracle now attributes the swapped row to it: "
-                "oracles/rknn.py _swapped_into); a bool -> float Cast kept everything on the NPU"),
-        erratum(2, ["ai.onnx:Div"],
-                "Global Response Normalisation's Div (a spatially reduced per-channel vector divided by its mean "
-                "over the channels) now runs on the CPU when the normalised tensor goes on into a MatMul "
-                "(ConvNeXt-V2's pwconv2); it was npu",
-                "probe family norm_div_extra (x.Div.ctx=norm_div.*, pytest_npucheck/probe/models_norm_limits.py), "
-                "rknn-toolkit2 2.5.0 rk3588 fp16: layer row 'Div FLOAT16 CPU (1,C,1,1),(1,C,1,1)' for GRN into a "
-                "Linear at C = 32 and 128, with ReduceL2 or Pow/ReduceSum/Sqrt, with or without eps, after a "
-                "Linear or a Conv; on the NPU when GRN ends in a Relu, and for x / mean(x) of the whole tensor"),
-    ],
-}
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
@@ -1593,7 +1536,6 @@ def make_table(results: Mapping[str, Any], schema_path: Path | None = None, *,
 
     table = build_table(results)
     table, changes = adapt_to_results(table, results)
-    table = stamp(table, ERRATA.get((table["version"], table["soc"]), ()))
     for ln in changes:
         say("adjusted " + ln)
     if verify:
@@ -1633,6 +1575,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "rknn" /
                                            table["version"] / ("%s.json" % table["soc"]))
     out.parent.mkdir(parents=True, exist_ok=True)
+    from pytest_npucheck.tables import with_release_fields
+
+    table = with_release_fields(table, out)  # the replaced file's revision and errata
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(table, fh, indent=1)
         fh.write("\n")
