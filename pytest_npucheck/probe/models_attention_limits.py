@@ -227,6 +227,54 @@ def _mask_path(src: str = "int64", to: str = "bool", layout: str = "reshape", us
     return gb
 
 
+#: (label, keyword arguments of _mask_lookup): the TorchScript export of transformers' padding-mask lookup
+MASK_LOOKUP = (
+    ("i64.cast.flatten.gather", {}),
+    ("bool.flatten.gather", {"src": "bool"}),
+    ("i64.cast.flatten.gather.no_tail", {"tail": "none"}),
+    ("i64.cast.gather", {"flatten": False}),
+)
+
+
+def _mask_lookup(src: str = "int64", flatten: bool = True, tail: str = "where", t: int = 16, h: int = 4
+                 ) -> GraphBuilder:
+    """``mask (1, T) [-> Cast bool] -> Flatten (T, 1) -> Gather(indices (1, 1, 1, T)) -> Reshape (T) ->
+    Reshape (1, 1, 1, T) -> Cast bool -> And(causal) -> Expand (1, h, T, T) -> Where -> Softmax``, as the
+    TorchScript exporter writes ``padding_mask[batch_idx, kv_idx]`` with static shapes."""
+    gb = GraphBuilder(17)
+    m = gb.input("mask", src, [1, t])
+    if src != "bool":
+        m = gb.node("Cast", [m], to=9, name="pre_cast")
+    idx = gb.const(np.arange(t, dtype=np.int64).reshape(1, 1, 1, t))
+    if flatten:
+        m = gb.node("Flatten", [m], axis=2, name="pre_flatten")  # (T, 1)
+        m = gb.node("Gather", [m, idx], axis=0, name="pre_gather")  # (1, 1, 1, T, 1)
+    else:
+        m = gb.node("Gather", [m, idx], axis=1, name="pre_gather")
+    m = gb.node("Reshape", [m, gb.ints([t])], name="pre_flat")
+    m = gb.node("Reshape", [m, gb.ints([1, 1, 1, t])], name="focus_reshape")
+    if tail == "where":
+        m = gb.node("Cast", [m], to=9, name="post_cast")
+        m = gb.node("And", [gb.const(np.tril(np.ones([t, t], dtype=bool))[None, None]), m], name="post_and")
+        m = gb.node("Expand", [m, gb.ints([1, h, t, t])], name="post_expand")
+        y = gb.node("Where", [m, gb.input("s", "float32", [1, h, t, t]), gb.const(np.float32(-1e4))],
+                    name="post_where")
+        gb.output(gb.node("Softmax", [y], axis=-1, name="post_softmax"))
+    else:
+        gb.output(gb.node("Cast", [m], to=1, name="post_cast"))
+    return gb
+
+
+def mask_lookup_extra(c: _Collector) -> None:
+    """The TorchScript padding-mask lookup (MASK_LOOKUP); the nodes under test are the layout ops after
+    the Cast (RKNN runs the first of them on the int64 mask, in front of the Cast)."""
+    for label, kw in MASK_LOOKUP:
+        gb = _mask_lookup(**kw)
+        first = "pre_flatten" if kw.get("flatten", True) else "pre_gather"
+        c.add("x.Reshape.ctx=mask_lookup.%s.%s.r2" % (label, SHORT[kw.get("src", "int64")]), "Reshape", gb,
+              kind="context", dtype=kw.get("src", "int64"), focus=[first, "pre_flat", "focus_reshape"])
+
+
 def mask_cast_extra(c: _Collector) -> None:
     """A padding mask cast and reshaped in front of the scores it masks (MASK_CAST)."""
     for label, kw in MASK_CAST:
@@ -351,4 +399,4 @@ def repeat_between_matmuls_extra(c: _Collector) -> None:
 
 
 FAMILIES: list[Callable[[_Collector], None]] = [softmax_size_extra, kv_repeat_expand_extra, mask_cast_extra,
-                                                expand_shape_extra, repeat_between_matmuls_extra]
+                                                expand_shape_extra, repeat_between_matmuls_extra, mask_lookup_extra]

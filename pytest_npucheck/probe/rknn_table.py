@@ -428,7 +428,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  note="allowzero=1 together with a 0 in the shape makes build() fail (errata); "
                       "allowzero=1 with an explicit shape, as the dynamo exporter writes every "
                       "Reshape, builds and runs on the NPU."),
-    "Flatten": E("npu", C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
+    "Flatten": E("npu", C("producer_pass", [r"x\.Reshape\.ctx=mask_lookup\.i64\.cast\.flatten"], index=0,
+                          ops=["Cast", "Equal"],
+                          constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                                  "allowed": ["bool", "float16", "float32"]}},
+                          note=_MASK_SWAP_NOTE),
+                 C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),
     "Squeeze": E("npu"),

@@ -142,6 +142,17 @@ def test_rknn_mask_reshape_behind_an_integer_cast(catalog, kw, node, want):
         assert "input 0 is computed by Cast 'focus_cast', which the compiler runs on the CPU" in why
 
 
+def test_rknn_mask_lookup_flatten_behind_an_integer_cast(catalog):
+    """TorchScript's padding-mask lookup: int64 mask -> Cast(bool) -> Flatten -> Gather -> Reshape x2; the
+    compiler runs the Flatten on the int64 mask in front of the Cast."""
+    from pytest_npucheck.probe.models_attention_limits import _mask_lookup
+
+    got = verdicts(catalog, RKNN, _mask_lookup())
+    assert got["pre_flatten"][0] == "cpu" and "Cast 'pre_cast'" in got["pre_flatten"][1]
+    assert got["focus_reshape"][0] == "npu"
+    assert verdicts(catalog, RKNN, _mask_lookup(src="bool"))["pre_flatten"][0] == "npu"
+
+
 # -- QNN 2.51.0: GatherND by data dtype and index rank ------------------------------------------
 
 @pytest.mark.parametrize("target", QNN_TARGETS)
@@ -166,7 +177,7 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
 
 @pytest.mark.parametrize("rel,ops", [
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
-                                "ai.onnx:Reshape", "ai.onnx:Unsqueeze"}),
+                                "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])
