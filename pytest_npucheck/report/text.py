@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..result import NodeResult, TargetResult
+from .escape import visible
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_NAME = 120
 
 
 def clean(text: str, limit: int = MAX_NAME) -> str:
-    """Names come from the model: escape control characters and cap the length."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """Names come from the model: escape control, bidi and other invisible characters
+    (``escape.visible``) and cap the length."""
+    text = visible(str(text))
     return text if len(text) <= limit else text[: limit - 12] + f"...(+{len(text) - limit + 12})"
 
 
@@ -149,6 +149,8 @@ def render_fixes(plan: Any) -> list[str]:
         names = ", ".join(clean(n, 60) for n in s.nodes[:4]) + (f", +{len(s.nodes) - 4} more" if len(s.nodes) > 4 else "")
         target = f" [{names}]" if names else ""
         lines.append(f"  {k}. {s.recipe.title}{target}: {_verified(s.verification)}")
+        if s.recipe.exporter_artefact:
+            lines.append(f"     exporter artefact: {s.recipe.exporter_artefact}")
         lines.append(f"     how: {s.recipe.advice}")
         lines.append(f"     numerics: {s.recipe.numerics}")
     if plan.combined is not None:
