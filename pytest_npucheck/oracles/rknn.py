@@ -652,6 +652,9 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                 if n["name"] not in lst:
                     lst.append(n["name"])
     prefixes = sorted(set(names) | set(producer) | set(consumers), key=len, reverse=True)
+    op_type = {n["name"]: n.get("op_type") for n in nodes}
+    outputs = {n["name"]: [t for t in n.get("outputs", ()) or () if t] for n in nodes}
+    direct_nodes = {d for d in (row_node(r, names) for r in result.rows if not r.is_io) if d is not None}
     out: dict[str, dict[str, list[str]]] = {}
     for r in result.rows:
         if r.is_io:
@@ -676,11 +679,36 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                         owner = producer.get(p)
                     elif len(cons) == 1:
                         owner = cons[0]
+                        swapped = _swapped_into(owner, r.op_type, op_type, outputs, consumers, direct_nodes)
+                        if swapped:  # the same row for each of them: the compiler merged identical ones
+                            for other in swapped[1:]:
+                                out.setdefault(other, {}).setdefault(kind + "_rewrites", []).append(r.full_name)
+                            owner, suffix = swapped[0], "_rewrites"
                     else:
                         owner = producer.get(p)
                 break
         out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
+
+
+def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
+                  consumers: Mapping[str, list[str]], direct_nodes: set[str]) -> list[str]:
+    """The nodes a helper row named after ``owner``'s input really is, when RKNN swapped them: an
+    int64 -> bool Cast followed by a Reshape becomes ``Reshape:<mask>_rs`` (on int64, before the Cast)
+    and ``Cast:<cast>``. The row stands for ``owner``'s readers when every one has the row's op type (an
+    Unsqueeze/Squeeze/Flatten for a Reshape row; several identical ones are merged into the one row),
+    ``owner`` has another op type, and no reader has a row of its own; otherwise ``[]``."""
+    if not row_op or op_type.get(owner) in (None, row_op):
+        return []
+    readers = list(dict.fromkeys(c for t in outputs.get(owner, ()) for c in consumers.get(t, ())))
+    ok = {row_op} | (_RESHAPE_LIKE if row_op == "Reshape" else set())
+    if not readers or any(op_type.get(c) not in ok or c in direct_nodes for c in readers):
+        return []
+    return readers
+
+
+#: ops RKNN compiles as a Reshape
+_RESHAPE_LIKE = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten"})
 
 
 def onnx_placement(result: RknnResult,
