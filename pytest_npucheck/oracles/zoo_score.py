@@ -1,0 +1,254 @@
+"""Scoring static verdicts against a real compiler over a model zoo (``scripts/zoo_agreement.py``).
+
+Node level: a positive is a node that leaves the NPU (``cpu`` or ``unsupported``). A model the
+compiler rejects (build error, crash, hang, failed session) is not scored node by node: it is
+counted as a rejection, explained by a pattern when one matches (:data:`REJECTION_PATTERNS`),
+and the static side is right about it when it called the model ``unsupported``.
+
+Every disagreement is classified by direction (``missed_fallback``: the compiler put it on the
+CPU and the checker said NPU; ``false_alarm``: the other way), op type, and cause: the static
+rule ids that fired (false alarms) or what the compiler said (missed fallbacks: QNN's REASON
+text, RKNN's CPU row op type and dtype).
+
+Plain module: no pytest, no torch (the graph is read with :mod:`pytest_npucheck.check`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+__all__ = ["REJECTION_PATTERNS", "explain_rejection", "score_model", "summarise", "markdown", "rknn_placement"]
+
+_POSITIVE = {"cpu", "unsupported"}
+_PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
+
+
+# --------------------------------------------------------------------------------------------
+# rejections
+# --------------------------------------------------------------------------------------------
+
+
+def _resize_cubic(graph: Any) -> list[str]:
+    """rknn-toolkit2 2.5.0 dies (SIGSEGV in OpEmit) on a Resize with ``mode='cubic'``."""
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "Resize"
+            and str(n.attrs.get("mode", "nearest")) == "cubic"]
+
+
+#: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
+#: that explain the rejection; the first pattern that finds nodes explains it.
+REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
+    ("rknn", "resize_cubic", _resize_cubic,
+     "a Resize with mode='cubic' crashes rknn-toolkit2 2.5.0 while it emits code (SIGSEGV)"),
+]
+
+
+def explain_rejection(toolchain: str, graph: Any, message: str) -> tuple[str, list[str], str]:
+    """``(pattern id, nodes, explanation)`` of a rejected model; nodes named in the compiler's
+    message come first (``named_in_message``), then :data:`REJECTION_PATTERNS`; else
+    ``("unexplained", [], message head)``."""
+    names = [n.name for n in graph.nodes if not n.graph and n.name and len(n.name) > 3]
+    named = [nm for nm in names if re.search(r"(?<![\w/.])" + re.escape(nm) + r"(?![\w/.])", message or "")]
+    for tc, pid, finder, text in REJECTION_PATTERNS:
+        if tc == toolchain:
+            found = finder(graph)
+            if found:
+                return pid, found, text
+    if named:
+        return "named_in_message", named[:5], _message_head(message)
+    return "unexplained", [], _message_head(message)
+
+
+def _message_head(message: str) -> str:
+    lines = [ln.strip() for ln in (message or "").splitlines() if ln.strip()]
+    return " | ".join(lines[-2:])[:300]
+
+
+# --------------------------------------------------------------------------------------------
+# one model
+# --------------------------------------------------------------------------------------------
+
+
+def rknn_placement(onnx_path: Path, real: Mapping[str, Any], log: Optional[str]
+                   ) -> tuple[dict[str, str], dict[str, dict[str, list[str]]]]:
+    """The RKNN placement of a stored record and the rows attributed to each node, recomputed
+    from its layer rows and the build log's rewrite trace (so a record compiled before a mapping
+    fix is scored with the fix)."""
+    from . import rknn
+
+    rows = []
+    for i, r in enumerate(real.get("rows") or []):
+        full = r.get("full_name", "")
+        rows.append(rknn.LayerRow(id=i, op_type=r["op_type"], dtype=r.get("dtype", ""), target=r["target"],
+                                  input_shape=r.get("input_shape", ""), output_shape=r.get("output_shape", ""),
+                                  full_name=full, onnx_name=full.split(":", 1)[1] if ":" in full else None))
+    res = rknn.RknnResult(key="", path=str(onnx_path), status=real.get("status", "ok"), rows=rows)
+    nodes = rknn.onnx_nodes(onnx_path)
+    lineage = rknn.rewrite_lineage(log) if log else {}
+    return rknn.onnx_placement(res, nodes, lineage), rknn.attribute_rows(res, nodes, lineage)
+
+
+def _real_reason(toolchain: str, node: str, real: Mapping[str, Any]) -> str:
+    if toolchain == "qnn":
+        texts = (real.get("reasons") or {}).get(node) or []
+        if texts:
+            return _normalise(texts[0])
+        return "no REASON in the QNN log (placed on CPU without a validation failure)"
+    attributed = (real.get("attributed") or {}).get(node) or {}
+    cpu = [r for k, v in attributed.items() if k.startswith("cpu") for r in v]
+    if cpu:
+        return "cpu row " + ",".join(sorted({c.split(":", 1)[0] for c in cpu}))
+    return "cpu via rewrite"
+
+
+def _normalise(text: str) -> str:
+    """A reason with names and numbers taken out, so equal causes group together."""
+    t = re.sub(r"'[^']*'", "'*'", text)
+    t = re.sub(r"\b\d+\b", "N", t)
+    return t[:160]
+
+
+def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optional[str] = None) -> dict[str, Any]:
+    """Static verdicts of one exported model against one compiler record (see the module doc).
+
+    ``real``: ``{"arch", "exporter", "toolchain", "status", "message", "placement", ...}`` as the
+    harness stores it; ``log``: the RKNN build log (rewrite trace), when kept."""
+    from ..check import check_graph, graph_facts
+
+    graph = graph_facts(Path(onnx_path))
+    [static] = check_graph(graph, [table])
+    toolchain = real.get("toolchain", table.toolchain)
+    built = real.get("status") == "ok"
+    rec: dict[str, Any] = {"arch": real.get("arch"), "exporter": real.get("exporter"), "toolchain": toolchain,
+                           "target": table.target, "status": real.get("status"),
+                           "static_verdict": static.verdict, "built": built}
+    if not built:
+        pid, nodes, text = explain_rejection(toolchain, graph, real.get("message", ""))
+        static_unsupported = [n.name for n in static.nodes if n.verdict == "unsupported" and not n.graph]
+        rec["rejection"] = {"pattern": pid, "nodes": nodes, "explanation": text,
+                            "message": _message_head(real.get("message", "")),
+                            "static_predicts_rejection": static.verdict == "unsupported",
+                            "static_marks_node": bool(set(nodes) & set(static_unsupported))}
+        return rec
+    if toolchain == "rknn":
+        placement, attributed = rknn_placement(Path(onnx_path), real, log)
+        real = {**real, "attributed": attributed}
+    else:
+        placement = dict(real.get("placement") or {})
+    tp = fp = fn = tn = wrong_kind = 0
+    dis: list[dict[str, Any]] = []
+    for node in static.nodes:
+        if node.graph:  # the compilers report top-level nodes only
+            continue
+        predicted = _PREDICTS[node.verdict]
+        actual = placement.get(node.name, "npu")
+        p, a = predicted in _POSITIVE, actual in _POSITIVE
+        if p and a:
+            tp += 1
+            wrong_kind += predicted == "unsupported"
+        elif a:
+            fn += 1
+            dis.append({"node": node.name, "op_type": node.op_type, "direction": "missed_fallback",
+                        "static": node.verdict, "real": actual,
+                        "cause": _real_reason(toolchain, node.name, real)})
+        elif p:
+            fp += 1
+            rules = sorted({r.rule for r in node.reasons if r.verdict in _POSITIVE}) or ["?"]
+            dis.append({"node": node.name, "op_type": node.op_type, "direction": "false_alarm",
+                        "static": node.verdict, "real": actual, "cause": "rule " + "+".join(rules),
+                        "static_reason": next((r.message for r in node.reasons), "")[:200]})
+        else:
+            tn += 1
+    rec.update(nodes=tp + fp + fn + tn, tp=tp, fp=fp, fn=fn, tn=tn, unsupported_but_runs=wrong_kind,
+               disagreements=dis)
+    return rec
+
+
+# --------------------------------------------------------------------------------------------
+# the zoo
+# --------------------------------------------------------------------------------------------
+
+
+def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in recs if r.get("built")]
+    rejected = [r for r in recs if not r.get("built")]
+    tp, fp, fn, tn = (sum(r.get(k, 0) for r in scored) for k in ("tp", "fp", "fn", "tn"))
+    n = tp + fp + fn + tn
+    pred_rej = sum(1 for r in rejected if r["rejection"]["static_predicts_rejection"])
+    false_rej = sum(1 for r in scored if r.get("static_verdict") == "unsupported")
+    return {
+        "files": len(recs), "architectures": len({r["arch"] for r in recs}),
+        "built": len(scored), "rejected": len(rejected),
+        "rejections_explained": sum(1 for r in rejected if r["rejection"]["pattern"] != "unexplained"),
+        "rejections_predicted": pred_rej,
+        "static_says_rejected_but_builds": false_rej,
+        "nodes": n, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "agreement": round((tp + tn) / n, 6) if n else None,
+        "recall": round(tp / (tp + fn), 6) if tp + fn else None,
+        "precision": round(tp / (tp + fp), 6) if tp + fp else None,
+        "all_npu_agreement": round((fp + tn) / n, 6) if n else None,
+        "positives": tp + fn,
+    }
+
+
+def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) -> dict[str, Any]:
+    """Figures per target and per (target, exporter), classified disagreements, rejections."""
+    by_target: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_target[r["target"]].append(r)
+    out: dict[str, Any] = {"targets": {}, "skipped": dict(sorted(skipped.items()))}
+    for target, recs in sorted(by_target.items()):
+        per_exporter = {e: _figures([r for r in recs if r["exporter"] == e])
+                        for e in sorted({r["exporter"] for r in recs})}
+        classes: Counter[tuple[str, str, str]] = Counter()
+        examples: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for r in recs:
+            for d in r.get("disagreements", ()):
+                key = (d["direction"], d["op_type"], d["cause"])
+                classes[key] += 1
+                if len(examples[key]) < 3:
+                    examples[key].append(f"{r['arch']}.{r['exporter']}:{d['node']}")
+        rejections: Counter[tuple[str, str]] = Counter()
+        rej_examples: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for r in recs:
+            if not r.get("built"):
+                rj = r["rejection"]
+                key = (r["status"], rj["pattern"] if rj["pattern"] != "unexplained" else "unexplained: " + rj["message"][:120])
+                rejections[key] += 1
+                if len(rej_examples[key]) < 4:
+                    rej_examples[key].append(f"{r['arch']}.{r['exporter']}" + (f" [{','.join(rj['nodes'][:2])}]" if rj["nodes"] else "")
+                                             + (" (static: unsupported)" if rj["static_predicts_rejection"] else ""))
+        out["targets"][target] = {
+            "all": _figures(recs), "exporters": per_exporter,
+            "classes": [{"direction": k[0], "op_type": k[1], "cause": k[2], "nodes": v,
+                         "models": len({e.split(":")[0] for e in examples[k]}), "examples": examples[k]}
+                        for k, v in classes.most_common()],
+            "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
+                           for k, v in rejections.most_common()],
+        }
+    return out
+
+
+def _pct(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
+    """The summary as Markdown lines (docs/tables.md, section "Agreement on a model zoo")."""
+    lines = ["| target | exporter | architectures | files built | rejected | nodes | agreement | recall | precision | all-NPU agreement |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for target, t in summary["targets"].items():
+        for exp, f in list(t["exporters"].items()) + [("both", t["all"])]:
+            lines.append(f"| {target} | {exp} | {f['architectures']} | {f['built']} | {f['rejected']} | {f['nodes']} | "
+                         f"{_pct(f['agreement'])} | {_pct(f['recall'])} | {_pct(f['precision'])} | {_pct(f['all_npu_agreement'])} |")
+    for target, t in summary["targets"].items():
+        lines += ["", f"Top disagreement classes, {target} (nodes; direction, op, cause):", ""]
+        for c in t["classes"][:top]:
+            lines.append(f"- {c['nodes']} x {c['direction']} {c['op_type']}: {c['cause']} (e.g. {', '.join(c['examples'][:2])})")
+        if t["rejections"]:
+            lines += ["", f"Models {target} rejects (status, pattern):", ""]
+            for rj in t["rejections"]:
+                lines.append(f"- {rj['models']} x {rj['status']} {rj['pattern']} (e.g. {'; '.join(rj['examples'][:3])})")
+    return lines
