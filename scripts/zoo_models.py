@@ -288,7 +288,7 @@ def torch_zoo() -> list[tuple[str, Builder]]:
 
 
 #: the small torch.nn models the CI subset of the harness runs (tests/oracle/test_zoo_agreement.py)
-CI_SUBSET = ("nn_convnet_relu", "nn_unet_nearest", "nn_gru", "nn_attention_mqa", "nn_rmsnorm")
+CI_SUBSET = ("nn_convnet_relu", "nn_unet_nearest", "nn_gru", "nn_attention_mqa", "nn_rmsnorm", "nn_upsample_bicubic")
 
 
 # --------------------------------------------------------------------------------------------
