@@ -89,7 +89,7 @@ def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
 
 
 def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: list[str],
-               timeout: float, build_timeout: int, reverse: bool = False) -> None:
+               timeout: float, build_timeout: int, reverse: bool = False, start: int = 0) -> None:
     import torch
 
     from pytest_npucheck import isolate
@@ -101,6 +101,7 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
     todo = builders(which, only)
     if reverse:  # a second export process beside the first meets it in the middle
         todo.reverse()
+    todo = todo[start:] + todo[:start]  # or starts somewhere else
     if which in ("all", "transformers") and not only:
         import zoo_models
 
@@ -152,7 +153,7 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
         print(f"[{n + 1}/{len(todo)}] {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
               + f" ({time.time() - t0:.0f} s)", flush=True)
         del model, inputs
-    if which == "all" and not only and not reverse:
+    if which == "all" and not only and not reverse and not start:
         (root / EXPORT_DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
 
 
@@ -291,13 +292,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=240.0, help="seconds per model and step")
     p.add_argument("--build-timeout", type=int, default=120)
     p.add_argument("--batch", type=int, default=40, help="models per worker run")
+    p.add_argument("--start", type=int, default=0, help="export: begin at this index of the zoo")
     p.add_argument("--reverse", action="store_true", help="export: walk the zoo from its end")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
     args = p.parse_args(argv)
     root = args.root
     root.mkdir(parents=True, exist_ok=True)
     if args.step in ("export", "all"):
-        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse)
+        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start)
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only)

@@ -37,25 +37,94 @@ def _resize_cubic(graph: Any) -> list[str]:
             and str(n.attrs.get("mode", "nearest")) == "cubic"]
 
 
+def _producer(graph: Any, tensor: str) -> Any:
+    i = graph.producer.get(tensor)
+    return graph.nodes[i] if i is not None else None
+
+
+def _rmsnorm_sqrt_reciprocal(graph: Any) -> list[str]:
+    """The dynamo form of RMSNorm: ``Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Reciprocal``
+    (torch.rsqrt decomposed), then ``Mul`` by x and by the weight: onnxruntime-qnn 2.7.0 (QNN
+    2.51, HTP v73 fp16) fails to finalise the graph (QNN_COMMON_ERROR_MEM_ALLOC). Returns the Pow
+    anchors."""
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type != "Reciprocal":
+            continue
+        chain = [n]
+        for op in ("Sqrt", "Add", "ReduceMean", "Pow"):
+            prev = _producer(graph, chain[-1].inputs[0]) if chain[-1].inputs else None
+            if prev is None or prev.op_type != op:
+                break
+            chain.append(prev)
+        if len(chain) == 5:
+            out.append(chain[-1].name)
+    return out
+
+
+def _single_query_attention(graph: Any) -> list[str]:
+    """Attention pooling with one (learned) query: ``MatMul([..., 1, D] x [..., D, K]) -> Softmax
+    -> MatMul`` with nothing between the first MatMul and the Softmax (the scale was folded into
+    q and k): rknn-toolkit2 2.5.0's rewrite ``fuse_matmul_softmax_matmul_to_sdpa`` raises on it
+    and the build fails (the same chain with 8 or 16 queries builds). Returns the first MatMuls."""
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type != "Softmax" or not n.inputs:
+            continue
+        prev = _producer(graph, n.inputs[0])
+        if prev is None or prev.op_type != "MatMul":
+            continue
+        q = graph.tensor(prev.inputs[0])
+        if q is None or not q.shape or len(q.shape) < 2 or q.shape[-2] != 1:
+            continue
+        if any(graph.nodes[c].op_type == "MatMul" for c in graph.consumers.get(n.outputs[0], [])):
+            out.append(prev.name)
+    return out
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "resize_cubic", _resize_cubic,
      "a Resize with mode='cubic' crashes rknn-toolkit2 2.5.0 while it emits code (SIGSEGV)"),
+    ("rknn", "single_query_attention", _single_query_attention,
+     "MatMul([..,1,D]x[..,D,K]) -> Softmax -> MatMul (one query, no scale between MatMul and "
+     "Softmax): rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),
+    ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
+     "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal fails QNN graph finalisation "
+     "(QNN_COMMON_ERROR_MEM_ALLOC)"),
 ]
 
+_RKNN_RULE_RE = re.compile(r"Rule: (?P<rule>\w+)\s*\nSubgraph:\s*\nOp type: (?P<op>\w+)\s*\nOp name: (?P<name>\S+)")
+_UNRECOGNIZED_ATTR_RE = re.compile(r"Unrecognized attribute: (?P<attr>\w+) for operator (?P<op>\w+)")
 
-def explain_rejection(toolchain: str, graph: Any, message: str) -> tuple[str, list[str], str]:
-    """``(pattern id, nodes, explanation)`` of a rejected model; nodes named in the compiler's
-    message come first (``named_in_message``), then :data:`REJECTION_PATTERNS`; else
+
+def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[str] = None
+                      ) -> tuple[str, list[str], str]:
+    """``(pattern id, nodes, explanation)`` of a rejected model: a graph pattern of
+    :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
+    name: ...`` in the build log: ``rknn_rule:<rule>``); an attribute the toolkit's ONNX checker
+    does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
     ``("unexplained", [], message head)``."""
-    names = [n.name for n in graph.nodes if not n.graph and n.name and len(n.name) > 3]
-    named = [nm for nm in names if re.search(r"(?<![\w/.])" + re.escape(nm) + r"(?![\w/.])", message or "")]
     for tc, pid, finder, text in REJECTION_PATTERNS:
         if tc == toolchain:
             found = finder(graph)
             if found:
                 return pid, found, text
+    names = {n.name for n in graph.nodes if not n.graph and n.name}
+    m = _RKNN_RULE_RE.search(log or "")
+    if toolchain == "rknn" and m and "Traceback" in (log or "")[m.end():]:
+        node = [m.group("name")] if m.group("name") in names else []
+        return (f"rknn_rule:{m.group('rule')}", node,
+                f"rknn-toolkit2's graph rewrite {m.group('rule')} raises on the {m.group('op')} it matched")
+    m = _UNRECOGNIZED_ATTR_RE.search(message or "")
+    if m:
+        nodes = [n.name for n in graph.nodes if not n.graph and n.op_type == m.group("op")
+                 and m.group("attr") in n.explicit_attrs]
+        return (f"unknown_attribute:{m.group('op')}.{m.group('attr')}", nodes,
+                f"the toolkit's ONNX checker does not know the attribute {m.group('attr')} of {m.group('op')}")
+    named = [nm for nm in sorted(names) if len(nm) > 3
+             and re.search(r"(?<![\w/.])" + re.escape(nm) + r"(?![\w/.])", message or "")]
     if named:
         return "named_in_message", named[:5], _message_head(message)
     return "unexplained", [], _message_head(message)
@@ -125,13 +194,15 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
                            "target": table.target, "status": real.get("status"),
                            "static_verdict": static.verdict, "built": built}
     if not built:
-        pid, nodes, text = explain_rejection(toolchain, graph, real.get("message", ""))
+        pid, nodes, text = explain_rejection(toolchain, graph, real.get("message", ""), log)
         static_unsupported = [n.name for n in static.nodes if n.verdict == "unsupported" and not n.graph]
         rec["rejection"] = {"pattern": pid, "nodes": nodes, "explanation": text,
                             "message": _message_head(real.get("message", "")),
                             "static_predicts_rejection": static.verdict == "unsupported",
                             "static_marks_node": bool(set(nodes) & set(static_unsupported))}
         return rec
+    # a rejection pattern that matches a model the compiler builds is too wide: counted in the summary
+    rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS if tc == toolchain and finder(graph)]
     if toolchain == "rknn":
         placement, attributed = rknn_placement(Path(onnx_path), real, log)
         real = {**real, "attributed": attributed}
@@ -227,6 +298,7 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
                         for k, v in classes.most_common()],
             "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
                            for k, v in rejections.most_common()],
+            "patterns_matching_built_models": dict(Counter(p for r in recs for p in r.get("pattern_hits", ()))),
         }
     return out
 
@@ -251,4 +323,8 @@ def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
             lines += ["", f"Models {target} rejects (status, pattern):", ""]
             for rj in t["rejections"]:
                 lines.append(f"- {rj['models']} x {rj['status']} {rj['pattern']} (e.g. {'; '.join(rj['examples'][:3])})")
+        wide = t.get("patterns_matching_built_models") or {}
+        if wide:
+            lines += ["", "Rejection patterns that also match models the compiler builds (too wide): "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(wide.items()))]
     return lines
