@@ -430,6 +430,8 @@ def _inputs_for(model: Any, cfg: Any) -> dict[str, Any]:
         mel = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80) or 80
         frames = 2 * getattr(cfg, "max_source_positions", 32) if hasattr(cfg, "max_source_positions") else 64
         feeds["input_features"] = torch.randn(1, mel, frames)
+    if "attention_mask" in params and "input_ids" in feeds:  # as real callers do (the padding-mask path)
+        feeds["attention_mask"] = torch.ones(1, SEQ, dtype=torch.long)
     if "decoder_input_ids" in params and "input_ids" in feeds:
         feeds["decoder_input_ids"] = torch.randint(3, max(4, vocab - 10), (1, 8))
     if not feeds and main in params:

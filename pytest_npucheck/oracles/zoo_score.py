@@ -42,11 +42,22 @@ def _producer(graph: Any, tensor: str) -> Any:
     return graph.nodes[i] if i is not None else None
 
 
+def _const(graph: Any, tensor: str) -> bool:
+    t = graph.tensor(tensor)
+    return tensor in graph.initializers or bool(t is not None and t.const)
+
+
+def _consumers(graph: Any, node: Any) -> list[Any]:
+    return [graph.nodes[c] for o in node.outputs for c in graph.consumers.get(o, [])]
+
+
 def _rmsnorm_sqrt_reciprocal(graph: Any) -> list[str]:
-    """The dynamo form of RMSNorm: ``Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt -> Reciprocal``
-    (torch.rsqrt decomposed), then ``Mul`` by x and by the weight: onnxruntime-qnn 2.7.0 (QNN
-    2.51, HTP v73 fp16) fails to finalise the graph (QNN_COMMON_ERROR_MEM_ALLOC). Returns the Pow
-    anchors."""
+    """The dynamo form of a transformers RMSNorm: ``Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt
+    -> Reciprocal`` (torch.rsqrt decomposed) ``-> Mul(x, .) -> Mul(weight, .)`` with the weight
+    as the FIRST input of the last Mul: onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 fp16) fails to
+    finalise the graph (QNN_COMMON_ERROR_MEM_ALLOC). With the weight second
+    (``x * rsqrt(...) * w``), or rsqrt as ``Div(1, Sqrt)`` (TorchScript), it builds. Returns the
+    Pow anchors."""
     out = []
     for n in graph.nodes:
         if n.graph or n.op_type != "Reciprocal":
@@ -57,7 +68,12 @@ def _rmsnorm_sqrt_reciprocal(graph: Any) -> list[str]:
             if prev is None or prev.op_type != op:
                 break
             chain.append(prev)
-        if len(chain) == 5:
+        if len(chain) != 5:
+            continue
+        scaled = [m for m in _consumers(graph, n) if m.op_type == "Mul"]
+        weighted = [w for m in scaled for w in _consumers(graph, m)
+                    if w.op_type == "Mul" and w.inputs and _const(graph, w.inputs[0])]
+        if weighted:
             out.append(chain[-1].name)
     return out
 
@@ -91,8 +107,8 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
      "MatMul([..,1,D]x[..,D,K]) -> Softmax -> MatMul (one query, no scale between MatMul and "
      "Softmax): rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
-     "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal fails QNN graph finalisation "
-     "(QNN_COMMON_ERROR_MEM_ALLOC)"),
+     "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
+     "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
 ]
 
 _RKNN_RULE_RE = re.compile(r"Rule: (?P<rule>\w+)\s*\nSubgraph:\s*\nOp type: (?P<op>\w+)\s*\nOp name: (?P<name>\S+)")
