@@ -59,25 +59,20 @@ def test_rejection_patterns_name_the_node(save):
     assert zoo_score.explain_rejection("rknn", cubic, "rknn worker died (exit code -11)")[:2] == ("resize_cubic", ["up"])
     assert zoo_score.explain_rejection("qnn", cubic, "boom")[0] == "unexplained"
 
-    rms = _graph(save, [helper.make_node("Pow", ["x", "two"], ["p"], name="pow"),
-                        helper.make_node("ReduceMean", ["p"], ["m"], name="mean", axes=[-1], keepdims=1),
-                        helper.make_node("Add", ["m", "eps"], ["a"], name="add"),
-                        helper.make_node("Sqrt", ["a"], ["s"], name="sqrt"),
-                        helper.make_node("Reciprocal", ["s"], ["r"], name="rec"),
-                        helper.make_node("Mul", ["x", "r"], ["n"], name="mul"),
-                        helper.make_node("Mul", ["w", "n"], ["y"], name="weight")],
-                 [("x", [1, 4, 8])], [const("two", 2.0), const("eps", 1e-6), const("w", [0.5] * 8)])
-    assert zoo_score.explain_rejection("qnn", rms, "Failed to finalize QNN graph")[:2] == ("rmsnorm_sqrt_reciprocal", ["pow"])
-    weight_second = _graph(save, [  # x * rsqrt(...) * w builds: not the pattern
-        helper.make_node("Pow", ["x", "two"], ["p"], name="pow"),
-        helper.make_node("ReduceMean", ["p"], ["m"], name="mean", axes=[-1], keepdims=1),
-        helper.make_node("Add", ["m", "eps"], ["a"], name="add"),
-        helper.make_node("Sqrt", ["a"], ["s"], name="sqrt"),
-        helper.make_node("Reciprocal", ["s"], ["r"], name="rec"),
-        helper.make_node("Mul", ["x", "r"], ["n"], name="mul"),
-        helper.make_node("Mul", ["n", "w"], ["y"], name="weight")],
-        [("x", [1, 4, 8])], [const("two", 2.0), const("eps", 1e-6), const("w", [0.5] * 8)])
-    assert zoo_score.explain_rejection("qnn", weight_second, "Failed to finalize QNN graph")[0] == "unexplained"
+    def rmsnorm(weight_first: bool):
+        last = ["w", "n"] if weight_first else ["n", "w"]
+        return _graph(save, [helper.make_node("Pow", ["x", "two"], ["p"], name="pow"),
+                             helper.make_node("ReduceMean", ["p"], ["m"], name="mean", axes=[-1], keepdims=1),
+                             helper.make_node("Add", ["m", "eps"], ["a"], name="add"),
+                             helper.make_node("Sqrt", ["a"], ["s"], name="sqrt"),
+                             helper.make_node("Reciprocal", ["s"], ["r"], name="rec"),
+                             helper.make_node("Mul", ["x", "r"], ["n"], name="mul"),
+                             helper.make_node("Mul", last, ["y"], name="weight")],
+                      [("x", [1, 4, 8])], [const("two", 2.0), const("eps", 1e-6), const("w", [0.5] * 8)])
+
+    assert zoo_score.explain_rejection("qnn", rmsnorm(True), "Failed to finalize")[:2] == ("rmsnorm_sqrt_reciprocal", ["pow"])
+    # x * rsqrt(...) * w (weight second) builds: not the pattern
+    assert zoo_score.explain_rejection("qnn", rmsnorm(False), "Failed to finalize")[0] == "unexplained"
 
 
 def test_single_query_attention_only_with_one_query(save):
