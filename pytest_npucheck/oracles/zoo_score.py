@@ -222,6 +222,8 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
     if toolchain == "rknn":
         placement, attributed = rknn_placement(Path(onnx_path), real, log)
         real = {**real, "attributed": attributed}
+        lost = [r for k, v in attributed.get("", {}).items() if k.startswith("cpu") for r in v]
+        rec["unmapped_cpu_rows"] = lost  # CPU work the mapping could not give to an ONNX node
     else:
         placement = dict(real.get("placement") or {})
     tp = fp = fn = tn = wrong_kind = 0
@@ -277,6 +279,7 @@ def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "precision": round(tp / (tp + fp), 6) if tp + fp else None,
         "all_npu_agreement": round((fp + tn) / n, 6) if n else None,
         "positives": tp + fn,
+        "unmapped_cpu_rows": sum(len(r.get("unmapped_cpu_rows", ())) for r in scored),
     }
 
 
@@ -325,11 +328,11 @@ def _pct(x: Optional[float]) -> str:
 
 def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
     """The summary as Markdown lines (docs/tables.md, section "Agreement on a model zoo")."""
-    lines = ["| target | exporter | architectures | files built | rejected | nodes | agreement | recall | precision | all-NPU agreement |",
+    lines = ["| target | exporter | architectures | files built | rejected (static said so) | nodes | agreement | recall | precision | all-NPU agreement |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for target, t in summary["targets"].items():
         for exp, f in list(t["exporters"].items()) + [("both", t["all"])]:
-            lines.append(f"| {target} | {exp} | {f['architectures']} | {f['built']} | {f['rejected']} | {f['nodes']} | "
+            lines.append(f"| {target} | {exp} | {f['architectures']} | {f['built']} | {f['rejected']} ({f['rejections_predicted']}) | {f['nodes']} | "
                          f"{_pct(f['agreement'])} | {_pct(f['recall'])} | {_pct(f['precision'])} | {_pct(f['all_npu_agreement'])} |")
     for target, t in summary["targets"].items():
         lines += ["", f"Top disagreement classes, {target} (nodes; direction, op, cause):", ""]

@@ -119,5 +119,5 @@ def test_score_and_summary_count_nodes_and_rejections(save):
     assert (f["agreement"], f["recall"], f["precision"]) == (0.5, 0.0, None)
     assert summary["skipped"] == {"c": "does not build"}
     text = "\n".join(zoo_score.markdown(summary))
-    assert "| rknn@2.5.0/rk3588 | dynamo | 2 | 1 | 1 | 2 | 50.0% | 0.0% | n/a |" in text
+    assert "| rknn@2.5.0/rk3588 | dynamo | 2 | 1 | 1 (0) | 2 | 50.0% | 0.0% | n/a |" in text
     assert "1 x missed_fallback Relu: cpu row Relu" in text
