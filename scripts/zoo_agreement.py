@@ -162,14 +162,18 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
 # --------------------------------------------------------------------------------------------
 
 
-def pending(root: Path, toolchain: str, only: Iterable[str] | None = None) -> list[tuple[str, str, Path]]:
+def pending(root: Path, toolchain: str, only: Iterable[str] | None = None, retry_timeouts: bool = False
+            ) -> list[tuple[str, str, Path]]:
+    """Files without a result for ``toolchain`` (with ``retry_timeouts``, also those whose compile
+    timed out: on a loaded machine a slow build is not a hang; re-run them with a longer timeout)."""
     out = []
     wanted = set(only) if only else None
     for onnx_path in sorted((root / "models").glob("*/*.onnx")):
         arch, exporter = onnx_path.parent.name, onnx_path.stem
         if wanted is not None and arch not in wanted:
             continue
-        if not (root / "results" / toolchain / f"{arch}.{exporter}.json").exists():
+        result = root / "results" / toolchain / f"{arch}.{exporter}.json"
+        if not result.exists() or (retry_timeouts and (_read_json(result) or {}).get("status") == "timeout"):
             out.append((arch, exporter, onnx_path))
     return out
 
@@ -198,14 +202,16 @@ def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
 
 
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
-                follow: bool, only: Iterable[str] | None = None) -> None:
+                follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False) -> None:
     from pytest_npucheck.oracles import qnn, rknn
 
     out_dir = root / "results" / toolchain
     logs = root / "logs" / toolchain
     logs.mkdir(parents=True, exist_ok=True)
+    tried: set[str] = set()
     while True:
-        todo = pending(root, toolchain, only)
+        todo = [t for t in pending(root, toolchain, only, retry_timeouts) if f"{t[0]}.{t[1]}" not in tried]
+        tried.update(f"{a}.{e}" for a, e, _ in todo[:batch])  # a timeout retried once per run
         if not todo:
             if follow and not (root / EXPORT_DONE).exists():
                 time.sleep(30)
@@ -294,6 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=40, help="models per worker run")
     p.add_argument("--start", type=int, default=0, help="export: begin at this index of the zoo")
     p.add_argument("--reverse", action="store_true", help="export: walk the zoo from its end")
+    p.add_argument("--retry-timeouts", action="store_true",
+                   help="compile: build again the files whose build timed out (use a longer --timeout)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
     args = p.parse_args(argv)
     root = args.root
@@ -302,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start)
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
-            compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only)
+            compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
+                        args.retry_timeouts)
     if args.step in ("score", "all"):
         summary = score_all(root, args.toolchain, args.only)
         print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))
