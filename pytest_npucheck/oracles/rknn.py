@@ -654,6 +654,16 @@ def row_node(row: LayerRow, node_names: Iterable[str]) -> str | None:
     return None
 
 
+def _name_roots(node: str, producer: Mapping[str, str]) -> list[str]:
+    """The names a row made of ``node`` may start with: the node's and its output tensors'."""
+    return [node] + [t for t, p in producer.items() if p == node]
+
+
+def _named_after(row_name: str, node: str, producer: Mapping[str, str]) -> bool:
+    return any(row_name.startswith(p) and (len(row_name) == len(p) or row_name[len(p)] in "_#-.")
+               for p in _name_roots(node, producer))
+
+
 def _as_nodes(nodes: Sequence[str] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [{"name": n} if isinstance(n, str) else n for n in nodes]
 
@@ -707,6 +717,12 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
         nm = r.onnx_name or ""
         traced = (lineage or {}).get(nm) or (lineage or {}).get(_REWRITE_SUFFIX_RE.sub("", nm)) or ()
         traced = [t for t in traced if t in names]  # helper Reshapes of earlier rewrites drop out
+        if len(traced) > 1:  # a rule that rewrote several nodes: the row's name says whose it is
+            own = [t for t in traced if _named_after(nm, t, producer)]
+            longest = max((len(p) for t in own for p in _name_roots(t, producer)
+                           if nm.startswith(p)), default=0)
+            own = [t for t in own if any(len(p) == longest and nm.startswith(p) for p in _name_roots(t, producer))]
+            traced = own or traced
         if traced:
             for origin in sorted(traced):
                 out.setdefault(origin, {}).setdefault(kind + "_rewrites", []).append(r.full_name)

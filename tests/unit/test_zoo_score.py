@@ -121,3 +121,18 @@ def test_score_and_summary_count_nodes_and_rejections(save):
     text = "\n".join(zoo_score.markdown(summary))
     assert "| rknn@2.5.0/rk3588 | dynamo | 2 | 1 | 1 (0) | 2 | 50.0% | 0.0% | n/a |" in text
     assert "1 x missed_fallback Relu: cpu row Relu" in text
+
+
+def test_a_rule_that_rewrote_two_nodes_gives_each_row_to_the_node_it_is_named_after():
+    """RKNN's cvt_and_to_fp_mul turns an int64->bool Cast and the And after it into a Cast swapped
+    behind a Reshape (CPU, int64), a Mul (NPU) and a Cast (CPU): the Cast node is on the CPU, the And
+    on the NPU, although the trace gives all three rows both origins."""
+    log = ("D fuse_ops results:\n"
+           "D     cvt_and_to_fp_mul: remove node = ['/m/Cast', '/m/And'], add node = "
+           "['/m/Cast_output_0-rs_sw_cast', '/m/And_2fp_add', '/m/And_2fp_add_cast']\nD fuse_ops done.\n")
+    nodes = [{"name": "/m/Cast", "inputs": ["ids"], "outputs": ["/m/Cast_output_0"]},
+             {"name": "/m/And", "inputs": ["/m/Cast_output_0", "b"], "outputs": ["/m/And_output_0"]}]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Cast", "CPU", "Cast:/m/Cast_output_0-rs_sw_cast"), _row(2, "Mul", "NPU", "Mul:/m/And_2fp_add"),
+        _row(3, "Cast", "CPU", "Cast:/m/And_2fp_add_cast")])
+    assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log)) == {"/m/Cast": "cpu", "/m/And": "npu"}
