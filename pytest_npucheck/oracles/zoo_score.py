@@ -122,6 +122,10 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     name: ...`` in the build log: ``rknn_rule:<rule>``); an attribute the toolkit's ONNX checker
     does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
     ``("unexplained", [], message head)``."""
+    if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
+        named = [n.name for n in graph.nodes if not n.graph and n.name and n.name in message]
+        return ("invalid_model", named[:1],
+                "ONNX Runtime's own checks refuse the exported file (not the compiler's doing): " + _message_head(message))
     for tc, pid, finder, text in REJECTION_PATTERNS:
         if tc == toolchain:
             found = finder(graph)
@@ -262,14 +266,15 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
 
 def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scored = [r for r in recs if r.get("built")]
-    rejected = [r for r in recs if not r.get("built")]
+    invalid = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] == "invalid_model"]
+    rejected = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] != "invalid_model"]
     tp, fp, fn, tn = (sum(r.get(k, 0) for r in scored) for k in ("tp", "fp", "fn", "tn"))
     n = tp + fp + fn + tn
     pred_rej = sum(1 for r in rejected if r["rejection"]["static_predicts_rejection"])
     false_rej = sum(1 for r in scored if r.get("static_verdict") == "unsupported")
     return {
         "files": len(recs), "architectures": len({r["arch"] for r in recs}),
-        "built": len(scored), "rejected": len(rejected),
+        "built": len(scored), "rejected": len(rejected), "invalid_files": len(invalid),
         "rejections_explained": sum(1 for r in rejected if r["rejection"]["pattern"] != "unexplained"),
         "rejections_predicted": pred_rej,
         "static_says_rejected_but_builds": false_rej,
