@@ -136,3 +136,16 @@ def test_a_rule_that_rewrote_two_nodes_gives_each_row_to_the_node_it_is_named_af
         _row(1, "Cast", "CPU", "Cast:/m/Cast_output_0-rs_sw_cast"), _row(2, "Mul", "NPU", "Mul:/m/And_2fp_add"),
         _row(3, "Cast", "CPU", "Cast:/m/And_2fp_add_cast")])
     assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log)) == {"/m/Cast": "cpu", "/m/And": "npu"}
+
+
+def test_a_file_onnx_runtime_itself_refuses_is_an_invalid_export_not_a_rejection(save):
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    path = save(make_model([helper.make_node("MatMul", ["a", "b"], ["y"], name="/m/MatMul")],
+                           [("a", [1, 4]), ("b", [4, 2])], ["y"]))
+    real = {"arch": "a", "exporter": "torchscript", "toolchain": "qnn", "status": "session_failed",
+            "message": "Fail: [ONNXRuntimeError] : 1 : FAIL : Node (/m/MatMul) Op (MatMul) "
+                       "[ShapeInferenceError] Incompatible dimensions"}
+    rec = zoo_score.score_model(path, table, real)
+    assert rec["rejection"]["pattern"] == "invalid_model" and rec["rejection"]["nodes"] == ["/m/MatMul"]
+    f = zoo_score.summarise([rec], {})["targets"]["qnn@2.51.0/htp-v73"]["all"]
+    assert (f["rejected"], f["invalid_files"]) == (0, 1)
