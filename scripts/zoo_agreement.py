@@ -202,7 +202,8 @@ def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
 
 
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
-                follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False) -> None:
+                follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
+                reverse: bool = False) -> None:
     from pytest_npucheck.oracles import qnn, rknn
 
     out_dir = root / "results" / toolchain
@@ -211,6 +212,8 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
     tried: set[str] = set()
     while True:
         todo = [t for t in pending(root, toolchain, only, retry_timeouts) if f"{t[0]}.{t[1]}" not in tried]
+        if reverse:  # a second compile process beside the first, from the other end
+            todo.reverse()
         tried.update(f"{a}.{e}" for a, e, _ in todo[:batch])  # a timeout retried once per run
         if not todo:
             if follow and not (root / EXPORT_DONE).exists():
@@ -299,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--build-timeout", type=int, default=120)
     p.add_argument("--batch", type=int, default=40, help="models per worker run")
     p.add_argument("--start", type=int, default=0, help="export: begin at this index of the zoo")
-    p.add_argument("--reverse", action="store_true", help="export: walk the zoo from its end")
+    p.add_argument("--reverse", action="store_true", help="export/compile: walk the zoo from its end")
     p.add_argument("--retry-timeouts", action="store_true",
                    help="compile: build again the files whose build timed out (use a longer --timeout)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
@@ -311,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
-                        args.retry_timeouts)
+                        args.retry_timeouts, args.reverse)
     if args.step in ("score", "all"):
         summary = score_all(root, args.toolchain, args.only)
         print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))
