@@ -175,7 +175,13 @@ def pending(root: Path, toolchain: str, only: Iterable[str] | None = None, retry
         result = root / "results" / toolchain / f"{arch}.{exporter}.json"
         if not result.exists() or (retry_timeouts and (_read_json(result) or {}).get("status") == "timeout"):
             out.append((arch, exporter, onnx_path))
-    return out
+    # architectures the toolchain has not seen yet first (one file each), then the other exporter
+    done = {p.name.split(".")[0] for p in (root / "results" / toolchain).glob("*.json")}
+    first: dict[str, tuple[str, str, Path]] = {}
+    for t in out:
+        if t[0] not in done and (t[0] not in first or t[1] == "torchscript"):
+            first[t[0]] = t
+    return list(first.values()) + [t for t in out if t not in first.values()]
 
 
 def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
