@@ -219,7 +219,9 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
     while True:
         todo = [t for t in pending(root, toolchain, only, retry_timeouts) if f"{t[0]}.{t[1]}" not in tried]
         if reverse:  # a second compile process beside the first, from the other end
-            todo.reverse()
+            done = {p.name.split(".")[0] for p in out_dir.glob("*.json")}
+            fresh = {t[0]: t for t in reversed(todo) if t[0] not in done}  # one file per new arch
+            todo = list(fresh.values()) + [t for t in reversed(todo) if t not in fresh.values()]
         tried.update(f"{a}.{e}" for a, e, _ in todo[:batch])  # a timeout retried once per run
         if not todo:
             if follow and not (root / EXPORT_DONE).exists():
