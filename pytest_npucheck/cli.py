@@ -18,7 +18,7 @@ from .errors import NpuCheckError
 from .jsonio import dumps
 
 if TYPE_CHECKING:
-    from .tables import Catalog
+    from .tables import Catalog, Table
 
 EXIT_OK, EXIT_FALLBACK, EXIT_USAGE = 0, 1, 2
 
@@ -54,12 +54,15 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--write-manifest", action="store_true",
                    help="also record the bundled tables that passed (op_support_tables/validated.json), whose "
                         "schema validation later loads then skip while their bytes are unchanged")
+    rl = tsub.add_parser("release", help="record the bundled tables as shipped in a release (released.json)")
+    rl.add_argument("version", help="the release, e.g. 0.1.0")
     dg = tsub.add_parser("docs", help="write the supported-ops pages generated from the tables")
     dg.add_argument("out", type=Path, nargs="?", default=Path("docs/supported-ops"))
     dg.add_argument("--check", action="store_true", help="exit 1 when a committed page is stale, write nothing")
     df = tsub.add_parser("diff", help="what changed between two tables (SDK versions or SoCs)")
-    df.add_argument("old", metavar="OLD_TARGET", help="e.g. qnn@2.47/htp-v73")
-    df.add_argument("new", metavar="NEW_TARGET", help="e.g. qnn@2.51/htp-v73")
+    df.add_argument("old", metavar="OLD", help="a target (qnn@2.47/htp-v73) or a table file, e.g. an earlier revision "
+                    "(git show v0.1.0:op_support_tables/rknn/2.5.0/rk3588.json > old.json)")
+    df.add_argument("new", metavar="NEW", help="a target (qnn@2.51/htp-v73) or a table file")
     df.add_argument("--format", choices=("text", "json", "md"), default="text")
 
     pr = sub.add_parser("probe", help="run the probe models through a real toolchain; write or check its table")
@@ -112,15 +115,25 @@ def _run(args: argparse.Namespace) -> int:
             for r in rows:
                 prov = r.get("provenance", {})
                 state = f"ERROR {r['error']}" if "error" in r else (
-                    f"{r['ops']} ops, {prov.get('method', '?')}, {prov.get('toolchain_package', '')}".rstrip(", "))
+                    f"{r['ops']} ops, revision {r['revision']}, {prov.get('method', '?')}, "
+                    f"{prov.get('toolchain_package', '')}".rstrip(", "))
                 print(f"{r['target']:<28} {r['title']}: {state}")
         return EXIT_OK
     if args.command == "tables":
         if args.tables_command == "diff":
             from .tables_diff import RENDERERS, diff_tables
 
-            d = diff_tables(catalog.table(args.old), catalog.table(args.new))
+            d = diff_tables(_table_arg(catalog, args.old), _table_arg(catalog, args.new))
             sys.stdout.write(RENDERERS[args.format](d))
+            return EXIT_OK
+        if args.tables_command == "release":
+            from .jsonio import write_atomic
+            from .releases import RELEASED, release_doc
+            from .tables import bundled_tables_dir
+
+            doc = release_doc(bundled_tables_dir(), args.version)
+            write_atomic(bundled_tables_dir() / RELEASED, dumps(doc))
+            print(f"recorded release {args.version}: {len(doc['releases'][args.version])} tables")
             return EXIT_OK
         if args.tables_command == "docs":
             from .docs_gen import generate
@@ -148,6 +161,12 @@ def _run(args: argparse.Namespace) -> int:
                     problems[str(f)] = found
         else:
             problems = catalog.validate_all()
+            from .releases import RELEASED, policy_problems
+            from .tables import bundled_tables_dir
+
+            released = policy_problems(bundled_tables_dir())
+            if released:
+                problems[str(bundled_tables_dir() / RELEASED)] = released
         for path, items in problems.items():
             for item in items:
                 print(f"{path}: {item}", file=sys.stderr)
@@ -177,6 +196,18 @@ def _run(args: argparse.Namespace) -> int:
         for r in results:
             print("\n".join(render_target(r, all_nodes=args.all_nodes)))
     return EXIT_OK if all(r.passed for r in results) else EXIT_FALLBACK
+
+
+def _table_arg(catalog: "Catalog", text: str) -> "Table":
+    """`tables diff`'s operand: a table file (a path ending in .json) or a target of the catalog."""
+    if text.endswith(".json"):
+        from .errors import UsageError
+        from .tables import load_table
+
+        if not Path(text).is_file():
+            raise UsageError(f"{text}: no such table file")
+        return load_table(Path(text), full=True)
+    return catalog.table(text)
 
 
 def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:

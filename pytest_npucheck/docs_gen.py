@@ -43,7 +43,9 @@ def render_table(table: Table) -> str:
         "",
         "Generated from the support table by `npucheck tables docs`; do not edit by hand.",
         "",
-        f"- Table: `{table.toolchain}/{table.version}/{table.soc}.json`, sha256 `{table.sha256[:16]}`",
+        f"- Table: `{table.toolchain}/{table.version}/{table.soc}.json`, revision {table.revision}, sha256 `{table.sha256[:16]}`",
+        *[f"- Erratum (revision {e['revision']}, {', '.join(e['ops'])}): {e['change']} (evidence: {e['evidence']})"
+          for e in table.errata],
         f"- How it was made: {prov.get('method', '?')}" + (f" ({prov['toolchain_package']})" if prov.get("toolchain_package") else ""),
         f"- Opsets accepted: " + ", ".join(f"{d} {lo}-{hi}" for d, (lo, hi) in sorted(table.opsets.items())),
         *([f"- ONNX IR versions loaded: {table.ir_version[0]}-{table.ir_version[1]} (a model outside is rejected as a whole)"]

@@ -286,6 +286,43 @@ def export_model(
 
 _WARMED: set[tuple[str, Any]] = set()  # (exporter, opset) warmed in this process
 
+# Packages an exporter needs beyond torch and onnx; torch imports them only when it exports, so a
+# plain install that lacks them fails there with a bare ModuleNotFoundError. The torch extra brings them.
+EXPORTER_PACKAGES = {"dynamo": ("onnxscript", "onnx_ir")}
+INSTALL_COMMAND = 'pip install "pytest-npucheck[torch]"'
+
+
+def missing_package_message(exporter: str, package: str) -> str:
+    """The one sentence that replaces a missing optional package's ModuleNotFoundError."""
+    return (f"the {exporter} exporter needs the Python package {package!r}, which is not installed: "
+            f"run `{INSTALL_COMMAND}`, or export with exporter=\"torchscript\" (marker argument, "
+            f"--npu-exporter torchscript or ini npu_exporter = torchscript)")
+
+
+def _missing_exporter_package(exporter: str) -> str | None:
+    """The first package ``exporter`` needs that cannot be imported (found without importing it)."""
+    import importlib.util
+
+    for name in EXPORTER_PACKAGES.get(exporter, ()):
+        try:
+            if importlib.util.find_spec(name) is None:
+                return name
+        except (ImportError, ValueError):  # a broken parent package or a None in sys.modules
+            return name
+    return None
+
+
+def _missing_module(exc: BaseException) -> str | None:
+    """The top-level name of a module that could not be found, anywhere in ``exc``'s chain."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ModuleNotFoundError) and cause.name:
+            return cause.name.partition(".")[0]
+        cause = cause.__cause__ or cause.__context__
+    return None
+
 
 def _export_isolated(
     model: Any,
@@ -301,6 +338,10 @@ def _export_isolated(
     process that asked for it carries on."""
     from . import isolate
 
+    missing = _missing_exporter_package(options.exporter)
+    if missing is not None:
+        raise ExportError(missing_package_message(options.exporter, missing), exporter=options.exporter,
+                          model_class=_qualname(type(model)))
     if not isolate.settings().enabled:
         return _export_into(model, args, kwargs, options, work, start, key)
     if (options.exporter, options.opset) not in _WARMED:
@@ -1267,6 +1308,9 @@ class _FdCapture:
 
 
 def _error_message(exporter: str, model_class: str, exc: BaseException, output: str) -> str:
+    missing = _missing_module(exc)
+    if missing in EXPORTER_PACKAGES.get(exporter, ()):  # an optional package the exporter imports is absent
+        return missing_package_message(exporter, missing)
     message = _ANSI_RE.sub("", str(exc)).strip() or type(exc).__name__
     lines = [f"{exporter} exporter failed to export {model_class}: {message}"]
     seen = {id(exc)}

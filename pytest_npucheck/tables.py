@@ -118,13 +118,44 @@ class Table:
     provenance: Mapping[str, Any]
     description: str = ""
     ir_version: Optional[tuple[int, int]] = None  # ONNX IR versions the toolchain loads
+    revision: int = 1  # the content's revision: a correction of a released table is a new one (RELEASE_FIELDS)
+    errata: tuple[Mapping[str, Any], ...] = ()  # {revision, ops, change, evidence} per correction
 
     @property
     def target(self) -> str:
         return f"{self.toolchain}@{self.version}/{self.soc}"
 
-    def header(self) -> dict[str, str]:
-        return {"toolchain": self.toolchain, "version": self.version, "soc": self.soc, "sha256": self.sha256}
+    def header(self) -> dict[str, Any]:
+        return {"toolchain": self.toolchain, "version": self.version, "soc": self.soc, "revision": self.revision,
+                "sha256": self.sha256}
+
+
+# -- revisions: the release policy's fields ------------------------------------------------------
+# A table that shipped in a release (op_support_tables/released.json) is never edited in place: a
+# correction bumps its top-level `revision` and appends an `errata` entry saying what changed and
+# why. The tools that generate tables carry both fields over from the file they replace.
+RELEASE_FIELDS = ("revision", "errata")
+
+
+def with_release_fields(table: Mapping[str, Any], current: Optional[Path]) -> dict[str, Any]:
+    """``table`` (a generator's output) with the `revision` and `errata` of the table file it is to
+    replace (revision 1, no errata, when there is none), placed after `soc`."""
+    kept: dict[str, Any] = {"revision": 1}
+    if current is not None and Path(current).is_file():
+        try:
+            old = load_strict(Path(current))
+        except JsonFileError:
+            old = None
+        if isinstance(old, dict):
+            kept = {k: old[k] for k in RELEASE_FIELDS if k in old} or kept
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        if key in RELEASE_FIELDS:
+            continue
+        out[key] = value
+        if key == "soc":
+            out.update(kept)
+    return out
 
 
 # -- validation ---------------------------------------------------------------------------------
@@ -217,6 +248,16 @@ def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, st
     from .rules import RULES
 
     problems: list[str] = []
+    revision, errata = data.get("revision", 1), data.get("errata") or []
+    if isinstance(revision, int) and isinstance(errata, list):
+        fixed = {e.get("revision") for e in errata if isinstance(e, dict)}
+        for i, e in enumerate(errata):
+            if isinstance(e, dict) and isinstance(e.get("revision"), int) and e["revision"] > revision:
+                problems.append(f"$.errata[{i}].revision: {e['revision']} is after the table's revision {revision}")
+        missing = [r for r in range(2, revision + 1) if r not in fixed]
+        if missing:
+            problems.append(f"$.errata: revision(s) {', '.join(map(str, missing))} have no erratum saying what they "
+                            "corrected (a correction bumps `revision` and adds an errata entry)")
     if rel is not None:
         for field_name, expected in zip(("toolchain", "version", "soc"), rel):
             if str(data.get(field_name, "")).lower() != expected.lower():
@@ -392,6 +433,7 @@ def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha2
         patterns=patterns, ops=ops, precision=data.get("precision", {}), provenance=data["provenance"],
         description=data.get("description", ""),
         ir_version=(data["ir_version"][0], data["ir_version"][1]) if data.get("ir_version") else None,
+        revision=int(data.get("revision", 1)), errata=tuple(data.get("errata") or ()),
     )
 
 
@@ -537,7 +579,7 @@ class Catalog:
             except TableError as exc:
                 row["error"] = str(exc)
             else:
-                row.update(sha256=t.sha256, ops=len(t.ops), prepasses=list(t.prepasses),
+                row.update(revision=t.revision, sha256=t.sha256, ops=len(t.ops), prepasses=list(t.prepasses),
                            precision=dict(t.precision), provenance=dict(t.provenance))
             rows.append(row)
         return rows

@@ -15,6 +15,10 @@ SoC) wants to see it.
 
 Sources, notes and the probe lists behind an entry are provenance, not behaviour, and are not
 compared. The renderers give text, JSON and Markdown of the same result.
+
+Between two revisions of one table (the same toolchain, version and SoC: a released table is never
+edited in place, a correction is a new revision), the diff also lists the errata the newer one
+records for the revisions in between: what each correction changed and the evidence for it.
 """
 
 from __future__ import annotations
@@ -57,19 +61,23 @@ class TableDiff:
     old_package: Optional[str]
     new_package: Optional[str]
     changes: list[Change] = field(default_factory=list)
+    old_revision: int = 1
+    new_revision: int = 1
+    errata: list[Mapping[str, Any]] = field(default_factory=list)  # corrections between the two revisions
 
     @property
     def empty(self) -> bool:
-        return not self.changes
+        return not self.changes and not self.errata
 
     def group(self, name: str) -> list[Change]:
         return [c for c in self.changes if c.group == name]
 
     def to_json(self) -> dict[str, Any]:
         counts = {g: len(self.group(g)) for g in GROUPS}
-        return {"old": {"target": self.old, "toolchain_package": self.old_package},
-                "new": {"target": self.new, "toolchain_package": self.new_package},
-                "counts": counts, "changes": [c.to_json() for c in self.changes]}
+        return {"old": {"target": self.old, "revision": self.old_revision, "toolchain_package": self.old_package},
+                "new": {"target": self.new, "revision": self.new_revision, "toolchain_package": self.new_package},
+                "counts": counts, "changes": [c.to_json() for c in self.changes],
+                "errata": [dict(e) for e in self.errata]}
 
 
 # -- describing -------------------------------------------------------------------------------
@@ -207,10 +215,25 @@ def _constraint_changes(subject: str, old: Sequence[Constraint], new: Sequence[C
 
 # -- the diff ---------------------------------------------------------------------------------
 
+def errata_between(old: Table, new: Table) -> list[Mapping[str, Any]]:
+    """The errata of the revisions after the older of two revisions of one table, up to the newer
+    (oldest first); none for two different tables (an SDK upgrade or another SoC)."""
+    if (old.toolchain, old.version, old.soc) != (new.toolchain, new.version, new.soc):
+        return []
+    low, high = sorted((old.revision, new.revision))
+    later = new if new.revision >= old.revision else old
+    return sorted((e for e in later.errata if low < e["revision"] <= high), key=lambda e: e["revision"])
+
+
+def erratum_text(e: Mapping[str, Any]) -> str:
+    return f"revision {e['revision']} ({', '.join(e['ops'])}): {e['change']} (evidence: {e['evidence']})"
+
+
 def diff_tables(old: Table, new: Table) -> TableDiff:
     """Every behavioural difference from ``old`` to ``new`` (see the module docstring)."""
     d = TableDiff(old.target, new.target, old.provenance.get("toolchain_package"),
-                  new.provenance.get("toolchain_package"))
+                  new.provenance.get("toolchain_package"), old_revision=old.revision, new_revision=new.revision)
+    d.errata.extend(errata_between(old, new))
     ch = d.changes
 
     # table-wide facts
@@ -299,7 +322,7 @@ def _header(d: TableDiff) -> str:
     pkgs = ""
     if d.old_package or d.new_package:
         pkgs = f" ({d.old_package or '?'} -> {d.new_package or '?'})"
-    return f"{d.old} -> {d.new}{pkgs}"
+    return f"{d.old} revision {d.old_revision} -> {d.new} revision {d.new_revision}{pkgs}"
 
 
 #: an opset bound moved the same way for at least this many ops: one line for all of them
@@ -350,6 +373,9 @@ def render_text(d: TableDiff) -> str:
             continue
         lines += ["", f"{GROUP_TITLES[g]} ({len(items)}):"]
         lines += [f"  - {t}" for t in _texts(items)]
+    if d.errata:
+        lines += ["", f"Errata ({len(d.errata)}):"]
+        lines += [f"  - {erratum_text(e)}" for e in d.errata]
     return "\n".join(lines) + "\n"
 
 
@@ -367,6 +393,10 @@ def render_md(d: TableDiff) -> str:
             continue
         lines += [f"## {GROUP_TITLES[g]} ({len(items)})", ""]
         lines += [f"- {_md(t)}" for t in _texts(items)]
+        lines.append("")
+    if d.errata:
+        lines += [f"## Errata ({len(d.errata)})", ""]
+        lines += [f"- {_md(erratum_text(e))}" for e in d.errata]
         lines.append("")
     return "\n".join(lines)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -11,9 +13,108 @@ TOY_TABLES = Path(__file__).parent / "data" / "tables"
 REPO = Path(__file__).resolve().parent.parent
 
 
+TESTS = Path(__file__).parent
+UNIT = TESTS / "unit"
+#: what a test of tests/unit may not do (tests/README.md): import torch, start a program (the
+#: package's own forked children, isolate.py, are part of the code under test and allowed)
+HEAVY_MODULE = "torch"
+PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "os.spawn", "os.exec"})
+#: fixtures that export a PyTorch model (their tests get the ``export`` marker)
+EXPORT_FIXTURES = frozenset({"corpus", "export", "heavy_modules_loaded"})
+_unit_test_running: list[str] = []
+
+
+def _in_layer(path: Path, layer: str) -> bool:
+    return (TESTS / layer) in Path(path).parents
+
+
+def _refuse_processes_in_unit_tests(event: str, args: tuple) -> None:
+    if _unit_test_running and event in PROCESS_EVENTS:
+        raise RuntimeError("%s: a test of tests/unit may not start a process (%s); move it to "
+                           "tests/acceptance (tests/README.md)" % (_unit_test_running[0], event))
+
+
+sys.addaudithook(_refuse_processes_in_unit_tests)
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "reliability(*row_ids): the rows of docs/reliability.md (A1..F10) this test guards")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A module of tests/unit whose import brings torch in fails to collect, naming itself."""
+    check = isinstance(collector, pytest.Module) and _in_layer(collector.path, "unit") \
+        and HEAVY_MODULE not in sys.modules
+    outcome = yield
+    if check and HEAVY_MODULE in sys.modules:
+        rep = outcome.get_result()
+        rep.outcome = "failed"
+        rep.longrepr = ("%s imports %s (directly or through what it imports): tests/unit must run "
+                        "without it; move the test to tests/corpus or tests/acceptance, or import "
+                        "lazily (tests/README.md)" % (collector.path.relative_to(TESTS.parent),
+                                                      HEAVY_MODULE))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Layer markers: ``export`` on tests that export a PyTorch model, ``oracle`` on tests/oracle."""
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if _in_layer(item.path, "acceptance") or _in_layer(item.path, "corpus") or fixtures & EXPORT_FIXTURES:
+            item.add_marker(pytest.mark.export)
+        if _in_layer(item.path, "oracle"):
+            item.add_marker(pytest.mark.oracle)
+
+
+_HAD_TORCH = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if _in_layer(item.path, "unit"):
+        item.stash[_HAD_TORCH] = HEAVY_MODULE in sys.modules
+        _unit_test_running[:] = [item.nodeid]
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A test of tests/unit fails (in its teardown) if its setup, call or teardown imported torch:
+    the edit loop, ``pytest tests/unit``, stays fast and torch-free."""
+    outcome = yield
+    if call.when != "teardown" or _HAD_TORCH not in item.stash:
+        return
+    _unit_test_running.clear()
+    if not item.stash[_HAD_TORCH] and HEAVY_MODULE in sys.modules:
+        rep = outcome.get_result()
+        rep.outcome = "failed"
+        rep.longrepr = ("%s imported %s: tests/unit must run without it; move the test to "
+                        "tests/corpus or tests/acceptance (tests/README.md)" % (item.nodeid, HEAVY_MODULE))
+
+
+_LAYER_TIME: dict[str, list[float]] = {}
+
+
+def _layer_of(nodeid: str) -> str:
+    parts = nodeid.split("::", 1)[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+
+
+def pytest_runtest_logreport(report):
+    entry = _LAYER_TIME.setdefault(_layer_of(report.nodeid), [0.0, 0])
+    entry[0] += report.duration
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        entry[1] += 1
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The time per layer (setup + call + teardown of its tests, summed over the workers), so CI's
+    output shows which layer a slow test lands in; ``--durations`` names the test."""
+    if not _LAYER_TIME:
+        return
+    terminalreporter.section("time per test layer")
+    for layer, (seconds, count) in sorted(_LAYER_TIME.items(), key=lambda kv: -kv[1][0]):
+        terminalreporter.write_line("%-11s %8.1f s  %4d tests" % (layer, seconds, count))
 
 
 @pytest.fixture(scope="session")
@@ -25,6 +126,26 @@ def corpus():
     from models.corpus import ARCHS
 
     return ARCHS
+
+
+@functools.lru_cache(maxsize=None)
+def probe_index_by_id() -> dict[str, Any]:
+    """Every probe of ``build_probes`` and ``build_extra_probes``, by id, built once per process
+    (building them all takes under a second; building them once per test took minutes)."""
+    from pytest_npucheck.probe.models import build_probes
+    from pytest_npucheck.probe.models_extra import build_extra_probes
+
+    index: dict[str, Any] = {}
+    for probe in build_probes() + build_extra_probes():
+        assert probe.id not in index, "probe id %s is built twice" % probe.id
+        index[probe.id] = probe
+    return index
+
+
+@pytest.fixture(scope="session")
+def probe_index() -> dict[str, Any]:
+    """{probe id: Probe} over every probe model (main and extra families), built once per session."""
+    return probe_index_by_id()
 
 
 @pytest.fixture

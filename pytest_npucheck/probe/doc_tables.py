@@ -322,13 +322,19 @@ def build_cann(version: str) -> dict[str, dict[str, Any]]:
 BUILDERS = {"snpe": build_snpe, "cann": build_cann}
 
 
-def all_tables() -> dict[Path, dict[str, Any]]:
-    """Relative path (toolchain/version/soc.json) -> table, for every facts file that is a full version."""
+def all_tables(root: Optional[Path] = None) -> dict[Path, dict[str, Any]]:
+    """Relative path (toolchain/version/soc.json) -> table, for every facts file that is a full version,
+    with the `revision` and `errata` of the table it replaces under ``root`` (default: the bundled
+    tables; they are kept by hand, the release policy's record)."""
+    from ..tables import bundled_tables_dir, with_release_fields
+
+    root = bundled_tables_dir() if root is None else Path(root)
     out: dict[Path, dict[str, Any]] = {}
     for path in facts_files():
         toolchain, version = path.stem.split("-", 1)
         for soc, table in BUILDERS[toolchain](version).items():
-            out[Path(toolchain) / version / f"{soc}.json"] = table
+            rel = Path(toolchain) / version / f"{soc}.json"
+            out[rel] = with_release_fields(table, root / rel)
     return out
 
 
@@ -370,7 +376,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                   f"carried={row['carried']}")
         return 0
     stale = []
-    for rel, table in all_tables().items():
+    for rel, table in all_tables(args.out).items():
         path = args.out / rel
         text = render(table)
         if args.check:

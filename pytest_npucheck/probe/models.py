@@ -207,11 +207,14 @@ def _ort_output_info(model: onnx.ModelProto, names: Sequence[str]
         so.log_severity_level = 3
         sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
         feeds = {}
+        # its own generator: these values only reveal output types, and drawing them from _RNG
+        # would make the constants of every later probe depend on which probes were built
+        rng = np.random.default_rng(0)
         for vi in model.graph.input:
             tt = vi.type.tensor_type
             shape = [d.dim_value if d.dim_value else 2 for d in tt.shape.dim]
             dt = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-            feeds[vi.name] = (np.abs(_RNG.standard_normal(shape)) + 0.5).astype(dt)
+            feeds[vi.name] = (np.abs(rng.standard_normal(shape)) + 0.5).astype(dt)
         res = sess.run(list(names), feeds)
     except Exception:
         return {}
@@ -253,9 +256,14 @@ def pid(op: str, parts: dict[str, Any] | None = None, dtype: str | None = "float
 
 
 class _Collector:
-    def __init__(self) -> None:
+    """Collects the probes a family adds. With ``select`` (id prefixes), a probe whose id matches
+    none is only registered (duplicate ids are still refused) and its model is never built:
+    building (shape inference, sometimes an ONNX Runtime session) is what costs."""
+
+    def __init__(self, select: Iterable[str] | None = None) -> None:
         self.probes: list[Probe] = []
         self.ids: set[str] = set()
+        self.select: tuple[str, ...] | None = tuple(select) if select else None
 
     def add(self, probe_id: str, op: str, gb: GraphBuilder, *, kind: str = "op",
             attributes: dict[str, Any] | None = None, dtype: str = "float32",
@@ -263,10 +271,12 @@ class _Collector:
             load: dict[str, Any] | None = None, note: str = "") -> None:
         if probe_id in self.ids:
             raise ValueError("duplicate probe id " + probe_id)
+        self.ids.add(probe_id)
+        if self.select is not None and not probe_id.startswith(self.select):
+            return
         model = gb.build()
         if focus is None:
             focus = [n.name for n in gb.nodes if n.op_type == op] or [gb.nodes[-1].name]
-        self.ids.add(probe_id)
         self.probes.append(Probe(
             id=probe_id, op=op, model=model, kind=kind, attributes=dict(attributes or {}),
             dtype=dtype, shapes=dict(gb.shapes), opset=gb.opset, focus=list(focus),
@@ -1812,19 +1822,24 @@ def sweep_probes(c: _Collector) -> None:
            parts={"axis": 1, "idx": "const_vec"})
 
 
+def reset_rng() -> None:
+    """Restart the generator of the probes' random constants (each build starts from seed 0)."""
+    global _RNG
+    _RNG = np.random.default_rng(0)
+
+
 def build_probes(select: Iterable[str] | None = None) -> list[Probe]:
-    """Build every probe model (optionally only those whose id starts with one of ``select``)."""
-    c = _Collector()
+    """Build every probe model (optionally only those whose id starts with one of ``select``;
+    the others are never built). The random constants are drawn afresh for each call, so a probe
+    is the same model whichever probes are selected and however often this is called."""
+    reset_rng()
+    c = _Collector(select)
     for fam in (unary_probes, binary_probes, cast_probes, matmul_probes, conv_probes,
                 norm_probes, reduce_probes, pool_probes, pad_probes, resize_probes, shape_probes,
                 index_probes, rnn_probes, misc_probes, pattern_probes, opset_probes,
                 dynamic_probes, context_probes, sweep_probes):
         fam(c)
-    probes = c.probes
-    if select:
-        sel = tuple(select)
-        probes = [p for p in probes if p.id.startswith(sel)]
-    return probes
+    return c.probes
 
 
 def save_probes(probes: Sequence[Probe], directory: str | Path) -> list[Path]:

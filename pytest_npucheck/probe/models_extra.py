@@ -23,6 +23,7 @@ from pytest_npucheck.probe.models import (
     Probe,
     _Collector,
     _rand,
+    reset_rng,
 )
 
 __all__ = ["build_extra_probes"]
@@ -778,12 +779,10 @@ FAMILIES += _FAMILIES6
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
-    """Build every extra probe (optionally only ids starting with one of ``select``)."""
-    c = _Collector()
+    """Build every extra probe (optionally only ids starting with one of ``select``; the others
+    are never built; the random constants are drawn afresh for each call)."""
+    reset_rng()
+    c = _Collector(select)
     for fam in FAMILIES:
         fam(c)
-    probes = c.probes
-    if select:
-        sel = tuple(select)
-        probes = [p for p in probes if p.id.startswith(sel)]
-    return probes
+    return c.probes

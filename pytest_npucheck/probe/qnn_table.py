@@ -893,6 +893,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out) if args.out else (ROOT / "op_support_tables" / "qnn" /
                                            table["version"] / ("%s.json" % table["soc"]))
     out.parent.mkdir(parents=True, exist_ok=True)
+    from pytest_npucheck.tables import with_release_fields
+
+    table = with_release_fields(table, out)  # the replaced file's revision and errata
     with open(out, "w", encoding="utf-8") as fh:
         json.dump(table, fh, indent=1)
         fh.write("\n")

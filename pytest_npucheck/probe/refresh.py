@@ -248,9 +248,10 @@ def _build_table(t: ProbeTarget, results_path: Path, *, schema_path: Optional[Pa
 
 def write_table(table: Mapping[str, Any], path: Path) -> None:
     from ..jsonio import write_atomic
+    from ..tables import with_release_fields
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, json.dumps(table, indent=1) + "\n")
+    write_atomic(path, json.dumps(with_release_fields(table, path), indent=1) + "\n")
 
 
 # -- checking a committed table against fresh results -----------------------------------------

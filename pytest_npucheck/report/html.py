@@ -176,7 +176,8 @@ def render(doc: Mapping[str, Any]) -> str:
             table = tr.get("table") or {}
             sec = [f'<section class="test" id="{anchor}"><h2>{word} <code>{h(t["nodeid"], 300)}</code> on {h(tr["target"])}</h2>',
                    f'<p>table {h(table.get("toolchain", ""))}@{h(table.get("version", ""))}/{h(table.get("soc", ""))} '
-                   f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>; verdict {h(tr["verdict"])}; '
+                   + (f'revision {h(str(table["revision"]))} ' if "revision" in table else '')
+                   + f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>; verdict {h(tr["verdict"])}; '
                    f'npu {s["npu"]}, cpu {s["cpu"]}, unsupported {s["unsupported"]}, folded {s["folded"]}; '
                    f'{len(g["new"])} new, {len(g["accepted"])} accepted fallback(s)</p>']
             if part:

@@ -28,6 +28,7 @@ def properties(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
             (f"{p}.gate", "pass" if b.get("passed", t["passed"]) else "fail"),
             (f"{p}.verdict", str(t["verdict"])),
             (f"{p}.table_version", f"{table.get('toolchain', '')}@{table.get('version', '')}/{table.get('soc', '')}"),
+            (f"{p}.table_revision", str(table.get("revision", ""))),
             (f"{p}.table_sha256", str(table.get("sha256", ""))),
         ]
         out += [(f"{p}.{v}", str(t["summary"].get(v, 0))) for v in VERDICTS]

@@ -42,6 +42,12 @@ def _reasons(node: Mapping[str, Any]) -> str:
     return "; ".join(r["message"] for r in node.get("reasons", [])) or node["verdict"]
 
 
+def _table_name(table: Mapping[str, Any]) -> str:
+    rev = f" revision {table['revision']}" if "revision" in table else ""
+    path = f"{table.get('toolchain', '')}/{table.get('version', '')}/{table.get('soc', '')}.json"
+    return f"{esc(path)}{rev} (sha256 {esc(str(table.get('sha256', ''))[:12])})"
+
+
 def render(doc: Mapping[str, Any]) -> str:
     tests = sorted(doc.get("tests", []), key=lambda t: t["nodeid"])
     base = doc.get("baseline") or {}
@@ -50,6 +56,7 @@ def render(doc: Mapping[str, Any]) -> str:
     summary: list[list[str]] = []
     errors: list[list[str]] = []
     failed_targets = 0
+    tables: dict[str, str] = {}  # target -> which table (revision, hash) decided it
     for t in tests:
         if t["status"] == "error" or (t.get("error") and not t.get("targets")):
             errors.append([esc(t['nodeid']), "error", esc((t.get("error") or "").splitlines()[0] if t.get("error") else "", 300)])
@@ -60,6 +67,7 @@ def render(doc: Mapping[str, Any]) -> str:
             s = tr["summary"]
             part = tr.get("partition") or {}
             word = "PASS" if g["passed"] else "FAIL"
+            tables[tr["target"]] = _table_name(tr.get("table") or {})
             summary.append([esc(tr["target"]), esc(t['nodeid']), f"**{word}**", tr["verdict"],
                             f"{s['npu']}/{s['cpu']}/{s['unsupported']}/{s['folded']}",
                             _pct(part.get("npu_share_nodes")), _pct(part.get("npu_share_macs")),
@@ -130,6 +138,8 @@ def render(doc: Mapping[str, Any]) -> str:
     lines += _table(["target", "test", "gate", "verdict", "npu/cpu/unsupported/folded", "NPU share (nodes)",
                      "NPU share (MACs)", "new", "accepted"],
                     sorted(summary, key=lambda r: (r[0], r[1])))
+    if tables:
+        lines += ["", "Tables: " + "; ".join(f"{esc(target)}: {name}" for target, name in sorted(tables.items()))]
     lines += _numerics_section(tests)
     lines += _oracle_section(tests)
     tool = doc.get("tool", {})

@@ -28,7 +28,9 @@ def summary_line(result: TargetResult) -> str:
         head = "FAIL: " + (f"{bad} of {total} nodes leave the NPU" if bad else "the compiler rejects the model")
         if result.model_issues and bad:
             head += " and the compiler rejects the model"
-    return f"{result.target} [table {result.table.get('sha256', '')[:12]}]: {head} ({counts})"
+    table = result.table
+    rev = f"revision {table['revision']}, " if "revision" in table else ""
+    return f"{result.target} [table {rev}sha256 {table.get('sha256', '')[:12]}]: {head} ({counts})"
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_npucheck.tables import Catalog
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "probes" / "rknn"
 SOCS = ("rk3588", "rk3576", "rk3566", "rv1106")
 VERSIONS = ("2.2.0", "2.3.2", "2.5.0")

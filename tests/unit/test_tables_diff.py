@@ -17,7 +17,7 @@ from pytest_npucheck.docs_gen import describe
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 from pytest_npucheck.tables_diff import GROUPS, diff_tables, render_md, render_text
 
-DIFF_TABLES = Path(__file__).parent / "data" / "tables_diff"
+DIFF_TABLES = Path(__file__).parents[1] / "data" / "tables_diff"
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +85,8 @@ def test_renderers_group_the_changes(toy):
     assert "## Newly supported (3)" in md and "- Sigmoid: CPU only -> NPU" in md
     doc = toy.to_json()
     assert doc["counts"] == {"newly_supported": 3, "no_longer_supported": 3, "changed": 11}
-    assert doc["old"] == {"target": "difftoy@1.0/soc-a", "toolchain_package": "difftoy==1.0"}
+    assert doc["old"] == {"target": "difftoy@1.0/soc-a", "revision": 1, "toolchain_package": "difftoy==1.0"}
+    assert doc["errata"] == []  # two different tables: no errata between them
 
 
 def test_reverse_diff_swaps_the_groups(catalog):
@@ -205,7 +206,7 @@ def test_cli_text_json_md(capsys, toy):
     code, out, _ = run(capsys, "tables", "diff", "difftoy@1.0", "difftoy@2.0", "--format", "json")
     assert code == 0 and json.loads(out)["counts"] == {g: len(toy.group(g)) for g in GROUPS}
     code, out, _ = run(capsys, "tables", "diff", "difftoy@1.0/soc-a", "difftoy@2.0/soc-a", "--format", "md")
-    assert code == 0 and out.startswith("# Support table changes: difftoy@1.0/soc-a -> difftoy@2.0/soc-a")
+    assert code == 0 and out.startswith("# Support table changes: difftoy@1.0/soc-a revision 1 -> difftoy@2.0/soc-a revision 1")
 
 
 def test_cli_same_table_exits_0_with_no_differences(capsys):
@@ -234,6 +235,64 @@ def test_cli_usage_errors_exit_2(capsys, args, needle):
         code = exc.code
     out, err = capsys.readouterr()
     assert code == 2 and needle in err and out == ""
+
+
+# -- revisions of one table: the errata ---------------------------------------------------------
+
+def _corrected(tmp_path):
+    """The bundled RKNN 2.5.0 / RK3588 table as shipped (revision 1) and a correction of it as
+    revision 2 and 3, each with its erratum, as table files."""
+    src = bundled_tables_dir() / "rknn" / "2.5.0" / "rk3588.json"
+    old = json.loads(src.read_text())
+    assert old["revision"] == 1 and "errata" not in old
+    new = json.loads(src.read_text())
+    new["ops"]["ai.onnx:Sigmoid"]["status"] = "cpu"
+    new["revision"] = 3
+    new["errata"] = [
+        {"revision": 2, "ops": ["ai.onnx:Sigmoid"], "change": "Sigmoid runs on the CPU",
+         "evidence": "probe Sigmoid.f32.r4 placed it on the CPU"},
+        {"revision": 3, "ops": ["*"], "change": "notes reworded", "evidence": "review"},
+    ]
+    (tmp_path / "r1.json").write_text(json.dumps(old))
+    (tmp_path / "r3.json").write_text(json.dumps(new))
+    return tmp_path / "r1.json", tmp_path / "r3.json"
+
+
+def test_cli_diff_of_two_revisions_lists_the_errata_between_them(capsys, tmp_path):
+    r1, r3 = _corrected(tmp_path)
+    code, out, _ = run(capsys, "tables", "diff", str(r1), str(r3))
+    assert code == 0
+    assert out.startswith("rknn@2.5.0/rk3588 revision 1 -> rknn@2.5.0/rk3588 revision 3")
+    assert "Sigmoid: NPU -> CPU only" in out
+    assert "Errata (2):" in out
+    assert ("  - revision 2 (ai.onnx:Sigmoid): Sigmoid runs on the CPU (evidence: probe Sigmoid.f32.r4 placed it "
+            "on the CPU)") in out
+    assert "  - revision 3 (*): notes reworded (evidence: review)" in out
+    code, out, _ = run(capsys, "tables", "diff", str(r1), str(r3), "--format", "json")
+    doc = json.loads(out)
+    assert [e["revision"] for e in doc["errata"]] == [2, 3] and doc["new"]["revision"] == 3
+    code, out, _ = run(capsys, "tables", "diff", str(r1), str(r3), "--format", "md")
+    assert "## Errata (2)" in out
+    # the bundled table against a file: the target form and the path form mix
+    code, out, _ = run(capsys, "tables", "diff", "rknn@2.5.0/rk3588", str(r3))
+    assert code == 0 and "Errata (2):" in out
+
+
+def test_errata_of_another_table_are_not_shown(capsys, tmp_path):
+    _, r3 = _corrected(tmp_path)
+    code, out, _ = run(capsys, "tables", "diff", "rknn@2.5.0/rk3566", str(r3))
+    assert code == 0 and "Errata" not in out
+
+
+def test_a_revision_without_its_erratum_is_invalid(capsys, tmp_path):
+    _, r3 = _corrected(tmp_path)
+    doc = json.loads(r3.read_text())
+    doc["errata"] = doc["errata"][1:]
+    r3.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "tables", "diff", "rknn@2.5.0/rk3588", str(r3))
+    assert code == 2 and "$.errata: revision(s) 2 have no erratum" in err
+    code, _, err = run(capsys, "tables", "diff", "rknn@2.5.0/rk3588", str(tmp_path / "missing.json"))
+    assert code == 2 and "no such table file" in err
 
 
 def test_opset_bounds_moved_alike_are_said_once():

@@ -137,6 +137,9 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert props[f"npucheck[{T}].gate"] == "fail" and props["npucheck[toy@1.1/soc-b].gate"] == "pass"
     assert props[f"npucheck[{T}].table_version"] == T
     assert re.fullmatch(r"[0-9a-f]{64}", props[f"npucheck[{T}].table_sha256"])
+    # the table revision each target was checked against, in every report (a table without one is revision 1)
+    assert props[f"npucheck[{T}].table_revision"] == "1" and a["table"]["revision"] == 1
+    assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}]: FAIL" in text
     assert props[f"npucheck[{T}].cpu"] == "2" and props[f"npucheck[{T}].new_fallbacks"] == "1"
     assert props[f"npucheck[{T}].accepted_fallbacks"] == "1"
     assert 0 < float(props[f"npucheck[{T}].npu_share_nodes"]) < 1
@@ -145,6 +148,7 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert md.startswith("## NPU check: failed")
     sections = [line for line in md.splitlines() if line.startswith("### ")]
     assert sections == ["### New fallbacks", "### Accepted fallbacks", "### Per target and test", "### Numerics"]
+    assert f"\nTables: toy@1.0/soc\\-a: toy/1.0/soc\\-a.json revision 1 (sha256 {a['table']['sha256'][:12]})" in md
     # numerics from the same results as the JSON: the toy tables run fp16, so each test has the export
     # row (ONNX Runtime vs PyTorch) and one fp16 emulation row per target, with the metric values
     pads_num = pads["numerics"]
@@ -185,7 +189,7 @@ def nasty_document():
             "reasons": [{"rule": "r", "message": NASTY, "verdict": "cpu"}],
             "source": {"module": NASTY, "file": "/a/" + NASTY, "line": 3}}
     ok = {"name": "ok", "op_type": "Relu", "domain": "", "verdict": "npu", "reasons": [], "source": None}
-    target = {"target": T, "table": {"toolchain": "toy", "version": "1.0", "soc": "soc-a", "sha256": "0" * 64},
+    target = {"target": T, "table": {"toolchain": "toy", "version": "1.0", "soc": "soc-a", "revision": 1, "sha256": "0" * 64},
               "model": {"path": NASTY, "opsets": {"ai.onnx": 20}, "node_count": 2}, "passed": False, "verdict": "cpu",
               "summary": {"npu": 1, "cpu": 1, "unsupported": 0, "folded": 0}, "model_issues": [], "notes": [NASTY],
               "partition": None, "fixes": None, "nodes": [ok, node], "edges": [[0, 1]],

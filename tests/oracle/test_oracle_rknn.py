@@ -207,7 +207,7 @@ def test_extra_probe_findings_in_table() -> None:
     from pytest_npucheck.probe.rknn_table import predict
     from pytest_npucheck.tables import Catalog
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     results = json.loads((repo / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
     recs = {r["id"]: r for r in results["probes"]}
     table = Catalog.discover().table("rknn@2.5.0/rk3588")
@@ -268,7 +268,7 @@ def _sample(version: str, soc: str, per_verdict: int = 2) -> list[dict]:
     import hashlib
     import json
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     results = json.loads((repo / "probes/rknn" / version / ("%s.results.json" % soc)).read_text())
     table = json.loads((repo / "op_support_tables/rknn" / version / ("%s.json" % soc)).read_text())
     errata = "\n".join(table["provenance"]["errata"])

@@ -511,7 +511,7 @@ def test_f10_results_record_the_hash_of_every_input(tmp_path, toy_catalog):
 
 def _marked_rows() -> dict[str, list[str]]:
     rows: dict[str, list[str]] = {}
-    for path in sorted((REPO / "tests").glob("test_*.py")):
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.FunctionDef):
                 continue
@@ -539,7 +539,7 @@ def test_every_row_has_a_test():
     doc = _doc_rows()
     assert sorted(doc) == sorted(ROWS), "docs/reliability.md must list every row A1..F11 once"
     defined = {}
-    for path in sorted((REPO / "tests").glob("test_*.py")):
+    for path in sorted((REPO / "tests").rglob("test_*.py")):
         defined[path.name] = {n.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)}
     missing = [r for r in ROWS if not doc[r]]
     dangling = [f"{r}: {t}" for r in ROWS for t in doc[r]

@@ -258,7 +258,7 @@ def test_qnn_tables_reject_the_dynamo_rmsnorm_exactly_as_probed():
     for version in ("2.47.0", "2.49.40", "2.51.0"):
         for arch in ("v68", "v73"):
             table = cat.table(f"qnn@{version}/htp-{arch}")
-            results = json.loads((Path(__file__).parents[1] / "probes" / "qnn" / version /
+            results = json.loads((Path(__file__).parents[2] / "probes" / "qnn" / version /
                                   f"htp-{arch}.fp16.extra.results.json").read_text())
             seen = {r["id"]: r["status"] for r in results["probes"] if r["id"] in probes}
             assert set(seen) == set(probes)
@@ -280,7 +280,7 @@ def test_qnn_pattern_probes_are_reproduced_by_the_tables(version):
     cat = Catalog.discover()
     for arch in ("v68", "v73"):
         table = cat.table(f"qnn@{version}/htp-{arch}")
-        results = json.loads((Path(__file__).parents[1] / "probes" / "qnn" / version /
+        results = json.loads((Path(__file__).parents[2] / "probes" / "qnn" / version /
                               f"htp-{arch}.fp16.extra.results.json").read_text())
         recs = [r for r in results["probes"] if r["id"] in probes]
         assert len(recs) == len(probes) >= 9

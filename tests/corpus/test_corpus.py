@@ -19,8 +19,8 @@ pytest.importorskip("onnxruntime")
 
 import onnx  # noqa: E402
 
-from .corpus import ARCHS, EXPORTERS, FAMILIES, AffineGrid, get  # noqa: E402
-from .export_corpus import check_arch, node_counts  # noqa: E402
+from models.corpus import ARCHS, EXPORTERS, FAMILIES, AffineGrid, get  # noqa: E402
+from models.export_corpus import check_arch, node_counts  # noqa: E402
 
 QUICK = os.environ.get("NPUCHECK_CORPUS_QUICK", "") not in ("", "0")
 

@@ -15,7 +15,7 @@ from pytest_npucheck.cli import main
 from pytest_npucheck.probe import refresh
 from pytest_npucheck.tables import Catalog
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 RKNN_RESULTS = REPO / "probes/rknn/2.5.0/rk3588.results.json"
 QNN_EXTRA_RESULTS = REPO / "probes/qnn/2.51.0/htp-v73.fp16.extra.results.json"
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_npucheck.tables import Catalog
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROBES = REPO / "probes" / "rknn"
 SOCS = ("rk3588", "rk3576", "rk3566", "rv1106")
 
@@ -132,13 +132,11 @@ def test_vit_gelu_erf_placement_follows_each_table(corpus, export):
 
 
 def _probe_model(pid: str):
-    from pytest_npucheck.probe.models import build_probes
-    from pytest_npucheck.probe.models_extra import build_extra_probes
+    from conftest import probe_index_by_id
 
-    probes = [p for p in build_probes([pid]) if p.id == pid]
-    probes += [p for p in build_extra_probes([pid]) if p.id == pid]
-    assert len(probes) == 1, pid
-    return probes[0]
+    index = probe_index_by_id()
+    assert pid in index, pid
+    return index[pid]
 
 
 def _recorded(version: str, soc: str, pid: str) -> dict:

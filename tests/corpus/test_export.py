@@ -25,7 +25,7 @@ from pytest_npucheck.export import (  # noqa: E402
     export_model,
 )
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 class SmallCNN(torch.nn.Module):
