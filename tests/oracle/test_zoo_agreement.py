@@ -79,16 +79,21 @@ def test_figures_per_toolchain_and_exporter(zoo_run):
 
 
 def test_a_compiler_crash_is_a_rejection_explained_by_its_node(zoo_run):
-    """rknn-toolkit2 2.5.0 dies on a cubic Resize: the harness counts the model as rejected by the
-    compiler, names the Resize, and the static check predicted the rejection."""
+    """rknn-toolkit2 2.5.0 dies on a cubic Resize, and its ONNX checker refuses the ``layout``
+    attribute dynamo writes on a GRU: the harness counts each model as rejected by the compiler,
+    names the node, and the static check predicted each rejection."""
     harness, root, subset, toolchains = zoo_run
     if "rknn" not in toolchains:
         pytest.skip("rknn-toolkit2 is not installed (NPUCHECK_RKNN_PYTHON)")
     summary = json.loads((root / "summary.json").read_text())
     t = summary["targets"][harness.TARGETS["rknn"]]
-    assert t["all"]["rejected"] == 2 and t["all"]["rejections_predicted"] == 2
-    [rejection] = t["rejections"]
-    assert rejection["status"] == "crashed" and rejection["pattern"] == "resize_cubic"
-    assert all(e.startswith("nn_upsample_bicubic.") for e in rejection["examples"])
+    by_pattern = {r["pattern"]: r for r in t["rejections"]}
+    assert set(by_pattern) == {"resize_cubic", "unknown_attribute:GRU.layout"}, t["rejections"]
+    cubic = by_pattern["resize_cubic"]
+    assert cubic["status"] == "crashed" and cubic["models"] == 2
+    assert all(e.startswith("nn_upsample_bicubic.") and "(static: unsupported)" in e for e in cubic["examples"])
+    [gru] = by_pattern["unknown_attribute:GRU.layout"]["examples"]
+    assert gru.startswith("nn_gru.dynamo [") and gru.endswith("(static: unsupported)")
+    assert t["all"]["rejected"] == t["all"]["rejections_predicted"] == 3
     record = json.loads((root / "results" / "rknn" / "nn_upsample_bicubic.dynamo.json").read_text())
     assert record["status"] == "crashed"
