@@ -290,6 +290,11 @@ def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) -> dict[str, Any]:
     """Figures per target and per (target, exporter), classified disagreements, rejections."""
+    # a file ONNX Runtime refuses (seen through the QNN EP) is an invalid export for every toolchain
+    invalid = {(r["arch"], r["exporter"]) for r in records
+               if not r.get("built") and r["rejection"]["pattern"] == "invalid_model"}
+    records = [{**r, "rejection": {**r["rejection"], "pattern": "invalid_model"}}
+               if not r.get("built") and (r["arch"], r["exporter"]) in invalid else r for r in records]
     by_target: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for r in records:
         by_target[r["target"]].append(r)
