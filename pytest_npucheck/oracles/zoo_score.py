@@ -31,10 +31,30 @@ _PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupp
 # --------------------------------------------------------------------------------------------
 
 
+def _from_graph_input(graph: Any, tensor: str) -> bool:
+    """True when ``tensor`` depends on a graph input (an activation), not only on initializers."""
+    inputs = set(graph.inputs) - set(graph.initializers)
+    seen: set[str] = set()
+    todo = [tensor]
+    while todo:
+        t = todo.pop()
+        if t in seen or not t:
+            continue
+        seen.add(t)
+        if t in inputs:
+            return True
+        i = graph.producer.get(t)
+        if i is not None:
+            todo.extend(graph.nodes[i].inputs)
+    return False
+
+
 def _resize_cubic(graph: Any) -> list[str]:
-    """rknn-toolkit2 2.5.0 dies (SIGSEGV in OpEmit) on a Resize with ``mode='cubic'``."""
+    """rknn-toolkit2 2.5.0 dies (SIGSEGV in OpEmit) on a Resize with ``mode='cubic'`` of an
+    activation (data that depends on a graph input); a cubic Resize of a position-embedding
+    parameter is folded at compile time and builds."""
     return [n.name for n in graph.nodes if not n.graph and n.op_type == "Resize"
-            and str(n.attrs.get("mode", "nearest")) == "cubic"]
+            and str(n.attrs.get("mode", "nearest")) == "cubic" and _from_graph_input(graph, n.inputs[0])]
 
 
 def _producer(graph: Any, tensor: str) -> Any:
@@ -102,7 +122,7 @@ def _single_query_attention(graph: Any) -> list[str]:
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "resize_cubic", _resize_cubic,
-     "a Resize with mode='cubic' crashes rknn-toolkit2 2.5.0 while it emits code (SIGSEGV)"),
+     "a Resize with mode='cubic' of an activation crashes rknn-toolkit2 2.5.0 while it emits code (SIGSEGV)"),
     ("rknn", "single_query_attention", _single_query_attention,
      "MatMul([..,1,D]x[..,D,K]) -> Softmax -> MatMul (one query, no scale between MatMul and "
      "Softmax): rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),

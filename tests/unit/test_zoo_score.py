@@ -58,6 +58,11 @@ def test_rejection_patterns_name_the_node(save):
                    [("x", [1, 3, 8, 8])], [const("s", [1, 1, 2, 2])])
     assert zoo_score.explain_rejection("rknn", cubic, "rknn worker died (exit code -11)")[:2] == ("resize_cubic", ["up"])
     assert zoo_score.explain_rejection("qnn", cubic, "boom")[0] == "unexplained"
+    # a cubic Resize of a parameter (position embeddings) is folded by the compiler and builds
+    folded = _graph(save, [helper.make_node("Resize", ["pos", "", "s"], ["p2"], name="up", mode="cubic"),
+                           helper.make_node("Add", ["x", "p2"], ["y"], name="add")],
+                    [("x", [1, 3, 16, 16])], [const("s", [1, 1, 2, 2]), const("pos", [[[[0.5] * 8] * 8] * 3])])
+    assert zoo_score.explain_rejection("rknn", folded, "rknn worker died")[0] == "unexplained"
 
     def rmsnorm(weight_first: bool):
         last = ["w", "n"] if weight_first else ["n", "w"]
