@@ -10,6 +10,10 @@ entry by its op type and its PyTorch location (module path, file basename and li
 know one, and otherwise by op type and node name. An entry accepts a fallback of the same or a
 milder verdict (an accepted CPU fallback does not cover the same node becoming unsupported).
 
+Only CPU fallbacks can be accepted. An ``unsupported`` node means the compiler rejects the model:
+nothing deploys, so no entry can cover one. ``--npu-update-baseline`` refuses to record it (and
+names it), and a file with such an entry is invalid.
+
 Entries are stale when their test ran its check on their target and nothing matched them: the
 problem was fixed, and a strict run fails so that it cannot come back silently. Tests that did
 not run (deselected, skipped, failed before the check, crashed) never make entries stale.
@@ -34,6 +38,9 @@ DEFAULT_NAME = BASELINE_NAME
 DEFAULT_REASON = "accepted by --npu-update-baseline (add a reason)"
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "baseline.schema.json"
 _SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
+#: verdicts an entry may accept: a CPU fallback still runs; an unsupported node makes the build fail
+ACCEPTABLE = ("cpu",)
+REFUSED_WHY = "the compiler rejects a model with an unsupported node, so nothing deploys"
 
 
 class BaselineError(NpuCheckError):
@@ -65,14 +72,15 @@ class Entry:
     reason: str
     location: Optional[Location] = None
     link: Optional[str] = None
+    call: int = 1  # which npu_check call of the test (a test may check several models)
 
     @property
-    def pair(self) -> tuple[str, str]:
-        return (self.test, self.target)
+    def pair(self) -> tuple[str, int, str]:
+        return (self.test, self.call, self.target)
 
     def sort_key(self) -> tuple[Any, ...]:
         loc = self.location or ("", "", 0)
-        return (self.test, self.target, self.op_type, loc[1], loc[2], loc[0], self.node, self.verdict)
+        return (self.test, self.call, self.target, self.op_type, loc[1], loc[2], loc[0], self.node, self.verdict)
 
     def where(self) -> str:
         if self.location is None:
@@ -89,20 +97,23 @@ class Entry:
         }
         if self.link:
             out["link"] = self.link
+        if self.call != 1:
+            out["call"] = self.call
         return out
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> "Entry":
         loc = d.get("location")
         return cls(test=d["test"], target=d["target"], op_type=d["op_type"], node=d["node"], verdict=d["verdict"],
-                   reason=d["reason"], link=d.get("link") or None,
+                   reason=d["reason"], link=d.get("link") or None, call=int(d.get("call", 1)),
                    location=(str(loc["module"]), str(loc["file"]), int(loc["line"])) if loc else None)
 
     @classmethod
     def for_node(cls, test: str, target: str, node: Mapping[str, Any], reason: str = DEFAULT_REASON,
-                 link: Optional[str] = None) -> "Entry":
+                 link: Optional[str] = None, call: int = 1) -> "Entry":
         return cls(test=test, target=target, op_type=str(node["op_type"]), node=str(node["name"]),
-                   verdict=str(node["verdict"]), reason=reason, link=link, location=location_of(node.get("source")))
+                   verdict=str(node["verdict"]), reason=reason, link=link, location=location_of(node.get("source")),
+                   call=call)
 
 
 @dataclass
@@ -111,8 +122,8 @@ class Baseline:
     path: Optional[Path] = None
     exists: bool = False
 
-    def for_pair(self, test: str, target: str) -> list[Entry]:
-        return [e for e in self.entries if e.test == test and e.target == target]
+    def for_pair(self, test: str, target: str, call: int = 1) -> list[Entry]:
+        return [e for e in self.entries if e.test == test and e.target == target and e.call == call]
 
     def tests(self) -> set[str]:
         return {e.test for e in self.entries}
@@ -138,6 +149,12 @@ def validate(document: Any) -> list[str]:
     validator = jsonschema.validators.validator_for(schema)(schema)
     problems = [f"$.{'.'.join(map(str, e.absolute_path))}: {e.message}" if e.absolute_path else f"$: {e.message}"
                 for e in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path)))]
+    if problems:
+        return problems
+    for i, e in enumerate(document["entries"]):
+        if e["verdict"] not in ACCEPTABLE:
+            problems.append(f"$.entries.{i} ({e['test']} {e['target']}: {e['op_type']} {e['node']}): verdict "
+                            f"{e['verdict']!r} cannot be accepted: {REFUSED_WHY}; remove the entry")
     return problems
 
 
@@ -218,35 +235,58 @@ def match(entries: Sequence[Entry], nodes: Sequence[Mapping[str, Any]]) -> Match
     return m
 
 
-def checked_pairs(tests: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Mapping[str, Any]]:
-    """(test, target) -> target JSON for every target whose check completed in this run."""
-    out: dict[tuple[str, str], Mapping[str, Any]] = {}
+Pair = tuple[str, int, str]  # (test, npu_check call, target)
+
+
+def checked_pairs(tests: Iterable[Mapping[str, Any]]) -> dict[Pair, Mapping[str, Any]]:
+    """(test, call, target) -> target JSON for every target whose check completed in this run."""
+    out: dict[Pair, Mapping[str, Any]] = {}
     for t in tests:
         if t.get("status") not in ("passed", "failed") or t.get("error"):
             continue
         for tr in t.get("targets") or []:
-            out[(t["nodeid"], tr["target"])] = tr
+            out[(t["nodeid"], int(t.get("call", 1)), tr["target"])] = tr
     return out
 
 
-def completed_tests(tests: Iterable[Mapping[str, Any]]) -> set[str]:
-    return {t["nodeid"] for t in tests if t.get("status") in ("passed", "failed") and not t.get("error")
-            and t.get("targets")}
+def _completed(t: Mapping[str, Any]) -> bool:
+    return t.get("status") in ("passed", "failed") and not t.get("error") and bool(t.get("targets"))
+
+
+class _Runs:
+    """Which (test, call) checks this run completed: decides whether an entry that matched nothing
+    is gone (stale, removed by an update) or only not seen."""
+
+    def __init__(self, tests: Iterable[Mapping[str, Any]]) -> None:
+        self.calls: dict[str, dict[int, Mapping[str, Any]]] = {}
+        for t in tests:
+            self.calls.setdefault(t["nodeid"], {})[int(t.get("call", 1))] = t
+
+    def no_longer_checks(self, pair: Pair) -> bool:
+        """The entry's call ran and no longer checks its target, or the test ran all its calls and has
+        no such call now. A call after a failed one did not run (pytest.fail stopped the test): unknown."""
+        test, call, _ = pair
+        calls = self.calls.get(test)
+        if not calls:
+            return False
+        if call in calls:
+            return _completed(calls[call])
+        return all(_completed(t) and t.get("status") == "passed" for t in calls.values())
 
 
 def stale(baseline: Baseline, tests: Sequence[Mapping[str, Any]]) -> list[Entry]:
     """Entries whose test ran its check on their target (or ran and no longer checks that target) and
     matched nothing. Tests that did not run, or whose check did not complete, are left alone."""
     pairs = checked_pairs(tests)
-    done = completed_tests(tests)
+    runs = _Runs(tests)
     out: list[Entry] = []
-    by_pair: dict[tuple[str, str], list[Entry]] = {}
+    by_pair: dict[Pair, list[Entry]] = {}
     for e in baseline.entries:
         by_pair.setdefault(e.pair, []).append(e)
     for pair, entries in by_pair.items():
         if pair in pairs:
             out += match(entries, fallbacks(pairs[pair])).unmatched
-        elif pair[0] in done:  # the test ran but no longer checks this target
+        elif runs.no_longer_checks(pair):
             out += entries
     return sorted(out, key=Entry.sort_key)
 
@@ -257,39 +297,52 @@ class Update:
     added: list[Entry]
     removed: list[Entry]
     kept: int
+    refused: list[Entry] = field(default_factory=list)  # unsupported nodes: never recorded
+
+
+def refused(nodes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The fallback nodes no baseline can accept (``unsupported``: the build fails)."""
+    return [n for n in nodes if n.get("verdict") not in ACCEPTABLE]
 
 
 def updated(baseline: Baseline, tests: Sequence[Mapping[str, Any]]) -> Update:
-    """The baseline recording this run: fallbacks of every completed check, reasons and links of
-    entries that still match preserved; entries of tests that did not run are kept as they are."""
+    """The baseline recording this run: CPU fallbacks of every completed check, reasons and links of
+    entries that still match preserved; entries of tests that did not run are kept as they are.
+    Unsupported nodes are not recorded: they are listed in ``refused``."""
     pairs = checked_pairs(tests)
-    done = completed_tests(tests)
+    runs = _Runs(tests)
     entries: list[Entry] = []
     added: list[Entry] = []
     removed: list[Entry] = []
-    by_pair: dict[tuple[str, str], list[Entry]] = {}
+    refusals: list[Entry] = []
+    by_pair: dict[Pair, list[Entry]] = {}
     for e in baseline.entries:
         by_pair.setdefault(e.pair, []).append(e)
     for pair, old in by_pair.items():
         if pair not in pairs:
-            if pair[0] in done:
+            if runs.no_longer_checks(pair):
                 removed += old
             else:
                 entries += old
     kept = len(entries)
-    for (test, target), tr in sorted(pairs.items()):
-        m = match(by_pair.get((test, target), []), fallbacks(tr))
+    for (test, call, target), tr in sorted(pairs.items()):
+        m = match(by_pair.get((test, call, target), []), fallbacks(tr))
         for node, e in m.accepted:
-            entries.append(Entry.for_node(test, target, node, reason=e.reason, link=e.link))
+            entries.append(Entry.for_node(test, target, node, reason=e.reason, link=e.link, call=call))
         for node in m.new:
-            new = Entry.for_node(test, target, node)
+            new = Entry.for_node(test, target, node, call=call)
+            if node.get("verdict") not in ACCEPTABLE:
+                refusals.append(new)
+                continue
             entries.append(new)
             added.append(new)
         removed += m.unmatched
         kept += len(m.accepted)
     return Update(Baseline(entries=sorted(entries, key=Entry.sort_key), path=baseline.path, exists=True),
-                  added=sorted(added, key=Entry.sort_key), removed=sorted(removed, key=Entry.sort_key), kept=kept)
+                  added=sorted(added, key=Entry.sort_key), removed=sorted(removed, key=Entry.sort_key), kept=kept,
+                  refused=sorted(refusals, key=Entry.sort_key))
 
 
 __all__ = ["Baseline", "BaselineError", "Entry", "Match", "Update", "DEFAULT_NAME", "DEFAULT_REASON",
-           "load", "parse", "validate", "match", "stale", "updated", "location_of", "fallbacks"]
+           "load", "parse", "validate", "match", "stale", "updated", "location_of", "fallbacks", "refused",
+           "ACCEPTABLE"]

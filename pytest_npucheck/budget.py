@@ -70,7 +70,9 @@ _DIRECTION: dict[str, tuple[int, float]] = {
 _TARGET_DIRECTION: dict[str, tuple[int, float]] = {
     "max_cpu_fallback_nodes": (-1, math.inf),
     "min_npu_share": (+1, -math.inf),
+    "min_npu_mac_share": (+1, -math.inf),
 }
+_PRECISIONS = ("fp32", "fp16", "int8")
 
 
 class BudgetError(NpuCheckError):
@@ -124,52 +126,123 @@ def load_budgets(path: Path | str) -> Budgets:
 
 @dataclasses.dataclass(frozen=True)
 class TestBudget:
-    """The budget that applies to one test: the entry key that matched and its policy."""
+    """The budget that applies to one test: the entry key that matched, its precision (optional:
+    one for every target, per target pattern, or absent: each target's table default) and its
+    tolerances, applied on top of the default policy of the precision each target runs at."""
 
     __test__ = False  # not a pytest test class despite the name
 
     release: str
     key: str
-    precision: str
-    policy: Policy
-    loosened: Mapping[str, Any] | None
+    precision: str | Mapping[str, str] | None
+    default: Mapping[str, Any] | None = None
+    outputs: Mapping[str, Mapping[str, Any]] | None = None
+    loosened: Mapping[str, Any] | None = None
+
+    def precision_for(self, target: str, table_default: str) -> tuple[str, str | None]:
+        """(precision key, note) of one target: the entry's precision for it, else the table's default.
+        The note says when the entry changes the target's default (never silently)."""
+        default = precision_key(table_default)
+        p = self.precision
+        if isinstance(p, Mapping):
+            chosen = next((v for k, v in p.items() if k == target), None) or next(
+                (v for k, v in p.items() if fnmatch.fnmatchcase(target, k)), None)
+        else:
+            chosen = p
+        if chosen is None:
+            return default, None
+        key = precision_key(chosen)
+        if key == default:
+            return key, None
+        return key, (f"budget entry {self.key!r} (release {self.release}) sets precision {key} for {target}, "
+                     f"whose table default is {default}")
+
+    def policy_for(self, precision: str) -> Policy:
+        """The default policy of ``precision`` with the entry's tolerances applied."""
+        key = precision_key(precision)
+        policy = policy_for(key).with_overrides(self.default, self.outputs)
+        return dataclasses.replace(policy, name=f"{key}+budget")
+
+    @property
+    def policy(self) -> Policy:
+        """The policy at the entry's one precision (an entry without one, or with one per target,
+        has a policy per precision: :meth:`policy_for`)."""
+        if not isinstance(self.precision, str):
+            raise ValueError(f"budget entry {self.key!r} has no single precision; use policy_for(precision)")
+        return self.policy_for(self.precision)
 
     def to_json(self) -> dict[str, Any]:
-        return {"release": self.release, "key": self.key, "precision": self.precision,
-                "policy": self.policy.to_json(), "loosened": dict(self.loosened) if self.loosened else None}
+        return {"release": self.release, "key": self.key,
+                "precision": dict(self.precision) if isinstance(self.precision, Mapping) else self.precision,
+                "loosened": dict(self.loosened) if self.loosened else None}
 
 
 @dataclasses.dataclass(frozen=True)
 class TargetBudget:
-    """Deployment limits for one target in the release in force (``None``: no limit)."""
+    """Deployment limits for one target in the release in force (``None``: no limit).
+
+    ``min_npu_share`` bounds the share of *nodes* on the NPU (one ArgMax on the CPU in a four-node
+    graph is 0.75), ``min_npu_mac_share`` the share of *MACs* (the same model: 0.999)."""
 
     release: str
     key: str
     max_cpu_fallback_nodes: int | None
     min_npu_share: float | None
+    min_npu_mac_share: float | None = None
 
-    def problems(self, cpu_fallback_nodes: int, npu_share: float) -> list[str]:
+    def problems(self, cpu_fallback_nodes: int, node_share: float, mac_share: float | None = None) -> list[str]:
         """Why the measured deployment breaks this budget (empty: within budget)."""
         out = []
+        where = f"(release {self.release}, entry {self.key!r})"
         if self.max_cpu_fallback_nodes is not None and cpu_fallback_nodes > self.max_cpu_fallback_nodes:
-            out.append(f"{cpu_fallback_nodes} CPU-fallback node(s), budget {self.max_cpu_fallback_nodes}"
-                       f" (release {self.release}, entry {self.key!r})")
-        if self.min_npu_share is not None and npu_share < self.min_npu_share:
-            out.append(f"NPU share {npu_share:.4g} below budget {self.min_npu_share:.4g}"
-                       f" (release {self.release}, entry {self.key!r})")
+            out.append(f"{cpu_fallback_nodes} CPU-fallback node(s) over max_cpu_fallback_nodes "
+                       f"{self.max_cpu_fallback_nodes} {where}")
+        if self.min_npu_share is not None and node_share < self.min_npu_share:
+            by_macs = f"; by MACs it is {mac_share:.4g}" if mac_share is not None else ""
+            out.append(f"NPU share by nodes {node_share:.4g} below min_npu_share {self.min_npu_share:.4g}{by_macs} "
+                       f"{where}")
+        if self.min_npu_mac_share is not None and (mac_share is None or mac_share < self.min_npu_mac_share):
+            measured = "unknown" if mac_share is None else f"{mac_share:.4g}"
+            out.append(f"NPU share by MACs {measured} below min_npu_mac_share {self.min_npu_mac_share:.4g} {where}")
+        return out
+
+    def measure(self, cpu_fallback_nodes: int, node_share: float, mac_share: float | None) -> dict[str, Any]:
+        """The budget, what was measured, the margins and the problems, as report JSON."""
+        out: dict[str, Any] = {**self.to_json(), "cpu_fallback_nodes": cpu_fallback_nodes,
+                               "npu_share": round(node_share, 6),
+                               "npu_mac_share": None if mac_share is None else round(mac_share, 6)}
+        if self.max_cpu_fallback_nodes is not None:
+            out["fallback_margin"] = self.max_cpu_fallback_nodes - cpu_fallback_nodes
+        if self.min_npu_share is not None:
+            out["npu_share_margin"] = json_float(round(node_share - self.min_npu_share, 6))
+        if self.min_npu_mac_share is not None and mac_share is not None:
+            out["npu_mac_share_margin"] = json_float(round(mac_share - self.min_npu_mac_share, 6))
+        out["problems"] = self.problems(cpu_fallback_nodes, node_share, mac_share)
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"release": self.release, "key": self.key,
-                "max_cpu_fallback_nodes": self.max_cpu_fallback_nodes, "min_npu_share": self.min_npu_share}
+        return {"release": self.release, "key": self.key, "max_cpu_fallback_nodes": self.max_cpu_fallback_nodes,
+                "min_npu_share": self.min_npu_share, "min_npu_mac_share": self.min_npu_mac_share}
 
 
-def _effective(entry: Mapping[str, Any]) -> tuple[str, Policy]:
-    """(precision, policy) of a test entry: the precision default updated by the entry."""
-    precision = precision_key(entry["precision"])
-    base = policy_for(precision)
-    policy = base.with_overrides(entry.get("default"), entry.get("outputs"))
-    return precision, dataclasses.replace(policy, name=f"{precision}+budget")
+def _precisions(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    """The precisions an entry's tolerances apply at: its own, or every one a target may run at."""
+    p = entry.get("precision")
+    if isinstance(p, str):
+        return (precision_key(p),)
+    if isinstance(p, Mapping):
+        for v in p.values():
+            precision_key(v)  # an unknown name is an error
+    return _PRECISIONS
+
+
+def _effective(entry: Mapping[str, Any]) -> dict[str, Policy]:
+    """Per precision the entry may apply at: the precision's default policy updated by the entry."""
+    out = {}
+    for key in _precisions(entry):
+        policy = policy_for(key).with_overrides(entry.get("default"), entry.get("outputs"))
+        out[key] = dataclasses.replace(policy, name=f"{key}+budget")
+    return out
 
 
 class Budgets:
@@ -209,8 +282,9 @@ class Budgets:
              or (model_name is not None and fnmatch.fnmatchcase(model_name, k))), None)
         if key is None:
             return None
-        precision, policy = _effective(tests[key])
-        return TestBudget(rel, key, precision, policy, tests[key].get("loosened"))
+        entry = tests[key]
+        return TestBudget(rel, key, entry.get("precision"), entry.get("default"), entry.get("outputs"),
+                          entry.get("loosened"))
 
     def for_target(self, version: str, target: str) -> TargetBudget | None:
         """The target's limits: exact key first, then a pattern (``rknn@*``)."""
@@ -224,20 +298,22 @@ class Budgets:
         if key is None:
             return None
         t = targets[key]
-        return TargetBudget(rel, key, t.get("max_cpu_fallback_nodes"), t.get("min_npu_share"))
+        return TargetBudget(rel, key, t.get("max_cpu_fallback_nodes"), t.get("min_npu_share"),
+                            t.get("min_npu_mac_share"))
 
-    def stale(self, version: str, used_keys: Iterable[str]) -> list[str]:
+    def stale(self, version: str, used_keys: Iterable[str], tests: bool = True, targets: bool = True) -> list[str]:
         """Entries of the release in force that no test used (``tests/<key>``, ``targets/<key>``).
 
         ``used_keys`` are the ``key`` fields of the :class:`TestBudget`/:class:`TargetBudget`
-        values handed out during the run (the glue collects them, across xdist workers)."""
+        values handed out during the run (the glue collects them, across xdist workers);
+        ``tests``/``targets`` say which kind the run could have used (test entries need numerics)."""
         found = self._release(version)
         if found is None:
             return []
         rel, entry = found
         used = set(used_keys)
-        out = [f"releases/{rel}/tests/{k}" for k in entry.get("tests", {}) if k not in used]
-        out += [f"releases/{rel}/targets/{k}" for k in entry.get("targets", {}) if k not in used]
+        out = [f"releases/{rel}/tests/{k}" for k in entry.get("tests", {}) if tests and k not in used]
+        out += [f"releases/{rel}/targets/{k}" for k in entry.get("targets", {}) if targets and k not in used]
         return out
 
 
@@ -249,10 +325,13 @@ def _flatten(entry_kind: str, key: str, entry: Mapping[str, Any]) -> dict[str, A
     precision defaults filled in), ``{"<field>": value}`` for targets."""
     if entry_kind == "targets":
         return {f: entry.get(f) for f in _TARGET_DIRECTION}
-    _, policy = _effective(entry)
-    out = {f"*.{f}": getattr(policy.default, f) for f in _DIRECTION}
-    for name, tol in policy.overrides.items():
-        out.update({f"{name}.{f}": getattr(tol, f) for f in _DIRECTION})
+    policies = _effective(entry)
+    out = {}
+    for key, policy in policies.items():
+        prefix = f"{key}:" if len(policies) > 1 else ""  # an entry without one precision: each it may run at
+        out.update({f"{prefix}*.{f}": getattr(policy.default, f) for f in _DIRECTION})
+        for name, tol in policy.overrides.items():
+            out.update({f"{prefix}{name}.{f}": getattr(tol, f) for f in _DIRECTION})
     return out
 
 
@@ -277,20 +356,33 @@ def _entry_problems(where: str, kind: str, key: str, old: Mapping[str, Any], new
     except (ValueError, KeyError) as exc:
         return [f"{where}: cannot compare ({exc})"]
     problems = []
-    if kind == "tests" and precision_key(old["precision"]) != precision_key(new["precision"]):
-        problems.append(f"{where}: precision changed {old['precision']!r} -> {new['precision']!r}")
+    if kind == "tests" and _precision_spec(old) != _precision_spec(new):
+        if approval_is_new:
+            return []
+        return [f"{where}: precision changed {old.get('precision')!r} -> {new.get('precision')!r}" + _HOW_TO_LOOSEN]
     for k in sorted(set(fo) | set(fn)):
         field = k.split(".")[-1]
-        ov = fo.get(k, fo.get(f"*.{field}") if kind == "tests" else None)
-        nv = fn.get(k, fn.get(f"*.{field}") if kind == "tests" else None)
+        prefix = k.split(":", 1)[0] + ":" if ":" in k else ""
+        ov = fo.get(k, fo.get(f"{prefix}*.{field}") if kind == "tests" else None)
+        nv = fn.get(k, fn.get(f"{prefix}*.{field}") if kind == "tests" else None)
         if _looser(field, ov, nv, directions):
             problems.append(f"{where}: {k} loosened {_show(ov)} -> {_show(nv)}")
     if problems and approval_is_new:
         return []
-    if problems:
-        problems = [p + ' (budgets only tighten; to loosen, add a new "loosened": {"reason": ...,'
-                    ' "approved_by": ...} record to this entry)' for p in problems]
-    return problems
+    return [p + _HOW_TO_LOOSEN for p in problems]
+
+
+_HOW_TO_LOOSEN = (' (budgets only tighten; to loosen, add a new "loosened": {"reason": ..., "approved_by": ...} '
+                  'record to this entry)')
+
+
+def _precision_spec(entry: Mapping[str, Any]) -> Any:
+    p = entry.get("precision")
+    if isinstance(p, str):
+        return precision_key(p)
+    if isinstance(p, Mapping):
+        return tuple(sorted((k, precision_key(v)) for k, v in p.items()))
+    return None
 
 
 def check_tightening(old_doc: Mapping[str, Any] | None, new_doc: Mapping[str, Any]) -> list[str]:
@@ -360,8 +452,7 @@ def report_entry(test_id: str, comparison: Comparison, budget: TestBudget | None
     entry: dict[str, Any] = {
         "test_id": test_id,
         "passed": comparison.passed,
-        "budget": {"release": budget.release, "key": budget.key, "precision": budget.precision,
-                   "loosened": dict(budget.loosened) if budget.loosened else None} if budget else None,
+        "budget": budget.to_json() if budget else None,
         "policy": comparison.policy,
         "outputs": [
             {"name": o.name, "passed": o.passed,
@@ -382,6 +473,6 @@ def report_entry(test_id: str, comparison: Comparison, budget: TestBudget | None
             t["npu_share"] = json_float(npu_share)
             t["npu_share_margin"] = json_float(npu_share - target.min_npu_share)
         if cpu_fallback_nodes is not None and npu_share is not None:
-            t["problems"] = target.problems(cpu_fallback_nodes, npu_share)
+            t["problems"] = target.problems(cpu_fallback_nodes, npu_share, None)
         entry["target"] = t
     return entry

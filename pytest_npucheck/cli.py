@@ -1,7 +1,8 @@
 """`npucheck`: the same checks outside pytest.
 
 Exit codes: 0 every node stays on the NPU; 1 a node falls back or the model cannot be compiled;
-2 usage or input error (unknown target, unreadable model, invalid table).
+2 usage or input error (unknown target, unreadable model, invalid table); 3 internal error (a bug in
+npucheck, never a verdict: the traceback goes to stderr).
 `tables diff` exits 0 with the differences printed; `probe --check-table` exits 1 when an entry of
 the committed table disagrees with its fresh probes.
 """
@@ -20,7 +21,10 @@ from .jsonio import dumps
 if TYPE_CHECKING:
     from .tables import Catalog, Table
 
-EXIT_OK, EXIT_FALLBACK, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FALLBACK, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_CODES = ("exit codes: 0 every node stays on the NPU; 1 a node falls back or the model cannot be compiled; "
+              "2 usage or input error (unknown target, unreadable or invalid model, invalid table); "
+              "3 internal error (a bug in npucheck, not a verdict; the traceback is on stderr)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,12 +34,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="npucheck", description="Check whether an ONNX model stays on the NPU of a target toolchain.")
+    p = _Parser(prog="npucheck", description="Check whether an ONNX model stays on the NPU of a target toolchain.",
+                epilog=EXIT_CODES)
     p.add_argument("--tables", action="append", default=[], metavar="DIR",
                    help="extra support-table directory (overrides bundled tables of the same target)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    c = sub.add_parser("check", help="check an ONNX file against one or more targets")
+    c = sub.add_parser("check", help="check an ONNX file against one or more targets", epilog=EXIT_CODES)
     c.add_argument("model", type=Path, help="ONNX model file")
     c.add_argument("--target", "-t", action="append", required=True, metavar="TOOLCHAIN[@VERSION][/SOC]",
                    help="target to check against (repeatable), e.g. rknn@2.5.0/rk3588")
@@ -99,6 +104,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - a crash must never look like a verdict (exit 1)
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(f"npucheck: internal error: {type(exc).__name__}: {exc}\n"
+              "This is a bug in npucheck, not a verdict on the model (exit code 3). Please report it to the "
+              "pytest-npucheck maintainers with the traceback above, the command line and, if you can, the model.",
+              file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -63,8 +63,10 @@ __all__ = [
     "emulate",
     "emulated_model",
     "input_specs",
+    "label_sources",
     "random_inputs",
     "run_model",
+    "run_with_margins",
     "seed_for",
 ]
 
@@ -161,6 +163,86 @@ def _session(proto: onnx.ModelProto, optimize: bool = True) -> Any:
             return ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001
         raise EmulationError(f"ONNX Runtime cannot load the model: {exc}") from None
+
+
+# ops between a label and the ArgMax/TopK that chose it that keep its elements in order
+_ORDER_KEEPING = frozenset({"Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+
+
+def label_sources(model: Any) -> dict[str, dict[str, Any]]:
+    """Graph outputs that are the indices of an ArgMax, ArgMin or TopK (through order-keeping ops):
+    ``{output: {"op", "logits", "axis", "keepdims", "largest", "k"}}``, where ``logits`` is the
+    tensor the label was chosen from. Outputs whose source is not found are left out (their flips
+    all count)."""
+    from onnx import helper, numpy_helper
+
+    proto = _load(model)
+    producer = {o: n for n in proto.graph.node for o in n.output if o}
+    consts = {t.name: t for t in proto.graph.initializer}
+    consts.update({n.output[0]: a.t for n in proto.graph.node if n.op_type == "Constant"
+                   for a in n.attribute if a.name == "value"})
+    out: dict[str, dict[str, Any]] = {}
+    for o in proto.graph.output:
+        tensor, node = o.name, producer.get(o.name)
+        while node is not None and node.op_type in _ORDER_KEEPING and node.input:
+            tensor, node = node.input[0], producer.get(node.input[0])
+        if node is None or node.domain not in ("", "ai.onnx"):
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        if node.op_type in ("ArgMax", "ArgMin"):
+            out[o.name] = {"op": node.op_type, "logits": node.input[0], "axis": int(attrs.get("axis", 0)),
+                           "keepdims": int(attrs.get("keepdims", 1)), "largest": 1, "k": None}
+        elif node.op_type == "TopK" and len(node.output) > 1 and tensor == node.output[1]:
+            k_tensor = consts.get(node.input[1]) if len(node.input) > 1 else None
+            if k_tensor is None:
+                continue  # K computed at run time: margins unknown
+            out[o.name] = {"op": "TopK", "logits": node.input[0], "axis": int(attrs.get("axis", -1)),
+                           "keepdims": 1, "largest": int(attrs.get("largest", 1)),
+                           "k": int(numpy_helper.to_array(k_tensor).reshape(-1)[0])}
+    return out
+
+
+def run_with_margins(model: Any, feeds: Feeds, optimize: bool = True
+                     ) -> tuple[dict[str, np.ndarray], dict[str, tuple[np.ndarray, float]]]:
+    """Run on ONNX Runtime CPU with the logits of every label output (:func:`label_sources`) made
+    extra outputs: ``(outputs, {label output: (its margins, max |logits|)})``."""
+    import copy
+
+    import numpy as np
+    from onnx import helper
+
+    from .numerics import label_margins
+
+    proto = _load(model)
+    sources = label_sources(proto)
+    if not sources:
+        return run_model(proto, feeds, optimize), {}
+    names = [o.name for o in proto.graph.output]
+    exposed = copy.deepcopy(proto)
+    typed = _typed_intermediates(exposed)
+    present = set(names)
+    for src in sources.values():
+        t = src["logits"]
+        if t not in present:
+            vi = typed.get(t)
+            if vi is None and t not in {i.name for i in exposed.graph.input}:
+                continue
+            elem = vi.type.tensor_type.elem_type if vi is not None else next(
+                i.type.tensor_type.elem_type for i in exposed.graph.input if i.name == t)
+            exposed.graph.output.append(helper.make_tensor_value_info(t, elem, None))
+            present.add(t)
+    values = run_model(exposed, feeds, optimize)
+    margins: dict[str, tuple[np.ndarray, float]] = {}
+    for name, src in sources.items():
+        logits = values.get(src["logits"])
+        if logits is None or not np.issubdtype(np.asarray(logits).dtype, np.floating):
+            continue
+        m = label_margins(src["op"], logits, axis=src["axis"], keepdims=src["keepdims"], largest=src["largest"],
+                          k=src["k"])
+        if m is not None:
+            finite = np.abs(np.asarray(logits, dtype=np.float64))
+            margins[name] = (m, float(finite[np.isfinite(finite)].max()) if finite.size else 0.0)
+    return {n: values[n] for n in names}, margins
 
 
 def run_model(model: Any, feeds: Feeds, optimize: bool = True) -> dict[str, np.ndarray]:
@@ -369,7 +451,7 @@ class EmulationResult:
 def emulate(model: Any, precision: str, inputs: Feeds | None = None, *, test_id: str = "",
             calibration: Sequence[Feeds] | None = None, policy: Policy | None = None,
             keep_fp32: Iterable[str] = (), random_calibration_samples: int = 8,
-            fp16_method: str = "storage") -> EmulationResult:
+            fp16_method: str = "storage", model_names: Mapping[str, str] | None = None) -> EmulationResult:
     """Run ``model`` (path or ModelProto) in fp32 and emulated ``precision`` and compare.
 
     ``inputs``: the feeds to evaluate on (None: random, seeded by ``seed_for(test_id)``).
@@ -394,9 +476,9 @@ def emulate(model: Any, precision: str, inputs: Feeds | None = None, *, test_id:
         else:
             samples = [random_inputs(proto, seed + 1 + i) for i in range(random_calibration_samples)]
             calib_source = "random"
-    ref = run_model(proto, feeds)
+    ref, margins = run_with_margins(proto, feeds)  # integer outputs are labels: the logits tell near-ties
     cand = run_model(emulated_model(proto, key, samples, keep_fp32, fp16_method), feeds)
-    comp = compare_outputs(ref, cand, policy or policy_for(key))
+    comp = compare_outputs(ref, cand, policy or policy_for(key), margins=margins, model_names=model_names)
     return EmulationResult(key, seed, inputs_source, calib_source, len(samples),
                            tuple(sorted(set(keep_fp32))), comp, time.perf_counter() - start,
                            ref, cand)

@@ -12,6 +12,9 @@ Cache layout: ``cache_dir/<key>/model.onnx`` (plus any external-data files the e
 beside it, plus ``meta.json``). An entry is built in a temporary directory inside ``cache_dir``
 and renamed into place in one step, so a crash or a parallel worker (pytest-xdist) never leaves a
 partial entry; when two processes race, the first rename wins and the other uses that entry.
+``meta.json`` records the SHA-256 of every file of the entry, checked on every hit: an entry whose
+files were edited or damaged (even keeping their size) is not used; the model is exported again and
+the result says so (``ExportResult.notes``).
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .jsonio import loads_strict
+
 if TYPE_CHECKING:
     import torch
 
@@ -53,7 +58,7 @@ __all__ = [
 ]
 
 #: Bump when anything about how keys are computed or entries are laid out changes.
-KEY_FORMAT = "npucheck-export-v1"
+KEY_FORMAT = "npucheck-export-v2"
 #: The exporters understood by :class:`ExportOptions`.
 EXPORTERS = ("dynamo", "torchscript")
 #: Name of the ONNX file inside a cache entry.
@@ -188,6 +193,8 @@ class ExportResult:
     exporter: str
     opset: int
     seconds: float
+    #: what the caller should tell the user (a cache entry that failed its content hashes)
+    notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -260,12 +267,14 @@ def export_model(
 
     cache_dir = pathlib.Path(cache_dir)
     entry = cache_dir / key
-    meta = _read_valid_entry(entry)
+    meta, problem = _checked_entry(entry)
     if meta is not None:
         return ExportResult(
             entry / MODEL_FILENAME, True, key, options.exporter, _entry_opset(entry, meta),
             time.perf_counter() - start,
         )
+    notes = () if problem is None else (f"export cache entry {entry} {problem}: not used, the model was exported "
+                                        "again",)
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     _remove_stale_tmp(cache_dir)
@@ -280,7 +289,7 @@ def export_model(
         raise ExportError(f"cache entry {entry} vanished right after it was written")
     return ExportResult(
         entry / MODEL_FILENAME, False, key, options.exporter, _entry_opset(entry, meta),
-        time.perf_counter() - start,
+        time.perf_counter() - start, notes,
     )
 
 
@@ -438,7 +447,15 @@ def _export_into(
         raise ExportError(f"{options.exporter} exporter, model {model_class}: the exporter wrote {path.name} "
                           f"but it is not a readable ONNX model ({type(exc).__name__}: {exc})",
                           exporter=options.exporter, model_class=model_class) from None
+    if not proto.graph.output:
+        _clear_dir(work)
+        raise ExportError(f"{options.exporter} exporter, model {model_class}: the model returns no tensor (its "
+                          "forward returned None, or only values that are not tensors), so the exported graph "
+                          "has no outputs and nothing to check: make forward return its output tensor(s)",
+                          exporter=options.exporter, model_class=model_class)
     opset = _default_opset(proto)
+    from .filehash import sha256_file
+
     files = {p.name: p.stat().st_size for p in sorted(work.iterdir()) if p.is_file()}
     meta = {
         "format": KEY_FORMAT,
@@ -449,6 +466,7 @@ def _export_into(
         "model_class": model_class,
         "export_seconds": round(time.perf_counter() - start, 3),
         "files": files,
+        "sha256": {name: sha256_file(work / name) for name in files},  # checked on every cache hit
         "versions": _versions(),
     }
     (work / META_FILENAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -789,6 +807,9 @@ def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOption
     the options, and the versions of python, torch, onnx, onnxscript, onnx-ir and the key
     format. Stable across processes: nothing depends on ``id()`` or ``hash()``.
 
+    Also covered: the code of what a module holds that is not a Module (``self.act = Act()``, a
+    function, a closure, a bound method, in lists and dicts), their attributes, a few levels deep.
+
     Not covered: code reached only through attributes of other modules (``helpers.scale(x)``
     where ``helpers`` is an imported module of yours) and torch global settings.
     """
@@ -823,6 +844,7 @@ def cache_key(model: torch.nn.Module, example_inputs: Any, options: ExportOption
         for attr, value in vars(module).items():
             if attr not in _MODULE_INTERNAL_ATTRS:
                 h.value("attr:" + attr, value)
+                code.held("attr:" + attr, value)  # the code of callables and objects the module holds
         if "forward" in vars(module):
             code.function("instance_forward", vars(module)["forward"])
         for hooks in ("_forward_pre_hooks", "_forward_hooks"):
@@ -978,6 +1000,41 @@ class _CodeWalker:
         if inspect.isfunction(fn) and not _is_torch_owned(fn) and self._first_visit(fn):
             self._globals_of(fn, depth + 1)
 
+    def held(self, label: str, value: Any, depth: int = 0) -> None:
+        """The code a module reaches through a value it holds that is not a Module: a function (its
+        source, globals and closure), a bound method and its object, an instance of a user class
+        (the class's code, then its attributes), in lists, tuples and dicts; ``depth`` levels down.
+        ``self.act = Act()`` with ``Act.__call__`` edited from relu to topk kept the key before."""
+        import torch
+
+        if depth > self._MAX_DEPTH or value is None or isinstance(
+                value, (bool, int, float, complex, str, bytes, torch.Tensor, torch.nn.Module, types.ModuleType)):
+            return  # plain values are hashed by _Hasher.value; modules are walked by named_modules
+        if isinstance(value, type):
+            self.klass(value, depth)
+        elif inspect.ismethod(value):
+            self.function(label, value.__func__, depth)
+            if not isinstance(value.__self__, (type, torch.nn.Module)):
+                self.h.value(label + ".__self__", value.__self__)  # the object's data: Holder(2).apply vs Holder(3).apply
+            self.held(label + ".__self__", value.__self__, depth + 1)
+        elif inspect.isfunction(value) or isinstance(value, functools.partial):
+            self.function(label, value, depth)
+            if isinstance(value, functools.partial):
+                for item in (*value.args, *value.keywords.values()):
+                    self.held(label + "()", item, depth + 1)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                self.held(label + "[]", item, depth + 1)
+        elif isinstance(value, Mapping):
+            for item in value.values():
+                self.held(label + "{v}", item, depth + 1)
+        elif not inspect.isroutine(value) and not _is_torch_owned(type(value)) and self._first_visit(value):
+            self.klass(type(value), depth)
+            attrs = getattr(value, "__dict__", None)
+            if isinstance(attrs, dict):
+                for k, v in attrs.items():
+                    self.held(f"{label}.{k}", v, depth + 1)
+
     def _globals_of(self, fn: types.FunctionType, depth: int) -> None:
         if depth > self._MAX_DEPTH:
             return
@@ -1004,6 +1061,7 @@ class _CodeWalker:
             self.h.text(label, _qualname(value))
         else:
             self.h.value(label, value)
+            self.held(label, value, depth)  # a closure or a global holding an object of a user class
 
 
 def _code_names(code: types.CodeType) -> set[str]:
@@ -1126,17 +1184,34 @@ def _versions() -> dict[str, str]:
 
 def _read_valid_entry(entry: pathlib.Path) -> dict[str, Any] | None:
     """meta.json of a complete entry, or None when the entry is missing or damaged."""
+    return _checked_entry(entry)[0]
+
+
+def _checked_entry(entry: pathlib.Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(meta.json, None) of a complete entry whose files have the content hashes meta.json records;
+    (None, None) when there is no entry; (None, what is wrong) for one that is damaged or edited (a
+    same-size edit of model.onnx was used as is before)."""
+    from .filehash import sha256_file
+
     model = entry / MODEL_FILENAME
+    if not os.path.lexists(entry):
+        return None, None
     try:
         if model.stat().st_size == 0:
-            return None
-        meta = json.loads((entry / META_FILENAME).read_text())
-        for name, size in meta.get("files", {}).items():
-            if (entry / name).stat().st_size != size:
-                return None
-    except (OSError, ValueError, AttributeError):
-        return None
-    return meta if isinstance(meta, dict) else None
+            return None, "has an empty model.onnx"
+        meta = loads_strict((entry / META_FILENAME).read_text())
+        files, hashes = meta.get("files"), meta.get("sha256")
+        if not isinstance(files, dict) or MODEL_FILENAME not in files or not isinstance(hashes, dict):
+            return None, "has no content hashes (damaged, or written by another version)"
+        for name, size in files.items():
+            path = entry / name
+            if path.stat().st_size != size:
+                return None, f"is damaged: {name} has another size than recorded"
+            if hashes.get(name) != sha256_file(path):
+                return None, f"does not match its content hash: {name} was edited or damaged"
+    except (OSError, ValueError, AttributeError, TypeError) as exc:
+        return None, f"is unreadable ({type(exc).__name__})"
+    return (meta, None) if isinstance(meta, dict) else (None, "is damaged: meta.json is not an object")
 
 
 def _entry_opset(entry: pathlib.Path, meta: Mapping[str, Any]) -> int:

@@ -1,7 +1,7 @@
 """On-disk cache of graph facts, so an unchanged model is not re-analysed by the next pytest run.
 
-Graph facts (``graph.GraphFacts``) cost an ONNX load plus shape inference (twice when small
-constants fold); a second run of an unchanged test should pay neither. The facts are written as
+Graph facts (``graph.GraphFacts``) cost an ONNX load plus shape inference (and a node-by-node walk
+where it left shapes unknown); a second run of an unchanged test should pay neither. The facts are written as
 JSON (never pickle: the cache directory is shared, and JSON cannot run code) next to the model:
 
 * for a model inside an export cache entry (``<key>/model.onnx`` beside ``meta.json``, see
@@ -11,8 +11,14 @@ JSON (never pickle: the cache directory is shared, and JSON cannot run code) nex
 
 A cached document is used only when everything the facts depend on is unchanged: the file's
 path, size, mtime and inode, the package version, the ONNX version (shape inference) and the
-source of ``graph.py`` (the code that computes the facts). Anything else is a miss; a damaged or
+source of ``graph.py`` and ``propagate.py`` (the code that computes the facts). Anything else is a miss; a damaged or
 foreign document is a miss too, never an error.
+
+A document is a header line (the key, the SHA-256 of the model file and the SHA-256 of the facts
+text) and the facts text. Both hashes are checked on every read: an edited document (an op renamed
+inside it made a failing test pass) or a model edited in place without changing its size or mtime
+is a miss that says so (``load_checked``), and the facts are computed again. A hash catches edits
+and damage, not a forger who rewrites the hash too: the cache directory is as trusted as the code.
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .graph import GraphFacts, NodeFact, SourceLocation, TensorInfo
+from .jsonio import loads_strict
 
-FORMAT = "npucheck-facts-v1"
+FORMAT = "npucheck-facts-v2"
 #: Name of the facts file inside an export cache entry.
 FACTS_FILENAME = "facts.json"
 # export.MODEL_FILENAME / META_FILENAME; not imported, to keep this module free of export.py
@@ -40,13 +47,13 @@ def _code_version() -> str:
     if _CODE_HASH is None:
         from importlib.metadata import PackageNotFoundError, version
 
-        from . import __version__, graph
+        from . import __version__, graph, propagate
 
         try:
             onnx_version = version("onnx")
         except PackageNotFoundError:  # pragma: no cover - onnx is a dependency
             onnx_version = "?"
-        h = hashlib.sha256(Path(graph.__file__).read_bytes()).hexdigest()[:16]
+        h = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (graph, propagate))).hexdigest()[:16]
         _CODE_HASH = f"{__version__}/onnx-{onnx_version}/graph-{h}"
     return _CODE_HASH
 
@@ -126,6 +133,7 @@ def to_json(facts: GraphFacts) -> dict[str, Any]:
         "initializers": sorted(facts.initializers),
         "producer_name": facts.producer_name,
         "shape_inference_error": facts.shape_inference_error,
+        "dynamic_rank": sorted(facts.dynamic_rank),
         "defaults": defaults,
         "sources": sources,
         "nodes": nodes,
@@ -158,6 +166,7 @@ def from_json(doc: dict[str, Any], path: Optional[str] = None) -> GraphFacts:
         initializers=frozenset(doc["initializers"]),
         producer_name=doc["producer_name"],
         shape_inference_error=doc["shape_inference_error"],
+        dynamic_rank=frozenset(doc["dynamic_rank"]),
     )
 
 
@@ -165,34 +174,53 @@ def from_json(doc: dict[str, Any], path: Optional[str] = None) -> GraphFacts:
 
 def load(model_path: Path, cache_dir: Optional[Path] = None) -> Optional[GraphFacts]:
     """Cached facts of ``model_path``, or None on a miss (changed file, other code, damaged cache)."""
+    return load_checked(model_path, cache_dir)[0]
+
+
+def load_checked(model_path: Path, cache_dir: Optional[Path] = None) -> tuple[Optional[GraphFacts], Optional[str]]:
+    """(facts, None) on a hit; (None, why) when a document exists but fails its content hashes (the
+    caller says so); (None, None) on any other miss."""
+    from .filehash import sha256_bytes, sha256_file
+
     where = cache_file(model_path, cache_dir)
     key = file_key(model_path)
     if where is None or key is None:
-        return None
+        return None, None
     try:
-        doc = json.loads(where.read_bytes())
-        if not isinstance(doc, dict) or doc.get("key") != key:
-            return None
-        return from_json(doc["facts"], path=str(model_path))
+        raw = where.read_bytes()
+        head, sep, body = raw.partition(b"\n")
+        header = loads_strict(head)
+        if not sep or not isinstance(header, dict) or header.get("key") != key:
+            return None, None
+        if header.get("facts_sha256") != sha256_bytes(body):
+            return None, f"cached graph facts {where} do not match their content hash (edited or damaged): ignored"
+        if header.get("model_sha256") != sha256_file(model_path):
+            return None, (f"cached graph facts {where} were computed for other bytes of {model_path} (edited in "
+                          "place, same size and time): ignored")
+        return from_json(loads_strict(body), path=str(model_path)), None
     except (OSError, ValueError, KeyError, TypeError, IndexError):
-        return None
+        return None, None
 
 
 def store(model_path: Path, facts: GraphFacts, cache_dir: Optional[Path] = None) -> bool:
     """Write the facts of ``model_path``; False when they are not cacheable or cannot be written."""
+    from .filehash import sha256_bytes, sha256_file
+
     where = cache_file(model_path, cache_dir)
     key = file_key(model_path)
     if where is None or key is None:
         return False
     try:
         # allow_nan=False: a NaN constant makes the facts uncacheable rather than the JSON non-standard
-        text = json.dumps({"key": key, "facts": to_json(facts)}, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError):  # e.g. an attribute value JSON cannot hold
+        body = json.dumps(to_json(facts), allow_nan=False, separators=(",", ":")).encode("utf-8")
+        head = json.dumps({"key": key, "model_sha256": sha256_file(model_path), "facts_sha256": sha256_bytes(body)},
+                          separators=(",", ":")).encode("utf-8")
+    except (TypeError, ValueError, OSError):  # e.g. an attribute value JSON cannot hold
         return False
     tmp = where.with_name(f".{where.name}.{os.getpid()}.tmp")
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(head + b"\n" + body)
         os.replace(tmp, where)  # readers see the old document or the new one, never a partial one
     except OSError:
         try:
@@ -204,11 +232,15 @@ def store(model_path: Path, facts: GraphFacts, cache_dir: Optional[Path] = None)
 
 
 def load_graph_cached(model_path: Path, cache_dir: Optional[Path] = None,
-                      compute: Optional[Callable[[Path], GraphFacts]] = None) -> GraphFacts:
-    """``graph.load_graph(model_path)``, reusing facts cached on disk by an earlier process."""
-    facts = load(model_path, cache_dir)
+                      compute: Optional[Callable[[Path], GraphFacts]] = None,
+                      notes: Optional[list[str]] = None) -> GraphFacts:
+    """``graph.load_graph(model_path)``, reusing facts cached on disk by an earlier process.
+    ``notes``: gets a sentence when a cached document failed its content hashes."""
+    facts, why = load_checked(model_path, cache_dir)
     if facts is not None:
         return facts
+    if why is not None and notes is not None:
+        notes.append(why + "; the facts were computed again")
     if compute is None:
         from .graph import load_graph as compute
     facts = compute(Path(model_path))

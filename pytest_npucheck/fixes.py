@@ -5,6 +5,12 @@ Recipes are data (``recipes.json``), keyed by the failing rule and op. A recipe 
 to a value the table allows, exact GELU replaced by its tanh form, dynamic dims fixed), the graph
 facts are computed again and matched against the same table, and the suggestion says how many
 nodes move to the NPU. Suggestions are never guesses about the table: the table decides.
+
+A recipe with ``exporter_artefact`` fixes a node the table rejects only because of how an exporter
+wrote it (the dynamo exporter's ``allowzero=1`` on every Reshape, its explicit default ``layout=0``
+on RNNs): the report says so and offers the other exporter. Fallbacks caused by constraints taken
+only from vendor documentation (a ``doc:`` source, never checked on a real toolchain) are named in
+a note on the result (:func:`documentation_notes`).
 """
 
 from __future__ import annotations
@@ -22,7 +28,8 @@ from .result import NodeResult, TargetResult
 from .tables import Table
 
 RECIPES_PATH = Path(__file__).resolve().parent / "recipes.json"
-_REWRITES = ("set_allowed_attr", "set_attr", "erf_to_tanh", "fix_dynamic_dims", "none")
+_REWRITES = ("set_allowed_attr", "set_attr", "erf_to_tanh", "fix_dynamic_dims", "reshape_allowzero_off",
+             "drop_default_attr", "none")
 _PREFER = {"cubic": ["linear", "nearest"], "reflect": ["constant"], "edge": ["constant"], "wrap": ["constant"]}
 
 
@@ -34,10 +41,11 @@ class Recipe:
     rewrite: Mapping[str, Any]
     advice: str
     numerics: str
+    exporter_artefact: Optional[str] = None  # how an exporter wrote what the table rejects
 
     def applies(self, node: NodeResult) -> bool:
         op = self.match.get("op")
-        if op is not None and op != node.op_type:
+        if op is not None and node.op_type not in ([op] if isinstance(op, str) else op):
             return False
         rule = self.match.get("rule")
         attr = self.match.get("attr")
@@ -61,7 +69,8 @@ def load_recipes(path: str = str(RECIPES_PATH)) -> tuple[Recipe, ...]:
         if r["rewrite"].get("kind") not in _REWRITES:
             problems.append(f"{where}.rewrite.kind: {r['rewrite'].get('kind')!r} not in {_REWRITES}")
             continue
-        out.append(Recipe(r["id"], r["title"], r["match"], r["rewrite"], r["advice"], r["numerics"]))
+        out.append(Recipe(r["id"], r["title"], r["match"], r["rewrite"], r["advice"], r["numerics"],
+                          r.get("exporter_artefact")))
     if problems or not out:
         raise NpuCheckError("invalid fix recipes:\n" + "\n".join(problems or [f"{path}: no recipes"]))
     return tuple(out)
@@ -89,9 +98,12 @@ class Suggestion:
     verification: Optional[Verification] = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"recipe": self.recipe.id, "title": self.recipe.title, "nodes": list(self.nodes),
-                "advice": self.recipe.advice, "numerics": self.recipe.numerics,
-                "verified": self.verification.to_json() if self.verification else None}
+        out = {"recipe": self.recipe.id, "title": self.recipe.title, "nodes": list(self.nodes),
+               "advice": self.recipe.advice, "numerics": self.recipe.numerics,
+               "verified": self.verification.to_json() if self.verification else None}
+        if self.recipe.exporter_artefact:
+            out["exporter_artefact"] = self.recipe.exporter_artefact
+        return out
 
 
 @dataclass
@@ -153,7 +165,23 @@ def _rewrite(model: Any, recipe: Recipe, names: set[str], table: Table,
                     d.ClearField("dim_param")
         return
     nodes = [n for n in model.graph.node if n.name in names]
-    if kind == "set_attr":
+    if kind == "reshape_allowzero_off":  # only where the result is the same: a constant shape without a 0
+        from onnx import numpy_helper
+
+        consts = {t.name: t for t in model.graph.initializer}
+        consts.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
+                       for a in n.attribute if a.name == "value"})
+        for n in nodes:
+            shape = consts.get(n.input[1]) if len(n.input) > 1 else None
+            if shape is not None and 0 not in numpy_helper.to_array(shape).tolist():
+                _set_attr(n, "allowzero", 0)
+    elif kind == "drop_default_attr":
+        for n in nodes:
+            if _current(n, recipe.rewrite["attr"]) == recipe.rewrite["default"]:
+                for a in list(n.attribute):
+                    if a.name == recipe.rewrite["attr"]:
+                        n.attribute.remove(a)
+    elif kind == "set_attr":
         for n in nodes:
             _set_attr(n, recipe.rewrite["attr"], recipe.rewrite["value"])
     elif kind == "set_allowed_attr":
@@ -197,9 +225,12 @@ def _verify(path: Path, table: Table, before: TargetResult, recipes: Sequence[tu
 
     targeted = set().union(*(names for _, names in recipes)) if recipes else set()
     try:
-        model = load_model_proto(path)
+        # the graph without its weight values, as the static check reads it: the rewrites touch
+        # attributes, nodes and input dims, never weights (a 572 MiB model loaded whole peaked at 3.5 GB)
+        model = load_model_proto(path, weights=False)
         work = ModelProto()
         work.CopyFrom(model)
+        del model
         for recipe, names in recipes:
             _rewrite(work, recipe, names, table, input_shapes)
         after = match(facts_from_model(work, str(path)), table)
@@ -238,8 +269,32 @@ def suggest(result: TargetResult, path: Path, table: Table, verify: bool = True,
     return plan
 
 
+def documentation_notes(result: TargetResult, table: Table) -> tuple[str, ...]:
+    """One note per op whose fallbacks come only from constraints the table took from vendor
+    documentation (source ``doc:...``): no real toolchain confirmed them."""
+    by_op: dict[str, list[str]] = {}
+    sources: dict[str, set[str]] = {}
+    for node in result.fallbacks:
+        key = f"{node.domain or 'ai.onnx'}:{node.op_type}"
+        entry = table.ops.get(key)
+        if entry is None or not node.reasons:
+            continue
+        found = []
+        for reason in node.reasons:
+            cs = [c for c in entry.constraints if c.rule == reason.rule]
+            srcs = {str(c.source or entry.source or "") for c in cs} or {str(entry.source or "")}
+            found.append(srcs)
+        if found and all(srcs and all(x.startswith("doc:") for x in srcs) for srcs in found):
+            by_op.setdefault(node.op_type, []).append(node.name)
+            sources.setdefault(node.op_type, set()).update(*found)
+    return tuple(f"{len(names)} {op} fallback(s) rest on vendor documentation only ({', '.join(sorted(sources[op]))}), "
+                 f"not checked on the real {table.toolchain} toolchain" for op, names in sorted(by_op.items()))
+
+
 def with_fixes(result: TargetResult, path: Path, table: Table, **kw: Any) -> TargetResult:
-    """The result with its fix plan attached (only failing results get one)."""
+    """The result with its fix plan attached (only failing results get one), and a note naming the
+    fallbacks that rest on vendor documentation only."""
     if result.passed:
         return result
-    return replace(result, fixes=suggest(result, path, table, **kw))
+    return replace(result, fixes=suggest(result, path, table, **kw),
+                   notes=(*result.notes, *documentation_notes(result, table)))

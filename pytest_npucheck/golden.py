@@ -26,6 +26,7 @@ import enum
 import hashlib
 import io
 import json
+import os
 import re
 import struct
 import zipfile
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NpuCheckError
-from .jsonio import write_atomic
+from .jsonio import loads_strict, read_regular, write_atomic
 from .numerics import Comparison, Policy, compare_outputs
 
 __all__ = [
@@ -51,6 +52,12 @@ __all__ = [
 GOLDEN_FORMAT = 1
 #: The command-line flag the glue exposes for regeneration (quoted in messages).
 UPDATE_OPTION = "--npu-update-golden"
+#: What one golden may hold at most, in MiB (the arrays as their headers declare them, before
+#: anything is read; and the file itself). The glue's ``--npu-golden-max-mb`` / ini
+#: ``npu_golden_max_mb`` raise it.
+DEFAULT_MAX_MB = 256
+#: The option that raises the limit (quoted in messages).
+LIMIT_OPTION = "--npu-golden-max-mb"
 _INPUT = "input/"
 _OUTPUT = "output/"
 _META = "__meta__"
@@ -123,8 +130,14 @@ def _slug(test_id: str) -> str:
 class GoldenStore:
     """Golden files under ``root`` (the glue passes e.g. ``<rootdir>/tests/goldens``)."""
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, *, anchor: Path | str | None = None,
+                 max_bytes: int | None = None) -> None:
+        """``anchor``: the directory the root is configured relative to (the rootdir); no component of
+        the root below it may be a symbolic link. ``max_bytes``: what one golden may hold (None:
+        DEFAULT_MAX_MB)."""
         self.root = Path(root)
+        self.anchor = Path(anchor) if anchor is not None else None
+        self.max_bytes = DEFAULT_MAX_MB << 20 if max_bytes is None else max_bytes
 
     # -- paths
 
@@ -143,6 +156,7 @@ class GoldenStore:
         return path.with_name(path.name[: -len(".npz")] + ".obtained.npz")
 
     def _ensure_inside(self, path: Path) -> None:
+        self._refuse_linked_root()
         if Path(path).is_absolute() and not str(path).startswith(str(self.root)):
             raise GoldenError(f"{path}: golden path is outside the golden root {self.root}")
         root = self.root.resolve()
@@ -152,6 +166,24 @@ class GoldenStore:
                 f"{path}: golden path resolves to {resolved}, outside the golden root {root}"
                 " (a '..' component or a symbolic link); refusing to read or write it"
             )
+
+    def _refuse_linked_root(self) -> None:
+        """The root itself (and each of its directories below ``anchor``) must not be a symbolic link:
+        resolving the root along with the path let a linked root send `.obtained.npz` files out of the
+        repository."""
+        root = self.root if self.root.is_absolute() or self.anchor is None else self.anchor / self.root
+        parts = [root]
+        if self.anchor is not None:
+            try:
+                rel = root.relative_to(self.anchor)
+            except ValueError:
+                rel = None
+            if rel is not None:
+                parts = [self.anchor.joinpath(*rel.parts[:k]) for k in range(len(rel.parts), 0, -1)]
+        for part in parts:
+            if part.is_symlink():
+                raise GoldenError(f"{part}: the golden directory is a symbolic link (to {os.path.realpath(part)}); "
+                                  "goldens are not read or written through links (ini key npu_golden_dir)")
 
     # -- read / write
 
@@ -168,9 +200,8 @@ class GoldenStore:
         if self.root.exists() and not self.root.is_dir():
             raise GoldenError(f"{self.root}: the golden directory is a file, not a directory (ini key npu_golden_dir)")
 
-    @staticmethod
-    def _read(test_id: str, path: Path, filename: str | None) -> Golden:
-        golden = read_golden(path)
+    def _read(self, test_id: str, path: Path, filename: str | None) -> Golden:
+        golden = read_golden(path, self.max_bytes)
         if golden.test_id != test_id and filename is None:  # a golden file named for one test holds another's
             what = f"test {golden.test_id!r}" if golden.test_id else "no test (no __meta__ record)"
             raise GoldenError(f"{path}: this golden was recorded for {what}, not {test_id!r} (a copied or renamed "
@@ -258,18 +289,33 @@ def _refuse_nonfinite(path: Path, outputs: Mapping[str, Any], policy: Policy | s
                 "fix the model, or allow non-finite values for this output in its tolerance (allow_nonfinite)")
 
 
-def _check_sizes(path: Path, raw: bytes) -> None:
+def _too_large(path: Path, what: str, size: int, max_bytes: int) -> GoldenError:
+    mib = f" ({max_bytes >> 20} MiB)" if max_bytes and not max_bytes % (1 << 20) else ""
+    return GoldenError(f"{path}: golden too large: {what} {size} bytes, over the limit of {max_bytes} bytes{mib} "
+                       "that one golden may hold; nothing was read. Raise it with "
+                       f"{LIMIT_OPTION} (ini npu_golden_max_mb) if the golden is genuine, else delete it and "
+                       f"re-create it with {UPDATE_OPTION}")
+
+
+def _check_sizes(path: Path, raw: bytes, max_bytes: int = DEFAULT_MAX_MB << 20) -> None:
     """Every array's header must declare exactly the bytes its member holds (a forged shape would
-    make numpy allocate for it first)."""
+    make numpy allocate for it first), and all of them together at most ``max_bytes`` (a DEFLATE
+    member declared at 2 GiB is a zip bomb of 1 MiB). Checked from the headers, before any array
+    is read; a member that is not an array would be read whole by numpy, so it is refused."""
     import math
 
     import numpy as np
 
     fmt = np.lib.format
+    total = 0
     with zipfile.ZipFile(io.BytesIO(raw)) as zf:
         for info in zf.infolist():
             if not info.filename.endswith(".npy"):
-                continue
+                raise GoldenError(f"{path}: unexpected member {info.filename!r} in golden (not an array); delete "
+                                  f"it and re-create it with {UPDATE_OPTION}")
+            total += info.file_size
+            if total > max_bytes:
+                raise _too_large(path, "its members declare", total, max_bytes)
             with zf.open(info) as fh:
                 version = fmt.read_magic(fh)
                 read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
@@ -321,13 +367,17 @@ def _write_npz(path: Path, test_id: str, inputs: Mapping[str, Any], outputs: Map
     write_atomic(path, buf.getvalue())
 
 
-def read_golden(path: Path) -> Golden:
-    """Read a golden file; every failure is a :class:`GoldenError` naming the file."""
+def read_golden(path: Path, max_bytes: int = DEFAULT_MAX_MB << 20) -> Golden:
+    """Read a golden file; every failure is a :class:`GoldenError` naming the file. A golden whose
+    file or arrays (as declared) exceed ``max_bytes`` is refused before it is read."""
     import numpy as np
 
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        size = os.stat(path).st_size
+        if size > max_bytes:
+            raise _too_large(path, "the file is", size, max_bytes)
+        raw = read_regular(path, max_bytes)
     except OSError as exc:
         raise GoldenError(f"{path}: cannot read golden: {exc.strerror or exc}") from None
     if raw.startswith(b"version https://git-lfs.github.com/spec/"):
@@ -339,12 +389,15 @@ def read_golden(path: Path) -> Golden:
     outputs: dict[str, Any] = {}
     test_id = ""
     try:
-        _check_sizes(path, raw)
+        _check_sizes(path, raw, max_bytes)
         with np.load(io.BytesIO(raw), allow_pickle=False) as data:
             for key in data.files:
                 arr = data[key]
                 if key == _META:
-                    meta = json.loads(str(arr))
+                    meta = loads_strict(str(arr))
+                    if not isinstance(meta, dict):
+                        raise GoldenError(f"{path}: its __meta__ record is not a JSON object; re-create it with "
+                                          f"{UPDATE_OPTION}")
                     if meta.get("format") != GOLDEN_FORMAT:
                         raise GoldenError(f"{path}: golden format {meta.get('format')!r}, expected"
                                           f" {GOLDEN_FORMAT}; re-create it with {UPDATE_OPTION}")

@@ -12,6 +12,9 @@ function in a forked child instead:
 * the parent waits at most ``timeout`` seconds, then kills the whole process group with SIGKILL;
   it kills the group before returning in every case, so no process outlives the call (a child
   that delivered its result is reaped at a later call rather than waited for);
+* the child dies with its parent even when the parent cannot kill it (SIGKILL, SIGTERM to
+  pytest): a parent-death signal (Linux), a watchdog thread that sees its parent gone, and its own
+  timer at the timeout plus a grace period (``own_timeout``);
 * a death by signal, a timeout or a memory-limit failure becomes an :class:`IsolationError` that
   says what happened during which step ("crash (SIGSEGV) during onnx.shape_inference ...").
 
@@ -44,6 +47,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 600.0
 _HEADER = struct.Struct("!Q")
 _EXIT_UNSENT = 70  # the child could not send its result (e.g. it was not picklable)
+_EXIT_ORPHANED = 71  # the parent died: the child ended itself
 
 
 class IsolationError(NpuCheckError):
@@ -169,6 +173,8 @@ def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any
             stream.flush()  # else the child's exit could write the parent's buffered text twice
         except (AttributeError, OSError, ValueError):
             pass
+    _prepare_parent_death()
+    parent = os.getpid()
     read_fd, write_fd = os.pipe()
     try:
         pid = os.fork()
@@ -179,7 +185,7 @@ def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any
                              "--npu-no-isolate to run it in this process", kind="crash", step=step) from None
     if pid == 0:  # the child: never returns
         os.close(read_fd)
-        _child(write_fd, limit_mb, fn, args, kwargs)
+        _child(write_fd, limit_mb, fn, args, kwargs, parent, s.timeout)
     os.close(write_fd)
     try:
         os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race
@@ -288,7 +294,8 @@ def _reap(pid: int) -> int:
 
 
 def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args: tuple[Any, ...],
-           kwargs: dict[str, Any]) -> None:  # pragma: no cover - runs in the forked child
+           kwargs: dict[str, Any], parent: int = 0,
+           timeout: Optional[float] = None) -> None:  # pragma: no cover - runs in the forked child
     import pickle  # imported by the parent before the fork (_call_in_child)
 
     code = 0
@@ -297,6 +304,7 @@ def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args:
             os.setpgid(0, 0)
         except OSError:
             pass
+        _die_with_parent(parent, timeout)
         # a short-lived child needs no cyclic GC, and a collection would write to the header of
         # every object inherited from the parent: copy-on-write of the whole heap
         gc.disable()
@@ -323,6 +331,65 @@ def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args:
         code = _EXIT_UNSENT
     finally:
         os._exit(code)
+
+
+# -- a child never outlives its parent -------------------------------------------------------------
+# The parent kills the child's process group when the step ends or times out. A parent killed itself
+# (SIGKILL, or SIGTERM to pytest) could not: the child ran on under init with no limit. So the child
+# also (1) asks Linux for SIGKILL when its parent dies (prctl PR_SET_PDEATHSIG; the thread that forked
+# it waits for it, so that thread's end is the parent's), (2) runs a watchdog thread that ends the
+# child's process group once getppid() is no longer the parent (any POSIX system; a step that holds
+# the GIL in C code delays it, which (1) and (3) do not), (3) arms its own timer, SIGALRM with its
+# default action, the parent's timeout plus a grace period (a stopped or frozen parent cannot kill it).
+_PR_SET_PDEATHSIG = 1
+_WATCH_INTERVAL = 0.5  # seconds between two looks at getppid() in the watchdog
+_libc: Any = None
+
+
+def own_timeout(timeout: Optional[float]) -> Optional[float]:
+    """When a child ends itself: the parent's timeout plus a grace period (None: no timer)."""
+    return None if timeout is None else timeout + 2.0 + 0.05 * timeout
+
+
+def _prepare_parent_death() -> None:
+    """Load libc for prctl in the parent, once (the child must not pay the import)."""
+    global _libc
+    if _libc is None and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            _libc = ctypes.CDLL(None, use_errno=True)
+        except (OSError, ImportError, AttributeError):
+            _libc = False
+
+
+def _die_with_parent(parent: int, timeout: Optional[float]) -> None:  # pragma: no cover - in the child
+    if _libc:
+        try:
+            _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (AttributeError, OSError):
+            pass
+    if parent and os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(_EXIT_ORPHANED)
+    limit = own_timeout(timeout)
+    if limit is not None and hasattr(signal, "setitimer"):
+        try:
+            signal.signal(signal.SIGALRM, signal.SIG_DFL)  # a handler inherited from the parent must not catch it
+            signal.setitimer(signal.ITIMER_REAL, limit)
+        except (ValueError, OSError):
+            pass
+    if parent:
+        import threading
+
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(_WATCH_INTERVAL)
+            try:
+                os.killpg(os.getpid(), signal.SIGKILL)  # the child is its group's leader: it and what it started
+            finally:
+                os._exit(_EXIT_ORPHANED)
+
+        threading.Thread(target=watch, name="npucheck-parent-watchdog", daemon=True).start()
 
 
 def _single_threaded() -> None:  # pragma: no cover - runs in the forked child

@@ -6,6 +6,7 @@ import contextlib
 import gc
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -26,21 +27,92 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"non-standard JSON literal {name}")
+class _Refused:
+    """Stands in for a number the parser refused (NaN, Infinity, 1e999) until its path is known."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
-def loads_strict(text: str) -> Any:
-    """Parse JSON, rejecting duplicate keys and NaN/Infinity literals."""
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+#: Deepest nesting of arrays and objects a file the plugin reads may have. Ours reach about 12;
+#: Python's parser gives up near 1,000 (``RecursionError``), and the code that walks a parsed
+#: document (schema validation, error messages that quote a value) recurses too.
+MAX_DEPTH = 100
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse JSON, rejecting duplicate keys, NaN/Infinity literals, numbers too large for a float
+    (``1e999`` would be infinity) and nesting deeper than :data:`MAX_DEPTH`.
+
+    Every failure is a ``ValueError`` (``json.JSONDecodeError`` for syntax, with line and column;
+    a refused number names its JSON path, ``$.releases.1.0.tests.t.atol``). This is the one JSON
+    reader of the package: files, ini values and cache entries."""
+    refused: list[_Refused] = []
+
+    def constant(name: str) -> _Refused:
+        refused.append(_Refused(f"non-standard JSON literal {name}"))
+        return refused[-1]
+
+    def number(digits: str) -> Any:
+        value = float(digits)
+        if value in (_INF, -_INF):
+            refused.append(_Refused(f"number {digits} is too large (it would be read as infinity)"))
+            return refused[-1]
+        return value
+
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=constant, parse_float=number)
+    except RecursionError:
+        raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)") from None
+    _check_depth(value, refused)
+    if refused:  # a top-level literal: nothing was walked
+        raise ValueError(f"$: {refused[0].why}")
+    return value
+
+
+_INF = float("inf")
+_TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)"
+
+
+def _check_depth(value: Any, refused: list[_Refused]) -> None:
+    """Raise for nesting deeper than MAX_DEPTH, or for the first refused number (with its path)."""
+    if not isinstance(value, (dict, list)):
+        return
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(_TOO_DEEP)
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in pairs:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1, (path, key) if refused else ()))
+            elif refused and isinstance(child, _Refused):
+                raise ValueError(f"{_path_text((path, key))}: {child.why}")
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    keys: list[str] = []
+    while path:
+        path, key = path
+        keys.append(str(key))
+    return "$" + "".join("." + k for k in reversed(keys))
 
 
 def load_strict(path: Path) -> Any:
-    """Read a strict JSON file; every failure names the file (and line/column where known)."""
+    """Read a strict JSON file; every failure names the file (and line/column where known). Only a
+    regular file is read (a FIFO or a link to ``/dev/zero`` is an error naming it, not a hang)."""
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)
     except OSError as exc:
         raise JsonFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_strict(path, raw)
+
+
+def parse_strict(path: Path, raw: bytes) -> Any:
+    """:func:`load_strict` of bytes already read from ``path`` (named in every error)."""
     if raw.startswith(b"version https://git-lfs.github.com/spec/"):
         raise JsonFileError(f"{path}: is a Git LFS pointer, not the file itself (run `git lfs pull`)")
     try:
@@ -134,11 +206,13 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     """Write a file so readers see the old or the new content, never a partial one.
 
     The temporary file lives in the same directory and replaces the target with
-    ``os.replace``. A target that is a symlink is refused rather than followed.
+    ``os.replace``. Only a regular file or a new path is written: a symbolic link is refused rather
+    than followed, and so is a device, a FIFO, a socket or a directory (``os.replace`` would put a
+    regular file in place of ``/dev/null``). Checked before the data is written and again just
+    before the replace.
     """
     path = Path(path)
-    if path.is_symlink():
-        raise NpuCheckError(f"{path}: refusing to write through a symbolic link")
+    refuse_unwritable_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text
     remove_stale_temps(path)
@@ -149,6 +223,7 @@ def write_atomic(path: Path, text: str | bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        refuse_unwritable_target(path)  # again: the path may have changed while the data was written
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -156,6 +231,61 @@ def write_atomic(path: Path, text: str | bytes) -> None:
         except OSError:
             pass
         raise
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symbolic link"))
+
+
+def file_kind(mode: int) -> str:
+    """What a ``st_mode`` names, in words ("a character device"); "a regular file" for one."""
+    for test, name in _KINDS:
+        if test(mode):
+            return name
+    return "a regular file" if stat.S_ISREG(mode) else "a special file"
+
+
+def special_file(path: Path, follow: bool = False) -> str | None:
+    """None when ``path`` does not exist or is a regular file; else what it is ("a FIFO (named pipe)").
+    ``follow``: look through symbolic links (a link to a regular file is then fine)."""
+    try:
+        st = os.stat(path) if follow else os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return f"not accessible ({exc.strerror or exc})"
+    return None if stat.S_ISREG(st.st_mode) else file_kind(st.st_mode)
+
+
+def refuse_unwritable_target(path: Path) -> None:
+    """Raise NpuCheckError unless ``path`` is a regular file or does not exist yet (a report, baseline,
+    golden or manifest is only ever written to such a path)."""
+    kind = special_file(Path(path))
+    if kind == "a symbolic link":
+        raise NpuCheckError(f"{path}: refusing to write through a symbolic link")
+    if kind is not None:
+        raise NpuCheckError(f"{path}: is {kind}, not a regular file; refusing to replace it (only regular "
+                            "files or new paths are written)")
+
+
+def read_regular(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of ``path``, which must be a regular file (after symbolic links); OSError otherwise.
+
+    Opened without blocking, then checked on the open descriptor: a FIFO would hang ``read_bytes``
+    and ``/dev/zero`` would fill the memory. ``limit``: a larger file is an OSError too."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"is {file_kind(st.st_mode)}, not a regular file")
+        if limit is not None and st.st_size > limit:
+            raise OSError(f"is {st.st_size} bytes, more than the {limit} read at most")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -21,6 +21,14 @@ The verdict for one output (:class:`Tolerance`, all of it documented in ``docs/n
 with ``atol_eff = max(atol, peak_atol * max|r|)`` so a default policy works for outputs of any
 scale. Any bound set to ``None`` is not checked (``snr_db_min=None`` means "element-wise only").
 
+Integer and bool outputs are labels (class ids, argmax/TopK indices, masks), never measured with
+float metrics: an element either matches or it flips. A flip counts only when the reference's own
+margin between its top candidates (the logits the label was taken from, :func:`label_margins`)
+exceeds the tie tolerance ``2 * max(atol, peak_atol * max|logits|)``: both candidates may each move
+by the tolerance, so a closer race is a near-tie, reported and not failed. Where the margins are not
+known, every flip counts. The output passes when the counted flips are at most ``mismatch_fraction``
+of its elements (default 0).
+
 A failing :class:`OutputComparison` carries shapes, the count of elements out of tolerance, the
 five worst elements with both values, each metric as "measured vs allowed", and the minimum
 tolerance that would have passed.
@@ -38,6 +46,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Check",
+    "LabelStats",
+    "label_margins",
     "Comparison",
     "DEFAULT_POLICIES",
     "Metrics",
@@ -264,6 +274,26 @@ class Metrics:
 
 
 @dataclasses.dataclass(frozen=True)
+class LabelStats:
+    """An integer or bool output compared as labels: elements that differ (``flips``), those of them
+    that count (the reference's margin exceeds ``tie_tolerance``, or margins unknown) and the
+    near-ties (reported, not failed). ``margins_known`` says whether the logits were found."""
+
+    flips: int
+    counted: int
+    near_ties: int
+    margins_known: bool
+    tie_tolerance: float | None
+    flipped: tuple[tuple[tuple[int, ...], int, int, float | None], ...]  # (index, ref, cand, margin), first 5
+
+    def to_json(self) -> dict[str, Any]:
+        return {"flips": self.flips, "counted": self.counted, "near_ties": self.near_ties,
+                "margins_known": self.margins_known, "tie_tolerance": json_float(self.tie_tolerance),
+                "flipped": [{"index": list(i), "reference": r, "candidate": c, "margin": json_float(m)}
+                            for i, r, c, m in self.flipped]}
+
+
+@dataclasses.dataclass(frozen=True)
 class OutputComparison:
     """The verdict for one output. ``reasons`` lists structural failures (shape, dtype,
     non-finite); ``checks`` the metric bounds; ``min_passing`` the loosest-needed tolerance."""
@@ -282,6 +312,8 @@ class OutputComparison:
     worst: tuple[Worst, ...]
     min_passing: Mapping[str, float | None]
     tolerance: Tolerance
+    labels: LabelStats | None = None  # set for integer and bool outputs
+    model_name: str | None = None  # the model's own name of this output (dict key, namedtuple field)
 
     def check(self, metric: str) -> Check | None:
         for c in self.checks:
@@ -303,14 +335,36 @@ class OutputComparison:
             "worst": [w.to_json() for w in self.worst],
             "min_passing": {k: json_float(v) for k, v in self.min_passing.items()},
             "tolerance": self.tolerance.to_json(),
+            **({"labels": self.labels.to_json()} if self.labels is not None else {}),
+            **({"model_name": self.model_name} if self.model_name else {}),
         }
+
+    @property
+    def title(self) -> str:
+        """``'labels'`` (the model's name for it) and, when it differs, the ONNX output name."""
+        if self.model_name and self.model_name != self.name:
+            return f"{self.model_name!r} (ONNX output {self.name!r})"
+        return repr(self.name)
 
     def lines(self) -> list[str]:
         """A human report, one string per line."""
         head = "PASS" if self.passed else "FAIL"
-        out = [f"{head} output {self.name!r}: reference {self.reference_dtype}{list(self.reference_shape)}"
+        out = [f"{head} output {self.title}: reference {self.reference_dtype}{list(self.reference_shape)}"
                f" vs candidate {self.candidate_dtype}{list(self.candidate_shape)}"]
         out += [f"  {r}" for r in self.reasons]
+        if self.labels is not None:
+            lab = self.labels
+            if not lab.margins_known:
+                how = "margins unknown (the logits were not found): every flip counts"
+            else:
+                how = (f"{lab.counted} beyond the reference's margin, {lab.near_ties} near-tie(s) within the tie "
+                       f"tolerance {_fmt(lab.tie_tolerance)} (reported, not failed)")
+            out.append(f"  compared as labels: {lab.flips} of {self.size} element(s) differ; {how}")
+            out += [f"  {c.text()}" for c in self.checks]
+            if lab.flipped:
+                out.append("  flipped elements (index: reference -> candidate, the reference's margin):")
+                out += [f"    {list(i)}: {r} -> {c}, margin {_fmt(m)}" for i, r, c, m in lab.flipped]
+            return out
         if self.metrics is not None:
             m = self.metrics
             pct = 100.0 * self.out_of_tolerance / self.size if self.size else 0.0
@@ -456,11 +510,14 @@ def _structural_result(name: str, ref: Any, cand: Any, tol: Tolerance, reasons: 
 
 
 def compare_arrays(reference: Any, candidate: Any, tolerance: Tolerance | None = None,
-                   name: str = "output") -> OutputComparison:
+                   name: str = "output", margins: Any = None, logits_peak: float | None = None
+                   ) -> OutputComparison:
     """Compare one output. ``reference`` is the trusted side (golden / fp32 run).
 
     Arrays are taken as given (``np.asarray`` without dtype conversion); Python scalars are
-    0-d arrays of numpy's default dtype, so pass arrays when dtype matters.
+    0-d arrays of numpy's default dtype, so pass arrays when dtype matters. Integer and bool
+    outputs are compared as labels; ``margins`` (the reference's margin between its top
+    candidates per element, same size) and ``logits_peak`` (max |logits|) tell near-ties apart.
     """
     import numpy as np
 
@@ -486,6 +543,8 @@ def compare_arrays(reference: Any, candidate: Any, tolerance: Tolerance | None =
     size = int(ref.size)
     if size == 0:
         return OutputComparison(name, True, rs, cs, rd, cd, 0, (), None, (), 0, (), {}, tol)
+    if ref.dtype.kind in "biu":
+        return _compare_labels(name, ref, cand, tol, margins, logits_peak)
 
     diff = _exact_abs_diff(ref, cand)
     ref64 = ref.astype(np.float64)
@@ -594,15 +653,84 @@ def compare_arrays(reference: Any, candidate: Any, tolerance: Tolerance | None =
                             tuple(checks), n_out, tuple(worst), min_passing, tol)
 
 
+def _compare_labels(name: str, ref: np.ndarray, cand: np.ndarray, tol: Tolerance, margins: Any,
+                    logits_peak: float | None) -> OutputComparison:
+    """Integer/bool outputs as labels (see the module docstring)."""
+    import numpy as np
+
+    size = int(ref.size)
+    flips = ref != cand
+    n_flips = int(flips.sum())
+    known = margins is not None and np.asarray(margins).size == size
+    tie: float | None = None
+    if known:
+        m = np.asarray(margins, dtype=np.float64).reshape(ref.shape)
+        tie = 2.0 * max(tol.atol, tol.peak_atol * float(logits_peak or 0.0))
+        near = flips & (m <= tie)
+        counted_mask = flips & ~near
+    else:
+        m = None
+        near = np.zeros(ref.shape, dtype=bool)
+        counted_mask = flips
+    counted, near_ties = int(counted_mask.sum()), int(near.sum())
+    frac = counted / size
+    check = Check("label_flip_fraction", frac, "<=", tol.mismatch_fraction, frac <= tol.mismatch_fraction)
+    order = np.argwhere(counted_mask).tolist() + np.argwhere(near).tolist()  # counted flips first
+    flipped = tuple((tuple(int(i) for i in idx), int(ref[tuple(idx)]), int(cand[tuple(idx)]),
+                     float(m[tuple(idx)]) if m is not None else None) for idx in order[:_WORST_K])
+    labels = LabelStats(n_flips, counted, near_ties, known, tie, flipped)
+    return OutputComparison(name, check.passed, tuple(ref.shape), tuple(cand.shape), str(ref.dtype), str(cand.dtype),
+                            size, (), None, (check,), counted, (), {"mismatch_fraction": frac}, tol, labels)
+
+
+def label_margins(op_type: str, logits: Any, *, axis: int = -1, keepdims: int = 1, largest: int = 1,
+                  k: int | None = None) -> Any:
+    """The reference's margin between its top candidates, per element of the index output of an
+    ArgMax/ArgMin (``top1 - top2`` along ``axis``) or TopK (for rank j, the gap to the nearer of the
+    values ranked j-1 and j+1, the (K+1)-th included). None for another op."""
+    import numpy as np
+
+    x = np.asarray(logits, dtype=np.float64)
+    if op_type == "ArgMin" or (op_type == "TopK" and not largest):
+        x = -x
+    axis = axis % x.ndim if x.ndim else 0
+    n = x.shape[axis] if x.ndim else 1
+    s = -np.sort(-x, axis=axis)  # descending along axis
+    if op_type in ("ArgMax", "ArgMin"):
+        top1 = np.take(s, 0, axis=axis)
+        top2 = np.take(s, 1, axis=axis) if n > 1 else np.full_like(top1, np.inf)
+        margin = top1 - top2
+        return np.expand_dims(margin, axis) if keepdims else margin
+    if op_type == "TopK" and k is not None:
+        k = min(int(k), n)
+        idx = np.arange(k)
+        here = np.take(s, idx, axis=axis)
+        above = np.take(s, np.maximum(idx - 1, 0), axis=axis)
+        below = np.take(s, idx + 1, axis=axis) if n > k else np.concatenate(
+            [np.take(s, idx[1:], axis=axis), np.full_like(np.take(s, [0], axis=axis), -np.inf)], axis=axis)
+        gap_above = np.where(np.reshape(idx > 0, [-1 if a == axis else 1 for a in range(s.ndim)]), above - here, np.inf)
+        return np.minimum(gap_above, here - below)
+    return None
+
+
 def compare_outputs(reference: Mapping[str, Any], candidate: Mapping[str, Any],
-                    policy: Policy | str = "fp32") -> Comparison:
+                    policy: Policy | str = "fp32", margins: Mapping[str, tuple[Any, float]] | None = None,
+                    model_names: Mapping[str, str] | None = None) -> Comparison:
     """Compare every output by name. Missing or extra outputs fail the comparison (unlike
-    Polygraphy, which only warns). ``policy`` is a :class:`Policy` or a precision name."""
+    Polygraphy, which only warns). ``policy`` is a :class:`Policy` or a precision name.
+    ``margins``: per integer output, (the reference's margins, max |logits|) for the label
+    comparison; ``model_names``: the model's own name of an output, shown beside the ONNX name."""
     pol = policy if isinstance(policy, Policy) else policy_for(policy)
-    unknown = tuple(sorted(set(pol.overrides) - set(reference)))
+    margins = margins or {}
+    names = model_names or {}
+    unknown = tuple(sorted(set(pol.overrides) - set(reference) - set(names.values())))
     missing = tuple(n for n in reference if n not in candidate)
     extra = tuple(n for n in candidate if n not in reference)
-    outs = tuple(compare_arrays(reference[n], candidate[n], pol.for_output(n), n)
+    def tol(n: str) -> Tolerance:
+        return pol.overrides[n] if n in pol.overrides else pol.for_output(names.get(n, n))
+
+    outs = tuple(dataclasses.replace(compare_arrays(reference[n], candidate[n], tol(n), n, *margins.get(n, (None, None))),
+                                     model_name=names.get(n))
                  for n in reference if n in candidate)
     # An override naming no output is a typo that would silently keep the default: it fails.
     return Comparison(outs, missing, extra, pol.name, unknown)

@@ -12,10 +12,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
+from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's arguments (no heavy import)
+
 MARKER = "npu_deployable"
-_MARKER_KWARGS = frozenset({"targets", "exporter", "opset", "dynamic_axes", "input_names", "output_names",
-                            "numerics", "golden"})
-_EXPORTERS = ("dynamo", "torchscript")
 _REPORT_FORMATS = ("json", "md", "html")
 
 
@@ -31,17 +30,28 @@ def _report_spec(value: str) -> tuple[str, str]:
 
 def _check_report_path(value: str, path: Path) -> None:
     """A report that cannot be written is a usage error now, not after the whole run (F3)."""
+    _check_writable(f"--npu-report={value!r}", path, "reports are only written to regular files or new paths")
+
+
+def _check_writable(label: str, path: Path, only: str) -> None:
+    """A file this run will write (a report, the updated baseline) can be: a usage error now, naming
+    ``label``, rather than a failure after the whole run; ``only`` says what may be written."""
     import os
 
+    from .jsonio import special_file
+
     if path.is_dir():
-        raise pytest.UsageError(f"--npu-report={value!r}: {path} is a directory")
+        raise pytest.UsageError(f"{label}: {path} is a directory")
+    kind = special_file(path, follow=True)
+    if kind is not None:  # a device or a FIFO would be replaced by a regular file (/dev/null as root)
+        raise pytest.UsageError(f"{label}: {path} is {kind}, not a regular file; {only}")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent  # write_atomic creates missing directories below the first existing one
     if not parent.is_dir():
-        raise pytest.UsageError(f"--npu-report={value!r}: {parent} is not a directory")
+        raise pytest.UsageError(f"{label}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"--npu-report={value!r}: directory {parent} is not writable")
+        raise pytest.UsageError(f"{label}: directory {parent} is not writable")
 
 
 _BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng")
@@ -117,8 +127,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="skip the numeric checks (PyTorch vs ONNX Runtime, precision emulation, goldens, budgets)")
     group.addoption("--npu-update-golden", action="store_true", default=False,
                     help="write the stored goldens of golden-checked tests (such a run is never green)")
+    group.addoption("--npu-golden-max-mb", default=None, metavar="MIB",
+                    help="what one stored golden may hold, in MiB, checked before it is read (default: ini "
+                         "npu_golden_max_mb, else 256)")
     group.addoption("--npu-budgets", default=None, metavar="PATH",
                     help="per-release budgets file (default: npu-budgets.json at the rootdir, if it exists)")
+    group.addoption("--npu-budget-base", default=None, metavar="REF",
+                    help="compare the budgets file with its version at the merge base of HEAD and REF (default: "
+                         "the pull request's base from GitHub's or GitLab's CI variables, else HEAD)")
     group.addoption("--npu-release", default=None, metavar="VERSION",
                     help="release whose budgets apply (default: ini npu_release, else the project's version)")
     group.addoption("--npu-oracle", nargs="?", const="report", default=None, type=_oracle_mode,
@@ -149,6 +165,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_golden", "check every marked test against a stored golden", type="bool", default=False)
     parser.addini("npu_golden_dir", "directory of stored goldens (default: npu_goldens at the rootdir)",
                   type="paths", default=[])
+    parser.addini("npu_golden_max_mb", "what one stored golden may hold, in MiB (default 256)", default="")
     parser.addini("npu_budgets", "per-release budgets file (default: npu-budgets.json at the rootdir)",
                   type="paths", default=[])
     parser.addini("npu_release", "release whose budgets apply (default: the project's version)", default="")
@@ -173,6 +190,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _State(config)
     state = config.stash[_STATE]
     state.oracle_mode  # an invalid ini value is a usage error before any test runs
+    state.golden_max_bytes
     seen: dict[Path, str] = {}
     for value in config.getoption("npu_report") or []:
         _, report_path = _report_spec(value)
@@ -185,6 +203,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if state.updating and state.baseline_path.is_symlink() and not hasattr(config, "workerinput"):
         raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is a symbolic link; the baseline "
                                 "is not written through links")
+    if state.updating and not hasattr(config, "workerinput"):
+        _check_writable("--npu-update-baseline", state.baseline_path,
+                        "the baseline is only written to a regular file or a new path")
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
@@ -323,6 +344,23 @@ class _State:
         return Path(ini[0]) if ini else Path(self.config.rootpath) / "npu_goldens"
 
     @property
+    def golden_max_bytes(self) -> Optional[int]:
+        """--npu-golden-max-mb, else the ini key, in bytes; None: golden.DEFAULT_MAX_MB. A usage error
+        naming the setting when it is not a positive whole number."""
+        opt = self.config.getoption("npu_golden_max_mb")
+        where, value = ("--npu-golden-max-mb", opt) if opt is not None else (
+            "ini key npu_golden_max_mb", str(self.config.getini("npu_golden_max_mb") or "").strip())
+        if value in (None, ""):
+            return None
+        try:
+            mb = int(str(value).strip())
+        except ValueError:
+            mb = 0
+        if mb <= 0:
+            raise pytest.UsageError(f"{where}: expected a whole number of MiB greater than 0, got {value!r}")
+        return mb << 20
+
+    @property
     def budgets_path(self) -> Optional[Path]:
         opt = self.config.getoption("npu_budgets")
         if opt:
@@ -382,24 +420,39 @@ class _State:
         return tuple(self.config.getoption("npu_target") or ()) or tuple(self.config.getini("npu_targets") or ())
 
     def export_defaults(self) -> dict[str, Any]:
-        exporter = self.config.getoption("npu_exporter") or self.config.getini("npu_exporter") or "dynamo"
+        """Exporter, opset and dynamic axes from the options and ini keys, parsed as the marker's are."""
+        from . import arguments
+        from .errors import UsageError
+
         opset_opt = self.config.getoption("npu_opset")
         opset_ini = str(self.config.getini("npu_opset") or "").strip()
-        try:
-            opset = opset_opt if opset_opt is not None else (int(opset_ini) if opset_ini else None)
-        except ValueError:
-            raise pytest.UsageError(f"ini key npu_opset={opset_ini!r} is not an integer") from None
         axes_text = str(self.config.getini("npu_dynamic_axes") or "").strip()
-        axes = _parse_axes(json_loads(axes_text, "ini key npu_dynamic_axes"), "ini key npu_dynamic_axes") if axes_text else None
+        try:
+            exporter = arguments.exporter(self.config.getoption("npu_exporter") or self.config.getini("npu_exporter")
+                                          or "dynamo", "ini key npu_exporter")
+            if opset_opt is not None:
+                opset = arguments.opset(opset_opt, "--npu-opset")
+            elif opset_ini:
+                opset = arguments.opset(int(opset_ini) if opset_ini.lstrip("-").isdigit() else opset_ini,
+                                        "ini key npu_opset")
+            else:
+                opset = None
+            axes = arguments.dynamic_axes(json_loads(axes_text, "ini key npu_dynamic_axes"),
+                                          "ini key npu_dynamic_axes") if axes_text else None
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
         return {"exporter": exporter, "opset": opset, "dynamic_axes": axes}
 
 
 _STATE = pytest.StashKey[_State]()
 _SPEC = pytest.StashKey[CheckSpec]()
-_ENTRY = pytest.StashKey[dict]()
+_ENTRY = pytest.StashKey[dict]()  # the entry of the test's current npu_check call
+_ENTRIES = pytest.StashKey[list]()  # the entries of all its calls (call 1 has no "call" key)
 _CALLED = pytest.StashKey[bool]()
 _TEMP_EXPORTS = pytest.StashKey[list]()  # --npu-no-export-cache: directories to remove when the test ends
 _ISOLATE_BEFORE = pytest.StashKey[Any]()
+_DESELECTED = pytest.StashKey[int]()  # marked tests deselected in this process
+_DESELECTED_OUTPUT = "npucheck_deselected_marked"
 
 
 def json_loads(text: str, where: str) -> Any:
@@ -411,59 +464,36 @@ def json_loads(text: str, where: str) -> Any:
         raise pytest.UsageError(f"{where}: invalid JSON: {exc}") from None
 
 
-def _parse_axes(value: Any, where: str) -> Optional[dict[str, dict[int, str]]]:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise pytest.UsageError(f"{where}: dynamic_axes must map input names to {{axis: name}}, got {value!r}")
-    out: dict[str, dict[int, str]] = {}
-    for name, axes in value.items():
-        if isinstance(axes, (list, tuple)):
-            axes = {int(a): f"{name}_dim{a}" for a in axes}
-        if not isinstance(axes, Mapping):
-            raise pytest.UsageError(f"{where}: dynamic_axes[{name!r}] must be a list of axes or {{axis: name}}")
-        try:
-            out[str(name)] = {int(a): str(n) for a, n in axes.items()}
-        except (TypeError, ValueError):
-            raise pytest.UsageError(f"{where}: dynamic_axes[{name!r}] has a non-integer axis") from None
-    return out
+def _arguments(kwargs: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The marker's or npu_check's keyword arguments, parsed by ``arguments.py`` (usage error text)."""
+    from . import arguments
+
+    return arguments.parse(kwargs, where)
 
 
 def _spec_for(item: pytest.Item, state: _State, mark: pytest.Mark) -> CheckSpec:
+    from .errors import UsageError
+
     where = f"{item.nodeid}: @pytest.mark.{MARKER}"
-    unknown = set(mark.kwargs) - _MARKER_KWARGS
-    if unknown:
-        raise pytest.UsageError(f"{where}: unknown argument(s) {', '.join(sorted(unknown))}; "
-                                f"expected {', '.join(sorted(_MARKER_KWARGS))}")
-    targets: Any = mark.kwargs.get("targets")
-    if mark.args:
-        if targets is not None:
-            raise pytest.UsageError(f"{where}: give targets positionally or as targets=, not both")
-        targets = list(mark.args)
-    if isinstance(targets, str):
-        targets = [targets]
-    if targets is not None and (not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets)):
-        raise pytest.UsageError(f"{where}: targets must be a list of strings like 'rknn@2.5.0/rk3588', got {targets!r}")
-    targets = tuple(targets) if targets else state.default_targets()
+    kwargs = dict(mark.kwargs)
+    try:
+        if mark.args:
+            if "targets" in kwargs:
+                raise UsageError(f"{where}: give targets positionally or as targets=, not both")
+            kwargs["targets"] = list(mark.args)
+        given = _arguments(kwargs, where)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    targets = given.get("targets") or state.default_targets()
     if not targets:
         raise pytest.UsageError(f"{where}: no target: name one in the marker (targets=[...]), "
                                 "with --npu-target, or with the ini key npu_targets")
     defaults = state.export_defaults()
-    exporter = mark.kwargs.get("exporter") or defaults["exporter"]
-    if exporter not in _EXPORTERS:
-        raise pytest.UsageError(f"{where}: exporter={exporter!r}; expected one of {', '.join(_EXPORTERS)}")
-    opset = mark.kwargs.get("opset", defaults["opset"])
-    if opset is not None and (not isinstance(opset, int) or isinstance(opset, bool) or opset < 7):
-        raise pytest.UsageError(f"{where}: opset={opset!r} must be an integer >= 7")
-    axes = _parse_axes(mark.kwargs["dynamic_axes"], where) if "dynamic_axes" in mark.kwargs else defaults["dynamic_axes"]
-    names = {k: tuple(mark.kwargs[k]) if mark.kwargs.get(k) else None for k in ("input_names", "output_names")}
-    flags: dict[str, Optional[bool]] = {}
-    for k in ("numerics", "golden"):
-        v = mark.kwargs.get(k)
-        if v is not None and not isinstance(v, bool):
-            raise pytest.UsageError(f"{where}: {k}={v!r} must be True or False")
-        flags[k] = v
-    return CheckSpec(targets=targets, exporter=exporter, opset=opset, dynamic_axes=axes, **names, **flags)
+    return CheckSpec(targets=targets, exporter=given.get("exporter") or defaults["exporter"],
+                     opset=given["opset"] if "opset" in given else defaults["opset"],
+                     dynamic_axes=given["dynamic_axes"] if "dynamic_axes" in given else defaults["dynamic_axes"],
+                     input_names=given.get("input_names"), output_names=given.get("output_names"),
+                     numerics=given.get("numerics"), golden=given.get("golden"))
 
 
 def _project_version(rootdir: Path) -> str:
@@ -493,14 +523,45 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
     state.baseline  # an invalid baseline stops the run before any test
     state.budgets  # so does an invalid budgets file
+    toolchains: dict[str, str] = {}  # toolchain -> first target naming it
     for item, mark in marked:
         spec = _spec_for(item, state, mark)
         try:
             for target in spec.targets:
-                state.catalog.table(target)
+                toolchains.setdefault(state.catalog.table(target).toolchain, target)
         except NpuCheckError as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         item.stash[_SPEC] = spec
+    if state.oracle_mode == "strict":
+        _check_strict_oracles(toolchains)
+
+
+def _check_strict_oracles(toolchains: Mapping[str, str]) -> None:
+    """--npu-oracle=strict promises every target is checked by its real toolchain: one that cannot run
+    here is a usage error naming what to install (a strict run that checks nothing must not be green)."""
+    from .oracles.oracle import unavailable_reason
+
+    missing = [f"{target}: {why}" for tc, target in sorted(toolchains.items())
+               if (why := unavailable_reason(tc)) is not None]
+    if missing:
+        raise pytest.UsageError("--npu-oracle=strict: the real toolchain of these targets cannot run here, so "
+                                "nothing would be checked:\n  " + "\n  ".join(missing)
+                                + "\n(install it, or use --npu-oracle=report to note the missing ones)")
+
+
+def pytest_deselected(items: Sequence[pytest.Item]) -> None:
+    """Count deselected marked tests: a selection that leaves none out (``-m npu_deployable``) is not a
+    partial run for the budgets' stale check. Each process counts what it collected."""
+    marked = sum(1 for i in items if getattr(i, "get_closest_marker", None) and i.get_closest_marker(MARKER))
+    if marked:
+        config = items[0].config
+        config.stash[_DESELECTED] = config.stash.get(_DESELECTED, 0) + marked
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: the controller reads the count at pytest_testnodedown
+        workeroutput[_DESELECTED_OUTPUT] = session.config.stash.get(_DESELECTED, 0)
 
 
 def seed_for_test(nodeid: str) -> int:
@@ -556,16 +617,23 @@ def _cache_dir(config: pytest.Config) -> Optional[Path]:
 
 def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: Any, **overrides: Any) -> NpuCheckOutcome:
     state = item.config.stash[_STATE]
+    calls = item.stash.setdefault(_ENTRIES, [])  # every call of the test is recorded, keyed by its number
     entry: dict[str, Any] = {"nodeid": item.nodeid, "status": "error", "error": None, "export": None, "targets": []}
+    if calls:
+        entry["call"] = len(calls) + 1
+    calls.append(entry)
     item.stash[_ENTRY] = entry
     item.stash[_CALLED] = True
     from .check import check_graph, graph_facts
     from .errors import NpuCheckError
     from .export import ExportError, ExportOptions, export_model
 
-    unknown = set(overrides) - (_MARKER_KWARGS - {"targets"}) - {"targets"}
-    if unknown:
-        entry["error"] = f"npu_check() got unknown argument(s) {', '.join(sorted(unknown))}"
+    from .errors import UsageError
+
+    try:
+        given = _arguments(overrides, "npu_check()")
+    except UsageError as exc:
+        entry["error"] = str(exc)
         pytest.fail(entry["error"], pytrace=False)
     if model is None:
         entry["error"] = "npu_check() needs a model (a torch.nn.Module), got None"
@@ -576,9 +644,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         entry["error"] = (f"npu_check() needs a model (a torch.nn.Module), got a {type(model).__name__}: the "
                           "exporters take modules (wrap a function in an nn.Module whose forward calls it)")
         pytest.fail(entry["error"], pytrace=False)
-    targets = overrides.get("targets") or spec.targets
-    if isinstance(targets, str):
-        targets = [targets]
+    targets = given.get("targets") or spec.targets
     try:
         tables = [state.catalog.table(t) for t in targets]
     except NpuCheckError as exc:
@@ -589,16 +655,15 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     for t in tables:
         unique.setdefault(t.target, t)
     tables = list(unique.values())
-    axes = _parse_axes(overrides["dynamic_axes"], "npu_check(dynamic_axes=...)") if "dynamic_axes" in overrides else spec.dynamic_axes
-    opset = overrides.get("opset", spec.opset)
-    if opset is None:
-        opset = _target_opset(tables)
+    axes = given["dynamic_axes"] if "dynamic_axes" in given else spec.dynamic_axes
+    asked_opset = given["opset"] if given.get("opset") is not None else spec.opset
+    opset = asked_opset if asked_opset is not None else _target_opset(tables)
     options = ExportOptions(
-        exporter=overrides.get("exporter") or spec.exporter,
+        exporter=given.get("exporter") or spec.exporter,
         opset=opset,
         dynamic_axes=axes,
-        input_names=overrides.get("input_names") or spec.input_names,
-        output_names=overrides.get("output_names") or spec.output_names,
+        input_names=given.get("input_names") or spec.input_names,
+        output_names=given.get("output_names") or spec.output_names,
     )
     cache_dir = _cache_dir(item.config)
     failure = None  # failed outside the handler: pytest would print the exception it handles first
@@ -618,16 +683,23 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         item.stash.setdefault(_TEMP_EXPORTS, []).append(exported.path.parent)
     entry["export"] = {"exporter": exported.exporter, "opset": exported.opset, "cache_hit": exported.cache_hit,
                        "key": exported.key, "path": str(exported.path)}
+    cache_notes = list(exported.notes)  # cache entries that failed their content hashes: said, never used
     try:
-        graph = graph_facts(exported.path)
+        graph = graph_facts(exported.path, notes=cache_notes)
     except NpuCheckError as exc:
         entry["error"] = str(exc)
         pytest.fail(f"npu_check: {exc}", pytrace=False)
     results = check_graph(graph, tables)
+    if cache_notes:
+        import dataclasses
+
+        results = [dataclasses.replace(r, notes=(*r.notes, *cache_notes)) for r in results]
+        for note in cache_notes:
+            item.warn(pytest.PytestWarning(f"npu_check: {note}"))
     if opset is not None and exported.opset != opset:
         import dataclasses
 
-        asked = "the marker's opset" if overrides.get("opset", spec.opset) is not None else "the targets' newest opset"
+        asked = "the marker's opset" if asked_opset is not None else "the targets' newest opset"
         hint = " (exporter='torchscript' writes older opsets)" if exported.exporter == "dynamo" else ""
         note = (f"the {exported.exporter} exporter wrote opset {exported.opset}, not {opset} ({asked}): it could not "
                 f"convert this model{hint}")
@@ -639,10 +711,11 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         shapes = _input_shapes(graph, example_inputs)
         results = [with_fixes(r, exported.path, t, input_shapes=shapes) for r, t in zip(results, tables)]
     entry["targets"] = [r.to_json() for r in results]
+    budget_lines = _deployment_budgets(state, results, entry)
     gate = _gate(item, state, graph, results, entry)
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry["export"])
     spec_now = CheckSpec(targets=tuple(targets), exporter=options.exporter, opset=opset, dynamic_axes=axes,
-                         numerics=overrides.get("numerics", spec.numerics), golden=overrides.get("golden", spec.golden))
+                         numerics=given.get("numerics", spec.numerics), golden=given.get("golden", spec.golden))
     numeric_lines: list[str] = []
     if state.numerics_on(spec_now):
         numeric_lines = _numerics(item, state, spec_now, model, example_inputs, exported.path, graph, results,
@@ -654,7 +727,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         oracle_fails = _oracle(item, state, model, example_inputs, exported.path, graph, results, tables, entry)
     if not gate or numeric_lines or oracle_fails:
         entry["status"] = "failed"
-        parts = [_failure_text(results, entry["targets"], state)] if not gate else []
+        parts = [_failure_text(results, entry["targets"], state, budget_lines)] if not gate else []
         if numeric_lines:
             parts.append("\n".join(numeric_lines))
         if entry.get("oracle"):
@@ -678,7 +751,7 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     from .budget import report_entry
     from . import isolate
     from .emulate import random_inputs, run_model, seed_for
-    from .numerics import policy_for, precision_key
+    from .numerics import policy_for
     from .oracles.oracle import run_target
 
     test_id = item.nodeid
@@ -688,12 +761,19 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     budgets = state.budgets
     release = state.release if budgets is not None else None
     test_budget = budgets.for_test(release, test_id, type(model).__name__) if budgets is not None else None
-    flat = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+    try:
+        flat = _input_arrays(example_inputs)
+    except _NoNumerics as exc:
+        info["notes"].append(f"the oracles did not run: {exc}")
+        return False
     feeds = dict(zip(graph.inputs, flat)) if len(flat) == len(graph.inputs) else None
     reference, reference_source, inputs_source = None, "pytorch", "given"
     if feeds is not None:
         try:
             reference = _torch_outputs(model, example_inputs, graph.outputs)
+        except _NoNumerics as exc:
+            info["notes"].append(f"the oracles did not run: {exc}")
+            return False
         except ValueError as exc:
             info["notes"].append(f"no PyTorch reference: {exc}; the reference is ONNX Runtime fp32")
     else:
@@ -703,10 +783,11 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     if reference is None:
         reference, reference_source = isolate.call("onnxruntime", run_model, onnx_path, feeds), "onnxruntime_fp32"
     for r, table in zip(results, tables):
-        precision = test_budget.precision if test_budget is not None else str(
-            (table.precision or {}).get("default") or "float16")
-        key = precision_key(precision)
-        policy = test_budget.policy if test_budget is not None else policy_for("fp16" if key == "fp32" else key)
+        key, note = _target_precision(test_budget, r.target, table, "float16")
+        if note:
+            info["notes"].append(note)
+        policy = (test_budget.policy_for(key) if test_budget is not None
+                  else policy_for("fp16" if key == "fp32" else key))
         o = run_target(onnx_path, r, table, feeds, reference, reference_source=reference_source,
                        inputs_source=inputs_source, seed=seed_for(test_id), precision=key, policy=policy,
                        calibration=[feeds], calibration_source=inputs_source,
@@ -758,26 +839,110 @@ def _rebuild(x: Any, arrays: list[Any]) -> Any:
 
 def _torch_outputs(model: Any, example_inputs: Any, names: Sequence[str]) -> dict[str, Any]:
     """The live PyTorch outputs (eval mode, no grad) by ONNX output name; ValueError if they do not line up."""
+    return _torch_outputs_named(model, example_inputs, names)[0]
+
+
+def _torch_outputs_named(model: Any, example_inputs: Any, names: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The live PyTorch outputs by ONNX output name, and the model's own name of each output that has
+    one (a dict key or namedtuple field, dotted when nested: ``{"onnx name": "heads.labels"}``)."""
     import torch
 
     from .export import _split_inputs
 
-    args, kwargs = _split_inputs(example_inputs)
+    # on copies: a model that changes its inputs in place must not change the test's tensors (nor,
+    # through shared memory, the feeds ONNX Runtime gets next)
+    args, kwargs = _split_inputs(_rebuild(example_inputs, _input_arrays(example_inputs)))
     with _eval_mode(model), torch.no_grad():
         out = model(*args, **kwargs)
     leaves = _leaves(out)
     if len(leaves) != len(names):
         raise ValueError(f"the model returns {len(leaves)} tensor(s) but the ONNX graph has {len(names)} output(s)")
-    return {n: t.detach().cpu().numpy() for n, t in zip(names, leaves)}
+    own = _leaf_names(out)
+    return ({n: _array(t, f"output {n!r}") for n, t in zip(names, leaves)},
+            {n: own[k] for k, n in enumerate(names) if own[k] and own[k] != n})
 
 
-def _npu_share(r: Any) -> float:
+class _NoNumerics(Exception):
+    """The numbers of this model cannot be checked on ONNX Runtime CPU (the message says why)."""
+
+
+def _array(tensor: Any, what: str) -> Any:
+    """A NumPy copy of a tensor (never sharing its memory); bfloat16, which NumPy and ONNX Runtime's
+    CPU kernels lack, is _NoNumerics."""
+    if str(tensor.dtype) == "torch.bfloat16":
+        raise _NoNumerics(f"the model's {what} is bfloat16: ONNX Runtime's CPU provider, which runs the numeric "
+                          "checks, has no bfloat16 kernels for models such as this one (and NumPy no bfloat16 "
+                          "type), so its numbers cannot be checked here; check a float32 copy of the model for "
+                          "the numbers, or switch the numeric checks off for this test (numerics=False). The "
+                          "deployability verdict above does not depend on them")
+    return tensor.detach().cpu().numpy().copy()
+
+
+def _input_arrays(example_inputs: Any) -> list[Any]:
+    """The tensor leaves of the example inputs as NumPy copies, taken before any run of the model."""
+    return [_array(t, f"input {k}") for k, t in enumerate(_leaves(example_inputs))]
+
+
+def _leaf_names(x: Any) -> list[Optional[str]]:
+    """Per tensor leaf (the order of :func:`_leaves`), its path of dict keys and namedtuple fields
+    (positions of plain tuples and lists in brackets); None when no key or field is on the path."""
+    out: list[Optional[str]] = []
+
+    def walk(v: Any, path: str, named: bool) -> None:
+        if isinstance(v, Mapping):
+            for k, w in v.items():
+                walk(w, f"{path}.{k}" if path else str(k), True)
+        elif isinstance(v, tuple) and hasattr(v, "_fields"):
+            for f, w in zip(v._fields, v):
+                walk(w, f"{path}.{f}" if path else f, True)
+        elif isinstance(v, (list, tuple)):
+            for k, w in enumerate(v):
+                walk(w, f"{path}[{k}]", named)
+        elif hasattr(v, "detach") and hasattr(v, "shape"):
+            out.append(path if named else None)
+
+    walk(x, "", False)
+    return out
+
+
+def _target_precision(test_budget: Any, target: str, table: Any, fallback: str) -> tuple[str, Optional[str]]:
+    """(precision key, note) a target's numerics run at: the test budget's precision for it, else the
+    table's default; the note says when a budget changes a target's default."""
+    from .numerics import precision_key
+
+    default = str((table.precision or {}).get("default") or fallback)
+    if test_budget is None:
+        return precision_key(default), None
+    return test_budget.precision_for(target, default)
+
+
+def _npu_shares(r: Any) -> tuple[float, Optional[float]]:
+    """(share of nodes, share of MACs) on the NPU; MACs None when the partition does not know them."""
     p = r.partition
     if p is not None and getattr(p, "nodes_total", 0):
-        return p.nodes_npu / p.nodes_total
+        macs = p.macs_npu / p.macs_total if getattr(p, "macs_total", 0) else None
+        return p.nodes_npu / p.nodes_total, macs
     s = r.summary
     total = s.get("npu", 0) + s.get("cpu", 0) + s.get("unsupported", 0)
-    return s.get("npu", 0) / total if total else 1.0
+    return (s.get("npu", 0) / total if total else 1.0), None
+
+
+def _deployment_budgets(state: _State, results: Sequence[Any], entry: dict[str, Any]) -> list[str]:
+    """Each target's deployment budget (CPU-fallback nodes, NPU share by nodes and by MACs) of the release
+    in force: part of the deployability verdict, whether or not numerics run. Adds ``budget`` to each
+    target's JSON; returns the failure lines."""
+    budgets = state.budgets
+    if budgets is None:
+        return []
+    fail: list[str] = []
+    for r, tj in zip(results, entry["targets"]):
+        tb = budgets.for_target(state.release, r.target)
+        if tb is None:
+            continue
+        node_share, mac_share = _npu_shares(r)
+        tj["budget"] = tb.measure(len(r.fallbacks), node_share, mac_share)
+        fail += [f"{r.target}: deployment budget exceeded: {p}" for p in tj["budget"]["problems"]]
+    return fail
 
 
 def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, example_inputs: Any, onnx_path: Path,
@@ -787,13 +952,12 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
     Fills ``entry["numerics"]`` and returns the failure lines (empty when everything passed)."""
     from .budget import report_entry
     from . import isolate
-    from .emulate import diagnose, emulate, run_model
-    from .numerics import policy_for, precision_key
+    from .emulate import diagnose, emulate, run_with_margins
+    from .numerics import policy_for
 
     test_id = item.nodeid
     info: dict[str, Any] = {"enabled": True, "passed": True, "error": None, "notes": [], "release": None,
-                            "budget_keys": [], "onnx_vs_pytorch": None, "emulation": [], "golden": None,
-                            "targets": []}
+                            "budget_keys": [], "onnx_vs_pytorch": None, "emulation": [], "golden": None}
     entry["numerics"] = info
     fail: list[str] = []
     budgets = state.budgets
@@ -804,30 +968,17 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
     if test_budget is not None:
         info["budget_keys"].append(test_budget.key)
 
-    # deployment budgets per target
-    for r in results:
-        tb = budgets.for_target(release, r.target) if budgets is not None else None
-        if tb is None:
-            continue
-        info["budget_keys"].append(tb.key)
-        n_fallback, share = len(r.fallbacks), _npu_share(r)
-        problems = tb.problems(n_fallback, share)
-        info["targets"].append({"target": r.target, **tb.to_json(), "cpu_fallback_nodes": n_fallback,
-                                "npu_share": round(share, 6), "problems": problems})
-        for p in problems:
-            fail.append(f"{r.target}: budget exceeded: {p}")
-
     try:
-        flat_inputs = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+        flat_inputs = _input_arrays(example_inputs)
         feeds = dict(zip(graph.inputs, flat_inputs)) if len(flat_inputs) == len(graph.inputs) else None
         if feeds is None:
             info["notes"].append(f"example inputs ({len(flat_inputs)} tensor(s)) do not line up with the ONNX "
                                  f"inputs ({len(graph.inputs)}): emulation on seeded random inputs, no PyTorch "
                                  "comparison")
-        reference = None
+        reference, own_names = None, {}
         if feeds is not None:
             try:
-                reference = _torch_outputs(model, example_inputs, graph.outputs)
+                reference, own_names = _torch_outputs_named(model, example_inputs, graph.outputs)
             except ValueError as exc:
                 info["notes"].append(f"no PyTorch comparison: {exc}")
         # 1) the exported graph on ONNX Runtime CPU (fp32) vs PyTorch
@@ -841,8 +992,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
             if half:
                 info["notes"].append("the model computes in float16: ONNX Runtime vs PyTorch is compared with "
                                      "the fp16 policy")
-            comp = compare_outputs(reference, isolate.call("onnxruntime", run_model, onnx_path, feeds),
-                                   policy_for(ort_key))
+            # integer outputs are labels: the logits ONNX Runtime computes tell a near-tie from a flip
+            onnx_out, margins = isolate.call("onnxruntime", run_with_margins, onnx_path, feeds)
+            comp = compare_outputs(reference, onnx_out, policy_for(ort_key), margins=margins, model_names=own_names)
             info["onnx_vs_pytorch"] = comp.to_json()
             if not comp.passed:
                 fail.append(f"ONNX export (ONNX Runtime CPU, {'float16 model' if half else 'fp32'}) vs PyTorch "
@@ -852,9 +1004,10 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         done: dict[str, Any] = {}
         first_target: dict[str, str] = {}
         for r, table in zip(results, tables):
-            precision = test_budget.precision if test_budget is not None else str(
-                (table.precision or {}).get("default") or "float32")
-            key = precision_key(precision)
+            key, note = _target_precision(test_budget, r.target, table, "float32")
+            if note:  # a budget changing a target's default precision is said, in the reports and the terminal
+                info["notes"].append(note)
+                item.warn(pytest.PytestWarning(f"npu_check: {note}"))
             if key == "fp32":
                 continue
             if key in done:
@@ -864,9 +1017,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
                                 f"{first_target[key]} above")
                 continue
             first_target[key] = r.target
-            policy = test_budget.policy if test_budget is not None else policy_for(key)
+            policy = test_budget.policy_for(key) if test_budget is not None else policy_for(key)
             emu = isolate.call(f"onnxruntime ({key} emulation)", emulate, onnx_path, key, feeds, test_id=test_id,
-                               calibration=[feeds] if feeds else None, policy=policy)
+                               calibration=[feeds] if feeds else None, policy=policy, model_names=own_names)
             ej_result = emu.to_json()
             ej_result.pop("seconds", None)  # reports stay identical across runs and processes
             ej: dict[str, Any] = {"target": r.target, "precision": key, "passed": emu.passed, "result": ej_result,
@@ -888,6 +1041,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         # 3) stored goldens
         if state.golden_on(spec):
             fail += _golden_step(item, state, model, example_inputs, feeds, reference, graph, info)
+    except _NoNumerics as exc:
+        info["error"] = str(exc)
+        fail.append(f"the numeric check could not run: {exc}")
     except Exception as exc:
         from .errors import NpuCheckError
 
@@ -907,7 +1063,7 @@ def _golden_step(item: pytest.Item, state: _State, model: Any, example_inputs: A
     from .golden import GoldenStore
     from .numerics import policy_for
 
-    store = GoldenStore(state.golden_root)
+    store = GoldenStore(state.golden_root, anchor=Path(item.config.rootpath), max_bytes=state.golden_max_bytes)
     test_id = item.nodeid
     policy = policy_for("fp32")
     if feeds is None or reference is None:
@@ -937,15 +1093,20 @@ def _gate(item: pytest.Item, state: _State, graph: Any, results: Sequence[Any], 
     Adds to each target's JSON the ``baseline`` verdict and the graph's ``edges`` (for the HTML
     picture), sets the entry status and records the JUnit properties.
     """
-    from .baseline import fallbacks, match
+    from .baseline import fallbacks, match, refused
     from .report.junit import properties
 
     edges = _edges(graph, results)
     ok = True
     for r, tj in zip(results, entry["targets"]):
-        m = match(state.baseline.for_pair(item.nodeid, r.target), fallbacks(tj))
-        passed = not r.model_issues and (not m.new or state.updating)
+        m = match(state.baseline.for_pair(item.nodeid, r.target, entry.get("call", 1)), fallbacks(tj))
+        # an update run records CPU fallbacks; an unsupported node (the build fails) it refuses
+        blocking = refused(m.new) if state.updating else m.new
+        over_budget = bool((tj.get("budget") or {}).get("problems"))
+        passed = not r.model_issues and not blocking and not over_budget
         tj["baseline"] = {**m.to_json(), "passed": passed}
+        if state.updating and blocking:
+            tj["baseline"]["refused"] = [n["name"] for n in blocking]
         tj["edges"] = edges.get(r.target, [])
         ok = ok and passed
     entry["status"] = "passed" if ok else "failed"
@@ -1016,15 +1177,21 @@ class _eval_mode:
             m.training = flag
 
 
-def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], state: _State) -> str:
+def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], state: _State,
+                  budget_lines: Sequence[str] = ()) -> str:
     """NEW fallbacks first (they fail the test), then the accepted ones, then the full per-target report."""
     from .report.text import clean, render_target, source_text
 
     failing = [r for r, t in zip(results, targets) if not t["baseline"]["passed"]]
-    lines = [f"npu_deployable: the model leaves the NPU on {len(failing)} of {len(results)} target(s)"]
+    lines = [f"npu_deployable: the model fails the deployability check on {len(failing)} of {len(results)} "
+             "target(s)"]
+    lines += list(budget_lines)
     for r, t in zip(results, targets):
         b = t["baseline"]
         by_name = {n.name: n for n in r.nodes}
+        if b.get("refused"):
+            lines.append(f"{r.target}: --npu-update-baseline refuses {len(b['refused'])} unsupported node(s): the "
+                         "compiler rejects the model, so nothing deploys and no baseline can accept it")
         if b["new"]:
             lines.append(f"{r.target}: NEW fallbacks (not in the baseline {state.baseline_path.name}):")
             for name in b["new"]:
@@ -1127,7 +1294,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> 
         if entry is not None:
             if entry["status"] == "error" and not entry.get("error") and call.excinfo is not None:
                 entry["error"] = _exception_text(call.excinfo)  # the check stopped on one it did not foresee
-            report.npucheck = entry  # plain JSON-able data: travels from xdist workers to the controller
+            # plain JSON-able data: travels from xdist workers to the controller; one entry per npu_check call
+            report.npucheck = item.stash.get(_ENTRIES, None) or [entry]
     return report
 
 
@@ -1150,7 +1318,8 @@ class _Reporter:
         self.baseline_info: Optional[dict[str, Any]] = None
         self.budgets_info: Optional[dict[str, Any]] = None
         self.tightening: list[str] = []
-        self.deselected = 0
+        self.budget_base: Optional[dict[str, Any]] = None  # the commit the budgets file was compared with
+        self.deselected = 0  # marked tests deselected on xdist workers
         self.written: list[str] = []  # report paths written at the end of the run
         self.report_errors: list[str] = []
 
@@ -1159,7 +1328,7 @@ class _Reporter:
         if state.baseline_path.exists():
             state.baseline  # an invalid baseline is a usage error before any test runs
         if state.budgets is not None:
-            self.tightening = _tightening_problems(state.budgets)
+            self.tightening, self.budget_base = _tightening_problems(state.budgets, self.config)
 
     def _budgets_step(self, session: pytest.Session) -> Optional[dict[str, Any]]:
         """Stale budget entries (keys used by any process) and loosenings against the committed file."""
@@ -1168,40 +1337,78 @@ class _Reporter:
         if budgets is None:
             return None
         used = {k for e in self.entries for k in ((e.get("numerics") or {}).get("budget_keys") or [])}
-        ran = any((e.get("numerics") or {}).get("enabled") for e in self.entries)
+        used |= {t["budget"]["key"] for e in self.entries for t in e.get("targets") or [] if t.get("budget")}
+        numerics_ran = any((e.get("numerics") or {}).get("enabled") for e in self.entries)
+        ran = any(e.get("targets") for e in self.entries)  # deployment budgets apply to every completed check
         partial = self._partial_run()
-        stale = budgets.stale(state.release, used) if ran and not partial else []
+        stale = (budgets.stale(state.release, used, tests=numerics_ran, targets=True)
+                 if ran and not partial else [])
         info = {"path": str(budgets.path), "release": state.release,
                 "release_in_force": budgets.release_in_force(state.release), "stale": stale,
                 "tightening_problems": list(self.tightening)}
+        if self.budget_base is not None:
+            info["base"] = self.budget_base
         if partial and ran:
             info["stale_not_checked"] = f"a partial run ({partial}): an entry unused here may be used by the rest"
         if self.tightening and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return info
 
-    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
-        self.deselected += len(items)
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing)."""
+        self.deselected += int((getattr(node, "workeroutput", None) or {}).get(_DESELECTED_OUTPUT, 0))
 
     def _partial_run(self) -> str:
         """Why this run is not the whole suite (a budgets entry it leaves unused may not be stale), or "".
 
-        Seen from options and arguments (the xdist controller collects nothing) and from deselected
-        items in this process. Paths narrower than the suite are not detected."""
+        A selection (-k, -m, --deselect) is partial only when it left out a marked test (seen by every
+        process that collected, xdist workers included): ``-m npu_deployable`` runs them all. --lf, --sw
+        and test ids on the command line are partial by themselves. Paths narrower than the suite are
+        not detected."""
         opt = self.config.option
-        why = [flag for flag, on in (("-k", getattr(opt, "keyword", "")), ("-m", getattr(opt, "markexpr", "")),
-                                     ("--deselect", getattr(opt, "deselect", None)), ("--lf", getattr(opt, "lf", False)),
-                                     ("--sw", getattr(opt, "stepwise", False))) if on]
+        why = [flag for flag, on in (("--lf", getattr(opt, "lf", False)), ("--sw", getattr(opt, "stepwise", False)))
+               if on]
         if any("::" in str(a) for a in self.config.args):
             why.append("test ids")
-        if self.deselected and not why:
-            why.append(f"{self.deselected} deselected")
+        deselected = self.deselected + self.config.stash.get(_DESELECTED, 0)
+        if deselected:
+            why.append(f"{deselected} marked test(s) deselected")
         return ", ".join(why)
 
+    def _run_failures(self, session: pytest.Session) -> None:
+        """What fails the run as a whole (a stale entry in strict mode, a loosened budget, a baseline
+        that could not be updated) is reported as a failed item too: pytest counts it in its last line
+        and lists it in the short summary, so the exit status and the last line agree."""
+        from .report.text import clean
+
+        info, binfo = self.baseline_info, self.budgets_info
+        failures: list[tuple[str, str]] = []
+        if info is not None and info.get("error"):
+            failures.append((f"{info['path']}::update", f"npucheck baseline {info['path']}: {info['error']}"))
+        if info is not None and info["stale"] and info["strict"]:
+            lines = [f"npucheck baseline {info['path']}: {len(info['stale'])} stale entr"
+                     f"{'y' if len(info['stale']) == 1 else 'ies'} (strict): the accepted fallback no longer "
+                     "occurs: remove it, or run --npu-update-baseline"] + [f"  stale: {_entry_text(e)}" for e in info["stale"]]
+            failures.append((f"{info['path']}::stale", "\n".join(lines)))
+        if binfo is not None and binfo["tightening_problems"]:
+            name = Path(binfo["path"]).name
+            lines = [f"npucheck budgets {binfo['path']}: {len(binfo['tightening_problems'])} loosening(s) without "
+                     f"approval (compared with {(binfo.get('base') or {}).get('label', 'HEAD')})"]
+            lines += [f"  {clean(p, 500)}" for p in binfo["tightening_problems"]]
+            failures.append((f"{name}::loosened", "\n".join(lines)))
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for nodeid, text in failures:
+            report = pytest.TestReport(nodeid, (nodeid.split("::")[0], None, nodeid), {}, "failed", text, "call")
+            if terminal is not None:  # counted in the last line and listed with the failures, no progress mark
+                terminal.stats.setdefault("failed", []).append(report)
+            if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        entry = getattr(report, "npucheck", None)
-        if entry is not None and report.when == "call":
-            self.entries.append(entry)
+        entries = getattr(report, "npucheck", None)
+        if entries is not None and report.when == "call":
+            self.entries += entries if isinstance(entries, list) else [entries]
         elif report.when == "???" and report.failed:  # pytest-xdist: the worker died while running the test
             if not any(e["nodeid"] == report.nodeid for e in self.entries):
                 text = str(report.longrepr or "worker crashed").strip()
@@ -1222,18 +1429,26 @@ class _Reporter:
         if state.updating:
             from .jsonio import directory_lock, write_atomic
 
-            with directory_lock(state.baseline_path):
-                # another run may have updated the file since this one read it: merge into what is there now
-                try:
-                    base = bl.load(state.baseline_path)
-                except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
-                    info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                    return info
-                upd = bl.updated(base, self.entries)
-                write_atomic(state.baseline_path, upd.baseline.dumps())
+            from .errors import NpuCheckError
+
+            try:
+                with directory_lock(state.baseline_path):
+                    # another run may have updated the file since this one read it: merge into what is there now
+                    try:
+                        base = bl.load(state.baseline_path)
+                    except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
+                        info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
+                        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                        return info
+                    upd = bl.updated(base, self.entries)
+                    write_atomic(state.baseline_path, upd.baseline.dumps())
+            except (OSError, NpuCheckError) as exc:  # disk full, a directory gone: the old file stays, reports go on
+                info["error"] = f"could not be written, so it was not updated: {type(exc).__name__}: {exc}"
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                return info
             info.update(updated=True, entries=len(upd.baseline.entries),
-                        added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed])
+                        added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed],
+                        refused=[e.to_json() for e in upd.refused])
         else:
             info["stale"] = [e.to_json() for e in bl.stale(base, self.entries)]
             if info["stale"] and state.strict and session.exitstatus == pytest.ExitCode.OK:
@@ -1243,6 +1458,7 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self.baseline_info = self._baseline_step(session)
         self.budgets_info = self._budgets_step(session)
+        self._run_failures(session)
         reports = self.config.getoption("npu_report") or []
         if not reports:
             return
@@ -1281,16 +1497,20 @@ class _Reporter:
         info = self.baseline_info
         binfo = self.budgets_info
         if not self.entries and not info and not self.report_errors and not (
-                binfo and (binfo["stale"] or binfo["tightening_problems"] or binfo.get("stale_not_checked"))):
+                binfo and (binfo["stale"] or binfo["tightening_problems"] or binfo.get("stale_not_checked")
+                           or (binfo.get("base") or {}).get("note"))):
             return
         from .report.text import clean
 
         tr = terminalreporter
         tr.section("npucheck summary")
-        for entry in sorted(self.entries, key=lambda e: e["nodeid"]):
+        from .report.views import test_label
+
+        for entry in sorted(self.entries, key=lambda e: (e["nodeid"], e.get("call", 1))):
+            label = clean(test_label(entry), 300)
             if entry.get("error") and not entry.get("targets"):
                 first = (entry["error"].splitlines() or [""])[0]
-                tr.write_line(f"ERROR {clean(entry['nodeid'], 300)}: {clean(first, 300)}")
+                tr.write_line(f"ERROR {label}: {clean(first, 300)}")
                 continue
             for t in entry.get("targets", []):
                 s = t["summary"]
@@ -1298,21 +1518,23 @@ class _Reporter:
                 word = "PASS" if b["passed"] else "FAIL"
                 extra = ""
                 if (b["new"] or b["accepted"]) and info is not None and info["updated"]:
-                    extra = f" ({len(b['new']) + len(b['accepted'])} fallback(s) recorded in the baseline)"
+                    n_refused = len(b.get("refused") or [])
+                    extra = f" ({len(b['new']) + len(b['accepted']) - n_refused} fallback(s) recorded in the baseline"
+                    extra += f", {n_refused} unsupported refused)" if n_refused else ")"
                 elif b["new"] or b["accepted"]:
                     extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
-                tr.write_line(f"{word} {clean(entry['nodeid'], 300)} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
+                tr.write_line(f"{word} {label} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
                               f"unsupported {s['unsupported']}, folded {s['folded']}{extra}")
             num = entry.get("numerics") or {}
             if num.get("enabled") and not num.get("passed"):
-                tr.write_line(f"FAIL {clean(entry['nodeid'], 300)} numerics"
+                tr.write_line(f"FAIL {label} numerics"
                               + (f": {clean(num['error'], 300)}" if num.get("error") else ""))
             for o in (entry.get("oracle") or {}).get("targets", []):
                 from .report.text import oracle_lines
 
                 text = oracle_lines(o)
                 bad = o["status"] == "error" or bool((o.get("agreement") or {}).get("disagreements"))
-                tr.write_line(f"{clean(entry['nodeid'], 300)} {text[0]}", red=bad, yellow=o["status"] == "unavailable")
+                tr.write_line(f"{label} {text[0]}", red=bad, yellow=o["status"] == "unavailable")
                 for ln in text[1:]:
                     tr.write_line(ln, red=ln.lstrip().startswith("TABLE BUG"))
         if info is not None:
@@ -1323,6 +1545,13 @@ class _Reporter:
                               f"{len(info['added'])} added, {len(info['removed'])} removed as no longer occurring)")
                 for e in info["removed"]:
                     tr.write_line(f"  removed: {_entry_text(e)}")
+                if info.get("refused"):
+                    from .baseline import REFUSED_WHY
+
+                    tr.write_line(f"npucheck baseline: {len(info['refused'])} unsupported node(s) not recorded ("
+                                  f"{REFUSED_WHY}; their tests fail):", red=True)
+                    for e in info["refused"]:
+                        tr.write_line(f"  refused: {_entry_text(e)}", red=True)
             elif info["stale"]:
                 how = "fails the run (strict)" if info["strict"] else "warning; --npu-baseline-strict fails the run"
                 tr.write_line(f"npucheck baseline {info['path']}: {len(info['stale'])} stale entr"
@@ -1333,9 +1562,13 @@ class _Reporter:
         if binfo is not None:
             if binfo["tightening_problems"]:
                 tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['tightening_problems'])} loosening(s) "
-                              "without approval (fails the run):", red=True)
+                              f"without approval against {(binfo.get('base') or {}).get('label', 'HEAD')} "
+                              "(fails the run):", red=True)
                 for p in binfo["tightening_problems"]:
                     tr.write_line(f"  {clean(p, 500)}")
+            base = binfo.get("base") or {}
+            if base.get("note"):
+                tr.write_line(f"npucheck budgets {binfo['path']}: {clean(base['note'], 500)}")
             if binfo.get("stale_not_checked"):
                 tr.write_line(f"npucheck budgets {binfo['path']}: stale entries not checked: {binfo['stale_not_checked']}")
             if binfo["stale"]:
@@ -1350,32 +1583,33 @@ class _Reporter:
             tr.write_line(f"npucheck {text}", red=True)
 
 
-def _tightening_problems(budgets: Any) -> list[str]:
-    """Loosenings of the budgets file against its committed version (``git show HEAD:path``).
+def _tightening_problems(budgets: Any, config: pytest.Config) -> tuple[list[str], Optional[dict[str, Any]]]:
+    """Loosenings of the budgets file against its version at the pull request's base
+    (``gitbase.find_base``: --npu-budget-base, the CI's variables, else HEAD with a note), and the base.
 
     Outside a git work tree, or without git, only the rules within the file itself are checked."""
-    import subprocess
-
     from .budget import check_tightening
+    from .gitbase import BaseError, committed_text, find_base
     from .jsonio import loads_strict
 
     path = Path(budgets.path) if budgets.path is not None else None
-    old_doc = None
-    if path is not None:
-        try:
-            inside = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--is-inside-work-tree"],
-                                    capture_output=True, text=True, timeout=30)
-            if inside.returncode == 0 and inside.stdout.strip() == "true":
-                shown = subprocess.run(["git", "-C", str(path.parent), "show", f"HEAD:./{path.name}"],
-                                       capture_output=True, text=True, timeout=30)
-                if shown.returncode == 0:
-                    old_doc = loads_strict(shown.stdout)
-        except (OSError, subprocess.SubprocessError, ValueError):
-            old_doc = None
+    if path is None:
+        return check_tightening(None, budgets.doc), None
     try:
-        return check_tightening(old_doc, budgets.doc)
+        base = find_base(path.parent, config.getoption("npu_budget_base"))
+    except BaseError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    old_doc = None
+    text = committed_text(path, base)
+    if text is not None:
+        try:
+            old_doc = loads_strict(text)
+        except ValueError:
+            old_doc = None  # the base's file was not strict JSON: only the rules within the file apply
+    try:
+        return check_tightening(old_doc, budgets.doc), base.to_json()
     except (KeyError, ValueError, TypeError) as exc:
-        return [f"cannot compare budgets: {exc}"]
+        return [f"cannot compare budgets: {exc}"], base.to_json()
 
 
 def _entry_text(e: Mapping[str, Any]) -> str:
@@ -1383,7 +1617,9 @@ def _entry_text(e: Mapping[str, Any]) -> str:
 
     loc = e.get("location")
     where = f" at {loc['module'] or '<root>'} {loc['file']}:{loc['line']}" if loc else ""
-    return f"{clean(e['test'], 300)} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}{clean(where, 200)}"
+    call = f" [call {e['call']}]" if e.get("call", 1) != 1 else ""
+    return (f"{clean(e['test'], 300)}{call} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}"
+            f"{clean(where, 200)}")
 
 
 __all__ = ["npu_check", "NpuCheckOutcome", "CheckSpec"]

@@ -3,7 +3,9 @@
 Layout of a table directory (the bundled one is ``op_support_tables/``)::
 
     catalog.json                     toolchain titles, default SoC, SoC aliases
-    schema.json                      JSON Schema of a table file
+    schema.json                      JSON Schema of a table file (bundled directory only: every
+                                     table is validated by the bundled schema; a schema.json in a
+                                     user's table directory is ignored)
     <toolchain>/<version>/<soc>.json one table per toolchain version and SoC
 
 Targets are written ``TOOLCHAIN@VERSION/SOC``; version and SoC may be omitted (newest version,
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .errors import TableError, UsageError
-from .jsonio import JsonFileError, load_strict
+from .jsonio import JsonFileError, load_strict, parse_strict, read_regular
 
 _TARGET = re.compile(r"^(?P<tc>[a-z][a-z0-9_-]*)(?:@(?P<ver>[0-9A-Za-z][0-9A-Za-z.+_-]*))?(?:/(?P<soc>[a-z0-9][a-z0-9_.-]*))?$")
 
@@ -127,7 +129,17 @@ class Table:
 
     def header(self) -> dict[str, Any]:
         return {"toolchain": self.toolchain, "version": self.version, "soc": self.soc, "revision": self.revision,
-                "sha256": self.sha256}
+                "sha256": self.sha256, "provenance": str(self.provenance.get("method", ""))}
+
+    @property
+    def documented_only(self) -> bool:
+        """No rule of the table was run on the real toolchain (CANN, SNPE: vendor documentation)."""
+        return self.provenance.get("method") == "documented"
+
+    @property
+    def probe_source(self) -> Optional[str]:
+        """The table's first probe source (its pre-passes, opsets and IR range were probed with it)."""
+        return next((k for k in self.provenance.get("sources") or {} if k.startswith("probe:")), None)
 
 
 # -- revisions: the release policy's fields ------------------------------------------------------
@@ -382,11 +394,11 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
     path = Path(path)
     schema_path = schema_path or (bundled_tables_dir() / "schema.json")
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)  # a FIFO or a link to /dev/zero is an error naming the file, not a hang
     except OSError as exc:
         raise TableError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
     try:
-        data = load_strict(path)
+        data = parse_strict(path, raw)
     except JsonFileError as exc:
         text = str(exc)
         if text.startswith(str(path)):  # "<path>:<line>:<col>: invalid JSON: ..." keeps its line and column
@@ -469,7 +481,7 @@ class Catalog:
             if not root.is_dir():
                 raise UsageError(f"support table directory {root} does not exist")
             meta_path = root / "catalog.json"
-            if meta_path.is_file():
+            if os.path.lexists(meta_path):  # a FIFO or a device is an error naming it, not skipped
                 try:
                     meta = load_strict(meta_path)
                 except JsonFileError as exc:
@@ -531,10 +543,11 @@ class Catalog:
     def load(self, ref: TableRef, full: bool = False) -> Table:
         """The table of ``ref``; ``full``: validated against the schema whatever the manifest says."""
         if full or ref.path not in self._loaded:
-            schema = ref.root / "schema.json"
-            if not schema.is_file():
-                schema = bundled_tables_dir() / "schema.json"
-            self._loaded[ref.path] = load_table(ref.path, schema, rel=(ref.toolchain, ref.version, ref.soc), full=full)
+            # always the bundled schema: a schema.json in a user's table directory is ignored, never
+            # read (it replaced the bundled one: `{}` let any table through to raw tracebacks, and a
+            # pattern such as "^(a+)+$" hung the validation)
+            self._loaded[ref.path] = load_table(ref.path, bundled_tables_dir() / "schema.json",
+                                                rel=(ref.toolchain, ref.version, ref.soc), full=full)
         return self._loaded[ref.path]
 
     def table(self, target: TargetSpec | str) -> Table:

@@ -896,6 +896,9 @@ def shape_probes(c: _Collector) -> None:
                 parts={"case": parts})
     _single(c, "Reshape", shape=[1, 16, 32], const_inputs=[np.asarray([0, 0, 4, 8], np.int64)],
             attrs={"allowzero": 1}, parts={"case": "zero", "allowzero": 1})
+    # allowzero=1 with an explicit shape: what the dynamo exporter writes for every view/flatten
+    _single(c, "Reshape", shape=[1, 16, 32], const_inputs=[np.asarray([1, 16, 4, 8], np.int64)],
+            attrs={"allowzero": 1}, parts={"case": "r3_split_heads", "allowzero": 1})
     _multi(c, "Reshape", [("float32", SHAPES[4]), ("int64", [2])], parts={"shape": "dyn"})
     _single(c, "Reshape", rank=2, dtype="int64", const_inputs=[np.asarray([-1], np.int64)],
             parts={"case": "r2_to_r1"})

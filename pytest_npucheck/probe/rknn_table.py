@@ -390,9 +390,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                 {"rule": "not_graph_output", "params": {}}],
                    note="a Reshape of a Gemm result that is a graph output runs on the CPU"),
                  probes=[r"prepass\.shape_gather_reshape\.f32", r"Reshape\.case=zero\.allowzero=1"],
-                 note="allowzero=1 together with a 0 in the shape makes build() fail (errata); "
-                      "allowzero=1 with an explicit shape, as the dynamo exporter writes every "
-                      "Reshape, builds and runs on the NPU."),
+                 note="allowzero=1 with an explicit shape, as the dynamo exporter writes every Reshape, builds "
+                      "and runs on the NPU (probed again for revision 2); the revision-1 probe of allowzero=1 with "
+                      "a 0 in the shape was an invalid model (512 elements to none), not a limit of the compiler."),
     "Flatten": E("npu", C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),

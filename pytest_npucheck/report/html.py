@@ -13,8 +13,9 @@ import html as _html
 from typing import Any, Mapping, Optional, Sequence
 
 from .text import clean
-from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
+from .views import test_label, test_order, disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
+from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -46,13 +47,14 @@ document.body.setAttribute('data-rendered',String(document.querySelectorAll('svg
 
 
 def h(text: Any, limit: int = 200) -> str:
-    """Escape for HTML text and attributes; control characters shown as \\xNN; length capped."""
+    """Escape for HTML text and attributes; control, bidi and other invisible characters shown as
+    \\xNN / \\uNNNN (``text.clean``); length capped."""
     s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
     return _html.escape(s, quote=True)
 
 
 def _reasons(n: Mapping[str, Any]) -> str:
-    return "; ".join(str(r["message"]) for r in n.get("reasons", []))
+    return "; ".join(reason_text(r) for r in n.get("reasons", []))
 
 
 def graph_svg(tr: Mapping[str, Any]) -> str:
@@ -140,7 +142,7 @@ def _node_table(tr: Mapping[str, Any]) -> list[str]:
 
 
 def render(doc: Mapping[str, Any]) -> str:
-    tests = sorted(doc.get("tests", []), key=lambda t: t["nodeid"])
+    tests = sorted(doc.get("tests", []), key=test_order)
     base = doc.get("baseline") or {}
     stale = base.get("stale") or []
     new_rows: list[str] = []
@@ -150,7 +152,7 @@ def render(doc: Mapping[str, Any]) -> str:
     failing = 0
     for ti, t in enumerate(tests):
         if t["status"] == "error" and not t.get("targets"):
-            errors.append(f'<tr class="error"><td><code>{h(t["nodeid"], 300)}</code></td><td>error</td>'
+            errors.append(f'<tr class="error"><td><code>{h(test_label(t), 300)}</code></td><td>error</td>'
                           f'<td>{h(t.get("error") or "", 600)}</td></tr>')
             continue
         for k, tr in enumerate(t.get("targets", [])):
@@ -158,7 +160,7 @@ def render(doc: Mapping[str, Any]) -> str:
             failing += 0 if g["passed"] else 1
             anchor = f"t{ti}-{k}"
             by_name = {n["name"]: n for n in tr.get("nodes", [])}
-            link = f'<a href="#{anchor}"><code>{h(t["nodeid"], 300)}</code></a>'
+            link = f'<a href="#{anchor}"><code>{h(test_label(t), 300)}</code></a>'
             for name in g["new"]:
                 n = by_name.get(name, {"op_type": "?", "verdict": "?", "reasons": [], "source": None})
                 new_rows.append(f'<tr class="new"><td>{h(tr["target"])}</td><td>{link}</td><td>{h(n["op_type"], 60)}</td>'
@@ -174,10 +176,12 @@ def render(doc: Mapping[str, Any]) -> str:
             part = tr.get("partition") or {}
             word = '<span class="pass">PASS</span>' if g["passed"] else '<span class="fail">FAIL</span>'
             table = tr.get("table") or {}
-            sec = [f'<section class="test" id="{anchor}"><h2>{word} <code>{h(t["nodeid"], 300)}</code> on {h(tr["target"])}</h2>',
+            sec = [f'<section class="test" id="{anchor}"><h2>{word} <code>{h(test_label(t), 300)}</code> on {h(tr["target"])}</h2>',
                    f'<p>table {h(table.get("toolchain", ""))}@{h(table.get("version", ""))}/{h(table.get("soc", ""))} '
                    + (f'revision {h(str(table["revision"]))} ' if "revision" in table else '')
-                   + f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>; verdict {h(tr["verdict"])}; '
+                   + f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>'
+                   + (f' ({DOCUMENTATION_ONLY}: not checked against the toolchain)' if documentation_only(table) else '')
+                   + f'; verdict {h(tr["verdict"])}; '
                    f'npu {s["npu"]}, cpu {s["cpu"]}, unsupported {s["unsupported"]}, folded {s["folded"]}; '
                    f'{len(g["new"])} new, {len(g["accepted"])} accepted fallback(s)</p>']
             if part:
@@ -254,14 +258,14 @@ def _oracle_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
                    "<thead><tr><th>target</th><th>test</th><th>op type</th><th>node</th><th>table says</th>"
                    "<th>toolchain did</th><th>kind</th><th>toolchain said</th></tr></thead><tbody>")
         for t, d in bugs:
-            out.append(f'<tr class="bug">{_cells([d["target"], t["nodeid"], d["op_type"], d["node"], d["static"], d["real"], d["kind"].replace("_", " "), d["toolchain_said"] or "-"])}</tr>')
+            out.append(f'<tr class="bug">{_cells([d["target"], test_label(t), d["op_type"], d["node"], d["static"], d["real"], d["kind"].replace("_", " "), d["toolchain_said"] or "-"])}</tr>')
         out.append("</tbody></table></section>")
     if runs:
         out.append('<section id="oracles"><h2>Real toolchains (oracles)</h2><table class="oracles"><thead><tr>'
                    "<th>target</th><th>test</th><th>toolchain</th><th>status</th><th>precision</th>"
                    "<th>nodes agreeing</th><th>disagreements</th><th>note</th></tr></thead><tbody>")
         for t, r in runs:
-            out.append(f"<tr>{_cells([r['target'], t['nodeid'], r['tool'], r['status'], r['precision'], r['agree'], r['disagreements'], r['note'] or '-'], 600)}</tr>")
+            out.append(f"<tr>{_cells([r['target'], test_label(t), r['tool'], r['status'], r['precision'], r['agree'], r['disagreements'], r['note'] or '-'], 600)}</tr>")
         out.append("</tbody></table></section>")
     return out
 
@@ -277,7 +281,7 @@ def _numerics_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
         num = t.get("numerics") or {}
         word = "" if not num.get("enabled") else (
             ' <span class="pass">passed</span>' if num.get("passed") else ' <span class="fail">failed</span>')
-        out.append(f'<h3><code>{h(t["nodeid"], 300)}</code>{word}</h3>')
+        out.append(f'<h3><code>{h(test_label(t), 300)}</code>{word}</h3>')
         ctx = numerics_context(t)
         if ctx:
             out.append(f"<p>{h(ctx, 600)}</p>")

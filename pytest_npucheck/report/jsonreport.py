@@ -14,7 +14,7 @@ REPORT_FORMAT = 1
 
 def run_document(tests: Iterable[Mapping[str, Any]], created: str | None = None) -> dict[str, Any]:
     """The whole-run document; `tests` are the per-test entries in node-id order."""
-    entries = sorted(tests, key=lambda t: t["nodeid"])
+    entries = sorted(tests, key=lambda t: (t["nodeid"], int(t.get("call", 1))))
     totals = {"tests": len(entries), "passed": 0, "failed": 0, "error": 0}
     for t in entries:
         totals[t["status"]] = totals.get(t["status"], 0) + 1

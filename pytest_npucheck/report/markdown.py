@@ -2,7 +2,7 @@
 
 Rendered from the JSON report document. NEW fallbacks (those that fail the gate) come first,
 then the accepted ones, then stale baseline entries and errors. Names come from models: every
-cell is escaped (Markdown and HTML specials, pipes, control characters) and capped in length.
+cell is escaped (Markdown and HTML specials, pipes, control and bidi characters) and capped in length.
 """
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from .views import disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
+from .escape import visible
+from .views import test_label, test_order, disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
+from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 MAX_CELL = 160
 MAX_ROWS = 200
@@ -24,7 +25,7 @@ def esc(text: Any, limit: int = MAX_CELL) -> str:
     s = str(text)
     if len(s) > limit:
         s = s[: limit - 12] + f"...(+{len(s) - limit + 12})"
-    s = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
+    s = visible(s)  # control, bidi and other invisible characters as escapes (escape.py)
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     return _SPECIAL.sub(r"\\\1", s)
 
@@ -39,7 +40,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def _reasons(node: Mapping[str, Any]) -> str:
-    return "; ".join(r["message"] for r in node.get("reasons", [])) or node["verdict"]
+    return "; ".join(reason_text(r) for r in node.get("reasons", [])) or node["verdict"]
 
 
 def _table_name(table: Mapping[str, Any]) -> str:
@@ -49,7 +50,7 @@ def _table_name(table: Mapping[str, Any]) -> str:
 
 
 def render(doc: Mapping[str, Any]) -> str:
-    tests = sorted(doc.get("tests", []), key=lambda t: t["nodeid"])
+    tests = sorted(doc.get("tests", []), key=test_order)
     base = doc.get("baseline") or {}
     rows_new: list[list[str]] = []
     rows_acc: list[list[str]] = []
@@ -59,7 +60,7 @@ def render(doc: Mapping[str, Any]) -> str:
     tables: dict[str, str] = {}  # target -> which table (revision, hash) decided it
     for t in tests:
         if t["status"] == "error" or (t.get("error") and not t.get("targets")):
-            errors.append([esc(t['nodeid']), "error", esc((t.get("error") or "").splitlines()[0] if t.get("error") else "", 300)])
+            errors.append([esc(test_label(t)), "error", esc((t.get("error") or "").splitlines()[0] if t.get("error") else "", 300)])
             continue
         for tr in t.get("targets", []):
             g = _gate(tr)
@@ -67,20 +68,21 @@ def render(doc: Mapping[str, Any]) -> str:
             s = tr["summary"]
             part = tr.get("partition") or {}
             word = "PASS" if g["passed"] else "FAIL"
+            only = f" ({DOCUMENTATION_ONLY})" if documentation_only(tr.get("table") or {}) else ""
             tables[tr["target"]] = _table_name(tr.get("table") or {})
-            summary.append([esc(tr["target"]), esc(t['nodeid']), f"**{word}**", tr["verdict"],
+            summary.append([esc(tr["target"]) + esc(only), esc(test_label(t)), f"**{word}**", tr["verdict"],
                             f"{s['npu']}/{s['cpu']}/{s['unsupported']}/{s['folded']}",
                             _pct(part.get("npu_share_nodes")), _pct(part.get("npu_share_macs")),
                             str(len(g["new"])), str(len(g["accepted"]))])
             by_name = {n["name"]: n for n in tr.get("nodes", [])}
             for name in g["new"]:
                 n = by_name.get(name, {"name": name, "op_type": "?", "verdict": "?", "reasons": [], "source": None})
-                rows_new.append([esc(tr["target"]), esc(t['nodeid']), esc(n["op_type"], 40), esc(name),
+                rows_new.append([esc(tr["target"]), esc(test_label(t)), esc(n["op_type"], 40), esc(name),
                                  n["verdict"], esc(_where(n.get("source"))), esc(_reasons(n), 300)])
             for a in g["accepted"]:
                 n = by_name.get(a["node"], {"op_type": "?", "verdict": "?", "source": None})
                 reason = esc(a["reason"], 300) + (f" ({esc(a['link'], 200)})" if a.get("link") else "")
-                rows_acc.append([esc(tr["target"]), esc(t['nodeid']), esc(n["op_type"], 40),
+                rows_acc.append([esc(tr["target"]), esc(test_label(t)), esc(n["op_type"], 40),
                                  esc(a['node']), n["verdict"], esc(_where(n.get("source"))), reason])
     stale = base.get("stale") or []
     totals = doc.get("totals", {})
@@ -131,7 +133,7 @@ def render(doc: Mapping[str, Any]) -> str:
         lines += ["", "### Table bugs found by the real toolchains", "",
                   "The real toolchain placed these nodes differently from the support table (`--npu-oracle`).", ""]
         lines += _table(["target", "test", "op type", "node", "table says", "toolchain did", "kind", "toolchain said"],
-                        [[esc(d["target"]), esc(t["nodeid"]), esc(d["op_type"], 40), esc(d["node"]), d["static"],
+                        [[esc(d["target"]), esc(test_label(t)), esc(d["op_type"], 40), esc(d["node"]), d["static"],
                           d["real"], d["kind"].replace("_", " "), esc(d["toolchain_said"] or "-", 300)]
                          for t, d in bugs])
     lines += ["", "### Per target and test", ""]
@@ -158,7 +160,7 @@ def _numerics_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
             continue
         num = t.get("numerics") or {}
         word = "" if not num.get("enabled") else (" (passed)" if num.get("passed") else " (**failed**)")
-        blocks += ["", f"#### {esc(t['nodeid'])}{word}", ""]
+        blocks += ["", f"#### {esc(test_label(t))}{word}", ""]
         ctx = numerics_context(t)
         if ctx:
             blocks += [esc(ctx, 600), ""]
@@ -184,7 +186,7 @@ def _numerics_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _oracle_section(tests: Sequence[Mapping[str, Any]]) -> list[str]:
-    rows = [[esc(r["target"]), esc(t["nodeid"]), esc(r["tool"]), r["status"], r["precision"], r["agree"],
+    rows = [[esc(r["target"]), esc(test_label(t)), esc(r["tool"]), r["status"], r["precision"], r["agree"],
              str(r["disagreements"]), esc(r["note"] or "-", 400)]
             for t in tests for r in oracle_rows(t)]
     if not rows:

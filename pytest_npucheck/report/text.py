@@ -2,23 +2,24 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..result import NodeResult, TargetResult
+from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
+from .escape import visible
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 MAX_NAME = 120
 
 
 def clean(text: str, limit: int = MAX_NAME) -> str:
-    """Names come from the model: escape control characters and cap the length."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+    """Names come from the model: escape control, bidi and other invisible characters
+    (``escape.visible``) and cap the length."""
+    text = visible(str(text))
     return text if len(text) <= limit else text[: limit - 12] + f"...(+{len(text) - limit + 12})"
 
 
 def summary_line(result: TargetResult) -> str:
     s = result.summary
+    only = f", {DOCUMENTATION_ONLY}" if documentation_only(result.table) else ""
     total = len(result.nodes)
     counts = f"npu {s['npu']}, cpu {s['cpu']}, unsupported {s['unsupported']}, folded {s['folded']}"
     if result.passed:
@@ -30,7 +31,7 @@ def summary_line(result: TargetResult) -> str:
             head += " and the compiler rejects the model"
     table = result.table
     rev = f"revision {table['revision']}, " if "revision" in table else ""
-    return f"{result.target} [table {rev}sha256 {table.get('sha256', '')[:12]}]: {head} ({counts})"
+    return f"{result.target} [table {rev}sha256 {table.get('sha256', '')[:12]}{only}]: {head} ({counts})"
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
@@ -68,7 +69,7 @@ def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
         if not reasons:
             rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, "", clean(src, 200)])
         for i, r in enumerate(reasons):
-            msg = f"{label}: {clean(r.message, 400)}"
+            msg = f"{label}: {clean(r.message, 400)} {basis_label(r.basis)}"
             if i == 0:
                 rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, clean(src, 200), msg])
             else:
@@ -149,6 +150,8 @@ def render_fixes(plan: Any) -> list[str]:
         names = ", ".join(clean(n, 60) for n in s.nodes[:4]) + (f", +{len(s.nodes) - 4} more" if len(s.nodes) > 4 else "")
         target = f" [{names}]" if names else ""
         lines.append(f"  {k}. {s.recipe.title}{target}: {_verified(s.verification)}")
+        if s.recipe.exporter_artefact:
+            lines.append(f"     exporter artefact: {s.recipe.exporter_artefact}")
         lines.append(f"     how: {s.recipe.advice}")
         lines.append(f"     numerics: {s.recipe.numerics}")
     if plan.combined is not None:

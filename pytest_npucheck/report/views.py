@@ -10,9 +10,19 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-__all__ = ["pct", "where", "gate", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
+__all__ = ["test_label", "test_order", "pct", "where", "gate", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
 
 _REFERENCE = {"pytorch": "PyTorch", "onnxruntime_fp32": "ONNX Runtime fp32"}
+
+
+def test_label(test: Mapping[str, Any]) -> str:
+    """A test entry's name: its node id, with ``[call N]`` for the second and later npu_check calls."""
+    call = test.get("call", 1)
+    return test["nodeid"] if call == 1 else f"{test['nodeid']} [call {call}]"
+
+
+def test_order(test: Mapping[str, Any]) -> tuple[str, int]:
+    return (test["nodeid"], int(test.get("call", 1)))
 
 
 def pct(x: Any) -> str:
@@ -192,17 +202,23 @@ def numerics_context(test: Mapping[str, Any]) -> str:
 
 
 def target_budget_rows(test: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The deployment budgets applied per target: CPU-fallback nodes and NPU share against their limits."""
+    """The deployment budgets applied per target: CPU-fallback nodes and the NPU share by nodes and by
+    MACs against their limits (part of the deployability verdict)."""
     rows = []
-    for t in (test.get("numerics") or {}).get("targets", []):
+    for tr in test.get("targets") or []:
+        t = tr.get("budget")
+        if not t:
+            continue
         limits, margins = [], []
         if t.get("max_cpu_fallback_nodes") is not None:
             limits.append(f"CPU-fallback nodes {t.get('cpu_fallback_nodes')} (max {t['max_cpu_fallback_nodes']})")
             margins.append(f"{t['max_cpu_fallback_nodes'] - int(t.get('cpu_fallback_nodes') or 0):+d} node(s)")
-        if t.get("min_npu_share") is not None and t.get("npu_share") is not None:
-            limits.append(f"NPU share {float(t['npu_share']):.1%} (min {float(t['min_npu_share']):.1%})")
-            margins.append(f"{float(t['npu_share']) - float(t['min_npu_share']):+.1%} share")
-        rows.append({"target": t.get("target", ""), "budget": str(t.get("key", "")), "limits": "; ".join(limits) or "-",
+        for field, label in (("npu_share", "nodes"), ("npu_mac_share", "MACs")):
+            bound = t.get(f"min_{field}")
+            if bound is not None and t.get(field) is not None:
+                limits.append(f"NPU share by {label} {float(t[field]):.1%} (min {float(bound):.1%})")
+                margins.append(f"{float(t[field]) - float(bound):+.1%} {label} share")
+        rows.append({"target": tr.get("target", ""), "budget": str(t.get("key", "")), "limits": "; ".join(limits) or "-",
                      "margin": ", ".join(margins) or "-", "passed": not t.get("problems"),
                      "problems": "; ".join(t.get("problems") or [])})
     return rows

@@ -193,8 +193,10 @@ def test_record_gate_and_stale_workflow(project):
     # 4. strict mode fails a run whose only problem is a stale entry ...
     project.makepyfile(nets=nets(decoder_fixed=True))
     r = project.runpytest("--npu-baseline-strict")
-    r.assert_outcomes(passed=2)
+    r.assert_outcomes(passed=2, failed=1)  # the stale entry is a failure pytest counts: last line and exit agree
     assert r.ret == pytest.ExitCode.TESTS_FAILED and "1 stale entry (fails the run (strict))" in r.stdout.str()
+    assert "FAILED npucheck-baseline.json::stale" in r.stdout.str()
+    assert "stale: test_nets.py::test_decoder" in r.stdout.str().split("= FAILURES =")[1]
     assert project.runpytest().ret == 0  # (not strict: a warning)
     # ... but a test that did not run is never stale
     r = project.runpytest("--npu-baseline-strict", "-k", "encoder")
@@ -220,3 +222,111 @@ def test_baseline_option_ini_and_invalid_file(project):
     r = project.runpytest("--npu-baseline=bad.json")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "bad.json: not a valid baseline" in r.stderr.str() and "$.entries.0" in r.stderr.str()
+
+
+# -- unsupported can never be accepted (issue 25, item 1) -------------------------------------------
+
+def test_update_refuses_unsupported_nodes_and_names_them():
+    tests = [_test("t::a", {T: [node("pad"), node("topk", op="TopK", verdict="unsupported", line=30)]})]
+    upd = bl.updated(bl.Baseline(), tests)
+    assert [(e.node, e.verdict) for e in upd.baseline.entries] == [("pad", "cpu")]
+    assert [(e.test, e.op_type, e.node) for e in upd.refused] == [("t::a", "TopK", "topk")]
+    assert bl.refused([node("pad"), node("topk", verdict="unsupported")]) == [node("topk", verdict="unsupported")]
+
+
+def test_an_entry_accepting_an_unsupported_node_is_invalid():
+    doc = bl.Baseline([bl.Entry.for_node("t::a", T, node("pad")),
+                       bl.Entry.for_node("t::a", T, node("topk", op="TopK", verdict="unsupported"))]).to_json()
+    problems = bl.validate(doc)
+    assert len(problems) == 1 and "$.entries.1 (t::a toy@1.0/soc-a: TopK topk)" in problems[0]
+    assert "verdict 'unsupported' cannot be accepted: the compiler rejects" in problems[0]
+    with pytest.raises(bl.BaselineError, match="cannot be accepted"):
+        bl.parse(doc)
+
+
+TOPK_TESTS = '''
+import pytest, torch
+import torch.nn.functional as F
+
+class Head(torch.nn.Module):
+    def forward(self, x):
+        return torch.topk(F.pad(x, (1, 1), mode="reflect"), 2).indices
+
+@pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], numerics=False)
+def test_head(npu_check):
+    npu_check(Head().eval(), torch.randn(1, 3, 8))
+'''
+
+
+def test_update_run_refuses_an_undeployable_model_and_an_existing_entry_for_it_is_an_error(project):
+    project.makepyfile(test_head=TOPK_TESTS)
+    base = project.path / "npucheck-baseline.json"
+    r = project.runpytest("test_head.py", "--npu-update-baseline", "--npu-report=md:r.md")
+    r.assert_outcomes(failed=1)
+    out = r.stdout.str()
+    assert "--npu-update-baseline refuses 1 unsupported node(s): the compiler rejects the model" in out
+    assert "1 unsupported node(s) not recorded" in out and "refused: test_head.py::test_head toy@1.0/soc-a: TopK" in out
+    assert "FAIL test_head.py::test_head toy@1.0/soc-a" in out and "PASS test_head.py" not in out
+    assert "**PASS**" not in (project.path / "r.md").read_text()
+    doc = json.loads(base.read_text())
+    assert [e["op_type"] for e in doc["entries"]] == ["Pad"]  # the CPU fallback is recorded, TopK is not
+    r = project.runpytest("test_head.py")
+    r.assert_outcomes(failed=1)  # still red: the TopK is NEW, whatever the baseline says
+    doc["entries"].append({**doc["entries"][0], "op_type": "TopK", "node": "node_topk", "verdict": "unsupported"})
+    base.write_text(json.dumps(doc))
+    r = project.runpytest("test_head.py")
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert "$.entries.1" in r.stderr.str() and "verdict 'unsupported' cannot be accepted" in r.stderr.str()
+
+
+# -- several npu_check calls in one test (issue 25, item 5) -----------------------------------------
+
+TWO_CALLS = '''
+import pytest, torch
+import torch.nn.functional as F
+
+class Enc(torch.nn.Module):
+    def forward(self, x):
+        return F.pad(x, (1, 1, 1, 1), mode="reflect")
+
+class Dec(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(F.pad(x, (2, 2, 2, 2), mode="reflect"))
+
+@pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], numerics=False)
+def test_pipeline(npu_check):
+    npu_check(Enc().eval(), torch.randn(1, 3, 8, 8))
+    npu_check(Dec().eval(), torch.randn(1, 3, 8, 8))
+'''
+
+
+def test_every_npu_check_call_of_a_test_is_recorded_keyed_by_call(project):
+    from pytest_npucheck.report.jsonreport import validate
+
+    project.makepyfile(test_two=TWO_CALLS)
+    base = project.path / "npucheck-baseline.json"
+    r = project.runpytest("test_two.py", "--npu-update-baseline", "--npu-report=json:r.json", "--npu-report=md:r.md")
+    r.assert_outcomes(passed=1)
+    doc = json.loads(base.read_text())
+    assert bl.validate(doc) == []
+    assert sorted((e["test"], e.get("call", 1)) for e in doc["entries"]) == [
+        ("test_two.py::test_pipeline", 1), ("test_two.py::test_pipeline", 2)]
+    rep = json.loads((project.path / "r.json").read_text())
+    assert validate(rep) == [] and [t.get("call", 1) for t in rep["tests"]] == [1, 2]
+    assert "call 2" in (project.path / "r.md").read_text()
+    # a team documents the second model's fallback; a plain run accepts both calls' fallbacks
+    for e in doc["entries"]:
+        e["reason"] = f"decoder pad, call {e.get('call', 1)}"
+    base.write_text(json.dumps(doc))
+    r = project.runpytest("test_two.py", "--npu-baseline-strict")
+    r.assert_outcomes(passed=1)
+    assert "PASS test_two.py::test_pipeline [call 2] toy@1.0/soc-a" in r.stdout.str()
+    # the first model gains a fallback: call 1 fails, call 2 never runs; an update must not drop
+    # call 2's curated entry as "removed"
+    project.makepyfile(test_two=TWO_CALLS.replace('return F.pad(x, (1, 1, 1, 1), mode="reflect")',
+                                                  'return torch.topk(F.pad(x, (1, 1, 1, 1), mode="reflect"), 2).values'))
+    r = project.runpytest("test_two.py", "--npu-update-baseline")
+    r.assert_outcomes(failed=1)
+    assert "removed:" not in r.stdout.str()
+    kept = [e for e in json.loads(base.read_text())["entries"] if e.get("call") == 2]
+    assert [e["reason"] for e in kept] == ["decoder pad, call 2"]

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -290,3 +291,111 @@ def test_sys_exit_in_the_child_does_not_end_the_run(limits):
     limits(enabled=True, timeout=60)
     with pytest.raises(NpuCheckError, match=r"raised SystemExit\(3\)"):
         isolate.call("export", sys.exit, 3)
+
+
+# -- round two (issue 27): a child never outlives its parent ---------------------------------------
+
+def _start_parent(tmp_path: Path, body: str) -> tuple[subprocess.Popen, int]:
+    """A parent process (its own session) whose isolated child writes its pid to a file and hangs;
+    returns the parent and the child's pid."""
+    pidfile = tmp_path / "child.pid"
+    code = ("import os, sys, time\nfrom pathlib import Path\nfrom pytest_npucheck import isolate\n"
+            f"PIDFILE = Path({str(pidfile)!r})\n" + textwrap.dedent(body))
+    parent = subprocess.Popen([sys.executable, "-c", code], start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    for _ in range(1200):  # the parent imports torch first: up to a minute on a loaded machine
+        if pidfile.exists() and pidfile.read_text().strip():
+            return parent, int(pidfile.read_text())
+        if parent.poll() is not None:
+            pytest.fail(f"the parent ended early: {parent.stderr.read().decode()[-2000:]}")
+        time.sleep(0.05)
+    parent.kill()
+    pytest.fail("the isolated child never started")
+
+
+def _kill(*pids: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    for _ in range(int(seconds / 0.1)):
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return not _alive(pid)
+
+
+@pytest.mark.reliability("S5")
+def test_a_hanging_export_child_dies_with_its_parent_killed_by_sigkill(tmp_path):
+    """kill -9 of pytest left a hanging export child running under init with no timeout: it now gets
+    a parent-death signal (and its watchdog sees the parent gone)."""
+    parent, child = _start_parent(tmp_path, """
+        import torch
+        from pytest_npucheck.export import ExportOptions, export_model
+
+        class Hang(torch.nn.Module):
+            def forward(self, x):
+                PIDFILE.write_text(str(os.getpid()))
+                time.sleep(3600)
+                return x
+
+        isolate.configure(enabled=True, timeout=3600)
+        export_model(Hang(), torch.randn(1, 2), ExportOptions(exporter="torchscript"), cache_dir=None)
+    """)
+    try:
+        assert child != parent.pid and _alive(child)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert _gone_within(child, 30), "the export child outlived its parent"
+    finally:
+        _kill(child, parent.pid)
+
+
+@pytest.mark.reliability("S5")
+def test_a_child_ends_itself_after_its_own_timeout_when_the_parent_cannot(tmp_path):
+    """A parent that is stopped (or frozen) cannot enforce the timeout: the child's own timer does, at
+    the timeout plus a grace period. Here the parent is SIGSTOPped with a 3 s timeout."""
+    assert isolate.own_timeout(1.0) > 1.0 and isolate.own_timeout(None) is None
+    parent, child = _start_parent(tmp_path, """
+        def hang():
+            PIDFILE.write_text(str(os.getpid()))
+            time.sleep(3600)
+
+        isolate.configure(enabled=True, timeout=3)
+        try:
+            isolate.call("export", hang)
+        except isolate.IsolationError:
+            time.sleep(3600)
+    """)
+    try:
+        os.kill(parent.pid, signal.SIGSTOP)
+        assert _gone_within(child, 60), "the child outlived its own timeout"
+    finally:
+        _kill(child, parent.pid)
+        parent.wait()
+
+
+@pytest.mark.reliability("S5")
+def test_the_watchdog_ends_the_child_without_the_parent_death_signal(tmp_path):
+    """Where prctl does not exist (or has no effect), the watchdog thread sees the parent gone."""
+    parent, child = _start_parent(tmp_path, """
+        isolate._libc = False  # no parent-death signal: only the watchdog is left
+
+        def hang():
+            PIDFILE.write_text(str(os.getpid()))
+            while True:
+                time.sleep(0.01)
+
+        isolate.configure(enabled=True, timeout=3600)
+        isolate.call("export", hang)
+    """)
+    try:
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        assert _gone_within(child, 30), "the watchdog did not end the orphaned child"
+    finally:
+        _kill(child)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -328,7 +329,8 @@ def test_json_report_validates_and_carries_contract_fields(suite):
     assert a["summary"]["cpu"] == 1 and not a["passed"]
     pad = next(n for n in a["nodes"] if n["op_type"] == "Pad")
     assert pad["verdict"] == "cpu" and pad["reasons"][0] == {
-        "rule": "attr_in", "message": "mode='reflect' not in {'constant'}", "verdict": "cpu", "category": "attribute"}
+        "rule": "attr_in", "message": "mode='reflect' not in {'constant'}", "verdict": "cpu", "category": "attribute",
+        "basis": "inferred", "source": "tests"}  # the toy table's source key names neither a probe nor a document
     assert b["passed"]
     ts = tests["test_j.py::test_clean_ts"]
     assert ts["status"] == "passed" and ts["export"]["exporter"] == "torchscript" and ts["export"]["opset"] == 17
@@ -553,3 +555,20 @@ def test_a_function_is_refused_as_a_model_and_a_target_named_twice_is_checked_on
     tests = {t["nodeid"]: t for t in json.loads((suite.path / "r.json").read_text())["tests"]}
     twice = [t["target"] for t in tests["test_m.py::test_twice"]["targets"]]
     assert twice == ["toy@1.1/soc-a"]  # "toy" is the newest version and its default SoC
+
+
+@pytest.mark.reliability("S1")
+def test_a_special_file_as_report_or_baseline_is_a_usage_error_at_start(pytester):
+    import stat
+
+    pytester.makepyfile("def test_a():\n    assert True\n")
+    os.mkfifo(pytester.path / "r.json")
+    res = pytester.runpytest_inprocess("--npu-report=json:r.json")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and "passed" not in res.stdout.str()
+    assert "r.json is a FIFO (named pipe), not a regular file" in res.stderr.str()
+    os.mkfifo(pytester.path / "base.json")
+    res = pytester.runpytest_inprocess("--npu-baseline=base.json", "--npu-update-baseline")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR and "passed" not in res.stdout.str()
+    assert "base.json is a FIFO (named pipe), not a regular file" in res.stderr.str()
+    assert stat.S_ISFIFO(os.lstat(pytester.path / "r.json").st_mode)
+    assert stat.S_ISFIFO(os.lstat(pytester.path / "base.json").st_mode)

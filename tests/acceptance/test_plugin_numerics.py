@@ -193,15 +193,36 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
     r = suite.runpytest("--npu-release=1.0.0")
     r.assert_outcomes(failed=1)
     out = r.stdout.str()
-    assert "toy@1.0/soc-a: budget exceeded: 1 CPU-fallback node(s), budget 0 (release 1.0.0, entry 'toy@*')" in out
+    # a deployment budget is part of the deployability verdict, not of the numerics
+    failure = out.split("npu_deployable: the model fails the deployability check on 1 of 1 target(s)")[1]
+    assert failure.lstrip().startswith("toy@1.0/soc-a: deployment budget exceeded: 1 CPU-fallback node(s) over "
+                                       "max_cpu_fallback_nodes 0 (release 1.0.0, entry 'toy@*')")
+    assert "fails the numeric checks" not in out
     assert "stale: releases/1.0.0/tests/*no_such_test*" in out
+    # -k or -m that keeps every marked test is the whole suite for the budgets (the recommended
+    # `pytest -m npu_deployable` deselects only unmarked tests)
+    suite.makepyfile(test_plain="def test_plain():\n    pass\n")
+    for args in (["-k", "reflect"], ["-m", "npu_deployable"]):
+        r = suite.runpytest("--npu-release=1.0.0", *args)
+        r.assert_outcomes(failed=1, deselected=1)
+        assert "stale: releases/1.0.0/tests/*no_such_test*" in r.stdout.str() and "not checked" not in r.stdout.str()
+    (suite.path / "test_plain.py").unlink()
     # a partial run cannot tell a stale entry from one the tests it left out use
+    suite.makepyfile(test_other="""
+        import pytest, torch
+        from numeric_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
     r = suite.runpytest("--npu-release=1.0.0", "-k", "reflect", "--npu-report=json:r.json")
-    r.assert_outcomes(failed=1)
+    r.assert_outcomes(failed=1, deselected=1)
     out = r.stdout.str()
-    assert "stale: releases" not in out and "stale entries not checked: a partial run (-k)" in out
+    assert "stale: releases" not in out and "stale entries not checked: a partial run (1 marked test(s) deselected)" in out
     budgets = json.loads((suite.path / "r.json").read_text())["budgets"]
-    assert budgets["stale"] == [] and budgets["stale_not_checked"].startswith("a partial run (-k)")
+    assert budgets["stale"] == [] and budgets["stale_not_checked"].startswith("a partial run (1 marked")
+    (suite.path / "test_other.py").unlink()
 
     r = suite.runpytest("--npu-release=0.9")  # no release in force: no budget applies
     r.assert_outcomes(passed=1)
@@ -214,8 +235,11 @@ def test_budget_caps_cpu_fallbacks_and_reports_stale_entries(suite):
         def test_reflect(npu_check):
             npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
     """)
-    r = suite.runpytest("--npu-release=1.0.0")
-    r.assert_outcomes(passed=1)
+    # switching the numerics off does not switch the deployment budget off
+    for args in (["--npu-release=1.0.0"], ["--npu-release=1.0.0", "--npu-no-numerics"]):
+        r = suite.runpytest(*args)
+        r.assert_outcomes(failed=1)
+        assert "deployment budget exceeded: 1 CPU-fallback node(s)" in r.stdout.str()
 
 
 def test_a_float16_model_is_compared_as_fp16_and_a_shared_emulation_failure_names_every_target(suite):
@@ -260,3 +284,117 @@ def test_a_float16_model_is_compared_as_fp16_and_a_shared_emulation_failure_name
         ("toy@1.1/soc-a", False), ("toy@1.1/soc-b", False)]
     assert "toy@1.1/soc-a: fp16 emulation vs fp32" in out
     assert "toy@1.1/soc-b: fp16 emulation vs fp32: FAIL, the same emulation as toy@1.1/soc-a above" in out
+
+
+def test_an_update_run_records_fallbacks_and_still_fails_on_numerics(suite):
+    """--npu-update-baseline accepts CPU fallbacks, never numeric failures: the run is red, its last line
+    counts the failure, and the fallback is recorded (README and docs/ci.md say so)."""
+    suite.makepyfile(test_upd="""
+        import pytest, torch
+        import torch.nn.functional as F
+
+        class Both(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv2d(3, 8, 3)
+
+            def forward(self, x):
+                y = self.conv(F.pad(x, (1, 1, 1, 1), mode="reflect"))
+                if torch.onnx.is_in_onnx_export():
+                    y = y * 1.01
+                return torch.relu(y)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"])
+        def test_both(npu_check):
+            npu_check(Both().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    r = suite.runpytest("--npu-update-baseline")
+    r.assert_outcomes(failed=1)
+    assert r.ret == pytest.ExitCode.TESTS_FAILED
+    out = r.stdout.str()
+    assert "npucheck baseline updated: npucheck-baseline.json (1 entries, 1 added" in out
+    assert "numerics: test_upd.py::test_both fails the numeric checks" in out
+    assert "npu_deployable: the model fails the deployability check" not in out  # the fallback was accepted
+    r = suite.runpytest()
+    r.assert_outcomes(failed=1)  # the numerics still fail; the Pad is accepted
+    assert "(0 new, 1 accepted fallback(s))" in r.stdout.str()
+
+
+LABEL_TESTS = """
+import pytest, torch
+
+
+class Classifier(torch.nn.Module):
+    '''Identity logits: row 0 is a near-tie (1.0 vs 1.0001) that fp16 rounds to a tie and flips.'''
+
+    def __init__(self, swap=False):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4, bias=False)
+        self.swap = swap
+        with torch.no_grad():
+            self.fc.weight.copy_(torch.eye(4))
+
+    def forward(self, x):
+        logits = self.fc(x)
+        if self.swap and torch.onnx.is_in_onnx_export():
+            logits = logits.flip(-1)  # the export computes other labels: real flips
+        return {"labels": logits.argmax(-1), "scores": logits}
+
+
+X = torch.tensor([[1.0, 1.0001, 0.0, 0.0]] + [[0.0, 0.0, 3.0, 0.0]] * 255)
+
+
+@pytest.mark.npu_deployable(targets=["qnn@2.51.0/htp-v73"])
+def test_near_tie(npu_check):
+    npu_check(Classifier().eval(), X)
+
+
+@pytest.mark.npu_deployable(targets=["qnn@2.51.0/htp-v73"])
+def test_real_flip(npu_check):
+    npu_check(Classifier(swap=True).eval(), X)
+"""
+
+
+def test_label_outputs_pass_near_ties_and_fail_real_flips_by_their_own_name(suite):
+    suite.makepyfile(test_labels=LABEL_TESTS)
+    r = suite.runpytest("--npu-report=json:r.json")
+    r.assert_outcomes(passed=1, failed=1)
+    out = r.stdout.str()
+    doc = json.loads((suite.path / "r.json").read_text())
+    near = next(t for t in doc["tests"] if t["nodeid"].endswith("test_near_tie"))
+    [emu] = near["numerics"]["emulation"]
+    [labels] = [o for o in emu["result"]["comparison"]["outputs"] if o.get("model_name") == "labels"]
+    assert labels["passed"] and labels["labels"]["flips"] == 1 and labels["labels"]["near_ties"] == 1
+    assert labels["labels"]["flipped"][0]["index"] == [0] and labels["labels"]["margins_known"]
+    failure = out.split("_ test_real_flip _")[1]
+    assert "FAIL output 'labels' (ONNX output" in failure
+    assert "compared as labels: 256 of 256 element(s) differ; 255 beyond the reference's margin, 1 near-tie" in failure
+    assert "cosine" not in failure.split("FAIL output 'labels'")[1].split("output")[0]  # no float metrics on labels
+
+
+def test_a_budget_precision_that_changes_a_targets_default_says_so(suite):
+    """A pattern entry with precision fp16 used to switch SNPE's emulation from its int8 default silently."""
+    suite.makepyfile(test_prec="""
+        import pytest, torch
+        from numeric_nets import Clean
+
+        @pytest.mark.npu_deployable(targets=["snpe@2025.08/htp"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    (suite.path / "npu-budgets.json").write_text(json.dumps({"format": 1, "releases": {"1.0.0": {
+        "tests": {"*clean*": {"precision": "fp16"}}}}}))
+    r = suite.runpytest("--npu-release=1.0.0", "--npu-report=json:r.json")
+    r.assert_outcomes(passed=1, warnings=1)
+    note = ("budget entry '*clean*' (release 1.0.0) sets precision fp16 for snpe@2025.08/htp, whose table default "
+            "is int8")
+    assert note in r.stdout.str()
+    [t] = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert note in t["numerics"]["notes"] and t["numerics"]["emulation"][0]["precision"] == "fp16"
+    # per target: another target keeps its default, no note
+    (suite.path / "npu-budgets.json").write_text(json.dumps({"format": 1, "releases": {"1.0.0": {
+        "tests": {"*clean*": {"precision": {"rknn@*": "fp16"}}}}}}))
+    r = suite.runpytest("--npu-release=1.0.0", "--npu-report=json:r.json")
+    r.assert_outcomes(passed=1)
+    [t] = json.loads((suite.path / "r.json").read_text())["tests"]
+    assert t["numerics"]["notes"] == [] and t["numerics"]["emulation"][0]["precision"] == "int8"

@@ -139,7 +139,8 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert re.fullmatch(r"[0-9a-f]{64}", props[f"npucheck[{T}].table_sha256"])
     # the table revision each target was checked against, in every report (a table without one is revision 1)
     assert props[f"npucheck[{T}].table_revision"] == "1" and a["table"]["revision"] == 1
-    assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}]: FAIL" in text
+    # the toy table is documentation only: the headline says so
+    assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}, documentation only]: FAIL" in text
     assert props[f"npucheck[{T}].cpu"] == "2" and props[f"npucheck[{T}].new_fallbacks"] == "1"
     assert props[f"npucheck[{T}].accepted_fallbacks"] == "1"
     assert 0 < float(props[f"npucheck[{T}].npu_share_nodes"]) < 1
@@ -164,7 +165,8 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     new_part, acc_part = md.split("### Accepted fallbacks")
     assert md_report.esc(new_node) in new_part and md_report.esc(accepted_node) in acc_part
     assert "reflect &lt;padding&gt; is \\| needed" in acc_part
-    assert "| toy@1.0/soc\\-a | test\\_suite.py::test\\_two\\_pads | **FAIL** |" in md
+    # the toy table is documentation only: every report says so beside the target
+    assert "| toy@1.0/soc\\-a \\(documentation only\\) | test\\_suite.py::test\\_two\\_pads | **FAIL** |" in md
     # HTML: self-contained and rendered by a real browser
     page = (out / "r.html").read_text()
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)
@@ -389,23 +391,25 @@ def test_golden_and_deployment_budgets_in_markdown_and_html():
                       "metrics": {"max_abs": 3e-7, "mean_abs": 1e-7, "cosine": 1.0, "snr_db": 130.0,
                                   "norm_ratio": 1.0}}]}
     numerics = {"enabled": True, "passed": False, "release": "1.2.0", "notes": [], "onnx_vs_pytorch": comparison,
-                "emulation": [], "golden": {"status": "passed", "message": "golden matches", "comparison": comparison},
-                "targets": [{"target": T, "release": "1.2.0", "key": "toy@*", "max_cpu_fallback_nodes": 1,
-                             "min_npu_share": 0.9, "cpu_fallback_nodes": 2, "npu_share": 0.8,
-                             "problems": ["2 CPU-fallback nodes > 1"]}]}
+                "emulation": [], "golden": {"status": "passed", "message": "golden matches", "comparison": comparison}}
+    target = next(t for t in nasty_document()["tests"] if t["targets"])["targets"][0]
+    target["budget"] = {"release": "1.2.0", "key": "toy@*", "max_cpu_fallback_nodes": 1, "min_npu_share": 0.9,
+                        "min_npu_mac_share": 0.5, "cpu_fallback_nodes": 2, "npu_share": 0.8, "npu_mac_share": 0.999,
+                        "problems": ["2 CPU-fallback nodes > 1"]}
     doc = run_document([{"nodeid": "t.py::test_a", "status": "failed", "error": None, "export": None,
-                         "targets": [], "numerics": numerics}])
+                         "targets": [target], "numerics": numerics}])
     assert validate(doc) == []
     md = md_report.render(doc)
     assert md.startswith("## NPU check: failed")  # a numeric failure fails the run's headline too
     assert "| stored golden \\(passed\\) | - | logits | pass | golden outputs | 3e-07 |" in md
-    assert ("| toy@1.0/soc\\-a | toy@\\* | CPU\\-fallback nodes 2 \\(max 1\\); NPU share 80.0% \\(min 90.0%\\) | "
-            "**FAIL** (2 CPU\\-fallback nodes &gt; 1) | \\-1 node\\(s\\), \\-10.0% share |") in md
+    assert ("| toy@1.0/soc\\-a | toy@\\* | CPU\\-fallback nodes 2 \\(max 1\\); NPU share by nodes 80.0% \\(min 90.0%\\); "
+            "NPU share by MACs 99.9% \\(min 50.0%\\) | **FAIL** (2 CPU\\-fallback nodes &gt; 1) | "
+            "\\-1 node\\(s\\), \\-10.0% nodes share, \\+49.9% MACs share |") in md
     assert "budgets of release 1.2.0" in md
     page = html_report.render(doc)
     assert "<title>NPU check: failed</title>" in page
     assert '<tr class="golden"><td>stored golden (passed)</td>' in page
-    assert "<td>-1 node(s), -10.0% share</td>" in page
+    assert "<td>-1 node(s), -10.0% nodes share, +49.9% MACs share</td>" in page
 
 
 def test_a_budget_loosening_without_approval_fails_the_markdown_and_html_headline():
@@ -427,3 +431,71 @@ def test_a_budget_loosening_without_approval_fails_the_markdown_and_html_headlin
     page = html_report.render(doc)
     assert "<title>NPU check: failed</title>" in page and '<section id="loosened">' in page
     assert "cosine_min loosened 0.9999 -&gt; 0.9" in page
+
+
+# -- round two (issue 27): bidi and other invisible characters -------------------------------------
+
+BIDI = ["\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u202a", "\u200f", "\u061c", "\u200b", "\u2028",
+        "\ufeff", "\U000e0041"]
+
+
+@pytest.mark.reliability("S10")
+def test_bidi_and_invisible_characters_are_shown_as_escapes_in_every_renderer(judge):
+    """U+202E and the isolates in module names, node names and file paths reached the terminal text,
+    the Markdown and the HTML raw (visual spoofing in a review). One helper (report/escape.py) shows
+    them as escapes in all three; the JSON data keeps the exact strings."""
+    import sys
+
+    from onnx import helper
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from conftest import make_model
+    from pytest_npucheck.report.escape import visible
+    from pytest_npucheck.report.text import render_target
+
+    name = "/blk\u202egnp.exe/act\u2066x\u2069/Sin" + "".join(BIDI)
+    node = helper.make_node("Sin", ["x"], ["y"], name=name)
+    node.metadata_props.add(key="pkg.torch.onnx.stack_trace",
+                            value='File "/src/mo\u2067del.py", line 12, in forward\n    return torch.sin(x)')
+    res = judge(make_model([node], [("x", (1, 4))], ["y"]))["__result__"]
+    assert not res.passed and res.nodes[0].name == name  # the data keeps the exact name
+    text = "\n".join(render_target(res))
+    doc = run_document([{"nodeid": "t.py::test_[\u202eevil]", "status": "failed", "error": None, "export": None,
+                         "targets": [json.loads(json.dumps(res.to_json()))]}])
+    assert validate(doc) == []
+    md = md_report.render(doc)
+    page = html_report.render(doc)
+    for out in (text, md, page):
+        assert not any(ch in out for ch in BIDI)
+        assert "u202e" in out and "u2066" in out and "U000e0041" in out
+    assert "/blk\\u202egnp.exe/act\\u2066x\\u2069/Sin" in text and "/src/mo\\u2067del.py:12" in text
+    assert "t.py::test_[\\u202eevil]" in page
+    assert visible("a\u202eb\x1bc\u00e9\u4e2d \u00a0") == "a\\u202eb\\x1bc\u00e9\u4e2d \u00a0"  # letters stay
+
+
+@pytest.mark.reliability("S10")
+def test_the_failure_text_of_a_pytest_run_escapes_bidi_characters(pytester):
+    """The plugin's failure text and terminal summary come from the same helper."""
+    pytester.makepyfile(textwrap.dedent('''
+        import pytest, torch
+
+        class Blk(torch.nn.Module):
+            def forward(self, x):
+                return torch.sin(x)
+
+        class Model(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                setattr(self, "evil\\u202egnp", Blk())
+
+            def forward(self, x):
+                return getattr(self, "evil\\u202egnp")(x)
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], exporter="torchscript", numerics=False)
+        def test_model(npu_check):
+            npu_check(Model().eval(), torch.randn(1, 4))
+    '''))
+    res = pytester.runpytest_subprocess(f"--npu-tables={TOY_TABLES}", "-p", "no:randomly")
+    out = res.stdout.str()
+    assert res.ret == pytest.ExitCode.TESTS_FAILED and "Sin" in out
+    assert "\u202e" not in out and "evil\\u202egnp" in out

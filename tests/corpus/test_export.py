@@ -715,3 +715,92 @@ def test_export_error_survives_pickling():
     assert (str(copy), copy.exporter, copy.model_class, copy.output) == (
         "dynamo exporter failed", "dynamo", "m.C", "o"
     )
+
+
+# --------------------------------------------------------------------------- round two (issue 27)
+
+_ACT_MODULE = '''
+import torch
+
+
+class Act:
+    def __call__(self, x):
+        return {body}
+'''
+
+
+class _Net(torch.nn.Module):
+    """Holds an activation object it is given (its class is named nowhere in this code)."""
+
+    def __init__(self, act):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.act = act
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+@pytest.mark.reliability("S8")
+def test_cache_key_covers_the_code_of_callables_a_module_holds(tmp_path, monkeypatch):
+    """Changing ``Act.__call__`` from relu to topk (Act is not a Module) kept the key: the cache hit
+    gave the old [Gemm, Relu] export while a fresh export has TopK. Now the key changes, and the
+    export is redone."""
+    import importlib
+
+    import onnx
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    src = tmp_path / "npucheck_act_model.py"
+    src.write_text(_ACT_MODULE.format(body="torch.relu(x)"))
+    mod = importlib.import_module("npucheck_act_model")
+    x = torch.randn(1, 4)
+    options = ExportOptions(exporter="torchscript")
+    torch.manual_seed(0)
+    net = _Net(mod.Act()).eval()
+    relu_key = cache_key(net, x, options)
+    first = export_model(net, x, options, cache_dir=tmp_path / "cache")
+    src.write_text(_ACT_MODULE.format(body="torch.topk(x, 2).values"))
+    mod = importlib.reload(mod)
+    torch.manual_seed(0)
+    net = _Net(mod.Act()).eval()
+    assert cache_key(net, x, options) != relu_key
+    second = export_model(net, x, options, cache_dir=tmp_path / "cache")
+    assert not second.cache_hit and second.path != first.path
+    assert "TopK" in {n.op_type for n in onnx.load(str(second.path)).graph.node}
+
+
+def _scaler(k):
+    def scale(x):
+        return x * k
+    return scale
+
+
+class _Holder:
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, x):
+        return x * self.k
+
+
+class _HoldsCallables(torch.nn.Module):
+    def __init__(self, fn, extra=()):
+        super().__init__()
+        self.fn = fn
+        self.extra = list(extra)
+
+    def forward(self, x):
+        for f in self.extra:
+            x = f(x)
+        return self.fn(x)
+
+
+@pytest.mark.reliability("S8")
+def test_cache_key_covers_closures_bound_methods_and_objects_in_containers():
+    x = torch.ones(1, 2)
+    key = lambda m: cache_key(m, x, ExportOptions())  # noqa: E731
+    assert key(_HoldsCallables(_scaler(2))) == key(_HoldsCallables(_scaler(2)))
+    assert key(_HoldsCallables(_scaler(2))) != key(_HoldsCallables(_scaler(3)))  # the closure's value
+    assert key(_HoldsCallables(_Holder(2).apply)) != key(_HoldsCallables(_Holder(3).apply))  # the method's object
+    assert key(_HoldsCallables(torch.relu, [_scaler(2)])) != key(_HoldsCallables(torch.relu, [_scaler(5)]))

@@ -146,7 +146,12 @@ def test_oracle_not_installed_is_said_not_silent(pytester: pytest.Pytester, monk
     pytester.path.joinpath("pytest.ini").write_text(
         f"[pytest]\naddopts = --npu-tables={pytester.path / 'wrong-tables'} -p no:cacheprovider\nnpu_oracle = strict\n")
     r = pytester.runpytest("--npu-report=json:r.json")
-    r.assert_outcomes(passed=1)  # strict fails disagreements, not a missing toolchain
+    # strict with nothing to run is no green run: a usage error naming what to install
+    assert r.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--npu-oracle=strict: the real toolchain of these targets cannot run here" in r.stderr.str()
+    assert f"{target}: rknn-toolkit2 is not installed: set NPUCHECK_RKNN_PYTHON" in r.stderr.str()
+    r = pytester.runpytest("--npu-report=json:r.json", "--npu-oracle=report")
+    r.assert_outcomes(passed=1)  # report mode says so and goes on
     assert f"oracle {target}: not run: rknn-toolkit2 is not installed: set NPUCHECK_RKNN_PYTHON" in r.stdout.str()
     doc = json.loads((pytester.path / "r.json").read_text())
     assert validate(doc) == []

@@ -107,6 +107,10 @@ def test_write_table_from_recorded_results_reproduces_the_committed_table(capsys
     committed = json.loads((REPO / "op_support_tables" / toolchain / version / f"{soc}.json").read_text(encoding="utf-8"))
     for t in (written, committed):
         t["provenance"].pop("generated")
+    # a table written to a new place starts at revision 1; the committed one keeps its corrections
+    assert written.pop("revision") == 1 and "errata" not in written
+    revision, errata = committed.pop("revision"), committed.pop("errata", [])
+    assert [e["revision"] for e in errata] == list(range(2, revision + 1))
     assert written == committed
     assert f"wrote {out}" in err
 
@@ -212,3 +216,4 @@ def test_qnn_probe_subset_check_and_altered_table(capsys, tmp_path):
     code, out, err = run(capsys, "qnn", "--version", version, "--soc", "htp-v73", "--results", res,
                          "--check-table", tables=altered)
     assert code == 1 and "DISAGREES ai.onnx:Relu:" in out
+

@@ -45,10 +45,10 @@ def _edit(path, change):
 
 
 def test_an_in_place_edit_of_a_released_table_is_caught_and_a_new_revision_is_not(tables_copy):
-    path = tables_copy / "rknn" / "2.5.0" / "rk3588.json"
+    path = tables_copy / "cann" / "8.5.0" / "ascend310p.json"  # a table still at revision 1
     _edit(path, lambda d: d["ops"]["ai.onnx:Sigmoid"].update(status="cpu"))
     [problem] = policy_problems(tables_copy)
-    assert problem.startswith("rknn/2.5.0/rk3588.json: revision 1 shipped in 0.1.0 and its content changed")
+    assert problem.startswith("cann/8.5.0/ascend310p.json: revision 1 shipped in 0.1.0 and its content changed")
     assert "bump `revision` to 2 and add an `errata` entry" in problem
 
     def correct(d):

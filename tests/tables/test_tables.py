@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -287,3 +288,74 @@ def test_qnn_pattern_probes_are_reproduced_by_the_tables(version):
         for rec in recs:
             diff = compare(predict(table, probes[rec["id"]].model), rec["status"], rec["placement"], rec["focus"])
             assert diff == [], (version, arch, rec["id"], diff)
+
+
+# -- round two (issue 27): the bundled schema always, regular files only ---------------------------
+
+@pytest.mark.reliability("S3")
+def test_a_schema_json_in_a_user_table_dir_is_ignored(tmp_path):
+    """A user directory's schema.json replaced the bundled schema: `{}` let a malformed table through
+    to raw AttributeError/TypeError tracebacks. Every table is validated by the bundled schema."""
+    root = copy_toy(tmp_path)
+    (root / "schema.json").write_text("{}")
+    table = root / "toy" / "1.0" / "soc-a.json"
+    edit(table, lambda d: (d.update(ops=[1, 2], default_verdict=5), d["opsets"].update({"ai.onnx": "x"})))
+    with pytest.raises(TableError) as info:
+        Catalog.discover([root]).table("toy@1.0/soc-a")
+    text = str(info.value)
+    assert str(table) in text and "$.ops: [1, 2] is not of type 'object'" in text and "$.default_verdict" in text
+    # a schema that would reject a valid table is not read either
+    (root / "schema.json").write_text(json.dumps({"properties": {"description": {"pattern": "^(a+)+$"}}}))
+    shutil.copy(TOY_TABLES / "toy" / "1.0" / "soc-a.json", table)
+    assert Catalog.discover([root]).table("toy@1.0/soc-a").description.startswith("A small")
+
+
+@pytest.mark.reliability("S3")
+def test_a_redos_pattern_in_a_user_schema_cannot_hang_the_validation(tmp_path):
+    """`"pattern": "^(a+)+$"` against a long description hung `npucheck --tables DIR check` (exponential
+    backtracking); the user's schema is not read, so the check ends (the timeout only stops a hang)."""
+    import subprocess
+    import sys
+
+    from conftest import make_model
+    import onnx
+    from onnx import helper
+
+    root = copy_toy(tmp_path)
+    (root / "schema.json").write_text(json.dumps({"properties": {"description": {"pattern": "^(a+)+$"}}}))
+    edit(root / "toy" / "1.0" / "soc-a.json", lambda d: d.update(description="a" * 40 + "!"))
+    model = tmp_path / "m.onnx"
+    onnx.save(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", (1, 4))], ["y"]), model)
+    try:
+        res = subprocess.run([sys.executable, "-m", "pytest_npucheck.cli", "--tables", str(root), "check", str(model),
+                              "--target", "toy@1.0/soc-a"], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the validation hung on the user schema's pattern")
+    assert res.returncode in (0, 1) and "Traceback" not in res.stderr, res.stderr
+    assert "toy@1.0/soc-a" in res.stdout
+
+
+@pytest.mark.reliability("S4")
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero_link", "fifo_catalog"])
+def test_table_files_must_be_regular_files(tmp_path, kind):
+    """A table (or catalog.json) that is a FIFO hung the read; a link to /dev/zero read until MemoryError.
+    Both are a table error naming the file; the run does not hang."""
+    root = copy_toy(tmp_path)
+    if kind == "fifo_catalog":
+        bad = root / "catalog.json"
+        bad.unlink()
+        os.mkfifo(bad)
+        with pytest.raises(TableError) as info:
+            Catalog.discover([root])
+    else:
+        bad = root / "toy" / "1.0" / "soc-b.json"
+        if kind == "fifo":
+            os.mkfifo(bad)
+        else:
+            os.symlink("/dev/zero", bad)
+        cat = Catalog.discover([root])
+        with pytest.raises(TableError) as info:
+            cat.table("toy@1.0/soc-b")
+    text = str(info.value)
+    assert str(bad) in text
+    assert ("is a FIFO (named pipe), not a regular file" if "fifo" in kind else "is a character device") in text

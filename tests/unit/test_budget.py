@@ -12,6 +12,7 @@ import pytest
 from pytest_npucheck.budget import (
     BudgetError,
     Budgets,
+    TargetBudget,
     check_tightening,
     load_budgets,
     parse_version,
@@ -64,9 +65,45 @@ def test_load_and_lookup(tmp_path):
     assert b.for_test("1.3.0", "t", model_name="bert_tiny").policy.default.snr_db_min == 25
     tgt = b.for_target("1.2.0", "qnn@2.51.0/htp-v73")
     assert tgt.key == "qnn@*" and tgt.problems(1, 1.0) == [
-        "1 CPU-fallback node(s), budget 0 (release 1.2.0, entry 'qnn@*')"]
+        "1 CPU-fallback node(s) over max_cpu_fallback_nodes 0 (release 1.2.0, entry 'qnn@*')"]
     rk = b.for_target("1.2.0", "rknn@2.5.0/rk3588")
-    assert rk.problems(2, 0.9) == [] and "NPU share 0.85 below budget 0.9" in rk.problems(0, 0.85)[0]
+    assert rk.problems(2, 0.9) == [] and "NPU share by nodes 0.85 below min_npu_share 0.9" in rk.problems(0, 0.85)[0]
+
+
+def test_node_share_and_mac_share_are_named_and_bounded_apart():
+    """One ArgMax on the CPU: 0.75 of the nodes, 99.9% of the MACs on the NPU (issue 25)."""
+    nodes_only = TargetBudget("1.0.0", "rknn@*", None, 0.9)
+    [p] = nodes_only.problems(1, 0.75, 0.999)
+    assert "NPU share by nodes 0.75 below min_npu_share 0.9; by MACs it is 0.999" in p
+    macs = TargetBudget("1.0.0", "rknn@*", None, None, 0.99)
+    assert macs.problems(1, 0.75, 0.999) == []
+    assert "NPU share by MACs 0.5 below min_npu_mac_share 0.99" in macs.problems(1, 0.75, 0.5)[0]
+    measured = macs.measure(1, 0.75, 0.999)
+    assert measured["npu_mac_share"] == 0.999 and measured["npu_mac_share_margin"] == pytest.approx(0.009)
+    assert validate({"format": 1, "releases": {"1.0.0": {"targets": {"x@*": {"min_npu_mac_share": 0.99}}}}}) == []
+    assert check_tightening({"format": 1, "releases": {"1.0.0": {"targets": {"x@*": {"min_npu_mac_share": 0.99}}}}},
+                            {"format": 1, "releases": {"1.0.0": {"targets": {"x@*": {"min_npu_mac_share": 0.9}}}}})
+
+
+def test_precision_is_optional_and_per_target_never_silently_changing_a_default():
+    doc = {"format": 1, "releases": {"1.0.0": {"tests": {
+        "t_none": {"default": {"cosine_min": 0.99}},
+        "t_map": {"precision": {"rknn@*": "fp16"}},
+        "t_all": {"precision": "fp16"}}}}}
+    assert validate(doc) == []
+    b = Budgets(doc)
+    none = b.for_test("1.0.0", "t_none")
+    assert none.precision_for("snpe@2025.08/htp", "int8") == ("int8", None)  # the table's default, no note
+    assert none.policy_for("int8").default.cosine_min == 0.99 and none.policy_for("int8").default.snr_db_min == 14.0
+    per_target = b.for_test("1.0.0", "t_map")
+    assert per_target.precision_for("snpe@2025.08/htp", "int8") == ("int8", None)  # another target keeps its own
+    assert per_target.precision_for("rknn@2.5.0/rk3588", "float16") == ("fp16", None)
+    key, note = b.for_test("1.0.0", "t_all").precision_for("snpe@2025.08/htp", "int8")
+    assert key == "fp16" and "sets precision fp16 for snpe@2025.08/htp, whose table default is int8" in note
+    # tightening is judged at every precision an entry without one may run at
+    looser = {"format": 1, "releases": {"1.0.0": {"tests": {"t_none": {"default": {"cosine_min": 0.9}}}}}}
+    tight = {"format": 1, "releases": {"1.0.0": {"tests": {"t_none": {"default": {"cosine_min": 0.99}}}}}}
+    assert any("fp16:*.cosine_min loosened 0.99 -> 0.9" in p for p in check_tightening(tight, looser))
 
 
 def test_strict_json_and_schema(tmp_path):

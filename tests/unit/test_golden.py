@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import io
 import os
 import zipfile
 
 import numpy as np
 import pytest
 
-from pytest_npucheck.golden import GoldenError, GoldenStatus, GoldenStore
+from pytest_npucheck.golden import GoldenError, GoldenStatus, GoldenStore, read_golden
 
 
 def test_changed_inputs_are_a_mismatch(tmp_path):
@@ -112,3 +113,57 @@ def test_a_golden_directory_that_is_a_file_is_named_as_such(tmp_path):
         with pytest.raises(GoldenError, match="the golden directory is a file, not a directory"):
             call()
     assert root.read_text() == "not a directory"
+
+
+# -- round two (issue 27): a zip bomb, a linked golden root ----------------------------------------
+
+
+@pytest.mark.reliability("S2")
+def test_the_golden_size_limit_can_be_raised_and_applies_to_members_and_the_file(tmp_path):
+    store = GoldenStore(tmp_path)
+    path = store.save("t::a", {"x": np.ones(4, np.float32)}, {"y": np.ones((64, 64), np.float32)})
+    assert store.load("t::a") is not None  # the default limit (256 MiB) holds a normal golden
+    packed = io.BytesIO()  # compressed: a file under the limit whose arrays are over it
+    with zipfile.ZipFile(path) as zin, zipfile.ZipFile(packed, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, zin.read(info))
+    path.write_bytes(packed.getvalue())
+    assert path.stat().st_size < 8 << 10
+    small = GoldenStore(tmp_path, max_bytes=8 << 10)  # 8 KiB: the 16 KiB output is over it
+    with pytest.raises(GoldenError, match=r"golden too large: its members declare \d+ bytes, over the limit of 8192"):
+        small.load("t::a")
+    with pytest.raises(GoldenError, match="golden too large: the file is"):
+        read_golden(path, max_bytes=100)
+    assert GoldenStore(tmp_path, max_bytes=1 << 20).load("t::a").outputs["y"].shape == (64, 64)
+    # a member numpy would read whole as bytes (not an array) is refused
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("notes.txt", b"x" * 100)
+    with pytest.raises(GoldenError, match="unexpected member 'notes.txt'"):
+        store.load("t::a")
+
+
+@pytest.mark.reliability("S9")
+@pytest.mark.parametrize("linked", ["root", "parent"])
+def test_a_linked_golden_root_is_refused_and_nothing_is_written_outside(tmp_path, linked):
+    """A golden root that is a symbolic link (or a directory of it below the rootdir) was followed: the
+    check resolved the root too, and `.obtained.npz` files were written out of the repository."""
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    if linked == "root":
+        os.symlink(outside, repo / "goldens")
+        root = repo / "goldens"
+    else:
+        os.symlink(outside, repo / "tests")
+        root = repo / "tests" / "goldens"
+    store = GoldenStore(root, anchor=repo)
+    out = {"y": np.ones(3, np.float32)}
+    for call in (lambda: store.check("t::a", out, "fp32", update=True), lambda: store.check("t::a", out, "fp32"),
+                 lambda: store.load("t::a"), lambda: store.save("t::a", {}, out)):
+        with pytest.raises(GoldenError, match="the golden directory is a symbolic link"):
+            call()
+    assert list(outside.rglob("*")) == []
+    if linked == "root":  # without an anchor, the root itself is still checked
+        with pytest.raises(GoldenError, match="symbolic link"):
+            GoldenStore(root).check("t::a", out, "fp32", update=True)
+    assert list(outside.rglob("*")) == []

@@ -62,18 +62,18 @@ def test_missing_extra_and_unknown_override_fail():
 # --------------------------------------------------------------------------- integers, NaN
 
 
-def test_uint8_difference_has_no_wraparound():
+def test_uint8_outputs_are_labels_shown_exactly():
+    """Integer outputs are compared as labels (issue 25): no arithmetic, so no wrap-around either."""
     res = compare_arrays(np.array([3, 250], np.uint8), np.array([5, 10], np.uint8),
                          Tolerance(cosine_min=None, norm_ratio_tol=None, atol=0, peak_atol=0, rtol=0))
-    assert res.metrics.max_abs == 240.0  # not 254 (3 - 5 wrapped)
-    assert res.worst[0].index == (1,) and res.worst[0].abs_error == 240.0
-    assert res.worst[1].abs_error == 2.0
+    assert not res.passed and res.metrics is None and res.labels.flips == 2
+    assert [(i, r, c) for i, r, c, _ in res.labels.flipped] == [((0,), 3, 5), ((1,), 250, 10)]
 
 
 def test_int64_extremes_are_exact():
     lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     res = compare_arrays(np.array([lo], np.int64), np.array([hi], np.int64))
-    assert res.metrics.max_abs == float(2**64 - 1)
+    assert res.labels.flipped[0][1:3] == (lo, hi) and res.to_json()["labels"]["flipped"][0]["candidate"] == hi
 
 
 def test_nan_fails_unless_allowed():
@@ -184,3 +184,45 @@ def test_policy_overrides_and_precision_names():
     with pytest.raises(ValueError, match="unknown tolerance key"):
         Tolerance().updated({"cos_min": 1})
     assert isinstance(pol, Policy) and _strict_json(pol.to_json())["overrides"]["boxes"]["peak_atol"] == 0.5
+
+
+# -- integer and bool outputs are labels (issue 25, item 4) -----------------------------------------
+
+def test_labels_count_flips_beyond_the_references_margin_and_report_near_ties():
+    from pytest_npucheck.numerics import label_margins
+
+    logits = np.array([[1.0, 1.0005, 0.0], [3.0, 0.0, 0.0], [0.0, 0.0, 2.0]], np.float32)
+    ref = logits.argmax(-1)  # [1, 0, 2]
+    margins = label_margins("ArgMax", logits, axis=-1, keepdims=0)
+    assert np.allclose(margins, [0.0005, 3.0, 2.0], atol=1e-6)
+    tol = policy_for("fp16").default  # tie tolerance 2 * 1e-2 * 3 = 0.06
+    near = compare_arrays(ref, np.array([0, 0, 2]), tol, "labels", margins, 3.0)
+    assert near.passed and near.labels.near_ties == 1 and near.labels.counted == 0
+    assert "1 near-tie(s) within the tie tolerance 0.06 (reported, not failed)" in "\n".join(near.lines())
+    real = compare_arrays(ref, np.array([1, 1, 2]), tol, "labels", margins, 3.0)
+    assert not real.passed and real.labels.counted == 1 and real.metrics is None  # no float metrics on labels
+    assert "FAIL label_flip_fraction: needed 0.3333" in "\n".join(real.lines())
+    unknown = compare_arrays(ref, np.array([0, 0, 2]), tol, "labels")  # no logits: every flip counts
+    assert not unknown.passed and "margins unknown" in "\n".join(unknown.lines())
+    budgeted = compare_arrays(ref, np.array([1, 1, 2]), tol.updated({"mismatch_fraction": 0.34}), "labels",
+                              margins, 3.0)
+    assert budgeted.passed  # the mismatch fraction is budgetable
+    mask = compare_arrays(np.array([True, False]), np.array([True, True]), tol, "mask")
+    assert not mask.passed and mask.labels.flips == 1
+    assert compare_arrays(logits, logits + 1e-7, tol, "logits").labels is None  # floats keep float metrics
+
+
+def test_topk_margins_are_the_gap_to_the_nearer_neighbour():
+    from pytest_npucheck.numerics import label_margins
+
+    m = label_margins("TopK", np.array([[5.0, 1.0, 4.9, 0.0]]), axis=-1, k=2)
+    assert np.allclose(m, [[0.1, 0.1]])  # rank 0: 5.0 vs 4.9; rank 1: 4.9 vs 5.0 (above) and 1.0 (below)
+    m = label_margins("TopK", np.array([[5.0, 1.0, 3.0, 0.9]]), axis=-1, k=2, largest=1)
+    assert np.allclose(m, [[2.0, 2.0]])
+
+
+def test_a_label_output_is_named_by_the_models_own_name():
+    c = compare_outputs({"argmax": np.array([1, 2])}, {"argmax": np.array([1, 0])}, "fp32",
+                        model_names={"argmax": "labels"})
+    assert not c.passed and "FAIL output 'labels' (ONNX output 'argmax')" in "\n".join(c.lines())
+    assert c.to_json()["outputs"][0]["model_name"] == "labels"

@@ -167,3 +167,28 @@ def test_write_atomic_gives_umask_permissions_and_keeps_an_existing_files_mode(t
         assert stat.S_IMODE(new.stat().st_mode) == 0o640 and new.read_text() == "{\"v\": 1}\n"
     finally:
         os.umask(old)
+
+
+# -- round two (issue 27): only regular files are written ------------------------------------------
+
+@pytest.mark.reliability("S1")
+def test_write_atomic_replaces_only_regular_files_or_new_paths(tmp_path):
+    """os.replace would put a regular file in place of a device or a FIFO (as root in CI,
+    --npu-report=json:/dev/null replaced /dev/null): refused, and the special file is left as it is."""
+    import stat
+
+    from pytest_npucheck.errors import NpuCheckError
+    from pytest_npucheck.jsonio import write_atomic
+
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    with pytest.raises(NpuCheckError, match=r"report\.json: is a FIFO \(named pipe\), not a regular file"):
+        write_atomic(fifo, "{}")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(NpuCheckError, match="is a directory"):
+        write_atomic(tmp_path / "adir", "{}")
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []  # no temporary file left
+    write_atomic(tmp_path / "new.json", "{}")  # a new path and a regular file are fine
+    write_atomic(tmp_path / "new.json", "[]")
+    assert (tmp_path / "new.json").read_text() == "[]"

@@ -410,3 +410,26 @@ def test_axes_ascending_reads_attribute_or_input_and_normalises():
         msg = reduce([-1, -2], opset)
         assert msg is not None and "not in ascending order ([2, 3] would be)" in msg, msg
         assert "[3, 2]" in reduce([3, 2], opset)
+
+
+def test_a_rules_module_imported_afresh_registers_the_context_rules(monkeypatch):
+    """pytester's in-process runs drop the modules first imported inside them while the package keeps
+    its attribute ``rules_context``: a rules module imported afresh afterwards must still register the
+    context rules (it had none: KeyError 'not_graph_output' in the matcher of a later test)."""
+    import importlib
+    import sys
+
+    import pytest_npucheck
+    import pytest_npucheck.rules as old_rules
+
+    for name in ("pytest_npucheck.rules", "pytest_npucheck.rules_context"):
+        monkeypatch.delitem(sys.modules, name)
+    assert hasattr(pytest_npucheck, "rules_context")  # what `from . import rules_context` would return
+    fresh = importlib.import_module("pytest_npucheck.rules")
+    try:
+        assert fresh is not old_rules
+        assert "not_graph_output" in fresh.RULES and "not_graph_output" in old_rules.RULES
+    finally:
+        monkeypatch.undo()
+        pytest_npucheck.rules = old_rules
+        pytest_npucheck.rules_context = sys.modules["pytest_npucheck.rules_context"]

@@ -240,9 +240,9 @@ def test_cli_usage_errors_exit_2(capsys, args, needle):
 # -- revisions of one table: the errata ---------------------------------------------------------
 
 def _corrected(tmp_path):
-    """The bundled RKNN 2.5.0 / RK3588 table as shipped (revision 1) and a correction of it as
+    """A bundled table still as shipped (CANN 8.5.0 / Ascend 310P, revision 1) and a correction of it as
     revision 2 and 3, each with its erratum, as table files."""
-    src = bundled_tables_dir() / "rknn" / "2.5.0" / "rk3588.json"
+    src = bundled_tables_dir() / "cann" / "8.5.0" / "ascend310p.json"
     old = json.loads(src.read_text())
     assert old["revision"] == 1 and "errata" not in old
     new = json.loads(src.read_text())
@@ -262,7 +262,7 @@ def test_cli_diff_of_two_revisions_lists_the_errata_between_them(capsys, tmp_pat
     r1, r3 = _corrected(tmp_path)
     code, out, _ = run(capsys, "tables", "diff", str(r1), str(r3))
     assert code == 0
-    assert out.startswith("rknn@2.5.0/rk3588 revision 1 -> rknn@2.5.0/rk3588 revision 3")
+    assert out.startswith("cann@8.5.0/ascend310p revision 1 -> cann@8.5.0/ascend310p revision 3")
     assert "Sigmoid: NPU -> CPU only" in out
     assert "Errata (2):" in out
     assert ("  - revision 2 (ai.onnx:Sigmoid): Sigmoid runs on the CPU (evidence: probe Sigmoid.f32.r4 placed it "
@@ -274,13 +274,13 @@ def test_cli_diff_of_two_revisions_lists_the_errata_between_them(capsys, tmp_pat
     code, out, _ = run(capsys, "tables", "diff", str(r1), str(r3), "--format", "md")
     assert "## Errata (2)" in out
     # the bundled table against a file: the target form and the path form mix
-    code, out, _ = run(capsys, "tables", "diff", "rknn@2.5.0/rk3588", str(r3))
+    code, out, _ = run(capsys, "tables", "diff", "cann@8.5.0/ascend310p", str(r3))
     assert code == 0 and "Errata (2):" in out
 
 
 def test_errata_of_another_table_are_not_shown(capsys, tmp_path):
     _, r3 = _corrected(tmp_path)
-    code, out, _ = run(capsys, "tables", "diff", "rknn@2.5.0/rk3566", str(r3))
+    code, out, _ = run(capsys, "tables", "diff", "cann@8.0.0/ascend310p", str(r3))
     assert code == 0 and "Errata" not in out
 
 
@@ -289,9 +289,9 @@ def test_a_revision_without_its_erratum_is_invalid(capsys, tmp_path):
     doc = json.loads(r3.read_text())
     doc["errata"] = doc["errata"][1:]
     r3.write_text(json.dumps(doc))
-    code, out, err = run(capsys, "tables", "diff", "rknn@2.5.0/rk3588", str(r3))
+    code, out, err = run(capsys, "tables", "diff", "cann@8.5.0/ascend310p", str(r3))
     assert code == 2 and "$.errata: revision(s) 2 have no erratum" in err
-    code, _, err = run(capsys, "tables", "diff", "rknn@2.5.0/rk3588", str(tmp_path / "missing.json"))
+    code, _, err = run(capsys, "tables", "diff", "cann@8.5.0/ascend310p", str(tmp_path / "missing.json"))
     assert code == 2 and "no such table file" in err
 
 

@@ -1,0 +1,54 @@
+"""Pre-passes on tiny onnx.helper graphs (no torch): what the compilers remove is never judged."""
+
+from __future__ import annotations
+
+from onnx import TensorProto, helper
+
+from pytest_npucheck.check import check_graph
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.tables import Catalog
+
+
+def _mask_model(first_to: int):
+    """An int64 mask cast (mask.long(): a Cast to int64 of an int64 tensor), then to float, times x."""
+    nodes = [helper.make_node("Cast", ["mask"], ["m64"], name="cast_same", to=first_to),
+             helper.make_node("Cast", ["m64"], ["mf"], name="cast_float", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "mf"], ["y"], name="mul")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+                                       helper.make_tensor_value_info("mask", TensorProto.INT64, [1, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _verdicts(model, target):
+    [result] = check_graph(facts_from_model(model), [Catalog.discover().table(target)])
+    return {n.name: n for n in result.nodes}
+
+
+def test_a_cast_to_its_own_dtype_is_an_identity():
+    for target in ("rknn@2.5.0/rk3588", "qnn@2.51/htp-v73"):
+        nodes = _verdicts(_mask_model(TensorProto.INT64), target)
+        assert nodes["cast_same"].verdict == "folded", (target, nodes["cast_same"].reasons)
+        assert "Cast to int64, its input's own dtype, is removed" in nodes["cast_same"].reasons[0].message
+
+
+def test_a_cast_that_changes_the_dtype_is_judged():
+    nodes = _verdicts(_mask_model(TensorProto.INT32), "rknn@2.5.0/rk3588")
+    assert nodes["cast_same"].verdict == "cpu"  # int64 -> int32 runs on the CPU (probed)
+    assert [r.rule for r in nodes["cast_same"].reasons][0] == "dtype"
+
+
+def test_a_removed_cast_passes_its_constant_on():
+    """TorchScript writes int64 -> int64 Casts inside shape arithmetic: removing one must not stop
+    the folding of what reads it (a Concat of the pads was judged by the int64 dtype rule)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Cast", ["s"], ["s64"], name="cast_same", to=TensorProto.INT64),
+             helper.make_node("Concat", ["s64", "tail"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[helper.make_tensor("tail", TensorProto.INT64, [1], [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    nodes = _verdicts(m, "rknn@2.5.0/rk3588")
+    assert {k: v.verdict for k, v in nodes.items()} == {"shape": "folded", "cast_same": "folded", "concat": "folded",
+                                                        "reshape": "npu"}
