@@ -31,6 +31,11 @@ def _worst(verdicts: list[str], default: str = "npu") -> str:
     return max(verdicts, key=lambda v: SEVERITY[v]) if verdicts else default
 
 
+#: said after the rule's own message when the constraint's verdict is "unsupported" (the whole model is
+#: rejected: a build error or a compiler crash, not only this node)
+REJECTS = "; the compiler rejects the model"
+
+
 def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view: GraphView,
                        source: Optional[str] = None) -> list[Reason]:
     """The reasons of the failing constraints; ``source``: the op entry's source, for a constraint
@@ -57,6 +62,8 @@ def _reason(c: Constraint, category: str, message: str, source: Optional[str] = 
     if type(message) is ShapeUnknown:
         return Reason(SHAPE_UNKNOWN, message, "npu", "shape", "inferred")
     src = c.source or source
+    if c.on_fail == "unsupported":
+        message = message + REJECTS
     return Reason(c.rule, message, c.on_fail, category, source_basis(src), src)
 
 

@@ -598,7 +598,10 @@ def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) ->
         if message is None:
             return None
         failures.append(message)
-    return " and ".join(failures) + " (any one of these would do)"
+    text = " and ".join(failures) + " (any one of these would do)"
+    # an alternative that failed only for a shape the checker could not work out might hold: the
+    # composite cannot decide either (reported as shape_unknown, like a plain rule)
+    return ShapeUnknown(text) if any(type(m) is ShapeUnknown for m in failures) else text
 
 
 def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:

@@ -83,7 +83,7 @@ def test_every_report_carries_the_basis():
     reasons = [r for t in targets for n in t["nodes"] for r in n["reasons"]]
     assert reasons and all(r["basis"] in ("probed", "documented", "inferred") for r in reasons)
     text = "\n".join(render_target(results[0]))
-    assert "is computed at run time, not a constant [probed]" in text
+    assert "is computed at run time, not a constant; the compiler rejects the model [probed]" in text
     md = md_report.render(doc)
     assert "\\[probed\\]" in md and "\\[documented\\]" in md and "documentation only" in md
     page = html_report.render(doc)
