@@ -45,8 +45,12 @@ def test_fallback_exits_1_with_reason(capsys, reflect_model):
 def test_json_output_is_one_object_with_the_per_target_objects(capsys, reflect_model):
     """One file and one target: the same top-level object as for many (issue 26), valid against
     schemas/check.schema.json, whose target objects are the report schema's."""
-    from pytest_npucheck.cli_check import validate
+    import jsonschema
 
+    from pytest_npucheck.cli_check import SCHEMA_PATH, validate
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validators.validator_for(schema).check_schema(schema)
     code, out, _ = run(capsys, "check", str(reflect_model), "--target", "toy@1.0", "--format", "json")
     assert code == 1
     doc = json.loads(out)
