@@ -41,7 +41,7 @@ set -e
 tail -n 3 "$work/demo.log"
 [ "$code" -eq 1 ] || { tail -n 60 "$work/demo.log"; fail "demo exited $code, expected 1 (tests failed)"; }
 grep -Eq "^=+ 4 failed, 1 passed" "$work/demo.log" || fail "demo outcome is not '4 failed, 1 passed'"
-grep -q "rknn@2.5.0/rk3588 \[table revision 1, sha256 [0-9a-f]*\]: FAIL" "$work/demo.log" || fail "no report header"
+grep -Eq "rknn@2.5.0/rk3588 \[table revision [0-9]+, sha256 [0-9a-f]+\]: FAIL" "$work/demo.log" || fail "no report header"
 grep -q "Resize   node_upsample_bicubic2d  unsupported" "$work/demo.log" || fail "no per-operator fallback report"
 grep -q "fixes (each checked by re-running the verdict" "$work/demo.log" || fail "no checked fixes in the report"
 ! grep -Eq "JsonFileError|ModuleNotFoundError|cannot read" "$work/demo.log" || fail "the demo hit a missing file or package"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 from .facts_cache import load_graph_cached as load_graph
 from .graph import GraphFacts
@@ -48,31 +49,37 @@ def _isolated_facts(path: Path) -> GraphFacts:
 
 
 def _native_steps(path: Path) -> None:
-    """Parse ``path`` as graph.py does (every bad-file check included) and run shape inference."""
+    """Parse ``path`` as graph.py does (every bad-file check included) and run shape inference.
+
+    Runs in the child: its exceptions become the same ModelError as in-process (``_model_errors``),
+    so isolation changes where a bad file fails, never how (an OSError from a 300-character
+    external-data location came back raw, a traceback and exit 1 instead of exit 2)."""
     from onnx import shape_inference
 
     import inspect
 
     from .graph import load_model_proto
 
-    light = "weights" in inspect.signature(load_model_proto).parameters  # without large weight values
-    model = load_model_proto(path, weights=False) if light else load_model_proto(path)
+    with _model_errors(path):
+        light = "weights" in inspect.signature(load_model_proto).parameters  # without large weight values
+        model = load_model_proto(path, weights=False) if light else load_model_proto(path)
     try:
         shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
     except Exception:  # noqa: BLE001 - inference errors are graph.py's to report (unknown shapes)
         pass
 
 
-def _facts_or_model_error(path: Path) -> GraphFacts:
-    """``graph.load_graph``; an unforeseen exception on a malformed file becomes a ModelError naming
-    the file and where the analysis gave up (found by tests/corpus/test_fuzz.py: bit flips leave node names
-    that are not UTF-8, field mutations leave tensors numpy cannot reshape)."""
-    from . import graph
+@contextlib.contextmanager
+def _model_errors(path: Path) -> Iterator[None]:
+    """An unforeseen exception on a malformed file becomes a ModelError naming the file and where
+    the analysis gave up (found by tests/corpus/test_fuzz.py: bit flips leave node names that are not
+    UTF-8, field mutations leave tensors numpy cannot reshape). Nesting too deep for Python's stack
+    is such a file too; only MemoryError stays itself (the isolation's memory limit names it)."""
     from .errors import ModelError, NpuCheckError
 
     try:
-        facts = graph.load_graph(path)
-    except (NpuCheckError, MemoryError, RecursionError):
+        yield
+    except (NpuCheckError, MemoryError):
         raise
     except Exception as exc:  # noqa: BLE001 - the file is untrusted input; say which and where
         import traceback
@@ -81,7 +88,20 @@ def _facts_or_model_error(path: Path) -> GraphFacts:
         where = f" in {Path(tb[-1].filename).name}:{tb[-1].lineno}" if tb else ""
         raise ModelError(f"{path}: malformed ONNX model: the analysis failed with {type(exc).__name__}: "
                          f"{str(exc)[:500]}{where}") from None
+
+
+def _facts_or_model_error(path: Path) -> GraphFacts:
+    """``graph.load_graph``, with the errors of a malformed file as ModelError (``_model_errors``),
+    then the checks that the model is one a runtime would load (``validity.py``)."""
+    from . import graph, validity
+
+    with _model_errors(path):
+        kept = graph.Kept()
+        model = graph.load_model_proto(path, weights=False, keep=kept)
+        facts = graph.facts_from_model(model, str(path), kept)
     _check_versions(path, facts)
+    with _model_errors(path):
+        validity.check_model(model, facts, path)
     return facts
 
 

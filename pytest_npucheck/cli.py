@@ -1,7 +1,8 @@
 """`npucheck`: the same checks outside pytest.
 
 Exit codes: 0 every node stays on the NPU; 1 a node falls back or the model cannot be compiled;
-2 usage or input error (unknown target, unreadable model, invalid table).
+2 usage or input error (unknown target, unreadable model, invalid table); 3 internal error (a bug in
+npucheck, never a verdict: the traceback goes to stderr).
 `tables diff` exits 0 with the differences printed; `probe --check-table` exits 1 when an entry of
 the committed table disagrees with its fresh probes.
 """
@@ -20,7 +21,10 @@ from .jsonio import dumps
 if TYPE_CHECKING:
     from .tables import Catalog, Table
 
-EXIT_OK, EXIT_FALLBACK, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FALLBACK, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_CODES = ("exit codes: 0 every node stays on the NPU; 1 a node falls back or the model cannot be compiled; "
+              "2 usage or input error (unknown target, unreadable or invalid model, invalid table); "
+              "3 internal error (a bug in npucheck, not a verdict; the traceback is on stderr)")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,13 +34,21 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="npucheck", description="Check whether an ONNX model stays on the NPU of a target toolchain.")
+    p = _Parser(prog="npucheck", description="Check whether an ONNX model stays on the NPU of a target toolchain.",
+                epilog=EXIT_CODES)
     p.add_argument("--tables", action="append", default=[], metavar="DIR",
                    help="extra support-table directory (overrides bundled tables of the same target)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    c = sub.add_parser("check", help="check an ONNX file against one or more targets")
-    c.add_argument("model", type=Path, help="ONNX model file")
+    c = sub.add_parser("check", help="check ONNX files against one or more targets", epilog=EXIT_CODES)
+    c.add_argument("models", nargs="+", metavar="MODEL",
+                   help="ONNX file, directory (its *.onnx, recursively) or glob pattern (expanded by npucheck: "
+                        "'models/**/*.onnx'); several are checked in one call with one report and one exit code "
+                        "(the worst: 3 internal error, 2 input error, 1 fallback, 0)")
+    c.add_argument("--tables", dest="check_tables", action="append", default=[], metavar="DIR",
+                   help="as the top-level --tables, also accepted after `check` (the pre-commit hook's args)")
+    c.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="worker processes for several files (default: min(2, CPU count))")
     c.add_argument("--target", "-t", action="append", required=True, metavar="TOOLCHAIN[@VERSION][/SOC]",
                    help="target to check against (repeatable), e.g. rknn@2.5.0/rk3588")
     c.add_argument("--format", choices=("text", "json"), default="text")
@@ -44,7 +56,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-fixes", action="store_true",
                    help="do not compute fix suggestions for fallbacks (they re-check rewritten graphs)")
 
-    t = sub.add_parser("targets", help="list every available target with its provenance")
+    t = sub.add_parser("targets", help="list every available target with its provenance and the short forms "
+                       "that resolve to it (rknn -> rknn@2.5.0/rk3588)")
     t.add_argument("--format", choices=("text", "json"), default="text")
 
     tb = sub.add_parser("tables", help="support-table maintenance")
@@ -99,16 +112,34 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - a crash must never look like a verdict (exit 1)
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        print(_internal_error(f"{type(exc).__name__}: {exc}"), file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _internal_error(what: str) -> str:
+    return (f"npucheck: internal error: {what}\n"
+            "This is a bug in npucheck, not a verdict on the model (exit code 3). Please report it to the "
+            "pytest-npucheck maintainers with the traceback above, the command line and, if you can, the model.")
 
 
 def _run(args: argparse.Namespace) -> int:
     from .tables import Catalog
 
+    if getattr(args, "check_tables", None):
+        args.tables = [*args.tables, *args.check_tables]
     catalog = Catalog.discover(args.tables)
     if args.command == "probe":
         return _probe(args, catalog)
     if args.command == "targets":
+        from .cli_check import short_forms
+
         rows = catalog.listing()
+        for r in rows:
+            r["short_forms"] = short_forms(catalog, catalog.refs[(r["toolchain"], r["version"], r["soc"])])
         if args.format == "json":
             sys.stdout.write(dumps(rows))
         else:
@@ -118,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
                     f"{r['ops']} ops, revision {r['revision']}, {prov.get('method', '?')}, "
                     f"{prov.get('toolchain_package', '')}".rstrip(", "))
                 print(f"{r['target']:<28} {r['title']}: {state}")
+                if r["short_forms"]:
+                    print(f"{'':<28} also written: {', '.join(r['short_forms'])}")
         return EXIT_OK
     if args.command == "tables":
         if args.tables_command == "diff":
@@ -181,21 +214,42 @@ def _run(args: argparse.Namespace) -> int:
             print(f"wrote {dest} ({len(doc['tables'])} tables)")
         return EXIT_USAGE if problems else EXIT_OK
 
-    from .check import check_file
-    from .report.text import render_target
+    from . import cli_check
+    from .errors import UsageError
 
-    results = check_file(args.model, args.target, catalog)
-    if not args.no_fixes:
-        from .fixes import with_fixes
-
-        results = [with_fixes(r, args.model, catalog.table(t)) for r, t in zip(results, args.target)]
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
+    for t in args.target:  # resolve every target before any work: an unknown one is a usage error
+        catalog.table(t)
+    files = cli_check.expand_inputs(args.models)
+    entries = cli_check.check_many(files, args.target, args.tables, fixes=not args.no_fixes,
+                                   all_nodes=args.all_nodes, jobs=args.jobs)
+    for e in entries:
+        if "error" in e:
+            if "traceback" in e:
+                sys.stderr.write(e["traceback"])
+                print(_internal_error(f"{e['path']}: {e['error']['message']}"), file=sys.stderr)
+            else:
+                print(f"npucheck: error: {e['error']['message']}", file=sys.stderr)
+    doc = cli_check.document(entries)
     if args.format == "json":
-        docs = [r.to_json() for r in results]
-        sys.stdout.write(dumps(docs[0] if len(docs) == 1 else docs))
+        sys.stdout.write(dumps(doc))
     else:
-        for r in results:
-            print("\n".join(render_target(r, all_nodes=args.all_nodes)))
-    return EXIT_OK if all(r.passed for r in results) else EXIT_FALLBACK
+        several = len(entries) > 1
+        for e in entries:
+            if several:
+                state = ("ERROR" if "error" in e else "PASS" if e.get("passed") else "FAIL")
+                print(f"== {e['path']}: {state}")
+            if "error" in e:
+                if several:
+                    print(f"  {e['error']['kind']} error: {e['error']['message']}")
+                continue
+            print(e["text"])
+        if several:
+            n_err = sum("error" in e for e in entries)
+            n_fail = sum(1 for e in entries if "error" not in e and not e.get("passed"))
+            print(f"{len(entries)} file(s): {len(entries) - n_err - n_fail} pass, {n_fail} fall back, {n_err} error(s)")
+    return doc["exit_status"]
 
 
 def _table_arg(catalog: "Catalog", text: str) -> "Table":

@@ -43,6 +43,8 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .jsonio import loads_strict
+
 if TYPE_CHECKING:
     import torch
 
@@ -445,6 +447,12 @@ def _export_into(
         raise ExportError(f"{options.exporter} exporter, model {model_class}: the exporter wrote {path.name} "
                           f"but it is not a readable ONNX model ({type(exc).__name__}: {exc})",
                           exporter=options.exporter, model_class=model_class) from None
+    if not proto.graph.output:
+        _clear_dir(work)
+        raise ExportError(f"{options.exporter} exporter, model {model_class}: the model returns no tensor (its "
+                          "forward returned None, or only values that are not tensors), so the exported graph "
+                          "has no outputs and nothing to check: make forward return its output tensor(s)",
+                          exporter=options.exporter, model_class=model_class)
     opset = _default_opset(proto)
     from .filehash import sha256_file
 
@@ -1191,7 +1199,7 @@ def _checked_entry(entry: pathlib.Path) -> tuple[dict[str, Any] | None, str | No
     try:
         if model.stat().st_size == 0:
             return None, "has an empty model.onnx"
-        meta = json.loads((entry / META_FILENAME).read_text())
+        meta = loads_strict((entry / META_FILENAME).read_text())
         files, hashes = meta.get("files"), meta.get("sha256")
         if not isinstance(files, dict) or MODEL_FILENAME not in files or not isinstance(hashes, dict):
             return None, "has no content hashes (damaged, or written by another version)"

@@ -1,7 +1,7 @@
 """On-disk cache of graph facts, so an unchanged model is not re-analysed by the next pytest run.
 
-Graph facts (``graph.GraphFacts``) cost an ONNX load plus shape inference (twice when small
-constants fold); a second run of an unchanged test should pay neither. The facts are written as
+Graph facts (``graph.GraphFacts``) cost an ONNX load plus shape inference (and a node-by-node walk
+where it left shapes unknown); a second run of an unchanged test should pay neither. The facts are written as
 JSON (never pickle: the cache directory is shared, and JSON cannot run code) next to the model:
 
 * for a model inside an export cache entry (``<key>/model.onnx`` beside ``meta.json``, see
@@ -11,7 +11,7 @@ JSON (never pickle: the cache directory is shared, and JSON cannot run code) nex
 
 A cached document is used only when everything the facts depend on is unchanged: the file's
 path, size, mtime and inode, the package version, the ONNX version (shape inference) and the
-source of ``graph.py`` (the code that computes the facts). Anything else is a miss; a damaged or
+source of ``graph.py`` and ``propagate.py`` (the code that computes the facts). Anything else is a miss; a damaged or
 foreign document is a miss too, never an error.
 
 A document is a header line (the key, the SHA-256 of the model file and the SHA-256 of the facts
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .graph import GraphFacts, NodeFact, SourceLocation, TensorInfo
+from .jsonio import loads_strict
 
 FORMAT = "npucheck-facts-v2"
 #: Name of the facts file inside an export cache entry.
@@ -46,13 +47,13 @@ def _code_version() -> str:
     if _CODE_HASH is None:
         from importlib.metadata import PackageNotFoundError, version
 
-        from . import __version__, graph
+        from . import __version__, graph, propagate
 
         try:
             onnx_version = version("onnx")
         except PackageNotFoundError:  # pragma: no cover - onnx is a dependency
             onnx_version = "?"
-        h = hashlib.sha256(Path(graph.__file__).read_bytes()).hexdigest()[:16]
+        h = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (graph, propagate))).hexdigest()[:16]
         _CODE_HASH = f"{__version__}/onnx-{onnx_version}/graph-{h}"
     return _CODE_HASH
 
@@ -132,6 +133,7 @@ def to_json(facts: GraphFacts) -> dict[str, Any]:
         "initializers": sorted(facts.initializers),
         "producer_name": facts.producer_name,
         "shape_inference_error": facts.shape_inference_error,
+        "dynamic_rank": sorted(facts.dynamic_rank),
         "defaults": defaults,
         "sources": sources,
         "nodes": nodes,
@@ -164,6 +166,7 @@ def from_json(doc: dict[str, Any], path: Optional[str] = None) -> GraphFacts:
         initializers=frozenset(doc["initializers"]),
         producer_name=doc["producer_name"],
         shape_inference_error=doc["shape_inference_error"],
+        dynamic_rank=frozenset(doc["dynamic_rank"]),
     )
 
 
@@ -186,7 +189,7 @@ def load_checked(model_path: Path, cache_dir: Optional[Path] = None) -> tuple[Op
     try:
         raw = where.read_bytes()
         head, sep, body = raw.partition(b"\n")
-        header = json.loads(head)
+        header = loads_strict(head)
         if not sep or not isinstance(header, dict) or header.get("key") != key:
             return None, None
         if header.get("facts_sha256") != sha256_bytes(body):
@@ -194,7 +197,7 @@ def load_checked(model_path: Path, cache_dir: Optional[Path] = None) -> tuple[Op
         if header.get("model_sha256") != sha256_file(model_path):
             return None, (f"cached graph facts {where} were computed for other bytes of {model_path} (edited in "
                           "place, same size and time): ignored")
-        return from_json(json.loads(body), path=str(model_path)), None
+        return from_json(loads_strict(body), path=str(model_path)), None
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None, None
 

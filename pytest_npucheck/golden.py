@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NpuCheckError
-from .jsonio import read_regular, write_atomic
+from .jsonio import loads_strict, read_regular, write_atomic
 from .numerics import Comparison, Policy, compare_outputs
 
 __all__ = [
@@ -394,7 +394,10 @@ def read_golden(path: Path, max_bytes: int = DEFAULT_MAX_MB << 20) -> Golden:
             for key in data.files:
                 arr = data[key]
                 if key == _META:
-                    meta = json.loads(str(arr))
+                    meta = loads_strict(str(arr))
+                    if not isinstance(meta, dict):
+                        raise GoldenError(f"{path}: its __meta__ record is not a JSON object; re-create it with "
+                                          f"{UPDATE_OPTION}")
                     if meta.get("format") != GOLDEN_FORMAT:
                         raise GoldenError(f"{path}: golden format {meta.get('format')!r}, expected"
                                           f" {GOLDEN_FORMAT}; re-create it with {UPDATE_OPTION}")

@@ -171,6 +171,9 @@ class GraphFacts:
     producer: dict[str, int] = field(default_factory=dict)
     consumers: dict[str, list[int]] = field(default_factory=dict)
     shape_inference_error: Optional[str] = None
+    # tensors of unknown rank (shape None) whose shape depends on a dynamic input or on run-time
+    # values; any other unknown rank is one the checker could not work out (see DYNAMIC_DIM)
+    dynamic_rank: frozenset[str] = frozenset()
 
     @_cached
     def main_nodes_by_op(self) -> dict[str, list[NodeFact]]:
@@ -183,6 +186,20 @@ class GraphFacts:
 
     def tensor(self, name: str) -> Optional[TensorInfo]:
         return self.tensors.get(name)
+
+    @_cached
+    def shape_unknown_at(self) -> tuple[str, ...]:
+        """Names of the main-graph nodes where the checker lost a shape: an output of unknown rank or
+        with a dim it could not work out (None), while every input's shape is known (a dim that
+        depends on a dynamic input or on run-time values is known to be dynamic: DYNAMIC_DIM)."""
+        tensors = self.tensors
+
+        def lost(name: str) -> bool:
+            t = tensors.get(name)
+            return t is not None and (t.shape is None or None in t.shape)
+
+        return tuple(n.name for n in self.nodes if not n.graph and any(lost(o) for o in n.outputs if o)
+                     and not any(lost(i) for i in n.inputs if i))
 
     def __post_init__(self) -> None:
         if not self.producer:
@@ -562,30 +579,107 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     folded = _fold_small_constants(inferred, opsets, small, rows)
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
-    if folded and (error is not None or not builder.fully_inferred()):
-        # shapes downstream of folded constants (pads, shape arithmetic) are known to the compiler:
-        # infer again on a shadow graph where those constants are initializers (only when the
-        # first pass left something unknown: a second pass cannot improve on static shapes)
-        shadow, error2 = _infer(_shadow_model(model, folded))
-        if error2 is None:
-            error = None
-        builder.merge_value_infos(shadow.graph)
+    static = builder.fully_inferred()
+    if not static:
+        # shapes downstream of folded values (pads, shape arithmetic) are known to the compiler: one
+        # walk in graph order folds and infers node by node what the first pass left unknown (only
+        # then: a walk cannot improve on static shapes)
+        from .propagate import refine
+
+        known = dict(small)
+        known.update(folded)
+        better, more = refine(inferred.graph, rows, opsets, int(model.ir_version), known, folded,
+                              everything=error is not None)
+        for name, tp in better.items():
+            builder.refine_type(name, tp)
+        folded = {**folded, **more}
+        if error is not None and builder.fully_inferred():
+            error = None  # node by node, every shape was found
     if folded:
         for name, arr in folded.items():
             builder.folded_value(name, arr)
     g = inferred.graph
+    inputs = tuple(i.name for i in g.input if i.name not in builder.initializers)
+    dynamic_rank: frozenset[str] = frozenset()
+    if not static or any(n.graph for n in builder.nodes):
+        dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs)
     return GraphFacts(
         path=path,
         opsets=opsets,
         ir_version=int(model.ir_version),
         nodes=tuple(builder.nodes),
         tensors=builder.tensors,
-        inputs=tuple(i.name for i in g.input if i.name not in builder.initializers),
+        inputs=inputs,
         outputs=tuple(o.name for o in g.output),
         initializers=frozenset(builder.initializers),
         producer_name=f"{model.producer_name} {model.producer_version}".strip(),
         shape_inference_error=error,
+        dynamic_rank=dynamic_rank,
     )
+
+
+# A dim is an int (static), a str (dynamic: a symbolic dim of a graph input, or DYNAMIC_DIM for one that
+# depends on a dynamic input or on run-time values) or None: a dim the checker could not work out,
+# although nothing makes it vary at run time (the compilers see it static).
+DYNAMIC_DIM = "?"
+
+# input positions whose values (not only their shapes) decide an op's output shape
+_SHAPE_FROM_VALUES: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),
+    "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,), "Squeeze": (1,),
+    "Unsqueeze": (1,), "Split": (1,), "CenterCropPad": (1,), "MaxUnpool": (2,), "DFT": (1,), "STFT": (2,),
+    **{f"Reduce{r}": (1,) for r in ("Max", "Min", "Mean", "Sum", "Prod", "L1", "L2", "LogSum", "LogSumExp",
+                                    "SumSquare")},
+}
+# ops whose output shape depends on the values of their data (or on which branch runs)
+_SHAPE_FROM_DATA = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "If", "Loop",
+                              "Scan", "SequenceAt", "SplitToSequence", "ConcatFromSequence"})
+
+
+def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inputs: Sequence[str]) -> frozenset[str]:
+    """Tell dynamic dims from dims the checker could not work out: an unknown dim of a tensor whose
+    shape depends on a graph input with dynamic dims, or on run-time values (NonZero's output, a
+    Reshape to a shape computed from the data), becomes DYNAMIC_DIM; the other unknown dims stay
+    None. Values are run-time when they come from a graph input (not from its shape) and were not
+    folded. Tensors inside If/Loop/Scan bodies run per branch or iteration: their unknown dims are
+    dynamic. Returns the names of dynamic tensors of unknown rank (GraphFacts.dynamic_rank)."""
+    runtime = set(inputs)  # tensors whose values are known only at run time
+    varying = {n for n in inputs if (t := tensors.get(n)) is not None and not t.static}  # shapes that vary
+    for node in nodes:
+        outs = node.outputs
+        if node.graph:
+            for o in outs:
+                _as_dynamic(tensors, o)
+                varying.add(o)
+            continue
+        ins = node.inputs
+        op = node.op_type
+        if node.domain != DEFAULT_DOMAIN:
+            value_dep = shape_dep = any(i in runtime for i in ins)
+        elif op in ("Shape", "Size"):
+            value_dep, shape_dep = bool(ins) and ins[0] in varying, False
+        else:
+            value_dep = any(i in runtime for i in ins)
+            shape_dep = op in _SHAPE_FROM_DATA or any(ins[k] in runtime for k in _SHAPE_FROM_VALUES.get(op, ())
+                                                      if k < len(ins))
+        shape_dep = shape_dep or any(i in varying for i in ins)
+        for o in outs:
+            if not o:
+                continue
+            t = tensors.get(o)  # None: a value no inference typed (a custom op's output)
+            if value_dep and (t is None or t.value is None):
+                runtime.add(o)
+            if shape_dep and (t is None or not t.static):
+                varying.add(o)
+                _as_dynamic(tensors, o)
+    return frozenset(n for n in varying if (t := tensors.get(n)) is None or t.shape is None)
+
+
+def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
+    t = tensors.get(name)
+    if t is not None and t.shape is not None and None in t.shape:
+        tensors[name] = _new(TensorInfo, name=name, dtype=t.dtype, const=t.const, value=t.value, static=False,
+                             shape=tuple(DYNAMIC_DIM if d is None else d for d in t.shape))
 
 
 # ops whose shape inference types the values of their subgraph bodies
@@ -881,23 +975,6 @@ def _evaluate(node: Any, known: Mapping[str, Any], opset_list: list[Any]) -> Opt
         return None
 
 
-def _shadow_model(model: Any, folded: Mapping[str, Any]) -> Any:
-    """A copy of the model where folded node outputs are initializers and their nodes are gone."""
-    from onnx import ModelProto, numpy_helper
-
-    shadow = ModelProto()
-    shadow.CopyFrom(model)
-    g = shadow.graph
-    keep = [n for n in g.node if not (n.output and all((not o) or o in folded for o in n.output))]
-    del g.node[:]
-    g.node.extend(keep)
-    used = {i for n in keep for i in n.input} | {o.name for o in g.output}
-    for name, value in folded.items():
-        if name in used:
-            g.initializer.append(numpy_helper.from_array(value, name))
-    return shadow
-
-
 def _new(cls: Any, **fields: Any) -> Any:
     """``cls(**fields)`` for a frozen dataclass given every field, without its generated __init__,
     which sets each field through object.__setattr__ (a third of the cost of reading a node).
@@ -1007,13 +1084,15 @@ class _Builder:
         static = self.static
         return all((not o) or o in static for node in self.nodes if not node.graph for o in node.outputs)
 
-    def merge_value_infos(self, graph: Any) -> None:
-        """Shapes from a second inference pass; better knowledge replaces unknown dims."""
-        for vi in graph.value_info[:] + graph.output[:]:
-            old = self.tensors.get(vi.name)
-            if old is not None and old.const:
-                continue
-            self._value_info(vi)
+    def refine_type(self, name: str, typ: tuple[int, Optional[tuple[Any, ...]]]) -> None:
+        """A better type (elem type, dims) of a main-graph value from the walk (``propagate.refine``)."""
+        old = self.tensors.get(name)
+        if old is not None and old.const:
+            return
+        elem, shape = typ
+        shape_static = shape is not None and all(isinstance(d, int) for d in shape)
+        self._typed(name, (dtype_name(elem) if elem else None, shape, bool(elem) and shape_static, shape_static),
+                    self.static)
 
     def folded_value(self, name: str, arr: Any) -> None:
         """A node output the compiler computes at build time: its value is known."""

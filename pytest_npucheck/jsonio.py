@@ -27,13 +27,78 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"non-standard JSON literal {name}")
+class _Refused:
+    """Stands in for a number the parser refused (NaN, Infinity, 1e999) until its path is known."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
 
 
-def loads_strict(text: str) -> Any:
-    """Parse JSON, rejecting duplicate keys and NaN/Infinity literals."""
-    return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+#: Deepest nesting of arrays and objects a file the plugin reads may have. Ours reach about 12;
+#: Python's parser gives up near 1,000 (``RecursionError``), and the code that walks a parsed
+#: document (schema validation, error messages that quote a value) recurses too.
+MAX_DEPTH = 100
+
+
+def loads_strict(text: str | bytes) -> Any:
+    """Parse JSON, rejecting duplicate keys, NaN/Infinity literals, numbers too large for a float
+    (``1e999`` would be infinity) and nesting deeper than :data:`MAX_DEPTH`.
+
+    Every failure is a ``ValueError`` (``json.JSONDecodeError`` for syntax, with line and column;
+    a refused number names its JSON path, ``$.releases.1.0.tests.t.atol``). This is the one JSON
+    reader of the package: files, ini values and cache entries."""
+    refused: list[_Refused] = []
+
+    def constant(name: str) -> _Refused:
+        refused.append(_Refused(f"non-standard JSON literal {name}"))
+        return refused[-1]
+
+    def number(digits: str) -> Any:
+        value = float(digits)
+        if value in (_INF, -_INF):
+            refused.append(_Refused(f"number {digits} is too large (it would be read as infinity)"))
+            return refused[-1]
+        return value
+
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=constant, parse_float=number)
+    except RecursionError:
+        raise ValueError(f"nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)") from None
+    _check_depth(value, refused)
+    if refused:  # a top-level literal: nothing was walked
+        raise ValueError(f"$: {refused[0].why}")
+    return value
+
+
+_INF = float("inf")
+_TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)"
+
+
+def _check_depth(value: Any, refused: list[_Refused]) -> None:
+    """Raise for nesting deeper than MAX_DEPTH, or for the first refused number (with its path)."""
+    if not isinstance(value, (dict, list)):
+        return
+    stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
+    while stack:
+        item, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ValueError(_TOO_DEEP)
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in pairs:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1, (path, key) if refused else ()))
+            elif refused and isinstance(child, _Refused):
+                raise ValueError(f"{_path_text((path, key))}: {child.why}")
+
+
+def _path_text(path: tuple[Any, ...]) -> str:
+    keys: list[str] = []
+    while path:
+        path, key = path
+        keys.append(str(key))
+    return "$" + "".join("." + k for k in reversed(keys))
 
 
 def load_strict(path: Path) -> Any:

@@ -7,8 +7,8 @@ from typing import Any, Mapping, Optional
 from .graph import GraphFacts, NodeFact, _object_new, paused_gc
 from .partition import partition
 from .prepass import GraphView, PrepassResult, run_prepasses
-from .result import SEVERITY, NodeResult, Reason, TargetResult
-from .rules import RULES, is_local
+from .result import SEVERITY, NodeResult, Reason, TargetResult, source_basis
+from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
 from .tables import Constraint, Table
 
 MEMO = True  # reuse a verdict between nodes with the same signature (see _Memo); False: judge every node
@@ -31,7 +31,15 @@ def _worst(verdicts: list[str], default: str = "npu") -> str:
     return max(verdicts, key=lambda v: SEVERITY[v]) if verdicts else default
 
 
-def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view: GraphView) -> list[Reason]:
+#: said after the rule's own message when the constraint's verdict is "unsupported" (the whole model is
+#: rejected: a build error or a compiler crash, not only this node)
+REJECTS = "; the compiler rejects the model"
+
+
+def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view: GraphView,
+                       source: Optional[str] = None) -> list[Reason]:
+    """The reasons of the failing constraints; ``source``: the op entry's source, for a constraint
+    that names none of its own."""
     reasons = []
     for c in constraints:
         if c.only_ops is not None and node.key not in c.only_ops:
@@ -41,8 +49,22 @@ def _check_constraints(node: NodeFact, constraints: tuple[Constraint, ...], view
         rule = RULES[c.rule]
         message = rule.check(node, c.params, view)  # type: ignore[arg-type]
         if message:
-            reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
+            reasons.append(_reason(c, rule.category, message, source))
     return reasons
+
+
+def _reason(c: Constraint, category: str, message: str, source: Optional[str] = None) -> Reason:
+    """The reason of a failed constraint. A failure that says only that the checker could not work
+    out a shape is reported under its own id (``shape_unknown``), never as the rule's finding, and
+    does not move the node off the NPU: nothing in the graph makes that shape vary (a dynamic one is
+    DYNAMIC_DIM, judged by the rules), so the compiler sees it static, and one lost shape must not
+    turn every node after it into a fallback. The target's notes say where the shapes were lost."""
+    if type(message) is ShapeUnknown:
+        return Reason(SHAPE_UNKNOWN, message, "npu", "shape", "inferred")
+    src = c.source or source
+    if c.on_fail == "unsupported":
+        message = message + REJECTS
+    return Reason(c.rule, message, c.on_fail, category, source_basis(src), src)
 
 
 def judge_node(node: NodeFact, table: Table, view: GraphView) -> tuple[str, list[Reason]]:
@@ -51,24 +73,49 @@ def judge_node(node: NodeFact, table: Table, view: GraphView) -> tuple[str, list
     if entry is None:
         verdict = table.default_verdict
         what = "has no CPU fallback: the compiler rejects it" if verdict == "unsupported" else "falls back to the CPU"
-        return verdict, [Reason("op_missing", f"{node.key} is not supported by {table.target} ({what})", verdict)]
+        return verdict, [Reason("op_missing", f"{node.key} is not supported by {table.target} ({what})", verdict,
+                                "op", *_missing_basis(table))]
+    basis, src = source_basis(entry.source), entry.source
     if entry.opset is not None and not entry.opset[0] <= node.opset <= entry.opset[1]:
         return "unsupported", [Reason("opset", f"opset {node.opset} outside the supported range "
-                                      f"[{entry.opset[0]}, {entry.opset[1]}] for {node.op_type}", "unsupported", "opset")]
+                                      f"[{entry.opset[0]}, {entry.opset[1]}] for {node.op_type}", "unsupported", "opset",
+                                      basis, src)]
     if entry.status == "cpu":
         note = f" ({entry.note})" if entry.note else ""
-        cpu = Reason("cpu_only", f"{node.op_type} has only a CPU implementation in {table.target}{note}", "cpu")
+        cpu = Reason("cpu_only", f"{node.op_type} has only a CPU implementation in {table.target}{note}", "cpu", "op",
+                     basis, src)
         # an op the NPU never runs can still make the compiler reject the whole model: its constraints
         # that say "unsupported" are checked (the others could only say "cpu" again)
         rejecting = [c for c in entry.constraints if c.on_fail == "unsupported"]
-        reasons = _check_constraints(node, rejecting, view) if rejecting else []
+        reasons = _check_constraints(node, rejecting, view, src) if rejecting else []
         return ("unsupported", reasons + [cpu]) if reasons else ("cpu", [cpu])
     if entry.status == "unsupported":
         note = f" ({entry.note})" if entry.note else ""
         return "unsupported", [Reason("op_unsupported", f"{node.op_type} is rejected by the {table.toolchain} compiler{note}",
-                                      "unsupported")]
-    reasons = _check_constraints(node, table.generic_constraints, view) + _check_constraints(node, entry.constraints, view)
+                                      "unsupported", "op", basis, src)]
+    reasons = (_check_constraints(node, table.generic_constraints, view)
+               + _check_constraints(node, entry.constraints, view, entry.source))
     return _worst([r.verdict for r in reasons]), reasons
+
+
+def _missing_basis(table: Table) -> tuple[str, Optional[str]]:
+    """(basis, source) of the verdict on an op the table does not list: a documented table lists
+    what the vendor's pages list (an op they omit is documented as unsupported: the source of most
+    of its entries); a probed table's default for an op it never probed is inferred."""
+    if not table.documented_only:
+        return "inferred", None
+    counts: dict[str, int] = {}
+    for e in table.ops.values():
+        counts[e.source] = counts.get(e.source, 0) + 1
+    return "documented", max(counts, key=lambda k: counts[k]) if counts else None
+
+
+def _table_basis(table: Table) -> tuple[str, Optional[str]]:
+    """(basis, source) of what the table says as a whole: pre-passes, opset and IR ranges."""
+    src = table.probe_source
+    if src is not None:
+        return "probed", src
+    return ("documented", None) if table.documented_only else ("inferred", None)
 
 
 def match(graph: GraphFacts, table: Table, pre: PrepassResult | None = None) -> TargetResult:
@@ -96,7 +143,7 @@ class _Memo:
     its message, which lists every alternative, is rendered exactly as without the memo).
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
@@ -107,6 +154,7 @@ class _Memo:
         self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.py shares one dict between the
         # nodes of one op with the same attributes (every layer of a stack)
         self.hits = 0
+        self.dynamic_rank = bool(view.graph.dynamic_rank)
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
         """(local constraints, per-node constraints with their mixed any_of index or -1, the local
@@ -164,6 +212,8 @@ class _Memo:
         a = self.attrs.get(id(node.attrs))
         if a is None:
             a = self.attrs[id(node.attrs)] = repr(node.attrs)
+        if self.dynamic_rank and any(x and x[1] is None for x in ins + outs):
+            return judge_node(node, self.table, view)  # a rank unknown to the checker or dynamic: not in the key
         sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
         try:
             flags = self.clean.get(sig)
@@ -177,6 +227,8 @@ class _Memo:
             flags = self.clean[sig] = tuple([any(r.check(node, p, view) is None for r, p in subs) for subs in mixed])
         if not per_node:
             return "npu", []
+        entry = self.table.ops.get(node.key)
+        source = entry.source if entry is not None else None
         reasons = []
         for c, j in per_node:
             if j >= 0 and flags[j]:
@@ -184,13 +236,14 @@ class _Memo:
             rule = RULES[c.rule]
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
-                reasons.append(Reason(c.rule, message, c.on_fail, rule.category))
+                reasons.append(_reason(c, rule.category, message, source))
         return _worst([r.verdict for r in reasons]), reasons
 
 
 def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> TargetResult:
     pre = pre if pre is not None else run_prepasses(graph, table)
     view = GraphView(graph, pre)
+    whole = _table_basis(table)
     judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
     results = []
     folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
@@ -200,7 +253,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             why = folded[node.index]
             reasons = shared.get(why)
             if reasons is None:
-                reasons = shared[why] = (Reason("prepass", why, "folded", "prepass"),)
+                reasons = shared[why] = (Reason("prepass", why, "folded", "prepass", *whole),)
             verdict = "folded"
         elif node.index in pre.fused:
             pattern, anchor = pre.fused[node.index]
@@ -210,7 +263,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             note = f" ({pattern.description})" if pattern.description else ""
             if verdict == "npu" and node.index in pre.fused_cpu:
                 verdict, what = "cpu", "but the compiler leaves this node on the CPU"
-            reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict)]
+            reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict,
+                                                          "op", source_basis(pattern.source), pattern.source)]
         else:
             verdict, reasons = judge(node)
         result = _object_new(NodeResult)  # NodeResult(...) without the frozen __init__ (one per node per table)
@@ -225,17 +279,17 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         issues.append(Reason("ir_version", f"model IR version {graph.ir_version} outside the range [{lo}, {hi}] "
                              f"that {table.target} loads: the whole model is rejected (re-export with "
                              f"an older ONNX IR, e.g. onnx.version_converter or the TorchScript exporter)",
-                             "unsupported", "opset"))
+                             "unsupported", "opset", *whole))
     for domain, version in sorted(graph.opsets.items()):
         if domain not in table.opsets:
             if any(n.domain == domain for n in graph.nodes):
                 issues.append(Reason("opset", f"the model uses domain {domain!r} (opset {version}), "
-                                     f"which {table.target} does not import", "unsupported", "opset"))
+                                     f"which {table.target} does not import", "unsupported", "opset", *whole))
             continue
         lo, hi = table.opsets[domain]
         if not lo <= version <= hi:
             issues.append(Reason("opset", f"model opset {version} for domain {domain!r} outside the range "
-                                 f"[{lo}, {hi}] that {table.target} accepts", "unsupported", "opset"))
+                                 f"[{lo}, {hi}] that {table.target} accepts", "unsupported", "opset", *whole))
     notes = []
     for name in graph.inputs:
         info = graph.tensor(name)
@@ -243,6 +297,12 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             dims = ", ".join("?" if d is None else str(d) for d in info.shape if not isinstance(d, int))
             notes.append(f"model input '{name}' has dynamic dims ({dims}); NPU compilers plan for fixed shapes: "
                          "export with static shapes or give the toolchain its shape profiles")
+    lost = graph.shape_unknown_at
+    if lost:
+        shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+        notes.append(f"the checker could not infer the output shape of {len(lost)} node(s) ({shown}); nothing "
+                     "makes those shapes vary at run time, so they are not judged dynamic, and rules that need "
+                     "their dims say shape_unknown")
     if graph.shape_inference_error:
         notes.append(f"ONNX shape inference stopped early ({graph.shape_inference_error}); "
                      "rules that need the missing shapes report them as unknown")

@@ -12,10 +12,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
+from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's arguments (no heavy import)
+
 MARKER = "npu_deployable"
-_MARKER_KWARGS = frozenset({"targets", "exporter", "opset", "dynamic_axes", "input_names", "output_names",
-                            "numerics", "golden"})
-_EXPORTERS = ("dynamo", "torchscript")
 _REPORT_FORMATS = ("json", "md", "html")
 
 
@@ -31,23 +30,28 @@ def _report_spec(value: str) -> tuple[str, str]:
 
 def _check_report_path(value: str, path: Path) -> None:
     """A report that cannot be written is a usage error now, not after the whole run (F3)."""
+    _check_writable(f"--npu-report={value!r}", path, "reports are only written to regular files or new paths")
+
+
+def _check_writable(label: str, path: Path, only: str) -> None:
+    """A file this run will write (a report, the updated baseline) can be: a usage error now, naming
+    ``label``, rather than a failure after the whole run; ``only`` says what may be written."""
     import os
 
     from .jsonio import special_file
 
     if path.is_dir():
-        raise pytest.UsageError(f"--npu-report={value!r}: {path} is a directory")
+        raise pytest.UsageError(f"{label}: {path} is a directory")
     kind = special_file(path, follow=True)
     if kind is not None:  # a device or a FIFO would be replaced by a regular file (/dev/null as root)
-        raise pytest.UsageError(f"--npu-report={value!r}: {path} is {kind}, not a regular file; reports are only "
-                                "written to regular files or new paths")
+        raise pytest.UsageError(f"{label}: {path} is {kind}, not a regular file; {only}")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent  # write_atomic creates missing directories below the first existing one
     if not parent.is_dir():
-        raise pytest.UsageError(f"--npu-report={value!r}: {parent} is not a directory")
+        raise pytest.UsageError(f"{label}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise pytest.UsageError(f"--npu-report={value!r}: directory {parent} is not writable")
+        raise pytest.UsageError(f"{label}: directory {parent} is not writable")
 
 
 _BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng")
@@ -144,6 +148,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--npu-memory-limit", default=None, metavar="MIB",
                     help="memory a child process may add to what it inherits (default: ini npu_memory_limit, "
                          "else half the physical memory; 0: none)")
+    group.addoption("--npu-keep-onnx", default=None, metavar="DIR",
+                    help="keep the ONNX export of each marked test in DIR, named after the test id")
     group.addoption("--npu-no-isolate", action="store_true", default=False,
                     help="run exports, ONNX shape inference and ONNX Runtime in this process (no crash "
                          "containment, no timeout; for debuggers and profilers)")
@@ -168,6 +174,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_oracle", "run the real toolchains as oracles: off (default), report or strict", default="off")
     parser.addini("npu_timeout", "time limit in seconds of each isolated step (0: none)", default="")
     parser.addini("npu_memory_limit", "memory in MiB an isolated step may add to its process (0: none)", default="")
+    parser.addini("npu_keep_onnx", "keep the ONNX export of each marked test in this directory (relative to the "
+                  "ini file's directory), named after the test id", default="")
     parser.addini("npu_isolate", "run exports, shape inference and ONNX Runtime in child processes", type="bool",
                   default=True)
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
@@ -200,12 +208,8 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is a symbolic link; the baseline "
                                 "is not written through links")
     if state.updating and not hasattr(config, "workerinput"):
-        from .jsonio import special_file
-
-        kind = special_file(state.baseline_path)
-        if kind is not None:
-            raise pytest.UsageError(f"--npu-update-baseline: {state.baseline_path} is {kind}, not a regular file; "
-                                    "the baseline is only written to a regular file or a new path")
+        _check_writable("--npu-update-baseline", state.baseline_path,
+                        "the baseline is only written to a regular file or a new path")
     config.stash[_ISOLATE_BEFORE] = _configure_isolation(config)
     if not hasattr(config, "workerinput"):  # xdist workers send their reports to the controller
         config.pluginmanager.register(_Reporter(config), "npucheck-reporter")
@@ -420,15 +424,27 @@ class _State:
         return tuple(self.config.getoption("npu_target") or ()) or tuple(self.config.getini("npu_targets") or ())
 
     def export_defaults(self) -> dict[str, Any]:
-        exporter = self.config.getoption("npu_exporter") or self.config.getini("npu_exporter") or "dynamo"
+        """Exporter, opset and dynamic axes from the options and ini keys, parsed as the marker's are."""
+        from . import arguments
+        from .errors import UsageError
+
         opset_opt = self.config.getoption("npu_opset")
         opset_ini = str(self.config.getini("npu_opset") or "").strip()
-        try:
-            opset = opset_opt if opset_opt is not None else (int(opset_ini) if opset_ini else None)
-        except ValueError:
-            raise pytest.UsageError(f"ini key npu_opset={opset_ini!r} is not an integer") from None
         axes_text = str(self.config.getini("npu_dynamic_axes") or "").strip()
-        axes = _parse_axes(json_loads(axes_text, "ini key npu_dynamic_axes"), "ini key npu_dynamic_axes") if axes_text else None
+        try:
+            exporter = arguments.exporter(self.config.getoption("npu_exporter") or self.config.getini("npu_exporter")
+                                          or "dynamo", "ini key npu_exporter")
+            if opset_opt is not None:
+                opset = arguments.opset(opset_opt, "--npu-opset")
+            elif opset_ini:
+                opset = arguments.opset(int(opset_ini) if opset_ini.lstrip("-").isdigit() else opset_ini,
+                                        "ini key npu_opset")
+            else:
+                opset = None
+            axes = arguments.dynamic_axes(json_loads(axes_text, "ini key npu_dynamic_axes"),
+                                          "ini key npu_dynamic_axes") if axes_text else None
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
         return {"exporter": exporter, "opset": opset, "dynamic_axes": axes}
 
 
@@ -452,59 +468,36 @@ def json_loads(text: str, where: str) -> Any:
         raise pytest.UsageError(f"{where}: invalid JSON: {exc}") from None
 
 
-def _parse_axes(value: Any, where: str) -> Optional[dict[str, dict[int, str]]]:
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise pytest.UsageError(f"{where}: dynamic_axes must map input names to {{axis: name}}, got {value!r}")
-    out: dict[str, dict[int, str]] = {}
-    for name, axes in value.items():
-        if isinstance(axes, (list, tuple)):
-            axes = {int(a): f"{name}_dim{a}" for a in axes}
-        if not isinstance(axes, Mapping):
-            raise pytest.UsageError(f"{where}: dynamic_axes[{name!r}] must be a list of axes or {{axis: name}}")
-        try:
-            out[str(name)] = {int(a): str(n) for a, n in axes.items()}
-        except (TypeError, ValueError):
-            raise pytest.UsageError(f"{where}: dynamic_axes[{name!r}] has a non-integer axis") from None
-    return out
+def _arguments(kwargs: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """The marker's or npu_check's keyword arguments, parsed by ``arguments.py`` (usage error text)."""
+    from . import arguments
+
+    return arguments.parse(kwargs, where)
 
 
 def _spec_for(item: pytest.Item, state: _State, mark: pytest.Mark) -> CheckSpec:
+    from .errors import UsageError
+
     where = f"{item.nodeid}: @pytest.mark.{MARKER}"
-    unknown = set(mark.kwargs) - _MARKER_KWARGS
-    if unknown:
-        raise pytest.UsageError(f"{where}: unknown argument(s) {', '.join(sorted(unknown))}; "
-                                f"expected {', '.join(sorted(_MARKER_KWARGS))}")
-    targets: Any = mark.kwargs.get("targets")
-    if mark.args:
-        if targets is not None:
-            raise pytest.UsageError(f"{where}: give targets positionally or as targets=, not both")
-        targets = list(mark.args)
-    if isinstance(targets, str):
-        targets = [targets]
-    if targets is not None and (not isinstance(targets, (list, tuple)) or not all(isinstance(t, str) for t in targets)):
-        raise pytest.UsageError(f"{where}: targets must be a list of strings like 'rknn@2.5.0/rk3588', got {targets!r}")
-    targets = tuple(targets) if targets else state.default_targets()
+    kwargs = dict(mark.kwargs)
+    try:
+        if mark.args:
+            if "targets" in kwargs:
+                raise UsageError(f"{where}: give targets positionally or as targets=, not both")
+            kwargs["targets"] = list(mark.args)
+        given = _arguments(kwargs, where)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    targets = given.get("targets") or state.default_targets()
     if not targets:
         raise pytest.UsageError(f"{where}: no target: name one in the marker (targets=[...]), "
                                 "with --npu-target, or with the ini key npu_targets")
     defaults = state.export_defaults()
-    exporter = mark.kwargs.get("exporter") or defaults["exporter"]
-    if exporter not in _EXPORTERS:
-        raise pytest.UsageError(f"{where}: exporter={exporter!r}; expected one of {', '.join(_EXPORTERS)}")
-    opset = mark.kwargs.get("opset", defaults["opset"])
-    if opset is not None and (not isinstance(opset, int) or isinstance(opset, bool) or opset < 7):
-        raise pytest.UsageError(f"{where}: opset={opset!r} must be an integer >= 7")
-    axes = _parse_axes(mark.kwargs["dynamic_axes"], where) if "dynamic_axes" in mark.kwargs else defaults["dynamic_axes"]
-    names = {k: tuple(mark.kwargs[k]) if mark.kwargs.get(k) else None for k in ("input_names", "output_names")}
-    flags: dict[str, Optional[bool]] = {}
-    for k in ("numerics", "golden"):
-        v = mark.kwargs.get(k)
-        if v is not None and not isinstance(v, bool):
-            raise pytest.UsageError(f"{where}: {k}={v!r} must be True or False")
-        flags[k] = v
-    return CheckSpec(targets=targets, exporter=exporter, opset=opset, dynamic_axes=axes, **names, **flags)
+    return CheckSpec(targets=targets, exporter=given.get("exporter") or defaults["exporter"],
+                     opset=given["opset"] if "opset" in given else defaults["opset"],
+                     dynamic_axes=given["dynamic_axes"] if "dynamic_axes" in given else defaults["dynamic_axes"],
+                     input_names=given.get("input_names"), output_names=given.get("output_names"),
+                     numerics=given.get("numerics"), golden=given.get("golden"))
 
 
 def _project_version(rootdir: Path) -> str:
@@ -626,6 +619,18 @@ def _cache_dir(config: pytest.Config) -> Optional[Path]:
     return Path(cache.mkdir("npucheck-exports"))
 
 
+def _keep_onnx_dir(config: pytest.Config) -> Optional[Path]:
+    """--npu-keep-onnx (relative to the invocation directory), else ini npu_keep_onnx (relative to the
+    ini file's directory), else None."""
+    opt = config.getoption("npu_keep_onnx")
+    if opt:
+        return Path(config.invocation_params.dir) / opt
+    ini = str(config.getini("npu_keep_onnx") or "").strip()
+    if ini:
+        return Path(config.inipath.parent if config.inipath else config.rootpath) / ini
+    return None
+
+
 def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: Any, **overrides: Any) -> NpuCheckOutcome:
     state = item.config.stash[_STATE]
     calls = item.stash.setdefault(_ENTRIES, [])  # every call of the test is recorded, keyed by its number
@@ -639,9 +644,12 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     from .errors import NpuCheckError
     from .export import ExportError, ExportOptions, export_model
 
-    unknown = set(overrides) - (_MARKER_KWARGS - {"targets"}) - {"targets"}
-    if unknown:
-        entry["error"] = f"npu_check() got unknown argument(s) {', '.join(sorted(unknown))}"
+    from .errors import UsageError
+
+    try:
+        given = _arguments(overrides, "npu_check()")
+    except UsageError as exc:
+        entry["error"] = str(exc)
         pytest.fail(entry["error"], pytrace=False)
     if model is None:
         entry["error"] = "npu_check() needs a model (a torch.nn.Module), got None"
@@ -652,9 +660,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         entry["error"] = (f"npu_check() needs a model (a torch.nn.Module), got a {type(model).__name__}: the "
                           "exporters take modules (wrap a function in an nn.Module whose forward calls it)")
         pytest.fail(entry["error"], pytrace=False)
-    targets = overrides.get("targets") or spec.targets
-    if isinstance(targets, str):
-        targets = [targets]
+    targets = given.get("targets") or spec.targets
     try:
         tables = [state.catalog.table(t) for t in targets]
     except NpuCheckError as exc:
@@ -665,16 +671,15 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     for t in tables:
         unique.setdefault(t.target, t)
     tables = list(unique.values())
-    axes = _parse_axes(overrides["dynamic_axes"], "npu_check(dynamic_axes=...)") if "dynamic_axes" in overrides else spec.dynamic_axes
-    opset = overrides.get("opset", spec.opset)
-    if opset is None:
-        opset = _target_opset(tables)
+    axes = given["dynamic_axes"] if "dynamic_axes" in given else spec.dynamic_axes
+    asked_opset = given["opset"] if given.get("opset") is not None else spec.opset
+    opset = asked_opset if asked_opset is not None else _target_opset(tables)
     options = ExportOptions(
-        exporter=overrides.get("exporter") or spec.exporter,
+        exporter=given.get("exporter") or spec.exporter,
         opset=opset,
         dynamic_axes=axes,
-        input_names=overrides.get("input_names") or spec.input_names,
-        output_names=overrides.get("output_names") or spec.output_names,
+        input_names=given.get("input_names") or spec.input_names,
+        output_names=given.get("output_names") or spec.output_names,
     )
     cache_dir = _cache_dir(item.config)
     failure = None  # failed outside the handler: pytest would print the exception it handles first
@@ -694,6 +699,15 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
         item.stash.setdefault(_TEMP_EXPORTS, []).append(exported.path.parent)
     entry["export"] = {"exporter": exported.exporter, "opset": exported.opset, "cache_hit": exported.cache_hit,
                        "key": exported.key, "path": str(exported.path)}
+    keep_dir = _keep_onnx_dir(item.config)
+    if keep_dir is not None:  # written by the process that ran the test: one file per test id and call
+        from .keep_onnx import keep
+
+        try:
+            keep(exported.path, keep_dir, item.nodeid, entry.get("call", 1))
+        except UsageError as exc:
+            entry["error"] = str(exc)
+            pytest.fail(f"npu_check: {exc}", pytrace=False)
     cache_notes = list(exported.notes)  # cache entries that failed their content hashes: said, never used
     try:
         graph = graph_facts(exported.path, notes=cache_notes)
@@ -710,7 +724,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     if opset is not None and exported.opset != opset:
         import dataclasses
 
-        asked = "the marker's opset" if overrides.get("opset", spec.opset) is not None else "the targets' newest opset"
+        asked = "the marker's opset" if asked_opset is not None else "the targets' newest opset"
         hint = " (exporter='torchscript' writes older opsets)" if exported.exporter == "dynamo" else ""
         note = (f"the {exported.exporter} exporter wrote opset {exported.opset}, not {opset} ({asked}): it could not "
                 f"convert this model{hint}")
@@ -726,7 +740,7 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     gate = _gate(item, state, graph, results, entry)
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry["export"])
     spec_now = CheckSpec(targets=tuple(targets), exporter=options.exporter, opset=opset, dynamic_axes=axes,
-                         numerics=overrides.get("numerics", spec.numerics), golden=overrides.get("golden", spec.golden))
+                         numerics=given.get("numerics", spec.numerics), golden=given.get("golden", spec.golden))
     numeric_lines: list[str] = []
     if state.numerics_on(spec_now):
         numeric_lines = _numerics(item, state, spec_now, model, example_inputs, exported.path, graph, results,
@@ -772,12 +786,19 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     budgets = state.budgets
     release = state.release if budgets is not None else None
     test_budget = budgets.for_test(release, test_id, type(model).__name__) if budgets is not None else None
-    flat = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+    try:
+        flat = _input_arrays(example_inputs)
+    except _NoNumerics as exc:
+        info["notes"].append(f"the oracles did not run: {exc}")
+        return False
     feeds = dict(zip(graph.inputs, flat)) if len(flat) == len(graph.inputs) else None
     reference, reference_source, inputs_source = None, "pytorch", "given"
     if feeds is not None:
         try:
             reference = _torch_outputs(model, example_inputs, graph.outputs)
+        except _NoNumerics as exc:
+            info["notes"].append(f"the oracles did not run: {exc}")
+            return False
         except ValueError as exc:
             info["notes"].append(f"no PyTorch reference: {exc}; the reference is ONNX Runtime fp32")
     else:
@@ -853,15 +874,38 @@ def _torch_outputs_named(model: Any, example_inputs: Any, names: Sequence[str]) 
 
     from .export import _split_inputs
 
-    args, kwargs = _split_inputs(example_inputs)
+    # on copies: a model that changes its inputs in place must not change the test's tensors (nor,
+    # through shared memory, the feeds ONNX Runtime gets next)
+    args, kwargs = _split_inputs(_rebuild(example_inputs, _input_arrays(example_inputs)))
     with _eval_mode(model), torch.no_grad():
         out = model(*args, **kwargs)
     leaves = _leaves(out)
     if len(leaves) != len(names):
         raise ValueError(f"the model returns {len(leaves)} tensor(s) but the ONNX graph has {len(names)} output(s)")
     own = _leaf_names(out)
-    return ({n: t.detach().cpu().numpy() for n, t in zip(names, leaves)},
+    return ({n: _array(t, f"output {n!r}") for n, t in zip(names, leaves)},
             {n: own[k] for k, n in enumerate(names) if own[k] and own[k] != n})
+
+
+class _NoNumerics(Exception):
+    """The numbers of this model cannot be checked on ONNX Runtime CPU (the message says why)."""
+
+
+def _array(tensor: Any, what: str) -> Any:
+    """A NumPy copy of a tensor (never sharing its memory); bfloat16, which NumPy and ONNX Runtime's
+    CPU kernels lack, is _NoNumerics."""
+    if str(tensor.dtype) == "torch.bfloat16":
+        raise _NoNumerics(f"the model's {what} is bfloat16: ONNX Runtime's CPU provider, which runs the numeric "
+                          "checks, has no bfloat16 kernels for models such as this one (and NumPy no bfloat16 "
+                          "type), so its numbers cannot be checked here; check a float32 copy of the model for "
+                          "the numbers, or switch the numeric checks off for this test (numerics=False). The "
+                          "deployability verdict above does not depend on them")
+    return tensor.detach().cpu().numpy().copy()
+
+
+def _input_arrays(example_inputs: Any) -> list[Any]:
+    """The tensor leaves of the example inputs as NumPy copies, taken before any run of the model."""
+    return [_array(t, f"input {k}") for k, t in enumerate(_leaves(example_inputs))]
 
 
 def _leaf_names(x: Any) -> list[Optional[str]]:
@@ -950,7 +994,7 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         info["budget_keys"].append(test_budget.key)
 
     try:
-        flat_inputs = [t.detach().cpu().numpy() for t in _leaves(example_inputs)]
+        flat_inputs = _input_arrays(example_inputs)
         feeds = dict(zip(graph.inputs, flat_inputs)) if len(flat_inputs) == len(graph.inputs) else None
         if feeds is None:
             info["notes"].append(f"example inputs ({len(flat_inputs)} tensor(s)) do not line up with the ONNX "
@@ -1022,6 +1066,9 @@ def _numerics(item: pytest.Item, state: _State, spec: CheckSpec, model: Any, exa
         # 3) stored goldens
         if state.golden_on(spec):
             fail += _golden_step(item, state, model, example_inputs, feeds, reference, graph, info)
+    except _NoNumerics as exc:
+        info["error"] = str(exc)
+        fail.append(f"the numeric check could not run: {exc}")
     except Exception as exc:
         from .errors import NpuCheckError
 
@@ -1407,16 +1454,23 @@ class _Reporter:
         if state.updating:
             from .jsonio import directory_lock, write_atomic
 
-            with directory_lock(state.baseline_path):
-                # another run may have updated the file since this one read it: merge into what is there now
-                try:
-                    base = bl.load(state.baseline_path)
-                except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
-                    info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
-                    session.exitstatus = pytest.ExitCode.TESTS_FAILED
-                    return info
-                upd = bl.updated(base, self.entries)
-                write_atomic(state.baseline_path, upd.baseline.dumps())
+            from .errors import NpuCheckError
+
+            try:
+                with directory_lock(state.baseline_path):
+                    # another run may have updated the file since this one read it: merge into what is there now
+                    try:
+                        base = bl.load(state.baseline_path)
+                    except bl.BaselineError as exc:  # the file is left as it is, for its owner to repair
+                        info["error"] = f"changed during the run and is no longer valid, so it was not updated: {exc}"
+                        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                        return info
+                    upd = bl.updated(base, self.entries)
+                    write_atomic(state.baseline_path, upd.baseline.dumps())
+            except (OSError, NpuCheckError) as exc:  # disk full, a directory gone: the old file stays, reports go on
+                info["error"] = f"could not be written, so it was not updated: {type(exc).__name__}: {exc}"
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+                return info
             info.update(updated=True, entries=len(upd.baseline.entries),
                         added=[e.to_json() for e in upd.added], removed=[e.to_json() for e in upd.removed],
                         refused=[e.to_json() for e in upd.refused])

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .graph import GraphFacts, NodeFact, TensorInfo, _new
+from .graph import GraphFacts, NodeFact, TensorInfo, _new, dtype_name
 from .tables import OpEntry, Pattern, Table
 
 # ops whose value is not a function of their inputs: never folded
 NONDETERMINISTIC = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"})
 IDENTITY_OPS = frozenset({"Identity", "Dropout"})
+_PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
 SHAPE_OPS = frozenset({"Shape", "Size"})
 
 
@@ -69,15 +70,39 @@ def _is_const(graph: GraphFacts, pre: PrepassResult, name: str) -> bool:
     return bool(info and info.const)
 
 
+def _cast_to(node: NodeFact) -> Optional[str]:
+    to = node.attrs.get("to")
+    return dtype_name(to) if isinstance(to, int) else None
+
+
+# integer dtypes whose same-type Cast is removed as an identity; a float one (``x.float()`` of a float
+# tensor) stays: the tables' fused patterns name it (RKNN's rmsnorm_div_cast_weight), and it runs on
+# the NPU where a table says the pattern's other nodes do
+_INTEGER = frozenset({"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64"})
+
+
+def _same_type_cast(graph: GraphFacts, node: NodeFact) -> bool:
+    """A Cast of an integer tensor to the dtype it already has (``mask.long()`` of an int64 mask,
+    TorchScript's int64 -> int64 casts of shape values): an identity, removed by the compilers (ONNX
+    Runtime's CastElimination; rknn-toolkit2 2.5.0 lists no row for it) and never judged by a dtype rule."""
+    if node.op_type != "Cast" or node.domain != "ai.onnx" or not node.inputs or not node.inputs[0]:
+        return False
+    info = graph.tensors.get(node.inputs[0])
+    return info is not None and info.dtype in _INTEGER and _cast_to(node) == info.dtype
+
+
 def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
     outputs = set(graph.outputs)
     for node in graph.nodes:
-        if node.op_type in IDENTITY_OPS and node.domain == "ai.onnx":
+        if (node.op_type in IDENTITY_OPS or node.op_type == "Cast" and _same_type_cast(graph, node)) \
+                and node.domain == "ai.onnx":
             if not node.graph and node.outputs and node.outputs[0] in outputs:
                 continue  # it produces a graph output: kept (and placed) like any op
             if node.op_type == "Dropout" and len(node.outputs) > 1 and node.outputs[1] and graph.consumers.get(node.outputs[1]):
                 continue  # the mask is used: not an inference no-op
-            pre.folded[node.index] = f"{node.op_type} is removed by the compiler (no-op at inference)"
+            what = f"Cast to {_cast_to(node)}, its input's own dtype," if node.op_type == "Cast" \
+                else node.op_type
+            pre.folded[node.index] = f"{what} is removed by the compiler (no-op at inference)"
             # its readers read the input directly: an Identity of a weight (TorchScript writes one per
             # reuse of a shared parameter) passes the weight on as a constant
             src = node.inputs[0] if node.inputs else ""
@@ -95,7 +120,17 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
     compiler cannot evaluate it for the dtype of its input 0 (``not_folded``) stays to be judged."""
     folded, const, tensors = pre.folded, pre.const, graph.tensors
     for node in graph.nodes:  # ONNX nodes are stored in topological order
-        if node.index in folded or node.domain != "ai.onnx" or node.subgraphs:
+        if node.index in folded:
+            if node.op_type in _PASS_THROUGH and node.inputs and node.outputs and node.outputs[0]:
+                # removed as an identity (eliminate_identity): its output is its input, constant or not
+                info = const.get(node.inputs[0]) or tensors.get(node.inputs[0])
+                out = node.outputs[0]
+                if info is not None and info.const and out not in const:
+                    base = tensors.get(out) or info
+                    const[out] = _new(TensorInfo, name=out, dtype=base.dtype, shape=base.shape, const=True,
+                                      value=base.value if base.value is not None else info.value)
+            continue
+        if node.domain != "ai.onnx" or node.subgraphs:
             continue
         op_type = node.op_type
         if shapes and op_type in SHAPE_OPS:

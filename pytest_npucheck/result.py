@@ -11,15 +11,54 @@ VERDICTS = ("npu", "cpu", "unsupported", "folded")
 SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
 
 
+# What a reason's rule rests on: run on the real toolchain (a probe model compiled or placed by it),
+# read in the vendor's documentation, or inferred (ONNX semantics, the checker's own analysis, a
+# table's default for an op it does not list).
+BASES = ("probed", "documented", "inferred")
+
+
+def source_basis(source: Optional[str]) -> str:
+    """The basis of a table source key: ``probe:...`` probed, ``doc:...`` documented, else inferred."""
+    if source:
+        if source.startswith("probe:"):
+            return "probed"
+        if source.startswith("doc:"):
+            return "documented"
+    return "inferred"
+
+
+def basis_label(basis: str) -> str:
+    """How reports tag a reason: ``[probed]``, ``[documented]``, ``[inferred]``."""
+    return f"[{basis}]"
+
+
+def reason_text(reason: Mapping[str, Any]) -> str:
+    """A reason of the JSON report as the reports print it: its message, tagged with its basis."""
+    basis = reason.get("basis")
+    return f"{reason['message']} {basis_label(basis)}" if basis else str(reason["message"])
+
+
+DOCUMENTATION_ONLY = "documentation only"
+
+
+def documentation_only(table: Mapping[str, Any]) -> bool:
+    """Whether a target's table (its JSON header) was never run on the real toolchain (CANN, SNPE):
+    every verdict is the vendor's documentation, unchecked; reports say so beside the target."""
+    return table.get("provenance") == "documented"
+
+
 @dataclass(frozen=True)
 class Reason:
     rule: str
     message: str
     verdict: str  # the verdict this reason alone leads to
     category: str = "op"
+    basis: str = "inferred"  # BASES: what the rule rests on
+    source: Optional[str] = None  # the table's source key (provenance.sources) it comes from
 
     def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule, "message": self.message, "verdict": self.verdict, "category": self.category}
+        return {"rule": self.rule, "message": self.message, "verdict": self.verdict, "category": self.category,
+                "basis": self.basis, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -41,7 +80,8 @@ class NodeResult:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "name": self.name, "op_type": self.op_type, "domain": self.domain, "verdict": self.verdict,
-            "reasons": [{"rule": r.rule, "message": r.message, "verdict": r.verdict, "category": r.category}
+            "reasons": [{"rule": r.rule, "message": r.message, "verdict": r.verdict, "category": r.category,
+                         "basis": r.basis, "source": r.source}
                         for r in self.reasons] if self.reasons else [],  # Reason.to_json, inlined (9,000 nodes)
         }
         if self.graph:

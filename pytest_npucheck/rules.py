@@ -11,11 +11,12 @@ is what the generated supported-ops pages print.
 
 from __future__ import annotations
 
+import importlib
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from .graph import GraphFacts, NodeFact, TensorInfo
+from .graph import DYNAMIC_DIM, GraphFacts, NodeFact, TensorInfo
 
 RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
 
@@ -142,6 +143,26 @@ class _Label:
         return format(str(self), spec)
 
 
+class ShapeUnknown(str):
+    """A rule's failure that says only that the checker could not work out a shape it needs (an
+    unknown rank, or a dim that is None: see graph.DYNAMIC_DIM), not that the node has a dynamic or
+    unsupported one. The matcher reports it under the reason id ``shape_unknown``."""
+
+
+SHAPE_UNKNOWN = "shape_unknown"
+
+
+def _failed(bad: list[str], unknown: list[str]) -> Optional[str]:
+    """The rule's message: what fails, else what the checker could not work out (ShapeUnknown)."""
+    if bad:
+        return "; ".join(bad + unknown)
+    return ShapeUnknown("; ".join(unknown)) if unknown else None
+
+
+def _unknown(label: Any, what: str = "shape") -> str:
+    return f"{label}: the checker could not infer its {what}"
+
+
 def _in_range(value: float, lo: Any, hi: Any) -> bool:
     return (lo is None or value >= lo) and (hi is None or value <= hi)
 
@@ -166,13 +187,13 @@ def rule_dtype(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> 
 def rule_rank(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} rank must be in {range}."""
     lo, hi = params.get("min"), params.get("max")
-    bad = []
+    bad, unknown = [], []
     for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
         if info is None or info.shape is None:
-            bad.append(f"{label} has unknown rank")
+            unknown.append(_unknown(label, "rank"))
         elif not _in_range(len(info.shape), lo, hi):
             bad.append(f"{label} has rank {len(info.shape)}, outside {_fmt_range(lo, hi)}")
-    return "; ".join(bad) or None
+    return _failed(bad, unknown)
 
 
 @rule("dim", "shape")
@@ -180,10 +201,10 @@ def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Op
     """{which} dimension {axis} must be {dim_text}."""
     lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
     axis = params["axis"]
-    bad = []
+    bad, unknown = [], []
     for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
         if info is None or info.shape is None:
-            bad.append(f"{label} has unknown shape")
+            unknown.append(_unknown(label))
             continue
         rank = len(info.shape)
         axes = range(rank) if axis == "*" else [axis + rank if axis < 0 else axis]
@@ -191,44 +212,65 @@ def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Op
             if not 0 <= a < rank:
                 continue  # the rank rule speaks about missing axes
             d = info.shape[a]
-            if not isinstance(d, int):
-                bad.append(f"{label} dim {a} is {'unknown' if d is None else repr(d)} (not static)")
+            if d is None:
+                unknown.append(_unknown(label, f"dim {a}"))
+            elif not isinstance(d, int):
+                bad.append(f"{label} dim {a} is {_fmt_dim(d)} (not static)")
             elif (lo is not None or hi is not None) and not _in_range(d, lo, hi):
                 bad.append(f"{label} dim {a} is {d}, outside {_fmt_range(lo, hi)}")
             elif step and d % step:
                 bad.append(f"{label} dim {a} is {d}, not a multiple of {step}")
-    return "; ".join(bad) or None
+    return _failed(bad, unknown)
 
 
-def _dynamic_dims(node: NodeFact, graph: GraphFacts, which: str, unknown_only: bool) -> list[str]:
+def _fmt_dim(d: Any) -> str:
+    return "dynamic (it depends on a dynamic input or on run-time values)" if d == DYNAMIC_DIM else repr(d)
+
+
+def _dynamic_dims(node: NodeFact, graph: GraphFacts, which: str, unknown_only: bool) -> Optional[str]:
+    """What is dynamic about the node's tensors; ``unknown_only``: only dims without a name (a
+    symbolic dim of a graph input is allowed). A dim or rank the checker could not work out (None, not
+    in GraphFacts.dynamic_rank) is not dynamic: nothing makes it vary at run time
+    (graph._mark_dynamic), so the compiler sees it static."""
     kinds = ["input", "output"] if which == "all" else [which.rstrip("s")]
-    bad = []
+    bad, unknown = [], []
     for kind in kinds:
         for label, info in _tensors(node, graph, kind, "*"):
             if info is None or info.shape is None:
-                bad.append(f"{label} has unknown shape")
+                if label.name in graph.dynamic_rank or label.name in graph.inputs:
+                    bad.append(f"{label} has unknown shape (dynamic: it depends on a dynamic input or on "
+                               "run-time values)")
+                elif unknown_only:
+                    unknown.append(_unknown(label))
                 continue
+            if info.static:
+                continue
+            if None in info.shape and label.name in graph.inputs:  # a graph input's unknown dims vary
+                info = TensorInfo(info.name, info.dtype, tuple(DYNAMIC_DIM if d is None else d for d in info.shape))
             if unknown_only:
-                unknown = [i for i, d in enumerate(info.shape) if d is None]
-                if unknown:
-                    bad.append(f"{label} shape {_fmt_shape(info.shape)} has unknown dims {unknown}")
+                dynamic = [i for i, d in enumerate(info.shape) if d == DYNAMIC_DIM]
+                if dynamic:
+                    bad.append(f"{label} shape {_fmt_shape(info.shape)} has dims {dynamic} that depend on run-time values")
+                missing = [i for i, d in enumerate(info.shape) if d is None]
+                if missing:
+                    unknown.append(_unknown(label, f"dims {missing}"))
                 continue
-            dynamic = [d if isinstance(d, str) else "?" for d in info.shape if not isinstance(d, int)]
+            dynamic = [d for d in info.shape if isinstance(d, str)]
             if dynamic:
                 bad.append(f"{label} shape {_fmt_shape(info.shape)} is dynamic ({', '.join(map(str, dynamic))})")
-    return bad
+    return _failed(bad, unknown)
 
 
 @rule("static_shape", "shape")
 def rule_static_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every tensor of the node's {tensors} must have a static shape (no symbolic or unknown dims)."""
-    return "; ".join(_dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=False)) or None
+    return _dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=False)
 
 
 @rule("known_shape", "shape")
 def rule_known_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every tensor of the node's {tensors} must have a known rank and no unknown dims (symbolic dims are allowed)."""
-    return "; ".join(_dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=True)) or None
+    return _dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=True)
 
 
 def _attr(node: NodeFact, name: str) -> tuple[bool, Any]:
@@ -486,21 +528,24 @@ def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
 @rule("elements_max", "shape")
 def rule_elements_max(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the product of {which} dims over axes {axes} must be at most {max}."""
-    bad = []
+    bad, unknown = [], []
     for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
         if info is None or info.shape is None:
-            bad.append(f"{label} has unknown shape")
+            unknown.append(_unknown(label))
             continue
         rank = len(info.shape)
         axes = params.get("axes") or list(range(rank))
         dims = [info.shape[a + rank if a < 0 else a] for a in axes if -rank <= a < rank]
+        if None in dims and not any(isinstance(d, str) for d in dims):
+            unknown.append(_unknown(label, f"dims over axes {list(axes)}"))
+            continue
         if not all(isinstance(d, int) for d in dims):
             bad.append(f"{label} shape {_fmt_shape(info.shape)} is not static over axes {list(axes)}")
             continue
         product = math.prod(dims)  # type: ignore[arg-type]
         if product > params["max"]:
             bad.append(f"{label} shape {_fmt_shape(info.shape)}: {product} elements over axes {list(axes)} > {params['max']}")
-    return "; ".join(bad) or None
+    return _failed(bad, unknown)
 
 
 @rule("attr_absent", "attribute")
@@ -553,7 +598,10 @@ def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) ->
         if message is None:
             return None
         failures.append(message)
-    return " and ".join(failures) + " (any one of these would do)"
+    text = " and ".join(failures) + " (any one of these would do)"
+    # an alternative that failed only for a shape the checker could not work out might hold: the
+    # composite cannot decide either (reported as shape_unknown, like a plain rule)
+    return ShapeUnknown(text) if any(type(m) is ShapeUnknown for m in failures) else text
 
 
 def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
@@ -564,4 +612,8 @@ def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
     return found is None or found.local
 
 
-from . import rules_context  # noqa: E402,F401  (registers the context rules)
+# Registers the context rules into this module's RULES. import_module, not `from . import`: the latter
+# returns the package's attribute when one is left from an earlier import of rules_context, so a rules
+# module imported afresh (pytester's in-process runs drop the modules first imported inside them, the
+# package attribute stays) would have no context rules: KeyError 'not_graph_output' in the matcher.
+importlib.import_module(f"{__package__}.rules_context")

@@ -75,7 +75,10 @@ def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: Grap
 
 @rule("producer_not", "context", local=False)
 def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """input {index} is not computed by {chain_text}{exclusive_text}."""
+    """input {index} is not computed by {chain_text}{exclusive_text}.
+
+    The chain is walked through input 0 of each producer; with ``computed_input``, through the first
+    input another node computes when input 0 is a constant or a graph input."""
     index = int(params.get("index", 0))
     chain: Sequence[Any] = params["chain"]
     skip = params.get("skip") or ()
@@ -101,9 +104,27 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
         if not producer.inputs:
             break
         tensor = producer.inputs[0]
+        if params.get("computed_input") and _producer(graph, tensor) is None:
+            # Mul(weight, x): follow the first input another node computes (QK-norm's weight comes first)
+            tensor = next((t for t in producer.inputs[1:] if t and _producer(graph, t) is not None), tensor)
     if step_no < len(chain):
         return None
     return f"input {index} '{node.inputs[index]}' is computed by " + " <- ".join(f"{p.op_type} '{p.name}'" for p in path)
+
+
+@rule("producer_is", "context", local=False)
+def rule_producer_is(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input {index} is computed by {chain_text}."""
+    if rule_producer_not(node, {**params, "exclusive": False}, graph) is not None:
+        return None  # the chain matched
+    index = int(params.get("index", 0))
+    if index >= len(node.inputs) or not node.inputs[index]:
+        return f"it has no input {index}"
+    tensor = node.inputs[index]
+    producer = _producer(graph, tensor)
+    what = "a graph input or a constant" if producer is None else f"computed by {producer.op_type} '{producer.name}'"
+    return f"input {index} '{tensor}' is {what}, not by " + " <- ".join(
+        s if isinstance(s, str) else "|".join(s) for s in params["chain"])
 
 
 @rule("feeds_not", "context", local=False)

@@ -85,48 +85,58 @@ def check_external_data(model: Any, model_path: Path, require_files: bool = Fals
         entries = {e.key: e.value for e in tensor.external_data}
         location = entries.get("location", "")
         what = f"{model_path}: {label} external data location {location!r}"
-        if not location:
-            raise ModelError(f"{what}: no location")
-        if os.path.isabs(location) or location.startswith(("\\", "/")) or (len(location) > 1 and location[1] == ":"):
-            raise ModelError(f"{what}: absolute paths are not allowed")
-        if ".." in Path(location.replace("\\", "/")).parts:
-            raise ModelError(f"{what}: '..' would leave the model directory {base}")
-        target = base / location
-        # every component, the last one included, must not be a symbolic link
-        probe = base
-        for part in Path(location).parts:
-            probe = probe / part
-            if probe.is_symlink():
-                raise ModelError(f"{what}: {probe} is a symbolic link")
-        real = Path(os.path.realpath(target))
-        if base != real and base not in real.parents:
-            raise ModelError(f"{what}: resolves to {real}, outside the model directory {base}")
         try:
-            st = os.lstat(real)
-        except FileNotFoundError:
-            if require_files:
-                raise ModelError(f"{what}: file {real} does not exist") from None
-            continue
-        if not stat.S_ISREG(st.st_mode):
-            raise ModelError(f"{what}: {real} is not a regular file")
-        if st.st_nlink > 1:
-            raise ModelError(f"{what}: {real} has {st.st_nlink} hard links; refusing a file that may be linked "
-                             "from outside the model directory")
-        try:
-            offset = int(entries.get("offset", "0") or 0)
-            length = int(entries["length"]) if entries.get("length") else None
-        except ValueError:
-            raise ModelError(f"{what}: offset/length are not integers") from None
-        if offset < 0 or (length is not None and length < 0):
-            raise ModelError(f"{what}: negative offset or length")
-        end = offset + (length if length is not None else 0)
-        if offset > st.st_size or end > st.st_size:
-            raise ModelError(f"{what}: offset {offset} + length {length} beyond the file's {st.st_size} bytes")
-        itemsize = _ITEMSIZE.get(tensor.data_type)
-        if length is not None and itemsize is not None:
-            numel = 1
-            for d in tensor.dims:
-                numel *= int(d)
-            if numel * itemsize != length:
-                raise ModelError(f"{what}: length {length} does not match dims {list(tensor.dims)} "
-                                 f"x {itemsize} bytes = {numel * itemsize}")
+            _check_reference(what, base, location, entries, tensor, require_files)
+        except (OSError, ValueError) as exc:  # a name too long for the file system, a NUL byte
+            raise ModelError(f"{what}: not a usable file name ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def _check_reference(what: str, base: Path, location: str, entries: dict[str, str], tensor: Any,
+                     require_files: bool) -> None:
+    if not location:
+        raise ModelError(f"{what}: no location")
+    if "\x00" in location:
+        raise ModelError(f"{what}: a NUL byte is not allowed in a file name")
+    if os.path.isabs(location) or location.startswith(("\\", "/")) or (len(location) > 1 and location[1] == ":"):
+        raise ModelError(f"{what}: absolute paths are not allowed")
+    if ".." in Path(location.replace("\\", "/")).parts:
+        raise ModelError(f"{what}: '..' would leave the model directory {base}")
+    target = base / location
+    # every component, the last one included, must not be a symbolic link
+    probe = base
+    for part in Path(location).parts:
+        probe = probe / part
+        if probe.is_symlink():
+            raise ModelError(f"{what}: {probe} is a symbolic link")
+    real = Path(os.path.realpath(target))
+    if base != real and base not in real.parents:
+        raise ModelError(f"{what}: resolves to {real}, outside the model directory {base}")
+    try:
+        st = os.lstat(real)
+    except FileNotFoundError:
+        if require_files:
+            raise ModelError(f"{what}: file {real} does not exist") from None
+        return
+    if not stat.S_ISREG(st.st_mode):
+        raise ModelError(f"{what}: {real} is not a regular file")
+    if st.st_nlink > 1:
+        raise ModelError(f"{what}: {real} has {st.st_nlink} hard links; refusing a file that may be linked "
+                         "from outside the model directory")
+    try:
+        offset = int(entries.get("offset", "0") or 0)
+        length = int(entries["length"]) if entries.get("length") else None
+    except ValueError:
+        raise ModelError(f"{what}: offset/length are not integers") from None
+    if offset < 0 or (length is not None and length < 0):
+        raise ModelError(f"{what}: negative offset or length")
+    end = offset + (length if length is not None else 0)
+    if offset > st.st_size or end > st.st_size:
+        raise ModelError(f"{what}: offset {offset} + length {length} beyond the file's {st.st_size} bytes")
+    itemsize = _ITEMSIZE.get(tensor.data_type)
+    if length is not None and itemsize is not None:
+        numel = 1
+        for d in tensor.dims:
+            numel *= int(d)
+        if numel * itemsize != length:
+            raise ModelError(f"{what}: length {length} does not match dims {list(tensor.dims)} "
+                             f"x {itemsize} bytes = {numel * itemsize}")

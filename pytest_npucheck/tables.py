@@ -129,7 +129,17 @@ class Table:
 
     def header(self) -> dict[str, Any]:
         return {"toolchain": self.toolchain, "version": self.version, "soc": self.soc, "revision": self.revision,
-                "sha256": self.sha256}
+                "sha256": self.sha256, "provenance": str(self.provenance.get("method", ""))}
+
+    @property
+    def documented_only(self) -> bool:
+        """No rule of the table was run on the real toolchain (CANN, SNPE: vendor documentation)."""
+        return self.provenance.get("method") == "documented"
+
+    @property
+    def probe_source(self) -> Optional[str]:
+        """The table's first probe source (its pre-passes, opsets and IR range were probed with it)."""
+        return next((k for k in self.provenance.get("sources") or {} if k.startswith("probe:")), None)
 
 
 # -- revisions: the release policy's fields ------------------------------------------------------

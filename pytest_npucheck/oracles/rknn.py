@@ -53,6 +53,7 @@ __all__ = [
     "row_node",
     "attribute_rows",
     "unmapped_cpu_rows",
+    "rewrite_lineage",
 ]
 
 ENV_VAR = "NPUCHECK_RKNN_PYTHON"
@@ -593,6 +594,44 @@ def onnx_node_names(model_path: str | os.PathLike[str]) -> list[str]:
 
 
 _REWRITE_SUFFIX_RE = re.compile(r"#\d+$")
+_FUSE_RE = re.compile(r"^\s*(?P<rule>[A-Za-z0-9_]+): remove node = \[(?P<removed>[^\]]*)\]"
+                      r"(?:, add node = \[(?P<added>[^\]]*)\])?")
+
+
+def _names(text: str | None) -> list[str]:
+    return [t.strip().strip("'\"") for t in (text or "").split(",") if t.strip().strip("'\"")]
+
+
+def rewrite_lineage(log: str) -> dict[str, frozenset[str]]:
+    """Which ONNX nodes each node that RKNN's graph rewrites created came from.
+
+    The verbose build log traces every rewrite of ``fuse_ops`` as
+    ``<rule>: remove node = ['a', 'b'], add node = ['c']``; the added nodes stand for the union of
+    what the removed ones stood for, transitively (``node_mean`` -> ``node_mean#1`` (einsum) ->
+    ``pow_1_rs_mm`` (matmul) -> ``pow_1_rs_mm#1`` (Conv)). Helpers added without removing
+    anything (the Reshapes of ``unsqueeze_to_4d_*``) are not listed: they are glue named after a
+    tensor (:func:`attribute_rows` handles them). Names that are not rewritten map to nothing."""
+    origin: dict[str, frozenset[str]] = {}
+    in_fuse = False
+    for ln in strip_ansi(log).splitlines():
+        body = ln[2:] if ln[:2] in ("D ", "I ", "W ") else ln
+        if body.strip().startswith("fuse_ops results"):
+            in_fuse = True
+            continue
+        if not in_fuse:
+            continue
+        m = _FUSE_RE.match(body)
+        if not m:
+            if body.strip().startswith("fuse_ops done"):
+                in_fuse = False
+            continue
+        removed, added = _names(m.group("removed")), _names(m.group("added"))
+        if not removed:
+            continue
+        src = frozenset().union(*(origin.get(r, frozenset({r})) for r in removed))
+        for a in added:
+            origin[a] = src
+    return origin
 #: Layout ops RKNN inserts around other ops; on their own they do not move a node to the CPU.
 GLUE_OPS = frozenset({"Reshape", "Transpose"})
 
@@ -615,11 +654,22 @@ def row_node(row: LayerRow, node_names: Iterable[str]) -> str | None:
     return None
 
 
+def _name_roots(node: str, producer: Mapping[str, str]) -> list[str]:
+    """The names a row made of ``node`` may start with: the node's and its output tensors'."""
+    return [node] + [t for t, p in producer.items() if p == node]
+
+
+def _named_after(row_name: str, node: str, producer: Mapping[str, str]) -> bool:
+    return any(row_name.startswith(p) and (len(row_name) == len(p) or row_name[len(p)] in "_#-.")
+               for p in _name_roots(node, producer))
+
+
 def _as_nodes(nodes: Sequence[str] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [{"name": n} if isinstance(n, str) else n for n in nodes]
 
 
-def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[str, Any]]
+def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[str, Any]],
+                   lineage: Mapping[str, frozenset[str]] | None = None
                    ) -> dict[str, dict[str, list[str]]]:
     """Attribute layer-table rows to ONNX nodes, including helper ops RKNN inserted.
 
@@ -635,8 +685,11 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
         rows carry a name derived from the node name (``<node>_2fp_mul_cast``,
         ``<node>#1_rs``, ``<node>_2rs``): ops RKNN made out of the node.  Helper rows carry a
         name derived from a tensor: ``<tensor>-rs`` belongs to the tensor's producer,
-        ``<tensor>_<suffix>`` (``x_gather``, ``h0_pad``) to its single consumer.  Rows that
-        cannot be attributed are listed under the key ``""``.
+        ``<tensor>_<suffix>`` (``x_gather``, ``h0_pad``) to its single consumer.  With
+        ``lineage`` (:func:`rewrite_lineage` of the build log), a row whose name a rewrite
+        created counts as a rewrite of every ONNX node it came from (``Conv:pow_1_rs_mm#1``
+        is the ReduceMean ``node_mean``).  Rows that cannot be attributed are listed under the
+        key ``""``.
     """
     nodes = _as_nodes(nodes)
     names = {n["name"] for n in nodes}
@@ -652,6 +705,9 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                 if n["name"] not in lst:
                     lst.append(n["name"])
     prefixes = sorted(set(names) | set(producer) | set(consumers), key=len, reverse=True)
+    op_type = {n["name"]: n.get("op_type") for n in nodes}
+    outputs = {n["name"]: [t for t in n.get("outputs", ()) or () if t] for n in nodes}
+    direct_nodes = {d for d in (row_node(r, names) for r in result.rows if not r.is_io) if d is not None}
     out: dict[str, dict[str, list[str]]] = {}
     for r in result.rows:
         if r.is_io:
@@ -661,9 +717,21 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
         if direct is not None:
             out.setdefault(direct, {}).setdefault(kind, []).append(r.full_name)
             continue
+        nm = r.onnx_name or ""
+        traced = (lineage or {}).get(nm) or (lineage or {}).get(_REWRITE_SUFFIX_RE.sub("", nm)) or ()
+        traced = [t for t in traced if t in names]  # helper Reshapes of earlier rewrites drop out
+        if len(traced) > 1:  # a rule that rewrote several nodes: the row's name says whose it is
+            own = [t for t in traced if _named_after(nm, t, producer)]
+            longest = max((len(p) for t in own for p in _name_roots(t, producer)
+                           if nm.startswith(p)), default=0)
+            own = [t for t in own if any(len(p) == longest and nm.startswith(p) for p in _name_roots(t, producer))]
+            traced = own or traced
+        if traced:
+            for origin in sorted(traced):
+                out.setdefault(origin, {}).setdefault(kind + "_rewrites", []).append(r.full_name)
+            continue
         owner: str | None = None
         suffix = "_helpers"
-        nm = r.onnx_name or ""
         for p in prefixes:
             if nm.startswith(p) and len(nm) > len(p) and nm[len(p)] in "_#-.":
                 rest = nm[len(p):]
@@ -676,6 +744,11 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                         owner = producer.get(p)
                     elif len(cons) == 1:
                         owner = cons[0]
+                        swapped = _swapped_into(owner, r.op_type, op_type, outputs, consumers, direct_nodes)
+                        if swapped:  # the same row for each of them: the compiler merged identical ones
+                            for other in swapped[1:]:
+                                out.setdefault(other, {}).setdefault(kind + "_rewrites", []).append(r.full_name)
+                            owner, suffix = swapped[0], "_rewrites"
                     else:
                         owner = producer.get(p)
                 break
@@ -683,8 +756,29 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
     return out
 
 
+def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
+                  consumers: Mapping[str, list[str]], direct_nodes: set[str]) -> list[str]:
+    """The nodes a helper row named after ``owner``'s input really is, when RKNN swapped them: an
+    int64 -> bool Cast followed by a Reshape becomes ``Reshape:<mask>_rs`` (on int64, before the Cast)
+    and ``Cast:<cast>``. The row stands for ``owner``'s readers when every one has the row's op type (an
+    Unsqueeze/Squeeze/Flatten for a Reshape row; several identical ones are merged into the one row),
+    ``owner`` has another op type, and no reader has a row of its own; otherwise ``[]``."""
+    if not row_op or op_type.get(owner) in (None, row_op):
+        return []
+    readers = list(dict.fromkeys(c for t in outputs.get(owner, ()) for c in consumers.get(t, ())))
+    ok = {row_op} | (_RESHAPE_LIKE if row_op == "Reshape" else set())
+    if not readers or any(op_type.get(c) not in ok or c in direct_nodes for c in readers):
+        return []
+    return readers
+
+
+#: ops RKNN compiles as a Reshape
+_RESHAPE_LIKE = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten"})
+
+
 def onnx_placement(result: RknnResult,
-                   nodes: Sequence[str] | Sequence[Mapping[str, Any]] | None = None
+                   nodes: Sequence[str] | Sequence[Mapping[str, Any]] | None = None,
+                   lineage: Mapping[str, frozenset[str]] | None = None
                    ) -> dict[str, str]:
     """Per-ONNX-node placement derived from an RKNN result.
 
@@ -702,11 +796,15 @@ def onnx_placement(result: RknnResult,
         result: the compile result.
         nodes: node names, or node dicts with ``name``/``inputs``/``outputs`` (enables the
             helper-row rule); default read from ``result.path`` (needs ``onnx``).
+        lineage: the rewrites of the build (:func:`rewrite_lineage`); default read from
+            ``result.log`` when the log was kept.
     """
     nodes = _as_nodes(nodes if nodes is not None else onnx_nodes(result.path))
     if result.status != "ok":
         return {n["name"]: "unsupported" for n in nodes}
-    attr = attribute_rows(result, nodes)
+    if lineage is None and result.log:
+        lineage = rewrite_lineage(result.log)
+    attr = attribute_rows(result, nodes, lineage)
     placement: dict[str, str] = {}
     for n in nodes:
         a = attr.get(n["name"], {})

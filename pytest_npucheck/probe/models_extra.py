@@ -777,6 +777,12 @@ from pytest_npucheck.probe.models_extra6 import FAMILIES as _FAMILIES6  # noqa: 
 
 FAMILIES += _FAMILIES6
 
+from pytest_npucheck.probe.models_attention_limits import FAMILIES as _ATTENTION_LIMITS  # noqa: E402 - issue 22
+from pytest_npucheck.probe.models_norm_limits import FAMILIES as _NORM_LIMITS  # noqa: E402 - issue 22
+from pytest_npucheck.probe.models_rejections import FAMILIES as _REJECTIONS  # noqa: E402 - issue 22
+
+FAMILIES += _ATTENTION_LIMITS + _NORM_LIMITS + _REJECTIONS
+
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every extra probe (optionally only ids starting with one of ``select``; the others

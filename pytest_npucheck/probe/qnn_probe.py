@@ -331,6 +331,15 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                               if recip else "Div",
                               "weight, x" if first else "x, weight",
                               " and a MatMul" if proj else " as the graph output")))
+    # -- probe families of the topic modules (GatherND index shapes, rank-6 Gathers, RMSNorm) ----
+    from pytest_npucheck.probe.models import _Collector
+    from pytest_npucheck.probe.models_gather_index import QNN_FAMILIES as gather_families
+    from pytest_npucheck.probe.models_rejections import QNN_FAMILIES as rejection_families
+
+    col = _Collector()
+    for fam in gather_families + rejection_families:
+        fam(col)
+    out += col.probes
     if select:
         sel = tuple(select)
         out = [p for p in out if p.id.startswith(sel)]

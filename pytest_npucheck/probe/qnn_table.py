@@ -38,6 +38,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+
 __all__ = ["build_table", "merge_results", "verify_table", "predict", "compare", "main",
            "op_rules", "EINSUM_NPU"]
 
@@ -353,6 +354,27 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                    "fine (absent strides/pads take their ONNX defaults 1 / 0)"),
             probes=[r"ctx\.AveragePool", r"q\.AveragePool"]),
     }
+    if _vkey(version) >= (2, 51):
+        # GatherND by index shape and data dtype (q.GatherND.ctx=index.*, probed on 2.51.0 only)
+        rules["GatherND"]["constraints"] = list(rules["GatherND"]["constraints"]) + [
+            C("dtype", [r"q\.GatherND\.ctx=index\.\w+\.idx=r\d\.d\d\.b\."], tensor="input", index=0,
+              allowed=FLOATS + ["int32", "int64"],
+              note="bool data runs on the CPU ('Failed to create GatherND node.') whatever the indices: the "
+                   "padding-mask lookup mask[batch_idx, kv_idx] that the dynamo exporter writes for "
+                   "transformers text models (bool mask, constant int64 indices (B, 1, 1, T, 2))"),
+            C("rank", [r"q\.GatherND\.ctx=index\.mask\.idx=r5\.d2\.f32"], tensor="input", index=1, max=4,
+              note="indices of rank 5 or more run on the CPU ('Failed to create GatherND node.'); rank 2-4 "
+                   "indices of float data ran on the NPU"),
+            C("any_of", [r"q\.GatherND\.ctx=index\.mask\.idx=r5\.d2\.i(64|32)"], "unsupported",
+              constraints=[sub("rank", tensor="input", index=1, max=4),
+                           sub("dtype", tensor="input", index=0, allowed=FLOATS + ["bool"])],
+              note="integer (int32/int64) data with rank-5 indices: " + FINALIZE +
+                   "; with rank 2-4 indices it ran on the NPU"),
+        ]
+        rules["Gather"] = E("npu", note="Gathers with rank-6 data or a rank-6 result ran on the CPU ('Failed to add "
+                                        "node.'), as the generic rank-5 limit says, also behind a rank-6 Reshape -> "
+                                        "Transpose of a packed q/k/v projection, whose Reshape then went to the CPU too "
+                                        "(q.Gather.ctx=rank6.*, errata)")
     if _vkey(version) < (2, 51):
         # onnxruntime-qnn < 2.7: variadic Sum/Max/Min take exactly two inputs; bool Slice fails
         for op, msg in (("Sum", "'QNN EP supports Sum operator with QNN_OP_ELEMENT_WISE_ADD, "

@@ -35,6 +35,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+
 __all__ = ["build_table", "adapt_to_results", "merge_results", "verify_table", "main",
            "OP_SPECS"]
 
@@ -96,6 +97,11 @@ TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
               "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
               "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik"]
+
+_MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
+                   "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
+                   "mask_head.*): the Reshape/Unsqueeze then runs on the integer data on the CPU (layer row "
+                   "'Reshape INT64 CPU <mask>_rs'); behind a bool -> float Cast it stayed on the NPU")
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -166,6 +172,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "probe dividing two random int64 graph inputs crashed the toolkit with "
                     "SIGFPE - an integer division by zero in its own test data, not a limit of "
                     "the op (errata)"),
+             C("any_of", [r"x\.Div\.ctx=norm_div\."],
+               constraints=[{"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": ["Add", "Mul"]}},
+                            {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
+                            {"rule": "producer_not", "params": {"index": 0, "chain": [
+                                ["ReduceL2", "ReduceMax", "ReduceMean", "ReduceSum", "Sqrt"]]}}],
+               note="Global Response Normalisation (ConvNeXt-V2: the spatial L2 norm of each channel divided "
+                    "by its mean over the channels) runs its Div on the CPU when the normalised tensor goes "
+                    "on into a MatMul (the block's pwconv2, through the gamma/beta Mul/Add and the residual): "
+                    "a Div of a reduced per-channel vector (size 1 on axis 1) by another; the same GRN ending "
+                    "in a Relu, and x / mean(x) of the full tensor, ran on the NPU (x.Div.ctx=norm_div.*)"),
              C("rank", [r"Div\.a=const_scalar", r"x\.Div\.a=const_scalar"], tensor="input",
                index=0, min=1,
                note="a scalar numerator (c / x) is compiled as a CPU Div, for every probed "
@@ -197,6 +213,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Where": E("npu", C("dtype", [r"Where\.xy=dyn\.i64", r"Where\.xy=dyn\.i32"], tensor="input",
                         index=1, allowed=FLOATS,
                         note="int64 data runs on the CPU (an int32 Where crashed the compiler)"),
+               C("any_of", [r"Where\.xy=dyn|x\.(Reshape|Cast|Where)\.ctx=mask_cast\."], "unsupported",
+                 constraints=[{"rule": "feeds_not", "params": {"path": ["Softmax"]}},
+                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}}],
+                 note="a Where whose condition is broadcast over the query axis (size 1 on axis -2: a padding "
+                      "mask viewed as (B, 1, 1, T)) and whose result goes straight into a Softmax makes build() "
+                      "abort ('Encountered First Conv unsupported subgraph: exSoftmaxMask', SIGABRT), whether the "
+                      "mask is cast from int64/int32, computed by a Greater or a bool graph input; a (B, 1, T, T) "
+                      "or expanded mask, Where(m, 0, -big) added to the scores, or a Where read by another op "
+                      "built (x.*.ctx=mask_cast.*)"),
                probes=[r"pattern\.greater_where", r"ctx\.Equal", r"pattern\.attention\.mha_wh"]),
     "Cast": E("npu",
               C("dtype", [r"Cast\.to=float32\.u8"], "unsupported", tensor="input", index=0,
@@ -263,10 +288,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
     "LRN": E("cpu"),
-    "Softmax": E("npu", C("elements_max", [r"Softmax\.axis=m1\.(wide|shape=)"], tensor="input",
-                          index=0, axes=[2, 3], max=65536,
-                          note="rank-4 inputs with H*W > 65536 fall back to the CPU "
-                               "('align_surf overflow'); measured with axis=-1"),
+    "Softmax": E("npu", C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
+                          constraints=[{"rule": "elements_max", "params": {"tensor": "input", "index": 0,
+                                                                           "axes": [2, 3], "max": 65536}},
+                                       {"rule": "producer_is", "params": {"index": 0, "chain": ["MatMul"],
+                                                                          "skip": ["Div", "Mul"]}}],
+                          note="rank-4 inputs with H*W > 65536 fall back to the CPU ('align_surf overflow'; "
+                               "measured with axis=-1) when the Softmax reads a graph input or a masked Add; "
+                               "reading the scores MatMul (q @ k^T, directly or through the scale Mul/Div) it "
+                               "ran on the NPU at every probed size, 257 x 257 to 1024 x 1024, alone or in a "
+                               "fused attention (x.Softmax.ctx=attn_size.*)"),
                  probes=[r"ctx\.Softmax", r"pattern\.attention"],
                  note="compiled to exSoftmax13 for every axis (the 2.3.2 doc's 'axis 1 or 3 "
                       "only' is not a placement limit in 2.5.0)."),
@@ -375,6 +406,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
+                 C("producer_pass", [r"x\.Reshape\.ctx=mask_(cast|head)\."], index=0, ops=["Cast", "Equal"],
+                   constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                           "allowed": ["bool", "float16", "float32"]}},
+                   note=_MASK_SWAP_NOTE),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
                                 {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}},
@@ -393,11 +428,21 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  note="allowzero=1 with an explicit shape, as the dynamo exporter writes every Reshape, builds "
                       "and runs on the NPU (probed again for revision 2); the revision-1 probe of allowzero=1 with "
                       "a 0 in the shape was an invalid model (512 elements to none), not a limit of the compiler."),
-    "Flatten": E("npu", C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
+    "Flatten": E("npu", C("producer_pass", [r"x\.Reshape\.ctx=mask_lookup\.i64\.cast\.flatten"], index=0,
+                          ops=["Cast", "Equal"],
+                          constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                                  "allowed": ["bool", "float16", "float32"]}},
+                          note=_MASK_SWAP_NOTE),
+                 C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),
     "Squeeze": E("npu"),
-    "Unsqueeze": E("npu", C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
+    "Unsqueeze": E("npu", C("producer_pass", [r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"], index=0,
+                            ops=["Cast", "Equal"],
+                            constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                                    "allowed": ["bool", "float16", "float32"]}},
+                            note=_MASK_SWAP_NOTE),
+                   C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
                             note="an Unsqueeze of a computed tensor that feeds ScatterElements "
                                  "(a CPU op) runs on the CPU as a Reshape")),
@@ -467,13 +512,34 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "ScatterElements": E("cpu"),
     "Expand": E("npu", C("const_input", [r"Expand\.shape=dyn"], "unsupported", index=1,
                          note="a non-constant shape makes build() fail"),
+                C("any_of", [r"Expand\.from=1_8_16_16\.to=2_8_16_16", r"ctx\.Expand\.to=batch2",
+                             r"x\.Expand\.ctx=expand_shape\.", r"Expand\.from=1_32\.to=16_32"],
+                  constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                               {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 0, "max": 1}},
+                               {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
+                  note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
+                       "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k)\."],
+                  constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
+                               {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
+                                   "Add", "Cast", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean", "Relu",
+                                   "Reshape", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True}},
+                               {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
+                                   "Div", "Mul", "Reshape", "Transpose"]}}],
+                  note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "
+                       "over the query heads: Unsqueeze -> Expand -> Reshape, with the shape written in full or "
+                       "with ones as the dynamo exporter writes repeat_interleave, and the rank-4 Expand of the "
+                       "head axis) runs on the CPU between the K/V projection MatMul and the attention MatMul "
+                       "(the compiler lays the tensor out as (1, T, 1, d) and expands the batch axis); two K/V "
+                       "heads, or a repeat that does not sit between two MatMuls, ran on the NPU "
+                       "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
                        "fuses the attention (MatMul -> Add(mask) -> Softmax -> MatMul) into "
                        "exSDPAttention; without the second MatMul it stays on the NPU"),
-                note="expanding the batch axis of a rank-4 tensor (1 -> 2) runs on the CPU; not "
-                     "expressible without also catching NPU rank-2 expansions (errata)."),
+                note="an Expand of axis 1 from size 1 over five axes whose axis 2 stays 1 (x.Expand.ctx="
+                     "kv_repeat.head_axis) ran on the CPU (errata)."),
     "Tile": E("npu",
               C("rank", [r"Tile\.repeats=2_1\.", r"Tile\.repeats=1_1_3\.", r"Tile\.repeats=1_4_1",
                          r"Tile\.repeats=1_1_2_1_1"], tensor="input", index=0, min=4, max=4,

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Optional, Sequence
 from .text import clean
 from .views import test_label, test_order, disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
+from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 
 MAX_SVG_NODES = 1500
 MAX_TABLE_ROWS = 5000
@@ -53,7 +54,7 @@ def h(text: Any, limit: int = 200) -> str:
 
 
 def _reasons(n: Mapping[str, Any]) -> str:
-    return "; ".join(str(r["message"]) for r in n.get("reasons", []))
+    return "; ".join(reason_text(r) for r in n.get("reasons", []))
 
 
 def graph_svg(tr: Mapping[str, Any]) -> str:
@@ -178,7 +179,9 @@ def render(doc: Mapping[str, Any]) -> str:
             sec = [f'<section class="test" id="{anchor}"><h2>{word} <code>{h(test_label(t), 300)}</code> on {h(tr["target"])}</h2>',
                    f'<p>table {h(table.get("toolchain", ""))}@{h(table.get("version", ""))}/{h(table.get("soc", ""))} '
                    + (f'revision {h(str(table["revision"]))} ' if "revision" in table else '')
-                   + f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>; verdict {h(tr["verdict"])}; '
+                   + f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>'
+                   + (f' ({DOCUMENTATION_ONLY}: not checked against the toolchain)' if documentation_only(table) else '')
+                   + f'; verdict {h(tr["verdict"])}; '
                    f'npu {s["npu"]}, cpu {s["cpu"]}, unsupported {s["unsupported"]}, folded {s["folded"]}; '
                    f'{len(g["new"])} new, {len(g["accepted"])} accepted fallback(s)</p>']
             if part:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from .escape import visible
 from .views import test_label, test_order, disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
 from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
+from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 
 _SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
 MAX_CELL = 160
@@ -39,7 +40,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> list[str]:
 
 
 def _reasons(node: Mapping[str, Any]) -> str:
-    return "; ".join(r["message"] for r in node.get("reasons", [])) or node["verdict"]
+    return "; ".join(reason_text(r) for r in node.get("reasons", [])) or node["verdict"]
 
 
 def _table_name(table: Mapping[str, Any]) -> str:
@@ -67,8 +68,9 @@ def render(doc: Mapping[str, Any]) -> str:
             s = tr["summary"]
             part = tr.get("partition") or {}
             word = "PASS" if g["passed"] else "FAIL"
+            only = f" ({DOCUMENTATION_ONLY})" if documentation_only(tr.get("table") or {}) else ""
             tables[tr["target"]] = _table_name(tr.get("table") or {})
-            summary.append([esc(tr["target"]), esc(test_label(t)), f"**{word}**", tr["verdict"],
+            summary.append([esc(tr["target"]) + esc(only), esc(test_label(t)), f"**{word}**", tr["verdict"],
                             f"{s['npu']}/{s['cpu']}/{s['unsupported']}/{s['folded']}",
                             _pct(part.get("npu_share_nodes")), _pct(part.get("npu_share_macs")),
                             str(len(g["new"])), str(len(g["accepted"]))])

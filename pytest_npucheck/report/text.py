@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..result import NodeResult, TargetResult
+from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
 from .escape import visible
 
 MAX_NAME = 120
@@ -19,6 +19,7 @@ def clean(text: str, limit: int = MAX_NAME) -> str:
 
 def summary_line(result: TargetResult) -> str:
     s = result.summary
+    only = f", {DOCUMENTATION_ONLY}" if documentation_only(result.table) else ""
     total = len(result.nodes)
     counts = f"npu {s['npu']}, cpu {s['cpu']}, unsupported {s['unsupported']}, folded {s['folded']}"
     if result.passed:
@@ -30,7 +31,7 @@ def summary_line(result: TargetResult) -> str:
             head += " and the compiler rejects the model"
     table = result.table
     rev = f"revision {table['revision']}, " if "revision" in table else ""
-    return f"{result.target} [table {rev}sha256 {table.get('sha256', '')[:12]}]: {head} ({counts})"
+    return f"{result.target} [table {rev}sha256 {table.get('sha256', '')[:12]}{only}]: {head} ({counts})"
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
@@ -68,7 +69,7 @@ def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
         if not reasons:
             rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, "", clean(src, 200)])
         for i, r in enumerate(reasons):
-            msg = f"{label}: {clean(r.message, 400)}"
+            msg = f"{label}: {clean(r.message, 400)} {basis_label(r.basis)}"
             if i == 0:
                 rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, clean(src, 200), msg])
             else:

@@ -45,7 +45,7 @@ def test_fix_verification_never_loads_the_weights(tmp_path):
 
     plain, fixes = run("--no-fixes"), run()
     assert plain["code"] == fixes["code"] == 1
-    [s] = fixes["doc"]["fixes"]["suggestions"]
+    [s] = fixes["doc"]["files"][0]["targets"][0]["fixes"]["suggestions"]  # the one JSON shape of `check`
     assert s["recipe"] == "pad-reflect" and s["verified"]["error"] is None and s["verified"]["fallbacks_after"] == 0
     added_mib = (fixes["maxrss_kib"] - plain["maxrss_kib"]) / 1024
     assert added_mib < 48, f"fix verification added {added_mib:.0f} MiB of peak RSS: the weights were loaded"

@@ -329,7 +329,8 @@ def test_json_report_validates_and_carries_contract_fields(suite):
     assert a["summary"]["cpu"] == 1 and not a["passed"]
     pad = next(n for n in a["nodes"] if n["op_type"] == "Pad")
     assert pad["verdict"] == "cpu" and pad["reasons"][0] == {
-        "rule": "attr_in", "message": "mode='reflect' not in {'constant'}", "verdict": "cpu", "category": "attribute"}
+        "rule": "attr_in", "message": "mode='reflect' not in {'constant'}", "verdict": "cpu", "category": "attribute",
+        "basis": "inferred", "source": "tests"}  # the toy table's source key names neither a probe nor a document
     assert b["passed"]
     ts = tests["test_j.py::test_clean_ts"]
     assert ts["status"] == "passed" and ts["export"]["exporter"] == "torchscript" and ts["export"]["opset"] == 17

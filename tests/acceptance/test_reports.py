@@ -139,7 +139,8 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert re.fullmatch(r"[0-9a-f]{64}", props[f"npucheck[{T}].table_sha256"])
     # the table revision each target was checked against, in every report (a table without one is revision 1)
     assert props[f"npucheck[{T}].table_revision"] == "1" and a["table"]["revision"] == 1
-    assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}]: FAIL" in text
+    # the toy table is documentation only: the headline says so
+    assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}, documentation only]: FAIL" in text
     assert props[f"npucheck[{T}].cpu"] == "2" and props[f"npucheck[{T}].new_fallbacks"] == "1"
     assert props[f"npucheck[{T}].accepted_fallbacks"] == "1"
     assert 0 < float(props[f"npucheck[{T}].npu_share_nodes"]) < 1
@@ -164,7 +165,8 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     new_part, acc_part = md.split("### Accepted fallbacks")
     assert md_report.esc(new_node) in new_part and md_report.esc(accepted_node) in acc_part
     assert "reflect &lt;padding&gt; is \\| needed" in acc_part
-    assert "| toy@1.0/soc\\-a | test\\_suite.py::test\\_two\\_pads | **FAIL** |" in md
+    # the toy table is documentation only: every report says so beside the target
+    assert "| toy@1.0/soc\\-a \\(documentation only\\) | test\\_suite.py::test\\_two\\_pads | **FAIL** |" in md
     # HTML: self-contained and rendered by a real browser
     page = (out / "r.html").read_text()
     assert not re.search(r"""(src|href)=["']?(https?:|//)""", page)

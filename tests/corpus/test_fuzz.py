@@ -40,6 +40,7 @@ BUDGET = {  # cases per category
     "table: text mutations": 40, "table: value mutations": 80,
     "comparator: random arrays": 200, "golden: mutated files": 80,
     "baseline: value mutations": 40, "budgets: value mutations": 40,
+    "cli: bit flips": 90, "cli: truncation": 40, "cli: field mutations": 120, "cli: random ops": 90,
 }
 TARGETS = ["rknn@2.5.0/rk3588", "qnn@2.51.0/htp-v73"]
 
@@ -255,47 +256,81 @@ def _random_op_model(rng: random.Random) -> Any:
                              ir_version=9)
 
 
-@pytest.mark.slow  # 250 mutated models, each checked in a forked child
-def test_fuzz_models(real_model, catalog, tmp_path, contained):
-    tables = [catalog.table(t) for t in TARGETS]
+def _model_cases(real_model: Any, prefix: str, base: int) -> Any:
+    """(category, seed, bytes) of each mutated model: bit flips, truncation, field mutations of the
+    real exported model and single-node models of random ops; ``prefix`` names the budget entries,
+    ``base`` keeps the seeds of two runs apart."""
     data = real_model.SerializeToString()
-    tally = Tally()
-    case_no = 0
-
-    def check(blob: bytes) -> Callable[[], Any]:
-        nonlocal case_no
-        case_no += 1
-        path = tmp_path / f"case{case_no}.onnx"
-        path.write_bytes(blob)
-
-        def run() -> Any:
-            return check_graph(graph_facts(path), tables)
-
-        return run
-
-    for i in range(_n("model: bit flips")):
-        seed = SEED * 1000 + i
+    for i in range(_n(f"{prefix}bit flips")):
+        seed = (SEED + base) * 1000 + i
         rng = random.Random(seed)
         blob = bytearray(data)
         for _ in range(rng.randrange(1, 9)):
             blob[rng.randrange(len(blob))] ^= 1 << rng.randrange(8)
-        tally.run("model: bit flips", seed, check(bytes(blob)))
-    for i in range(_n("model: truncation")):
-        seed = SEED * 2000 + i
+        yield f"{prefix}bit flips", seed, bytes(blob)
+    for i in range(_n(f"{prefix}truncation")):
+        seed = (SEED + base) * 2000 + i
         rng = random.Random(seed)
-        tally.run("model: truncation", seed, check(data[:rng.randrange(0, len(data))]))
-    for i in range(_n("model: field mutations")):
-        seed = SEED * 3000 + i
+        yield f"{prefix}truncation", seed, data[:rng.randrange(0, len(data))]
+    for i in range(_n(f"{prefix}field mutations")):
+        seed = (SEED + base) * 3000 + i
         rng = random.Random(seed)
         m = copy.deepcopy(real_model)
         for _ in range(rng.randrange(1, 4)):
             _mutate_fields(m, rng)
-        tally.run("model: field mutations", seed, check(m.SerializeToString()))
-    for i in range(_n("model: random ops")):
-        seed = SEED * 4000 + i
+        yield f"{prefix}field mutations", seed, m.SerializeToString()
+    for i in range(_n(f"{prefix}random ops")):
+        seed = (SEED + base) * 4000 + i
         rng = random.Random(seed)
-        tally.run("model: random ops", seed, check(_random_op_model(rng).SerializeToString()))
+        yield f"{prefix}random ops", seed, _random_op_model(rng).SerializeToString()
+
+
+@pytest.mark.slow  # 250 mutated models, each checked in a forked child
+def test_fuzz_models(real_model, catalog, tmp_path, contained):
+    tables = [catalog.table(t) for t in TARGETS]
+    tally = Tally()
+    for case_no, (category, seed, blob) in enumerate(_model_cases(real_model, "model: ", 0)):
+        path = tmp_path / f"case{case_no}.onnx"
+        path.write_bytes(blob)
+        tally.run(category, seed, lambda: check_graph(graph_facts(path), tables))
     _report(tally, "models")
+
+
+def test_fuzz_cli(real_model, tmp_path, capsys, contained):
+    """Mutated models through ``npucheck check`` (its ``main``, as the console script calls it, fix
+    suggestions included): every case ends with exit code 0, 1 or 2 and no traceback (issue 27: the
+    audit's run had 2 tracebacks in 360). ``NPUCHECK_FUZZ_KEEP=DIR`` keeps the files, e.g. to run the
+    installed ``npucheck`` over them."""
+    from pytest_npucheck.cli import main
+
+    keep = os.environ.get("NPUCHECK_FUZZ_KEEP")
+    where = Path(keep) if keep else tmp_path
+    where.mkdir(parents=True, exist_ok=True)
+    codes: dict[str, Counter[str]] = {}
+    bad: list[str] = []
+    for case_no, (category, seed, blob) in enumerate(_model_cases(real_model, "cli: ", 1)):
+        path = where / f"cli{case_no:04d}-{seed}.onnx"
+        path.write_bytes(blob)
+        try:
+            code: Any = main(["check", str(path), "--target", TARGETS[0], "--target", TARGETS[1], "--format", "json"])
+        except BaseException as exc:  # noqa: BLE001 - what the console script would die of
+            code = f"raised {type(exc).__name__}"
+        _, err = capsys.readouterr()
+        codes.setdefault(category, Counter())[str(code)] += 1
+        if code not in (0, 1, 2) or "Traceback" in err:
+            bad.append(f"{category} seed {seed}: exit {code}: {err.strip()[-400:]}")
+    total = sum(sum(c.values()) for c in codes.values())
+    with capsys.disabled():
+        print(f"\nfuzz (npucheck check, seed {SEED}, scale {SCALE:g}): {total} cases")
+        for category, c in codes.items():
+            print(f"  {category}: " + ", ".join(f"exit {k} {v}" for k, v in sorted(c.items())))
+    out = os.environ.get("NPUCHECK_FUZZ_JSON")
+    if out:
+        doc = json.loads(Path(out).read_text()) if Path(out).exists() else {}
+        doc["cli"] = {category: dict(c) for category, c in codes.items()}
+        Path(out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    assert total >= 300 * min(SCALE, 1.0)
+    assert not bad, "\n".join(bad[:20])
 
 
 # -- tables -------------------------------------------------------------------------------------

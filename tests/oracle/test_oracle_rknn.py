@@ -346,3 +346,26 @@ def test_int8_build_with_calibration_set(probe_paths: dict[str, str], tmp_path: 
     assert {r.dtype for r in res["int8"].rows if r.op_type == "Relu"} == {"INT8"}
     assert {r.dtype for r in res["fp16"].rows if r.op_type == "Relu"} == {"FLOAT16"}
     assert oracle.onnx_placement(res["int8"]) == {"Relu_0": "npu"}
+
+
+def test_a_reshape_swapped_in_front_of_a_cast_is_the_reshape_node() -> None:
+    """rknn-toolkit2 2.5.0 turns int64 mask -> Cast(bool) -> Reshape into Reshape:<mask>_rs (CPU, int64)
+    -> Cast (x.Reshape.ctx=mask_cast.* probes): the renamed row is the Reshape node, which has no row of its
+    own; it was counted as a helper of the Cast and the Reshape as NPU."""
+    def row(i: int, op: str, dtype: str, target: str, shape: str, name: str) -> str:
+        return ("D RKNN: [10:00:00.000] %d    %-18s %-8s %-6s %-25s (1,1,1,32)      0/0/0                    4"
+                "            %s" % (i, op, dtype, target, shape, name))
+    log = "\n".join(SAMPLE_LOG.splitlines()[:7] + [
+        row(1, "Reshape", "INT64", "CPU", "(1,32),(4)", "Reshape:mask_rs"),
+        row(2, "Cast", "INT64", "CPU", "(1,1,1,32)", "Cast:cast"),
+        row(3, "Add", "FLOAT16", "NPU", "(1,4,32,32),(1,1,1,32)", "Add:add"),
+        "D RKNN: [10:00:00.000] " + "-" * 60])
+    nodes = [{"name": "cast", "op_type": "Cast", "inputs": ["mask"], "outputs": ["m"]},
+             {"name": "view", "op_type": "Reshape", "inputs": ["m", "shape"], "outputs": ["m4"]},
+             {"name": "add", "op_type": "Add", "inputs": ["s", "m4"], "outputs": ["y"]}]
+    res = _result(log=log)
+    assert oracle.attribute_rows(res, nodes)["view"] == {"cpu_rewrites": ["Reshape:mask_rs"]}
+    assert oracle.onnx_placement(res, nodes) == {"cast": "cpu", "view": "cpu", "add": "npu"}
+    # a Reshape row of the same tensor in front of a Cast read by a Relu stays the Cast's helper
+    other = [dict(nodes[0]), {"name": "view", "op_type": "Relu", "inputs": ["m"], "outputs": ["m4"]}, nodes[2]]
+    assert oracle.attribute_rows(res, other)["cast"] == {"cpu_helpers": ["Reshape:mask_rs"], "cpu": ["Cast:cast"]}

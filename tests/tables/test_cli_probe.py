@@ -99,18 +99,19 @@ def test_missing_toolchain_python_says_how_to_install_it(capsys, monkeypatch, tm
 ])
 def test_write_table_from_recorded_results_reproduces_the_committed_table(capsys, tmp_path, toolchain, version,
                                                                           soc, results):
+    committed_path = REPO / "op_support_tables" / toolchain / version / f"{soc}.json"
     out = tmp_path / f"{soc}.json"
     code, _, err = run(capsys, toolchain, "--version", version, "--soc", soc, "--results", results,
                        "--write-table", "--table-out", out)
     assert code == 0, err
     written = json.loads(out.read_text(encoding="utf-8"))
-    committed = json.loads((REPO / "op_support_tables" / toolchain / version / f"{soc}.json").read_text(encoding="utf-8"))
+    committed = json.loads(committed_path.read_text(encoding="utf-8"))
     for t in (written, committed):
         t["provenance"].pop("generated")
     # a table written to a new place starts at revision 1; the committed one keeps its corrections
     assert written.pop("revision") == 1 and "errata" not in written
     revision, errata = committed.pop("revision"), committed.pop("errata", [])
-    assert [e["revision"] for e in errata] == list(range(2, revision + 1))
+    assert sorted({e["revision"] for e in errata}) == list(range(2, revision + 1))  # several errata may share one
     assert written == committed
     assert f"wrote {out}" in err
 

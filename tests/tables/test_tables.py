@@ -283,8 +283,10 @@ def test_qnn_pattern_probes_are_reproduced_by_the_tables(version):
         table = cat.table(f"qnn@{version}/htp-{arch}")
         results = json.loads((Path(__file__).parents[2] / "probes" / "qnn" / version /
                               f"htp-{arch}.fp16.extra.results.json").read_text())
-        recs = [r for r in results["probes"] if r["id"] in probes]
-        assert len(recs) == len(probes) >= 9
+        # the dynamo RMSNorm family (q.pattern.dynamo_rmsnorm.*) was probed on 2.51.0 only
+        wanted = {pid for pid in probes if version == "2.51.0" or not pid.startswith("q.pattern.dynamo_rmsnorm.")}
+        recs = [r for r in results["probes"] if r["id"] in wanted]
+        assert len(recs) == len(wanted) >= 9
         for rec in recs:
             diff = compare(predict(table, probes[rec["id"]].model), rec["status"], rec["placement"], rec["focus"])
             assert diff == [], (version, arch, rec["id"], diff)

@@ -42,23 +42,32 @@ def test_fallback_exits_1_with_reason(capsys, reflect_model):
     assert "Pad /down1/Pad: mode='reflect' not in {'constant'}" in out
 
 
-def test_json_output_is_the_per_target_object(capsys, reflect_model):
+def test_json_output_is_one_object_with_the_per_target_objects(capsys, reflect_model):
+    """One file and one target: the same top-level object as for many (issue 26), valid against
+    schemas/check.schema.json, whose target objects are the report schema's."""
+    import jsonschema
+
+    from pytest_npucheck.cli_check import SCHEMA_PATH, validate
+
+    schema = json.loads(SCHEMA_PATH.read_text())
+    jsonschema.validators.validator_for(schema).check_schema(schema)
     code, out, _ = run(capsys, "check", str(reflect_model), "--target", "toy@1.0", "--format", "json")
     assert code == 1
     doc = json.loads(out)
-    from pytest_npucheck.report.jsonreport import validate
+    assert validate(doc) == [] and doc["exit_status"] == 1
+    assert [f["path"] for f in doc["files"]] == [str(reflect_model)]
+    (t,) = doc["files"][0]["targets"]
+    assert t["target"] == "toy@1.0/soc-a" and t["summary"]["cpu"] == 1
+    assert t["nodes"][0]["reasons"][0]["message"] == "mode='reflect' not in {'constant'}"
+    t["summary"]["cpu"] = "one"
+    assert any("summary/cpu" in p for p in validate(doc))  # the schema checks the per-target object too
 
-    wrapped = {"format": 1, "tool": {"name": "x", "version": "0"}, "created": "now", "totals": {},
-               "tests": [{"nodeid": "cli", "status": "failed", "targets": [doc]}]}
-    assert validate(wrapped) == []
-    assert doc["target"] == "toy@1.0/soc-a" and doc["summary"]["cpu"] == 1
-    assert doc["nodes"][0]["reasons"][0]["message"] == "mode='reflect' not in {'constant'}"
 
-
-def test_several_targets_give_a_list(capsys, reflect_model):
+def test_several_targets_give_the_same_shape(capsys, reflect_model):
     code, out, _ = run(capsys, "check", str(reflect_model), "-t", "toy@1.0", "-t", "toy@1.1/soc-b", "--format", "json")
-    docs = json.loads(out)
-    assert code == 1 and [d["passed"] for d in docs] == [False, True]
+    doc = json.loads(out)
+    assert code == 1 and doc["exit_status"] == 1
+    assert [t["passed"] for t in doc["files"][0]["targets"]] == [False, True]
 
 
 @pytest.mark.parametrize("args,fragment", [

@@ -1,77 +1,54 @@
-"""prepass: what a toolchain removes or folds before placing ops, run only as the table lists it."""
+"""Pre-passes on tiny onnx.helper graphs (no torch): what the compilers remove is never judged."""
 
 from __future__ import annotations
 
-import dataclasses
+from onnx import TensorProto, helper
 
-import numpy as np
-import pytest
-from onnx import helper
-
-from conftest import const, make_model
-
+from pytest_npucheck.check import check_graph
 from pytest_npucheck.graph import facts_from_model
-from pytest_npucheck.prepass import GraphView, run_prepasses
+from pytest_npucheck.tables import Catalog
 
 
-@pytest.fixture
-def table(toy_catalog):
-    return toy_catalog.table("toy@1.0/soc-a")
+def _mask_model(first_to: int):
+    """An int64 mask cast (mask.long(): a Cast to int64 of an int64 tensor), then to float, times x."""
+    nodes = [helper.make_node("Cast", ["mask"], ["m64"], name="cast_same", to=first_to),
+             helper.make_node("Cast", ["m64"], ["mf"], name="cast_float", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["x", "mf"], ["y"], name="mul")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+                                       helper.make_tensor_value_info("mask", TensorProto.INT64, [1, 16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
-def _with(table, *passes):
-    return dataclasses.replace(table, prepasses=tuple(passes))
+def _verdicts(model, target):
+    [result] = check_graph(facts_from_model(model), [Catalog.discover().table(target)])
+    return {n.name: n for n in result.nodes}
 
 
-def _shape_reshape():
-    """x -> Shape -> Reshape(x, shape) -> Relu: a shape subgraph on a static input."""
-    return make_model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
-                       helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
-                       helper.make_node("Relu", ["r"], ["y"], name="relu")],
-                      [("x", (1, 4, 8, 8))], ["y"])
+def test_a_cast_to_its_own_dtype_is_an_identity():
+    for target in ("rknn@2.5.0/rk3588", "qnn@2.51/htp-v73"):
+        nodes = _verdicts(_mask_model(TensorProto.INT64), target)
+        assert nodes["cast_same"].verdict == "folded", (target, nodes["cast_same"].reasons)
+        assert "Cast to int64, its input's own dtype, is removed" in nodes["cast_same"].reasons[0].message
 
 
-def test_only_the_passes_the_table_lists_run(table):
-    facts = facts_from_model(_shape_reshape())
-    assert run_prepasses(facts, _with(table)).folded == {}
-    pre = run_prepasses(facts, _with(table, "fold_shape_ops"))
-    assert set(pre.folded) == {0} and "Shape of a static shape [1, 4, 8, 8]" in pre.folded[0]
-    assert pre.const["s"].const and pre.const["s"].value == (1, 4, 8, 8)
-    view = GraphView(facts, pre)
-    assert view.tensor("s") is pre.const["s"] and view.tensor("x") is facts.tensor("x")
+def test_a_cast_that_changes_the_dtype_is_judged():
+    nodes = _verdicts(_mask_model(TensorProto.INT32), "rknn@2.5.0/rk3588")
+    assert nodes["cast_same"].verdict == "cpu"  # int64 -> int32 runs on the CPU (probed)
+    assert [r.rule for r in nodes["cast_same"].reasons][0] == "dtype"
 
 
-def test_identity_is_removed_unless_it_produces_a_graph_output(table):
-    w = const("w", np.ones((4,), "float32"))
-    model = make_model([helper.make_node("Identity", ["w"], ["w2"], name="share"),
-                        helper.make_node("Add", ["x", "w2"], ["a"], name="add"),
-                        helper.make_node("Identity", ["a"], ["y"], name="out")],
-                       [("x", (1, 4))], ["y"], initializers=[w])
-    facts = facts_from_model(model)
-    pre = run_prepasses(facts, _with(table, "eliminate_identity"))
-    assert set(pre.folded) == {0} and "no-op at inference" in pre.folded[0]
-    assert pre.const["w2"].const  # the readers of a shared weight read a constant
-    assert run_prepasses(facts, _with(table)).folded == {}
-
-
-def test_dropout_whose_mask_is_read_stays(table):
-    model = make_model([helper.make_node("Dropout", ["x"], ["d", "mask"], name="drop"),
-                        helper.make_node("Cast", ["mask"], ["m"], name="cast", to=1),
-                        helper.make_node("Mul", ["d", "m"], ["y"], name="mul")],
-                       [("x", (1, 4))], ["y"], opset=13)
-    pre = run_prepasses(facts_from_model(model), _with(table, "eliminate_identity"))
-    assert 0 not in pre.folded
-
-
-def test_constants_fold_but_random_ops_never_do(table):
-    c = const("c", np.ones((1, 4), "float32"))
-    model = make_model([helper.make_node("Relu", ["c"], ["rc"], name="relu_c"),
-                        helper.make_node("RandomUniformLike", ["c"], ["noise"], name="noise"),
-                        helper.make_node("Add", ["x", "rc"], ["a"], name="add"),
-                        helper.make_node("Add", ["a", "noise"], ["y"], name="add_noise")],
-                       [("x", (1, 4))], ["y"], initializers=[c])
-    facts = facts_from_model(model)
-    pre = run_prepasses(facts, _with(table, "fold_constants"))
-    assert pre.folded == {0: "all inputs are constant: folded at compile time"}
-    assert pre.const["rc"].const and "noise" not in pre.const
-    assert run_prepasses(facts, _with(table, "fold_shape_ops")).folded == {}
+def test_a_removed_cast_passes_its_constant_on():
+    """TorchScript writes int64 -> int64 Casts inside shape arithmetic: removing one must not stop
+    the folding of what reads it (a Concat of the pads was judged by the int64 dtype rule)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Cast", ["s"], ["s64"], name="cast_same", to=TensorProto.INT64),
+             helper.make_node("Concat", ["s64", "tail"], ["target"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"], name="reshape")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          initializer=[helper.make_tensor("tail", TensorProto.INT64, [1], [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    nodes = _verdicts(m, "rknn@2.5.0/rk3588")
+    assert {k: v.verdict for k, v in nodes.items()} == {"shape": "folded", "cast_same": "folded", "concat": "folded",
+                                                        "reshape": "npu"}

@@ -1,48 +1,90 @@
-"""result: the verdict, summary and JSON of a target's result follow its nodes and model issues."""
+"""Verdict provenance: every reason says whether its rule was probed on the real toolchain, read in
+the vendor's documentation, or inferred; documentation-only targets say so in every report."""
 
 from __future__ import annotations
 
-import json
+from onnx import TensorProto, helper
 
-from onnx import helper
-
-from conftest import make_model
-
-from pytest_npucheck.result import VERDICTS, NodeResult, Reason, TargetResult
-
-
-def _result(*verdicts, issues=()):
-    nodes = tuple(NodeResult(index=i, name=f"n{i}", op_type="Relu", domain="ai.onnx", verdict=v,
-                             reasons=(Reason("op_missing", f"n{i} is {v}", v),) if v in ("cpu", "unsupported") else ())
-                  for i, v in enumerate(verdicts))
-    return TargetResult(target="toy@1.0/soc-a", table={"sha256": "x"}, model={"path": "m.onnx"}, nodes=nodes,
-                        model_issues=tuple(issues))
+from pytest_npucheck.check import check_graph
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.report import html as html_report
+from pytest_npucheck.report import markdown as md_report
+from pytest_npucheck.report.jsonreport import run_document, validate
+from pytest_npucheck.report.text import render_target
+from pytest_npucheck.result import source_basis
+from pytest_npucheck.tables import Catalog
 
 
-def test_verdict_is_the_worst_node_and_a_model_issue_is_unsupported():
-    assert _result("npu", "folded").verdict == "npu" and _result("npu", "folded").passed
-    cpu = _result("npu", "cpu", "folded")
-    assert cpu.verdict == "cpu" and not cpu.passed and [n.name for n in cpu.fallbacks] == ["n1"]
-    assert _result("cpu", "unsupported").verdict == "unsupported"
-    issue = Reason("ir_version", "IR version 10 is not loaded", "unsupported", "model")
-    whole = _result("npu", issues=[issue])
-    assert whole.verdict == "unsupported" and not whole.passed and whole.fallbacks == []
+def _model():
+    """A Reshape to a run-time shape (a constraint of the Reshape entry fails), an op no table lists
+    (com.example:Echo), and a Softmax after a rank the checker cannot infer."""
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["r2"], name="relu"),
+             helper.make_node("Echo", ["x"], ["e"], domain="com.example", name="echo"),
+             helper.make_node("Reshape", ["x", "e_shape"], ["lost"], name="lost_reshape"),
+             helper.make_node("Shape", ["x"], ["xs"], name="shape"),
+             helper.make_node("Echo", ["xs"], ["e_shape"], domain="com.example", name="echo_shape"),
+             helper.make_node("Softmax", ["lost"], ["y"], name="softmax", axis=-1)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+                                       helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("r2", "e", "y")])
+    # nodes in graph order: echo_shape before lost_reshape
+    order = ["reshape", "relu", "echo", "shape", "echo_shape", "lost_reshape", "softmax"]
+    g.node.sort(key=lambda n: order.index(n.name))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)],
+                             ir_version=8)
 
 
-def test_summary_counts_every_verdict_and_json_is_plain_data():
-    res = _result("npu", "npu", "cpu", "folded")
-    assert res.summary == {"npu": 2, "cpu": 1, "unsupported": 0, "folded": 1} and set(res.summary) == set(VERDICTS)
-    doc = json.loads(json.dumps(res.to_json()))
-    assert doc["verdict"] == "cpu" and doc["passed"] is False and doc["summary"] == res.summary
-    assert [n["verdict"] for n in doc["nodes"]] == ["npu", "npu", "cpu", "folded"]
-    assert doc["nodes"][2]["reasons"] == [{"rule": "op_missing", "message": "n2 is cpu", "verdict": "cpu",
-                                           "category": "op"}]
-    assert doc["nodes"][0]["source"] is None and "graph" not in doc["nodes"][0]
+def _result(target):
+    return check_graph(facts_from_model(_model()), [Catalog.discover().table(target)])[0]
 
 
-def test_a_checked_file_gives_the_same_json_as_its_result(judge):
-    res = judge(make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
-                            helper.make_node("Sin", ["r"], ["y"], name="sin")], [("x", (1, 4))], ["y"]))["__result__"]
-    doc = res.to_json()
-    assert {n["name"]: n["verdict"] for n in doc["nodes"]} == {n.name: n.verdict for n in res.nodes}
-    assert doc["verdict"] == res.verdict != "npu" and doc["summary"] == res.summary
+def _reasons(result, name):
+    return {r.rule: r for n in result.nodes if n.name == name for r in n.reasons}
+
+
+def test_source_keys_name_the_basis():
+    assert source_basis("probe:rknn-2.5.0-rk3588") == "probed"
+    assert source_basis("doc:snpe-onnx-ops-2025.06") == "documented"
+    assert source_basis(None) == source_basis("anything-else") == "inferred"
+
+
+def test_probed_tables_label_their_rules_probed_and_their_defaults_inferred():
+    result = _result("rknn@2.5.0/rk3588")
+    const = _reasons(result, "reshape")["const_input"]
+    assert (const.basis, const.source) == ("probed", "probe:rknn-2.5.0-rk3588")  # the entry's source
+    missing = _reasons(result, "echo")["op_missing"]
+    assert (missing.basis, missing.source) == ("inferred", None)  # no probe of an op the table lacks
+    assert {r.basis for r in _reasons(result, "softmax").values()} == {"inferred"}  # shape_unknown: the checker's
+    folded = _reasons(result, "shape")["prepass"]
+    assert folded.basis == "probed"  # the table's pre-passes were probed
+    assert result.table["provenance"] == "probed+documented"
+
+
+def test_documentation_only_tables_label_every_verdict_documented():
+    for target in ("cann@8.0.0/ascend310p", "snpe@2025.08/htp"):
+        result = _result(target)
+        fallbacks = [r for n in result.nodes if n.falls_back for r in n.reasons]
+        assert fallbacks and {r.basis for r in fallbacks} == {"documented"}, (target, fallbacks)
+        assert all(r.source and r.source.startswith("doc:") for r in fallbacks)
+        assert "documentation only" in render_target(result)[0]
+
+
+def test_every_report_carries_the_basis():
+    results = [_result("rknn@2.5.0/rk3588"), _result("snpe@2025.08/htp")]
+    targets = []
+    for r in results:
+        j = r.to_json()
+        j["baseline"] = {"new": [n.name for n in r.fallbacks], "accepted": [], "passed": False}
+        targets.append(j)
+    doc = run_document([{"nodeid": "t.py::test_a", "status": "failed", "error": None, "export": None,
+                         "targets": targets}])
+    assert validate(doc) == []
+    reasons = [r for t in targets for n in t["nodes"] for r in n["reasons"]]
+    assert reasons and all(r["basis"] in ("probed", "documented", "inferred") for r in reasons)
+    text = "\n".join(render_target(results[0]))
+    assert "is computed at run time, not a constant; the compiler rejects the model [probed]" in text
+    md = md_report.render(doc)
+    assert "\\[probed\\]" in md and "\\[documented\\]" in md and "documentation only" in md
+    page = html_report.render(doc)
+    assert "[probed]" in page and "[documented]" in page and "documentation only: not checked against the toolchain" in page

@@ -104,7 +104,7 @@ def test_attr_not_in_and_attr_default(judge):
     rz = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], name="rz", mode="cubic", cubic_coeff_a=-0.5)],
                     [("x", (1, 4, 8, 8))], ["y"], [const("scales", [1, 1, 2, 2])], opset=19)
     msgs = [x.message for x in judge(rz)["rz"].reasons]
-    assert "mode='cubic' not in {'nearest', 'linear'}" in msgs
+    assert "mode='cubic' not in {'nearest', 'linear'}" in msgs  # a cpu constraint in this table
     assert "cubic_coeff_a=-0.5 set, only the default is supported" in msgs
 
 
@@ -207,7 +207,8 @@ def test_attr_absent_even_with_default_value(judge):
     assert judge(lstm())["lstm"].verdict == "npu"
     r = judge(lstm(layout=0))["lstm"]
     assert r.verdict == "unsupported"
-    assert r.reasons[0].message == "layout=0 is written explicitly; the compiler does not accept the attribute"
+    assert r.reasons[0].message == ("layout=0 is written explicitly; the compiler does not accept the attribute; "
+                                    "the compiler rejects the model")
 
 
 def test_any_of_passes_when_one_alternative_holds(judge):
@@ -410,3 +411,62 @@ def test_axes_ascending_reads_attribute_or_input_and_normalises():
         msg = reduce([-1, -2], opset)
         assert msg is not None and "not in ascending order ([2, 3] would be)" in msg, msg
         assert "[3, 2]" in reduce([3, 2], opset)
+
+
+def test_a_rules_module_imported_afresh_registers_the_context_rules(monkeypatch):
+    """pytester's in-process runs drop the modules first imported inside them while the package keeps
+    its attribute ``rules_context``: a rules module imported afresh afterwards must still register the
+    context rules (it had none: KeyError 'not_graph_output' in the matcher of a later test)."""
+    import importlib
+    import sys
+
+    import pytest_npucheck
+    import pytest_npucheck.rules as old_rules
+
+    for name in ("pytest_npucheck.rules", "pytest_npucheck.rules_context"):
+        monkeypatch.delitem(sys.modules, name)
+    assert hasattr(pytest_npucheck, "rules_context")  # what `from . import rules_context` would return
+    fresh = importlib.import_module("pytest_npucheck.rules")
+    try:
+        assert fresh is not old_rules
+        assert "not_graph_output" in fresh.RULES and "not_graph_output" in old_rules.RULES
+    finally:
+        monkeypatch.undo()
+        pytest_npucheck.rules = old_rules
+        pytest_npucheck.rules_context = sys.modules["pytest_npucheck.rules_context"]
+
+
+def test_any_of_cannot_decide_when_an_alternative_needs_an_unknown_shape():
+    """A composite whose failing alternatives include one that failed only for a shape the checker
+    could not work out is itself undecided (shape_unknown), not a definite failure."""
+    from pytest_npucheck.rules import RULES, ShapeUnknown
+
+    class Node:  # what the two sub-rules read
+        op_type = "Softmax"
+
+    calls = {"sure": "definitely fails", "unsure": ShapeUnknown("input 0: the checker could not infer its shape")}
+    any_of = RULES["any_of"]
+    import pytest_npucheck.rules as rules_mod
+
+    saved = dict(rules_mod.RULES)
+    try:
+        rules_mod.RULES["_t_sure"] = _stub_rule(lambda: calls["sure"])
+        rules_mod.RULES["_t_unsure"] = _stub_rule(lambda: calls["unsure"])
+        both = {"constraints": [{"rule": "_t_sure"}, {"rule": "_t_unsure"}]}
+        sure = {"constraints": [{"rule": "_t_sure"}, {"rule": "_t_sure"}]}
+        assert type(any_of.check(Node(), both, None)) is ShapeUnknown
+        msg = any_of.check(Node(), sure, None)
+        assert msg and type(msg) is not ShapeUnknown
+    finally:
+        rules_mod.RULES.clear()
+        rules_mod.RULES.update(saved)
+
+
+def _stub_rule(result):
+    class Stub:
+        local = True
+        category = "test"
+
+        def check(self, node, params, graph):
+            return result()
+    return Stub()

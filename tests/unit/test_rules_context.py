@@ -461,3 +461,49 @@ def test_producer_pass_checks_the_producer_behind_skip_ops():
     assert [n for n in r.nodes if n.name == "merge"][0].verdict == "npu"  # the Reshape is not looked through
     assert RULES["producer_pass"].describe(rule["params"]).startswith(
         "when input 0 is computed by {'Einsum'} (directly or through Reshape), that node meets: ")
+
+
+def test_producer_is_passes_only_behind_the_chain():
+    """RKNN's Softmax limit is lifted behind the scores MatMul (through the scale Mul): producer_is in an
+    any_of passes there, and names the producer (or the graph input) everywhere else."""
+    def facts(first):
+        inits = [numpy_helper.from_array(np.array(0.125, np.float32), "c")]
+        if first == "matmul":
+            nodes = [helper.make_node("MatMul", ["q", "k"], ["s"], name="scores"),
+                     helper.make_node("Mul", ["s", "c"], ["x"], name="scale")]
+        elif first == "add":
+            nodes = [helper.make_node("Add", ["q", "k"], ["x"], name="mask")]
+        else:
+            nodes = [helper.make_node("Identity", ["q"], ["x"], name="copy")]
+        nodes.append(helper.make_node("Softmax", ["x" if first != "input" else "q"], ["y"], name="sm", axis=-1))
+        ins = [_vi("q", [1, 1, 300, 300]), _vi("k", [1, 1, 300, 300])]
+        return facts_from_model(_graph(nodes, ins, [_vi("y", None)], inits))
+
+    rule = {"rule": "any_of", "params": {"constraints": [
+        {"rule": "elements_max", "params": {"tensor": "input", "index": 0, "axes": [2, 3], "max": 65536}},
+        {"rule": "producer_is", "params": {"index": 0, "chain": ["MatMul"], "skip": ["Mul", "Div"]}}]}, "else": "cpu"}
+    table = _table([rule], op="Softmax", prepasses=())
+    for first, want, says in (("matmul", "npu", ""), ("add", "cpu", "input 0 'x' is computed by Add 'mask', not by MatMul"),
+                              ("input", "cpu", "input 0 'q' is a graph input or a constant, not by MatMul")):
+        [r] = check_graph(facts(first), [table])
+        sm = [n for n in r.nodes if n.name == "sm"][0]
+        assert sm.verdict == want, (first, _reasons(sm))
+        assert says in _reasons(sm)
+    assert RULES["producer_is"].describe({"index": 0, "chain": ["MatMul"]}) == "input 0 is computed by MatMul."
+    assert not is_local("producer_is", {"chain": ["MatMul"]})
+
+
+def test_producer_not_computed_input_walks_past_a_leading_weight():
+    """QK-norm (OLMo, AFMoE): k = Mul(k_norm.weight, Mul(x, r)) with the weight as input 0; the K/V repeat
+    behind it is still computed by the k projection MatMul when computed_input is set."""
+    inits = [numpy_helper.from_array(np.ones([8], np.float32), "w"), numpy_helper.from_array(np.ones([8, 8], np.float32), "p")]
+    nodes = [helper.make_node("MatMul", ["x", "p"], ["k"], name="proj"),
+             helper.make_node("Mul", ["w", "k"], ["kn"], name="k_norm"),
+             helper.make_node("Relu", ["kn"], ["y"], name="use")]
+    facts = facts_from_model(_graph(nodes, [_vi("x", [1, 4, 8])], [_vi("y", None)], inits))
+    for computed, want in ((False, "npu"), (True, "cpu")):
+        params = {"index": 0, "chain": ["MatMul"], "skip": ["Mul"], "computed_input": computed}
+        [r] = check_graph(facts, [_table([{"rule": "producer_not", "params": params, "else": "cpu"}], op="Relu",
+                                         prepasses=())])
+        use = [n for n in r.nodes if n.name == "use"][0]
+        assert use.verdict == want, (computed, _reasons(use))

@@ -1,0 +1,379 @@
+"""Scoring static verdicts against a real compiler over a model zoo (``scripts/zoo_agreement.py``).
+
+Node level: a positive is a node that leaves the NPU (``cpu`` or ``unsupported``). A model the
+compiler rejects (build error, crash, hang, failed session) is not scored node by node: it is
+counted as a rejection, explained by a pattern when one matches (:data:`REJECTION_PATTERNS`),
+and the static side is right about it when it called the model ``unsupported``.
+
+Every disagreement is classified by direction (``missed_fallback``: the compiler put it on the
+CPU and the checker said NPU; ``false_alarm``: the other way), op type, and cause: the static
+rule ids that fired (false alarms) or what the compiler said (missed fallbacks: QNN's REASON
+text, RKNN's CPU row op type and dtype).
+
+Plain module: no pytest, no torch (the graph is read with :mod:`pytest_npucheck.check`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+__all__ = ["REJECTION_PATTERNS", "explain_rejection", "score_model", "summarise", "markdown", "rknn_placement"]
+
+_POSITIVE = {"cpu", "unsupported"}
+_PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
+
+
+# --------------------------------------------------------------------------------------------
+# rejections
+# --------------------------------------------------------------------------------------------
+
+
+def _from_graph_input(graph: Any, tensor: str) -> bool:
+    """True when ``tensor`` depends on a graph input (an activation), not only on initializers."""
+    inputs = set(graph.inputs) - set(graph.initializers)
+    seen: set[str] = set()
+    todo = [tensor]
+    while todo:
+        t = todo.pop()
+        if t in seen or not t:
+            continue
+        seen.add(t)
+        if t in inputs:
+            return True
+        i = graph.producer.get(t)
+        if i is not None:
+            todo.extend(graph.nodes[i].inputs)
+    return False
+
+
+def _resize_cubic(graph: Any) -> list[str]:
+    """rknn-toolkit2 2.5.0 dies (SIGSEGV in OpEmit) on a Resize with ``mode='cubic'`` of an
+    activation (data that depends on a graph input); a cubic Resize of a position-embedding
+    parameter is folded at compile time and builds."""
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "Resize"
+            and str(n.attrs.get("mode", "nearest")) == "cubic" and _from_graph_input(graph, n.inputs[0])]
+
+
+def _producer(graph: Any, tensor: str) -> Any:
+    i = graph.producer.get(tensor)
+    return graph.nodes[i] if i is not None else None
+
+
+def _const(graph: Any, tensor: str) -> bool:
+    t = graph.tensor(tensor)
+    return tensor in graph.initializers or bool(t is not None and t.const)
+
+
+def _consumers(graph: Any, node: Any) -> list[Any]:
+    return [graph.nodes[c] for o in node.outputs for c in graph.consumers.get(o, [])]
+
+
+def _rmsnorm_sqrt_reciprocal(graph: Any) -> list[str]:
+    """The dynamo form of a transformers RMSNorm: ``Pow(x, 2) -> ReduceMean -> Add(eps) -> Sqrt
+    -> Reciprocal`` (torch.rsqrt decomposed) ``-> Mul(x, .) -> Mul(weight, .)`` with the weight
+    as the FIRST input of the last Mul: onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 fp16) fails to
+    finalise the graph (QNN_COMMON_ERROR_MEM_ALLOC). With the weight second
+    (``x * rsqrt(...) * w``), or rsqrt as ``Div(1, Sqrt)`` (TorchScript), it builds. Returns the
+    Pow anchors."""
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type != "Reciprocal":
+            continue
+        chain = [n]
+        for op in ("Sqrt", "Add", "ReduceMean", "Pow"):
+            prev = _producer(graph, chain[-1].inputs[0]) if chain[-1].inputs else None
+            if prev is None or prev.op_type != op:
+                break
+            chain.append(prev)
+        if len(chain) != 5:
+            continue
+        scaled = [m for m in _consumers(graph, n) if m.op_type == "Mul"]
+        weighted = [w for m in scaled for w in _consumers(graph, m)
+                    if w.op_type == "Mul" and w.inputs and _const(graph, w.inputs[0])]
+        if weighted:
+            out.append(chain[-1].name)
+    return out
+
+
+def _single_query_attention(graph: Any) -> list[str]:
+    """Attention pooling with one (learned) query: ``MatMul([..., 1, D] x [..., D, K]) -> Softmax
+    -> MatMul`` with nothing between the first MatMul and the Softmax (the scale was folded into
+    q and k): rknn-toolkit2 2.5.0's rewrite ``fuse_matmul_softmax_matmul_to_sdpa`` raises on it
+    and the build fails (the same chain with 8 or 16 queries builds). Returns the first MatMuls."""
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type != "Softmax" or not n.inputs:
+            continue
+        prev = _producer(graph, n.inputs[0])
+        if prev is None or prev.op_type != "MatMul":
+            continue
+        q = graph.tensor(prev.inputs[0])
+        if q is None or not q.shape or len(q.shape) < 2 or q.shape[-2] != 1:
+            continue
+        if any(graph.nodes[c].op_type == "MatMul" for c in graph.consumers.get(n.outputs[0], [])):
+            out.append(prev.name)
+    return out
+
+
+#: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
+#: that explain the rejection; the first pattern that finds nodes explains it.
+REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
+    ("rknn", "resize_cubic", _resize_cubic,
+     "a Resize with mode='cubic' of an activation crashes rknn-toolkit2 2.5.0 while it emits code (SIGSEGV)"),
+    ("rknn", "single_query_attention", _single_query_attention,
+     "MatMul([..,1,D]x[..,D,K]) -> Softmax -> MatMul (one query, no scale between MatMul and "
+     "Softmax): rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),
+    ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
+     "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
+     "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
+]
+
+_RKNN_RULE_RE = re.compile(r"Rule: (?P<rule>\w+)\s*\nSubgraph:\s*\nOp type: (?P<op>\w+)\s*\nOp name: (?P<name>\S+)")
+_UNRECOGNIZED_ATTR_RE = re.compile(r"Unrecognized attribute: (?P<attr>\w+) for operator (?P<op>\w+)")
+
+
+def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[str] = None
+                      ) -> tuple[str, list[str], str]:
+    """``(pattern id, nodes, explanation)`` of a rejected model: a graph pattern of
+    :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
+    name: ...`` in the build log: ``rknn_rule:<rule>``); an attribute the toolkit's ONNX checker
+    does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
+    ``("unexplained", [], message head)``."""
+    if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
+        named = [n.name for n in graph.nodes if not n.graph and n.name and n.name in message]
+        return ("invalid_model", named[:1],
+                "ONNX Runtime's own checks refuse the exported file (not the compiler's doing): " + _message_head(message))
+    for tc, pid, finder, text in REJECTION_PATTERNS:
+        if tc == toolchain:
+            found = finder(graph)
+            if found:
+                return pid, found, text
+    names = {n.name for n in graph.nodes if not n.graph and n.name}
+    m = _RKNN_RULE_RE.search(log or "")
+    if toolchain == "rknn" and m and "Traceback" in (log or "")[m.end():]:
+        node = [m.group("name")] if m.group("name") in names else []
+        return (f"rknn_rule:{m.group('rule')}", node,
+                f"rknn-toolkit2's graph rewrite {m.group('rule')} raises on the {m.group('op')} it matched")
+    m = _UNRECOGNIZED_ATTR_RE.search(message or "")
+    if m:
+        nodes = [n.name for n in graph.nodes if not n.graph and n.op_type == m.group("op")
+                 and m.group("attr") in n.explicit_attrs]
+        return (f"unknown_attribute:{m.group('op')}.{m.group('attr')}", nodes,
+                f"the toolkit's ONNX checker does not know the attribute {m.group('attr')} of {m.group('op')}")
+    named = [nm for nm in sorted(names) if len(nm) > 3
+             and re.search(r"(?<![\w/.])" + re.escape(nm) + r"(?![\w/.])", message or "")]
+    if named:
+        return "named_in_message", named[:5], _message_head(message)
+    return "unexplained", [], _message_head(message)
+
+
+def _message_head(message: str) -> str:
+    lines = [ln.strip() for ln in (message or "").splitlines() if ln.strip()]
+    return " | ".join(lines[-2:])[:300]
+
+
+# --------------------------------------------------------------------------------------------
+# one model
+# --------------------------------------------------------------------------------------------
+
+
+def rknn_placement(onnx_path: Path, real: Mapping[str, Any], log: Optional[str]
+                   ) -> tuple[dict[str, str], dict[str, dict[str, list[str]]]]:
+    """The RKNN placement of a stored record and the rows attributed to each node, recomputed
+    from its layer rows and the build log's rewrite trace (so a record compiled before a mapping
+    fix is scored with the fix)."""
+    from . import rknn
+
+    rows = []
+    for i, r in enumerate(real.get("rows") or []):
+        full = r.get("full_name", "")
+        rows.append(rknn.LayerRow(id=i, op_type=r["op_type"], dtype=r.get("dtype", ""), target=r["target"],
+                                  input_shape=r.get("input_shape", ""), output_shape=r.get("output_shape", ""),
+                                  full_name=full, onnx_name=full.split(":", 1)[1] if ":" in full else None))
+    res = rknn.RknnResult(key="", path=str(onnx_path), status=real.get("status", "ok"), rows=rows)
+    nodes = rknn.onnx_nodes(onnx_path)
+    lineage = rknn.rewrite_lineage(log) if log else {}
+    return rknn.onnx_placement(res, nodes, lineage), rknn.attribute_rows(res, nodes, lineage)
+
+
+def _real_reason(toolchain: str, node: str, real: Mapping[str, Any]) -> str:
+    if toolchain == "qnn":
+        texts = (real.get("reasons") or {}).get(node) or []
+        if texts:
+            return _normalise(texts[0])
+        return "no REASON in the QNN log (placed on CPU without a validation failure)"
+    attributed = (real.get("attributed") or {}).get(node) or {}
+    cpu = [r for k, v in attributed.items() if k.startswith("cpu") for r in v]
+    if cpu:
+        return "cpu row " + ",".join(sorted({c.split(":", 1)[0] for c in cpu}))
+    return "cpu via rewrite"
+
+
+def _normalise(text: str) -> str:
+    """A reason with names and numbers taken out, so equal causes group together."""
+    t = re.sub(r"'[^']*'", "'*'", text)
+    t = re.sub(r"\b\d+\b", "N", t)
+    return t[:160]
+
+
+def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optional[str] = None) -> dict[str, Any]:
+    """Static verdicts of one exported model against one compiler record (see the module doc).
+
+    ``real``: ``{"arch", "exporter", "toolchain", "status", "message", "placement", ...}`` as the
+    harness stores it; ``log``: the RKNN build log (rewrite trace), when kept."""
+    from ..check import check_graph, graph_facts
+
+    graph = graph_facts(Path(onnx_path))
+    [static] = check_graph(graph, [table])
+    toolchain = real.get("toolchain", table.toolchain)
+    built = real.get("status") == "ok"
+    rec: dict[str, Any] = {"arch": real.get("arch"), "exporter": real.get("exporter"), "toolchain": toolchain,
+                           "target": table.target, "status": real.get("status"),
+                           "static_verdict": static.verdict, "built": built}
+    if not built:
+        pid, nodes, text = explain_rejection(toolchain, graph, real.get("message", ""), log)
+        static_unsupported = [n.name for n in static.nodes if n.verdict == "unsupported" and not n.graph]
+        rec["rejection"] = {"pattern": pid, "nodes": nodes, "explanation": text,
+                            "message": _message_head(real.get("message", "")),
+                            "static_predicts_rejection": static.verdict == "unsupported",
+                            "static_marks_node": bool(set(nodes) & set(static_unsupported))}
+        return rec
+    # a rejection pattern that matches a model the compiler builds is too wide: counted in the summary
+    rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS if tc == toolchain and finder(graph)]
+    if toolchain == "rknn":
+        placement, attributed = rknn_placement(Path(onnx_path), real, log)
+        real = {**real, "attributed": attributed}
+        lost = [r for k, v in attributed.get("", {}).items() if k.startswith("cpu") for r in v]
+        rec["unmapped_cpu_rows"] = lost  # CPU work the mapping could not give to an ONNX node
+    else:
+        placement = dict(real.get("placement") or {})
+    tp = fp = fn = tn = wrong_kind = 0
+    dis: list[dict[str, Any]] = []
+    for node in static.nodes:
+        if node.graph:  # the compilers report top-level nodes only
+            continue
+        predicted = _PREDICTS[node.verdict]
+        actual = placement.get(node.name, "npu")
+        p, a = predicted in _POSITIVE, actual in _POSITIVE
+        if p and a:
+            tp += 1
+            wrong_kind += predicted == "unsupported"
+        elif a:
+            fn += 1
+            dis.append({"node": node.name, "op_type": node.op_type, "direction": "missed_fallback",
+                        "static": node.verdict, "real": actual,
+                        "cause": _real_reason(toolchain, node.name, real)})
+        elif p:
+            fp += 1
+            rules = sorted({r.rule for r in node.reasons if r.verdict in _POSITIVE}) or ["?"]
+            dis.append({"node": node.name, "op_type": node.op_type, "direction": "false_alarm",
+                        "static": node.verdict, "real": actual, "cause": "rule " + "+".join(rules),
+                        "static_reason": next((r.message for r in node.reasons), "")[:200]})
+        else:
+            tn += 1
+    rec.update(nodes=tp + fp + fn + tn, tp=tp, fp=fp, fn=fn, tn=tn, unsupported_but_runs=wrong_kind,
+               disagreements=dis)
+    return rec
+
+
+# --------------------------------------------------------------------------------------------
+# the zoo
+# --------------------------------------------------------------------------------------------
+
+
+def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    scored = [r for r in recs if r.get("built")]
+    invalid = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] == "invalid_model"]
+    rejected = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] != "invalid_model"]
+    tp, fp, fn, tn = (sum(r.get(k, 0) for r in scored) for k in ("tp", "fp", "fn", "tn"))
+    n = tp + fp + fn + tn
+    pred_rej = sum(1 for r in rejected if r["rejection"]["static_predicts_rejection"])
+    false_rej = sum(1 for r in scored if r.get("static_verdict") == "unsupported")
+    return {
+        "files": len(recs), "architectures": len({r["arch"] for r in recs}),
+        "built": len(scored), "rejected": len(rejected), "invalid_files": len(invalid),
+        "rejections_explained": sum(1 for r in rejected if r["rejection"]["pattern"] != "unexplained"),
+        "rejections_predicted": pred_rej,
+        "static_says_rejected_but_builds": false_rej,
+        "nodes": n, "tp": tp, "fp": fp, "fn": fn, "tn": tn,
+        "agreement": round((tp + tn) / n, 6) if n else None,
+        "recall": round(tp / (tp + fn), 6) if tp + fn else None,
+        "precision": round(tp / (tp + fp), 6) if tp + fp else None,
+        "all_npu_agreement": round((fp + tn) / n, 6) if n else None,
+        "positives": tp + fn,
+        "unmapped_cpu_rows": sum(len(r.get("unmapped_cpu_rows", ())) for r in scored),
+    }
+
+
+def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) -> dict[str, Any]:
+    """Figures per target and per (target, exporter), classified disagreements, rejections."""
+    # a file ONNX Runtime refuses (seen through the QNN EP) is an invalid export for every toolchain
+    invalid = {(r["arch"], r["exporter"]) for r in records
+               if not r.get("built") and r["rejection"]["pattern"] == "invalid_model"}
+    records = [{**r, "rejection": {**r["rejection"], "pattern": "invalid_model"}}
+               if not r.get("built") and (r["arch"], r["exporter"]) in invalid else r for r in records]
+    by_target: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_target[r["target"]].append(r)
+    out: dict[str, Any] = {"targets": {}, "skipped": dict(sorted(skipped.items()))}
+    for target, recs in sorted(by_target.items()):
+        per_exporter = {e: _figures([r for r in recs if r["exporter"] == e])
+                        for e in sorted({r["exporter"] for r in recs})}
+        classes: Counter[tuple[str, str, str]] = Counter()
+        examples: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        for r in recs:
+            for d in r.get("disagreements", ()):
+                key = (d["direction"], d["op_type"], d["cause"])
+                classes[key] += 1
+                if len(examples[key]) < 3:
+                    examples[key].append(f"{r['arch']}.{r['exporter']}:{d['node']}")
+        rejections: Counter[tuple[str, str]] = Counter()
+        rej_examples: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for r in recs:
+            if not r.get("built"):
+                rj = r["rejection"]
+                key = (r["status"], rj["pattern"] if rj["pattern"] != "unexplained" else "unexplained: " + rj["message"][:120])
+                rejections[key] += 1
+                if len(rej_examples[key]) < 4:
+                    rej_examples[key].append(f"{r['arch']}.{r['exporter']}" + (f" [{','.join(rj['nodes'][:2])}]" if rj["nodes"] else "")
+                                             + (" (static: unsupported)" if rj["static_predicts_rejection"] else ""))
+        out["targets"][target] = {
+            "all": _figures(recs), "exporters": per_exporter,
+            "classes": [{"direction": k[0], "op_type": k[1], "cause": k[2], "nodes": v,
+                         "models": len({e.split(":")[0] for e in examples[k]}), "examples": examples[k]}
+                        for k, v in classes.most_common()],
+            "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
+                           for k, v in rejections.most_common()],
+            "patterns_matching_built_models": dict(Counter(p for r in recs for p in r.get("pattern_hits", ()))),
+        }
+    return out
+
+
+def _pct(x: Optional[float]) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
+    """The summary as Markdown lines (docs/tables.md, section "Agreement on a model zoo")."""
+    lines = ["| target | exporter | architectures | files built | rejected (static said so) | nodes | agreement | recall | precision | all-NPU agreement |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for target, t in summary["targets"].items():
+        for exp, f in list(t["exporters"].items()) + [("both", t["all"])]:
+            lines.append(f"| {target} | {exp} | {f['architectures']} | {f['built']} | {f['rejected']} ({f['rejections_predicted']}) | {f['nodes']} | "
+                         f"{_pct(f['agreement'])} | {_pct(f['recall'])} | {_pct(f['precision'])} | {_pct(f['all_npu_agreement'])} |")
+    for target, t in summary["targets"].items():
+        lines += ["", f"Top disagreement classes, {target} (nodes; direction, op, cause):", ""]
+        for c in t["classes"][:top]:
+            lines.append(f"- {c['nodes']} x {c['direction']} {c['op_type']}: {c['cause']} (e.g. {', '.join(c['examples'][:2])})")
+        if t["rejections"]:
+            lines += ["", f"Models {target} rejects (status, pattern):", ""]
+            for rj in t["rejections"]:
+                lines.append(f"- {rj['models']} x {rj['status']} {rj['pattern']} (e.g. {'; '.join(rj['examples'][:3])})")
+        wide = t.get("patterns_matching_built_models") or {}
+        if wide:
+            lines += ["", "Rejection patterns that also match models the compiler builds (too wide): "
+                      + ", ".join(f"{k} {v}" for k, v in sorted(wide.items()))]
+    return lines

@@ -1,0 +1,278 @@
+"""Static shapes and values the compilers work out at build time, propagated node by node.
+
+ONNX shape inference, even with data propagation, stops where shape arithmetic goes through an op
+it does not evaluate: TorchScript traces ``x.shape`` arithmetic into the graph (Shape -> Gather ->
+Div/Mod/Where -> Concat -> Reshape, or the pads of a ``F.pad`` computed from ``math.ceil`` of a
+length), and an unknown dim there makes every later shape unknown, block after block. With static
+graph inputs the compilers fold all of it. ``refine`` walks the main graph once, in graph order
+(ONNX nodes are stored topologically), starting from what the first inference and the folding of
+small constants found; a node one of whose inputs gained a value or a static shape in this walk is
+
+* evaluated, when every input has a known value (its outputs get values and static shapes), else
+* inferred again on its own (``onnx.shape_inference.infer_node_outputs``) with its inputs' shapes
+  and known values, so a Reshape whose shape input was folded gets a static output.
+
+Only nodes downstream of new knowledge are visited twice; a graph the first inference typed fully
+never gets here. Values are kept up to ``graph.SMALL_CONSTANT`` elements (shape and index tensors).
+No weights are read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+# ops whose output can be far larger than their inputs: evaluated only when the output is small
+_GROWING = frozenset({"ConstantOfShape", "Expand", "Tile", "Range"})
+
+
+def predicted_numel(op: str, args: list[Any]) -> Optional[int]:
+    """Elements of the output of ``op`` on the arrays ``args`` when it can grow (``_GROWING``),
+    computed without evaluating it; None for other ops or inputs it cannot read."""
+    import numpy as np
+
+    try:
+        if op == "ConstantOfShape":
+            return int(np.prod([int(d) for d in args[0].reshape(-1)])) if args else 1
+        if op == "Expand":
+            return int(np.prod(np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].reshape(-1)))))
+        if op == "Tile":
+            return int(np.prod([int(a) * int(r) for a, r in zip(args[0].shape, args[1].reshape(-1))]))
+        if op == "Range":
+            start, limit, delta = (float(a.reshape(-1)[0]) for a in args[:3])
+            return max(int(np.ceil((limit - start) / delta)), 0) if delta else None
+    except (ValueError, TypeError, IndexError, OverflowError):
+        return None
+    return None
+
+
+Type = tuple[int, Optional[tuple[Any, ...]]]  # (TensorProto elem type or 0, dims: int, str or None; None: unknown rank)
+_NOTHING: Type = (0, None)
+
+
+class _Types:
+    """Decoded types by their serialized TypeProto, and back: a graph has few distinct types."""
+
+    def __init__(self) -> None:
+        self.decoded: dict[bytes, Type] = {}
+        self.encoded: dict[Type, bytes] = {}
+
+    def decode(self, raw: bytes) -> Type:
+        typ = self.decoded.get(raw)
+        if typ is None:
+            from onnx import TypeProto
+
+            typ = self.decoded[raw] = _decode(TypeProto.FromString(raw))
+        return typ
+
+    def encode(self, typ: Type) -> bytes:
+        raw = self.encoded.get(typ)
+        if raw is None:
+            from onnx import helper
+
+            elem, dims = typ
+            raw = self.encoded[typ] = helper.make_tensor_type_proto(elem, None if dims is None else list(dims)).SerializeToString()
+        return raw
+
+
+def _decode(tp: Any) -> Type:
+    if not tp.HasField("tensor_type"):
+        return _NOTHING
+    tt = tp.tensor_type
+    if not tt.HasField("shape"):
+        return tt.elem_type, None
+    dims: list[Any] = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            dims.append(int(d.dim_value))
+        elif d.HasField("dim_param") and not d.dim_param.startswith("unk__"):
+            dims.append(d.dim_param)
+        else:
+            dims.append(None)
+    return tt.elem_type, tuple(dims)
+
+
+def _static(typ: Optional[Type]) -> bool:
+    return typ is not None and bool(typ[0]) and typ[1] is not None and all(type(d) is int for d in typ[1])
+
+
+def _merge(new: Optional[Type], old: Optional[Type]) -> Optional[Type]:
+    """``old`` with what ``new`` adds (a dtype, a rank, static dims where ``old`` had unknown or
+    symbolic ones), or None when ``new`` adds nothing. Dims ``old`` knows are never replaced."""
+    if new is None or new is _NOTHING:
+        return None
+    if old is None or old is _NOTHING:
+        return new
+    elem = old[0] or new[0]
+    nd, od = new[1], old[1]
+    if od is None:
+        dims = nd
+    elif nd is None or len(nd) != len(od):  # nothing on the dims, or contradicting ranks: keep the first
+        dims = od
+    else:
+        dims = tuple(o if type(o) is int or type(n) is not int else n for n, o in zip(nd, od))
+    merged = (elem, dims)
+    return None if merged == old else merged
+
+
+# ops whose output 0 has input 0's shape and dtype, and broadcasting ops (output dtype: input 0's, or bool)
+_SAME = frozenset({"Relu", "Sigmoid", "Exp", "Tanh", "Neg", "Sqrt", "Softplus", "Erf", "Log", "Abs", "Identity",
+                   "Softmax", "LogSoftmax", "Reciprocal", "Floor", "Ceil", "Sin", "Cos", "HardSigmoid", "HardSwish",
+                   "LeakyRelu", "Elu", "Selu", "Gelu", "Mish", "Round", "Sign", "Not", "Clip", "LayerNormalization"})
+_BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "And", "Or", "Xor"})
+_BROADCAST_BOOL = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
+
+
+def quick_type(op: str, node: Any, inputs: tuple[str, ...], types: Mapping[str, Type]) -> Optional[Type]:
+    """Output 0's type of the commonest ops when every input is static, without a call into ONNX
+    (most nodes after a lost shape are elementwise: the walk re-types each of them); None: ask ONNX."""
+    args = [types.get(i) for i in inputs if i]
+    if not args or not all(_static(a) for a in args):
+        return None
+    if op in _SAME and len(node.output) == 1:
+        return args[0]
+    if op == "Cast":
+        to = next((a.i for a in node.attribute if a.name == "to"), 0)
+        return (to, args[0][1]) if to else None
+    if op in _BROADCAST or op in _BROADCAST_BOOL or op == "Where":
+        shapes = [a[1] for a in args]
+        rank = max(len(sh) for sh in shapes)
+        out = []
+        for k in range(rank):
+            dims = {sh[k - rank + len(sh)] for sh in shapes if k - rank + len(sh) >= 0} - {1}
+            if len(dims) > 1:
+                return None  # not broadcastable: ONNX's inference says what it says
+            out.append(dims.pop() if dims else 1)
+        elem = 9 if op in _BROADCAST_BOOL else (args[1][0] if op == "Where" else args[0][0])
+        return elem, tuple(out)
+    return None
+
+
+def _type_of(arr: Any) -> Type:
+    from onnx import helper
+
+    return helper.np_dtype_to_tensor_dtype(arr.dtype), tuple(int(d) for d in arr.shape)
+
+
+def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], ir_version: int,
+           known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
+           default_domain: str = "ai.onnx") -> tuple[dict[str, Type], dict[str, Any]]:
+    """((elem type, dims) of every main-graph value this walk typed better, values it folded).
+
+    ``graph``: the inferred GraphProto; ``rows``: its nodes as ``graph._read_nodes`` gives them;
+    ``known``: {name: array} of small initializers and the values folded so far (extended in place);
+    ``folded``: the node outputs folded before this walk (their values are news to ONNX inference);
+    ``everything``: visit every node (the first inference failed as a whole and typed nothing).
+    """
+    import numpy as np
+    from onnx import defs, helper, numpy_helper
+
+    from .graph import SMALL_CONSTANT, _NO_FOLD, _evaluate
+
+    codec = _Types()
+    types: dict[str, Type] = {}
+    for vi in graph.input[:] + graph.value_info[:] + graph.output[:]:
+        types[vi.name] = codec.decode(vi.type.SerializeToString())
+    for init in graph.initializer:
+        types[init.name] = (init.data_type, tuple(init.dims[:]))
+    changed: set[str] = set()
+    if everything:
+        changed.update(vi.name for vi in graph.input)
+        changed.update(init.name for init in graph.initializer)
+        changed.update(o for r in rows if not r[3] for o in r[4])  # outputs of nodes without inputs
+    better: dict[str, Type] = {}
+    # a Constant node's value is known to ONNX's inference already: only values folded from other
+    # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
+    constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
+    for name, arr in folded.items():
+        typ = _merge(_type_of(arr), types.get(name))
+        if typ is not None:
+            types[name] = better[name] = typ
+            changed.add(name)
+        elif name not in constants:
+            changed.add(name)
+    new_values: dict[str, Any] = {}
+    opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
+    opset_map = {"" if d == default_domain else d: v for d, v in opsets.items() if v}
+    schemas: dict[tuple[str, str], Any] = {}
+    data_bytes: dict[str, bytes] = {}
+    for node, op, domain, inputs, outputs, _attributes in rows:
+        for i in inputs:  # any(i in changed for i in inputs), inlined: run for every node
+            if i and i in changed:
+                break
+        else:
+            continue
+        default = domain in ("", default_domain)
+        evaluated = False
+        if default and op not in _NO_FOLD and not all((not o) or o in known for o in outputs) \
+                and all((not i) or i in known for i in inputs):
+            args = [known[i] for i in inputs if i]
+            size = predicted_numel(op, args) if op in _GROWING else None
+            values = _evaluate(node, known, opset_list) if size is None or size <= SMALL_CONSTANT else None
+            if values is not None:
+                evaluated = True
+                for name, value in zip(outputs, values):
+                    if not name or value is None:
+                        continue
+                    value = np.asarray(value)
+                    typ = _merge(_type_of(value), types.get(name))
+                    if typ is not None:
+                        types[name] = better[name] = typ
+                    if value.size <= SMALL_CONSTANT:
+                        known[name] = new_values[name] = value
+                    changed.add(name)
+        if evaluated:
+            continue
+        if default and op in ("Shape", "Size") and inputs and _static(types.get(inputs[0])):
+            dims = types[inputs[0]][1] or ()
+            if op == "Size":
+                value = np.array(int(np.prod(dims)), dtype=np.int64)
+            else:
+                attrs = {a.name: a.i for a in node.attribute}
+                r = len(dims)
+                start, end = attrs.get("start", 0), attrs.get("end", r)
+                start = min(max(start + r if start < 0 else start, 0), r)
+                end = min(max(end + r if end < 0 else end, 0), r)
+                value = np.array(dims[start:end], dtype=np.int64)
+            if outputs and outputs[0]:
+                known[outputs[0]] = new_values[outputs[0]] = value
+                types[outputs[0]] = better[outputs[0]] = _type_of(value)
+                changed.add(outputs[0])
+            continue
+        if all((not o) or _static(types.get(o)) for o in outputs) or any(a.type in (5, 10) for a in _attributes):
+            continue  # static already, or a node with a body (GRAPH/GRAPHS attributes)
+        quick = quick_type(op, node, inputs, types) if default and len(outputs) == 1 else None
+        if quick is not None:
+            typ = _merge(quick, types.get(outputs[0]))
+            if typ is not None:
+                types[outputs[0]] = better[outputs[0]] = typ
+                changed.add(outputs[0])
+            continue
+        key = (op, domain)
+        schema = schemas.get(key, False)
+        if schema is False:
+            try:
+                schema = defs.get_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
+            except Exception:  # noqa: BLE001 - an op without a schema (a custom domain): nothing to infer
+                schema = None
+            schemas[key] = schema
+        if schema is None:
+            continue
+        in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
+        data = {}
+        for i in inputs:
+            if i and i in known:
+                raw = data_bytes.get(i)
+                if raw is None:
+                    raw = data_bytes[i] = numpy_helper.from_array(known[i], i).SerializeToString()
+                data[i] = raw
+        try:
+            inferred = schema._infer_node_outputs(node.SerializeToString(), in_types, data, {}, opset_map, ir_version)
+        except Exception:  # noqa: BLE001 - an inference error: nothing learnt
+            continue
+        for name in outputs:
+            raw = inferred.get(name) if name else None
+            typ = _merge(codec.decode(raw), types.get(name)) if raw is not None else None
+            if typ is not None:
+                types[name] = better[name] = typ
+                changed.add(name)
+    return better, new_values

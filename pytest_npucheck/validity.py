@@ -1,0 +1,121 @@
+"""Is the model one ONNX Runtime would load at all? Checked before its nodes are judged.
+
+A node can match every rule of a table and the model still be refused by every runtime: a Softmax
+``axis=7`` on a rank-4 tensor, a graph output that no node produces, an attribute the operator does
+not have (issue 27, item 19: such models passed ``npucheck check`` with exit 0). This module looks
+for those with what is cheap: ``onnx.checker``'s node check (attribute names, types and required
+attributes, input and output counts against the operator's schema) on the nodes of the main graph,
+and the static facts (graph outputs produced, ``axis`` in range for the known rank of the input).
+No ONNX Runtime session is created (the static check stays fast: benchmarks/run.py goal 1).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+from .errors import ModelError
+from .graph import GraphFacts
+
+_REFUSED = "ONNX Runtime would refuse to load the model"
+
+
+def check_model(model: Any, facts: GraphFacts, path: object) -> None:
+    """Raise ModelError naming the node (or the output) when ``model`` is not a valid ONNX model.
+
+    ``model`` is the ModelProto the facts were read from (its large weights may be left out: the
+    checks never read initializer values)."""
+    _check_outputs(facts, path)
+    _check_nodes(model, facts, path)
+    _check_axes(facts, path)
+
+
+def _check_outputs(facts: GraphFacts, path: object) -> None:
+    known = set(facts.inputs) | set(facts.initializers)
+    for name in facts.outputs:
+        if name not in facts.producer and name not in known:
+            raise ModelError(f"{path}: graph output {name!r} is produced by no node and is neither a graph input "
+                             f"nor an initializer; {_REFUSED}")
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(op_type: str, opset: int, domain: str) -> Optional[Any]:
+    """The operator's schema at this opset, or None (unknown op, custom domain: the matcher's to report)."""
+    from onnx import defs
+
+    try:
+        schema = defs.get_schema(op_type, opset, domain)
+    except Exception:  # noqa: BLE001 - SchemaError: no such operator at this opset
+        return None
+    return None if schema.deprecated else schema
+
+
+def _check_nodes(model: Any, facts: GraphFacts, path: object) -> None:
+    """``onnx.checker``'s check of each main-graph node that has a schema and no subgraph (a body
+    would need the outer scope's names, and its nodes are the matcher's to judge).
+
+    The checker looks at the operator, its attribute names and types and its input and output
+    counts, never at values: one node of each such signature is checked (a 9,000-node model has a
+    few dozen), the rest would give the same answer."""
+    from onnx import checker
+
+    protos = model.graph.node
+    main = [n for n in facts.nodes if not n.graph]
+    if len(main) != len(protos):  # pragma: no cover - the facts list every main-graph node in order
+        return
+    ctx = checker.C.CheckerContext()
+    ctx.ir_version = model.ir_version
+    ctx.opset_imports = {o.domain: o.version for o in model.opset_import}
+    scope = checker.C.LexicalScopeContext()
+    seen: set[tuple[Any, ...]] = set()
+    for fact, node in zip(main, protos):
+        if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
+            continue  # ONNX Runtime makes Constants initializers on load: it loads one with an extra attribute
+        domain = "" if fact.domain == "ai.onnx" else fact.domain
+        if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
+            continue
+        attrs = fact.explicit_attrs
+        signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs),
+                     tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs)) if attrs else ())
+        if signature in seen:
+            continue
+        seen.add(signature)
+        try:
+            checker.C.check_node(node.SerializeToString(), ctx, scope)
+        except Exception as exc:  # noqa: BLE001 - ValidationError; its text says what is wrong
+            reason = str(exc).split("\n\n==> Context:")[0].strip()
+            raise ModelError(f"{path}: node {node.name or '(unnamed)'!r} ({node.op_type}): {reason}; "
+                             f"{_REFUSED}") from None
+
+
+def _kind(value: Any) -> str:
+    """The type of an attribute value as the facts hold it (a list by its first element)."""
+    if isinstance(value, (list, tuple)):
+        return f"list[{type(value[0]).__name__}]" if value else "list"
+    return type(value).__name__
+
+
+# ops whose ``axis`` may also be the rank itself (Flatten: all dims to the outer part) or whose
+# output has one more dim than the first input (OneHot)
+_AXIS_PAST_END = {"Flatten": 1, "OneHot": 1}
+# ops whose ``axis`` is ignored in some valid forms (per-tensor quantization)
+_AXIS_UNCHECKED = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+
+
+def _check_axes(facts: GraphFacts, path: object) -> None:
+    """``axis`` of every node whose first input has a known rank lies in ``[-r, r - 1]``
+    (``[-r - 1, r]`` for Flatten's and OneHot's)."""
+    for node in facts.nodes:
+        if "axis" not in node.explicit_attrs or not node.inputs or not node.inputs[0] or node.op_type in _AXIS_UNCHECKED:
+            continue
+        axis = node.attrs.get("axis")
+        info = facts.tensors.get(node.inputs[0])
+        if not isinstance(axis, int) or isinstance(axis, bool) or info is None or info.shape is None:
+            continue
+        rank = len(info.shape)
+        extra = _AXIS_PAST_END.get(node.op_type, 0)
+        low, high = -(rank + (extra if node.op_type == "OneHot" else 0)), rank - 1 + extra
+        if rank and not low <= axis <= high:
+            where = f" (in {node.graph})" if node.graph else ""
+            raise ModelError(f"{path}: node {node.name or '(unnamed)'!r} ({node.op_type}){where}: axis={axis} is out "
+                             f"of range [{low}, {high}] for its rank-{rank} input {node.inputs[0]!r}; {_REFUSED}")

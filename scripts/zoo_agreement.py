@@ -1,0 +1,333 @@
+"""Zoo-scale agreement of the static verdicts with the real compilers (issue #22).
+
+Builds every architecture the installed ``transformers`` can build from a small config, plus a
+torch.nn zoo (``scripts/zoo_models.py``), gives each non-degenerate weights, exports it with both
+exporters (TorchScript opset 17, dynamo opset 18), compiles every file with the real toolchains
+(rknn-toolkit2 fp16 via ``NPUCHECK_RKNN_PYTHON``; onnxruntime-qnn HTP fp16 via
+``NPUCHECK_QNN_PYTHON``) in their long-lived, time-limited workers (a crash or hang costs one
+model and restarts the worker: :mod:`pytest_npucheck.oracles.rknn` / ``.qnn``) and scores the
+static verdicts node by node (:mod:`pytest_npucheck.oracles.zoo_score`).
+
+Resumable: every step writes one file per model (and exporter, and toolchain) under ``--root``
+and skips what is there::
+
+    ROOT/models/<arch>/meta.json             build/export status and why an arch was skipped
+    ROOT/models/<arch>/<exporter>.onnx
+    ROOT/results/<toolchain>/<arch>.<exporter>.json   the compiler's placement (or rejection)
+    ROOT/summary.json, ROOT/summary.md       figures per table and exporter, classified disagreements
+
+Run everything (each step can also run alone, and ``compile`` can run beside ``export``; it
+picks up new files until ``export`` has finished)::
+
+    python scripts/zoo_agreement.py export --root /work/agree/zoo
+    python scripts/zoo_agreement.py compile --toolchain rknn --root /work/agree/zoo --follow
+    python scripts/zoo_agreement.py compile --toolchain qnn --root /work/agree/zoo --follow
+    python scripts/zoo_agreement.py score --root /work/agree/zoo
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Iterable
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+EXPORTERS = {"torchscript": 17, "dynamo": 18}
+TARGETS = {"rknn": "rknn@2.5.0/rk3588", "qnn": "qnn@2.51.0/htp-v73"}
+EXPORT_DONE = "export.done"
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------------------------
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(seconds: int) -> None:
+    def handler(*_: Any) -> None:
+        raise _Timeout(f"building took longer than {seconds} s")
+
+    signal.signal(signal.SIGALRM, handler)
+    signal.alarm(seconds)
+
+
+def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
+    import zoo_models
+
+    out = list(zoo_models.all_builders(which))
+    if only:
+        wanted = set(only)
+        out = [(n, b) for n, b in out if n in wanted]
+    return out
+
+
+def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: list[str],
+               timeout: float, build_timeout: int, reverse: bool = False, start: int = 0) -> None:
+    import torch
+
+    from pytest_npucheck import isolate
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    isolate.configure(timeout=timeout)
+    torch.set_num_threads(1)
+    models = root / "models"
+    todo = builders(which, only)
+    if reverse:  # a second export process beside the first meets it in the middle
+        todo.reverse()
+    todo = todo[start:] + todo[:start]  # or starts somewhere else
+    if which in ("all", "transformers") and not only:
+        import zoo_models
+
+        for name, why in zoo_models.transformers_zoo()[1].items():
+            meta_path = models / f"hf_{name}" / "meta.json"
+            if not meta_path.exists():
+                _write_json(meta_path, {"arch": f"hf_{name}", "status": "skipped", "reason": why})
+    for n, (name, build) in enumerate(todo):
+        meta_path = models / name / "meta.json"
+        meta = _read_json(meta_path) or {"arch": name}
+        if meta.get("status") == "skipped" or all(e in meta.get("exports", {}) for e in exporters):
+            continue
+        t0 = time.time()
+        try:
+            _alarm(build_timeout)
+            torch.manual_seed(0)
+            model, inputs = build()
+        except BaseException as exc:  # noqa: BLE001 - an arch that does not build is skipped, with why
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
+                        + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
+            _write_json(meta_path, meta)
+            print(f"[{n + 1}/{len(todo)}] {name}: skipped ({meta['reason'][:120]})", flush=True)
+            continue
+        finally:
+            signal.alarm(0)
+        meta["status"] = "built"
+        meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
+        meta["inputs"] = [list(t.shape) for t in inputs]
+        exports = meta.setdefault("exports", {})
+        for exporter in exporters:
+            if exporter in exports:
+                continue
+            t1 = time.time()
+            try:
+                res = export_model(model, inputs, ExportOptions(exporter=exporter, opset=EXPORTERS[exporter]))
+                dest = models / name / f"{exporter}.onnx"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(res.path, dest.with_suffix(".tmp"))  # a compile run beside us
+                os.replace(dest.with_suffix(".tmp"), dest)             # sees whole files only
+                shutil.rmtree(res.path.parent, ignore_errors=True)
+                exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
+            except Exception as exc:  # noqa: BLE001 - recorded per exporter
+                msg = str(exc).strip().splitlines()
+                exports[exporter] = {"status": "failed", "error": f"{type(exc).__name__}: "
+                                     + (msg[0][:300] if msg else "")}
+            _write_json(meta_path, meta)
+        print(f"[{n + 1}/{len(todo)}] {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
+              + f" ({time.time() - t0:.0f} s)", flush=True)
+        del model, inputs
+    if which == "all" and not only and not reverse and not start:
+        (root / EXPORT_DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+
+
+# --------------------------------------------------------------------------------------------
+# compile
+# --------------------------------------------------------------------------------------------
+
+
+def pending(root: Path, toolchain: str, only: Iterable[str] | None = None, retry_timeouts: bool = False
+            ) -> list[tuple[str, str, Path]]:
+    """Files without a result for ``toolchain`` (with ``retry_timeouts``, also those whose compile
+    timed out: on a loaded machine a slow build is not a hang; re-run them with a longer timeout)."""
+    out = []
+    wanted = set(only) if only else None
+    for onnx_path in sorted((root / "models").glob("*/*.onnx")):
+        arch, exporter = onnx_path.parent.name, onnx_path.stem
+        if wanted is not None and arch not in wanted:
+            continue
+        result = root / "results" / toolchain / f"{arch}.{exporter}.json"
+        if not result.exists() or (retry_timeouts and (_read_json(result) or {}).get("status") == "timeout"):
+            out.append((arch, exporter, onnx_path))
+    # architectures the toolchain has not seen yet first (one file each), then the other exporter
+    done = {p.name.split(".")[0] for p in (root / "results" / toolchain).glob("*.json")}
+    first: dict[str, tuple[str, str, Path]] = {}
+    for t in out:
+        if t[0] not in done and (t[0] not in first or t[1] == "torchscript"):
+            first[t[0]] = t
+    return list(first.values()) + [t for t in out if t not in first.values()]
+
+
+def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
+    from pytest_npucheck.oracles import rknn
+
+    nodes = rknn.onnx_nodes(path)
+    attributed = rknn.attribute_rows(res, nodes)
+    return {"status": res.status, "message": res.message, "seconds": res.seconds, "stage": res.stage,
+            "placement": rknn.onnx_placement(res, nodes),
+            "rows": [{"op_type": r.op_type, "target": r.target, "dtype": r.dtype, "full_name": r.full_name,
+                      "input_shape": r.input_shape, "output_shape": r.output_shape}
+                     for r in res.rows if not r.is_io],
+            "attributed": attributed, "warnings": res.warnings[:40],
+            "version": res.extra.get("rknn_version"), "earlier_attempts": res.extra.get("earlier_attempts")}
+
+
+def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
+    from pytest_npucheck.oracles import qnn
+
+    return {"status": res.status, "message": res.message, "seconds": res.seconds, "stage": res.stage,
+            "placement": qnn.onnx_placement(res), "raw_placement": res.placement, "via": res.via,
+            "reasons": res.reasons, "op_types": res.op_types, "helpers": res.helpers,
+            "version": res.backend_version, "versions": res.extra.get("versions")}
+
+
+def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
+                follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
+                reverse: bool = False) -> None:
+    from pytest_npucheck.oracles import qnn, rknn
+
+    out_dir = root / "results" / toolchain
+    logs = root / "logs" / toolchain
+    logs.mkdir(parents=True, exist_ok=True)
+    tried: set[str] = set()
+    while True:
+        todo = [t for t in pending(root, toolchain, only, retry_timeouts) if f"{t[0]}.{t[1]}" not in tried]
+        if reverse:  # a second compile process beside the first, from the other end
+            done = {p.name.split(".")[0] for p in out_dir.glob("*.json")}
+            fresh = {t[0]: t for t in reversed(todo) if t[0] not in done}  # one file per new arch
+            todo = list(fresh.values()) + [t for t in reversed(todo) if t not in fresh.values()]
+        tried.update(f"{a}.{e}" for a, e, _ in todo[:batch])  # a timeout retried once per run
+        if not todo:
+            if follow and not (root / EXPORT_DONE).exists():
+                time.sleep(30)
+                continue
+            return
+        todo = todo[:batch]
+        by_key = {f"{a}.{e}": (a, e, p) for a, e, p in todo}
+        jobs = [{"path": str(p), "key": f"{a}.{e}"} for a, e, p in todo]
+
+        def done(res: Any) -> None:
+            arch, exporter, path = by_key[res.key]
+            try:
+                rec = (_rknn_record if toolchain == "rknn" else _qnn_record)(res, path)
+            except Exception as exc:  # noqa: BLE001 - keep the run going, record why
+                rec = {"status": "harness_error", "message": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc()[-2000:], "placement": {}}
+            rec.update(arch=arch, exporter=exporter, toolchain=toolchain, onnx=str(path))
+            if getattr(res, "log", None):
+                with gzip.open(logs / f"{res.key}.log.gz", "wt", encoding="utf-8") as fh:
+                    fh.write(res.log)
+            _write_json(out_dir / f"{res.key}.json", rec)
+            print(f"{toolchain} {res.key}: {rec['status']} {rec.get('seconds')} s "
+                  f"cpu={sum(1 for v in rec['placement'].values() if v == 'cpu')}", flush=True)
+
+        if toolchain == "rknn":
+            rknn.compile_models(jobs, "rk3588", python, timeout=timeout, keep_logs=True, progress=done)
+        else:
+            qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout, keep_logs=True,
+                             progress=done)
+
+
+# --------------------------------------------------------------------------------------------
+# score
+# --------------------------------------------------------------------------------------------
+
+
+def score_all(root: Path, toolchains: list[str], only: Iterable[str] | None = None) -> dict[str, Any]:
+    from pytest_npucheck.oracles import zoo_score
+    from pytest_npucheck.tables import Catalog
+
+    catalog = Catalog.discover()
+    wanted = set(only) if only else None
+    records = []
+    skipped: dict[str, str] = {}
+    for toolchain in toolchains:
+        table = catalog.table(TARGETS[toolchain])
+        for path in sorted((root / "results" / toolchain).glob("*.json")):
+            real = _read_json(path)
+            if not real or (wanted is not None and real.get("arch") not in wanted):
+                continue
+            log_path = root / "logs" / toolchain / f"{real['arch']}.{real['exporter']}.log.gz"
+            log = None
+            if toolchain == "rknn" and log_path.exists():
+                with gzip.open(log_path, "rt", encoding="utf-8") as fh:
+                    log = fh.read()
+            try:
+                records.append(zoo_score.score_model(Path(real["onnx"]), table, real, log))
+            except Exception as exc:  # noqa: BLE001 - a model the checker cannot read is listed
+                skipped[f"{real['arch']}.{real['exporter']}@{toolchain}"] = f"static check failed: {type(exc).__name__}: {exc}"[:300]
+    for meta_path in sorted((root / "models").glob("*/meta.json")):
+        meta = _read_json(meta_path) or {}
+        if wanted is not None and meta.get("arch") not in wanted:
+            continue
+        if meta.get("status") == "skipped":
+            skipped[meta.get("arch", meta_path.parent.name)] = meta.get("reason", "")
+        for exporter, e in (meta.get("exports") or {}).items():
+            if e.get("status") != "ok":
+                skipped[f"{meta.get('arch')}.{exporter}"] = e.get("error", "")
+    summary = zoo_score.summarise(records, skipped)
+    _write_json(root / "summary.json", summary)
+    (root / "summary.md").write_text("\n".join(zoo_score.markdown(summary)) + "\n", encoding="utf-8")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("step", choices=["export", "compile", "score", "all"])
+    p.add_argument("--root", type=Path, default=Path("/work/agree/zoo"))
+    p.add_argument("--zoo", choices=["all", "torch", "transformers"], default="all")
+    p.add_argument("--only", nargs="*", default=None, help="architecture names")
+    p.add_argument("--exporters", nargs="*", default=list(EXPORTERS))
+    p.add_argument("--toolchain", nargs="*", default=list(TARGETS), choices=list(TARGETS))
+    p.add_argument("--python", default=None, help="python of the toolchain venv (else its env var)")
+    p.add_argument("--timeout", type=float, default=240.0, help="seconds per model and step")
+    p.add_argument("--build-timeout", type=int, default=120)
+    p.add_argument("--batch", type=int, default=40, help="models per worker run")
+    p.add_argument("--start", type=int, default=0, help="export: begin at this index of the zoo")
+    p.add_argument("--reverse", action="store_true", help="export/compile: walk the zoo from its end")
+    p.add_argument("--retry-timeouts", action="store_true",
+                   help="compile: build again the files whose build timed out (use a longer --timeout)")
+    p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
+    args = p.parse_args(argv)
+    root = args.root
+    root.mkdir(parents=True, exist_ok=True)
+    if args.step in ("export", "all"):
+        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start)
+    if args.step in ("compile", "all"):
+        for tc in args.toolchain:
+            compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
+                        args.retry_timeouts, args.reverse)
+    if args.step in ("score", "all"):
+        summary = score_all(root, args.toolchain, args.only)
+        print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

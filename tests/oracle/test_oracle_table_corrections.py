@@ -1,0 +1,75 @@
+"""The real toolchains confirm issue 22's table corrections (skipped without them): the same small
+models as tests/tables/test_table_corrections.py, compiled by rknn-toolkit2 (NPUCHECK_RKNN_PYTHON) and
+placed by onnxruntime-qnn (NPUCHECK_QNN_PYTHON)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_npucheck.oracles import qnn as qnn_oracle
+from pytest_npucheck.oracles import rknn as rknn_oracle
+
+
+def _exe(var: str) -> bool:
+    path = os.environ.get(var, "")
+    return bool(path) and os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+needs_rknn = pytest.mark.skipif(not _exe(rknn_oracle.ENV_VAR), reason=f"set {rknn_oracle.ENV_VAR} (rknn-toolkit2 venv)")
+needs_qnn = pytest.mark.skipif(not _exe(qnn_oracle.ENV_VAR), reason=f"set {qnn_oracle.ENV_VAR} (onnxruntime-qnn venv)")
+
+
+def _save(tmp_path, name, gb) -> str:
+    import onnx
+
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(gb.build(), str(path))
+    return str(path)
+
+
+@needs_rknn
+def test_rknn_softmax_limit_and_mask_where(tmp_path):
+    from pytest_npucheck.probe.models_attention_limits import _mask_path, _softmax_attention
+
+    jobs = [{"key": "scores257", "path": _save(tmp_path, "scores257", _softmax_attention("scores", 1, 257))},
+            {"key": "alone257", "path": _save(tmp_path, "alone257", _softmax_attention("alone", 1, 257))},
+            {"key": "where_bcast", "path": _save(tmp_path, "where_bcast", _mask_path(src="bool", layout="input"))}]
+    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
+    assert rknn_oracle.onnx_placement(res["scores257"])["focus_softmax"] == "npu"
+    assert rknn_oracle.onnx_placement(res["alone257"])["focus_softmax"] == "cpu"
+    assert res["where_bcast"].status in ("crashed", "build_failed"), res["where_bcast"].message
+
+
+@needs_qnn
+def test_qnn_gathernd_bool_data_and_rank5_indices(tmp_path):
+    from pytest_npucheck.probe.models_gather_index import _gathernd
+
+    cases = {"bool_r5": {}, "f32_r5": {"dtype": "float32"}, "f32_r4": {"dtype": "float32", "lead": [1, 1]},
+             "i64_r5": {"dtype": "int64"}}
+    jobs = [{"key": k, "path": _save(tmp_path, k, _gathernd(**kw)[0])} for k, kw in cases.items()]
+    res = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
+    assert res["bool_r5"].placement["focus_gathernd"] == "cpu"
+    assert "Failed to create GatherND node." in res["bool_r5"].reasons["focus_gathernd"]
+    assert res["f32_r5"].placement["focus_gathernd"] == "cpu"
+    assert res["f32_r4"].placement["focus_gathernd"] == "npu"
+    assert res["i64_r5"].status == "session_failed" and "finalize" in res["i64_r5"].message
+
+
+@needs_rknn
+def test_rknn_mqa_repeat_grn_div_and_mask_reshape(tmp_path):
+    from pytest_npucheck.probe.models_attention_limits import _mask_path, _repeat_between
+    from pytest_npucheck.probe.models_norm_limits import _norm_div
+
+    models = {"mqa": _repeat_between(), "gqa": _repeat_between(kv=2),
+              "grn_mlp": _norm_div(src="linear", tail="linear"), "grn_relu": _norm_div(src="linear"),
+              "mask": _mask_path(use="expand_where")}
+    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
+    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
+                                                         timeout=180)}
+    place = {k: rknn_oracle.onnx_placement(r, rknn_oracle.onnx_nodes(paths[k])) for k, r in res.items()}
+    assert place["mqa"]["focus_expand"] == "cpu" and place["gqa"]["focus_expand"] == "npu"
+    assert place["grn_mlp"]["focus_div"] == "cpu" and place["grn_relu"]["focus_div"] == "npu"
+    assert place["mask"]["focus_reshape"] == "cpu"  # the swapped Reshape:mask_rs row, on int64
+    assert any(r.full_name == "Reshape:mask_rs" and r.dtype == "INT64" and r.target == "CPU" for r in res["mask"].rows)

@@ -1,0 +1,198 @@
+"""Issue 22's table corrections, each pinned on a small ONNX model through the bundled tables (static
+verdicts; the oracle twins in tests/oracle/test_oracle_table_corrections.py compile the same models).
+
+The models are the probe families' own builders (pytest_npucheck/probe/models_attention_limits.py,
+models_gather_index.py): the recorded toolchain results of exactly these graphs are the evidence of
+each erratum.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.matcher import match
+from pytest_npucheck.tables import Catalog, bundled_tables_dir
+
+RKNN = "rknn@2.5.0/rk3588"
+QNN_TARGETS = ["qnn@2.51.0/htp-v73", "qnn@2.51.0/htp-v68"]
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.discover()
+
+
+def verdicts(catalog: Catalog, target: str, gb) -> dict[str, tuple[str, str]]:
+    res = match(facts_from_model(gb.build()), catalog.table(target))
+    return {n.name: (n.verdict, "; ".join(r.message for r in n.reasons)) for n in res.nodes}
+
+
+# -- RKNN 2.5.0 / rk3588: the Softmax size limit -----------------------------------------------
+
+@pytest.mark.parametrize("form,heads,tokens,want", [
+    ("scores", 1, 257, "npu"),      # q @ k^T -> Softmax: 66,049 elements, on the NPU
+    ("scores", 1, 302, "npu"),
+    ("sdpa", 4, 302, "npu"),        # MatMul -> scale -> Softmax -> MatMul
+    ("sdpa", 1, 1024, "npu"),
+    ("alone", 1, 257, "cpu"),       # a Softmax of a graph input keeps the limit
+    ("sdpa_mask", 4, 302, "cpu"),   # ... and of a masked Add
+    ("sdpa", 1, 256, "npu"),
+])
+def test_rknn_softmax_limit_applies_only_off_the_scores_matmul(catalog, form, heads, tokens, want):
+    from pytest_npucheck.probe.models_attention_limits import _softmax_attention
+
+    verdict, why = verdicts(catalog, RKNN, _softmax_attention(form, heads, tokens))["focus_softmax"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert f"{tokens * tokens} elements over axes [2, 3] > 65536" in why
+        assert "is not computed by MatMul" in why or "is computed by Add" in why or "graph input" in why
+
+
+# -- RKNN 2.5.0 / rk3588: a broadcast mask Where straight into a Softmax -----------------------
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "unsupported"),                                             # int64 -> bool -> Reshape -> Where -> Softmax
+    ({"src": "bool", "layout": "input"}, "unsupported"),             # a (1, 1, 1, T) bool input
+    ({"src": "float32", "to": "greater"}, "unsupported"),            # no integer anywhere
+    ({"src": "bool", "layout": "none", "use": "where_full"}, "npu"),  # (1, 1, T, T): built
+    ({"src": "bool", "use": "where_relu"}, "npu"),                   # read by a Relu: built
+    ({"src": "bool", "use": "where_add"}, "npu"),                    # Where(m, 0, -big) + scores: built
+])
+def test_rknn_broadcast_mask_where_into_softmax_is_rejected(catalog, kw, want):
+    from pytest_npucheck.probe.models_attention_limits import _mask_path
+
+    verdict, why = verdicts(catalog, RKNN, _mask_path(**kw))["post_where"]
+    assert verdict == want, why
+    if want == "unsupported":
+        assert "its result feeds Softmax 'post_softmax'" in why and "dim 2 is 1" in why
+
+
+# -- RKNN 2.5.0 / rk3588: the multi-query K/V repeat between two MatMuls, batch-axis Expands -------
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "cpu"),                                   # kv=1, shape with ones (dynamo's repeat_interleave)
+    ({"shape": "full"}, "cpu"),
+    ({"rank": 4}, "cpu"),
+    ({"pre": "heads"}, "cpu"),                     # (1, T, d) projection viewed and transposed to heads
+    ({"post": "transpose_mul"}, "cpu"),            # k^T scaled before q @ k^T
+    ({"kv": 2}, "npu"),                            # grouped-query attention with two K/V heads
+    ({"pre": "none"}, "npu"),                      # no MatMul before
+    ({"post": "none"}, "npu"),                     # no MatMul after
+])
+def test_rknn_mqa_repeat_between_matmuls(catalog, kw, want):
+    from pytest_npucheck.probe.models_attention_limits import _repeat_between
+
+    verdict, why = verdicts(catalog, RKNN, _repeat_between(**kw))["focus_expand"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "is computed by" in why and "feeds" in why and "dim 1 is 1" in why
+
+
+@pytest.mark.parametrize("src,shape,want", [
+    ([1, 8, 8], [4, 1, 1], "cpu"),        # axis 0 expanded, rank 3
+    ([1, 8, 16, 16], [2, 8, 16, 16], "cpu"),
+    ([1, 32], [16, 32], "npu"),           # rank 2: on the NPU
+    ([2, 1, 1, 8, 8], [2, 1, 4, 8, 8], "npu"),  # axis 0 already 2: not expanded
+])
+def test_rknn_batch_axis_expand(catalog, src, shape, want):
+    from pytest_npucheck.probe.models import GraphBuilder
+
+    gb = GraphBuilder(17)
+    y = gb.node("Relu", [gb.input("x", "float32", src)], name="pre")
+    gb.output(gb.node("Relu", [gb.node("Expand", [y, gb.ints(shape)], name="focus_expand")], name="post"))
+    verdict, why = verdicts(catalog, RKNN, gb)["focus_expand"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: GRN's Div into a MatMul -----------------------------------------------
+
+@pytest.mark.parametrize("kw,want", [
+    ({"src": "linear", "tail": "linear", "c": 128}, "cpu"),   # ConvNeXt-V2: GRN between pwconv1 and pwconv2
+    ({"src": "linear", "tail": "linear", "norm": "powsum"}, "cpu"),
+    ({"tail": "linear"}, "cpu"),
+    ({"src": "linear", "c": 128}, "npu"),                     # GRN ending in a Relu
+    ({"src": "linear", "tail": "linear", "norm": "none"}, "npu"),  # x / mean(x) of the whole tensor
+])
+def test_rknn_grn_div_into_a_matmul(catalog, kw, want):
+    from pytest_npucheck.probe.models_norm_limits import _norm_div
+
+    verdict, why = verdicts(catalog, RKNN, _norm_div(**kw))["focus_div"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "feeds" in why and "MatMul 'post_pw2'" in why
+
+
+# -- RKNN 2.5.0 / rk3588: the Reshape the compiler swaps in front of an integer mask op -----------
+
+@pytest.mark.parametrize("kw,node,want", [
+    ({"use": "expand_where"}, "focus_reshape", "cpu"),                          # int64 -> bool -> Reshape
+    ({"to": "float32", "use": "add", "layout": "unsqueeze"}, "focus_reshape", "cpu"),  # -> float -> Unsqueeze
+    ({"src": "int32", "use": "expand_where"}, "focus_reshape", "cpu"),
+    ({"src": "bool", "to": "float32", "use": "add"}, "focus_reshape", "npu"),  # bool -> float: no swap
+])
+def test_rknn_mask_reshape_behind_an_integer_cast(catalog, kw, node, want):
+    from pytest_npucheck.probe.models_attention_limits import _mask_path
+
+    verdict, why = verdicts(catalog, RKNN, _mask_path(**kw))[node]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "input 0 is computed by Cast 'focus_cast', which the compiler runs on the CPU" in why
+
+
+def test_rknn_mask_lookup_flatten_behind_an_integer_cast(catalog):
+    """TorchScript's padding-mask lookup: int64 mask -> Cast(bool) -> Flatten -> Gather -> Reshape x2; the
+    compiler runs the Flatten on the int64 mask in front of the Cast."""
+    from pytest_npucheck.probe.models_attention_limits import _mask_lookup
+
+    got = verdicts(catalog, RKNN, _mask_lookup())
+    assert got["pre_flatten"][0] == "cpu" and "Cast 'pre_cast'" in got["pre_flatten"][1]
+    assert got["focus_reshape"][0] == "npu"
+    assert verdicts(catalog, RKNN, _mask_lookup(src="bool"))["pre_flatten"][0] == "npu"
+
+
+# -- QNN 2.51.0: GatherND by data dtype and index rank ------------------------------------------
+
+@pytest.mark.parametrize("target", QNN_TARGETS)
+@pytest.mark.parametrize("kw,want,says", [
+    ({}, "cpu", "dtype bool"),                                        # the dynamo padding-mask lookup
+    ({"lead": []}, "cpu", "dtype bool"),                              # bool data, rank-2 indices
+    ({"dtype": "float32"}, "cpu", "has rank 5"),                      # rank-5 indices
+    ({"dtype": "float32", "lead": [1, 1]}, "npu", ""),                # rank-4 indices
+    ({"dtype": "int64"}, "unsupported", "has rank 5"),                # the session fails to finalize
+    ({"dtype": "int64", "lead": [1, 1]}, "npu", ""),
+])
+def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
+    from pytest_npucheck.probe.models_gather_index import _gathernd
+
+    gb, _ = _gathernd(**kw)
+    verdict, why = verdicts(catalog, target, gb)["focus_gathernd"]
+    assert verdict == want, why
+    assert says in why
+
+
+# -- the revision and errata records -------------------------------------------------------------
+
+@pytest.mark.parametrize("rel,ops", [
+    ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
+                                "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten"}),
+    ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
+    ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
+])
+def test_corrected_tables_are_revision_2_with_errata(rel, ops):
+    doc = json.loads((bundled_tables_dir() / rel).read_text(encoding="utf-8"))
+    assert doc["revision"] == 2
+    assert ops <= {op for rec in doc["errata"] for op in rec["ops"]}
+    for rec in doc["errata"]:
+        assert rec["revision"] == 2 and rec["change"] and rec["evidence"]
+        assert all(op in doc["ops"] for op in rec["ops"])
+    # each of these corrections names the probe family that shows it
+    assert all(any("probe famil" in rec["evidence"] for rec in doc["errata"] if op in rec["ops"]) for op in ops)
+
+
+@pytest.mark.parametrize("rel", ["qnn/2.49.40/htp-v73.json", "rknn/2.5.0/rk3576.json", "rknn/2.3.2/rk3588.json"])
+def test_tables_not_probed_again_stay_revision_1(rel):
+    doc = json.loads((bundled_tables_dir() / rel).read_text(encoding="utf-8"))
+    assert doc.get("revision", 1) == 1 and not doc.get("errata")

@@ -1,0 +1,78 @@
+"""prepass: what a toolchain removes or folds before placing ops, run only as the table lists it (the
+other prepass tests: tests/unit/test_prepass.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from conftest import const, make_model
+
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.prepass import GraphView, run_prepasses
+
+
+@pytest.fixture
+def table(toy_catalog):
+    return toy_catalog.table("toy@1.0/soc-a")
+
+
+def _with(table, *passes):
+    return dataclasses.replace(table, prepasses=tuple(passes))
+
+
+def _shape_reshape():
+    """x -> Shape -> Reshape(x, shape) -> Relu: a shape subgraph on a static input."""
+    return make_model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                       helper.make_node("Reshape", ["x", "s"], ["r"], name="reshape"),
+                       helper.make_node("Relu", ["r"], ["y"], name="relu")],
+                      [("x", (1, 4, 8, 8))], ["y"])
+
+
+def test_only_the_passes_the_table_lists_run(table):
+    facts = facts_from_model(_shape_reshape())
+    assert run_prepasses(facts, _with(table)).folded == {}
+    pre = run_prepasses(facts, _with(table, "fold_shape_ops"))
+    assert set(pre.folded) == {0} and "Shape of a static shape [1, 4, 8, 8]" in pre.folded[0]
+    assert pre.const["s"].const and pre.const["s"].value == (1, 4, 8, 8)
+    view = GraphView(facts, pre)
+    assert view.tensor("s") is pre.const["s"] and view.tensor("x") is facts.tensor("x")
+
+
+def test_identity_is_removed_unless_it_produces_a_graph_output(table):
+    w = const("w", np.ones((4,), "float32"))
+    model = make_model([helper.make_node("Identity", ["w"], ["w2"], name="share"),
+                        helper.make_node("Add", ["x", "w2"], ["a"], name="add"),
+                        helper.make_node("Identity", ["a"], ["y"], name="out")],
+                       [("x", (1, 4))], ["y"], initializers=[w])
+    facts = facts_from_model(model)
+    pre = run_prepasses(facts, _with(table, "eliminate_identity"))
+    assert set(pre.folded) == {0} and "no-op at inference" in pre.folded[0]
+    assert pre.const["w2"].const  # the readers of a shared weight read a constant
+    assert run_prepasses(facts, _with(table)).folded == {}
+
+
+def test_dropout_whose_mask_is_read_stays(table):
+    model = make_model([helper.make_node("Dropout", ["x"], ["d", "mask"], name="drop"),
+                        helper.make_node("Cast", ["mask"], ["m"], name="cast", to=1),
+                        helper.make_node("Mul", ["d", "m"], ["y"], name="mul")],
+                       [("x", (1, 4))], ["y"], opset=13)
+    pre = run_prepasses(facts_from_model(model), _with(table, "eliminate_identity"))
+    assert 0 not in pre.folded
+
+
+def test_constants_fold_but_random_ops_never_do(table):
+    c = const("c", np.ones((1, 4), "float32"))
+    model = make_model([helper.make_node("Relu", ["c"], ["rc"], name="relu_c"),
+                        helper.make_node("RandomUniformLike", ["c"], ["noise"], name="noise"),
+                        helper.make_node("Add", ["x", "rc"], ["a"], name="add"),
+                        helper.make_node("Add", ["a", "noise"], ["y"], name="add_noise")],
+                       [("x", (1, 4))], ["y"], initializers=[c])
+    facts = facts_from_model(model)
+    pre = run_prepasses(facts, _with(table, "fold_constants"))
+    assert pre.folded == {0: "all inputs are constant: folded at compile time"}
+    assert pre.const["rc"].const and "noise" not in pre.const
+    assert run_prepasses(facts, _with(table, "fold_shape_ops")).folded == {}

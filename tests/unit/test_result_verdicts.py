@@ -1,0 +1,50 @@
+"""result: the verdict, summary and JSON of a target's result follow its nodes and model issues (the basis
+of each verdict: tests/unit/test_result.py)."""
+
+from __future__ import annotations
+
+import json
+
+from onnx import helper
+
+from conftest import make_model
+
+from pytest_npucheck.result import VERDICTS, NodeResult, Reason, TargetResult
+
+
+def _result(*verdicts, issues=()):
+    nodes = tuple(NodeResult(index=i, name=f"n{i}", op_type="Relu", domain="ai.onnx", verdict=v,
+                             reasons=(Reason("op_missing", f"n{i} is {v}", v),) if v in ("cpu", "unsupported") else ())
+                  for i, v in enumerate(verdicts))
+    return TargetResult(target="toy@1.0/soc-a", table={"sha256": "x"}, model={"path": "m.onnx"}, nodes=nodes,
+                        model_issues=tuple(issues))
+
+
+def test_verdict_is_the_worst_node_and_a_model_issue_is_unsupported():
+    assert _result("npu", "folded").verdict == "npu" and _result("npu", "folded").passed
+    cpu = _result("npu", "cpu", "folded")
+    assert cpu.verdict == "cpu" and not cpu.passed and [n.name for n in cpu.fallbacks] == ["n1"]
+    assert _result("cpu", "unsupported").verdict == "unsupported"
+    issue = Reason("ir_version", "IR version 10 is not loaded", "unsupported", "model")
+    whole = _result("npu", issues=[issue])
+    assert whole.verdict == "unsupported" and not whole.passed and whole.fallbacks == []
+
+
+def test_summary_counts_every_verdict_and_json_is_plain_data():
+    res = _result("npu", "npu", "cpu", "folded")
+    assert res.summary == {"npu": 2, "cpu": 1, "unsupported": 0, "folded": 1} and set(res.summary) == set(VERDICTS)
+    doc = json.loads(json.dumps(res.to_json()))
+    assert doc["verdict"] == "cpu" and doc["passed"] is False and doc["summary"] == res.summary
+    assert [n["verdict"] for n in doc["nodes"]] == ["npu", "npu", "cpu", "folded"]
+    [reason] = doc["nodes"][2]["reasons"]
+    assert {k: reason[k] for k in ("rule", "message", "verdict", "category")} == {
+        "rule": "op_missing", "message": "n2 is cpu", "verdict": "cpu", "category": "op"}
+    assert doc["nodes"][0]["source"] is None and "graph" not in doc["nodes"][0]
+
+
+def test_a_checked_file_gives_the_same_json_as_its_result(judge):
+    res = judge(make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                            helper.make_node("Sin", ["r"], ["y"], name="sin")], [("x", (1, 4))], ["y"]))["__result__"]
+    doc = res.to_json()
+    assert {n["name"]: n["verdict"] for n in doc["nodes"]} == {n.name: n.verdict for n in res.nodes}
+    assert doc["verdict"] == res.verdict != "npu" and doc["summary"] == res.summary

@@ -1,0 +1,156 @@
+"""Scoring of the zoo agreement harness (pytest_npucheck/oracles/zoo_score.py) and the RKNN
+rewrite trace it relies on: tiny ONNX graphs and compiler records, no toolchain, no torch."""
+
+from __future__ import annotations
+
+from onnx import helper
+
+from conftest import const, make_model
+from pytest_npucheck.check import graph_facts
+from pytest_npucheck.oracles import rknn, zoo_score
+from pytest_npucheck.tables import Catalog
+
+# RKNN 2.5.0's verbose build log of an RMSNorm (dynamo), cut to the rewrite trace
+FUSE_LOG = """D fuse_ops ...
+D fuse_ops results:
+D     convert_reducemean_to_einsum: remove node = ['node_mean'], add node = ['node_mean#1', 'node_mean#1_rs']
+D     unsqueeze_to_4d_add: remove node = [], add node = ['mean_rs', 'add-rs']
+D     convert_2in_einsum_to_exmatmul: remove node = ['node_mean#1'], add node = ['pow_1_rs', 'pow_1_rs_mm']
+D     swap_reshape_add: remove node = ['mean_rs', 'node_add'], add node = ['node_add', 'mean_rs']
+D     fuse_exmatmul_add: remove node = ['node_add', 'pow_1_rs_mm'], add node = ['pow_1_rs_mm']
+D     convert_exmatmul_to_conv: remove node = ['pow_1_rs_mm'], add node = ['pow_1_rs_mm#1']
+D     fold_constant ...
+D     fold_constant done.
+D fuse_ops done.
+"""
+
+
+def _row(i: int, op: str, target: str, full: str) -> rknn.LayerRow:
+    return rknn.LayerRow(id=i, op_type=op, dtype="FLOAT16", target=target, input_shape="x", output_shape="y",
+                         full_name=full, onnx_name=full.split(":", 1)[1])
+
+
+def test_rewrite_lineage_follows_renames_through_several_rules():
+    lineage = rknn.rewrite_lineage(FUSE_LOG)
+    assert lineage["node_mean#1"] == {"node_mean"}
+    assert lineage["pow_1_rs_mm#1"] >= {"node_mean", "node_add"}  # the Conv stands for the mean and the add
+    assert "add-rs" not in lineage  # helpers added without removing anything are not traced
+
+
+def test_a_cpu_row_a_rewrite_renamed_is_the_cpu_placement_of_its_onnx_node():
+    nodes = [{"name": "node_pow", "inputs": ["x"], "outputs": ["p"]},
+             {"name": "node_mean", "inputs": ["p"], "outputs": ["m"]},
+             {"name": "node_add", "inputs": ["m"], "outputs": ["a"]}]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok",
+                          rows=[_row(1, "Pow", "NPU", "Pow:node_pow"), _row(2, "Conv", "CPU", "Conv:pow_1_rs_mm#1")])
+    without = rknn.onnx_placement(res, nodes, lineage={})
+    assert without["node_mean"] == "npu"  # the row names no ONNX node: lost
+    traced = rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(FUSE_LOG))
+    assert traced == {"node_pow": "npu", "node_mean": "cpu", "node_add": "cpu"}
+
+
+def _graph(save, nodes, inputs, inits=(), opset=17):
+    return graph_facts(save(make_model(nodes, inputs, [nodes[-1].output[0]], inits, opset=opset)))
+
+
+def test_rejection_patterns_name_the_node(save):
+    cubic = _graph(save, [helper.make_node("Resize", ["x", "", "s"], ["y"], name="up", mode="cubic")],
+                   [("x", [1, 3, 8, 8])], [const("s", [1, 1, 2, 2])])
+    assert zoo_score.explain_rejection("rknn", cubic, "rknn worker died (exit code -11)")[:2] == ("resize_cubic", ["up"])
+    assert zoo_score.explain_rejection("qnn", cubic, "boom")[0] == "unexplained"
+    # a cubic Resize of a parameter (position embeddings) is folded by the compiler and builds
+    folded = _graph(save, [helper.make_node("Resize", ["pos", "", "s"], ["p2"], name="up", mode="cubic"),
+                           helper.make_node("Add", ["x", "p2"], ["y"], name="add")],
+                    [("x", [1, 3, 16, 16])], [const("s", [1, 1, 2, 2]), const("pos", [[[[0.5] * 8] * 8] * 3])])
+    assert zoo_score.explain_rejection("rknn", folded, "rknn worker died")[0] == "unexplained"
+
+    def rmsnorm(weight_first: bool):
+        last = ["w", "n"] if weight_first else ["n", "w"]
+        return _graph(save, [helper.make_node("Pow", ["x", "two"], ["p"], name="pow"),
+                             helper.make_node("ReduceMean", ["p"], ["m"], name="mean", axes=[-1], keepdims=1),
+                             helper.make_node("Add", ["m", "eps"], ["a"], name="add"),
+                             helper.make_node("Sqrt", ["a"], ["s"], name="sqrt"),
+                             helper.make_node("Reciprocal", ["s"], ["r"], name="rec"),
+                             helper.make_node("Mul", ["x", "r"], ["n"], name="mul"),
+                             helper.make_node("Mul", last, ["y"], name="weight")],
+                      [("x", [1, 4, 8])], [const("two", 2.0), const("eps", 1e-6), const("w", [0.5] * 8)])
+
+    assert zoo_score.explain_rejection("qnn", rmsnorm(True), "Failed to finalize")[:2] == ("rmsnorm_sqrt_reciprocal", ["pow"])
+    # x * rsqrt(...) * w (weight second) builds: not the pattern
+    assert zoo_score.explain_rejection("qnn", rmsnorm(False), "Failed to finalize")[0] == "unexplained"
+
+
+def test_single_query_attention_only_with_one_query(save):
+    def attention(queries: int):
+        return _graph(save, [helper.make_node("MatMul", ["q", "k"], ["s"], name="qk"),
+                             helper.make_node("Softmax", ["s"], ["p"], name="sm", axis=-1),
+                             helper.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
+                      [("q", [1, 2, queries, 16]), ("k", [1, 2, 16, 4]), ("v", [1, 2, 4, 16])])
+
+    assert zoo_score.explain_rejection("rknn", attention(1), "")[:2] == ("single_query_attention", ["qk"])
+    assert zoo_score.explain_rejection("rknn", attention(8), "")[0] == "unexplained"
+
+
+def test_rejection_from_rknns_rule_trace_and_unknown_attributes(save):
+    g = _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                      helper.make_node("Softmax", ["r"], ["y"], name="node_sm")], [("x", [1, 4])])
+    log = ("W build: Show op fuse match nodes:\nRule: fuse_softmax_thing\nSubgraph:\nOp type: Softmax\n"
+           "Op name: node_sm\n  Input:\nE build: Traceback (most recent call last):\nValueError: x\n")
+    assert zoo_score.explain_rejection("rknn", g, "ValueError: x", log)[:2] == ("rknn_rule:fuse_softmax_thing", ["node_sm"])
+    lstm = _graph(save, [helper.make_node("LSTM", ["x", "w", "r"], ["y"], name="lstm", hidden_size=2, layout=0)],
+                  [("x", [3, 1, 2]), ("w", [1, 8, 2]), ("r", [1, 8, 2])], opset=14)
+    pid, nodes, _ = zoo_score.explain_rejection(
+        "rknn", lstm, "Unrecognized attribute: layout for operator LSTM\n==> Context: Bad node spec")
+    assert (pid, nodes) == ("unknown_attribute:LSTM.layout", ["lstm"])
+
+
+def test_score_and_summary_count_nodes_and_rejections(save):
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    path = save(make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                            helper.make_node("Sigmoid", ["r"], ["y"], name="sig")], [("x", [1, 4, 8, 8])], ["y"]))
+    real = {"arch": "a", "exporter": "dynamo", "toolchain": "rknn", "status": "ok",
+            "rows": [{"op_type": "Relu", "target": "CPU", "full_name": "Relu:relu"},
+                     {"op_type": "Sigmoid", "target": "NPU", "full_name": "Sigmoid:sig"}]}
+    rec = zoo_score.score_model(path, table, real)
+    assert (rec["tp"], rec["fp"], rec["fn"], rec["tn"]) == (0, 0, 1, 1)
+    [d] = rec["disagreements"]
+    assert (d["direction"], d["op_type"], d["cause"]) == ("missed_fallback", "Relu", "cpu row Relu")
+
+    crashed = zoo_score.score_model(path, table, {**real, "arch": "b", "status": "crashed", "message": "died"})
+    assert crashed["built"] is False and crashed["rejection"]["static_predicts_rejection"] is False
+    summary = zoo_score.summarise([rec, crashed], {"c": "does not build"})
+    f = summary["targets"]["rknn@2.5.0/rk3588"]["all"]
+    assert (f["architectures"], f["built"], f["rejected"], f["nodes"]) == (2, 1, 1, 2)
+    assert (f["agreement"], f["recall"], f["precision"]) == (0.5, 0.0, None)
+    assert summary["skipped"] == {"c": "does not build"}
+    text = "\n".join(zoo_score.markdown(summary))
+    assert "| rknn@2.5.0/rk3588 | dynamo | 2 | 1 | 1 (0) | 2 | 50.0% | 0.0% | n/a |" in text
+    assert "1 x missed_fallback Relu: cpu row Relu" in text
+
+
+def test_a_rule_that_rewrote_two_nodes_gives_each_row_to_the_node_it_is_named_after():
+    """RKNN's cvt_and_to_fp_mul turns an int64->bool Cast and the And after it into a Cast swapped
+    behind a Reshape (CPU, int64), a Mul (NPU) and a Cast (CPU): the Cast node is on the CPU, the And
+    on the NPU, although the trace gives all three rows both origins."""
+    log = ("D fuse_ops results:\n"
+           "D     cvt_and_to_fp_mul: remove node = ['/m/Cast', '/m/And'], add node = "
+           "['/m/Cast_output_0-rs_sw_cast', '/m/And_2fp_add', '/m/And_2fp_add_cast']\nD fuse_ops done.\n")
+    nodes = [{"name": "/m/Cast", "inputs": ["ids"], "outputs": ["/m/Cast_output_0"]},
+             {"name": "/m/And", "inputs": ["/m/Cast_output_0", "b"], "outputs": ["/m/And_output_0"]}]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Cast", "CPU", "Cast:/m/Cast_output_0-rs_sw_cast"), _row(2, "Mul", "NPU", "Mul:/m/And_2fp_add"),
+        _row(3, "Cast", "CPU", "Cast:/m/And_2fp_add_cast")])
+    assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log)) == {"/m/Cast": "cpu", "/m/And": "npu"}
+
+
+def test_a_file_onnx_runtime_itself_refuses_is_an_invalid_export_not_a_rejection(save):
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    path = save(make_model([helper.make_node("MatMul", ["a", "b"], ["y"], name="/m/MatMul")],
+                           [("a", [1, 4]), ("b", [4, 2])], ["y"]))
+    real = {"arch": "a", "exporter": "torchscript", "toolchain": "qnn", "status": "session_failed",
+            "message": "Fail: [ONNXRuntimeError] : 1 : FAIL : Node (/m/MatMul) Op (MatMul) "
+                       "[ShapeInferenceError] Incompatible dimensions"}
+    rec = zoo_score.score_model(path, table, real)
+    assert rec["rejection"]["pattern"] == "invalid_model" and rec["rejection"]["nodes"] == ["/m/MatMul"]
+    f = zoo_score.summarise([rec], {})["targets"]["qnn@2.51.0/htp-v73"]["all"]
+    assert (f["rejected"], f["invalid_files"]) == (0, 1)
