@@ -31,10 +31,12 @@ def test_fix_verification_never_loads_the_weights(tmp_path):
     onnx.save(m, path)
     del m
     assert path.stat().st_size > 128 << 20
+    # peak RSS of the child's own memory (VmHWM, reset by exec): ru_maxrss is inherited across fork+exec,
+    # so under xdist the child started at its torch-laden worker's peak (825 MiB read in a -n 2 run)
     code = ("import io, json, resource, sys, contextlib\nfrom pytest_npucheck.cli import main\n"
             "out = io.StringIO()\nwith contextlib.redirect_stdout(out):\n    code = main(sys.argv[1:])\n"
             "print(json.dumps({'code': code, 'doc': json.loads(out.getvalue()),"
-            " 'maxrss_kib': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))\n")
+            " 'maxrss_kib': int([l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0])}))\n")
 
     def run(*extra):
         res = subprocess.run([sys.executable, "-c", code, "--tables", str(TOY_TABLES), "check", str(path),
