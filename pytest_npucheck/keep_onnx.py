@@ -36,26 +36,10 @@ def external_locations(model_path: Path) -> list[str]:
     files beside it (meta.json, facts.json) are not part of the model and are left out."""
     import onnx
 
+    from .safety import iter_external
+
     model = onnx.load(str(model_path), load_external_data=False)
-    found: set[str] = set()
-
-    def walk(graph: "onnx.GraphProto") -> None:
-        tensors = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
-        for node in graph.node:
-            for a in node.attribute:
-                if a.HasField("t"):
-                    tensors.append(a.t)
-                tensors.extend(a.tensors)
-                if a.HasField("g"):
-                    walk(a.g)
-                for g in a.graphs:
-                    walk(g)
-        for t in tensors:
-            if t.data_location == onnx.TensorProto.EXTERNAL:
-                found.update(e.value for e in t.external_data if e.key == "location")
-
-    walk(model.graph)
-    return sorted(found)
+    return sorted({e.value for _, t in iter_external(model) for e in t.external_data if e.key == "location"})
 
 
 def keep(model_path: Path, dest_dir: Path, nodeid: str, call: int = 1) -> Path:
