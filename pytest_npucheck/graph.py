@@ -22,6 +22,19 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .errors import ModelError
 
+
+@functools.lru_cache(maxsize=None)
+def op_schema(op_type: str, opset: int, domain: str) -> Optional[Any]:
+    """ONNX's schema of ``op_type`` as of ``opset`` in ``domain`` ("" for the default domain), or None
+    (an unknown op, a custom domain), looked up once per process (the facts, the shape walk and the
+    validity check all ask)."""
+    from onnx import defs
+
+    try:
+        return defs.get_schema(op_type, opset, domain)
+    except Exception:  # noqa: BLE001 - SchemaError: no such operator at this opset
+        return None
+
 Dim = "int | str | None"
 
 DEFAULT_DOMAIN = "ai.onnx"
@@ -1106,10 +1119,8 @@ class _Builder:
         if key in self._schema_cache:
             return self._schema_cache[key]
         defaults: Optional[dict[str, Any]]
-        try:
-            schema = self.onnx.defs.get_schema(op_type, max_inclusive_version=opset,
-                                               domain="" if domain == DEFAULT_DOMAIN else domain)
-        except Exception:
+        schema = op_schema(op_type, opset, "" if domain == DEFAULT_DOMAIN else domain)
+        if schema is None:
             defaults = None
         else:
             defaults = {}

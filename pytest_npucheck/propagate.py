@@ -164,9 +164,9 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     ``everything``: visit every node (the first inference failed as a whole and typed nothing).
     """
     import numpy as np
-    from onnx import defs, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
-    from .graph import SMALL_CONSTANT, _NO_FOLD, _evaluate
+    from .graph import SMALL_CONSTANT, _NO_FOLD, _evaluate, op_schema
 
     codec = _Types()
     types: dict[str, Type] = {}
@@ -193,7 +193,6 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     new_values: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
     opset_map = {"" if d == default_domain else d: v for d, v in opsets.items() if v}
-    schemas: dict[tuple[str, str], Any] = {}
     data_bytes: dict[str, bytes] = {}
     for node, op, domain, inputs, outputs, _attributes in rows:
         for i in inputs:  # any(i in changed for i in inputs), inlined: run for every node
@@ -247,15 +246,8 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 types[outputs[0]] = better[outputs[0]] = typ
                 changed.add(outputs[0])
             continue
-        key = (op, domain)
-        schema = schemas.get(key, False)
-        if schema is False:
-            try:
-                schema = defs.get_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
-            except Exception:  # noqa: BLE001 - an op without a schema (a custom domain): nothing to infer
-                schema = None
-            schemas[key] = schema
-        if schema is None:
+        schema = op_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
+        if schema is None:  # an op without a schema (a custom domain): nothing to infer
             continue
         in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
         data = {}

@@ -11,11 +11,10 @@ No ONNX Runtime session is created (the static check stays fast: benchmarks/run.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Optional
 
 from .errors import ModelError
-from .graph import GraphFacts
+from .graph import GraphFacts, op_schema
 
 _REFUSED = "ONNX Runtime would refuse to load the model"
 
@@ -38,16 +37,10 @@ def _check_outputs(facts: GraphFacts, path: object) -> None:
                              f"nor an initializer; {_REFUSED}")
 
 
-@functools.lru_cache(maxsize=None)
 def _schema(op_type: str, opset: int, domain: str) -> Optional[Any]:
     """The operator's schema at this opset, or None (unknown op, custom domain: the matcher's to report)."""
-    from onnx import defs
-
-    try:
-        schema = defs.get_schema(op_type, opset, domain)
-    except Exception:  # noqa: BLE001 - SchemaError: no such operator at this opset
-        return None
-    return None if schema.deprecated else schema
+    schema = op_schema(op_type, opset, domain)
+    return None if schema is None or schema.deprecated else schema
 
 
 def _check_nodes(model: Any, facts: GraphFacts, path: object) -> None:
