@@ -102,13 +102,14 @@ def floor_check(path: Path) -> None:
 
 def _floor_check(path: Path) -> None:
     from pytest_npucheck import graph
+    from pytest_npucheck.graph import build, protobuf
 
     kept = graph.Kept()
     model = graph.load_model_proto(path, weights=False, keep=kept)
-    rows = graph._read_nodes(model.graph, kept)
+    rows = protobuf._read_nodes(model.graph, kept)
     decoded: list[Any] = []
-    if not graph._already_inferred(model.graph, rows, {}, decoded):
-        graph._infer(model, kept.serialized)
+    if not build._already_inferred(model.graph, rows, {}, decoded):
+        build._infer(model, kept.serialized)
     entries = []
     for node, op_type, domain, inputs, outputs, _attributes in rows:
         props = node.metadata_props  # where the exporter writes the source location

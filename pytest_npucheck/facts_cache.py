@@ -11,8 +11,15 @@ JSON (never pickle: the cache directory is shared, and JSON cannot run code) nex
 
 A cached document is used only when everything the facts depend on is unchanged: the file's
 path, size, mtime and inode, the package version, the ONNX version (shape inference) and the
-source of ``graph.py`` and ``propagate.py`` (the code that computes the facts). Anything else is a miss; a damaged or
-foreign document is a miss too, never an error.
+source of every module the facts depend on (``FACTS_SOURCES``: the ``graph`` package, which
+computes them, what it imports from the rest of the package, this module, which writes them, and
+the ``rules`` package). Anything else is a miss; a damaged or foreign document is a miss too, never
+an error.
+
+This is the one cache of facts. The process-wide memos inside ``graph`` hold no facts: they
+remember the parse of strings many nodes share (``graph.location``: scopes and stack traces) and
+ONNX's operator schemas (``graph.schema``), which are fixed for a process; ``prepass`` and the
+matcher compute per table what the facts are as one toolchain sees them, and keep nothing.
 
 A document is a header line (the key, the SHA-256 of the model file and the SHA-256 of the facts
 text) and the facts text. Both hashes are checked on every read: an edited document (an op renamed
@@ -38,7 +45,33 @@ FACTS_FILENAME = "facts.json"
 # export.MODEL_FILENAME / META_FILENAME; not imported, to keep this module free of export.py
 _EXPORT_MODEL, _EXPORT_META = "model.onnx", "meta.json"
 
+#: The source the facts depend on, relative to the package: packages (every module in them) and
+#: modules. ``graph`` imports ``errors`` and ``safety`` from outside itself (a unit test checks this
+#: list against the package's static imports); the facts' JSON form is written here.
+FACTS_SOURCES = ("graph", "rules", "errors.py", "safety.py", "facts_cache.py")
+
 _CODE_HASH: Optional[str] = None
+
+
+def source_files(root: Optional[Path] = None) -> list[Path]:
+    """The files of ``FACTS_SOURCES`` under ``root`` (the installed package by default), in a fixed order."""
+    root = Path(__file__).parent if root is None else Path(root)
+    files: list[Path] = []
+    for name in FACTS_SOURCES:
+        where = root / name
+        files += sorted(where.rglob("*.py")) if where.is_dir() else [where]
+    return files
+
+
+def code_hash(root: Optional[Path] = None) -> str:
+    """A hash of the names and contents of ``source_files(root)``."""
+    root = Path(__file__).parent if root is None else Path(root)
+    h = hashlib.sha256()
+    for f in source_files(root):
+        data = f.read_bytes()
+        h.update(f"{f.relative_to(root).as_posix()}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:16]
 
 
 def _code_version() -> str:
@@ -47,14 +80,13 @@ def _code_version() -> str:
     if _CODE_HASH is None:
         from importlib.metadata import PackageNotFoundError, version
 
-        from . import __version__, graph, propagate
+        from . import __version__
 
         try:
             onnx_version = version("onnx")
         except PackageNotFoundError:  # pragma: no cover - onnx is a dependency
             onnx_version = "?"
-        h = hashlib.sha256(b"".join(Path(m.__file__).read_bytes() for m in (graph, propagate))).hexdigest()[:16]
-        _CODE_HASH = f"{__version__}/onnx-{onnx_version}/graph-{h}"
+        _CODE_HASH = f"{__version__}/onnx-{onnx_version}/graph-{code_hash()}"
     return _CODE_HASH
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from .graph import GraphFacts, NodeFact, _object_new, paused_gc
+from .graph import GraphFacts, GraphView, NodeFact, paused_gc
 from .partition import partition
-from .prepass import GraphView, PrepassResult, run_prepasses
+from .prepass import PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult, source_basis
 from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
 from .tables import Constraint, Table
@@ -22,8 +22,9 @@ VALUE_FREE_RULES = frozenset({"dtype", "rank", "dim", "static_shape", "known_sha
 
 
 def _reads_values(rule_id: str, params: Mapping[str, Any]) -> bool:
-    if rule_id == "any_of":
-        return any(_reads_values(c["rule"], c.get("params", {})) for c in params.get("constraints", ()))
+    found = RULES.get(rule_id)
+    if found is not None and found.parts is not None:  # a composite: whether any of its parts does
+        return any(_reads_values(r, p) for r, p in found.parts(params))
     return rule_id not in VALUE_FREE_RULES
 
 
@@ -267,7 +268,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                                                           "op", source_basis(pattern.source), pattern.source)]
         else:
             verdict, reasons = judge(node)
-        result = _object_new(NodeResult)  # NodeResult(...) without the frozen __init__ (one per node per table)
+        result = object.__new__(NodeResult)  # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table)
         result.__dict__.update(
             index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
             reasons=tuple(reasons), graph=node.graph, source=node.source, fused_into=fused_into,

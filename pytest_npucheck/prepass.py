@@ -10,14 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .graph import GraphFacts, NodeFact, TensorInfo, _new, dtype_name
+from .graph import IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, NodeFact, TensorInfo, dtype_name, frozen_new
 from .tables import OpEntry, Pattern, Table
 
-# ops whose value is not a function of their inputs: never folded
-NONDETERMINISTIC = frozenset({"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Multinomial", "Bernoulli"})
-IDENTITY_OPS = frozenset({"Identity", "Dropout"})
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
-SHAPE_OPS = frozenset({"Shape", "Size"})
 
 
 @dataclass
@@ -26,25 +22,6 @@ class PrepassResult:
     fused: dict[int, tuple[Pattern, int]] = field(default_factory=dict)  # node index -> (pattern, anchor index)
     fused_cpu: set[int] = field(default_factory=set)  # fused nodes the pattern leaves on the CPU (runs_on)
     const: dict[str, TensorInfo] = field(default_factory=dict)  # tensors that became constants
-
-
-class GraphView:
-    """Graph facts as the toolchain sees them after its pre-passes (constants folded)."""
-
-    def __init__(self, graph: GraphFacts, pre: PrepassResult) -> None:
-        self.graph = graph
-        self.pre = pre
-        # tensor(name): the folded constant, else the graph's tensor. Read for every rule and every
-        # node (and the memo's signatures, the partition's MACs): one dict, looked up without a Python
-        # call. The view is made once the pre-passes are done (pre.const no longer changes).
-        merged = dict(graph.tensors)
-        merged.update(pre.const)
-        self.tensor: Callable[[str], Optional[TensorInfo]] = merged.get
-        # what the context rules read of every node they judge, without the __getattr__ detour
-        self.nodes, self.producer, self.consumers, self.outputs = graph.nodes, graph.producer, graph.consumers, graph.outputs
-
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self.graph, item)
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -110,7 +87,7 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
             if info is not None and info.const and node.outputs and node.outputs[0]:
                 out = node.outputs[0]
                 # replace(info, name=out) without the frozen __init__ (798 Identities in bert_9k, per table)
-                pre.const[out] = _new(TensorInfo, name=out, dtype=info.dtype, shape=info.shape, const=info.const,
+                pre.const[out] = frozen_new(TensorInfo, name=out, dtype=info.dtype, shape=info.shape, const=info.const,
                                       value=info.value)
 
 
@@ -127,7 +104,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 out = node.outputs[0]
                 if info is not None and info.const and out not in const:
                     base = tensors.get(out) or info
-                    const[out] = _new(TensorInfo, name=out, dtype=base.dtype, shape=base.shape, const=True,
+                    const[out] = frozen_new(TensorInfo, name=out, dtype=base.dtype, shape=base.shape, const=True,
                                       value=base.value if base.value is not None else info.value)
             continue
         if node.domain != "ai.onnx" or node.subgraphs:
@@ -161,7 +138,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
         for out in node.outputs:
             if out:
                 base = tensors.get(out) or TensorInfo(out, None, None)
-                const[out] = base if base.const else _new(  # without the frozen __init__ (per table)
+                const[out] = base if base.const else frozen_new(  # without the frozen __init__ (per table)
                     TensorInfo, name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=base.value)
         why = "constant" if op_type == "Constant" else "all inputs are constant"
         folded[node.index] = f"{why}: folded at compile time"

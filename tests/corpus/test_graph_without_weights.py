@@ -13,6 +13,7 @@ import onnx
 import pytest
 
 from pytest_npucheck import facts_cache, graph
+from pytest_npucheck.graph import build, gc_pause, protobuf
 from pytest_npucheck.check import check_graph
 from pytest_npucheck.jsonio import dumps
 from pytest_npucheck.tables import Catalog
@@ -51,7 +52,7 @@ def _full_facts(path):
 
 def test_without_weights_drops_only_large_initializer_values(exported):
     data = exported.read_bytes()
-    light = graph._without_weights(data)
+    light = protobuf._without_weights(data)
     assert light is not None and len(light) < len(data) / 4
     full, stripped = onnx.load_from_string(data), onnx.load_from_string(light)
     big = 0
@@ -77,9 +78,9 @@ def test_without_weights_leaves_small_models_and_garbage_alone(exported):
         del init.dims[:]
         init.dims.append(1)
         init.raw_data = init.raw_data[:4]
-    assert graph._without_weights(tiny.SerializeToString()) is None  # nothing large: no copy
+    assert protobuf._without_weights(tiny.SerializeToString()) is None  # nothing large: no copy
     with pytest.raises((ValueError, IndexError)):
-        graph._without_weights(b"\x3a\xff\xff\xff\x0f" + data[:50])  # a graph field longer than the file
+        protobuf._without_weights(b"\x3a\xff\xff\xff\x0f" + data[:50])  # a graph field longer than the file
 
 
 def test_facts_without_weights_equal_facts_with_weights(exported):
@@ -157,25 +158,25 @@ def test_dumps_is_strict():
 
 def _inferred_everywhere(path):
     """Facts with shape inference forced to run (the reference for the skip)."""
-    saved = graph._already_inferred
-    graph._already_inferred = lambda *a: False
+    saved = build._already_inferred
+    build._already_inferred = lambda *a: False
     try:
         graph.clear_caches()
         return facts_cache.to_json(graph.load_graph(path))
     finally:
-        graph._already_inferred = saved
+        build._already_inferred = saved
 
 
 def test_shape_inference_is_skipped_only_when_the_file_has_every_static_shape(exported, monkeypatch):
     model = onnx.load(str(exported), load_external_data=False)
-    rows = graph._read_nodes(model.graph)
+    rows = protobuf._read_nodes(model.graph)
     complete = all(o in {vi.name for vi in list(model.graph.value_info) + list(model.graph.output)}
                    for _n, _op, _domain, _ins, outs, _attributes in rows for o in outs if o)
-    assert graph._already_inferred(model.graph, rows, {}) is complete
+    assert build._already_inferred(model.graph, rows, {}) is complete
     assert complete is ("dynamo" in str(exported))  # the dynamo exporter writes every shape, TorchScript none
     calls = []
-    real_infer = graph._infer
-    monkeypatch.setattr(graph, "_infer", lambda m, *rest: calls.append(1) or real_infer(m, *rest))
+    real_infer = build._infer
+    monkeypatch.setattr(build, "_infer", lambda m, *rest: calls.append(1) or real_infer(m, *rest))
     graph.clear_caches()
     facts = facts_cache.to_json(graph.load_graph(exported))
     assert bool(calls) is not complete
@@ -194,8 +195,8 @@ def test_shape_inference_runs_when_one_value_is_missing_or_symbolic(tmp_path):
                                  ([helper.make_tensor_value_info("a", TensorProto.FLOAT, ["n", 4, 6])], True),
                                  ([], True)):
         model = helper.make_model(helper.make_graph(nodes, "g", [x], [y], value_info=value_info))
-        rows = graph._read_nodes(model.graph)
-        assert graph._already_inferred(model.graph, rows, {}) is not inferred
+        rows = protobuf._read_nodes(model.graph)
+        assert build._already_inferred(model.graph, rows, {}) is not inferred
         facts = graph.facts_from_model(model)
         assert facts.tensor("a").dtype == "float32"
     # control flow: the pass types the values inside the bodies, so it always runs
@@ -205,13 +206,13 @@ def test_shape_inference_runs_when_one_value_is_missing_or_symbolic(tmp_path):
     iff = helper.make_node("If", ["c"], ["a"], then_branch=body, else_branch=body, name="if")
     model = helper.make_model(helper.make_graph([iff, nodes[1]], "g", [x, cond], [y], value_info=[
         helper.make_tensor_value_info("a", TensorProto.FLOAT, [1, 4, 6])]))
-    assert not graph._already_inferred(model.graph, graph._read_nodes(model.graph), {})
+    assert not build._already_inferred(model.graph, protobuf._read_nodes(model.graph), {})
 
 
 def test_gc_pause_promotes_the_burst_without_touching_a_frozen_set(monkeypatch):
     import gc
 
-    monkeypatch.setattr(graph, "_FROZEN", False)
+    monkeypatch.setattr(gc_pause, "_FROZEN", False)
     asked = []
     count = gc.get_freeze_count
     monkeypatch.setattr(gc, "get_freeze_count", lambda: asked.append(1) or count())
@@ -251,7 +252,7 @@ def test_external_data_check_keeps_each_nodes_attributes_for_the_facts(exported)
     assert with_kept == facts_cache.to_json(graph.facts_from_model(model, str(exported)))
     assert with_kept == _full_facts(exported)
     # a list that does not fit the graph is not used: the rows read the attributes themselves
-    rows = graph._read_nodes(model.graph, kept[:-1])
+    rows = protobuf._read_nodes(model.graph, kept[:-1])
     assert [[a.SerializeToString() for a in r[5]] for r in rows] == \
         [[a.SerializeToString() for a in n.attribute] for n in model.graph.node]
 
@@ -263,8 +264,8 @@ def test_shape_inference_reads_the_bytes_the_weights_were_left_out_of(exported, 
     model = graph.load_model_proto(exported, weights=False, keep=kept)
     assert kept.serialized is not None and onnx.ModelProto.FromString(kept.serialized) == model
     seen = []
-    real_infer = graph._infer
-    monkeypatch.setattr(graph, "_infer", lambda m, serialized=None: seen.append(serialized) or real_infer(m, serialized))
+    real_infer = build._infer
+    monkeypatch.setattr(build, "_infer", lambda m, serialized=None: seen.append(serialized) or real_infer(m, serialized))
     graph.clear_caches()
     facts = facts_cache.to_json(graph.facts_from_model(model, str(exported), kept))
     if "dynamo" in str(exported):
@@ -290,11 +291,11 @@ def test_initializers_written_after_the_graph_values_keep_their_weights_and_the_
     canonical = helper.make_model(helper.make_graph(nodes, "g", [x], [y], initializer=inits), opset_imports=[
         helper.make_opsetid("", 17)])
     data = canonical.SerializeToString()
-    light = graph._without_weights(data)
+    light = protobuf._without_weights(data)
     assert light is not None and len(light) <= len(data) - 1600  # the 20x20 weight's values are left out
 
     def field(number, payload):
-        return graph._encode_varint(number << 3 | 2) + graph._encode_varint(len(payload)) + payload
+        return protobuf._encode_varint(number << 3 | 2) + protobuf._encode_varint(len(payload)) + payload
 
     bare = onnx.ModelProto()
     bare.CopyFrom(canonical)
@@ -304,7 +305,7 @@ def test_initializers_written_after_the_graph_values_keep_their_weights_and_the_
     late = bare.SerializeToString() + field(7, graph_bytes)
     parsed = onnx.load_from_string(late)
     assert [t.name for t in parsed.graph.initializer] == ["w", "b"] and parsed.graph.input[0].name == "x"
-    assert graph._without_weights(late) is None  # nothing left out: the file is read whole
+    assert protobuf._without_weights(late) is None  # nothing left out: the file is read whole
     path = tmp_path / "late.onnx"
     path.write_bytes(late)
     canonical_path = tmp_path / "canonical.onnx"

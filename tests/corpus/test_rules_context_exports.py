@@ -1,4 +1,4 @@
-"""Context rules (``pytest_npucheck/rules_context.py``) on real exported models: the RKNN placements
+"""Context rules (``pytest_npucheck/rules/context.py``) on real exported models: the RKNN placements
 that depend on a node's neighbours, as the real compiler showed them in the corpus agreement runs
 (the rules on small graphs: tests/unit/test_rules_context.py)."""
 

@@ -236,7 +236,7 @@ FAST_CASES = [
 def test_fast_folding_matches_onnx_reference(op, args, attrs):
     from onnx.reference import ReferenceEvaluator
 
-    from pytest_npucheck.graph import _fast_eval
+    from pytest_npucheck.graph.fold import _fast_eval
 
     names = [f"i{k}" for k in range(len(args))]
     node = helper.make_node(op, names, ["out"], **attrs)

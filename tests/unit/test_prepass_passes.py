@@ -12,7 +12,8 @@ from onnx import helper
 from conftest import const, make_model
 
 from pytest_npucheck.graph import facts_from_model
-from pytest_npucheck.prepass import GraphView, run_prepasses
+from pytest_npucheck.graph import GraphView
+from pytest_npucheck.prepass import run_prepasses
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from conftest import const, make_model
 
 from pytest_npucheck.check import check_graph
 from pytest_npucheck.graph import facts_from_model
-from pytest_npucheck.propagate import predicted_numel
+from pytest_npucheck.graph.propagate import predicted_numel
 from pytest_npucheck.tables import Catalog
 
 
@@ -184,12 +184,12 @@ def test_a_dynamic_tensor_of_unknown_rank_is_still_dynamic():
 def test_when_whole_graph_inference_fails_the_walk_types_node_by_node(monkeypatch):
     """ONNX's inference of the whole graph can raise (the facts then had no shape at all, and every
     node was 'dynamic'): the walk visits every node and infers it on its own."""
-    from pytest_npucheck import graph
+    from pytest_npucheck.graph import build
 
     def failing(model, serialized=None):
         return model, "InferenceError: [ShapeInferenceError] simulated"
 
-    monkeypatch.setattr(graph, "_infer", failing)
+    monkeypatch.setattr(build, "_infer", failing)
     model = _two_stage_model()
     model.graph.node.append(helper.make_node("Sigmoid", ["x"], ["z"], name="apart"))  # reads no folded value
     model.graph.output.append(helper.make_empty_tensor_value_info("z"))
@@ -203,7 +203,7 @@ def test_the_quick_types_are_onnx_inference_s():
     """propagate.quick_type types the commonest ops without ONNX; it must say what ONNX says."""
     from onnx import defs, shape_inference
 
-    from pytest_npucheck.propagate import _decode, quick_type
+    from pytest_npucheck.graph.propagate import _decode, quick_type
 
     f, i64, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
     cases = [("Relu", [(f, (2, 3))], {}), ("Cast", [(f, (2, 3))], {"to": TensorProto.FLOAT16}),

@@ -415,25 +415,26 @@ def test_axes_ascending_reads_attribute_or_input_and_normalises():
 
 def test_a_rules_module_imported_afresh_registers_the_context_rules(monkeypatch):
     """pytester's in-process runs drop the modules first imported inside them while the package keeps
-    its attribute ``rules_context``: a rules module imported afresh afterwards must still register the
-    context rules (it had none: KeyError 'not_graph_output' in the matcher of a later test)."""
+    its attribute ``rules``: a rules package imported afresh afterwards must still register the
+    context rules into its own registry (a rules module that had none: KeyError 'not_graph_output' in
+    the matcher of a later test)."""
     import importlib
     import sys
 
     import pytest_npucheck
     import pytest_npucheck.rules as old_rules
 
-    for name in ("pytest_npucheck.rules", "pytest_npucheck.rules_context"):
+    for name in [n for n in sys.modules if n == "pytest_npucheck.rules" or n.startswith("pytest_npucheck.rules.")]:
         monkeypatch.delitem(sys.modules, name)
-    assert hasattr(pytest_npucheck, "rules_context")  # what `from . import rules_context` would return
+    assert hasattr(pytest_npucheck, "rules") and hasattr(old_rules, "context")  # left behind, as pytester leaves them
     fresh = importlib.import_module("pytest_npucheck.rules")
     try:
-        assert fresh is not old_rules
+        assert fresh is not old_rules and fresh.RULES is not old_rules.RULES
         assert "not_graph_output" in fresh.RULES and "not_graph_output" in old_rules.RULES
+        assert set(fresh.RULES) == set(old_rules.RULES)
     finally:
         monkeypatch.undo()
         pytest_npucheck.rules = old_rules
-        pytest_npucheck.rules_context = sys.modules["pytest_npucheck.rules_context"]
 
 
 def test_any_of_cannot_decide_when_an_alternative_needs_an_unknown_shape():

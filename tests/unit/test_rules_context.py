@@ -1,4 +1,4 @@
-"""Context rules (``pytest_npucheck/rules_context.py``) on small graphs: the RKNN placements that
+"""Context rules (``pytest_npucheck/rules/context.py``) on small graphs: the RKNN placements that
 depend on a node's neighbours, as the real compiler showed them (the ``x.*`` context probes in
 probes/rknn/*/*.extra.results.json and the corpus agreement runs; the real exports are in
 tests/corpus/test_rules_context_exports.py)."""

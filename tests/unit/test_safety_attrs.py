@@ -67,7 +67,7 @@ def test_constant_in_a_subgraph_body_is_checked(tmp_path):
 
 
 def _with_large_weight(model):
-    """The model plus an initializer big enough to be left out of the light read (graph._without_weights)."""
+    """The model plus an initializer big enough to be left out of the light read (protobuf._without_weights)."""
     model.graph.initializer.append(const("big", np.ones(4 * 64)))
     return model
 

@@ -21,6 +21,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from .facts import SMALL_CONSTANT
+from .fold import _evaluate
+from .ops import NOT_FOLDED
+from .schema import op_schema
+
 # ops whose output can be far larger than their inputs: evaluated only when the output is small
 _GROWING = frozenset({"ConstantOfShape", "Expand", "Tile", "Range"})
 
@@ -158,7 +163,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
            default_domain: str = "ai.onnx") -> tuple[dict[str, Type], dict[str, Any]]:
     """((elem type, dims) of every main-graph value this walk typed better, values it folded).
 
-    ``graph``: the inferred GraphProto; ``rows``: its nodes as ``graph._read_nodes`` gives them;
+    ``graph``: the inferred GraphProto; ``rows``: its nodes as ``protobuf._read_nodes`` gives them;
     ``known``: {name: array} of small initializers and the values folded so far (extended in place);
     ``folded``: the node outputs folded before this walk (their values are news to ONNX inference);
     ``everything``: visit every node (the first inference failed as a whole and typed nothing).
@@ -166,7 +171,6 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     import numpy as np
     from onnx import helper, numpy_helper
 
-    from .graph import SMALL_CONSTANT, _NO_FOLD, _evaluate, op_schema
 
     codec = _Types()
     types: dict[str, Type] = {}
@@ -202,7 +206,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             continue
         default = domain in ("", default_domain)
         evaluated = False
-        if default and op not in _NO_FOLD and not all((not o) or o in known for o in outputs) \
+        if default and op not in NOT_FOLDED and not all((not o) or o in known for o in outputs) \
                 and all((not i) or i in known for i in inputs):
             args = [known[i] for i in inputs if i]
             size = predicted_numel(op, args) if op in _GROWING else None

@@ -1,4 +1,4 @@
-"""Constraint rules: small named functions, registered by id.
+"""Node rules: constraints on what one node has (dtypes, shapes, attributes, constant inputs).
 
 Each rule takes the node, its params (from the table) and the graph facts and returns
 ``None`` when the node satisfies it, else a message that says what the node actually has
@@ -6,108 +6,16 @@ Each rule takes the node, its params (from the table) and the graph facts and re
 have (an unknown shape or dtype) fails: unknown is never reported as supported.
 
 The docstring's first line, formatted with the params, is the requirement in words; it
-is what the generated supported-ops pages print.
+is what the generated supported-ops pages print (``registry.Rule.describe``).
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
-from .graph import DYNAMIC_DIM, GraphFacts, NodeFact, TensorInfo
-
-RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    fn: RuleFn
-    category: str  # dtype | shape | attribute | constant | structure | context
-    local: bool = True  # False: reads the node's neighbours (rules_context), never reused between nodes
-
-    def check(self, node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-        return self.fn(node, params, graph)
-
-    def describe(self, params: Mapping[str, Any]) -> str:
-        """The requirement in words, from the docstring filled with the params."""
-        doc = (self.fn.__doc__ or self.id).strip().splitlines()[0]
-        return doc.format_map(_Describe(params))
-
-
-class _Describe(dict):  # type: ignore[type-arg]
-    """Format helper: params rendered readably, missing ones as sensible defaults."""
-
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        super().__init__(params)
-
-    def __missing__(self, key: str) -> str:
-        return {"tensor": "input", "index": "0", "tensors": "all", "attr": "axis", "min": "-inf", "max": "inf"}.get(key, "?")
-
-    def __getitem__(self, key: str) -> Any:
-        if key == "values_set" or key == "allowed_set":
-            values = super().get("values", super().get("allowed", []))
-            return fmt_set(values)
-        if key == "which":
-            return _which(self.get("tensor", "input"), self.get("index", 0))
-        if key == "range":
-            lo, hi = self.get("min"), self.get("max")
-            return _fmt_range(lo, hi)
-        if key == "dim_text":  # rule dim: a range, a multiple, or both
-            lo, hi, step = self.get("min"), self.get("max"), self.get("multiple_of")
-            parts = [f"in {_fmt_range(lo, hi)}"] if lo is not None or hi is not None else []
-            if step:
-                parts.append(f"a multiple of {step}")
-            return " and ".join(parts) or f"in {_fmt_range(lo, hi)}"
-        if key in ("chain_text", "path_text", "from_node_text", "exclusive_text", "makers_text",
-                   "ops_text", "through_text", "via_text", "constraint_text"):
-            from .rules_context import describe_params
-
-            return describe_params(self)[key]
-        if key == "any_of_text":
-            subs = super().get("constraints", [])
-            return "; ".join(RULES[c["rule"]].describe(c.get("params", {})).rstrip(".") for c in subs if c.get("rule") in RULES)
-        value = super().__getitem__(key) if key in self else self.__missing__(key)
-        return value
-
-
-RULES: dict[str, Rule] = {}
-
-
-def rule(rule_id: str, category: str, local: bool = True) -> Callable[[RuleFn], RuleFn]:
-    def register(fn: RuleFn) -> RuleFn:
-        if rule_id in RULES:
-            raise RuntimeError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, fn, category, local)
-        return fn
-
-    return register
-
-
-# -- formatting helpers -------------------------------------------------------------------------
-
-def fmt_value(value: Any) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return repr(value)
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(fmt_value(v) for v in value) + "]"
-    return repr(value)
-
-
-def fmt_set(values: Iterable[Any]) -> str:
-    return "{" + ", ".join(fmt_value(v) for v in values) + "}"
-
-
-def _fmt_range(lo: Any, hi: Any) -> str:
-    left = "-inf" if lo is None else fmt_value(lo)
-    right = "inf" if hi is None else fmt_value(hi)
-    return f"[{left}, {right}]"
-
-
-def _which(kind: str, index: Any) -> str:
-    return f"every {kind}" if index == "*" else f"{kind} {index}"
+from ..graph import DYNAMIC_DIM, GraphFacts, NodeFact, TensorInfo
+from .registry import RULES, ShapeUnknown, fmt_range, fmt_set, fmt_value, rule
 
 
 def _fmt_shape(shape: Optional[Sequence[Any]]) -> str:
@@ -141,15 +49,6 @@ class _Label:
 
     def __format__(self, spec: str) -> str:
         return format(str(self), spec)
-
-
-class ShapeUnknown(str):
-    """A rule's failure that says only that the checker could not work out a shape it needs (an
-    unknown rank, or a dim that is None: see graph.DYNAMIC_DIM), not that the node has a dynamic or
-    unsupported one. The matcher reports it under the reason id ``shape_unknown``."""
-
-
-SHAPE_UNKNOWN = "shape_unknown"
 
 
 def _failed(bad: list[str], unknown: list[str]) -> Optional[str]:
@@ -192,11 +91,20 @@ def rule_rank(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> O
         if info is None or info.shape is None:
             unknown.append(_unknown(label, "rank"))
         elif not _in_range(len(info.shape), lo, hi):
-            bad.append(f"{label} has rank {len(info.shape)}, outside {_fmt_range(lo, hi)}")
+            bad.append(f"{label} has rank {len(info.shape)}, outside {fmt_range(lo, hi)}")
     return _failed(bad, unknown)
 
 
-@rule("dim", "shape")
+def _dim_words(params: Mapping[str, Any]) -> dict[str, str]:
+    """``{dim_text}``: a range, a multiple, or both."""
+    lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
+    parts = [f"in {fmt_range(lo, hi)}"] if lo is not None or hi is not None else []
+    if step:
+        parts.append(f"a multiple of {step}")
+    return {"dim_text": " and ".join(parts) or f"in {fmt_range(lo, hi)}"}
+
+
+@rule("dim", "shape", words=_dim_words)
 def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} dimension {axis} must be {dim_text}."""
     lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
@@ -217,7 +125,7 @@ def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Op
             elif not isinstance(d, int):
                 bad.append(f"{label} dim {a} is {_fmt_dim(d)} (not static)")
             elif (lo is not None or hi is not None) and not _in_range(d, lo, hi):
-                bad.append(f"{label} dim {a} is {d}, outside {_fmt_range(lo, hi)}")
+                bad.append(f"{label} dim {a} is {d}, outside {fmt_range(lo, hi)}")
             elif step and d % step:
                 bad.append(f"{label} dim {a} is {d}, not a multiple of {step}")
     return _failed(bad, unknown)
@@ -383,7 +291,7 @@ def rule_attr_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
     values = value if isinstance(value, (list, tuple)) else [value]
     bad = [v for v in values if not isinstance(v, (int, float)) or not _in_range(v, lo, hi)]
     if bad:
-        return f"{name}={fmt_value(value)} outside {_fmt_range(lo, hi)}"
+        return f"{name}={fmt_value(value)} outside {fmt_range(lo, hi)}"
     return None
 
 
@@ -511,7 +419,7 @@ def rule_const_value_range(node: NodeFact, params: Mapping[str, Any], graph: Gra
            or (params.get("integer") and not float(v).is_integer())
            or (isinstance(v, float) and math.isnan(v))]
     if bad:
-        want = _fmt_range(lo, hi) + (" and integer" if params.get("integer") else "")
+        want = fmt_range(lo, hi) + (" and integer" if params.get("integer") else "")
         return f"input {i} '{node.inputs[i]}' = {fmt_value(list(info.value))}, needs every value in {want}"
     return None
 
@@ -522,7 +430,7 @@ def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     n = sum(1 for name in node.inputs if name)
     if _in_range(n, params.get("min"), params.get("max")):
         return None
-    return f"has {n} inputs, outside {_fmt_range(params.get('min'), params.get('max'))}"
+    return f"has {n} inputs, outside {fmt_range(params.get('min'), params.get('max'))}"
 
 
 @rule("elements_max", "shape")
@@ -589,7 +497,18 @@ def transpose_blocks(perm: Sequence[int], shape: Optional[Sequence[Any]]) -> int
     return blocks
 
 
-@rule("any_of", "composite")
+def _any_of_parts(params: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [(c["rule"], c.get("params", {})) for c in params.get("constraints", ())]
+
+
+def _any_of_words(params: Mapping[str, Any]) -> dict[str, str]:
+    """``{any_of_text}``: the alternatives' own words."""
+    subs = params.get("constraints", [])
+    return {"any_of_text": "; ".join(RULES[c["rule"]].describe(c.get("params", {})).rstrip(".")
+                                     for c in subs if c.get("rule") in RULES)}
+
+
+@rule("any_of", "composite", words=_any_of_words, parts=_any_of_parts)
 def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """at least one of: {any_of_text}."""
     failures = []
@@ -604,16 +523,3 @@ def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) ->
     return ShapeUnknown(text) if any(type(m) is ShapeUnknown for m in failures) else text
 
 
-def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
-    """True when the rule's verdict depends on the node alone (composites: on all their parts)."""
-    if rule_id == "any_of":
-        return all(is_local(c["rule"], c.get("params", {})) for c in params.get("constraints", ()))
-    found = RULES.get(rule_id)
-    return found is None or found.local
-
-
-# Registers the context rules into this module's RULES. import_module, not `from . import`: the latter
-# returns the package's attribute when one is left from an earlier import of rules_context, so a rules
-# module imported afresh (pytester's in-process runs drop the modules first imported inside them, the
-# package attribute stays) would have no context rules: KeyError 'not_graph_output' in the matcher.
-importlib.import_module(f"{__package__}.rules_context")

@@ -9,16 +9,47 @@ Every rule reads the graph as the toolchain sees it after its pre-passes (``Grap
 nodes the pre-passes removed (an eliminated Identity, a folded constant) are looked through.
 Like the other rules, each returns ``None`` when the node passes, else a message naming the
 neighbour that decides. They are registered with ``local=False``: their verdict is never reused
-between nodes that merely look alike.
+between nodes that merely look alike; their docstrings' format keys come from ``_words``.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
-from .graph import GraphFacts, NodeFact
-from .prepass import IDENTITY_OPS as _LOOK_THROUGH  # what eliminate_identity removes
-from .rules import fmt_set, rule
+from ..graph import IDENTITY_OPS as _LOOK_THROUGH  # what the pre-pass eliminate_identity removes
+from ..graph import GraphFacts, NodeFact
+from .registry import RULES, fmt_set, rule
+
+
+def _words(params: Mapping[str, Any]) -> dict[str, str]:
+    """The context rules' description hook: the format keys of their docstrings (``{chain_text}``)."""
+    def step(s: Any) -> str:
+        return s if isinstance(s, str) else "|".join(s)
+
+    out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
+           "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
+    if "constraint" in params:
+        inner = params["constraint"]
+        out["constraint_text"] = (RULES[inner["rule"]].describe(inner.get("params", {})).rstrip(".")
+                                  if inner.get("rule") in RULES else "?")
+    if "ops" in params:
+        out["ops_text"] = fmt_set(params["ops"])
+        if params.get("skip") and "constraint" in params:  # consumers_pass: readers behind `skip` ops count
+            out["ops_text"] += " (directly or through %s)" % "|".join(params["skip"])
+        out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
+        out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
+    if "channels_last_after" in params:
+        out["makers_text"] = fmt_set(params["channels_last_after"])
+    if "chain" in params:
+        out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
+        if params.get("skip"):
+            out["chain_text"] += " (with any of %s in between)" % fmt_set(params["skip"])
+    if "path" in params:
+        text = " -> ".join(step(s) for s in params["path"])
+        if params.get("skip"):
+            text += " (with any of %s in between)" % fmt_set(params["skip"])
+        out["path_text"] = text
+    return out
 
 
 def _removed(graph: GraphFacts, index: int) -> bool:
@@ -60,7 +91,7 @@ def _is_graph_output(graph: GraphFacts, tensor: str) -> bool:
                for n in (graph.nodes[i] for i in graph.consumers.get(tensor, ())))
 
 
-@rule("not_graph_output", "context", local=False)
+@rule("not_graph_output", "context", local=False, words=_words)
 def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result is not a graph output{from_node_text}."""
     if node.graph:  # subgraph bodies have outputs of their own, not the model's
@@ -73,7 +104,7 @@ def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: Grap
     return None
 
 
-@rule("producer_not", "context", local=False)
+@rule("producer_not", "context", local=False, words=_words)
 def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input {index} is not computed by {chain_text}{exclusive_text}.
 
@@ -112,7 +143,7 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     return f"input {index} '{node.inputs[index]}' is computed by " + " <- ".join(f"{p.op_type} '{p.name}'" for p in path)
 
 
-@rule("producer_is", "context", local=False)
+@rule("producer_is", "context", local=False, words=_words)
 def rule_producer_is(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input {index} is computed by {chain_text}."""
     if rule_producer_not(node, {**params, "exclusive": False}, graph) is not None:
@@ -127,7 +158,7 @@ def rule_producer_is(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
         s if isinstance(s, str) else "|".join(s) for s in params["chain"])
 
 
-@rule("feeds_not", "context", local=False)
+@rule("feeds_not", "context", local=False, words=_words)
 def rule_feeds_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result does not feed {path_text}{from_node_text}."""
     if params.get("from_node") and not _computed(graph, node):
@@ -208,7 +239,7 @@ def _const_ints(graph: GraphFacts, name: str) -> Optional[tuple[int, ...]]:
         return None
 
 
-@rule("not_spatial_roll", "context", local=False)
+@rule("not_spatial_roll", "context", local=False, words=_words)
 def rule_not_spatial_roll(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """it is not a roll (Slices of one tensor concatenated along their axis) along a spatial axis of a rank-4 tensor: the channel axis is 1, or the last when {makers_text} made it."""  # noqa: E501
     out = graph.tensor(node.outputs[0]) if node.outputs else None
@@ -265,7 +296,7 @@ def _reaches(graph: GraphFacts, node: NodeFact, ops: frozenset[str], through: fr
     return None
 
 
-@rule("feeds_compute", "context", local=False)
+@rule("feeds_compute", "context", local=False, words=_words)
 def rule_feeds_compute(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result{via_text} reaches a compute op ({ops_text}), passing only {through_text}."""
     if node.graph:
@@ -285,11 +316,9 @@ def rule_feeds_compute(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
     return None
 
 
-@rule("consumers_pass", "context", local=False)
+@rule("consumers_pass", "context", local=False, words=_words)
 def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every {ops_text} reading its result meets: {constraint_text}."""
-    from .rules import RULES
-
     inner = params["constraint"]
     check = RULES[inner["rule"]]
     skip = frozenset(params.get("skip", ()))
@@ -312,11 +341,9 @@ def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return None
 
 
-@rule("producer_pass", "context", local=False)
+@rule("producer_pass", "context", local=False, words=_words)
 def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """when input {index} is computed by {ops_text}, that node meets: {constraint_text}."""
-    from .rules import RULES
-
     index = int(params.get("index", 0))
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
@@ -336,7 +363,7 @@ def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
             f"CPU ({why}); the layout change after it goes with it")
 
 
-@rule("sole_reader", "context", local=False)
+@rule("sole_reader", "context", local=False, words=_words)
 def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """it is the only node reading input {index}."""
     index = int(params.get("index", 0))
@@ -351,7 +378,7 @@ def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return f"input {index} '{tensor}' is also read by {shown}"
 
 
-@rule("graph_lacks", "context", local=False)
+@rule("graph_lacks", "context", local=False, words=_words)
 def rule_graph_lacks(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the main graph has no node of {ops_text}."""
     ops = params["ops"]
@@ -366,36 +393,3 @@ def rule_graph_lacks(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
-
-
-def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
-    """Extra format keys for the docstrings above (used by rules._Describe)."""
-    def step(s: Any) -> str:
-        return s if isinstance(s, str) else "|".join(s)
-
-    out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
-           "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
-    if "constraint" in params:
-        from .rules import RULES
-
-        inner = params["constraint"]
-        out["constraint_text"] = (RULES[inner["rule"]].describe(inner.get("params", {})).rstrip(".")
-                                  if inner.get("rule") in RULES else "?")
-    if "ops" in params:
-        out["ops_text"] = fmt_set(params["ops"])
-        if params.get("skip") and "constraint" in params:  # consumers_pass: readers behind `skip` ops count
-            out["ops_text"] += " (directly or through %s)" % "|".join(params["skip"])
-        out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
-        out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
-    if "channels_last_after" in params:
-        out["makers_text"] = fmt_set(params["channels_last_after"])
-    if "chain" in params:
-        out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
-        if params.get("skip"):
-            out["chain_text"] += " (with any of %s in between)" % fmt_set(params["skip"])
-    if "path" in params:
-        text = " -> ".join(step(s) for s in params["path"])
-        if params.get("skip"):
-            text += " (with any of %s in between)" % fmt_set(params["skip"])
-        out["path_text"] = text
-    return out

@@ -1,0 +1,473 @@
+"""ONNX model -> graph facts: shape inference and its orchestration.
+
+Facts are computed once per model file (``load_graph``; ``facts_cache`` keeps them on disk between
+runs): the file is read without its weights (``protobuf``), small constants are folded (``fold``),
+ONNX shape inference runs unless the file already gives every shape, a node-by-node walk
+(``propagate``) refines what it left unknown, and dims that vary at run time are told from dims
+the checker could not work out (``_mark_dynamic``). External data is never loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from .facts import _DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo, dtype_name
+from .fold import _fold_small_constants, _small_initializers
+from .frozen import frozen_new
+from .gc_pause import paused_gc
+from .location import _source
+from .location import clear_caches as clear_location_caches
+from .ops import CONTROL_FLOW
+from .propagate import refine
+from .protobuf import Kept, _read_nodes, load_model_proto
+from .schema import _added_later, _attr_value, op_schema
+
+_GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for unknown dims
+
+# -- reading ------------------------------------------------------------------------------------
+
+
+
+def clear_caches() -> None:
+    """Forget what earlier models taught this process (parsed scopes and stack traces)."""
+    clear_location_caches()
+
+
+def load_graph(path: Path) -> GraphFacts:
+    """Graph facts of an ONNX file (no weights loaded)."""
+    kept = Kept()
+    model = load_model_proto(Path(path), weights=False, keep=kept)
+    return facts_from_model(model, str(path), kept)
+
+
+def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[list[tuple[Any, ...]]] = None,
+                     ) -> GraphFacts:
+    """Graph facts of a parsed model. ``attributes``: the attributes of each main-graph node as a
+    tuple, in node order, if the caller has them (``load_model_proto(keep=...)``); a ``Kept`` also
+    gives shape inference the model's bytes."""
+    with paused_gc():
+        return _facts_from_model(model, path, attributes)
+
+
+def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None) -> GraphFacts:
+    import onnx
+    from onnx import shape_inference
+
+    opsets: dict[str, int] = {}
+    for imp in model.opset_import:
+        opsets[imp.domain or DEFAULT_DOMAIN] = int(imp.version)
+    if DEFAULT_DOMAIN not in opsets:
+        opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
+    rows = _read_nodes(model.graph, attributes)  # each node's protobuf fields decoded once, for folding and facts
+    types: dict[bytes, Any] = {}
+    decoded: Optional[list[tuple[str, Any]]] = []
+    if _already_inferred(model.graph, rows, types, decoded):
+        inferred, error = model, None  # inference would only confirm the file's own static shapes
+    else:
+        decoded = None
+        inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
+        if inferred is not model and any(r[1] in CONTROL_FLOW for r in rows):
+            rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
+    small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
+    folded = _fold_small_constants(inferred, opsets, small, rows)
+    builder = _Builder(opsets, onnx, small, folded, types)
+    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
+    static = builder.fully_inferred()
+    if not static:
+        # shapes downstream of folded values (pads, shape arithmetic) are known to the compiler: one
+        # walk in graph order folds and infers node by node what the first pass left unknown (only
+        # then: a walk cannot improve on static shapes)
+        known = dict(small)
+        known.update(folded)
+        better, more = refine(inferred.graph, rows, opsets, int(model.ir_version), known, folded,
+                              everything=error is not None)
+        for name, tp in better.items():
+            builder.refine_type(name, tp)
+        folded = {**folded, **more}
+        if error is not None and builder.fully_inferred():
+            error = None  # node by node, every shape was found
+    if folded:
+        for name, arr in folded.items():
+            builder.folded_value(name, arr)
+    g = inferred.graph
+    inputs = tuple(i.name for i in g.input if i.name not in builder.initializers)
+    dynamic_rank: frozenset[str] = frozenset()
+    if not static or any(n.graph for n in builder.nodes):
+        dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs)
+    return GraphFacts(
+        path=path,
+        opsets=opsets,
+        ir_version=int(model.ir_version),
+        nodes=tuple(builder.nodes),
+        tensors=builder.tensors,
+        inputs=inputs,
+        outputs=tuple(o.name for o in g.output),
+        initializers=frozenset(builder.initializers),
+        producer_name=f"{model.producer_name} {model.producer_version}".strip(),
+        shape_inference_error=error,
+        dynamic_rank=dynamic_rank,
+    )
+
+
+# input positions whose values (not only their shapes) decide an op's output shape
+_SHAPE_FROM_VALUES: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),
+    "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,), "Squeeze": (1,),
+    "Unsqueeze": (1,), "Split": (1,), "CenterCropPad": (1,), "MaxUnpool": (2,), "DFT": (1,), "STFT": (2,),
+    **{f"Reduce{r}": (1,) for r in ("Max", "Min", "Mean", "Sum", "Prod", "L1", "L2", "LogSum", "LogSumExp",
+                                    "SumSquare")},
+}
+
+
+# ops whose output shape depends on the values of their data (or on which branch runs)
+_SHAPE_FROM_DATA = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "If", "Loop",
+                              "Scan", "SequenceAt", "SplitToSequence", "ConcatFromSequence"})
+
+
+def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inputs: Sequence[str]) -> frozenset[str]:
+    """Tell dynamic dims from dims the checker could not work out: an unknown dim of a tensor whose
+    shape depends on a graph input with dynamic dims, or on run-time values (NonZero's output, a
+    Reshape to a shape computed from the data), becomes DYNAMIC_DIM; the other unknown dims stay
+    None. Values are run-time when they come from a graph input (not from its shape) and were not
+    folded. Tensors inside If/Loop/Scan bodies run per branch or iteration: their unknown dims are
+    dynamic. Returns the names of dynamic tensors of unknown rank (GraphFacts.dynamic_rank)."""
+    runtime = set(inputs)  # tensors whose values are known only at run time
+    varying = {n for n in inputs if (t := tensors.get(n)) is not None and not t.static}  # shapes that vary
+    for node in nodes:
+        outs = node.outputs
+        if node.graph:
+            for o in outs:
+                _as_dynamic(tensors, o)
+                varying.add(o)
+            continue
+        ins = node.inputs
+        op = node.op_type
+        if node.domain != DEFAULT_DOMAIN:
+            value_dep = shape_dep = any(i in runtime for i in ins)
+        elif op in ("Shape", "Size"):
+            value_dep, shape_dep = bool(ins) and ins[0] in varying, False
+        else:
+            value_dep = any(i in runtime for i in ins)
+            shape_dep = op in _SHAPE_FROM_DATA or any(ins[k] in runtime for k in _SHAPE_FROM_VALUES.get(op, ())
+                                                      if k < len(ins))
+        shape_dep = shape_dep or any(i in varying for i in ins)
+        for o in outs:
+            if not o:
+                continue
+            t = tensors.get(o)  # None: a value no inference typed (a custom op's output)
+            if value_dep and (t is None or t.value is None):
+                runtime.add(o)
+            if shape_dep and (t is None or not t.static):
+                varying.add(o)
+                _as_dynamic(tensors, o)
+    return frozenset(n for n in varying if (t := tensors.get(n)) is None or t.shape is None)
+
+
+def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
+    t = tensors.get(name)
+    if t is not None and t.shape is not None and None in t.shape:
+        tensors[name] = frozen_new(TensorInfo, name=name, dtype=t.dtype, const=t.const, value=t.value, static=False,
+                             shape=tuple(DYNAMIC_DIM if d is None else d for d in t.shape))
+
+
+def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
+                      types: dict[bytes, Any], decoded: Optional[list[tuple[str, Any]]] = None) -> bool:
+    """Whether the file itself gives every node output of ``graph`` a dtype and a static shape.
+
+    Exporters that write shapes (the dynamo exporter writes every intermediate one) leave shape
+    inference nothing to add: with every value static, data propagation cannot refine a dim, and
+    the facts are the same with or without the pass (checked on the corpus by
+    benchmarks/identical.py). Graphs with control flow are always inferred (their bodies'
+    values are typed by the pass), and so are files with any value left unknown or symbolic.
+    ``types`` caches each decoded TypeProto by its bytes, for the graph walk after this, and
+    ``decoded`` gets (name, decoded type) of each value_info and graph output, in order: when this
+    returns True, the walk takes them from there instead of reading the protobuf again.
+    """
+    if not graph.value_info:
+        return False
+    static: set[str] = set()
+    decode = _Builder._decode_type
+    for vi in graph.value_info[:] + graph.output[:]:  # a slice: one C call (list() iterates in Python)
+        key = vi.type.SerializeToString()
+        typ = types.get(key)
+        if typ is None:
+            typ = types[key] = decode(vi.type)
+        name = vi.name
+        if decoded is not None:
+            decoded.append((name, typ))
+        if typ[2]:
+            static.add(name)
+    for _node, op_type, domain, _inputs, outputs, _attributes in rows:
+        if op_type in CONTROL_FLOW and domain in ("", DEFAULT_DOMAIN):
+            return False
+        for o in outputs:
+            if o and o not in static:
+                return False
+    return True
+
+
+def _infer(model: Any, serialized: Optional[bytes] = None) -> tuple[Any, Optional[str]]:
+    """``model`` after shape inference; ``serialized``: the model's bytes if the caller has them
+    (infer_shapes would serialize the model for its C++ part: ~4 ms for a 9,000-node graph)."""
+    from onnx import shape_inference
+
+    try:
+        return shape_inference.infer_shapes(model if serialized is None else serialized, check_type=False,
+                                            strict_mode=False, data_prop=True), None
+    except Exception as exc:  # shape inference errors leave shapes unknown, never "supported"
+        text = str(exc).strip().splitlines()
+        return model, f"{type(exc).__name__}: {text[0] if text else ''}"
+
+
+_NOT_A_TENSOR = (None, None, False, False)
+
+
+_GRAPH_TYPES = frozenset({5, 10})  # AttributeProto.GRAPH, GRAPHS
+
+
+class _Builder:
+    def __init__(self, opsets: Mapping[str, int], onnx: Any, small: Mapping[str, Any] = {},
+                 folded: Mapping[str, Any] = {}, types: Optional[dict[bytes, Any]] = None) -> None:
+        self.opsets = opsets
+        self.onnx = onnx
+        self.small = small  # arrays of the main graph's small initializers, already read
+        self.folded = folded  # arrays of main-graph node outputs constant folding computed (Constant nodes)
+        self.static: set[str] = set()  # main-graph value_info/outputs with a dtype and static shape
+        self.nodes: list[NodeFact] = []
+        self.tensors: dict[str, TensorInfo] = {}
+        self.initializers: set[str] = set()
+        self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
+        self._types: dict[bytes, Any] = {} if types is None else types
+        self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
+
+    # tensors
+    def _decode(self, t: Any) -> Any:
+        # most tensors share a few types: decode each distinct serialized TypeProto once
+        key = t.SerializeToString()
+        typ = self._types.get(key)
+        if typ is None:
+            typ = self._types[key] = self._decode_type(t)
+        return typ
+
+    def _value_info(self, vi: Any, static: Optional[set[str]] = None) -> None:
+        self._typed(vi.name, self._decode(vi.type), static)
+
+    def _typed(self, name: str, typ: Any, static: Optional[set[str]] = None) -> None:
+        """The TensorInfo of a value_info (or graph input/output) given its decoded type."""
+        if static is not None and typ[2]:
+            static.add(name)
+        if typ is _NOT_A_TENSOR:
+            self.tensors.setdefault(name, TensorInfo(name, None, None))
+            return
+        old = self.tensors.get(name)
+        if old is not None and old.const:
+            return
+        # frozen_new(TensorInfo, ...) inlined, with TensorInfo.static known from the decoded type
+        info = object.__new__(TensorInfo)
+        info.__dict__.update(name=name, dtype=typ[0], shape=typ[1], const=False, value=None, static=typ[3])
+        self.tensors[name] = info
+
+    @staticmethod
+    def _decode_type(t: Any) -> Any:
+        if not t.HasField("tensor_type"):
+            return _NOT_A_TENSOR
+        tt = t.tensor_type
+        dtype = dtype_name(tt.elem_type) if tt.elem_type else None
+        shape: Optional[tuple[Any, ...]] = None
+        if tt.HasField("shape"):
+            dims: list[Any] = []
+            for d in tt.shape.dim:
+                if d.HasField("dim_value"):
+                    value = d.dim_value  # an int64 field: a Python int
+                    dims.append(value if value >= 0 else None)  # a negative dim is invalid ONNX: unknown, not a size
+                elif d.HasField("dim_param") and not _GENERATED_DIM.match(d.dim_param):
+                    dims.append(d.dim_param)
+                else:
+                    dims.append(None)
+            shape = tuple(dims)
+        # static as the second inference pass means it: a dtype and every dim a known value; and
+        # TensorInfo.static (every dim known, whatever the dtype)
+        shape_static = shape is not None and all(isinstance(d, int) for d in shape)
+        return dtype, shape, bool(tt.elem_type) and shape_static, shape_static
+
+    def _const(self, name: str, tensor: Any, prefix: Optional[str] = None, arr: Any = None) -> None:
+        dims = tuple(tensor.dims[:])  # protobuf int64 fields read as Python ints
+        numel = 1
+        for d in dims:
+            numel *= d
+        value: Optional[tuple[Any, ...]] = None
+        if numel <= SMALL_CONSTANT and tensor.data_location != 1:  # TensorProto.EXTERNAL
+            try:
+                if arr is None and prefix == "":
+                    arr = self.small.get(name)
+                if arr is None:
+                    from onnx import numpy_helper
+
+                    arr = numpy_helper.to_array(tensor)
+                value = tuple(arr.reshape(-1).tolist())
+            except Exception:
+                value = None
+        info = object.__new__(TensorInfo)  # frozen_new(TensorInfo, ...) inlined (one per initializer)
+        info.__dict__.update(name=name, dtype=_DTYPE_NAMES.get(tensor.data_type), shape=dims, const=True, value=value,
+                             static=True)  # dims: ints
+        self.tensors[name] = info
+
+    def fully_inferred(self) -> bool:
+        """Whether shape inference gave every main-graph node output a dtype and a static shape."""
+        static = self.static
+        return all((not o) or o in static for node in self.nodes if not node.graph for o in node.outputs)
+
+    def refine_type(self, name: str, typ: tuple[int, Optional[tuple[Any, ...]]]) -> None:
+        """A better type (elem type, dims) of a main-graph value from the walk (``propagate.refine``)."""
+        old = self.tensors.get(name)
+        if old is not None and old.const:
+            return
+        elem, shape = typ
+        shape_static = shape is not None and all(isinstance(d, int) for d in shape)
+        self._typed(name, (dtype_name(elem) if elem else None, shape, bool(elem) and shape_static, shape_static),
+                    self.static)
+
+    def folded_value(self, name: str, arr: Any) -> None:
+        """A node output the compiler computes at build time: its value is known."""
+        old = self.tensors.get(name)
+        dtype = (old.dtype if old else None) or _np_dtype_name(arr)
+        self.tensors[name] = frozen_new(TensorInfo, name=name, dtype=dtype, shape=tuple(map(int, arr.shape)), const=False,
+                                  value=tuple(arr.reshape(-1).tolist()), static=True)
+
+    def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
+        key = (op_type, domain, opset)
+        if key in self._schema_cache:
+            return self._schema_cache[key]
+        defaults: Optional[dict[str, Any]]
+        schema = op_schema(op_type, opset, "" if domain == DEFAULT_DOMAIN else domain)
+        if schema is None:
+            defaults = None
+        else:
+            defaults = {}
+            for name, attr in schema.attributes.items():
+                dv = attr.default_value
+                if dv is not None and dv.type != 0:
+                    defaults[name] = _attr_value(self.onnx.helper.get_attribute_value(dv))
+            defaults.update(_added_later(op_type, schema.domain, schema.since_version))
+        self._schema_cache[key] = defaults
+        return defaults
+
+    def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None,
+                   value_infos: Optional[list[tuple[str, Any]]] = None) -> None:
+        """The facts of a graph's initializers, inputs, values and nodes. ``rows``: its nodes as
+        ``_read_nodes`` gives them; ``value_infos``: (name, decoded type) of its value_infos and
+        outputs, in order, as ``_already_inferred`` decoded them."""
+        for init in graph.initializer:
+            self.initializers.add(init.name)
+            self._const(init.name, init, prefix)
+        for vi in graph.input:
+            if vi.name not in self.initializers:
+                self._value_info(vi)
+        static = self.static if prefix == "" else None
+        if value_infos is None:  # each type decoded once per distinct TypeProto (self._decode, inlined)
+            get, decode = self._types.get, self._decode
+            value_infos = [(vi.name, get((t := vi.type).SerializeToString()) or decode(t))
+                           for vi in graph.value_info[:] + graph.output[:]]
+        initializers, typed = self.initializers, self._typed
+        for name, typ in value_infos:
+            if name not in initializers:
+                typed(name, typ, static)
+            elif static is not None and typ[2]:
+                static.add(name)
+        for node, op_type, domain, inputs, outputs, attributes in (rows if rows is not None else _read_nodes(graph)):
+            self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix, attributes)
+
+    def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
+              prefix: str, attributes: tuple[Any, ...]) -> None:
+        opset = self.opsets.get(domain, 0)
+        bodies: list[tuple[str, Any]] = []
+        # nodes of one op with the same attributes (every layer of a model) share the decoding; a
+        # tensor attribute is decoded as "<tensor>" whatever it holds, so only its name is keyed
+        # (Constant nodes: not their values), and a graph attribute is never shared
+        parts: Optional[list[Any]] = []
+        for a in attributes:
+            kind = a.type
+            if kind == 4:  # AttributeProto.TENSOR
+                parts.append(a.name)  # type: ignore[union-attr]
+            elif kind in _GRAPH_TYPES:
+                parts = None
+                break
+            else:
+                parts.append(a.SerializeToString())  # type: ignore[union-attr]
+        if parts is not None:
+            key = (op_type, domain, opset, tuple(parts))
+            known = self._attr_cache.get(key)
+            if known is None:
+                known = self._attr_cache[key] = self._attributes(op_type, attributes, domain, opset, bodies)
+            attrs, explicit, defaults = known  # shared by those nodes: the facts are never mutated
+        else:
+            attrs, explicit, defaults = self._attributes(op_type, attributes, domain, opset, bodies)
+        index = len(self.nodes)
+        name = node.name or f"{op_type}_{index}"
+        if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
+            self._constant_node(outputs[0], attributes, prefix)
+        sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
+        fact = object.__new__(NodeFact)  # frozen_new(NodeFact, ...) inlined, with NodeFact.key
+        fact.__dict__.update(
+            index=index, name=name, op_type=op_type, domain=domain,
+            inputs=inputs, outputs=outputs, attrs=attrs,
+            explicit_attrs=explicit, defaults=defaults, graph=prefix,
+            source=_source(node, name), opset=opset, subgraphs=sub_names, key=f"{domain}:{op_type}",
+        )
+        self.nodes.append(fact)
+        for (label, body), sub in zip(bodies, sub_names):
+            self.walk_graph(body, sub)
+
+    def _attributes(self, op_type: str, attributes: tuple[Any, ...], domain: str, opset: int,
+                    bodies: list[tuple[str, Any]]) -> tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]:
+        """(attributes with the schema's defaults filled in, names set explicitly, the defaults)."""
+        attrs: dict[str, Any] = {}
+        explicit: set[str] = set()
+        for a in attributes:
+            explicit.add(a.name)
+            if a.type == self.onnx.AttributeProto.GRAPH:
+                bodies.append((a.name, a.g))
+                attrs[a.name] = "<graph>"
+            elif a.type == self.onnx.AttributeProto.GRAPHS:
+                for i, g in enumerate(a.graphs):
+                    bodies.append((f"{a.name}[{i}]", g))
+                attrs[a.name] = "<graphs>"
+            elif a.type == self.onnx.AttributeProto.TENSOR:
+                attrs[a.name] = "<tensor>"
+            else:
+                attrs[a.name] = _attr_value(self.onnx.helper.get_attribute_value(a))
+        defaults = self._schema_defaults(op_type, domain, opset) or {}
+        for k, v in defaults.items():
+            attrs.setdefault(k, v)
+        return attrs, frozenset(explicit), defaults
+
+    def _constant_node(self, out: str, attributes: tuple[Any, ...], prefix: str = "") -> None:
+        for a in attributes:
+            if a.name == "value" and a.type == self.onnx.AttributeProto.TENSOR:
+                if prefix == "" and out in self.folded:
+                    # folding decoded this tensor already: folded_value() gives the output its shape and
+                    # value from that array once the walk is done; until then it is a constant of this dtype
+                    t = a.t
+                    self.tensors[out] = frozen_new(TensorInfo, name=out, dtype=dtype_name(t.data_type), shape=tuple(t.dims),
+                                             const=True, value=None)
+                    return
+                self._const(out, a.t)
+                return
+            if a.name in ("value_float", "value_int"):
+                v = self.onnx.helper.get_attribute_value(a)
+                self.tensors[out] = TensorInfo(out, "float32" if a.name == "value_float" else "int64", (), True, (v,))
+                return
+            if a.name in ("value_floats", "value_ints"):
+                v = list(self.onnx.helper.get_attribute_value(a))
+                self.tensors[out] = TensorInfo(out, "float32" if a.name == "value_floats" else "int64", (len(v),), True,
+                                               tuple(v) if len(v) <= SMALL_CONSTANT else None)
+                return
+        self.tensors[out] = TensorInfo(out, None, None, True, None)
+
+
+def _np_dtype_name(arr: Any) -> Optional[str]:
+    name = str(arr.dtype)
+    return {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "bool",
+            "float16": "float16", "int8": "int8", "uint8": "uint8"}.get(name)

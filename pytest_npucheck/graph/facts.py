@@ -1,0 +1,170 @@
+"""The graph facts: frozen values of what is known statically about an ONNX model.
+
+``GraphFacts`` holds opsets per domain, every node (including nodes in If/Loop/Scan bodies) as a
+``NodeFact`` with its attributes (ONNX defaults filled in), and a ``TensorInfo`` per tensor: dtype and
+shape (symbolic dims kept as strings, dims the checker could not work out as ``None``, dynamic ones as
+``DYNAMIC_DIM``, unknown rank as ``shape=None``), and the values of small constants. ``build.py``
+makes them; nothing changes them afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping, Optional, Sequence
+
+from .frozen import cached
+from .location import SourceLocation
+
+Dim = "int | str | None"
+
+DEFAULT_DOMAIN = "ai.onnx"
+SMALL_CONSTANT = 64  # constants up to this many elements keep their values
+
+
+_DTYPE_NAMES = {
+    1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64",
+    8: "string", 9: "bool", 10: "float16", 11: "float64", 12: "uint32", 13: "uint64",
+    14: "complex64", 15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz",
+    19: "float8e5m2", 20: "float8e5m2fnuz", 21: "uint4", 22: "int4",
+}
+DTYPE_SIZES = {
+    "float32": 4, "uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8,
+    "bool": 1, "float16": 2, "float64": 8, "uint32": 4, "uint64": 8, "complex64": 8,
+    "complex128": 16, "bfloat16": 2, "float8e4m3fn": 1, "float8e4m3fnuz": 1, "float8e5m2": 1,
+    "float8e5m2fnuz": 1, "uint4": 1, "int4": 1,
+}
+
+
+# bytes per element in TensorProto.raw_data of the types that store whole bytes per element (not
+# strings, which have no raw_data, nor the 4-bit types, two elements a byte)
+_RAW_ITEMSIZE = {code: DTYPE_SIZES[name] for code, name in _DTYPE_NAMES.items()
+                 if name in DTYPE_SIZES and name not in ("uint4", "int4")}
+
+
+def dtype_name(elem_type: int) -> Optional[str]:
+    return _DTYPE_NAMES.get(elem_type)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """What is known statically about one tensor."""
+
+    name: str
+    dtype: Optional[str]
+    shape: Optional[tuple[Any, ...]]  # dims are int (static), str (symbolic) or None (unknown)
+    const: bool = False
+    value: Optional[tuple[Any, ...]] = None  # flattened values of a small constant
+
+    @cached
+    def static(self) -> bool:  # asked by several rules and the partition for most tensors
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def symbolic_dims(self) -> list[str]:
+        return [d for d in (self.shape or ()) if isinstance(d, str)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
+
+
+@dataclass(frozen=True)
+class NodeFact:
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+    explicit_attrs: frozenset[str]
+    defaults: Mapping[str, Any]
+    graph: str = ""  # "" for the main graph, else "<node name>/<attribute>" of the owning node
+    source: Optional[SourceLocation] = None
+    opset: int = 0
+    subgraphs: tuple[str, ...] = ()
+
+    @cached
+    def key(self) -> str:  # read for every rule of every node: computed once
+        return f"{self.domain}:{self.op_type}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.op_type} {self.name}"
+
+
+@dataclass
+class GraphFacts:
+    path: str
+    opsets: dict[str, int]
+    ir_version: int
+    nodes: tuple[NodeFact, ...]
+    tensors: dict[str, TensorInfo]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    initializers: frozenset[str]
+    producer_name: str = ""
+    producer: dict[str, int] = field(default_factory=dict)
+    consumers: dict[str, list[int]] = field(default_factory=dict)
+    shape_inference_error: Optional[str] = None
+    # tensors of unknown rank (shape None) whose shape depends on a dynamic input or on run-time
+    # values; any other unknown rank is one the checker could not work out (see DYNAMIC_DIM)
+    dynamic_rank: frozenset[str] = frozenset()
+
+    @cached
+    def main_nodes_by_op(self) -> dict[str, list[NodeFact]]:
+        """The main graph's nodes by op type, in graph order (rules that look at the whole graph)."""
+        index: dict[str, list[NodeFact]] = {}
+        for n in self.nodes:
+            if not n.graph:
+                index.setdefault(n.op_type, []).append(n)
+        return index
+
+    def tensor(self, name: str) -> Optional[TensorInfo]:
+        return self.tensors.get(name)
+
+    @cached
+    def shape_unknown_at(self) -> tuple[str, ...]:
+        """Names of the main-graph nodes where the checker lost a shape: an output of unknown rank or
+        with a dim it could not work out (None), while every input's shape is known (a dim that
+        depends on a dynamic input or on run-time values is known to be dynamic: DYNAMIC_DIM)."""
+        tensors = self.tensors
+
+        def lost(name: str) -> bool:
+            t = tensors.get(name)
+            return t is not None and (t.shape is None or None in t.shape)
+
+        return tuple(n.name for n in self.nodes if not n.graph and any(lost(o) for o in n.outputs if o)
+                     and not any(lost(i) for i in n.inputs if i))
+
+    def __post_init__(self) -> None:
+        if not self.producer:
+            for node in self.nodes:
+                for out in node.outputs:
+                    if out:
+                        self.producer[out] = node.index
+                for inp in node.inputs:
+                    if inp:
+                        self.consumers.setdefault(inp, []).append(node.index)
+
+
+# A dim is an int (static), a str (dynamic: a symbolic dim of a graph input, or DYNAMIC_DIM for one that
+# depends on a dynamic input or on run-time values) or None: a dim the checker could not work out,
+# although nothing makes it vary at run time (the compilers see it static).
+DYNAMIC_DIM = "?"
+
+
+def tensor_bytes(info: Optional[TensorInfo]) -> Optional[int]:
+    """Size in bytes of a statically shaped tensor, else None (also for a negative dim, invalid ONNX
+    a constant can still hold)."""
+    if info is None or not info.static or info.dtype is None:
+        return None
+    n = 1
+    for d in info.shape or ():
+        if d < 0:
+            return None
+        n *= d
+    return n * DTYPE_SIZES.get(info.dtype, 4)
+
+
+def iter_main_nodes(nodes: Sequence[NodeFact]) -> Iterator[NodeFact]:
+    return (n for n in nodes if not n.graph)

@@ -1,0 +1,237 @@
+"""The constant evaluator: values of the small tensors a compiler computes at build time.
+
+Shape arithmetic, pads and scales are folded from the small initializers and Constant nodes with
+numpy for the common ops (``_fast_eval``) and ONNX's reference implementation for the rest;
+large initializers and external data are never read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from .facts import _RAW_ITEMSIZE, DEFAULT_DOMAIN, SMALL_CONSTANT
+from .ops import NOT_FOLDED
+from .protobuf import _check_raw_size, _read_nodes
+
+
+def _small_initializers(graph: Any, path: object = "<memory>", light: bool = False) -> dict[str, Any]:
+    """{name: numpy array} of the graph's initializers of at most SMALL_CONSTANT elements.
+
+    The raw data of those must hold their dims x dtype, else ModelError (naming ``path``); so must
+    the raw data of larger ones when ``light``: the model was read by load_model_proto, whose read
+    without the weights checked and left out the values of every larger initializer but those
+    under 8 x SMALL_CONSTANT bytes (_without_weights), so what is left of them is cheap to read."""
+    import sys
+
+    import numpy as np
+    from onnx import numpy_helper
+
+    known: dict[str, Any] = {}
+    for init in graph.initializer:
+        dims = tuple(init.dims[:])
+        numel = 1
+        for d in dims:
+            numel *= d
+        if (numel <= SMALL_CONSTANT or light) and init.data_location != 1:
+            raw = init.raw_data
+            if raw and init.data_type in _RAW_ITEMSIZE and len(raw) != numel * _RAW_ITEMSIZE[init.data_type]:
+                _check_raw_size(path, init, len(raw))
+            if numel > SMALL_CONSTANT:
+                continue
+            plain = _PLAIN_DTYPES.get(init.data_type) if raw and sys.byteorder == "little" else None
+            try:
+                # what numpy_helper.to_array does for raw little-endian data of a plain dtype, minus
+                # its checks (a size mismatch still raises); every other tensor goes through it
+                known[init.name] = (np.frombuffer(raw, dtype=plain).reshape(dims) if plain
+                                    else numpy_helper.to_array(init))
+            except Exception:
+                pass
+    return known
+
+
+# TensorProto data types stored as the numpy dtype of the same name
+_PLAIN_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+                 10: "float16", 11: "float64", 12: "uint32", 13: "uint64"}
+
+
+def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
+                          rows: Optional[list[tuple[Any, ...]]] = None,
+                          ) -> dict[str, Any]:
+    """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
+
+    Only nodes of the default domain whose inputs are all known small values are evaluated, with
+    ONNX's reference implementation; initializers larger than SMALL_CONSTANT elements and external
+    data are never read (``small``: the values of the small initializers). Returns {tensor name:
+    numpy array} for node outputs only.
+    """
+    import numpy as np
+    from onnx import helper
+
+    known: dict[str, Any] = dict(small)
+    shapes: dict[str, tuple[int, ...]] = {}
+    # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
+    nodes = rows if rows is not None else _read_nodes(model.graph)  # each protobuf field read once
+    wanted = {r[3][0] for r in nodes if r[1] in ("Shape", "Size") and r[3]}
+    for vi in (model.graph.input[:] + model.graph.value_info[:]) if wanted else ():
+        if vi.name not in wanted:
+            continue
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim):
+            shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    out: dict[str, Any] = {}
+    ndarray = np.ndarray
+    opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
+    for node, op, domain, inputs, outputs, attributes in nodes:
+        if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
+            continue
+        values: Optional[list[Any]] = None
+        if op in ("Shape", "Size") and inputs and inputs[0] in shapes:
+            dims = shapes[inputs[0]]
+            if op == "Size":
+                values = [np.array(int(np.prod(dims)), dtype=np.int64)]
+            else:
+                attrs = {a.name: a.i for a in attributes}
+                r = len(dims)
+                start, end = attrs.get("start", 0), attrs.get("end", r)
+                start = min(max(start + r if start < 0 else start, 0), r)
+                end = min(max(end + r if end < 0 else end, 0), r)
+                values = [np.array(dims[start:end], dtype=np.int64)]
+        elif op == "Constant":
+            values = _constant_value(attributes, np) or _evaluate(node, known, opset_list)
+        elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
+            values = [known[inputs[0]]]
+        elif inputs:
+            for i in inputs:  # all((not i) or i in known for i in inputs), without a generator per node
+                if i and i not in known:
+                    break
+            else:
+                values = _evaluate(node, known, opset_list)
+        if values is None:
+            continue
+        for name, value in zip(outputs, values):
+            if name and value is not None and (value.size if type(value) is ndarray else np.size(value)) <= SMALL_CONSTANT:
+                known[name] = value
+                out[name] = value
+    return out
+
+
+def _constant_value(attributes: tuple[Any, ...], np: Any) -> Optional[list[Any]]:
+    """[value] of a Constant node (given its attributes) whose one attribute is a tensor of a plain
+    dtype in raw little-endian data (what exporters write), read as _small_initializers reads such
+    data; None otherwise."""
+    import sys
+
+    if len(attributes) != 1 or sys.byteorder != "little":
+        return None
+    a = attributes[0]
+    if a.name != "value" or a.type != 4:  # AttributeProto.TENSOR
+        return None
+    t = a.t
+    raw = t.raw_data
+    plain = _PLAIN_DTYPES.get(t.data_type) if raw and t.data_location != 1 else None
+    if plain is None:
+        return None
+    try:
+        return [np.frombuffer(raw, dtype=plain).reshape(tuple(t.dims))]
+    except ValueError:
+        return None
+
+
+def _fast_eval(node: Any, args: list[Any]) -> Optional[list[Any]]:
+    """numpy for the ops shape arithmetic is made of; None means 'use the reference evaluator'."""
+    import numpy as np
+    from onnx import helper
+
+    op = node.op_type
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if op == "Constant":
+        if "value" in attrs:
+            from onnx import numpy_helper
+
+            return [numpy_helper.to_array(attrs["value"])]
+        for key, dt in (("value_int", np.int64), ("value_ints", np.int64), ("value_float", np.float32), ("value_floats", np.float32)):
+            if key in attrs:
+                return [np.asarray(attrs[key], dtype=dt)]
+        return None
+    if op == "Identity" and len(args) == 1:  # TorchScript exports copy small weights through Identity
+        return [args[0]]
+    if op in ("Add", "Sub", "Mul") and len(args) == 2:
+        a, b = args
+        if a.dtype != b.dtype:
+            return None
+        return [{"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](a, b).astype(a.dtype)]
+    if op == "Div" and len(args) == 2 and args[0].dtype == args[1].dtype:
+        a, b = args
+        if np.issubdtype(a.dtype, np.integer):
+            if np.any(b == 0):
+                return None
+            return [np.trunc(a / b).astype(a.dtype)]
+        return [(a / b).astype(a.dtype)]
+    if op == "Unsqueeze" and len(args) == 2:
+        out = args[0]
+        rank = out.ndim + len(args[1])
+        for ax in sorted(int(a) + rank if a < 0 else int(a) for a in args[1]):
+            out = np.expand_dims(out, ax)
+        return [out]
+    if op == "Squeeze" and len(args) == 2:
+        return [np.squeeze(args[0], axis=tuple(int(a) for a in args[1]))]
+    if op == "Concat":
+        return [np.concatenate([a.reshape(a.shape or (1,)) if a.ndim == 0 else a for a in args], axis=int(attrs["axis"]))]
+    if op == "Gather" and len(args) == 2:
+        return [np.take(args[0], args[1].astype(np.int64), axis=int(attrs.get("axis", 0)))]
+    if op == "Cast" and len(args) == 1:
+        return [args[0].astype(helper.tensor_dtype_to_np_dtype(int(attrs["to"])))]
+    if op == "Reshape" and len(args) == 2:
+        shape = [int(d) for d in args[1]]
+        if 0 in shape and not attrs.get("allowzero", 0):
+            shape = [args[0].shape[i] if d == 0 else d for i, d in enumerate(shape)]
+        return [args[0].reshape(shape)]
+    if op == "Slice" and 3 <= len(args) <= 5:
+        data, starts, ends = args[0], args[1], args[2]
+        axes = args[3] if len(args) > 3 else np.arange(len(starts))
+        steps = args[4] if len(args) > 4 else np.ones(len(starts), dtype=np.int64)
+        index = [slice(None)] * data.ndim
+        for st, en, ax, sp in zip(starts, ends, axes, steps):
+            ax = int(ax) + data.ndim if ax < 0 else int(ax)
+            index[ax] = slice(int(st), int(en), int(sp))
+        return [data[tuple(index)]]
+    if op == "Sqrt" and len(args) == 1 and np.issubdtype(args[0].dtype, np.floating):
+        return [np.sqrt(args[0])]
+    if op == "Mod" and len(args) == 2 and np.issubdtype(args[0].dtype, np.integer) and not attrs.get("fmod", 0):
+        if np.any(args[1] == 0):
+            return None
+        return [np.mod(*args).astype(args[0].dtype)]
+    if op == "Equal" and len(args) == 2:
+        return [np.equal(*args)]
+    if op == "Where" and len(args) == 3:
+        return [np.where(*args)]
+    if op == "ConstantOfShape" and len(args) == 1:
+        value = attrs.get("value")
+        fill = helper.tensor_dtype_to_np_dtype(value.data_type) if value is not None else np.float32
+        from onnx import numpy_helper
+
+        v = numpy_helper.to_array(value).reshape(-1)[0] if value is not None else 0
+        return [np.full([int(d) for d in args[0]], v, dtype=fill)]
+    return None
+
+
+def _evaluate(node: Any, known: Mapping[str, Any], opset_list: list[Any]) -> Optional[list[Any]]:
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    try:
+        fast = _fast_eval(node, [known[i] for i in node.input if i])
+    except Exception:
+        fast = None
+    if fast is not None:
+        return fast
+    try:
+        feeds = {i: known[i] for i in node.input if i}
+        inputs = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in feeds.items()]
+        outputs = [helper.make_empty_tensor_value_info(o) for o in node.output if o]
+        g = helper.make_graph([node], "fold", inputs, outputs)
+        m = helper.make_model(g, opset_imports=opset_list)
+        res = ReferenceEvaluator(m).run(None, feeds)
+        return [r for r in res]
+    except Exception:
+        return None

@@ -1,0 +1,123 @@
+"""The rule registry: ``Rule``, the ``@rule`` decorator that fills ``RULES``, and what every rule shares.
+
+A rule is a small function ``(node, params, graph) -> None | message`` registered by id; its
+docstring's first line, filled with the params, is the requirement in words (the supported-ops
+pages, the table diffs). A rule whose words need more than the params and the common format keys
+here (``{which}``, ``{values_set}``, ``{range}``) carries them itself (``words``), and a composite
+names its parts (``parts``). The rules themselves live in ``rules.node`` and ``rules.context``;
+importing ``pytest_npucheck.rules`` registers them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional
+
+from ..graph import GraphFacts, NodeFact
+
+RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    fn: RuleFn
+    category: str  # dtype | shape | attribute | constant | structure | context
+    local: bool = True  # False: reads the node's neighbours (rules.context), never reused between nodes
+    # the rule's own description hook: format keys its docstring uses beyond the params and the
+    # common ones of _Describe (``{chain_text}``), made from the params
+    words: Optional[Callable[[Mapping[str, Any]], Mapping[str, str]]] = None
+    # a composite's parts: the (rule id, params) of the constraints its verdict is made of
+    parts: Optional[Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]] = None
+
+    def check(self, node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+        return self.fn(node, params, graph)
+
+    def describe(self, params: Mapping[str, Any]) -> str:
+        """The requirement in words, from the docstring filled with the params."""
+        doc = (self.fn.__doc__ or self.id).strip().splitlines()[0]
+        return doc.format_map(_Describe(params, self.words(params) if self.words is not None else {}))
+
+
+class _Describe(dict):  # type: ignore[type-arg]
+    """Format helper: the rule's own words first, then params rendered readably, missing ones as
+    sensible defaults."""
+
+    def __init__(self, params: Mapping[str, Any], words: Mapping[str, str]) -> None:
+        super().__init__(params)
+        self.words = words
+
+    def __missing__(self, key: str) -> str:
+        return {"tensor": "input", "index": "0", "tensors": "all", "attr": "axis", "min": "-inf", "max": "inf"}.get(key, "?")
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.words:
+            return self.words[key]
+        if key == "values_set" or key == "allowed_set":
+            values = super().get("values", super().get("allowed", []))
+            return fmt_set(values)
+        if key == "which":
+            return _which(self.get("tensor", "input"), self.get("index", 0))
+        if key == "range":
+            lo, hi = self.get("min"), self.get("max")
+            return fmt_range(lo, hi)
+        value = super().__getitem__(key) if key in self else self.__missing__(key)
+        return value
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, category: str, local: bool = True,
+         words: Optional[Callable[[Mapping[str, Any]], Mapping[str, str]]] = None,
+         parts: Optional[Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]] = None,
+         ) -> Callable[[RuleFn], RuleFn]:
+    """Register the decorated function as the rule ``rule_id`` (see ``Rule`` for the hooks)."""
+    def register(fn: RuleFn) -> RuleFn:
+        if rule_id in RULES:
+            raise RuntimeError(f"rule {rule_id} registered twice")
+        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts)
+        return fn
+
+    return register
+
+
+# -- formatting helpers -------------------------------------------------------------------------
+
+def fmt_value(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(fmt_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def fmt_set(values: Iterable[Any]) -> str:
+    return "{" + ", ".join(fmt_value(v) for v in values) + "}"
+
+
+def fmt_range(lo: Any, hi: Any) -> str:
+    left = "-inf" if lo is None else fmt_value(lo)
+    right = "inf" if hi is None else fmt_value(hi)
+    return f"[{left}, {right}]"
+
+
+def _which(kind: str, index: Any) -> str:
+    return f"every {kind}" if index == "*" else f"{kind} {index}"
+
+
+class ShapeUnknown(str):
+    """A rule's failure that says only that the checker could not work out a shape it needs (an
+    unknown rank, or a dim that is None: see graph.DYNAMIC_DIM), not that the node has a dynamic or
+    unsupported one. The matcher reports it under the reason id ``shape_unknown``."""
+
+
+SHAPE_UNKNOWN = "shape_unknown"
+
+
+def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
+    """True when the rule's verdict depends on the node alone (composites: on all their parts)."""
+    found = RULES.get(rule_id)
+    if found is not None and found.parts is not None:
+        return all(is_local(r, p) for r, p in found.parts(params))
+    return found is None or found.local
