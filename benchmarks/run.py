@@ -77,10 +77,10 @@ def py(code: str, *args: str, env: dict[str, str] | None = None) -> Any:
 
 def static_check(path: Path, tables: list[Any]) -> tuple[Any, Any]:
     """The whole static check of a file, from cold per-process caches: facts, verdicts, JSON report."""
-    from pytest_npucheck import check, graph
+    from pytest_npucheck import check, facts_cache, graph
     from pytest_npucheck.jsonio import dumps
 
-    check._FACTS.clear()
+    facts_cache.clear_in_process()
     graph.clear_caches()
     facts = graph.load_graph(path)
     results = check.check_graph(facts, tables)
@@ -319,7 +319,7 @@ def goal4(reps: int) -> None:
 
 def goal5(reps: int) -> None:
     print("goal 5: several targets, shared work once", flush=True)
-    from pytest_npucheck import check, graph
+    from pytest_npucheck import check, facts_cache, graph
     from pytest_npucheck.tables import Catalog
 
     catalog = Catalog.discover()
@@ -329,7 +329,7 @@ def goal5(reps: int) -> None:
     real = graph.facts_from_model  # what every route to graph facts ends in (load_graph, the facts cache)
     graph.facts_from_model = lambda *a, **k: (calls.append(a), real(*a, **k))[1]  # type: ignore[assignment]
     try:
-        check._FACTS.clear()
+        facts_cache.clear_in_process()
         check.check_file(path, targets, catalog)
     finally:
         graph.facts_from_model = real  # type: ignore[assignment]
@@ -337,12 +337,12 @@ def goal5(reps: int) -> None:
            targets=targets)
 
     def one() -> None:
-        check._FACTS.clear()
+        facts_cache.clear_in_process()
         graph.clear_caches()
         check.check_file(path, targets[:1], catalog)
 
     def many() -> None:
-        check._FACTS.clear()
+        facts_cache.clear_in_process()
         graph.clear_caches()
         check.check_file(path, targets, catalog)
 

@@ -3,34 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
-from .facts_cache import load_graph_cached as load_graph
+from . import facts_cache
 from .graph import GraphFacts
 from .matcher import match
 from .result import TargetResult
 from .tables import Catalog, Table
 
-_FACTS: dict[tuple[str, int, int, int, int], GraphFacts] = {}
-
 
 def graph_facts(path: Path, notes: Optional[list[str]] = None) -> GraphFacts:
-    """Graph facts of a file, computed once per file version (size, mtime, inode and ctime: an edit
-    in place that keeps the size and the mtime still changes the ctime) in this process. ``notes``:
-    gets a sentence when cached facts on disk failed their content hashes (``facts_cache``)."""
-    path = Path(path)
-    st = path.stat() if path.exists() else None
-    key = (os.fspath(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) if st else None
-    if key is not None and key in _FACTS:
-        return _FACTS[key]
-    facts = load_graph(path, compute=_isolated_facts, notes=notes)
-    if key is not None:
-        if len(_FACTS) > 64:
-            _FACTS.clear()
-        _FACTS[key] = facts
-    return facts
+    """Graph facts of a file, computed once per file version in this process and reused from disk
+    where an earlier process cached them (``facts_cache.graph_facts``), the native steps isolated
+    (``_isolated_facts``). ``notes``: gets a sentence when cached facts on disk failed their
+    content hashes."""
+    return facts_cache.graph_facts(Path(path), compute=_isolated_facts, notes=notes)
 
 
 def _isolated_facts(path: Path) -> GraphFacts:

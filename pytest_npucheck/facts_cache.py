@@ -16,7 +16,9 @@ computes them, what it imports from the rest of the package, this module, which 
 the ``rules`` package). Anything else is a miss; a damaged or foreign document is a miss too, never
 an error.
 
-This is the one cache of facts. The process-wide memos inside ``graph`` hold no facts: they
+This module is the one cache of facts, in two layers: ``graph_facts`` keeps the facts of each file
+version in this process too (a pytest run checks one exported file once per target and test) and
+falls back to the documents on disk. The process-wide memos inside ``graph`` hold no facts: they
 remember the parse of strings many nodes share (``graph.location``: scopes and stack traces) and
 ONNX's operator schemas (``graph.schema``), which are fixed for a process; ``prepass`` and the
 matcher compute per table what the facts are as one toolchain sees them, and keep nothing.
@@ -261,6 +263,33 @@ def store(model_path: Path, facts: GraphFacts, cache_dir: Optional[Path] = None)
             pass
         return False
     return True
+
+
+_IN_PROCESS: dict[tuple[str, int, int, int, int], GraphFacts] = {}
+_IN_PROCESS_MAX = 64  # files: the memo is emptied when it holds more (a long run over many models)
+
+
+def graph_facts(model_path: Path, compute: Optional[Callable[[Path], GraphFacts]] = None,
+                notes: Optional[list[str]] = None) -> GraphFacts:
+    """``load_graph_cached(model_path, compute=compute, notes=notes)``, computed once per file version
+    in this process: the key is the resolved path, size, mtime, inode and ctime (an edit in place that
+    keeps the size and the mtime still changes the ctime); a file that cannot be stat'ed is not kept."""
+    path = Path(model_path)
+    st = path.stat() if path.exists() else None
+    key = (os.fspath(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns) if st else None
+    if key is not None and key in _IN_PROCESS:
+        return _IN_PROCESS[key]
+    facts = load_graph_cached(path, compute=compute, notes=notes)
+    if key is not None:
+        if len(_IN_PROCESS) > _IN_PROCESS_MAX:
+            _IN_PROCESS.clear()
+        _IN_PROCESS[key] = facts
+    return facts
+
+
+def clear_in_process() -> None:
+    """Forget the facts kept in this process (benchmarks measure a first check)."""
+    _IN_PROCESS.clear()
 
 
 def load_graph_cached(model_path: Path, cache_dir: Optional[Path] = None,

@@ -31,13 +31,13 @@ def main() -> int:
     import onnxruntime  # noqa: F401 - a pytest run with numerics has it loaded: fork pays for it
     import torch  # noqa: F401
 
-    from pytest_npucheck import check, isolate
+    from pytest_npucheck import check, facts_cache, isolate
     from pytest_npucheck.tables import Catalog
 
     table = Catalog.discover().table(args.target)
 
     def once(path: Path, enabled: bool) -> float:
-        check._FACTS.clear()
+        facts_cache.clear_in_process()
         isolate.configure(enabled=enabled)
         t = time.perf_counter()
         check.check_graph(check.graph_facts(path), [table])  # no facts cache: a file outside an export entry
