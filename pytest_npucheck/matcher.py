@@ -13,19 +13,18 @@ from .tables import Constraint, Table
 
 MEMO = True  # reuse a verdict between nodes with the same signature (see _Memo); False: judge every node
 
-# local rules that never read a constant's values (only dtype, shape, constness, attributes): for an op
-# judged by these alone the values stay out of the memo key, so the layers of a stack, whose biases
-# and weights differ, share one verdict. A rule not listed here (a new one) has its values compared.
-VALUE_FREE_RULES = frozenset({"dtype", "rank", "dim", "static_shape", "known_shape", "attr_in", "attr_not_in",
-                              "attr_range", "attr_default", "input_count", "elements_max", "attr_absent",
-                              "const_input", "transpose_blocks"})
+# local rules that never read a constant's values (only dtype, shape, constness, attributes: each rule
+# says so itself, ``Rule.reads_values``): for an op judged by these alone the values stay out of the
+# memo key, so the layers of a stack, whose biases and weights differ, share one verdict. A rule that
+# does not say so (a new one) has its values compared.
+VALUE_FREE_RULES = frozenset(r.id for r in RULES.values() if not r.reads_values)
 
 
 def _reads_values(rule_id: str, params: Mapping[str, Any]) -> bool:
     found = RULES.get(rule_id)
     if found is not None and found.parts is not None:  # a composite: whether any of its parts does
         return any(_reads_values(r, p) for r, p in found.parts(params))
-    return rule_id not in VALUE_FREE_RULES
+    return found is None or found.reads_values
 
 
 def _worst(verdicts: list[str], default: str = "npu") -> str:

@@ -68,7 +68,7 @@ def _in_range(value: float, lo: Any, hi: Any) -> bool:
 
 # -- rules --------------------------------------------------------------------------------------
 
-@rule("dtype", "dtype")
+@rule("dtype", "dtype", reads_values=False)
 def rule_dtype(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} dtype must be one of {allowed_set}."""
     allowed = set(params["allowed"])
@@ -82,7 +82,7 @@ def rule_dtype(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> 
     return "; ".join(bad) or None
 
 
-@rule("rank", "shape")
+@rule("rank", "shape", reads_values=False)
 def rule_rank(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} rank must be in {range}."""
     lo, hi = params.get("min"), params.get("max")
@@ -104,7 +104,7 @@ def _dim_words(params: Mapping[str, Any]) -> dict[str, str]:
     return {"dim_text": " and ".join(parts) or f"in {fmt_range(lo, hi)}"}
 
 
-@rule("dim", "shape", words=_dim_words)
+@rule("dim", "shape", words=_dim_words, reads_values=False)
 def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} dimension {axis} must be {dim_text}."""
     lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
@@ -169,13 +169,13 @@ def _dynamic_dims(node: NodeFact, graph: GraphFacts, which: str, unknown_only: b
     return _failed(bad, unknown)
 
 
-@rule("static_shape", "shape")
+@rule("static_shape", "shape", reads_values=False)
 def rule_static_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every tensor of the node's {tensors} must have a static shape (no symbolic or unknown dims)."""
     return _dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=False)
 
 
-@rule("known_shape", "shape")
+@rule("known_shape", "shape", reads_values=False)
 def rule_known_shape(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every tensor of the node's {tensors} must have a known rank and no unknown dims (symbolic dims are allowed)."""
     return _dynamic_dims(node, graph, params.get("tensors", "all"), unknown_only=True)
@@ -196,7 +196,7 @@ def _norm(value: Any) -> Any:
     return value
 
 
-@rule("attr_in", "attribute")
+@rule("attr_in", "attribute", reads_values=False)
 def rule_attr_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attribute {attr} must be one of {values_set}."""
     name = params["attr"]
@@ -209,7 +209,7 @@ def rule_attr_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -
     return f"{name}={fmt_value(value)} not in {fmt_set(params['values'])}"
 
 
-@rule("attr_not_in", "attribute")
+@rule("attr_not_in", "attribute", reads_values=False)
 def rule_attr_not_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attribute {attr} must not be one of {values_set}."""
     name = params["attr"]
@@ -278,7 +278,7 @@ def implicit_default(node: NodeFact, name: str, graph: GraphFacts) -> tuple[Any,
     return None, f"{node.op_type} has no schema default for {name}"
 
 
-@rule("attr_range", "attribute")
+@rule("attr_range", "attribute", reads_values=False)
 def rule_attr_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every value of attribute {attr} must be in {range}."""
     name = params["attr"]
@@ -295,7 +295,7 @@ def rule_attr_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
     return None
 
 
-@rule("attr_default", "attribute")
+@rule("attr_default", "attribute", reads_values=False)
 def rule_attr_default(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attributes {attrs} must keep their default values."""
     bad = []
@@ -389,7 +389,7 @@ def _indices(params: Mapping[str, Any]) -> list[int]:
     return list(idx) if isinstance(idx, list) else [idx]
 
 
-@rule("const_input", "constant")
+@rule("const_input", "constant", reads_values=False)
 def rule_const_input(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input {index} must be a constant (initializer or folded)."""
     bad = []
@@ -424,7 +424,7 @@ def rule_const_value_range(node: NodeFact, params: Mapping[str, Any], graph: Gra
     return None
 
 
-@rule("input_count", "structure")
+@rule("input_count", "structure", reads_values=False)
 def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the number of inputs must be in {range}."""
     n = sum(1 for name in node.inputs if name)
@@ -433,7 +433,7 @@ def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return f"has {n} inputs, outside {fmt_range(params.get('min'), params.get('max'))}"
 
 
-@rule("elements_max", "shape")
+@rule("elements_max", "shape", reads_values=False)
 def rule_elements_max(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the product of {which} dims over axes {axes} must be at most {max}."""
     bad, unknown = [], []
@@ -456,7 +456,7 @@ def rule_elements_max(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     return _failed(bad, unknown)
 
 
-@rule("attr_absent", "attribute")
+@rule("attr_absent", "attribute", reads_values=False)
 def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attributes {attrs} must not be written at all (not even with their default value)."""
     present = [name for name in params["attrs"] if name in node.explicit_attrs]
@@ -466,7 +466,7 @@ def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return None
 
 
-@rule("transpose_blocks", "attribute")
+@rule("transpose_blocks", "attribute", reads_values=False)
 def rule_transpose_blocks(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the permutation must move at most {max} blocks of axes (size-1 axes dropped, axes that stay neighbours merged)."""
     perm = node.attrs.get("perm")

@@ -29,6 +29,9 @@ class Rule:
     words: Optional[Callable[[Mapping[str, Any]], Mapping[str, str]]] = None
     # a composite's parts: the (rule id, params) of the constraints its verdict is made of
     parts: Optional[Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]] = None
+    # False: reads only dtypes, shapes, constness and attributes, never a constant's values (the
+    # matcher then shares one verdict between nodes whose constants differ); a new rule reads them
+    reads_values: bool = True
 
     def check(self, node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
         return self.fn(node, params, graph)
@@ -71,12 +74,12 @@ RULES: dict[str, Rule] = {}
 def rule(rule_id: str, category: str, local: bool = True,
          words: Optional[Callable[[Mapping[str, Any]], Mapping[str, str]]] = None,
          parts: Optional[Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]] = None,
-         ) -> Callable[[RuleFn], RuleFn]:
+         reads_values: bool = True) -> Callable[[RuleFn], RuleFn]:
     """Register the decorated function as the rule ``rule_id`` (see ``Rule`` for the hooks)."""
     def register(fn: RuleFn) -> RuleFn:
         if rule_id in RULES:
             raise RuntimeError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts)
+        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, reads_values)
         return fn
 
     return register
