@@ -37,7 +37,7 @@ def _isolated_facts(path: Path) -> GraphFacts:
 
 
 def _native_steps(path: Path) -> None:
-    """Parse ``path`` as graph.py does (every bad-file check included) and run shape inference.
+    """Parse ``path`` as graph.load_graph does (every bad-file check included) and run shape inference.
 
     Runs in the child: its exceptions become the same ModelError as in-process (``_model_errors``),
     so isolation changes where a bad file fails, never how (an OSError from a 300-character
@@ -53,7 +53,7 @@ def _native_steps(path: Path) -> None:
         model = load_model_proto(path, weights=False) if light else load_model_proto(path)
     try:
         shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
-    except Exception:  # noqa: BLE001 - inference errors are graph.py's to report (unknown shapes)
+    except Exception:  # noqa: BLE001 - inference errors are graph.build's to report (unknown shapes)
         pass
 
 

@@ -151,7 +151,7 @@ class _Memo:
         self.clean: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
-        self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.py shares one dict between the
+        self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.build shares one dict between the
         # nodes of one op with the same attributes (every layer of a stack)
         self.hits = 0
         self.dynamic_rank = bool(view.graph.dynamic_rank)
@@ -217,7 +217,7 @@ class _Memo:
         sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
         try:
             flags = self.clean.get(sig)
-        except TypeError:  # a fact that cannot be hashed (not built by graph.py): judge this node alone
+        except TypeError:  # a fact that cannot be hashed (not built by graph.build): judge this node alone
             return judge_node(node, self.table, view)
         if flags is not None:
             self.hits += 1

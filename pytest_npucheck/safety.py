@@ -24,7 +24,7 @@ def _tensors(graph: Any, where: str, keep: Optional[list[tuple[Any, ...]]] = Non
 
     Labels are formatted only for those tensors: most graphs have thousands of attributes and none
     of them external. ``keep``: gets the attributes of each node of ``graph`` (not of its bodies) as
-    a tuple, in node order, for a caller that reads them next (graph.py: making the protobuf objects
+    a tuple, in node order, for a caller that reads them next (graph.build: making the protobuf objects
     of ~4,000 attributes costs more than checking them)."""
     for t in graph.initializer:
         if t.data_location == 1:

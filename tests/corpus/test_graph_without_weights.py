@@ -109,7 +109,7 @@ class _Stack(torch.nn.Module):
 
 @pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
 def test_nodes_with_the_same_attributes_share_one_dict_that_no_check_changes(exporter, tmp_path):
-    """graph.py builds one attribute dict per (op, opset, attributes) and gives it to every such node
+    """graph.build builds one attribute dict per (op, opset, attributes) and gives it to every such node
     (the memo keys verdicts by it); facts are never mutated, and checking against every table must
     leave each node's attributes exactly as they were read."""
     import copy

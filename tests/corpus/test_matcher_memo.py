@@ -162,7 +162,7 @@ def test_value_free_rules_read_no_constant_values():
 
 
 def test_unhashable_facts_are_judged_alone(stack, memo_switch):
-    """Facts not built by graph.py (here: a node's explicit attributes as a plain set) must not break the memo."""
+    """Facts not built by graph.build (here: a node's explicit attributes as a plain set) must not break the memo."""
     nodes = tuple(dataclasses.replace(n, explicit_attrs=set(n.explicit_attrs)) if n.op_type == "LayerNormalization"
                   else n for n in stack.nodes)
     odd = dataclasses.replace(stack, nodes=nodes)
