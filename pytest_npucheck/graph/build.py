@@ -26,9 +26,6 @@ from .schema import _added_later, _attr_value, op_schema
 
 _GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for unknown dims
 
-# -- reading ------------------------------------------------------------------------------------
-
-
 
 def clear_caches() -> None:
     """Forget what earlier models taught this process (parsed scopes and stack traces)."""

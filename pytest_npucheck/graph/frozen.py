@@ -32,4 +32,3 @@ def frozen_new(cls: Any, **fields: Any) -> Any:
     obj = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj
-

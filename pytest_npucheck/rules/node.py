@@ -521,5 +521,3 @@ def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) ->
     # an alternative that failed only for a shape the checker could not work out might hold: the
     # composite cannot decide either (reported as shape_unknown, like a plain rule)
     return ShapeUnknown(text) if any(type(m) is ShapeUnknown for m in failures) else text
-
-
