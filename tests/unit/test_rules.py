@@ -471,3 +471,41 @@ def _stub_rule(result):
         def check(self, node, params, graph):
             return result()
     return Stub()
+
+
+def test_a_rule_describes_itself_with_its_own_words_and_the_common_keys():
+    """The requirement in words comes from the rule: its docstring filled with the params, the common
+    keys ({which}, {values_set}, {range}) and what its own hook (``words``) adds; a missing key is
+    a readable default, never an error."""
+    from pytest_npucheck.rules import RULES, Rule
+
+    def fn(node, params, graph):
+        """{which} has {shape_text}, values in {values_set}, {range}; {unknown_key}."""
+
+    words_seen = []
+    toy = Rule("toy", fn, "shape", words=lambda p: words_seen.append(dict(p)) or {"shape_text": f"rank {p['rank']}"})
+    assert toy.describe({"tensor": "output", "index": 1, "rank": 4, "values": [1, 2], "min": 0}) == \
+        "output 1 has rank 4, values in {1, 2}, [0, inf]; ?."
+    assert words_seen == [{"tensor": "output", "index": 1, "rank": 4, "values": [1, 2], "min": 0}]
+    # the bundled rules that need more than the params carry their words themselves
+    assert RULES["dim"].describe({"index": 0, "axis": 1, "multiple_of": 8}) == "input 0 dimension 1 must be a multiple of 8."
+    assert RULES["dim"].describe({"index": 0, "axis": 1, "min": 1, "max": 16, "multiple_of": 8}) == \
+        "input 0 dimension 1 must be in [1, 16] and a multiple of 8."
+    text = RULES["any_of"].describe({"constraints": [{"rule": "rank", "params": {"max": 4}},
+                                                     {"rule": "static_shape", "params": {}}]})
+    assert RULES["rank"].describe({"max": 4}).rstrip(".") in text
+    assert RULES["static_shape"].describe({}).rstrip(".") in text
+    assert "Slice <- Concat" in RULES["producer_not"].describe({"chain": ["Slice", "Concat"]})
+
+
+def test_a_composite_is_local_and_reads_values_as_its_parts_do():
+    from pytest_npucheck.matcher import _reads_values
+    from pytest_npucheck.rules import RULES, is_local
+
+    local = {"constraints": [{"rule": "rank", "params": {"max": 4}}, {"rule": "dtype", "params": {"allowed": ["float32"]}}]}
+    mixed = {"constraints": [{"rule": "rank", "params": {"max": 4}}, {"rule": "sole_reader", "params": {}}]}
+    valued = {"constraints": [{"rule": "rank", "params": {"max": 4}}, {"rule": "const_value_range", "params": {}}]}
+    assert is_local("any_of", local) and not is_local("any_of", mixed)
+    assert not _reads_values("any_of", local) and _reads_values("any_of", valued)
+    assert not RULES["rank"].reads_values and RULES["const_value_range"].reads_values
+    assert is_local("no_such_rule", {}) and _reads_values("no_such_rule", {})
