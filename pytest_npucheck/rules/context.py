@@ -22,34 +22,8 @@ from .registry import RULES, fmt_set, rule
 
 
 def _words(params: Mapping[str, Any]) -> dict[str, str]:
-    """The context rules' description hook: the format keys of their docstrings (``{chain_text}``)."""
-    def step(s: Any) -> str:
-        return s if isinstance(s, str) else "|".join(s)
-
-    out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
-           "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
-    if "constraint" in params:
-        inner = params["constraint"]
-        out["constraint_text"] = (RULES[inner["rule"]].describe(inner.get("params", {})).rstrip(".")
-                                  if inner.get("rule") in RULES else "?")
-    if "ops" in params:
-        out["ops_text"] = fmt_set(params["ops"])
-        if params.get("skip") and "constraint" in params:  # consumers_pass: readers behind `skip` ops count
-            out["ops_text"] += " (directly or through %s)" % "|".join(params["skip"])
-        out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
-        out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
-    if "channels_last_after" in params:
-        out["makers_text"] = fmt_set(params["channels_last_after"])
-    if "chain" in params:
-        out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
-        if params.get("skip"):
-            out["chain_text"] += " (with any of %s in between)" % fmt_set(params["skip"])
-    if "path" in params:
-        text = " -> ".join(step(s) for s in params["path"])
-        if params.get("skip"):
-            text += " (with any of %s in between)" % fmt_set(params["skip"])
-        out["path_text"] = text
-    return out
+    """The context rules' description hook: the format keys of their docstrings (``describe_params``)."""
+    return describe_params(params)
 
 
 def _removed(graph: GraphFacts, index: int) -> bool:
@@ -393,3 +367,34 @@ def rule_graph_lacks(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
+
+
+def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
+    """Extra format keys for the docstrings above (``{chain_text}``), the rules' ``words``."""
+    def step(s: Any) -> str:
+        return s if isinstance(s, str) else "|".join(s)
+
+    out = {"from_node_text": " (when input 0 is computed by another node)" if params.get("from_node") else "",
+           "exclusive_text": " (when this node is the only reader of that input)" if params.get("exclusive") else ""}
+    if "constraint" in params:
+        inner = params["constraint"]
+        out["constraint_text"] = (RULES[inner["rule"]].describe(inner.get("params", {})).rstrip(".")
+                                  if inner.get("rule") in RULES else "?")
+    if "ops" in params:
+        out["ops_text"] = fmt_set(params["ops"])
+        if params.get("skip") and "constraint" in params:  # consumers_pass: readers behind `skip` ops count
+            out["ops_text"] += " (directly or through %s)" % "|".join(params["skip"])
+        out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
+        out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
+    if "channels_last_after" in params:
+        out["makers_text"] = fmt_set(params["channels_last_after"])
+    if "chain" in params:
+        out["chain_text"] = " <- ".join(step(s) for s in params["chain"])
+        if params.get("skip"):
+            out["chain_text"] += " (with any of %s in between)" % fmt_set(params["skip"])
+    if "path" in params:
+        text = " -> ".join(step(s) for s in params["path"])
+        if params.get("skip"):
+            text += " (with any of %s in between)" % fmt_set(params["skip"])
+        out["path_text"] = text
+    return out
