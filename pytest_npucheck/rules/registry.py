@@ -16,6 +16,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 from ..graph import GraphFacts, NodeFact
 
 RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
+WordsFn = Callable[[Mapping[str, Any]], Mapping[str, str]]  # params -> extra format keys of the docstring
+PartsFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]  # params -> (rule id, params)
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,9 @@ class Rule:
     local: bool = True  # False: reads the node's neighbours (rules.context), never reused between nodes
     # the rule's own description hook: format keys its docstring uses beyond the params and the
     # common ones of _Describe (``{chain_text}``), made from the params
-    words: Optional[Callable[[Mapping[str, Any]], Mapping[str, str]]] = None
+    words: Optional[WordsFn] = None
     # a composite's parts: the (rule id, params) of the constraints its verdict is made of
-    parts: Optional[Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]] = None
+    parts: Optional[PartsFn] = None
     # False: reads only dtypes, shapes, constness and attributes, never a constant's values (the
     # matcher then shares one verdict between nodes whose constants differ); a new rule reads them
     reads_values: bool = True
@@ -71,10 +73,8 @@ class _Describe(dict):  # type: ignore[type-arg]
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, category: str, local: bool = True,
-         words: Optional[Callable[[Mapping[str, Any]], Mapping[str, str]]] = None,
-         parts: Optional[Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]] = None,
-         reads_values: bool = True) -> Callable[[RuleFn], RuleFn]:
+def rule(rule_id: str, category: str, local: bool = True, words: Optional[WordsFn] = None,
+         parts: Optional[PartsFn] = None, reads_values: bool = True) -> Callable[[RuleFn], RuleFn]:
     """Register the decorated function as the rule ``rule_id`` (see ``Rule`` for the hooks)."""
     def register(fn: RuleFn) -> RuleFn:
         if rule_id in RULES:
