@@ -303,9 +303,10 @@ def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, st
             if c.get("rule") not in RULES:
                 continue
             params = c.get("params") or {}
-            inner = params.get("constraint") if c.get("rule") == "consumers_pass" else None
-            if isinstance(inner, dict) and inner.get("rule") not in RULES:
-                problems.append(f"{cpath}.params.constraint.rule: {inner.get('rule')!r} is not a known rule")
+            found = RULES[c["rule"]]
+            for where, inner in found.inner(params) if found.inner is not None and isinstance(params, dict) else ():
+                if isinstance(inner, dict) and inner.get("rule") not in RULES:
+                    problems.append(f"{cpath}.params.{where}.rule: {inner.get('rule')!r} is not a known rule")
             lo, hi = params.get("min"), params.get("max")
             if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and lo > hi:
                 problems.append(f"{cpath}.params: min {lo} > max {hi}")

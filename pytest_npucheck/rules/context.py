@@ -26,6 +26,11 @@ def _words(params: Mapping[str, Any]) -> dict[str, str]:
     return describe_params(params)
 
 
+def _judged_by(params: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """The rules' ``inner`` hook: the constraint a neighbour is judged by (``params.constraint``)."""
+    return [("constraint", params["constraint"])] if "constraint" in params else []
+
+
 def _removed(graph: GraphFacts, index: int) -> bool:
     pre = getattr(graph, "pre", None)
     return pre is not None and index in pre.folded
@@ -290,7 +295,7 @@ def rule_feeds_compute(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
     return None
 
 
-@rule("consumers_pass", "context", local=False, words=_words)
+@rule("consumers_pass", "context", local=False, words=_words, inner=_judged_by)
 def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every {ops_text} reading its result meets: {constraint_text}."""
     inner = params["constraint"]
@@ -315,7 +320,7 @@ def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return None
 
 
-@rule("producer_pass", "context", local=False, words=_words)
+@rule("producer_pass", "context", local=False, words=_words, inner=_judged_by)
 def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """when input {index} is computed by {ops_text}, that node meets: {constraint_text}."""
     index = int(params.get("index", 0))

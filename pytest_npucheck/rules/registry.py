@@ -18,6 +18,7 @@ from ..graph import GraphFacts, NodeFact
 RuleFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], Optional[str]]
 WordsFn = Callable[[Mapping[str, Any]], Mapping[str, str]]  # params -> extra format keys of the docstring
 PartsFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]  # params -> (rule id, params)
+InnerFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Any]]]  # params -> (path in params, constraint)
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,9 @@ class Rule:
     words: Optional[WordsFn] = None
     # a composite's parts: the (rule id, params) of the constraints its verdict is made of
     parts: Optional[PartsFn] = None
+    # the constraints written inside its params (a context rule that judges a neighbour by another
+    # rule): (their path under ``params``, the constraint), checked by the table validation like its own
+    inner: Optional[InnerFn] = None
     # False: reads only dtypes, shapes, constness and attributes, never a constant's values (the
     # matcher then shares one verdict between nodes whose constants differ); a new rule reads them
     reads_values: bool = True
@@ -74,12 +78,13 @@ RULES: dict[str, Rule] = {}
 
 
 def rule(rule_id: str, category: str, local: bool = True, words: Optional[WordsFn] = None,
-         parts: Optional[PartsFn] = None, reads_values: bool = True) -> Callable[[RuleFn], RuleFn]:
+         parts: Optional[PartsFn] = None, inner: Optional[InnerFn] = None, reads_values: bool = True,
+         ) -> Callable[[RuleFn], RuleFn]:
     """Register the decorated function as the rule ``rule_id`` (see ``Rule`` for the hooks)."""
     def register(fn: RuleFn) -> RuleFn:
         if rule_id in RULES:
             raise RuntimeError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, reads_values)
+        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, inner, reads_values)
         return fn
 
     return register

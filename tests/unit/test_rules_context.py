@@ -507,3 +507,24 @@ def test_producer_not_computed_input_walks_past_a_leading_weight():
                                          prepasses=())])
         use = [n for n in r.nodes if n.name == "use"][0]
         assert use.verdict == want, (computed, _reasons(use))
+
+
+@pytest.mark.parametrize("rule_id", ["consumers_pass", "producer_pass"])
+def test_an_unknown_rule_inside_a_context_rule_is_a_table_error(tmp_path, rule_id):
+    """The constraint a neighbour is judged by (``params.constraint``, the rules' ``inner`` hook) names
+    a known rule, for both rules that hold one: producer_pass's was not checked, and a table with a
+    misspelt inner rule validated, then the matcher failed with a KeyError (an internal error)."""
+    from pytest_npucheck.rules import RULES
+    from pytest_npucheck.tables import validate_table_data
+
+    raw = json.loads((REPO / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    inner = {"rule": "attr_in", "params": {"attr": "perm", "values": [[0, 2, 1]]}}
+    raw["ops"]["ai.onnx:Reshape"]["constraints"].append(
+        {"rule": rule_id, "params": {"ops": ["Transpose"], "constraint": inner}, "else": "cpu"})
+    args = (tmp_path / "t.json", REPO / "op_support_tables/schema.json", ("rknn", "2.5.0", "rk3588"))
+    assert not validate_table_data(raw, *args)
+    assert list(RULES[rule_id].inner({"constraint": inner})) == [("constraint", inner)]
+    inner["rule"] = "attr_inn"
+    problems = validate_table_data(raw, *args)
+    assert problems == [f"$.ops['ai.onnx:Reshape'].constraints[{len(raw['ops']['ai.onnx:Reshape']['constraints']) - 1}]"
+                        ".params.constraint.rule: 'attr_inn' is not a known rule"], problems
