@@ -5,16 +5,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
-from .escape import visible
+from .formatting import MAX_NAME, clean, location, pct as _pct
 
-MAX_NAME = 120
-
-
-def clean(text: str, limit: int = MAX_NAME) -> str:
-    """Names come from the model: escape control, bidi and other invisible characters
-    (``escape.visible``) and cap the length."""
-    text = visible(str(text))
-    return text if len(text) <= limit else text[: limit - 12] + f"...(+{len(text) - limit + 12})"
+__all__ = ["clean", "MAX_NAME", "summary_line", "source_text", "node_rows", "partition_line", "render_target",
+           "render_fixes", "oracle_lines"]
 
 
 def summary_line(result: TargetResult) -> str:
@@ -43,21 +37,9 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
 
 def source_text(source: Any) -> str:
     """Module path and file:line, the file relative to the working directory when inside it."""
-    if source is None:
-        return "unknown"
-    parts = [source.module or "<root>"] if source.module is not None else []
-    if source.file:
-        import os
+    import os
 
-        path = source.file
-        try:
-            rel = os.path.relpath(path)
-            if not rel.startswith(".."):
-                path = rel
-        except ValueError:
-            pass
-        parts.append(f"{path}:{source.line}" if source.line else path)
-    return " at ".join(parts) if parts else "unknown"
+    return location(source, relative_to=os.getcwd())
 
 
 def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
@@ -88,10 +70,6 @@ def partition_line(part: Any) -> str:
     return (f"partition: {j['npu_subgraphs']} NPU subgraph(s), {j['cpu_islands']} CPU island(s), "
             f"{j['transitions']} transition(s), {fmt_bytes(j['bytes_crossing'])} crossing{unknown}; "
             f"NPU share {_pct(j['npu_share_nodes'])} of nodes, {_pct(j['npu_share_macs'])} of MACs")
-
-
-def _pct(x: Any) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
 
 
 def _causes(nodes: Sequence[NodeResult]) -> list[str]:
