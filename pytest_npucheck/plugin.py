@@ -1262,13 +1262,22 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             values.append(funcargs[name])
             continue
         request = getattr(item, "_request", None)
-        try:
-            if request is None:
-                raise LookupError(name)
-            values.append(request.getfixturevalue(name))
-        except (pytest.FixtureLookupError, LookupError):
+        missing = request is None
+        if not missing:
+            try:
+                values.append(request.getfixturevalue(name))
+            except (pytest.FixtureLookupError, LookupError):
+                missing = True
+        if missing:  # failed outside the handler: no chained lookup error before the message
             item.stash[_ENTRY] = {"nodeid": item.nodeid, "status": "error", "targets": [], "export": None,
                                   "error": f"no fixture {name!r}"}
+            if "npu_check" in getattr(item, "fixturenames", ()):
+                item.stash[_ENTRY]["error"] = "requests npu_check but never calls it"
+                pytest.fail(
+                    f"@pytest.mark.{MARKER}: the test requests the npu_check fixture but never calls it, so nothing "
+                    f"was checked: call npu_check(model, example_inputs) in the test (or provide fixtures "
+                    f"{model_name!r} and {inputs_name!r} for the marker-only form; ini keys npu_model_fixture / "
+                    "npu_inputs_fixture).", pytrace=False)
             pytest.fail(
                 f"@pytest.mark.{MARKER}: nothing to check: the test neither calls the npu_check fixture nor has a "
                 f"fixture named {name!r} (ini key {key}). Request npu_check, or provide fixtures "
