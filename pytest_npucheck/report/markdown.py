@@ -79,7 +79,7 @@ def _fix_lines(tr: Any, shown: Iterable[int]) -> list[str]:
     out = []
     for k in shown:
         f = tr.fixes[k]
-        nodes = ", ".join(f"`{F.clean(n, 60).replace('`', '')}`" for n in f.nodes[:4])
+        nodes = ", ".join(esc(n, 60) for n in f.nodes[:4])
         more = f" (+{len(f.nodes) - 4} more)" if len(f.nodes) > 4 else ""
         out.append(f"- fix {k + 1}: **{esc(f.title, 200)}** ({nodes}{more}): {esc(f.checked, 300)}. "
                    f"How: {esc(f.advice, 400)} Numerics: {esc(f.numerics, 200)}")
@@ -91,7 +91,7 @@ def _fix_lines(tr: Any, shown: Iterable[int]) -> list[str]:
 def _failure_block(t: TestView) -> list[str]:
     """A failing or errored test: its verdict per target, NEW fallbacks with fixes, failing numerics."""
     word = "ERROR" if t.errored else "FAIL"
-    out = ["", f"#### {word} `{F.clean(t.label, 300).replace('`', '')}`", ""]
+    out = ["", f"#### {word} {esc(t.label, 300)}", ""]
     if t.error:
         out += [f"Error: {esc(t.error, 400)}", ""]
     for tr in t.targets:
@@ -230,7 +230,7 @@ def render(doc: Mapping[str, Any], artefacts: Sequence[str] = (), limit: int = L
     _folded(b, folded)
     lines = list(b.lines)
     if b.left_out:
-        where = ", ".join(f"`{F.clean(a, 200).replace('`', '')}`" for a in artefacts) or "the HTML or JSON report (--npu-report=html:PATH, --npu-report=json:PATH)"
+        where = ", ".join(esc(a, 200) for a in artefacts) or "the HTML or JSON report (--npu-report=html:PATH, --npu-report=json:PATH)"
         lines += ["", f"_Left out to stay under {limit:,} characters: {esc('; '.join(b.left_out), 600)}. "
                       f"Everything is in {where}._"]
     lines += ["", f"<sub>{esc(v.tool)}, {esc(v.created)}</sub>", ""]
