@@ -72,14 +72,21 @@ def _reasons(n: Mapping[str, Any]) -> str:
     return "; ".join(reason_text(r) for r in n.get("reasons", []))
 
 
-def _tail(module: Optional[str], limit: int = 21) -> str:
-    """The end of a module path that fits a box (``encoder.layers.3.attn`` -> ``…layers.3.attn``)."""
+def _tail(module: Optional[str], limit: int = 24) -> str:
+    """A module path that fits a box: its first and last components, the middle elided
+    (``down1.maxpool_conv.1.double_conv.5`` -> ``down1…double_conv.5``)."""
     if module is None:
         return ""
     if module == "":
         return "<root>"
     if len(module) <= limit:
         return module
+    parts = module.split(".")
+    acc, i = parts[-1], len(parts) - 2
+    while i > 0 and len(parts[0]) + 1 + len(parts[i]) + 1 + len(acc) <= limit:
+        acc, i = parts[i] + "." + acc, i - 1
+    if len(parts) > 1 and len(parts[0]) + 1 + len(acc) <= limit:
+        return parts[0] + "\u2026" + acc
     return "\u2026" + module[-(limit - 1):]
 
 
@@ -97,7 +104,7 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
     def dev(i: int) -> Optional[str]:
         return _DEVICE.get(nodes[main[i]]["verdict"])
 
-    bw, bh = 150, 34
+    bw, bh = 176, 34
     lay = layout(len(main), edges, lambda v: bw, collapsible=lambda v: nodes[main[v]]["verdict"] == "npu",
                  min_run=COLLAPSE_RUN, box_height=bh, margin=12)
     if len(lay.boxes) > MAX_SVG_BOXES:
@@ -138,7 +145,7 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
             out.append(f'<g class="node run" data-verdict="npu" data-nodes="{len(b.members)}"><title>{h(tip, 600)}</title>'
                        f'<rect x="{x:.0f}" y="{y:.0f}" width="{bw}" height="{bh}" rx="9" class="n-run"/>'
                        f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{len(b.members)} NPU nodes</text>'
-                       f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(mods[0] if mods else "", 20))}</text></g>')
+                       f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(mods[0] if mods else ""), 30)}</text></g>')
             continue
         n = nodes[main[b.members[0]]]
         v = n["verdict"] if n["verdict"] in _DEVICE else "unsupported"
@@ -148,8 +155,8 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
                + (f" - {_reasons(n)}" if n.get("reasons") else ""))
         out.append(f'<g class="node" data-verdict="{v}"><title>{h(tip, 600)}</title>'
                    f'<rect x="{x:.0f}" y="{y:.0f}" width="{bw}" height="{bh}" rx="5" class="{cls}"/>'
-                   f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{h(n["op_type"], 19)}</text>'
-                   f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(module), 22)}</text></g>')
+                   f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{h(n["op_type"], 24)}</text>'
+                   f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(module), 30)}</text></g>')
     out.append("</svg>")
     return "".join(out)
 
@@ -323,7 +330,9 @@ def render(doc: Mapping[str, Any]) -> str:
         body.append("<p>None.</p>")
     body.append("</details></section>")
     if passing:
-        body.append(f'<section id="passing"><details><summary>Passing tests ({len(passing)})</summary>')
+        # folded under failures (the reviewer's first screen is theirs); open when nothing fails
+        body.append(f'<section id="passing"><details{"" if failing else " open"}><summary>Passing tests '
+                    f'({len(passing)})</summary>')
         for ti, t in passing:
             for k, tr in enumerate(t.targets):
                 body.append(_target_section(t, tr, anchors[ti, k]))

@@ -32,7 +32,7 @@ SUITE = textwrap.dedent(f'''
     import pytest
     from models.corpus import ARCHS
 
-    @pytest.mark.parametrize("name", ["unet_small", "vit_tiny", "yolov5_nano_small"])
+    @pytest.mark.parametrize("name", ["unet_small", "vit_tiny", "centernet_small"])
     @pytest.mark.npu_deployable(targets=["{RK}"], numerics=False)
     def test_model(npu_check, name):
         model, inputs = ARCHS[name].build()
@@ -56,8 +56,8 @@ def test_three_models_render_readably(pytester, tmp_path):
     r = pytester.runpytest("-p", "no:cacheprovider", "--npu-report=json:r.json", "--npu-report=html:r.html")
     doc = json.loads((pytester.path / "r.json").read_text())
     tests = {t["nodeid"].split("[")[1].rstrip("]"): t for t in doc["tests"]}
-    assert set(tests) == {"unet_small", "vit_tiny", "yolov5_nano_small"}, r.stdout.str()[-3000:]
-    assert tests["yolov5_nano_small"]["status"] == "failed", "the detector is the failing model of the three"
+    assert set(tests) == {"unet_small", "vit_tiny", "centernet_small"}, r.stdout.str()[-3000:]
+    assert tests["centernet_small"]["status"] == "failed", "the detector is the failing model of the three"
     out = Path(pytester.path)
     pages = {}
     for name, t in tests.items():  # one page per model, each screenshotted from its top
@@ -69,9 +69,9 @@ def test_three_models_render_readably(pytester, tmp_path):
     screenshot(out / "r.html", out / "report-all.png", tmp_path, height=2400)
     # the whole run: the failing detector first, its NEW fallbacks with the fixes beside them
     dom = render_dom(out / "r.html", tmp_path)
-    assert dom.index("yolov5_nano_small") < dom.index("unet_small") and dom.index("yolov5_nano_small") < dom.index("vit_tiny")
+    assert dom.index("centernet_small") < dom.index("unet_small") and dom.index("centernet_small") < dom.index("vit_tiny")
     new = dom.split('<section id="new">')[1].split("</section>")[0]
-    assert new.count('<tr class="new">') == len(tests["yolov5_nano_small"]["targets"][0]["baseline"]["new"]) > 0
+    assert new.count('<tr class="new">') == len(tests["centernet_small"]["targets"][0]["baseline"]["new"]) > 0
     ids = re.findall(r'\sid="([^"]+)"', dom)
     assert len(ids) == len(set(ids))
     # UNet: each skip connection (an edge over more than one layer) is routed through points beside the
