@@ -47,6 +47,7 @@ section.test{border-left:4px solid #ccd;padding-left:.8em;margin:1em 0}
 section.test.failed,section.test.error{border-left-color:#b3261e}
 .fix{margin:.2em 0}.fixes{margin:.3em 0 .3em 1em}
 summary{cursor:pointer;font-weight:600}
+td.fix{min-width:18em}td.reason{min-width:14em}tr.group th{background:#f6f6fa;font-weight:normal}
 """
 
 _JS = """
@@ -231,8 +232,8 @@ def _target_section(t: TestView, tr: TargetView, anchor: str) -> str:
                    '<th>reason</th><th>fix (checked)</th></tr></thead><tbody>')
         for fb in tr.new:
             sec.append(f'<tr class="new"><td>{h(fb.op_type, 60)}</td><td><code>{h(fb.name)}</code></td>'
-                       f'<td>{h(fb.where)}</td><td>{h(fb.verdict)}</td><td>{h(fb.reasons, 600)}</td>'
-                       f'<td>{_fix_cell(tr, fb.fixes)}</td></tr>')
+                       f'<td>{h(fb.where)}</td><td>{h(fb.verdict)}</td><td class="reason">{h(fb.reasons, 600)}</td>'
+                       f'<td class="fix">{_fix_cell(tr, fb.fixes)}</td></tr>')
         sec.append("</tbody></table>")
     sec += _fixes_list(tr)
     sec.append(LEGEND)
@@ -264,13 +265,17 @@ def render(doc: Mapping[str, Any]) -> str:
     new_rows = []
     for ti, t in enumerate(v.tests):
         for k, tr in enumerate(t.targets):
-            link = f'<a href="#{anchors[ti, k]}"><code>{h(t.label, 300)}</code></a>'
+            if not tr.new:
+                continue
+            # one heading row per test and target: the rows below keep their width for reasons and fixes
+            new_rows.append(f'<tr class="group"><th colspan="7"><a href="#{anchors[ti, k]}"><code>{h(t.label, 300)}'
+                            f'</code></a> on {h(tr.target)}: {len(tr.new)} new fallback(s)</th></tr>')
             for fb in tr.new:
-                new_rows.append(f'<tr class="new"><td>{h(tr.target)}</td><td>{link}</td><td>{h(fb.op_type, 60)}</td>'
+                new_rows.append(f'<tr class="new"><td>{h(tr.target)}</td><td>{h(fb.op_type, 60)}</td>'
                                 f'<td><code>{h(fb.name)}</code></td><td>{h(fb.verdict)}</td><td>{h(fb.where)}</td>'
-                                f'<td>{h(fb.reasons, 600)}</td><td>{_fix_cell(tr, fb.fixes)}</td></tr>')
+                                f'<td class="reason">{h(fb.reasons, 600)}</td><td class="fix">{_fix_cell(tr, fb.fixes)}</td></tr>')
     body = ['<section id="new"><h2>New fallbacks</h2>']
-    body += ([('<table class="new"><thead><tr><th>target</th><th>test</th><th>op type</th><th>node</th><th>verdict</th>'
+    body += ([('<table class="new"><thead><tr><th>target</th><th>op type</th><th>node</th><th>verdict</th>'
                '<th>source</th><th>reason</th><th>fix (checked)</th></tr></thead><tbody>'), *new_rows, "</tbody></table>"]
              if new_rows else ["<p>None.</p>"])
     body.append("</section>")

@@ -82,6 +82,6 @@ def test_three_models_render_readably(pytester, tmp_path):
     assert re.search(r'<text class="l" [^>]*>(…)?[a-z_.0-9]*(down|up|inc)[a-z_.0-9]*</text>', unet)
     # the transformer: long NPU-only runs collapsed, blocks named by module path
     vit = pages["vit_tiny"]
-    assert re.search(r'data-nodes="\d+"', vit) and re.search(r"blocks\.\d", vit)
+    assert re.search(r'data-nodes="\d+"', vit) and re.search(r"layers\.\d+\.self_attention", vit)
     for name in tests:
         assert "overflow-wrap:anywhere" not in pages[name]
