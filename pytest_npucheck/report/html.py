@@ -53,6 +53,8 @@ td.fix{min-width:18em}td.reason{min-width:14em}tr.group th{background:#f6f6fa;fo
 _JS = """
 document.getElementById('only-fb').addEventListener('change',function(e){
   document.body.classList.toggle('only-fb',e.target.checked);});
+document.querySelectorAll('svg.npu-graph[data-first-fallback-y]').forEach(function(g){
+  g.parentNode.scrollTop=Math.max(0,Number(g.getAttribute('data-first-fallback-y'))-120);});
 document.body.setAttribute('data-rendered',String(document.querySelectorAll('svg.npu-graph').length));
 """
 
@@ -119,8 +121,11 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
                and nodes[main[b.members[0]]]["name"] in cross_names}
     W, H = int(lay.width) + 1, int(lay.height) + 1
     marker = f"arrow-{gid}"
+    # the picture opens scrolled to the first node that leaves the NPU (the script below)
+    first = min((b.y for k, b in enumerate(lay.boxes) if box_dev[k] == "cpu"), default=None)
+    scroll = f' data-first-fallback-y="{first:.0f}"' if first is not None else ""
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="npu-graph" id="graph-{gid}" width="{W}" height="{H}" '
-           f'viewBox="0 0 {W} {H}" role="img" aria-label="graph of {len(main)} nodes">',
+           f'viewBox="0 0 {W} {H}" role="img" aria-label="graph of {len(main)} nodes"{scroll}>',
            f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
            'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#8d99ae"/></marker></defs>']
     for a, c, pts in lay.edges:
