@@ -176,7 +176,9 @@ class progress:
 
     def __init__(self, config: Any, what: str) -> None:
         self.what = what
-        self.tr = config.pluginmanager.get_plugin("terminalreporter") if config is not None else None
+        # an xdist worker has no terminal of its own (its output never reaches the user): nothing to say
+        worker = config is not None and hasattr(config, "workerinput")
+        self.tr = config.pluginmanager.get_plugin("terminalreporter") if config is not None and not worker else None
         self.capman = config.pluginmanager.get_plugin("capturemanager") if config is not None else None
         self.timer: Optional[threading.Timer] = None
         self.said = False
