@@ -267,21 +267,24 @@ def render(doc: Mapping[str, Any]) -> str:
                     f'added, {len(base.get("removed", []))} removed.</p>')
     head.append('<p><label><input type="checkbox" id="only-fb"> show only nodes that leave the NPU</label></p>')
     anchors = {(ti, k): f"t{ti}-{k}" for ti, t in enumerate(v.tests) for k in range(len(t.targets))}
+    # the top: one row per failing test and target (its NEW fallbacks by op type, the fixes checked for
+    # them); each node is listed once, in its test's section below, beside the graph
     new_rows = []
     for ti, t in enumerate(v.tests):
         for k, tr in enumerate(t.targets):
             if not tr.new:
                 continue
-            # one heading row per test and target: the rows below keep their width for reasons and fixes
-            new_rows.append(f'<tr class="group"><th colspan="7"><a href="#{anchors[ti, k]}"><code>{h(t.label, 300)}'
-                            f'</code></a> on {h(tr.target)}: {len(tr.new)} new fallback(s)</th></tr>')
+            ops: dict[str, int] = {}
             for fb in tr.new:
-                new_rows.append(f'<tr class="new"><td>{h(tr.target)}</td><td>{h(fb.op_type, 60)}</td>'
-                                f'<td><code>{h(fb.name)}</code></td><td>{h(fb.verdict)}</td><td>{h(fb.where)}</td>'
-                                f'<td class="reason">{h(fb.reasons, 600)}</td><td class="fix">{_fix_cell(tr, fb.fixes)}</td></tr>')
+                ops[fb.op_type] = ops.get(fb.op_type, 0) + 1
+            kinds = ", ".join(f"{n} {h(op, 60)}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+            fixes = sorted({k2 for fb in tr.new for k2 in fb.fixes})
+            new_rows.append(f'<tr class="new"><td>{h(tr.target)}</td><td><a href="#{anchors[ti, k]}"><code>'
+                            f'{h(t.label, 300)}</code></a></td><td class="num">{len(tr.new)}</td><td>{kinds}</td>'
+                            f'<td class="fix">{_fix_cell(tr, fixes)}</td></tr>')
     body = ['<section id="new"><h2>New fallbacks</h2>']
-    body += ([('<table class="new"><thead><tr><th>target</th><th>op type</th><th>node</th><th>verdict</th>'
-               '<th>source</th><th>reason</th><th>fix (checked)</th></tr></thead><tbody>'), *new_rows, "</tbody></table>"]
+    body += ([('<table class="new"><thead><tr><th>target</th><th>test</th><th>new</th><th>op types</th>'
+               '<th>fixes (checked)</th></tr></thead><tbody>'), *new_rows, "</tbody></table>"]
              if new_rows else ["<p>None.</p>"])
     body.append("</section>")
     if v.loosened:

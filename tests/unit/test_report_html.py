@@ -25,9 +25,15 @@ def test_svg_ids_are_unique_and_each_graph_points_at_its_own_marker():
 def test_failing_tests_first_with_the_fix_beside_each_new_fallback_and_passing_ones_folded():
     page = html_report.render(documents()["failed"])
     assert "overflow-wrap:anywhere" not in page  # numbers and names are not broken mid-token
+    # the top: one row per failing test and target, its NEW fallbacks by op type and their fixes
     new = page.split('<section id="new">')[1].split("</section>")[0]
-    row = next(r for r in new.split("<tr") if "/pad2/Pad" in r)
+    assert new.count('<tr class="new">') == 1 and "<td>1 Erf, 1 Pad</td>" in new
+    assert "<b>1. Use constant padding</b>" in new and "<b>2. Replace exact GELU by tanh GELU</b>" in new
+    # each node once, in its test's section, with the fix beside it
+    fallbacks = page.split('<table class="fallbacks">')[1].split("</table>")[0]
+    row = next(r for r in fallbacks.split("<tr") if "/pad2/Pad" in r)
     assert "<b>1. Use constant padding</b>: checked: 1 of 1 node(s) move to the NPU; fallbacks 3 -&gt; 2" in row
+    assert page.count("<code>/pad2/Pad</code>") == 3  # its row, the fix that names it, the table of every node
     failing_at = page.index('data-test="t.py::test_pads" data-target="toy@1.0/soc-a" data-status="FAIL"')
     passing_at = page.index('data-test="t.py::test_ok"')
     assert failing_at < page.index('<section id="accepted"><details>') < page.index('<section id="passing"><details>') < passing_at
