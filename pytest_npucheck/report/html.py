@@ -109,7 +109,7 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
 
     bw, bh = 176, 34
     lay = layout(len(main), edges, lambda v: bw, collapsible=lambda v: nodes[main[v]]["verdict"] == "npu",
-                 min_run=COLLAPSE_RUN, box_height=bh, margin=12)
+                 min_run=COLLAPSE_RUN, collapsed_width=bw, box_height=bh, margin=12)
     if len(lay.boxes) > MAX_SVG_BOXES:
         return f"<p>(graph of {len(main)} nodes not drawn: {len(lay.boxes)} boxes, more than {MAX_SVG_BOXES})</p>"
     part = tr.get("partition") or {}
