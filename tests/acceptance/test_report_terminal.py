@@ -74,6 +74,33 @@ def test_quiet_lists_only_what_fails_and_counts_the_rest(suite):
     assert "PASS test_q.py::test_clean[0] toy@1.0/soc-a: npu 2" in r.stdout.str()
 
 
+@pytest.mark.slow  # a -n 2 run: two workers that import torch and export
+def test_the_quiet_summary_is_the_same_under_xdist(suite):
+    pytest.importorskip("xdist")
+    suite.makepyfile(test_q='''
+        import pytest, torch
+        from nets import Clean, Pads
+
+        @pytest.mark.parametrize("i", range(2))
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], numerics=False)
+        def test_clean(npu_check, i):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a", "toy@1.1/soc-b"], numerics=False)
+        def test_pads(npu_check):
+            npu_check(Pads().eval(), torch.randn(1, 3, 8, 8))
+    ''')
+
+    def summary(*args):
+        r = suite.runpytest_subprocess("-q", *args)
+        r.assert_outcomes(passed=2, failed=1)
+        return r.stdout.str().split("npucheck summary")[1].split("short test summary")[0].strip()
+
+    serial = summary()
+    assert "npucheck: 2 tests passed on every target" in serial
+    assert summary("-n", "2") == serial
+
+
 def test_a_slow_export_says_what_it_is_doing(suite, monkeypatch):
     monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)  # every export counts as slow
     suite.makepyfile(test_p='''
