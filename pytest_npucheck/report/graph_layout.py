@@ -147,7 +147,10 @@ def layout(n: int, edges: Sequence[tuple[int, int]], widths: Callable[[int], flo
     def crossings() -> int:
         count = 0
         for r in range(depth - 1):
-            pairs = sorted((pos[v], pos[w]) for v in rows[r] for w in down[v])
+            row = rows[r]
+            if len(row) == 1 and len(down[row[0]]) <= 1:
+                continue  # one edge cannot cross another
+            pairs = sorted((pos[v], pos[w]) for v in row for w in down[v])
             count += _inversions([p[1] for p in pairs])
         return count
 
@@ -216,8 +219,9 @@ def layout(n: int, edges: Sequence[tuple[int, int]], widths: Callable[[int], flo
 
 def _inversions(seq: list[float]) -> int:
     """Pairs out of order in ``seq`` (edge crossings between two layers), by merge sort."""
-    if len(seq) < 2:
-        return 0
+    n = len(seq)
+    if n < 24:  # most layers are small: a direct count is cheaper than the recursion
+        return sum(1 for i in range(n) for j in range(i + 1, n) if seq[i] > seq[j])
     mid = len(seq) // 2
     left, right = seq[:mid], seq[mid:]
     count = _inversions(left) + _inversions(right)
