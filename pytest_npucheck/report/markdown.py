@@ -172,15 +172,19 @@ def render(doc: Mapping[str, Any], artefacts: Sequence[str] = (), limit: int = L
                f"The budgets file {esc(v.budgets.get('path', ''))} loosens these limits (against its committed version "
                "or an earlier release) with no `loosened` record: this fails the run.", ""]
               + [f"- {esc(p, 500)}" for p in v.loosened])
-    if v.stale:
-        b.add(["", "### Stale baseline entries", "",
-               "These accepted fallbacks no longer occur: remove them from the baseline (or run "
-               "`--npu-update-baseline`) so that they cannot come back silently"
-               + (" (strict: this fails the run)." if v.strict else ".")])
-        b.table(["target", "test", "op type", "node", "location", "reason"],
-                [_row([esc(e["target"]), esc(e["test"]), esc(e["op_type"], 40), esc(e["node"]),
-                       esc(F.location(e.get("location"))), esc(e["reason"], 300)]) for e in v.stale],
-                "stale entries")
+    def stale() -> None:
+        if v.stale:
+            b.add(["", "### Stale baseline entries", "",
+                   "These accepted fallbacks no longer occur: remove them from the baseline (or run "
+                   "`--npu-update-baseline`) so that they cannot come back silently"
+                   + (" (strict: this fails the run)." if v.strict else ".")])
+            b.table(["target", "test", "op type", "node", "location", "reason"],
+                    [_row([esc(e["target"]), esc(e["test"]), esc(e["op_type"], 40), esc(e["node"]),
+                           esc(F.location(e.get("location"))), esc(e["reason"], 300)]) for e in v.stale],
+                    "stale entries")
+
+    if v.strict:  # a stale entry fails a strict run: it comes with the failures; otherwise after them
+        stale()
     failing = v.failing
     if failing:
         b.add(["", "### Failures", "",
@@ -193,6 +197,8 @@ def render(doc: Mapping[str, Any], artefacts: Sequence[str] = (), limit: int = L
                            "JSON report.**"])
                 b.left_out.append(f"{rest} failing test(s)")
                 break
+    if not v.strict:
+        stale()
     bugs = [(t, d) for t in v.tests for d in t.disagreements]
     if bugs:
         b.add(["", "### Table bugs found by the real toolchains", "",
