@@ -179,7 +179,7 @@ def test_record_gate_and_stale_workflow(project):
     r.assert_outcomes(passed=1, failed=1)
     out = r.stdout.str()
     # each fallback once, in graph order, marked NEW or accepted (issue 26.4: no separate NEW list)
-    assert "NEW: a fallback not in the baseline npucheck-baseline.json (fails), accepted: in it" in out
+    assert "(gate NEW: a fallback not in the baseline npucheck-baseline.json, it fails the test; accepted: in it)" in out
     assert re.search(r"^  NEW +\S+ +\S+ +cpu ", out, re.M) and re.search(r"^  accepted +\S+ +\S+ +cpu ", out, re.M)
     assert "  1 NEW, 1 accepted fallback(s) on toy@1.0/soc-a" in out
     assert "reflect padding needed for encoder (https://tracker.invalid/42)" in out
