@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional, Sequence
 from . import formatting as F
 from .graph_layout import layout
 from .view import INTERRUPTED, RunView, TargetView, TestView, build
-from .views import fmt
+from .rows import fmt
 from ..result import DOCUMENTATION_ONLY, reason_text
 
 MAX_SVG_BOXES = 6000

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from . import formatting as F
 from .view import INTERRUPTED, RunView, TestView, build, documentation_note
-from .views import fmt
+from .rows import fmt
 
 LIMIT = 60_000
 MAX_CELL = 160

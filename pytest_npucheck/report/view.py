@@ -23,7 +23,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 from . import formatting as F
-from .views import disagreement_rows, numerics_context, numerics_rows, oracle_rows, target_budget_rows, test_label
+from .rows import disagreement_rows, numerics_context, numerics_rows, oracle_rows, target_budget_rows, test_label
 
 __all__ = ["RunView", "TestView", "TargetView", "Fallback", "Fix", "build", "errored", "INTERRUPTED"]
 

@@ -17,7 +17,7 @@ from conftest import REPO, TOY_TABLES
 
 from pytest_npucheck.report import html as html_report
 from pytest_npucheck.report import markdown as md_report
-from pytest_npucheck.report import views
+from pytest_npucheck.report import rows
 from pytest_npucheck.report.jsonreport import run_document, validate
 
 T = "toy@1.0/soc-a"
@@ -166,7 +166,7 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert f"seed {pads_num['emulation'][0]['result']['seed']}" in numerics_md
     row = next(line for line in numerics_md.splitlines()
                if line.startswith("| fp16 emulated") and md_report.esc(T) in line and "| pass |" in line)
-    assert f"| {views.fmt(emu['metrics']['max_abs'])} |" in row and "| default fp16 |" in row
+    assert f"| {rows.fmt(emu['metrics']['max_abs'])} |" in row and "| default fp16 |" in row
     assert sum(line.startswith("| ONNX Runtime CPU fp32 |") for line in numerics_md.splitlines()) == 1
     assert sum(line.startswith("| fp16 emulated") for line in numerics_md.splitlines()) == 2  # one per target
     new_part, acc_part = md.split("<summary>Accepted fallbacks")
@@ -187,7 +187,7 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert "reflect &lt;padding&gt; is | needed" in dom
     numerics_html = dom.split('<section id="numerics">')[1]
     assert '<tr class="emulated"><td>fp16 emulated (ONNX Runtime)</td>' in numerics_html
-    assert f"<td>{views.fmt(emu['metrics']['max_abs'])}</td>" in numerics_html
+    assert f"<td>{rows.fmt(emu['metrics']['max_abs'])}</td>" in numerics_html
 
 
 NASTY = "<script>alert(1)</script>\x00\x1b[31m|`*_\n" + "x" * 10_000
@@ -362,12 +362,12 @@ def test_tightest_margin_is_the_bound_closest_to_failing():
             {"metric": "snr_db", "measured": snr, "op": ">=", "allowed": 40.0, "passed": snr >= 40}]}
 
     # cosine 0.99995 has half its room (1 - 0.9999) left; max abs 0.002 has 80 %: cosine is the tightest
-    assert views.tightest(out(0.99995, 1e-4, 0.002, 60.0)) == "cosine +5e-05"
+    assert rows.tightest(out(0.99995, 1e-4, 0.002, 60.0)) == "cosine +5e-05"
     # max abs over its bound, but SNR passes the output: the margin is SNR's, not a negative max abs
-    assert views.tightest(out(1.0, 1e-4, 0.02, 45.0, elem=0.1)) == "snr_db +5"
+    assert rows.tightest(out(1.0, 1e-4, 0.02, 45.0, elem=0.1)) == "snr_db +5"
     # both the element-wise clause and SNR fail: the better of the two, negative
-    assert views.tightest(out(1.0, 1e-4, 0.02, 35.0, elem=0.1)) == "snr_db -5"
-    assert views.tightest({"checks": []}) == "-"
+    assert rows.tightest(out(1.0, 1e-4, 0.02, 35.0, elem=0.1)) == "snr_db -5"
+    assert rows.tightest({"checks": []}) == "-"
 
 
 def test_oracle_text_lines_name_the_table_bug_and_the_numbers():
