@@ -379,7 +379,7 @@ class OutputComparison:
             pct = 100.0 * self.out_of_tolerance / self.size if self.size else 0.0
             out.append(f"  elements out of tolerance: {self.out_of_tolerance} / {self.size} ({pct:.3g}%)")
             out.append(f"  max_abs {_fmt(m.max_abs)}  mean_abs {_fmt(m.mean_abs)}  max_rel {_fmt(m.max_rel)}"
-                       f" (floor {_fmt(m.rel_floor)})  cosine {_fmt(m.cosine)}  norm_ratio {_fmt(m.norm_ratio)}"
+                       f" (floor {_fmt(m.rel_floor)})  cosine {_fmt4(m.cosine)}  norm_ratio {_fmt(m.norm_ratio)}"
                        f"  snr {_fmt(m.snr_db)} dB  peak |ref| {_fmt(m.peak)}")
             out += [f"  {c.text()}" for c in self.checks]
             if self.worst:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
-from .formatting import MAX_NAME, clean, location, pct as _pct
+from .formatting import MAX_NAME, clean, location, number, pct as _pct
 
 __all__ = ["clean", "MAX_NAME", "summary_line", "source_text", "node_rows", "partition_line", "render_target",
            "render_fixes", "oracle_lines"]
@@ -182,7 +182,7 @@ def oracle_lines(j: Mapping[str, Any]) -> list[str]:
                 m = o_.get("metrics") or {}
                 out.append(f"  numerics {num['candidate']} vs {num['reference']}, output {clean(o_['name'], 60)}: "
                            f"{'PASS' if o_['passed'] else 'FAIL'} max_abs {_g4(m.get('max_abs'))} cosine "
-                           f"{_g4(m.get('cosine'), 6)} snr {_g4(m.get('snr_db'))} dB "
+                           f"{number(m.get('cosine'))} snr {_g4(m.get('snr_db'))} dB "
                            f"(policy {num['comparison'].get('policy')})")
     return out
 
