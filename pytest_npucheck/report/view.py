@@ -19,7 +19,7 @@ Verdicts:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional
 
 from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
 from . import formatting as F
