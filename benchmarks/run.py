@@ -1,6 +1,6 @@
 """Performance goals of issue 8, measured as ratios within one run.
 
-    python benchmarks/run.py [--goals 1,2,3,4,5,6] [--reps N] [--json figures.json]
+    python benchmarks/run.py [--goals 1,2,3,4,5,6,7] [--reps N] [--json figures.json]
 
 Every figure is a ratio of two operations measured in the same run, alternating them and taking
 the median of several repetitions, so a busy machine slows both sides alike. Models are built on
@@ -450,7 +450,40 @@ def goal6(reps: int) -> None:
            f"{len(GOAL6_MODELS)}", hits == len(GOAL6_MODELS))
 
 
-GOALS = {"1": goal1, "2": goal2, "3": goal3, "4": goal4, "5": goal5, "6": goal6}
+# -- goal 7: the HTML report's graph layout scales to thousands of nodes -----------------------------
+
+def _graph_target(n: int, seed: int = 7) -> dict[str, Any]:
+    """A target of the JSON report with ``n`` nodes: a backbone with branches and skip connections
+    every few nodes and a CPU fallback every 97th node (what the layout and the renderer draw)."""
+    import random
+
+    rng = random.Random(seed)
+    nodes = [{"name": f"/block{k // 10}/op{k}", "op_type": "Conv" if k % 3 else "Add", "domain": "",
+              "verdict": "cpu" if k % 97 == 50 else "npu", "reasons": [],
+              "source": {"module": f"encoder.block{k // 10}.op{k % 10}", "file": "/src/net.py", "line": k}}
+             for k in range(n)]
+    edges = [[k, k + 1] for k in range(n - 1)] + [[k, min(n - 1, k + rng.randint(2, 24))] for k in range(0, n, 5)]
+    return {"target": "rknn@2.5.0/rk3588", "nodes": nodes, "edges": edges, "partition": None}
+
+
+def goal7(reps: int) -> None:
+    print("goal 7: HTML graph layout of a 5,000-node graph", flush=True)
+    sys.path.insert(0, str(REPO))
+    from pytest_npucheck.report.html import graph_svg
+
+    small, large = _graph_target(1000), _graph_target(5000)
+    t = alternate({"1000": lambda: graph_svg(small, "a"), "5000": lambda: graph_svg(large, "b")}, max(3, reps))
+    cpu = dict(CPU)  # single-threaded work: process CPU time is the steadier figure on a shared machine
+    ratio = cpu["5000"] / cpu["1000"]
+    # five times the nodes: linear work is a ratio of 5; a quadratic step would show as ~25
+    record("7", "HTML graph of 5,000 nodes / of 1,000 nodes, CPU time (layout and SVG)", ratio, "<= 8", ratio <= 8,
+           cpu_s_5000=round(cpu["5000"], 3), cpu_s_1000=round(cpu["1000"], 3), wall_s_5000=round(t["5000"], 2))
+    j = alternate({"svg": lambda: graph_svg(large, "b"), "json": lambda: json.dumps(large)}, max(1, reps // 2))
+    record("7", "HTML graph of 5,000 nodes / JSON serialisation of the same target (info)", j["svg"] / j["json"],
+           "info", True)
+
+
+GOALS = {"1": goal1, "2": goal2, "3": goal3, "4": goal4, "5": goal5, "6": goal6, "7": goal7}
 
 
 def main() -> int:

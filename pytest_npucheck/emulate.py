@@ -551,14 +551,18 @@ class Diagnosis:
     def lines(self) -> list[str]:
         out = [f"{self.precision} layer analysis ({self.mode}, {len(self.layers)} layers compared)"]
         f = self.first_divergent
-        out.append(f"  first node over tolerance: {f.node} ({f.op_type}) snr {json_float(f.snr_db)} dB, "
-                   f"cosine {json_float(f.cosine)}" if f else "  no layer over tolerance")
-        out.append("  worst layers:")
-        out += [f"    {w.node} ({w.op_type}): snr {json_float(w.snr_db)} dB, cosine {json_float(w.cosine)}, "
-                f"max_abs {json_float(w.max_abs)}" for w in self.worst]
+        from .report.formatting import number
+
+        out.append(f"  first node over tolerance: {f.node} ({f.op_type}) snr {number(f.snr_db)} dB, "
+                   f"cosine {number(f.cosine)}" if f else "  no layer over tolerance")
+        over = [w for w in self.worst if not w.passed]  # the layers within tolerance are not the story
+        if over:
+            out.append("  worst layers over tolerance:")
+            out += [f"    {w.node} ({w.op_type}): snr {number(w.snr_db)} dB, cosine {number(w.cosine)}, "
+                    f"max_abs {number(w.max_abs)}" for w in over]
         for g in self.greedy:
             out.append(f"  keep in fp32 {list(g.keep_fp32)}: {'PASS' if g.passed else 'still failing'}"
-                       f" (worst output snr {json_float(g.worst_output_snr_db)} dB)")
+                       f" (worst output snr {number(g.worst_output_snr_db)} dB)")
         if self.keep_fp32 is not None:
             out.append(f"  => keeping {list(self.keep_fp32)} in fp32 brings the outputs within budget")
         elif self.greedy:

@@ -346,6 +346,15 @@ class OutputComparison:
             return f"{self.model_name!r} (ONNX output {self.name!r})"
         return repr(self.name)
 
+    def summary_lines(self) -> list[str]:
+        """The one line of an output among others: a pass without its details, a failure in full."""
+        if not self.passed:
+            return self.lines()
+        m = self.metrics
+        nums = (f": cosine {_fmt4(m.cosine)}, SNR {_fmt4(m.snr_db)} dB, max_abs {_fmt4(m.max_abs)}"
+                if m is not None else "")
+        return [f"PASS output {self.title}{nums}"]
+
     def lines(self) -> list[str]:
         """A human report, one string per line."""
         head = "PASS" if self.passed else "FAIL"
@@ -370,7 +379,7 @@ class OutputComparison:
             pct = 100.0 * self.out_of_tolerance / self.size if self.size else 0.0
             out.append(f"  elements out of tolerance: {self.out_of_tolerance} / {self.size} ({pct:.3g}%)")
             out.append(f"  max_abs {_fmt(m.max_abs)}  mean_abs {_fmt(m.mean_abs)}  max_rel {_fmt(m.max_rel)}"
-                       f" (floor {_fmt(m.rel_floor)})  cosine {_fmt(m.cosine)}  norm_ratio {_fmt(m.norm_ratio)}"
+                       f" (floor {_fmt(m.rel_floor)})  cosine {_fmt4(m.cosine)}  norm_ratio {_fmt(m.norm_ratio)}"
                        f"  snr {_fmt(m.snr_db)} dB  peak |ref| {_fmt(m.peak)}")
             out += [f"  {c.text()}" for c in self.checks]
             if self.worst:
@@ -419,11 +428,19 @@ class Comparison:
             out.append("FAIL tolerance overrides name no output (typo?): "
                        + ", ".join(self.unknown_overrides))
         for o in self.outputs:
-            out += o.lines()
+            # a failure shows the details of the outputs that failed; one that passed gets one line
+            out += o.summary_lines() if not self.passed else o.lines()
         return out
 
 
 # --------------------------------------------------------------------------- comparison
+
+
+def _fmt4(x: Any) -> str:
+    """A metric with the digits that matter (``report.formatting.number``)."""
+    from .report.formatting import number
+
+    return number(x)
 
 
 def _fmt(x: Any) -> str:

@@ -683,8 +683,10 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     )
     cache_dir = _cache_dir(item.config)
     failure = None  # failed outside the handler: pytest would print the exception it handles first
+    from .report.terminal import progress
+
     try:
-        with _eval_mode(model):
+        with _eval_mode(model), progress(item.config, f"exporting {item.nodeid} ({options.exporter} exporter)"):
             exported = export_model(model, example_inputs, options, cache_dir=cache_dir)
     except ExportError as exc:
         entry["error"] = f"export failed: {exc}"
@@ -743,8 +745,9 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
                          numerics=given.get("numerics", spec.numerics), golden=given.get("golden", spec.golden))
     numeric_lines: list[str] = []
     if state.numerics_on(spec_now):
-        numeric_lines = _numerics(item, state, spec_now, model, example_inputs, exported.path, graph, results,
-                                  tables, entry)
+        with progress(item.config, f"numerics of {item.nodeid}"):
+            numeric_lines = _numerics(item, state, spec_now, model, example_inputs, exported.path, graph, results,
+                                      tables, entry)
     else:
         entry["numerics"] = {"enabled": False, "passed": None}
     oracle_fails = False
@@ -1204,37 +1207,9 @@ class _eval_mode:
 
 def _failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], state: _State,
                   budget_lines: Sequence[str] = ()) -> str:
-    """NEW fallbacks first (they fail the test), then the accepted ones, then the full per-target report."""
-    from .report.text import clean, render_target, source_text
+    from .report.terminal import failure_text
 
-    failing = [r for r, t in zip(results, targets) if not t["baseline"]["passed"]]
-    lines = [f"npu_deployable: the model fails the deployability check on {len(failing)} of {len(results)} "
-             "target(s)"]
-    lines += list(budget_lines)
-    for r, t in zip(results, targets):
-        b = t["baseline"]
-        by_name = {n.name: n for n in r.nodes}
-        if b.get("refused"):
-            lines.append(f"{r.target}: --npu-update-baseline refuses {len(b['refused'])} unsupported node(s): the "
-                         "compiler rejects the model, so nothing deploys and no baseline can accept it")
-        if b["new"]:
-            lines.append(f"{r.target}: NEW fallbacks (not in the baseline {state.baseline_path.name}):")
-            for name in b["new"]:
-                n = by_name[name]
-                why = "; ".join(clean(x.message, 200) for x in n.reasons)
-                lines.append(f"  NEW {n.verdict:<11} {clean(n.op_type, 40)} {clean(n.name)} at "
-                             f"{clean(source_text(n.source), 200)}: {why}")
-        if b["accepted"]:
-            lines.append(f"{r.target}: accepted fallbacks (baseline {state.baseline_path.name}):")
-            for a in b["accepted"]:
-                n = by_name[a["node"]]
-                link = f" ({clean(a['link'], 200)})" if a.get("link") else ""
-                lines.append(f"  accepted {n.verdict:<11} {clean(n.op_type, 40)} {clean(n.name)}: "
-                             f"{clean(a['reason'], 200)}{link}")
-    for r in results:
-        lines.append("")
-        lines += render_target(r)
-    return "\n".join(lines)
+    return failure_text(results, targets, state.baseline_path.name, budget_lines)
 
 
 @pytest.fixture
@@ -1287,13 +1262,22 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
             values.append(funcargs[name])
             continue
         request = getattr(item, "_request", None)
-        try:
-            if request is None:
-                raise LookupError(name)
-            values.append(request.getfixturevalue(name))
-        except (pytest.FixtureLookupError, LookupError):
+        missing = request is None
+        if not missing:
+            try:
+                values.append(request.getfixturevalue(name))
+            except (pytest.FixtureLookupError, LookupError):
+                missing = True
+        if missing:  # failed outside the handler: no chained lookup error before the message
             item.stash[_ENTRY] = {"nodeid": item.nodeid, "status": "error", "targets": [], "export": None,
                                   "error": f"no fixture {name!r}"}
+            if "npu_check" in getattr(item, "fixturenames", ()):
+                item.stash[_ENTRY]["error"] = "requests npu_check but never calls it"
+                pytest.fail(
+                    f"@pytest.mark.{MARKER}: the test requests the npu_check fixture but never calls it, so nothing "
+                    f"was checked: call npu_check(model, example_inputs) in the test (or provide fixtures "
+                    f"{model_name!r} and {inputs_name!r} for the marker-only form; ini keys npu_model_fixture / "
+                    "npu_inputs_fixture).", pytrace=False)
             pytest.fail(
                 f"@pytest.mark.{MARKER}: nothing to check: the test neither calls the npu_check fixture nor has a "
                 f"fixture named {name!r} (ini key {key}). Request npu_check, or provide fixtures "
@@ -1507,7 +1491,7 @@ class _Reporter:
                 elif fmt == "md":
                     from .report.markdown import render as render_md
 
-                    write_atomic(Path(path), render_md(doc))
+                    write_atomic(Path(path), render_md(doc, [p for f, p in map(_report_spec, reports) if f != "md"]))
                 elif fmt == "html":
                     from .report.html import render as render_html
 
@@ -1519,93 +1503,10 @@ class _Reporter:
             self.written.append(path)
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-        info = self.baseline_info
-        binfo = self.budgets_info
-        if not self.entries and not info and not self.report_errors and not (
-                binfo and (binfo["stale"] or binfo["tightening_problems"] or binfo.get("stale_not_checked")
-                           or (binfo.get("base") or {}).get("note"))):
-            return
-        from .report.text import clean
+        from .report.terminal import write_summary
 
-        tr = terminalreporter
-        tr.section("npucheck summary")
-        from .report.views import test_label
-
-        for entry in sorted(self.entries, key=lambda e: (e["nodeid"], e.get("call", 1))):
-            label = clean(test_label(entry), 300)
-            if entry.get("error") and not entry.get("targets"):
-                first = (entry["error"].splitlines() or [""])[0]
-                tr.write_line(f"ERROR {label}: {clean(first, 300)}")
-                continue
-            for t in entry.get("targets", []):
-                s = t["summary"]
-                b = t.get("baseline") or {"passed": t["passed"], "new": [], "accepted": []}
-                word = "PASS" if b["passed"] else "FAIL"
-                extra = ""
-                if (b["new"] or b["accepted"]) and info is not None and info["updated"]:
-                    n_refused = len(b.get("refused") or [])
-                    extra = f" ({len(b['new']) + len(b['accepted']) - n_refused} fallback(s) recorded in the baseline"
-                    extra += f", {n_refused} unsupported refused)" if n_refused else ")"
-                elif b["new"] or b["accepted"]:
-                    extra = f" ({len(b['new'])} new, {len(b['accepted'])} accepted fallback(s))"
-                tr.write_line(f"{word} {label} {t['target']}: npu {s['npu']}, cpu {s['cpu']}, "
-                              f"unsupported {s['unsupported']}, folded {s['folded']}{extra}")
-            num = entry.get("numerics") or {}
-            if num.get("enabled") and not num.get("passed"):
-                tr.write_line(f"FAIL {label} numerics"
-                              + (f": {clean(num['error'], 300)}" if num.get("error") else ""))
-            for o in (entry.get("oracle") or {}).get("targets", []):
-                from .report.text import oracle_lines
-
-                text = oracle_lines(o)
-                bad = o["status"] == "error" or bool((o.get("agreement") or {}).get("disagreements"))
-                tr.write_line(f"{label} {text[0]}", red=bad, yellow=o["status"] == "unavailable")
-                for ln in text[1:]:
-                    tr.write_line(ln, red=ln.lstrip().startswith("TABLE BUG"))
-        if info is not None:
-            if info.get("error"):
-                tr.write_line(f"npucheck baseline {info['path']}: {clean(info['error'], 500)}", red=True)
-            elif info["updated"]:
-                tr.write_line(f"npucheck baseline updated: {info['path']} ({info['entries']} entries, "
-                              f"{len(info['added'])} added, {len(info['removed'])} removed as no longer occurring)")
-                for e in info["removed"]:
-                    tr.write_line(f"  removed: {_entry_text(e)}")
-                if info.get("refused"):
-                    from .baseline import REFUSED_WHY
-
-                    tr.write_line(f"npucheck baseline: {len(info['refused'])} unsupported node(s) not recorded ("
-                                  f"{REFUSED_WHY}; their tests fail):", red=True)
-                    for e in info["refused"]:
-                        tr.write_line(f"  refused: {_entry_text(e)}", red=True)
-            elif info["stale"]:
-                how = "fails the run (strict)" if info["strict"] else "warning; --npu-baseline-strict fails the run"
-                tr.write_line(f"npucheck baseline {info['path']}: {len(info['stale'])} stale entr"
-                              f"{'y' if len(info['stale']) == 1 else 'ies'} ({how}); the accepted fallback no longer "
-                              "occurs: remove it, or run --npu-update-baseline", red=bool(info["strict"]))
-                for e in info["stale"]:
-                    tr.write_line(f"  stale: {_entry_text(e)}")
-        if binfo is not None:
-            if binfo["tightening_problems"]:
-                tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['tightening_problems'])} loosening(s) "
-                              f"without approval against {(binfo.get('base') or {}).get('label', 'HEAD')} "
-                              "(fails the run):", red=True)
-                for p in binfo["tightening_problems"]:
-                    tr.write_line(f"  {clean(p, 500)}")
-            base = binfo.get("base") or {}
-            if base.get("note"):
-                tr.write_line(f"npucheck budgets {binfo['path']}: {clean(base['note'], 500)}")
-            if binfo.get("stale_not_checked"):
-                tr.write_line(f"npucheck budgets {binfo['path']}: stale entries not checked: {binfo['stale_not_checked']}")
-            if binfo["stale"]:
-                tr.write_line(f"npucheck budgets {binfo['path']}: {len(binfo['stale'])} stale entr"
-                              f"{'y' if len(binfo['stale']) == 1 else 'ies'} (no test used them in release "
-                              f"{binfo['release_in_force']}):")
-                for k in binfo["stale"]:
-                    tr.write_line(f"  stale: {clean(k, 300)}")
-        for path in self.written:
-            tr.write_line(f"npucheck report written: {path}")
-        for text in self.report_errors:
-            tr.write_line(f"npucheck {text}", red=True)
+        write_summary(terminalreporter, self.entries, self.baseline_info, self.budgets_info, self.written,
+                      self.report_errors, quiet=config.getoption("verbose") < 0)
 
 
 def _tightening_problems(budgets: Any, config: pytest.Config) -> tuple[list[str], Optional[dict[str, Any]]]:
@@ -1638,13 +1539,9 @@ def _tightening_problems(budgets: Any, config: pytest.Config) -> tuple[list[str]
 
 
 def _entry_text(e: Mapping[str, Any]) -> str:
-    from .report.text import clean
+    from .report.terminal import entry_text
 
-    loc = e.get("location")
-    where = f" at {loc['module'] or '<root>'} {loc['file']}:{loc['line']}" if loc else ""
-    call = f" [call {e['call']}]" if e.get("call", 1) != 1 else ""
-    return (f"{clean(e['test'], 300)}{call} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}"
-            f"{clean(where, 200)}")
+    return entry_text(e)
 
 
 __all__ = ["npu_check", "NpuCheckOutcome", "CheckSpec"]

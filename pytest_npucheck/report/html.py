@@ -1,256 +1,372 @@
 """HTML report: one self-contained file (inline CSS, JS and SVG; nothing loaded from anywhere).
 
-Rendered from the JSON report document: the gate summary (NEW fallbacks first, then accepted
-ones, stale baseline entries, errors), then per test and target the partition, a picture of the
-graph and the per-operator table. The picture lays the main graph out in topological layers,
-colours nodes by device, draws edges that cross between NPU and CPU as marked transitions and
-outlines the nodes that cause them. Every string from a model is escaped and capped.
+Formats the run view (``view.build``) for the reviewer who opens it first: the headline, the NEW
+fallbacks with the checked fixes beside each, what else fails the run (stale baseline entries,
+loosened budgets, table bugs, errors), then one section per test and target, failing ones first
+(passing ones folded): the partition, a layered drawing of the graph (``graph_layout``: branches
+and skip connections drawn as such, long NPU-only runs collapsed, nodes labelled with their PyTorch
+module path, NPU/CPU transitions marked) and the per-operator table. Accepted fallbacks, numerics
+and oracles follow. Every string from a model is escaped and capped (``formatting.html``).
 """
 
 from __future__ import annotations
 
-import html as _html
 from typing import Any, Mapping, Optional, Sequence
 
-from .text import clean
-from .views import test_label, test_order, disagreement_rows, fmt, numerics_context, numerics_rows, oracle_rows, target_budget_rows
-from .views import INTERRUPTED, gate as _gate, headline, pct as _pct, run_passed, where as _where
-from ..result import DOCUMENTATION_ONLY, documentation_only, reason_text
+from . import formatting as F
+from .graph_layout import layout
+from .view import INTERRUPTED, RunView, TargetView, TestView, build
+from .rows import fmt
+from ..result import DOCUMENTATION_ONLY, reason_text
 
-MAX_SVG_NODES = 1500
+MAX_SVG_BOXES = 6000
 MAX_TABLE_ROWS = 5000
+COLLAPSE_RUN = 6  # NPU-only chains of at least this many nodes are drawn as one box
 _DEVICE = {"npu": "npu", "cpu": "cpu", "unsupported": "cpu", "folded": None}
 _CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#1b1f24}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em}h3{font-size:1.05em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:1.6em}h3{font-size:1.05em}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccd;padding:2px 6px;text-align:left;
-vertical-align:top;max-width:48em;overflow-wrap:anywhere}th{background:#eef}
+vertical-align:top;max-width:40em;overflow-wrap:break-word}th{background:#eef}
+td.num{white-space:nowrap;text-align:right}td.nw,table.new td:first-child,table.accepted td:first-child{white-space:nowrap}
 .pass{color:#116329;font-weight:bold}.fail{color:#b3261e;font-weight:bold}
 tr.v-npu td.v{background:#d8f3dc}tr.v-cpu td.v{background:#ffe8cc}tr.v-unsupported td.v{background:#ffd6d6}
 tr.v-folded td.v{background:#eee}tr.new td{background:#fff1f0}
 body.only-fb tr.v-npu,body.only-fb tr.v-folded{display:none}
-.graph{overflow:auto;max-height:70vh;border:1px solid #ccd;background:#fcfcfd}
-.n-npu{fill:#52b788}.n-cpu{fill:#f4a261}.n-unsupported{fill:#e63946}.n-folded{fill:#ced4da}
-.cause{stroke:#1b1f24;stroke-width:3}.e{stroke:#8d99ae;stroke-width:1;fill:none}
+.graph{overflow:auto;max-height:75vh;border:1px solid #ccd;background:#fcfcfd}
+.legend{margin:.3em 0;font-size:12px}.legend span{display:inline-block;margin-right:1.2em;white-space:nowrap}
+.legend i{display:inline-block;width:14px;height:12px;vertical-align:middle;margin-right:4px;border:1px solid #888}
+.n-npu{fill:#52b788}.n-cpu{fill:#f4a261}.n-unsupported{fill:#e63946}.n-folded{fill:#ced4da}.n-run{fill:#b7e4c7}
+.cause{stroke:#1b1f24;stroke-width:3}.e{stroke:#8d99ae;stroke-width:1.2;fill:none}
 .x{stroke:#d00000;stroke-width:2.5;stroke-dasharray:6 3;fill:none}
-text.l{font:11px monospace;pointer-events:none}
-code{overflow-wrap:anywhere}
+text.l{font:11px monospace;pointer-events:none}text.op{font:bold 11px monospace;pointer-events:none}
+code{overflow-wrap:break-word}
+section.test{border-left:4px solid #ccd;padding-left:.8em;margin:1em 0}
+section.test.failed,section.test.error{border-left-color:#b3261e}
+.fix{margin:.2em 0}.fixes{margin:.3em 0 .3em 1em}
+summary{cursor:pointer;font-weight:600}
+td.fix{min-width:18em}td.reason{min-width:14em}tr.group th{background:#f6f6fa;font-weight:normal}
 """
 
 _JS = """
 document.getElementById('only-fb').addEventListener('change',function(e){
   document.body.classList.toggle('only-fb',e.target.checked);});
+document.querySelectorAll('svg.npu-graph[data-first-fallback-y]').forEach(function(g){
+  g.parentNode.scrollTop=Math.max(0,Number(g.getAttribute('data-first-fallback-y'))-120);});
 document.body.setAttribute('data-rendered',String(document.querySelectorAll('svg.npu-graph').length));
 """
 
+LEGEND = ('<div class="legend"><span><i style="background:#52b788"></i>NPU</span>'
+          '<span><i style="background:#b7e4c7"></i>run of NPU nodes (collapsed)</span>'
+          '<span><i style="background:#f4a261"></i>CPU</span><span><i style="background:#e63946"></i>unsupported</span>'
+          '<span><i style="background:#ced4da"></i>folded</span>'
+          '<span><i style="background:#fff;border:2px dashed #d00000"></i>NPU/CPU transition</span>'
+          '<span><i style="background:#f4a261;border:3px solid #1b1f24"></i>causes a transition</span></div>')
+
 
 def h(text: Any, limit: int = 200) -> str:
-    """Escape for HTML text and attributes; control, bidi and other invisible characters shown as
-    \\xNN / \\uNNNN (``text.clean``); length capped."""
-    s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
-    return _html.escape(s, quote=True)
+    """Escape for HTML text and attributes; invisible characters shown as escapes; length capped."""
+    return F.html(text, limit)
 
 
 def _reasons(n: Mapping[str, Any]) -> str:
     return "; ".join(reason_text(r) for r in n.get("reasons", []))
 
 
-def graph_svg(tr: Mapping[str, Any]) -> str:
-    """The main graph: topological layers top to bottom, coloured by device, transitions marked."""
+def _tail(module: Optional[str], limit: int = 24) -> str:
+    """A module path that fits a box: its first and last components, the middle elided
+    (``down1.maxpool_conv.1.double_conv.5`` -> ``down1…double_conv.5``)."""
+    if module is None:
+        return ""
+    if module == "":
+        return "<root>"
+    if len(module) <= limit:
+        return module
+    parts = module.split(".")
+    acc, i = parts[-1], len(parts) - 2
+    while i > 0 and len(parts[0]) + 1 + len(parts[i]) + 1 + len(acc) <= limit:
+        acc, i = parts[i] + "." + acc, i - 1
+    if len(parts) > 1 and len(parts[0]) + 1 + len(acc) <= limit:
+        return parts[0] + "\u2026" + acc
+    return "\u2026" + module[-(limit - 1):]
+
+
+def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
+    """The main graph as a layered DAG: coloured by device, transitions marked, long NPU runs collapsed.
+
+    ``gid``: unique per graph in the page (the SVG's marker id)."""
     nodes: Sequence[Mapping[str, Any]] = tr.get("nodes", [])
     main = [k for k, n in enumerate(nodes) if not n.get("graph")]
     if not main:
         return "<p>(no nodes)</p>"
-    if len(main) > MAX_SVG_NODES:
-        return f"<p>(graph of {len(main)} nodes not drawn; more than {MAX_SVG_NODES})</p>"
-    keep = set(main)
-    edges = [(a, b) for a, b in tr.get("edges", []) if a in keep and b in keep and a != b]
-    preds: dict[int, list[int]] = {k: [] for k in main}
-    for a, b in edges:
-        preds[b].append(a)
-    depth: dict[int, int] = {}
-    for k in main:  # nodes are in topological order; be safe against a cycle or a late producer
-        depth[k] = 1 + max((depth.get(p, -1) for p in preds[k] if p in depth), default=-1)
-    layers: dict[int, list[int]] = {}
-    for k in main:
-        layers.setdefault(depth[k], []).append(k)
-    cw, ch, bw, bh = 150, 60, 134, 30
-    pos: dict[int, tuple[int, int]] = {}
-    width = max(len(v) for v in layers.values())
-    for d, ks in layers.items():
-        off = (width - len(ks)) * cw // 2
-        for i, k in enumerate(ks):
-            pos[k] = (10 + off + i * cw, 34 + d * ch)
-    W = 20 + width * cw
-    H = 44 + (max(layers) + 1) * ch
+    local = {k: i for i, k in enumerate(main)}
+    edges = [(local[a], local[b]) for a, b in tr.get("edges", []) if a in local and b in local and a != b]
 
-    def dev(k: int) -> Optional[str]:
-        return _DEVICE.get(nodes[k]["verdict"])
+    def dev(i: int) -> Optional[str]:
+        return _DEVICE.get(nodes[main[i]]["verdict"])
 
-    crossing = {(a, b) for a, b in edges if dev(a) and dev(b) and dev(a) != dev(b)}
+    bw, bh = 176, 34
+    lay = layout(len(main), edges, lambda v: bw, collapsible=lambda v: nodes[main[v]]["verdict"] == "npu",
+                 min_run=COLLAPSE_RUN, collapsed_width=bw, box_height=bh, margin=12)
+    if len(lay.boxes) > MAX_SVG_BOXES:
+        return f"<p>(graph of {len(main)} nodes not drawn: {len(lay.boxes)} boxes, more than {MAX_SVG_BOXES})</p>"
     part = tr.get("partition") or {}
-    causes = {k for a, b in crossing for k in (a, b) if dev(k) == "cpu"}
     cross_names = {c.get("from") for c in part.get("crossings", [])} | {c.get("to") for c in part.get("crossings", [])}
-    causes |= {k for k in main if nodes[k]["name"] in cross_names and dev(k) == "cpu"}
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="npu-graph" width="{W}" height="{H}" '
-           f'viewBox="0 0 {W} {H}" role="img" aria-label="graph of {len(main)} nodes">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
-           'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#8d99ae"/></marker></defs>',
-           '<g class="legend"><rect x="10" y="6" width="14" height="14" class="n-npu"/><text class="l" x="28" y="17">NPU</text>'
-           '<rect x="70" y="6" width="14" height="14" class="n-cpu"/><text class="l" x="88" y="17">CPU</text>'
-           '<rect x="130" y="6" width="14" height="14" class="n-unsupported"/><text class="l" x="148" y="17">unsupported</text>'
-           '<rect x="240" y="6" width="14" height="14" class="n-folded"/><text class="l" x="258" y="17">folded</text>'
-           '<line x1="320" y1="13" x2="350" y2="13" class="x"/><text class="l" x="356" y="17">NPU/CPU transition</text>'
-           '<rect x="490" y="6" width="14" height="14" class="n-cpu cause"/><text class="l" x="508" y="17">causes a transition</text></g>']
-    for a, b in edges:
-        (x1, y1), (x2, y2) = pos[a], pos[b]
-        cls = "x" if (a, b) in crossing else "e"
-        out.append(f'<path class="{cls}" d="M{x1 + bw // 2},{y1 + bh} C{x1 + bw // 2},{y1 + bh + 20} '
-                   f'{x2 + bw // 2},{y2 - 20} {x2 + bw // 2},{y2}" marker-end="url(#arrow)"/>')
-    for k in main:
-        n = nodes[k]
-        x, y = pos[k]
+    box_dev = [("npu" if b.collapsed else dev(b.members[0])) for b in lay.boxes]
+    crossing = {(a, c) for a, c, _ in lay.edges if box_dev[a] and box_dev[c] and box_dev[a] != box_dev[c]}
+    causes = {k for a, c in crossing for k in (a, c) if box_dev[k] == "cpu"}
+    causes |= {k for k, b in enumerate(lay.boxes) if not b.collapsed and box_dev[k] == "cpu"
+               and nodes[main[b.members[0]]]["name"] in cross_names}
+    W, H = int(lay.width) + 1, int(lay.height) + 1
+    marker = f"arrow-{gid}"
+    # the picture opens scrolled to the first node that leaves the NPU (the script below)
+    first = min((b.y for k, b in enumerate(lay.boxes) if box_dev[k] == "cpu"), default=None)
+    scroll = f' data-first-fallback-y="{first:.0f}"' if first is not None else ""
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="npu-graph" id="graph-{gid}" width="{W}" height="{H}" '
+           f'viewBox="0 0 {W} {H}" role="img" aria-label="graph of {len(main)} nodes"{scroll}>',
+           f'<defs><marker id="{marker}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="6" markerHeight="6" '
+           'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="#8d99ae"/></marker></defs>']
+    for a, c, pts in lay.edges:
+        ba, bc = lay.boxes[a], lay.boxes[c]
+        x1, y1 = ba.x + bw / 2, ba.y + bh
+        x2, y2 = bc.x + bw / 2, bc.y
+        path = [(x1, y1), *pts, (x2, y2)]
+        d = f"M{path[0][0]:.0f},{path[0][1]:.0f}"
+        for (px, py), (qx, qy) in zip(path, path[1:]):
+            my = (py + qy) / 2
+            d += f" C{px:.0f},{my:.0f} {qx:.0f},{my:.0f} {qx:.0f},{qy:.0f}"
+        cls = "x" if (a, c) in crossing else "e"
+        out.append(f'<path class="{cls}" d="{d}" marker-end="url(#{marker})"/>')
+    for k, b in enumerate(lay.boxes):
+        x, y = b.x, b.y
+        if b.collapsed:
+            first, last = nodes[main[b.members[0]]], nodes[main[b.members[-1]]]
+            mods = [(nodes[main[i]].get("source") or {}).get("module") for i in b.members]
+            mods = [m for m in mods if m]
+            span = f"{_tail(mods[0], 30)} \u2026 {_tail(mods[-1], 30)}" if mods else ""
+            tip = (f"{len(b.members)} nodes on the NPU, collapsed: {first['op_type']} {first['name']} \u2026 "
+                   f"{last['op_type']} {last['name']}" + (f" ({span})" if span else ""))
+            out.append(f'<g class="node run" data-verdict="npu" data-nodes="{len(b.members)}"><title>{h(tip, 600)}</title>'
+                       f'<rect x="{x:.0f}" y="{y:.0f}" width="{bw}" height="{bh}" rx="9" class="n-run"/>'
+                       f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{len(b.members)} NPU nodes</text>'
+                       f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(mods[0] if mods else ""), 30)}</text></g>')
+            continue
+        n = nodes[main[b.members[0]]]
         v = n["verdict"] if n["verdict"] in _DEVICE else "unsupported"
         cls = f"n-{v}" + (" cause" if k in causes else "")
-        tip = f"{n['op_type']} {n['name']}: {v}" + (f" - {_reasons(n)}" if n.get("reasons") else "")
+        module = (n.get("source") or {}).get("module")
+        tip = (f"{n['op_type']} {n['name']}: {v}" + (f" (module {module or '<root>'})" if module is not None else "")
+               + (f" - {_reasons(n)}" if n.get("reasons") else ""))
         out.append(f'<g class="node" data-verdict="{v}"><title>{h(tip, 600)}</title>'
-                   f'<rect x="{x}" y="{y}" width="{bw}" height="{bh}" rx="5" class="{cls}"/>'
-                   f'<text class="l" x="{x + 6}" y="{y + 19}">{h(n["op_type"], 18)}</text></g>')
+                   f'<rect x="{x:.0f}" y="{y:.0f}" width="{bw}" height="{bh}" rx="5" class="{cls}"/>'
+                   f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{h(n["op_type"], 24)}</text>'
+                   f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(module), 30)}</text></g>')
     out.append("</svg>")
     return "".join(out)
 
 
-def _node_table(tr: Mapping[str, Any]) -> list[str]:
-    g = _gate(tr)
-    new = set(g["new"])
-    accepted = {a["node"]: a for a in g["accepted"]}
+def _fix_cell(tr: TargetView, ks: Sequence[int]) -> str:
+    if not ks:
+        return "-"
+    return "".join(f'<div class="fix"><b>{k + 1}. {h(tr.fixes[k].title)}</b>: {h(tr.fixes[k].checked, 300)}</div>'
+                   for k in ks)
+
+
+def _fixes_list(tr: TargetView) -> list[str]:
+    if not tr.fixes:
+        return []
+    out = ['<div class="fixes"><b>Fixes</b> (each checked by re-running the verdict on a rewritten graph where '
+           'possible):<ol>']
+    for f in tr.fixes:
+        nodes = ", ".join(f"<code>{h(n, 80)}</code>" for n in f.nodes[:6]) + (f" +{len(f.nodes) - 6} more" if len(f.nodes) > 6 else "")
+        out.append(f'<li><b>{h(f.title)}</b> ({nodes}): {h(f.checked, 300)}. How: {h(f.advice, 600)} '
+                   f'Numerics: {h(f.numerics, 300)}</li>')
+    out.append("</ol>" + (f"<p>With every checked fix together: {h(tr.combined_fix, 300)}</p>" if tr.combined_fix else "")
+               + "</div>")
+    return out
+
+
+def _node_table(tr: TargetView) -> list[str]:
+    state = {fb.name: ("NEW" if fb.new else "accepted") for fb in tr.fallbacks}
     rows = ['<table class="nodes"><thead><tr><th>#</th><th>op type</th><th>node</th><th>verdict</th>'
             '<th>gate</th><th>source</th><th>reason</th></tr></thead><tbody>']
-    nodes = tr.get("nodes", [])
+    nodes = tr.raw.get("nodes", [])
     for k, n in enumerate(nodes[:MAX_TABLE_ROWS]):
         v = n["verdict"] if n["verdict"] in _DEVICE else "unsupported"
-        gate = "NEW" if n["name"] in new else ("accepted" if n["name"] in accepted else "")
-        rows.append(f'<tr class="v-{v}{" new" if gate == "NEW" else ""}"><td>{k}</td><td>{h(n["op_type"], 60)}</td>'
+        gate = state.get(n["name"], "")
+        rows.append(f'<tr class="v-{v}{" new" if gate == "NEW" else ""}"><td class="num">{k}</td><td>{h(n["op_type"], 60)}</td>'
                     f'<td><code>{h(n["name"])}</code></td><td class="v">{v}</td><td>{gate}</td>'
-                    f'<td>{h(_where(n.get("source")))}</td><td>{h(_reasons(n), 600)}</td></tr>')
+                    f'<td>{h(F.location(n.get("source"), file_name_only=True))}</td><td>{h(_reasons(n), 600)}</td></tr>')
     rows.append("</tbody></table>")
     if len(nodes) > MAX_TABLE_ROWS:
         rows.append(f"<p>... and {len(nodes) - MAX_TABLE_ROWS} more nodes (every node is in the JSON report)</p>")
     return rows
 
 
+def _word(ok: bool) -> str:
+    return '<span class="pass">PASS</span>' if ok else '<span class="fail">FAIL</span>'
+
+
+def _target_section(t: TestView, tr: TargetView, anchor: str) -> str:
+    table = tr.raw.get("table") or {}
+    s = tr.summary
+    part = tr.partition
+    sec = [f'<section class="test {t.status}" id="{anchor}" data-test="{h(t.label, 300)}" data-target="{h(tr.target)}" '
+           f'data-status="{tr.word}"><h2>{_word(tr.passed)} <code>{h(t.label, 300)}</code> on {h(tr.target)}</h2>',
+           f'<p>table {h(table.get("toolchain", ""))}@{h(table.get("version", ""))}/{h(table.get("soc", ""))} '
+           + (f'revision {h(str(table["revision"]))} ' if "revision" in table else '')
+           + f'sha256 <code>{h(tr.table_sha256[:12], 80)}</code>'
+           + (f' ({DOCUMENTATION_ONLY}: not checked against the toolchain)' if tr.documentation_only else '')
+           + f'; verdict {h(tr.verdict)}; npu {s.get("npu", 0)}, cpu {s.get("cpu", 0)}, unsupported '
+           f'{s.get("unsupported", 0)}, folded {s.get("folded", 0)}; {len(tr.new)} new, {len(tr.accepted)} accepted '
+           'fallback(s)</p>']
+    if t.errored:
+        sec.append(f'<p class="fail">The test errored: {h(t.error, 600)}</p>')
+    if part:
+        sec.append(f'<p>partition: {part.get("npu_subgraphs")} NPU subgraph(s), {part.get("cpu_islands")} CPU island(s), '
+                   f'{part.get("transitions")} transition(s), {part.get("bytes_crossing")} bytes crossing; NPU share '
+                   f'{F.pct(tr.npu_share_nodes)} of nodes, {F.pct(tr.npu_share_macs)} of MACs</p>')
+    for issue in tr.model_issues:
+        sec.append(f'<p class="fail">model: {h(issue, 600)}</p>')
+    for p in tr.budget_problems:
+        sec.append(f'<p class="fail">deployment budget: {h(p, 600)}</p>')
+    if tr.new:
+        sec.append('<table class="fallbacks"><thead><tr><th>op type</th><th>node</th><th>module</th><th>verdict</th>'
+                   '<th>reason</th><th>fix (checked)</th></tr></thead><tbody>')
+        for fb in tr.new:
+            sec.append(f'<tr class="new"><td>{h(fb.op_type, 60)}</td><td><code>{h(fb.name)}</code></td>'
+                       f'<td>{h(fb.where)}</td><td>{h(fb.verdict)}</td><td class="reason">{h(fb.reasons, 600)}</td>'
+                       f'<td class="fix">{_fix_cell(tr, fb.fixes)}</td></tr>')
+        sec.append("</tbody></table>")
+    sec += _fixes_list(tr)
+    sec.append(LEGEND)
+    sec.append(f'<div class="graph">{graph_svg(tr.raw, anchor)}</div>')
+    sec.append(f"<details><summary>Every node ({len(tr.raw.get('nodes', []))})</summary>")
+    sec += _node_table(tr)
+    sec.append("</details></section>")
+    return "".join(sec)
+
+
 def render(doc: Mapping[str, Any]) -> str:
-    tests = sorted(doc.get("tests", []), key=test_order)
-    base = doc.get("baseline") or {}
-    stale = base.get("stale") or []
-    new_rows: list[str] = []
-    acc_rows: list[str] = []
-    errors: list[str] = []
-    sections: list[str] = []
-    failing = 0
-    for ti, t in enumerate(tests):
-        if t["status"] == "error" and not t.get("targets"):
-            errors.append(f'<tr class="error"><td><code>{h(test_label(t), 300)}</code></td><td>error</td>'
-                          f'<td>{h(t.get("error") or "", 600)}</td></tr>')
-            continue
-        for k, tr in enumerate(t.get("targets", [])):
-            g = _gate(tr)
-            failing += 0 if g["passed"] else 1
-            anchor = f"t{ti}-{k}"
-            by_name = {n["name"]: n for n in tr.get("nodes", [])}
-            link = f'<a href="#{anchor}"><code>{h(test_label(t), 300)}</code></a>'
-            for name in g["new"]:
-                n = by_name.get(name, {"op_type": "?", "verdict": "?", "reasons": [], "source": None})
-                new_rows.append(f'<tr class="new"><td>{h(tr["target"])}</td><td>{link}</td><td>{h(n["op_type"], 60)}</td>'
-                                f'<td><code>{h(name)}</code></td><td>{h(n["verdict"])}</td>'
-                                f'<td>{h(_where(n.get("source")))}</td><td>{h(_reasons(n), 600)}</td></tr>')
-            for a in g["accepted"]:
-                n = by_name.get(a["node"], {"op_type": "?", "verdict": "?", "source": None})
-                lk = f" ({h(a['link'])})" if a.get("link") else ""
-                acc_rows.append(f'<tr class="accepted"><td>{h(tr["target"])}</td><td>{link}</td><td>{h(n["op_type"], 60)}</td>'
-                                f'<td><code>{h(a["node"])}</code></td><td>{h(n["verdict"])}</td>'
-                                f'<td>{h(_where(n.get("source")))}</td><td>{h(a["reason"], 600)}{lk}</td></tr>')
-            s = tr["summary"]
-            part = tr.get("partition") or {}
-            word = '<span class="pass">PASS</span>' if g["passed"] else '<span class="fail">FAIL</span>'
-            table = tr.get("table") or {}
-            sec = [f'<section class="test" id="{anchor}"><h2>{word} <code>{h(test_label(t), 300)}</code> on {h(tr["target"])}</h2>',
-                   f'<p>table {h(table.get("toolchain", ""))}@{h(table.get("version", ""))}/{h(table.get("soc", ""))} '
-                   + (f'revision {h(str(table["revision"]))} ' if "revision" in table else '')
-                   + f'sha256 <code>{h(table.get("sha256", ""), 80)}</code>'
-                   + (f' ({DOCUMENTATION_ONLY}: not checked against the toolchain)' if documentation_only(table) else '')
-                   + f'; verdict {h(tr["verdict"])}; '
-                   f'npu {s["npu"]}, cpu {s["cpu"]}, unsupported {s["unsupported"]}, folded {s["folded"]}; '
-                   f'{len(g["new"])} new, {len(g["accepted"])} accepted fallback(s)</p>']
-            if part:
-                sec.append(f'<p>partition: {part["npu_subgraphs"]} NPU subgraph(s), {part["cpu_islands"]} CPU island(s), '
-                           f'{part["transitions"]} transition(s), {part["bytes_crossing"]} bytes crossing; NPU share '
-                           f'{_pct(part.get("npu_share_nodes"))} of nodes, {_pct(part.get("npu_share_macs"))} of MACs</p>')
-            for issue in tr.get("model_issues", []):
-                sec.append(f'<p class="fail">model: {h(issue["verdict"])}: {h(issue["message"], 600)}</p>')
-            sec.append(f'<div class="graph">{graph_svg(tr)}</div>')
-            sec += _node_table(tr)
-            sec.append("</section>")
-            sections.append("".join(sec))
-    totals = doc.get("totals", {})
-    ok = run_passed(doc, failing, len(errors))
+    v: RunView = build(doc)
+    tt = v.totals
     head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>NPU check: {headline(doc, ok)}</title><style>{_CSS}</style></head><body>",
-            f'<h1>NPU check: <span class="{"pass" if ok else "fail"}">{headline(doc, ok)}</span></h1>',
-            *([f'<p class="fail"><strong>{h(INTERRUPTED)}</strong></p>'] if doc.get("interrupted") else []),
-            f'<p>{int(totals.get("tests", len(tests)))} checked test(s): {int(totals.get("passed", 0))} passed, '
-            f'{int(totals.get("failed", 0))} failed, {int(totals.get("error", 0))} error; {len(new_rows)} new fallback(s), '
-            f'{len(acc_rows)} accepted, {len(stale)} stale baseline entr{"y" if len(stale) == 1 else "ies"}. '
-            f'{h(doc.get("tool", {}).get("name", ""))} {h(doc.get("tool", {}).get("version", ""))}, {h(doc.get("created", ""))}</p>']
+            f"<title>NPU check: {v.headline}</title><style>{_CSS}</style></head><body>",
+            f'<h1>NPU check: <span class="{"pass" if v.passed else "fail"}">{v.headline}</span></h1>',
+            *([f'<p class="fail"><strong>{h(INTERRUPTED)}</strong></p>'] if v.interrupted else []),
+            f'<p>{tt["tests"]} checked test(s): {tt["passed"]} passed, {tt["failed"]} failed, {tt["error"]} error; '
+            f'{v.new_count} new fallback(s), {v.accepted_count} accepted, '
+            f'{F.plural(len(v.stale), "stale baseline entry", "stale baseline entries")}. {h(v.tool)}, {h(v.created)}</p>']
+    base = v.baseline
     if base.get("updated"):
         head.append(f'<p>Baseline {h(base.get("path", ""))} updated by --npu-update-baseline: {len(base.get("added", []))} '
                     f'added, {len(base.get("removed", []))} removed.</p>')
     head.append('<p><label><input type="checkbox" id="only-fb"> show only nodes that leave the NPU</label></p>')
-    hdr = ("<thead><tr><th>target</th><th>test</th><th>op type</th><th>node</th><th>verdict</th><th>source</th>"
-           "<th>{}</th></tr></thead>")
+    anchors = {(ti, k): f"t{ti}-{k}" for ti, t in enumerate(v.tests) for k in range(len(t.targets))}
+    # the top: one row per failing test and target (its NEW fallbacks by op type, the fixes checked for
+    # them); each node is listed once, in its test's section below, beside the graph
+    new_rows = []
+    for ti, t in enumerate(v.tests):
+        for k, tr in enumerate(t.targets):
+            if not tr.new:
+                continue
+            ops: dict[str, int] = {}
+            for fb in tr.new:
+                ops[fb.op_type] = ops.get(fb.op_type, 0) + 1
+            kinds = ", ".join(f"{n} {h(op, 60)}" for op, n in sorted(ops.items(), key=lambda kv: (-kv[1], kv[0])))
+            fixes = sorted({k2 for fb in tr.new for k2 in fb.fixes})
+            new_rows.append(f'<tr class="new"><td>{h(tr.target)}</td><td><a href="#{anchors[ti, k]}"><code>'
+                            f'{h(t.label, 300)}</code></a></td><td class="num">{len(tr.new)}</td><td>{kinds}</td>'
+                            f'<td class="fix">{_fix_cell(tr, fixes)}</td></tr>')
     body = ['<section id="new"><h2>New fallbacks</h2>']
-    body += ([f'<table class="new">{hdr.format("reason")}<tbody>', *new_rows, "</tbody></table>"] if new_rows else ["<p>None.</p>"])
-    body.append('</section><section id="accepted"><h2>Accepted fallbacks</h2>')
-    body += ([f'<table class="accepted">{hdr.format("accepted because")}<tbody>', *acc_rows, "</tbody></table>"]
-             if acc_rows else ["<p>None.</p>"])
+    body += ([('<table class="new"><thead><tr><th>target</th><th>test</th><th>new</th><th>op types</th>'
+               '<th>fixes (checked)</th></tr></thead><tbody>'), *new_rows, "</tbody></table>"]
+             if new_rows else ["<p>None.</p>"])
     body.append("</section>")
-    if stale:
+    if v.loosened:
+        body.append(f'<section id="loosened"><h2>Budget loosenings without approval</h2><p>The budgets file '
+                    f'{h(v.budgets.get("path", ""))} loosens these limits (against its committed '
+                    'version or an earlier release) with no <code>loosened</code> record: this fails the run.</p><ul>'
+                    + "".join(f'<li class="fail">{h(p, 600)}</li>' for p in v.loosened) + "</ul></section>")
+    if v.stale:
         body.append('<section id="stale"><h2>Stale baseline entries</h2><p>These accepted fallbacks no longer occur: '
                     'remove them from the baseline (or run --npu-update-baseline).</p><table class="stale"><thead><tr>'
                     '<th>target</th><th>test</th><th>op type</th><th>node</th><th>location</th><th>reason</th></tr></thead><tbody>')
-        for e in stale:
-            loc = e.get("location")
-            where = f"{loc['module'] or '<root>'} at {loc['file']}:{loc['line']}" if loc else "unknown"
+        for e in v.stale:
             body.append(f'<tr><td>{h(e["target"])}</td><td><code>{h(e["test"], 300)}</code></td><td>{h(e["op_type"], 60)}</td>'
-                        f'<td><code>{h(e["node"])}</code></td><td>{h(where)}</td><td>{h(e["reason"], 600)}</td></tr>')
+                        f'<td><code>{h(e["node"])}</code></td><td>{h(F.location(e.get("location")))}</td>'
+                        f'<td>{h(e["reason"], 600)}</td></tr>')
         body.append("</tbody></table></section>")
-    loosened = (doc.get("budgets") or {}).get("tightening_problems") or []
-    if loosened:
-        body.append(f'<section id="loosened"><h2>Budget loosenings without approval</h2><p>The budgets file '
-                    f'{h((doc.get("budgets") or {}).get("path", ""))} loosens these limits (against its committed '
-                    'version or an earlier release) with no <code>loosened</code> record: this fails the run.</p><ul>'
-                    + "".join(f'<li class="fail">{h(p, 600)}</li>' for p in loosened) + "</ul></section>")
+    errors = [t for t in v.tests if t.errored]
     if errors:
         body += ['<section id="errors"><h2>Errors</h2><table class="errors"><thead><tr><th>test</th><th>status</th>'
-                 '<th>error</th></tr></thead><tbody>', *errors, "</tbody></table></section>"]
-    body += _oracle_sections(tests)
-    body += _numerics_sections(tests)
+                 '<th>error</th></tr></thead><tbody>']
+        body += [f'<tr class="error"><td><code>{h(t.label, 300)}</code></td><td>error</td><td>{h(t.raw.get("error") or "", 600)}</td></tr>'
+                 for t in errors]
+        body.append("</tbody></table></section>")
+    body += _oracle_sections(v.tests)
+    # one section per test and target: failing and errored tests first, open; passing ones folded
+    failing = [(ti, t) for ti, t in enumerate(v.tests) if not t.passed]
+    passing = [(ti, t) for ti, t in enumerate(v.tests) if t.passed]
+    if failing:
+        body.append(f'<h2 id="failing">Failing tests ({len(failing)})</h2>')
+        for ti, t in failing:
+            if not t.targets:
+                body.append(f'<section class="test error" data-test="{h(t.label, 300)}" data-target="" data-status="ERROR">'
+                            f'<h2><span class="fail">ERROR</span> <code>{h(t.label, 300)}</code></h2>'
+                            f'<p class="fail">{h(t.error, 600)}</p></section>')
+            for k, tr in enumerate(t.targets):
+                body.append(_target_section(t, tr, anchors[ti, k]))
+            if t.failing_numerics or t.numerics_error:
+                body.append(f'<p class="fail">Numerics of <code>{h(t.label, 300)}</code> fail: '
+                            + "; ".join(f'{h(r["candidate"])} {h(r["target"])} output <code>{h(r["output"])}</code>: '
+                                        f'{h(r["reasons"], 300)}' for r in t.failing_numerics)
+                            + (h(t.numerics_error, 300) if t.numerics_error else "")
+                            + ' (<a href="#numerics">numerics</a>)</p>')
+    acc = [(ti, k, t, tr, fb) for ti, t in enumerate(v.tests) for k, tr in enumerate(t.targets) for fb in tr.accepted]
+    body.append(f'<section id="accepted"><details><summary>Accepted fallbacks ({len(acc)})</summary>')
+    if acc:
+        body.append('<table class="accepted"><thead><tr><th>target</th><th>test</th><th>op type</th><th>node</th>'
+                    '<th>verdict</th><th>source</th><th>accepted because</th><th>fix (checked)</th></tr></thead><tbody>')
+        for ti, k, t, tr, fb in acc:
+            lk = f" ({h(fb.link)})" if fb.link else ""
+            body.append(f'<tr class="accepted"><td>{h(tr.target)}</td><td><a href="#{anchors[ti, k]}"><code>'
+                        f'{h(t.label, 300)}</code></a></td><td>{h(fb.op_type, 60)}</td><td><code>{h(fb.name)}</code></td>'
+                        f'<td>{h(fb.verdict)}</td><td>{h(fb.where)}</td><td>{h(fb.accepted_because, 600)}{lk}</td>'
+                        f'<td>{_fix_cell(tr, fb.fixes)}</td></tr>')
+        body.append("</tbody></table>")
+    else:
+        body.append("<p>None.</p>")
+    body.append("</details></section>")
+    if passing:
+        # folded under failures (the reviewer's first screen is theirs); open when nothing fails
+        body.append(f'<section id="passing"><details{"" if failing else " open"}><summary>Passing tests '
+                    f'({len(passing)})</summary>')
+        for ti, t in passing:
+            for k, tr in enumerate(t.targets):
+                body.append(_target_section(t, tr, anchors[ti, k]))
+        body.append("</details></section>")
+    body += _numerics_sections(v.tests)
     tail = [f"<script>{_JS}</script></body></html>", ""]
-    return "\n".join(head + body + sections + tail)
+    return "\n".join(head + body + tail)
 
 
 def _cells(values: Sequence[Any], limit: int = 300) -> str:
-    return "".join(f"<td>{h(v, limit)}</td>" for v in values)
+    return "".join(f"<td>{h(x, limit)}</td>" for x in values)
 
 
-def _oracle_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+def _num(values: Sequence[Any]) -> str:
+    return "".join(f'<td class="num">{h(x, 40)}</td>' for x in values)
+
+
+def _oracle_sections(tests: Sequence[TestView]) -> list[str]:
     """Table bugs found by the real toolchains, then what each toolchain did per test and target."""
-    bugs = [(t, d) for t in tests for d in disagreement_rows(t)]
-    runs = [(t, r) for t in tests for r in oracle_rows(t)]
+    bugs = [(t, d) for t in tests for d in t.disagreements]
+    runs = [(t, r) for t in tests for r in t.oracle_rows]
     out: list[str] = []
     if bugs:
         out.append('<section id="table-bugs"><h2>Table bugs found by the real toolchains</h2><p>The real toolchain '
@@ -258,50 +374,48 @@ def _oracle_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
                    "<thead><tr><th>target</th><th>test</th><th>op type</th><th>node</th><th>table says</th>"
                    "<th>toolchain did</th><th>kind</th><th>toolchain said</th></tr></thead><tbody>")
         for t, d in bugs:
-            out.append(f'<tr class="bug">{_cells([d["target"], test_label(t), d["op_type"], d["node"], d["static"], d["real"], d["kind"].replace("_", " "), d["toolchain_said"] or "-"])}</tr>')
+            out.append(f'<tr class="bug">{_cells([d["target"], t.label, d["op_type"], d["node"], d["static"], d["real"], d["kind"].replace("_", " "), d["toolchain_said"] or "-"])}</tr>')
         out.append("</tbody></table></section>")
     if runs:
         out.append('<section id="oracles"><h2>Real toolchains (oracles)</h2><table class="oracles"><thead><tr>'
                    "<th>target</th><th>test</th><th>toolchain</th><th>status</th><th>precision</th>"
                    "<th>nodes agreeing</th><th>disagreements</th><th>note</th></tr></thead><tbody>")
         for t, r in runs:
-            out.append(f"<tr>{_cells([r['target'], test_label(t), r['tool'], r['status'], r['precision'], r['agree'], r['disagreements'], r['note'] or '-'], 600)}</tr>")
+            out.append(f"<tr>{_cells([r['target'], t.label, r['tool'], r['status'], r['precision'], r['agree'], r['disagreements'], r['note'] or '-'], 600)}</tr>")
         out.append("</tbody></table></section>")
     return out
 
 
-def _numerics_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
+def _numerics_sections(tests: Sequence[TestView]) -> list[str]:
     """Per test: every candidate's metrics against its reference, the budget applied and the margin left."""
     out: list[str] = []
     for t in tests:
-        rows = numerics_rows(t)
-        budgets = target_budget_rows(t)
-        if not rows and not budgets:
+        if not t.numerics_rows and not t.budget_rows:
             continue
-        num = t.get("numerics") or {}
-        word = "" if not num.get("enabled") else (
-            ' <span class="pass">passed</span>' if num.get("passed") else ' <span class="fail">failed</span>')
-        out.append(f'<h3><code>{h(test_label(t), 300)}</code>{word}</h3>')
-        ctx = numerics_context(t)
-        if ctx:
-            out.append(f"<p>{h(ctx, 600)}</p>")
-        out.append('<table class="numerics"><thead><tr><th>candidate</th><th>target</th><th>output</th><th>result</th>'
-                   "<th>vs</th><th>max abs</th><th>mean abs</th><th>cosine</th><th>SNR dB</th><th>norm ratio</th>"
-                   "<th>budget</th><th>tightest margin</th></tr></thead><tbody>")
-        for r in rows:
-            res = {True: "pass", False: "FAIL", None: "-"}[r["passed"]]
-            cls = {True: "pass", False: "fail", None: ""}[r["passed"]]
-            why = f" ({h(r['reasons'], 300)})" if r.get("reasons") else ""
-            out.append(f'<tr class="{r["kind"]}"><td>{h(r["candidate"])}</td><td>{h(r["target"] or "-")}</td>'
-                       f'<td><code>{h(r["output"] or "-")}</code></td><td><span class="{cls}">{res}</span>{why}</td>'
-                       + _cells([r["reference"], fmt(r.get("max_abs")), fmt(r.get("mean_abs")), fmt(r.get("cosine"), 6),
-                                 fmt(r.get("snr_db")), fmt(r.get("norm_ratio"), 6), r["budget"], r["margin"]])
-                       + "</tr>")
-        out.append("</tbody></table>")
-        if budgets:
+        word = "" if not t.numerics_enabled else (
+            ' <span class="pass">passed</span>' if t.numerics_passed else ' <span class="fail">failed</span>')
+        out.append(f'<h3><code>{h(t.label, 300)}</code>{word}</h3>')
+        if t.numerics_context:
+            out.append(f"<p>{h(t.numerics_context, 600)}</p>")
+        if t.numerics_rows:
+            out.append('<table class="numerics"><thead><tr><th>candidate</th><th>target</th><th>output</th><th>result</th>'
+                       "<th>vs</th><th>max abs</th><th>mean abs</th><th>cosine</th><th>SNR dB</th><th>norm ratio</th>"
+                       "<th>budget</th><th>tightest margin</th></tr></thead><tbody>")
+            for r in t.numerics_rows:
+                res = {True: "pass", False: "FAIL", None: "-"}[r["passed"]]
+                cls = {True: "pass", False: "fail", None: ""}[r["passed"]]
+                why = f" ({h(r['reasons'], 300)})" if r.get("reasons") else ""
+                out.append(f'<tr class="{r["kind"]}"><td>{h(r["candidate"])}</td><td>{h(r["target"] or "-")}</td>'
+                           f'<td><code>{h(r["output"] or "-")}</code></td><td><span class="{cls}">{res}</span>{why}</td>'
+                           f'<td>{h(r["reference"])}</td><td>{fmt(r.get("max_abs"))}</td>'
+                           + _num([fmt(r.get("mean_abs")), F.number(r.get("cosine")), fmt(r.get("snr_db")),
+                                   F.number(r.get("norm_ratio"))])
+                           + _cells([r["budget"]]) + f'<td class="num">{h(r["margin"])}</td></tr>')
+            out.append("</tbody></table>")
+        if t.budget_rows:
             out.append('<table class="target-budgets"><thead><tr><th>target</th><th>deployment budget</th>'
                        "<th>measured (limit)</th><th>result</th><th>margin</th></tr></thead><tbody>")
-            for b in budgets:
+            for b in t.budget_rows:
                 res = '<span class="pass">pass</span>' if b["passed"] else f'<span class="fail">FAIL</span> ({h(b["problems"], 300)})'
                 out.append(f"<tr>{_cells([b['target'], b['budget'], b['limits']])}<td>{res}</td>{_cells([b['margin']])}</tr>")
             out.append("</tbody></table>")
@@ -313,4 +427,4 @@ def _numerics_sections(tests: Sequence[Mapping[str, Any]]) -> list[str]:
             *out, "</section>"]
 
 
-__all__ = ["render", "graph_svg", "h"]
+__all__ = ["render", "graph_svg", "h", "LEGEND"]

@@ -2,19 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
-from .escape import visible
+from .formatting import MAX_NAME, clean, location, number, pct as _pct
 
-MAX_NAME = 120
-
-
-def clean(text: str, limit: int = MAX_NAME) -> str:
-    """Names come from the model: escape control, bidi and other invisible characters
-    (``escape.visible``) and cap the length."""
-    text = visible(str(text))
-    return text if len(text) <= limit else text[: limit - 12] + f"...(+{len(text) - limit + 12})"
+__all__ = ["clean", "MAX_NAME", "summary_line", "source_text", "node_rows", "partition_line", "render_target",
+           "render_fixes", "oracle_lines"]
 
 
 def summary_line(result: TargetResult) -> str:
@@ -43,37 +37,36 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
 
 def source_text(source: Any) -> str:
     """Module path and file:line, the file relative to the working directory when inside it."""
-    if source is None:
-        return "unknown"
-    parts = [source.module or "<root>"] if source.module is not None else []
-    if source.file:
-        import os
+    import os
 
-        path = source.file
-        try:
-            rel = os.path.relpath(path)
-            if not rel.startswith(".."):
-                path = rel
-        except ValueError:
-            pass
-        parts.append(f"{path}:{source.line}" if source.line else path)
-    return " at ".join(parts) if parts else "unknown"
+    return location(source, relative_to=os.getcwd())
 
 
-def node_rows(nodes: Iterable[NodeResult]) -> list[list[str]]:
+def node_rows(nodes: Iterable[NodeResult], gate: Optional[Mapping[str, Any]] = None) -> list[list[str]]:
+    """One row per node and reason; with ``gate`` (a target's baseline verdict) a first column says
+    NEW (fails the check) or accepted, and an accepted node's reason is the baseline's."""
+    new = set((gate or {}).get("new") or ())
+    accepted = {a["node"]: a for a in (gate or {}).get("accepted") or ()}
     rows = []
     for n in nodes:
         src = source_text(n.source)
         label = f"{clean(n.op_type, 40)} {clean(n.name)}"
         reasons = n.reasons or ()
+        mark = [] if gate is None else ["NEW" if n.name in new else ("accepted" if n.name in accepted else "")]
+        extra = []
+        if n.name in accepted:
+            a = accepted[n.name]
+            extra = [f"accepted: {clean(a['reason'], 200)}" + (f" ({clean(a['link'], 200)})" if a.get("link") else "")]
         if not reasons:
-            rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, "", clean(src, 200)])
+            rows.append(mark + [clean(n.op_type, 40), clean(n.name), n.verdict, clean(src, 200), "; ".join(extra)])
         for i, r in enumerate(reasons):
             msg = f"{label}: {clean(r.message, 400)} {basis_label(r.basis)}"
             if i == 0:
-                rows.append([clean(n.op_type, 40), clean(n.name), n.verdict, clean(src, 200), msg])
+                rows.append(mark + [clean(n.op_type, 40), clean(n.name), n.verdict, clean(src, 200), msg])
             else:
-                rows.append(["", "", "", "", msg])
+                rows.append([""] * (len(mark) + 4) + [msg])
+        for e in extra if reasons else ():
+            rows.append([""] * (len(mark) + 4) + [e])
     return rows
 
 
@@ -90,10 +83,6 @@ def partition_line(part: Any) -> str:
             f"NPU share {_pct(j['npu_share_nodes'])} of nodes, {_pct(j['npu_share_macs'])} of MACs")
 
 
-def _pct(x: Any) -> str:
-    return "n/a" if x is None else f"{x:.1%}"
-
-
 def _causes(nodes: Sequence[NodeResult]) -> list[str]:
     """One line per (rule, op type): how many nodes a cause hits, most first."""
     counts: dict[tuple[str, str, str], int] = {}
@@ -105,8 +94,11 @@ def _causes(nodes: Sequence[NodeResult]) -> list[str]:
     return [f"{count:4} x {clean(op, 40)} {verdict} ({rule})" for (rule, op, verdict), count in ranked]
 
 
-def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int = MAX_ROWS) -> list[str]:
-    """Summary line, model-level problems, then the per-operator table of nodes that leave the NPU."""
+def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int = MAX_ROWS,
+                  gate: Optional[Mapping[str, Any]] = None) -> list[str]:
+    """Summary line, model-level problems, then the per-operator table of nodes that leave the NPU,
+    each node once, in graph order. ``gate``: the target's baseline verdict (``targets[].baseline``
+    of the JSON report): a column marks each fallback NEW or accepted."""
     lines = [summary_line(result)]
     for issue in result.model_issues:
         lines.append(f"  model: {issue.verdict}: {clean(issue.message, 400)}")
@@ -116,16 +108,16 @@ def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int =
     if part is not None:
         lines.append("  " + partition_line(part))
     nodes = list(result.nodes) if all_nodes else [n for n in result.nodes if n.falls_back]
-    if not all_nodes:
-        # most costly first: the first fallback listed is the one worth fixing first
-        rank = {name: k for k, name in enumerate(i.node for i in part.impacts)} if part is not None else {}
-        nodes.sort(key=lambda n: (-{"unsupported": 2, "cpu": 1}.get(n.verdict, 0), rank.get(n.name, len(rank)), n.index))
+    nodes.sort(key=lambda n: n.index)
     if nodes:
         if not all_nodes and len(nodes) > 1:
             lines.append("  causes:")
             lines += ["  " + c for c in _causes(nodes)]
         shown = nodes if all_nodes or len(nodes) <= max_rows else nodes[:max_rows]
-        lines += ["  " + line for line in _table(node_rows(shown), ["op type", "node", "verdict", "source", "reason"])]
+        header = ["op type", "node", "verdict", "source", "reason"]
+        if gate is not None:
+            header = ["gate"] + header
+        lines += ["  " + line for line in _table(node_rows(shown, gate), header)]
         if len(shown) < len(nodes):
             lines.append(f"  ... and {len(nodes) - len(shown)} more nodes (every node is in the JSON report: --npu-report=json:PATH)")
     if result.fixes is not None and result.fixes.suggestions:
@@ -134,14 +126,9 @@ def render_target(result: TargetResult, all_nodes: bool = False, max_rows: int =
 
 
 def _verified(v: Any) -> str:
-    if v is None:
-        return "not checked (no automatic rewrite)"
-    if v.error:
-        return f"could not be checked ({clean(v.error, 200)})"
-    if v.fully_on_npu:
-        return f"checked: the model would then be fully on the NPU ({v.fallbacks_before} -> 0 fallbacks)"
-    return (f"checked: {v.moved_to_npu} of {v.targeted} node(s) move to the NPU; "
-            f"fallbacks {v.fallbacks_before} -> {v.fallbacks_after}")
+    from .view import checked_text  # the one wording of a fix's check (the reports use it too)
+
+    return clean(checked_text(v.to_json() if v is not None else None), 300)
 
 
 def render_fixes(plan: Any) -> list[str]:
@@ -195,7 +182,7 @@ def oracle_lines(j: Mapping[str, Any]) -> list[str]:
                 m = o_.get("metrics") or {}
                 out.append(f"  numerics {num['candidate']} vs {num['reference']}, output {clean(o_['name'], 60)}: "
                            f"{'PASS' if o_['passed'] else 'FAIL'} max_abs {_g4(m.get('max_abs'))} cosine "
-                           f"{_g4(m.get('cosine'), 6)} snr {_g4(m.get('snr_db'))} dB "
+                           f"{number(m.get('cosine'))} snr {_g4(m.get('snr_db'))} dB "
                            f"(policy {num['comparison'].get('policy')})")
     return out
 

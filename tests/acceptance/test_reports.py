@@ -17,7 +17,7 @@ from conftest import REPO, TOY_TABLES
 
 from pytest_npucheck.report import html as html_report
 from pytest_npucheck.report import markdown as md_report
-from pytest_npucheck.report import views
+from pytest_npucheck.report import rows
 from pytest_npucheck.report.jsonreport import run_document, validate
 
 T = "toy@1.0/soc-a"
@@ -127,9 +127,14 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert b["baseline"] == {"new": [], "accepted": [], "passed": True}  # soc-b supports reflect padding
     assert a["edges"] and all(0 <= x < len(a["nodes"]) and 0 <= y < len(a["nodes"]) for x, y in a["edges"])
     assert doc["baseline"]["stale"] == [] and doc["baseline"]["exists"]
-    # the failure text: the NEW node before the accepted one
+    # the failure text: each fallback once, in graph order, marked NEW or accepted (issue 26.4: it listed
+    # the NEW ones, the accepted ones, then every fallback again in a table)
     text = r.stdout.str()
-    assert text.index(f"NEW cpu         Pad {new_node}") < text.index(f"accepted cpu         Pad {accepted_node}")
+    failure = text.split("= FAILURES =")[1].split("npucheck summary")[0]
+    new_row = re.search(rf"^  NEW +Pad +{new_node} +cpu ", failure, re.M)
+    acc_row = re.search(rf"^  accepted +Pad +{accepted_node} +cpu ", failure, re.M)
+    assert new_row and acc_row and acc_row.start() < new_row.start()  # the accepted pad comes first in the graph
+    assert len(re.findall(rf"\b{new_node}\b(?!,)", failure.split("fixes (")[0])) == 2  # its row and its reason
     # JUnit: pytest's own writer carries the per-target properties
     root = ET.parse(out / "junit.xml").getroot()
     [case] = [c for c in root.iter("testcase") if c.get("name") == "test_two_pads"]
@@ -147,22 +152,24 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     # Markdown: the sections a PR comment needs, new fallbacks first
     md = (out / "r.md").read_text()
     assert md.startswith("## NPU check: failed")
-    sections = [line for line in md.splitlines() if line.startswith("### ")]
-    assert sections == ["### New fallbacks", "### Accepted fallbacks", "### Per target and test", "### Numerics"]
-    assert f"\nTables: toy@1.0/soc\\-a: toy/1.0/soc\\-a.json revision 1 (sha256 {a['table']['sha256'][:12]})" in md
+    # (issue 26.2: failures first; accepted fallbacks, every test and the numerics folded in <details>)
+    sections = [line for line in md.splitlines() if line.startswith("### ") or line.startswith("<summary>")]
+    assert sections == ["### Failures", "<summary>Accepted fallbacks (1)</summary>",
+                        "<summary>Per target and test (5: 1 failing)</summary>", "<summary>Numerics (4 test(s))</summary>"]
+    assert f"\nTables: toy@1.0/soc\\-a: toy/1.0/soc\\-a.json revision 1 \\(sha256 {a['table']['sha256'][:12]}\\)" in md
     # numerics from the same results as the JSON: the toy tables run fp16, so each test has the export
     # row (ONNX Runtime vs PyTorch) and one fp16 emulation row per target, with the metric values
     pads_num = pads["numerics"]
     emu = pads_num["emulation"][0]["result"]["comparison"]["outputs"][0]
-    numerics_md = md.split("### Numerics")[1].split(f"#### {md_report.esc(pads['nodeid'])} (passed)")[1]
+    numerics_md = md.split("<summary>Numerics")[1].split(f"#### {md_report.esc(pads['nodeid'])} (passed)")[1]
     numerics_md = numerics_md.split("#### ")[0]
     assert f"seed {pads_num['emulation'][0]['result']['seed']}" in numerics_md
     row = next(line for line in numerics_md.splitlines()
                if line.startswith("| fp16 emulated") and md_report.esc(T) in line and "| pass |" in line)
-    assert f"| {views.fmt(emu['metrics']['max_abs'])} |" in row and "| default fp16 |" in row
+    assert f"| {rows.fmt(emu['metrics']['max_abs'])} |" in row and "| default fp16 |" in row
     assert sum(line.startswith("| ONNX Runtime CPU fp32 |") for line in numerics_md.splitlines()) == 1
     assert sum(line.startswith("| fp16 emulated") for line in numerics_md.splitlines()) == 2  # one per target
-    new_part, acc_part = md.split("### Accepted fallbacks")
+    new_part, acc_part = md.split("<summary>Accepted fallbacks")
     assert md_report.esc(new_node) in new_part and md_report.esc(accepted_node) in acc_part
     assert "reflect &lt;padding&gt; is \\| needed" in acc_part
     # the toy table is documentation only: every report says so beside the target
@@ -180,7 +187,7 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert "reflect &lt;padding&gt; is | needed" in dom
     numerics_html = dom.split('<section id="numerics">')[1]
     assert '<tr class="emulated"><td>fp16 emulated (ONNX Runtime)</td>' in numerics_html
-    assert f"<td>{views.fmt(emu['metrics']['max_abs'])}</td>" in numerics_html
+    assert f"<td>{rows.fmt(emu['metrics']['max_abs'])}</td>" in numerics_html
 
 
 NASTY = "<script>alert(1)</script>\x00\x1b[31m|`*_\n" + "x" * 10_000
@@ -228,7 +235,7 @@ def test_names_from_models_are_escaped_everywhere(tmp_path):
     table_rows = [line for line in md.splitlines() if line.startswith("|")]
     assert all(line.endswith("|") for line in table_rows)  # no cell broke its row
     assert all(len(re.findall(r"(?<!\\)\|", line)) in (4, 7, 8, 9, 10, 13) for line in table_rows)
-    assert "### Table bugs found by the real toolchains" in md and "### Numerics" in md
+    assert "### Table bugs found by the real toolchains" in md and "<summary>Numerics (1 test(s))</summary>" in md
     page = html_report.render(doc)
     assert "<script>alert" not in page and "<img" not in page and "\x00" not in page and "\x1b" not in page
     assert len(page) < 40_000
@@ -355,12 +362,12 @@ def test_tightest_margin_is_the_bound_closest_to_failing():
             {"metric": "snr_db", "measured": snr, "op": ">=", "allowed": 40.0, "passed": snr >= 40}]}
 
     # cosine 0.99995 has half its room (1 - 0.9999) left; max abs 0.002 has 80 %: cosine is the tightest
-    assert views.tightest(out(0.99995, 1e-4, 0.002, 60.0)) == "cosine +5e-05"
+    assert rows.tightest(out(0.99995, 1e-4, 0.002, 60.0)) == "cosine +5e-05"
     # max abs over its bound, but SNR passes the output: the margin is SNR's, not a negative max abs
-    assert views.tightest(out(1.0, 1e-4, 0.02, 45.0, elem=0.1)) == "snr_db +5"
+    assert rows.tightest(out(1.0, 1e-4, 0.02, 45.0, elem=0.1)) == "snr_db +5"
     # both the element-wise clause and SNR fail: the better of the two, negative
-    assert views.tightest(out(1.0, 1e-4, 0.02, 35.0, elem=0.1)) == "snr_db -5"
-    assert views.tightest({"checks": []}) == "-"
+    assert rows.tightest(out(1.0, 1e-4, 0.02, 35.0, elem=0.1)) == "snr_db -5"
+    assert rows.tightest({"checks": []}) == "-"
 
 
 def test_oracle_text_lines_name_the_table_bug_and_the_numbers():
@@ -379,7 +386,8 @@ def test_oracle_text_lines_name_the_table_bug_and_the_numbers():
                        "agrees with the table on 2 of 3 node(s)")
     assert text[1] == ("  TABLE BUG Erf /erf\\x1b: the table says it stays on the NPU, the toolchain runs it on the "
                        "CPU (a missed fallback) (toolchain: Erf on CPU)")
-    assert text[2] == ("  numerics RKNN simulator fp16 vs pytorch, output y: PASS max_abs 0.000549 cosine 1 "
+    # a cosine keeps the digits of its distance from 1 (it read "cosine 1": issue 26.4)
+    assert text[2] == ("  numerics RKNN simulator fp16 vs pytorch, output y: PASS max_abs 0.000549 cosine 0.99999995 "
                        "snr 70.1 dB (policy fp16)")
     assert oracle_lines({"target": "qnn@2.51.0/htp-v73", "status": "unavailable", "reason": "not installed"}) == [
         "oracle qnn@2.51.0/htp-v73: not run: not installed"]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-__all__ = ["test_label", "test_order", "pct", "where", "gate", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
+from . import formatting as _f
+
+__all__ = ["test_label", "test_order", "pct", "where", "numerics_rows", "oracle_rows", "target_budget_rows", "disagreement_rows", "numerics_context", "fmt", "tightest"]
 
 _REFERENCE = {"pytorch": "PyTorch", "onnxruntime_fp32": "ONNX Runtime fp32"}
 
@@ -26,47 +28,13 @@ def test_order(test: Mapping[str, Any]) -> tuple[str, int]:
 
 
 def pct(x: Any) -> str:
-    """A share for a table cell, one decimal; "n/a" when unknown."""
-    return "n/a" if x is None else f"{x:.1%}"
+    """A share for a table cell, one decimal; "n/a" when unknown (``formatting.pct``)."""
+    return _f.pct(x)
 
 
 def where(source: Any) -> str:
     """A node's source as ``module at file:line`` (file name only), "unknown" without one."""
-    if not source:
-        return "unknown"
-    mod = source.get("module")
-    file = str(source.get("file") or "").replace("\\", "/").rsplit("/", 1)[-1]
-    line = source.get("line")
-    parts = [mod or "<root>"] if mod is not None else []
-    if file:
-        parts.append(f"{file}:{line}" if line else file)
-    return " at ".join(parts) or "unknown"
-
-
-def gate(t: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A target's baseline verdict; without a baseline every fallback is new."""
-    return t.get("baseline") or {"passed": t["passed"], "accepted": [],
-                                 "new": [n["name"] for n in t.get("nodes", []) if n["verdict"] in ("cpu", "unsupported")]}
-
-
-def run_passed(doc: Mapping[str, Any], failing_targets: int, errors: int) -> bool:
-    """Whether the run the document describes passed, as pytest's exit status says: no failing
-    target or test (a test can fail on its numerics alone), no error, no stale baseline entry in
-    strict mode, and no loosening of the budgets file without approval."""
-    base = doc.get("baseline") or {}
-    budgets = doc.get("budgets") or {}
-    return (not doc.get("interrupted") and failing_targets == 0 and not errors
-            and not (base.get("stale") and base.get("strict")) and not doc.get("totals", {}).get("failed", 0)
-            and not budgets.get("tightening_problems"))
-
-
-def headline(doc: Mapping[str, Any], ok: bool) -> str:
-    """The run's one word: passed, failed, or interrupted (the report lists only the tests that ran)."""
-    return "interrupted" if doc.get("interrupted") else ("passed" if ok else "failed")
-
-
-INTERRUPTED = ("The run was interrupted: this report lists only the tests that ran before it stopped; "
-               "the others were not checked.")
+    return _f.location(source, file_name_only=True)
 
 
 def fmt(x: Any, digits: int = 4) -> str:
@@ -78,7 +46,7 @@ def fmt(x: Any, digits: int = 4) -> str:
     x = float(x)
     if math.isnan(x) or math.isinf(x):
         return str(x)
-    return f"{x:.{digits}g}"
+    return f"{x:.{digits}g}"  # (formatting.number also keeps the digits of a cosine's distance from 1)
 
 
 def _room(check: Mapping[str, Any]) -> Optional[float]:

@@ -1,0 +1,109 @@
+"""The one place that formats values for people: source locations, shares, metric numbers, and the
+escaping of each output format (terminal, Markdown, HTML).
+
+Every renderer (terminal, Markdown, HTML) formats through these functions, so a location, a
+percentage or a cosine reads the same everywhere. Escaping builds on :func:`escape.visible` (control,
+bidi and invisible characters shown as escapes) and caps the length of names that come from models.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import math
+import os
+import re
+from typing import Any, Mapping, Optional
+
+from .escape import visible
+
+__all__ = ["location", "pct", "number", "signed_pct", "clean", "md", "html", "plural"]
+
+MAX_NAME = 120
+
+
+def _field(source: Any, name: str) -> Any:
+    return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+
+
+def location(source: Any, *, relative_to: Optional[str] = None, file_name_only: bool = False) -> str:
+    """A node's source as ``module at file:line``; "unknown" without one.
+
+    ``source`` is a JSON mapping (``{"module", "file", "line"}``) or an object with those attributes.
+    The root module is ``<root>``. ``file_name_only``: the file's base name (reports read on another
+    machine); ``relative_to``: the path relative to that directory when inside it (the terminal)."""
+    if not source:
+        return "unknown"
+    module, file, line = _field(source, "module"), _field(source, "file"), _field(source, "line")
+    parts = [module or "<root>"] if module is not None else []
+    if file:
+        path = str(file)
+        if file_name_only:
+            path = path.replace("\\", "/").rsplit("/", 1)[-1]
+        elif relative_to is not None:
+            try:
+                rel = os.path.relpath(path, relative_to)
+                if not rel.startswith(".."):
+                    path = rel
+            except ValueError:
+                pass
+        parts.append(f"{path}:{line}" if line else path)
+    return " at ".join(parts) or "unknown"
+
+
+def pct(x: Any) -> str:
+    """A share, one decimal ("85.7%"); "n/a" when unknown."""
+    return "n/a" if x is None else f"{float(x):.1%}"
+
+
+def signed_pct(x: float) -> str:
+    return f"{float(x):+.1%}"
+
+
+def number(x: Any, digits: int = 4) -> str:
+    """A metric with the digits that matter: ``digits`` significant digits ("-" when absent; "inf",
+    "nan" and other strings as they are). A cosine close to 1 keeps the digits that tell it from 1
+    (0.99999823 -> "0.9999982", not "1")."""
+    if x is None:
+        return "-"
+    if isinstance(x, str):
+        return x
+    if isinstance(x, bool):
+        return str(x)
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        return str(x)
+    if 0.99 < abs(x) < 1.0:  # 1 - x is the quantity that matters: keep `digits` digits of it
+        gap = 1.0 - abs(x)
+        extra = max(0, -int(math.floor(math.log10(gap))) - 1) if gap > 0 else 0
+        text = f"{x:.{digits + extra}g}"
+        return text if float(text) != (1.0 if x > 0 else -1.0) else f"{x:.{digits + extra + 1}g}"
+    return f"{x:.{digits}g}"
+
+
+def plural(n: int, one: str, many: Optional[str] = None) -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
+
+
+def _cap(s: str, limit: int) -> str:
+    return s if len(s) <= limit else s[: limit - 12] + f"...(+{len(s) - limit + 12})"
+
+
+def clean(text: Any, limit: int = MAX_NAME) -> str:
+    """For the terminal: invisible and bidi characters escaped (``escape.visible``), length capped."""
+    return _cap(visible(str(text)), limit)
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~>-])")
+
+
+def md(text: Any, limit: int = 160) -> str:
+    """For a Markdown table cell or line: no line breaks, no markup, no HTML, bounded length."""
+    s = visible(_cap(str(text), limit))
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", s)
+
+
+def html(text: Any, limit: int = 200) -> str:
+    """For HTML text and attributes: escaped, invisible characters shown, length capped."""
+    s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
+    return _html.escape(s, quote=True)
