@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html as _html
 import math
-import os
 import re
 from typing import Any, Mapping, Optional
 
@@ -25,29 +24,18 @@ def _field(source: Any, name: str) -> Any:
     return source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
 
 
-def location(source: Any, *, relative_to: Optional[str] = None, file_name_only: bool = False) -> str:
+def location(source: Any, *, relative: bool = False, file_name_only: bool = False) -> str:
     """A node's source as ``module at file:line``; "unknown" without one.
 
-    ``source`` is a JSON mapping (``{"module", "file", "line"}``) or an object with those attributes.
-    The root module is ``<root>``. ``file_name_only``: the file's base name (reports read on another
-    machine); ``relative_to``: the path relative to that directory when inside it (the terminal)."""
-    if not source:
-        return "unknown"
-    module, file, line = _field(source, "module"), _field(source, "file"), _field(source, "line")
-    parts = [module or "<root>"] if module is not None else []
-    if file:
-        path = str(file)
-        if file_name_only:
-            path = path.replace("\\", "/").rsplit("/", 1)[-1]
-        elif relative_to is not None:
-            try:
-                rel = os.path.relpath(path, relative_to)
-                if not rel.startswith(".."):
-                    path = rel
-            except ValueError:
-                pass
-        parts.append(f"{path}:{line}" if line else path)
-    return " at ".join(parts) or "unknown"
+    ``source`` is a JSON mapping (``{"module", "file", "line"}``) or a ``SourceLocation``. Written by
+    the graph layer's ``format_location`` (the one definition); ``file_name_only``: the file's base
+    name (reports read on another machine); ``relative``: the path relative to the working directory
+    when inside it (the terminal)."""
+    from ..graph.location import format_location
+
+    if source is not None and not isinstance(source, Mapping) and not hasattr(source, "to_json"):
+        source = {"module": _field(source, "module"), "file": _field(source, "file"), "line": _field(source, "line")}
+    return format_location(source or None, path="name" if file_name_only else "relative" if relative else "as recorded")
 
 
 def pct(x: Any) -> str:

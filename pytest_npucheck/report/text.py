@@ -37,9 +37,7 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
 
 def source_text(source: Any) -> str:
     """Module path and file:line, the file relative to the working directory when inside it."""
-    import os
-
-    return location(source, relative_to=os.getcwd())
+    return location(source, relative=True)
 
 
 def node_rows(nodes: Iterable[NodeResult], gate: Optional[Mapping[str, Any]] = None) -> list[list[str]]:

@@ -11,7 +11,7 @@ from conftest import make_model
 
 from pytest_npucheck.graph import SourceLocation, facts_from_model, format_location
 from pytest_npucheck.report.text import source_text
-from pytest_npucheck.report.views import where
+from pytest_npucheck.report.rows import where
 
 TRACE = ('File "/home/u/proj/model.py", line 12, in forward\n    y = self.conv(x)\n'
          'File "/usr/lib/python3/site-packages/torch/nn/modules/conv.py", line 554, in forward\n'
