@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--soc", help="SoC: rknn target_platform (rk3588, ...) or htp-v<ARCH> (default: the catalog's)")
     pr.add_argument("--python", help="python of the toolchain's venv (default: $NPUCHECK_RKNN_PYTHON / $NPUCHECK_QNN_PYTHON)")
     pr.add_argument("--select", action="append", metavar="PREFIX", help="only probe ids with this prefix (repeatable)")
-    pr.add_argument("--extra", action="store_true", help="the extra probes (RKNN: models_extra, QNN: q.*)")
+    pr.add_argument("--extra", action="store_true", help="the extra probes (RKNN: probe.extra_families, x.*; QNN: q.*)")
     pr.add_argument("--precision", choices=("fp16", "int8"), default="fp16", help="QNN only (default fp16)")
     pr.add_argument("--out", type=Path, help="results JSON (default: probes/<toolchain>/<version>/... under the current "
                     "directory; a --select subset goes to a temporary directory)")
@@ -154,14 +154,14 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "tables":
         if args.tables_command == "diff":
-            from .tables_diff import RENDERERS, diff_tables
+            from .tabletools.diff import RENDERERS, diff_tables
 
             d = diff_tables(_table_arg(catalog, args.old), _table_arg(catalog, args.new))
             sys.stdout.write(RENDERERS[args.format](d))
             return EXIT_OK
         if args.tables_command == "release":
             from .jsonio import write_atomic
-            from .releases import RELEASED, release_doc
+            from .tabletools.releases import RELEASED, release_doc
             from .tables import bundled_tables_dir
 
             doc = release_doc(bundled_tables_dir(), args.version)
@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"recorded release {args.version}: {len(doc['releases'][args.version])} tables")
             return EXIT_OK
         if args.tables_command == "docs":
-            from .docs_gen import generate
+            from .tabletools.docs import generate
             from .jsonio import write_atomic
 
             pages = generate(args.out, catalog)
@@ -194,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
                     problems[str(f)] = found
         else:
             problems = catalog.validate_all()
-            from .releases import RELEASED, policy_problems
+            from .tabletools.releases import RELEASED, policy_problems
             from .tables import bundled_tables_dir
 
             released = policy_problems(bundled_tables_dir())

@@ -37,14 +37,14 @@ def oracle_toolchain(toolchain: str) -> Optional[str]:
 def unavailable_reason(toolchain: str, python: Optional[str] = None) -> Optional[str]:
     """Why the toolchain's oracle cannot run here (None when its python is found)."""
     if toolchain == "rknn":
-        from . import rknn
+        from ..toolchains.rknn import adapter as rknn
 
         if rknn.find_rknn_python(python) is None:
             return (f"rknn-toolkit2 is not installed: set {rknn.ENV_VAR} to the python of a venv with "
                     "rknn-toolkit2 (scripts/setup-rknn-venv.sh)")
         return None
     if toolchain == "qnn":
-        from . import qnn
+        from ..toolchains.qnn import adapter as qnn
 
         if qnn.find_qnn_python(python) is None:
             return (f"onnxruntime-qnn is not installed: set {qnn.ENV_VAR} to the python of a venv with "

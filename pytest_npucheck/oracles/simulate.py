@@ -27,13 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import qnn as _qnn
-from . import rknn as _rknn
+from ..toolchains.qnn import adapter as _qnn
+from ..toolchains.rknn import adapter as _rknn
 
 __all__ = ["SimRun", "ToolchainUnavailable", "simulate_rknn", "simulate_qnn", "PRECISIONS"]
 
 PRECISIONS = ("fp16", "int8")
-_HERE = Path(__file__).parent
 
 
 class ToolchainUnavailable(RuntimeError):
@@ -172,7 +171,7 @@ def simulate_rknn(model: str | os.PathLike[str], soc: str, feeds: Mapping[str, A
                 Path(spec["dataset"]).write_text("\n".join(lines) + "\n", encoding="utf-8")
             models.append(spec)
         job = {"target_platform": soc, "log_dir": os.path.join(tmp, "logs"), "models": models}
-        hello, events, failure = _run_worker(exe, _HERE / "_rknn_sim_worker.py", job, tmp, timeout)
+        hello, events, failure = _run_worker(exe, Path(_rknn.__file__).with_name("_rknn_sim_worker.py"), job, tmp, timeout)
         version = hello.get("rknn_version")
         out: dict[str, SimRun] = {}
         names = _rknn.onnx_nodes(path)
@@ -248,7 +247,7 @@ def simulate_qnn(model: str | os.PathLike[str], htp_arch: int, feeds: Mapping[st
                                        for k, s in enumerate(calibration or [feeds])]
             models.append(spec)
         job = {"log_dir": os.path.join(tmp, "logs"), "models": models}
-        hello, events, failure = _run_worker(exe, _HERE / "_qnn_sim_worker.py", job, tmp, timeout)
+        hello, events, failure = _run_worker(exe, Path(_qnn.__file__).with_name("_qnn_sim_worker.py"), job, tmp, timeout)
         versions = hello.get("versions") or {}
         out: dict[str, SimRun] = {}
         for spec in models:

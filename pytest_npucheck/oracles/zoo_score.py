@@ -185,7 +185,7 @@ def rknn_placement(onnx_path: Path, real: Mapping[str, Any], log: Optional[str]
     """The RKNN placement of a stored record and the rows attributed to each node, recomputed
     from its layer rows and the build log's rewrite trace (so a record compiled before a mapping
     fix is scored with the fix)."""
-    from . import rknn
+    from ..toolchains.rknn import adapter as rknn
 
     rows = []
     for i, r in enumerate(real.get("rows") or []):

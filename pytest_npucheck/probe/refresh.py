@@ -93,7 +93,7 @@ def resolve_target(catalog: Any, toolchain: str, version: Optional[str], soc: Op
         if soc not in RKNN_SOCS:
             raise UsageError(f"unknown RKNN SoC {soc!r}; rknn-toolkit2 targets: {', '.join(RKNN_SOCS)}")
     else:
-        from ..oracles.qnn import DEFAULT_SOC_MODEL
+        from ..toolchains.qnn.adapter import DEFAULT_SOC_MODEL
 
         arch = qnn_arch(soc)
         if arch not in DEFAULT_SOC_MODEL:
@@ -112,9 +112,9 @@ def resolve_target(catalog: Any, toolchain: str, version: Optional[str], soc: Op
     if not need_python:
         return ProbeTarget(toolchain, version, soc, python or "")
     if toolchain == "rknn":
-        from ..oracles.rknn import find_rknn_python as find
+        from ..toolchains.rknn.adapter import find_rknn_python as find
     else:
-        from ..oracles.qnn import find_qnn_python as find
+        from ..toolchains.qnn.adapter import find_qnn_python as find
     found = find(python)
     if found is None or (python and os.path.abspath(found) != os.path.abspath(python)):
         where = f"--python {python} is not an executable file" if python else (
@@ -171,11 +171,11 @@ def run(t: ProbeTarget, out: Path, *, select: Optional[Sequence[str]], extra: bo
     (also written to ``out``). A version mismatch found during the run is a UsageError."""
     try:
         if t.toolchain == "rknn":
-            from .rknn_probe import run_probes
+            from ..toolchains.rknn.probe import run_probes
 
             return run_probes(t.version, t.soc, t.python, out, select=select, workers=workers,
                               timeout=timeout, verbose=verbose, extra=extra)
-        from .qnn_probe import run_probes as run_qnn
+        from ..toolchains.qnn.probe import run_probes as run_qnn
 
         # a prefix (qnn@2.53 before any 2.53.x table exists) is checked against what the backend reports
         full = t.version.count(".") >= 2
@@ -219,7 +219,7 @@ def build_table(t: ProbeTarget, results_path: Path, *, precision: str = "fp16",
 def _build_table(t: ProbeTarget, results_path: Path, *, schema_path: Optional[Path], log: Any) -> dict[str, Any]:
     name = results_path.name
     if t.toolchain == "rknn":
-        from . import rknn_table as builder
+        from ..toolchains.rknn import table as builder
 
         stem = re.sub(r"(\.extra)?\.results\.json$", "", name)
         main = _read(results_path.with_name(f"{stem}.results.json"))
@@ -229,7 +229,7 @@ def _build_table(t: ProbeTarget, results_path: Path, *, schema_path: Optional[Pa
                              "(run without --extra first)")
         results = builder.merge_results(main, extra) if extra else main
         return builder.make_table(results, schema_path, log=log)
-    from . import qnn_table as builder
+    from ..toolchains.qnn import table as builder
 
     stem = re.sub(r"\.(fp16|int8)(\.extra)?\.results\.json$", "", name)
 
@@ -349,10 +349,10 @@ def probe_models(toolchain: str, results: Mapping[str, Any]) -> dict[str, Any]:
     ids = [r["id"] for r in results["probes"]]
     if toolchain == "rknn":
         from .models import build_probes as main
-        from .models_extra import build_extra_probes as extra
+        from .extra_families import build_extra_probes as extra
     else:
-        from .qnn_probe import extra_probes as extra
-        from .qnn_probe import select_probes as main
+        from ..toolchains.qnn.probe import extra_probes as extra
+        from ..toolchains.qnn.probe import select_probes as main
     wanted = set(ids)
     return {p.id: p.model for build in (main, extra) for p in build(ids) if p.id in wanted}
 
@@ -380,9 +380,9 @@ def check_table(t: ProbeTarget, table: Any, raw: Mapping[str, Any], results: Map
     builder's ``predict``/``compare``) and list each disagreement under the entries that cite
     that probe; disagreements the table already lists in ``provenance.errata`` are known."""
     if t.toolchain == "rknn":
-        from .rknn_table import compare, predict
+        from ..toolchains.rknn.table import compare, predict
     else:
-        from .qnn_table import compare, predict
+        from ..toolchains.qnn.table import compare, predict
     errata = {m.group("id") for line in (raw.get("provenance") or {}).get("errata") or []
               if (m := _ERRATUM.match(str(line)))}
     index = _entry_index(raw)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m pytest_npucheck.probe.rknn_probe --soc rk3588 --python /path/to/rknn-venv/bin/python
+    python -m pytest_npucheck.toolchains.rknn.probe --soc rk3588 --python /path/to/rknn-venv/bin/python
 
 writes ``probes/rknn/<version>/<soc>.results.json`` (version read from the installed toolkit
 unless ``--version`` is given).  See ``probes/rknn/README.md``.
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_npucheck.oracles import rknn as oracle
+from pytest_npucheck.toolchains.rknn import adapter as oracle
 from pytest_npucheck.probe.models import Probe, build_probes, save_probes
 
 __all__ = ["run_probes", "summarise_placement", "write_calibration", "main", "INT8_ONLY_SOCS"]
@@ -147,7 +147,7 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         select: only probes whose id starts with one of these prefixes.
         workers: parallel rknn worker processes.
         timeout: per-model timeout in seconds.
-        extra: run the extra probes of :mod:`pytest_npucheck.probe.models_extra` instead
+        extra: run the extra probes of :mod:`pytest_npucheck.probe.extra_families` instead
             (default output ``probes/rknn/<version>/<soc>.extra.results.json``).
         quantize: int8 build (``do_quantization=True`` with a small random calibration set
             written per probe, see :func:`write_calibration`); default: only for the int8-only
@@ -157,7 +157,7 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         The results document that was written.
     """
     if extra:
-        from pytest_npucheck.probe.models_extra import build_extra_probes
+        from pytest_npucheck.probe.extra_families import build_extra_probes
 
         probes = build_extra_probes(select)
     else:
@@ -199,7 +199,7 @@ def run_probes(version: str | None, soc: str, python: str | None, out_path: str 
         "version": version,
         "soc": soc,
         "generated": _dt.date.today().isoformat(),
-        "generator": "pytest_npucheck.probe.rknn_probe" + (" --extra" if extra else ""),
+        "generator": "pytest_npucheck.toolchains.rknn.probe" + (" --extra" if extra else ""),
         "onnx_version_used_to_write_probes": onnx.__version__,
         "build": ({"do_quantization": True, "precision": "int8",
                    "calibration": "%d random samples per probe (rknn_probe.write_calibration)"
@@ -237,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=120.0)
     ap.add_argument("--extra", action="store_true",
-                    help="run the extra probes (pytest_npucheck.probe.models_extra) and write "
+                    help="run the extra probes (pytest_npucheck.probe.extra_families) and write "
                          "<soc>.extra.results.json")
     q = ap.add_mutually_exclusive_group()
     q.add_argument("--quantize", dest="quantize", action="store_true", default=None,

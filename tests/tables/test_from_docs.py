@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from pytest_npucheck.probe import doc_tables
+from pytest_npucheck.tabletools import from_docs
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 DOC_TOOLCHAINS = ("snpe", "cann")
@@ -28,23 +28,23 @@ def doc_targets(catalog):
 
 def test_committed_tables_are_what_the_builder_writes():
     """The JSON under op_support_tables/{snpe,cann} is exactly the builder's output from doc_facts/."""
-    built = doc_tables.all_tables()
+    built = from_docs.all_tables()
     assert {rel.parts[0] for rel in built} == set(DOC_TOOLCHAINS)
     for rel, table in built.items():
         path = bundled_tables_dir() / rel
-        assert path.is_file(), f"{path} missing: run python -m pytest_npucheck.probe.doc_tables"
-        assert path.read_text(encoding="utf-8") == doc_tables.render(table), (
-            f"{path} is stale: run python -m pytest_npucheck.probe.doc_tables")
+        assert path.is_file(), f"{path} missing: run python -m pytest_npucheck.tabletools.from_docs"
+        assert path.read_text(encoding="utf-8") == from_docs.render(table), (
+            f"{path} is stale: run python -m pytest_npucheck.tabletools.from_docs")
     committed = {p.relative_to(bundled_tables_dir()) for tc in DOC_TOOLCHAINS
                  for p in (bundled_tables_dir() / tc).glob("*/*.json")}
     assert committed == set(built), "a committed doc table has no facts file (or the other way round)"
 
 
 def test_check_mode_reports_a_stale_table(tmp_path, capsys):
-    rel, table = next(iter(doc_tables.all_tables().items()))
+    rel, table = next(iter(from_docs.all_tables().items()))
     (tmp_path / rel).parent.mkdir(parents=True)
-    (tmp_path / rel).write_text(doc_tables.render(table).replace('"npu"', '"cpu"', 1), encoding="utf-8")
-    assert doc_tables.main(["--out", str(tmp_path), "--check"]) == 1
+    (tmp_path / rel).write_text(from_docs.render(table).replace('"npu"', '"cpu"', 1), encoding="utf-8")
+    assert from_docs.main(["--out", str(tmp_path), "--check"]) == 1
     assert str(tmp_path / rel) in capsys.readouterr().out
 
 
@@ -78,8 +78,8 @@ def test_every_entry_and_rule_names_a_declared_source(doc_targets):
 
 def test_snpe_entries_follow_the_published_list():
     for version in ("2025.06", "2025.08"):
-        facts = doc_tables._snpe_facts(version)
-        tables = doc_tables.build_snpe(version)
+        facts = from_docs._snpe_facts(version)
+        tables = from_docs.build_snpe(version)
         for soc, table in tables.items():
             written = {k.split(":", 1)[1] for k in table["ops"]}
             assert written == set(facts["ops"])  # every listed ONNX op has an entry, nothing else
@@ -93,8 +93,8 @@ def test_snpe_entries_follow_the_published_list():
 
 
 def test_snpe_newer_version_differs_only_where_its_page_does():
-    old = doc_tables.build_snpe("2025.06")["htp"]
-    new = doc_tables.build_snpe("2025.08")["htp"]
+    old = from_docs.build_snpe("2025.06")["htp"]
+    new = from_docs.build_snpe("2025.08")["htp"]
     assert old["opsets"]["ai.onnx"][1] < new["opsets"]["ai.onnx"][1]  # the newer page lists newer op versions
     def rules(entry):
         return [{k: v for k, v in c.items() if k != "source"} for c in entry.get("constraints", [])]
@@ -107,20 +107,20 @@ def test_snpe_newer_version_differs_only_where_its_page_does():
 
 def test_cann_list_entries_and_ai_cpu_rules():
     for version in ("7.0.0", "8.0.0", "8.5.0"):
-        facts = doc_tables.load_facts("cann", version)
-        table = doc_tables.build_cann(version)["ascend310p"]
+        facts = from_docs.load_facts("cann", version)
+        table = from_docs.build_cann(version)["ascend310p"]
         names = {facts["aliases"].get(n, n) for n in facts["list"]}
         written = {k.split(":", 1)[1] for k in table["ops"]}
         assert written <= names
         for custom in names - written:
-            assert not doc_tables.is_onnx_op(custom)
+            assert not from_docs.is_onnx_op(custom)
         for pool in ("ai.onnx:MaxPool", "ai.onnx:AveragePool"):  # both pages name the AI CPU cases
             cpu_rules = [c for c in table["ops"][pool]["constraints"] if c["else"] == "cpu"]
             assert {c["params"]["attr"] for c in cpu_rules} == {"strides", "kernel_shape"}
             assert all("AI CPU" in c["note"] for c in cpu_rules)
     # what changed between 8.0.0 and 8.5.0 on the MaxPool page: float input and SAME_LOWER
-    mp80 = doc_tables.build_cann("8.0.0")["ascend310p"]["ops"]["ai.onnx:MaxPool"]["constraints"]
-    mp85 = doc_tables.build_cann("8.5.0")["ascend310p"]["ops"]["ai.onnx:MaxPool"]["constraints"]
+    mp80 = from_docs.build_cann("8.0.0")["ascend310p"]["ops"]["ai.onnx:MaxPool"]["constraints"]
+    mp85 = from_docs.build_cann("8.5.0")["ascend310p"]["ops"]["ai.onnx:MaxPool"]["constraints"]
     pad = lambda cs: next(c["params"]["values"] for c in cs if c["rule"] == "attr_in" and c["params"]["attr"] == "auto_pad")
     assert "SAME_LOWER" not in pad(mp80) and "SAME_LOWER" in pad(mp85)
 
@@ -128,18 +128,18 @@ def test_cann_list_entries_and_ai_cpu_rules():
 # --------------------------------------------------------------------------- opset readings
 
 def test_snpe_operator_versions_become_model_opset_ranges():
-    rng, note = doc_tables.snpe_opset_range("Relu", [1, 6], 21)
+    rng, note = from_docs.snpe_opset_range("Relu", [1, 6], 21)
     assert rng == (1, 21) and "13, 14" in note  # newer Relu versions exist and are named, not rejected
-    rng, _ = doc_tables.snpe_opset_range("LayerNormalization", [17], 21)
+    rng, _ = from_docs.snpe_opset_range("LayerNormalization", [17], 21)
     assert rng == (17, 21)  # the op does not exist before opset 17
-    rng, note = doc_tables.snpe_opset_range("Gelu", [20], 19)
+    rng, note = from_docs.snpe_opset_range("Gelu", [20], 19)
     assert rng is None and "Gelu" in note
 
 
 def test_cann_opset_holes_are_named():
-    rng, note = doc_tables.cann_opset_range([10, 11, 12, 14, 15, 16, 17, 18], (8, 18))
+    rng, note = from_docs.cann_opset_range([10, 11, 12, 14, 15, 16, 17, 18], (8, 18))
     assert rng == (10, 18) and "v13" in note
-    rng, note = doc_tables.cann_opset_range(range(8, 19), (9, 18))
+    rng, note = from_docs.cann_opset_range(range(8, 19), (9, 18))
     assert rng == (9, 18) and "without" not in note
 
 

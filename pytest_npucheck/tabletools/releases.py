@@ -18,8 +18,8 @@ import hashlib
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import TableError, UsageError
-from .jsonio import JsonFileError, load_strict
+from ..errors import TableError, UsageError
+from ..jsonio import JsonFileError, load_strict
 
 RELEASED = "released.json"
 RELEASED_FORMAT = 1

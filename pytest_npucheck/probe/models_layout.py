@@ -1,24 +1,18 @@
 """Context probes of RKNN placements found by cutting real corpus exports down (session 6):
 RK3566's layout changes into RNNs, attention value splits, affine_grid reshapes and one-channel
 Conv2d inputs; RV1106's grouped-query K expansion, rotary rotate_half and Swin's five-block qkv
-split. Each family is built like those of models_extra.py and listed in its FAMILIES."""
+split. Each family is built with :mod:`.builder` and listed in FAMILIES (in build order)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector, _rand
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, llama_attention, rnn_layer
 
 
-def _rnn(gb: GraphBuilder, y: str, op: str, cin: int, hid: int = 32) -> str:
-    gates = {"LSTM": 4, "GRU": 3}[op]
-    extra = {"linear_before_reset": 1} if op == "GRU" else {}
-    return gb.node(op, [y, gb.const(_rand([2, gates * hid, cin])), gb.const(_rand([2, gates * hid, hid])),
-                        gb.const(_rand([2, 2 * gates * hid]))], name="rnn", hidden_size=hid,
-                   direction="bidirectional", **extra)
 
 
-def rnn_input_transpose_extra(c: _Collector) -> None:
+def rnn_input_transpose_extra(c: Collector) -> None:
     """The Transpose that brings a conv feature map into an RNN's seq-first layout (T, 1, C).
     CRNN: (1, C, T) -> Transpose(2, 0, 1) -> LSTM; KWS: (1, C, F, T) -> Transpose(0, 3, 1, 2) ->
     Reshape (1, T, C*F) -> Transpose(1, 0, 2) -> GRU. RK3566 runs the moving transpose on the CPU
@@ -35,7 +29,7 @@ def rnn_input_transpose_extra(c: _Collector) -> None:
         y = gb.node("Squeeze", [y, gb.ints([2])], name="pre_squeeze")
         y = gb.node("Transpose", [y], perm=[2, 0, 1], name="focus_t")
         if post == "rnn":
-            y = _rnn(gb, y, rnn, cin)
+            y = rnn_layer(gb, y, rnn, cin)
             ctx = "conv_%s" % rnn
         elif post == "add":
             y = gb.node("Add", [y, gb.weight([seq, 1, cin])], name="post_add")
@@ -52,7 +46,7 @@ def rnn_input_transpose_extra(c: _Collector) -> None:
         x = gb.input("x", "float32", [1, 26, 128])
         y = gb.node("Relu", [x], name="pre_relu")
         y = gb.node("Transpose", [y], perm=[1, 0, 2], name="focus_t")
-        gb.output(_rnn(gb, y, rnn, 128))
+        gb.output(rnn_layer(gb, y, rnn, 128))
         c.add("x.Transpose.perm=1_0_2.ctx=relu_%s.c=128.t=26.f32.r3" % rnn, "Transpose", gb,
               kind="context", focus=["focus_t"])
     # KWS form: (1, C, F, T) -> Transpose(0, 3, 1, 2) -> Reshape (1, T, C*F) -> Transpose(1, 0, 2) -> RNN
@@ -63,7 +57,7 @@ def rnn_input_transpose_extra(c: _Collector) -> None:
         y = gb.node("Transpose", [y], perm=[0, 3, 1, 2], name="focus_t0")
         y = gb.node("Reshape", [y, gb.ints([1, seq, ch * fr])], name="flat")
         y = gb.node("Transpose", [y], perm=[1, 0, 2], name="focus_t1")
-        gb.output(_rnn(gb, y, rnn, ch * fr))
+        gb.output(rnn_layer(gb, y, rnn, ch * fr))
         c.add("x.Transpose.perm=0_3_1_2+1_0_2.ctx=pool_%s.c=%d.f=%d.t=%d.f32.r4" % (rnn, ch, fr, seq), "Transpose",
               gb, kind="context", focus=["focus_t0", "focus_t1"])
 
@@ -71,7 +65,7 @@ def rnn_input_transpose_extra(c: _Collector) -> None:
 FAMILIES = [rnn_input_transpose_extra]
 
 
-def mha_value_reshape_extra(c: _Collector) -> None:
+def mha_value_reshape_extra(c: Collector) -> None:
     """Attention as torch writes it batch-first (wav2vec2, HF encoders): x (1, L, D) -> q/k/v MatMul+Add
     -> Reshape (1, L, H, D/H) -> Transpose (0, 2, 1, 3) (k: (0, 2, 3, 1)) -> MatMul -> Softmax ->
     MatMul(probs, v) -> Transpose -> Reshape (1, L, D). The q and k head transposes fold into the
@@ -111,7 +105,7 @@ def mha_value_reshape_extra(c: _Collector) -> None:
 FAMILIES.append(mha_value_reshape_extra)
 
 
-def affine_grid_reshape_extra(c: _Collector) -> None:
+def affine_grid_reshape_extra(c: Collector) -> None:
     """STN's affine_grid as torch exports it: theta (1, 6) -> Reshape (1, 2, 3) -> Transpose (0, 2, 1)
     -> MatMul(base grid (1, H*W, 3), .) -> Reshape (1, H, W, 2) -> GridSample (a CPU op). The focus is
     the last Reshape (rank 3 -> 4, last dim 2). Variants: grid size, and the reader (GridSample, a graph
@@ -139,7 +133,7 @@ def affine_grid_reshape_extra(c: _Collector) -> None:
 FAMILIES.append(affine_grid_reshape_extra)
 
 
-def input_unsqueeze_extra(c: _Collector) -> None:
+def input_unsqueeze_extra(c: Collector) -> None:
     """Conformer's front end: features (1, F, T) -> Unsqueeze(1) -> (1, 1, F, T) -> Conv2d (one input
     channel). The Unsqueeze turns the channel axis F of a rank-3 tensor into a spatial axis; RK3566 does
     that relayout on the CPU (a Reshape, or a Transpose (1, F, 1, T) -> (1, 1, F, T) behind a Conv1d)
@@ -176,98 +170,37 @@ def input_unsqueeze_extra(c: _Collector) -> None:
 FAMILIES.append(input_unsqueeze_extra)
 
 
-def _llama_attn(tokens=32, dim=64, q_heads=4, kv_heads=2, k_pre="rotary", q_rot=True, scale=True,
-                attn="sdpa", opset=17):
-    """One Llama attention block as torch's TorchScript exporter writes it (HF LlamaAttention,
-    eager): q/k/v MatMul -> Reshape (1, T, h, d) -> Transpose (0, 2, 1, 3); rotary
-    (x * cos + cat(-x2, x1) * sin) on q (q_rot) and on k (k_pre='rotary'; 'none': k unrotated,
-    'relu': Relu instead); repeat_kv for k and v: Unsqueeze(2) -> Expand (1, kv, g, T, d) ->
-    Reshape (1, h, T, d); scaled q @ k^T -> Softmax -> @ v -> Transpose -> Reshape -> o MatMul.
-    attn='scores': the graph ends at q @ k^T (and v): no fused attention.
-    Node names: k_expand / v_expand, q_neg / k_neg."""
-    d = dim // q_heads
-    groups = q_heads // kv_heads
-    gb = GraphBuilder(opset)
-    x = gb.input("x", "float32", [1, tokens, dim])
-    pos = np.arange(tokens, dtype=np.float32)[:, None] / (10000 ** (np.arange(0, d, 2, dtype=np.float32) / d))[None]
-    emb = np.concatenate([pos, pos], -1)
-    cos = gb.const(np.cos(emb)[None, None].astype(np.float32), "cos")
-    sin = gb.const(np.sin(emb)[None, None].astype(np.float32), "sin")
-
-    def heads(nm, h):
-        y = gb.node("MatMul", [x, gb.weight([dim, h * d])], name=nm + "_proj")
-        y = gb.node("Reshape", [y, gb.ints([1, tokens, h, d])], name=nm + "_view")
-        return gb.node("Transpose", [y], perm=[0, 2, 1, 3], name=nm + "_heads")
-
-    def rotary(nm, t):
-        x1 = gb.node("Slice", [t, gb.ints([0]), gb.ints([d // 2]), gb.ints([3]), gb.ints([1])], name=nm + "_x1")
-        x2 = gb.node("Slice", [t, gb.ints([d // 2]), gb.ints([2 ** 62]), gb.ints([3]), gb.ints([1])], name=nm + "_x2")
-        ng = gb.node("Neg", [x2], name=nm + "_neg")
-        rh = gb.node("Concat", [ng, x1], axis=-1, name=nm + "_cat")
-        a = gb.node("Mul", [t, cos], name=nm + "_mcos")
-        b = gb.node("Mul", [rh, sin], name=nm + "_msin")
-        return gb.node("Add", [a, b], name=nm + "_rot")
-
-    def repeat(nm, t):
-        u = gb.node("Unsqueeze", [t, gb.ints([2])], name=nm + "_unsq")
-        e = gb.node("Expand", [u, gb.ints([1, kv_heads, groups, tokens, d])], name=nm + "_expand")
-        return gb.node("Reshape", [e, gb.ints([1, q_heads, tokens, d])], name=nm + "_rep")
-
-    q, k, v = heads("q", q_heads), heads("k", kv_heads), heads("v", kv_heads)
-    if q_rot:
-        q = rotary("q", q)
-    if k_pre == "rotary":
-        k = rotary("k", k)
-    elif k_pre == "relu":
-        k = gb.node("Relu", [k], name="k_relu")
-    if groups > 1:
-        k, v = repeat("k", k), repeat("v", v)
-    kt = gb.node("Transpose", [k], perm=[0, 1, 3, 2], name="k_t")
-    if scale:
-        s = np.float32(d ** -0.25)
-        q = gb.node("Mul", [q, gb.const(np.array([s], np.float32))], name="q_scale")
-        kt = gb.node("Mul", [kt, gb.const(np.array([s], np.float32))], name="k_scale")
-    scores = gb.node("MatMul", [q, kt], name="scores")
-    if attn == "scores":  # no Softmax -> MatMul: the compiler fuses no attention (exSDPAttention)
-        gb.output(scores, v)
-        return gb
-    sc = gb.node("Softmax", [scores], axis=-1, name="softmax")
-    o = gb.node("MatMul", [sc, v], name="attn_v")
-    o = gb.node("Transpose", [o], perm=[0, 2, 1, 3], name="o_t")
-    o = gb.node("Reshape", [o, gb.ints([1, tokens, dim])], name="o_view")
-    gb.output(gb.node("MatMul", [o, gb.weight([dim, dim])], name="o_proj"))
-    return gb
 
 
-def gqa_expand_extra(c: _Collector) -> None:
+def gqa_expand_extra(c: Collector) -> None:
     """Llama's repeat_kv (Unsqueeze -> Expand (1, kv, g, T, d) -> Reshape) on K and V.
     RKNN folds the V expansion into v_proj's weights; the K expansion behind the rotary embedding
     (a computed tensor) becomes a Gather along the head axis, which RV1106 (2.3.2, 2.5.0) runs on
     the CPU. k_pre=none / relu: K read straight from its projection / through a Relu."""
     for k_pre in ("rotary", "none", "relu"):
         for q_heads, kv_heads in ((4, 2), (4, 1), (8, 2)):
-            gb = _llama_attn(q_heads=q_heads, kv_heads=kv_heads, k_pre=k_pre)
+            gb = llama_attention(q_heads=q_heads, kv_heads=kv_heads, k_pre=k_pre)
             c.add("x.Expand.ctx=gqa_k.pre=%s.h=%d.kv=%d.f32.r5" % (k_pre, q_heads, kv_heads), "Expand", gb,
                   kind="context", focus=["k_expand"])
         # one probe per op under test: the V Expand of the same graph
-    gb = _llama_attn(k_pre="rotary")
+    gb = llama_attention(k_pre="rotary")
     c.add("x.Expand.ctx=gqa_v.pre=proj.h=4.kv=2.f32.r5", "Expand", gb, kind="context", focus=["v_expand"])
-    gb = _llama_attn(k_pre="rotary", attn="scores")
+    gb = llama_attention(k_pre="rotary", attn="scores")
     c.add("x.Expand.ctx=gqa_k.pre=rotary.h=4.kv=2.attn=scores.f32.r5", "Expand", gb, kind="context",
           focus=["k_expand"])
 
 
-def rotary_neg_extra(c: _Collector) -> None:
+def rotary_neg_extra(c: Collector) -> None:
     """rotate_half (Slice, Slice, Neg, Concat) on q and k of a Llama attention block: with and without
     grouped-query attention (kv < h), the q scale, and the fused attention (attn=scores: none)."""
     for q_heads, kv_heads in ((4, 2), (4, 4)):
         for scale in (True, False):
-            gb = _llama_attn(q_heads=q_heads, kv_heads=kv_heads, scale=scale)
+            gb = llama_attention(q_heads=q_heads, kv_heads=kv_heads, scale=scale)
             tag = "h=%d.kv=%d.scale=%d" % (q_heads, kv_heads, int(scale))
             c.add("x.Neg.ctx=rotary_q.%s.f32.r4" % tag, "Neg", gb, kind="context", focus=["q_neg"])
             c.add("x.Neg.ctx=rotary_k.%s.f32.r4" % tag, "Neg", gb, kind="context", focus=["k_neg"])
     for q_heads, kv_heads in ((4, 2), (4, 4)):
-        gb = _llama_attn(q_heads=q_heads, kv_heads=kv_heads, attn="scores")
+        gb = llama_attention(q_heads=q_heads, kv_heads=kv_heads, attn="scores")
         tag = "h=%d.kv=%d.attn=scores" % (q_heads, kv_heads)
         c.add("x.Neg.ctx=rotary_q.%s.f32.r4" % tag, "Neg", gb, kind="context", focus=["q_neg"])
         c.add("x.Neg.ctx=rotary_k.%s.f32.r4" % tag, "Neg", gb, kind="context", focus=["k_neg"])
@@ -314,12 +247,12 @@ def _pixel_shuffle(gb, c=8, r=2, hw=8, post="reshape"):
     gb.output(gb.node("Mul", [t, gb.const(np.float32(0.5))], name="post_mul"))
 
 
-def five_block_transpose_extra(c: _Collector) -> None:
+def five_block_transpose_extra(c: Collector) -> None:
     """Transposes moving five blocks of axes: Swin's qkv split (rank 5, batch of windows) read by
     Gathers / a Split / a Reshape, and a pixel shuffle written as Reshape -> rank-6 Transpose
     (0, 1, 4, 2, 5, 3) -> Reshape (fused by RKNN into a depth-to-space), with and without the
     second Reshape."""
-    from pytest_npucheck.probe.models import GraphBuilder as GB
+    from pytest_npucheck.probe.builder import GraphBuilder as GB
     for n_win in (16, 4):
         for post in ("gather", "split", "reshape"):
             gb = GB(17)
@@ -335,3 +268,6 @@ def five_block_transpose_extra(c: _Collector) -> None:
         _pixel_shuffle(gb, c=cc, r=r, hw=hw, post=post)
         c.add("x.Transpose.ctx=pixel_shuffle.c=%d.r=%d.hw=%d.post=%s.f32.r6" % (cc, r, hw, post), "Transpose", gb,
               kind="context", focus=["ps_tp"])
+
+
+FAMILIES += [gqa_expand_extra, rotary_neg_extra, five_block_transpose_extra]

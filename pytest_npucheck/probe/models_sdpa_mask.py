@@ -5,14 +5,14 @@ scores of an attention whose q and k are scaled before their MatMul and whose re
 Transpose -> Reshape into the output projection (Gemm). rknn-toolkit2 2.3.2 fuses that attention
 (exSDPAttention) and runs the Expand on the CPU on every SoC; on RK3566 the Reshape before it goes
 to the CPU too (probe results of all 12 targets: tests/tables/test_rknn_tables.py). A mask that is a graph input, the scale after the MatMul, or an attention result
-that ends without the projection keep the Reshape on the NPU. Built like the families of
-models_extra.py and listed in FAMILIES."""
+that ends without the projection keep the Reshape on the NPU. Built with
+:mod:`.builder` like every family and listed in FAMILIES."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector
+from pytest_npucheck.probe.builder import Collector, GraphBuilder
 
 #: (label, keyword arguments of _attention): the Conformer case first, then one change each
 VARIANTS = (
@@ -69,7 +69,7 @@ def _attention(t: int = 15, h: int = 4, d: int = 16, src: str = "where", scale: 
     return gb
 
 
-def sdpa_mask_reshape_extra(c: _Collector) -> None:
+def sdpa_mask_reshape_extra(c: Collector) -> None:
     """The key padding mask's Reshape in front of a fused attention, and one change each (VARIANTS)."""
     for label, kw in VARIANTS:
         c.add("x.Reshape.ctx=sdpa_mask.%s.f32.r2" % label, "Reshape", _attention(**kw), kind="context",

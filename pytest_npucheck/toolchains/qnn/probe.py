@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m pytest_npucheck.probe.qnn_probe --htp-arch 73 --precision fp16 \\
+    python -m pytest_npucheck.toolchains.qnn.probe --htp-arch 73 --precision fp16 \\
         --python /work/venvs/qnn/bin/python
 
 writes ``probes/qnn/<sdk-version>/htp-v<arch>.<precision>.results.json``; ``<sdk-version>`` is
@@ -28,13 +28,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-from pytest_npucheck.oracles import qnn as oracle
+from pytest_npucheck.toolchains.qnn import adapter as oracle
 from pytest_npucheck.probe.models import GraphBuilder, Probe, build_probes, save_probes
 
 __all__ = ["run_probes", "summarise_placement", "probe_record", "select_probes",
            "extra_probes", "main"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def summarise_placement(placement: dict[str, str], focus: Sequence[str], status: str = "ok"
@@ -125,7 +125,7 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
     import numpy as np
     from onnx import TensorProto
 
-    from pytest_npucheck.probe.models import GraphBuilder as GB
+    from pytest_npucheck.probe.builder import GraphBuilder as GB
 
     out: list[Probe] = []
     rng = np.random.default_rng(1)
@@ -332,11 +332,11 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                               "weight, x" if first else "x, weight",
                               " and a MatMul" if proj else " as the graph output")))
     # -- probe families of the topic modules (GatherND index shapes, rank-6 Gathers, RMSNorm) ----
-    from pytest_npucheck.probe.models import _Collector
+    from pytest_npucheck.probe.builder import Collector
     from pytest_npucheck.probe.models_gather_index import QNN_FAMILIES as gather_families
     from pytest_npucheck.probe.models_rejections import QNN_FAMILIES as rejection_families
 
-    col = _Collector()
+    col = Collector()
     for fam in gather_families + rejection_families:
         fam(col)
     out += col.probes
@@ -407,7 +407,7 @@ def run_probes(htp_arch: int, precision: str, python: str | None,
         "precision": precision,
         "provider_options": oracle.provider_options(htp_arch, soc_model, precision),
         "generated": _dt.date.today().isoformat(),
-        "generator": "pytest_npucheck.probe.qnn_probe" + (" --extra" if extra else ""),
+        "generator": "pytest_npucheck.toolchains.qnn.probe" + (" --extra" if extra else ""),
         "onnx_version_used_to_write_probes": onnx.__version__,
         "worker_versions": versions,
         "notes": ("placement per ONNX node from InferenceSession.get_provider_graph_assignment_"

@@ -2,7 +2,7 @@
 
 rknn-toolkit2 pins numpy/onnx/protobuf versions that conflict with a modern stack, so it is run
 in a separate Python (found from an explicit argument or the ``NPUCHECK_RKNN_PYTHON`` environment
-variable) as a subprocess executing :mod:`pytest_npucheck.oracles._rknn_worker`.
+variable) as a subprocess executing :mod:`pytest_npucheck.toolchains.rknn._rknn_worker`.
 
 Each model is loaded and built (fp16, ``do_quantization=False``, unless the job asks for an int8
 build with a calibration dataset) in isolation: the worker streams
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._common import find_python
+from ..venv import find_python
 
 __all__ = [
     "ENV_VAR",
@@ -833,7 +833,7 @@ def unmapped_cpu_rows(result: RknnResult, node_names: Sequence[str]) -> list[Lay
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    """Tiny CLI: ``python -m pytest_npucheck.oracles.rknn [--soc rk3588] [--python P] model.onnx...``."""
+    """Tiny CLI: ``python -m pytest_npucheck.toolchains.rknn.adapter [--soc rk3588] [--python P] model.onnx...``."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -31,11 +31,12 @@ import time
 import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
+_TOOLCHAINS = os.path.dirname(_HERE)
+sys.path[:0] = [_HERE, _TOOLCHAINS]  # this worker's siblings; _worker_io.py one level up
 from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module)
 
-# this directory also holds rknn.py (the adapter): keep it from shadowing the rknn package
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+# the toolchains directory holds rknn/ (this plug-in): keep it from shadowing the rknn package
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) not in (_HERE, _TOOLCHAINS)]
 
 
 def _simulate(RKNN, job, model, log_path):

@@ -1,7 +1,9 @@
 """Stdlib-only helpers shared by the toolchain workers (`_rknn_worker.py`, `_qnn_worker.py`).
 
 The workers run as scripts in the toolchains' own virtual environments, where this project is
-not installed; they put their own directory on ``sys.path`` and import this module as a sibling.
+not installed; they put this directory (``toolchains/``, one above their own) on ``sys.path``
+long enough to import this module, then take it off again (its ``rknn/`` and ``qnn/`` would
+shadow the vendors' packages).
 """
 
 import json

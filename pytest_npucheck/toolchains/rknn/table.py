@@ -2,12 +2,12 @@
 
 Usage::
 
-    python -m pytest_npucheck.probe.rknn_table \\
+    python -m pytest_npucheck.toolchains.rknn.table \\
         --results probes/rknn/2.5.0/rk3588.results.json \\
         --out op_support_tables/rknn/2.5.0/rk3588.json
 
 The op rules below were read off the probe results (``probes/rknn/<version>/<soc>.results.json``,
-produced by :mod:`pytest_npucheck.probe.rknn_probe`); every entry and constraint lists the probes
+produced by :mod:`pytest_npucheck.toolchains.rknn.probe`); every entry and constraint lists the probes
 that show it.  Where Rockchip's published operator list (2.3.2) states a limit the 2.5.0 compiler
 does not enforce, the entry follows the compiler and says so in its note.
 
@@ -39,7 +39,7 @@ from typing import Any, Iterable, Mapping, Sequence
 __all__ = ["build_table", "adapt_to_results", "merge_results", "verify_table", "main",
            "OP_SPECS"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DOC = "doc:rknn-op-support-2.3.2"
 
 # --------------------------------------------------------------------------------------------
@@ -874,7 +874,7 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
             "method": "probed+documented",
             "toolchain_package": "rknn-toolkit2==%s" % version,
             "generated": _dt.date.today().isoformat(),
-            "generator": "pytest_npucheck.probe.rknn_table",
+            "generator": "pytest_npucheck.probe.rknn_table",  # as the committed tables record it (module since moved)
             "errata": [],
             "sources": {
                 probe_src: {
@@ -882,7 +882,7 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
                              % (version, soc, ", int8" if int8 else ""),
                     "note": "%d single-op / pattern / opset / dynamic-shape probes; raw results "
                             "in probes/rknn/%s/%s.results.json (regenerate with python -m "
-                            "pytest_npucheck.probe.rknn_probe). Placement read from the verbose "
+                            "pytest_npucheck.probe.rknn_probe). Placement read from the verbose "  # the committed tables name the module before its move
                             "build log's Network Layer Information Table. Prepass evidence: %s."
                             % (len(probes), version, soc,
                                "; ".join("%s <- %s" % (k, ", ".join(v[:3]))
@@ -949,7 +949,7 @@ def verify_table(table: Mapping[str, Any], results: Mapping[str, Any]
     from pytest_npucheck.probe.models import build_probes
     from pytest_npucheck.tables import table_from_data
 
-    from pytest_npucheck.probe.models_extra import build_extra_probes
+    from pytest_npucheck.probe.extra_families import build_extra_probes
 
     t = table_from_data(table)
     models = {p.id: p for p in build_probes()}
@@ -1251,7 +1251,7 @@ def _probe_facts(results: Mapping[str, Any]) -> dict[str, Any]:
     """Graph facts of every probe that the self-check uses (built once per run)."""
     from pytest_npucheck.graph import facts_from_model
     from pytest_npucheck.probe.models import build_probes
-    from pytest_npucheck.probe.models_extra import build_extra_probes
+    from pytest_npucheck.probe.extra_families import build_extra_probes
 
     models = {p.id: p for p in build_probes()}
     models.update({p.id: p for p in build_extra_probes()})
@@ -1565,7 +1565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default=None,
                     help="default op_support_tables/rknn/<version>/<soc>.json")
     ap.add_argument("--extra-results", default=None,
-                    help="results of the extra probes (pytest_npucheck.probe.models_extra); "
+                    help="results of the extra probes (pytest_npucheck.probe.extra_families); "
                          "default: <results>.extra.results.json next to --results, if present")
     ap.add_argument("--schema", default=str(ROOT / "op_support_tables/schema.json"))
     ap.add_argument("--no-verify", action="store_true", help="skip the probe self-check")

@@ -1,12 +1,12 @@
 """Context probes of RKNN placements found by cutting real corpus exports down (session 7): the
 remaining missed CPU fallbacks of the rk3566 tables. Each family is built like those of
-models_extra.py and listed in FAMILIES, which models_extra appends to its own."""
+:mod:`.builder` and listed in FAMILIES, which :mod:`.extra_families` runs."""
 
 from __future__ import annotations
 
 from typing import Callable
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector
+from pytest_npucheck.probe.builder import Collector, GraphBuilder
 
 
 def _pool_branch(gb: GraphBuilder, feat: str, axes: tuple[int, ...], ch: int, out_ch: int, hw: int) -> str:
@@ -18,7 +18,7 @@ def _pool_branch(gb: GraphBuilder, feat: str, axes: tuple[int, ...], ch: int, ou
                    coordinate_transformation_mode="half_pixel", name="pool_resize")
 
 
-def aspp_pool_extra(c: _Collector) -> None:
+def aspp_pool_extra(c: Collector) -> None:
     """DeepLabV3's ASPP image pooling: a feature map read by a global-average ReduceMean (keepdims=1,
     the dynamo exporter's axes (-1, -2) or ascending (2, 3)) -> 1x1 Conv -> Relu -> Resize, and, in
     the network, also by the other ASPP branches (1x1 and dilated 3x3 Convs) whose results are
@@ -59,10 +59,10 @@ def aspp_pool_extra(c: _Collector) -> None:
                   "ReduceMean", gb, kind="context", focus=["pool"])
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [aspp_pool_extra]
+FAMILIES: list[Callable[[Collector], None]] = [aspp_pool_extra]
 
 
-def mha_qkv4_dynamo_extra(c: _Collector) -> None:
+def mha_qkv4_dynamo_extra(c: Collector) -> None:
     """x.Transpose.ctx=mha_qkv4 (nn.MultiheadAttention's packed q/k/v split with rank-4 heads) as the
     dynamo exporter writes it: the in_proj bias added second (Add(MatMul, bias); TorchScript writes
     Add(bias, MatMul)) and the Reshapes with allowzero=1. An untrained MultiheadAttention's in_proj bias
@@ -105,7 +105,7 @@ def mha_qkv4_dynamo_extra(c: _Collector) -> None:
 FAMILIES.append(mha_qkv4_dynamo_extra)
 
 
-def attn_merge_transpose_extra(c: _Collector) -> None:
+def attn_merge_transpose_extra(c: Collector) -> None:
     """The Transpose (0, 2, 1, 3) merging attention heads back, (B, H, N, d) -> (B, N, H, d) ->
     Reshape (B, N, H*d) -> output MatMul, behind the probs @ V product: a MatMul over a batch of B
     windows (Swin: B = 16, 4 or 1) or an Einsum over (B*H, N, d) viewed back as (1, H, N, d) (a
@@ -139,7 +139,7 @@ def attn_merge_transpose_extra(c: _Collector) -> None:
 FAMILIES.append(attn_merge_transpose_extra)
 
 
-def conv_tokens_transpose_extra(c: _Collector) -> None:
+def conv_tokens_transpose_extra(c: Collector) -> None:
     """A conv subsampling front end turned into tokens (Conformer): Conv -> Relu (1, C, T, F) ->
     Transpose (0, 2, 1, 3) -> Reshape (1, T, C*F) -> MatMul (the input linear layer), for T x F of
     15 x 9 (Conformer's) and 16 x 8 (focus: the Transpose)."""

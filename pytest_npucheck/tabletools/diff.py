@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from .tables import Constraint, OpEntry, Pattern, Table
+from ..tables import Constraint, OpEntry, Pattern, Table
 
 GROUPS = ("newly_supported", "no_longer_supported", "changed")
 GROUP_TITLES = {"newly_supported": "Newly supported", "no_longer_supported": "No longer supported",
@@ -83,7 +83,7 @@ class TableDiff:
 # -- describing -------------------------------------------------------------------------------
 
 def _describe(c: Constraint) -> str:
-    from .docs_gen import describe
+    from .docs import describe
 
     return describe(c)
 
@@ -402,7 +402,7 @@ def render_md(d: TableDiff) -> str:
 
 
 def render_json(d: TableDiff) -> str:
-    from .jsonio import dumps
+    from ..jsonio import dumps
 
     return dumps(d.to_json())
 

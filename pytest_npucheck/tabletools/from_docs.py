@@ -4,9 +4,9 @@ The facts read from the vendors' pages are kept as small JSON files in ``doc_fac
 toolchain version, in a form close to the page (operator, the versions it lists, its notes as
 constraints, the runtime a layer runs on). This module turns them into schema-valid tables:
 
-    python -m pytest_npucheck.probe.doc_tables            # write op_support_tables/{snpe,cann}/...
-    python -m pytest_npucheck.probe.doc_tables --check    # exit 1 if a committed table differs
-    python -m pytest_npucheck.probe.doc_tables --counts   # published ops vs entries, per version
+    python -m pytest_npucheck.tabletools.from_docs            # write op_support_tables/{snpe,cann}/...
+    python -m pytest_npucheck.tabletools.from_docs --check    # exit 1 if a committed table differs
+    python -m pytest_npucheck.tabletools.from_docs --counts   # published ops vs entries, per version
 
 Two readings of "opset" meet here. SNPE/QAIRT pages list *operator* versions (``Abs: 1,6,13``
 are the versions in which ONNX changed Abs); CANN pages list *model* opsets (``Opset v8 .. v18``).
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
 FACTS_DIR = Path(__file__).with_name("doc_facts")
-GENERATOR = "pytest_npucheck.probe.doc_tables"
+GENERATOR = "pytest_npucheck.probe.doc_tables"  # as the committed tables record it (module since moved)
 DOMAIN = "ai.onnx"
 
 
@@ -364,7 +364,7 @@ def counts() -> list[dict[str, Any]]:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_npucheck.probe.doc_tables", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pytest_npucheck.tabletools.from_docs", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "op_support_tables")
     parser.add_argument("--check", action="store_true", help="compare with the committed tables instead of writing")
     parser.add_argument("--counts", action="store_true", help="print published-list size and entries per version")
@@ -387,7 +387,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} ({len(table['ops'])} ops)")
     if stale:
-        print("stale or missing (regenerate with python -m pytest_npucheck.probe.doc_tables):\n  " + "\n  ".join(stale))
+        print("stale or missing (regenerate with python -m pytest_npucheck.tabletools.from_docs):\n  " + "\n  ".join(stale))
         return 1
     return 0
 

@@ -1,6 +1,6 @@
 """Worker that compiles ONNX models with rknn-toolkit2; runs *inside* the rknn virtualenv.
 
-This file is executed as a script by :mod:`pytest_npucheck.oracles.rknn` with the python of a
+This file is executed as a script by :mod:`pytest_npucheck.toolchains.rknn.adapter` with the python of a
 virtual environment that has ``rknn-toolkit2`` installed.  It must only use the standard library
 and ``rknn`` (``numpy`` is imported lazily, only when inference is requested), because that
 environment pins old versions of everything.
@@ -35,8 +35,11 @@ import time
 import traceback
 
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python -I
-from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module; see its docstring)
+_TOOLCHAINS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _TOOLCHAINS)  # _worker_io.py lives one level up; also under python -I
+from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (see its docstring)
+
+sys.path.remove(_TOOLCHAINS)  # its rknn/ and qnn/ subpackages would shadow the vendor's packages
 
 
 def _run_inference(rknn, spec, result):

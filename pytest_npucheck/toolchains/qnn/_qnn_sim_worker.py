@@ -4,7 +4,7 @@ Runs *inside* the onnxruntime-qnn virtual environment (see
 :mod:`pytest_npucheck.oracles.simulate`); it imports nothing from this project except its sibling
 worker modules.  Like ``_qnn_worker.py`` it records where every node was placed (the public
 assignment API, the verbose log and the basic-optimized graph, so the parent can map placement
-back with :func:`pytest_npucheck.oracles.qnn.map_placement`); in addition it runs the session on
+back with :func:`pytest_npucheck.toolchains.qnn.adapter.map_placement`); in addition it runs the session on
 the inputs it is given and saves the outputs:
 
 * ``fp16``: the float model with ``enable_htp_fp16_precision=1``;
@@ -28,11 +28,12 @@ import time
 import traceback
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, _HERE)
+_TOOLCHAINS = os.path.dirname(_HERE)
+sys.path[:0] = [_HERE, _TOOLCHAINS]  # this worker's siblings; _worker_io.py one level up
 from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module)
 from _qnn_worker import _level1_graph, _node_list, _setup_qnn  # noqa: E402
 
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) not in (_HERE, _TOOLCHAINS)]
 
 
 def _quantize(np, src, dst, samples):

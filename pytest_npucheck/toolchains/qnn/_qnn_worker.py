@@ -1,6 +1,6 @@
 """Worker that places ONNX models with ONNX Runtime's QNN execution provider (HTP backend).
 
-This file is executed as a script by :mod:`pytest_npucheck.oracles.qnn` with the python of a
+This file is executed as a script by :mod:`pytest_npucheck.toolchains.qnn.adapter` with the python of a
 virtual environment that has ``onnxruntime-qnn`` (and ``onnx``, ``numpy``) installed.  It must not
 import anything from this project: that environment is not the project's.
 
@@ -39,8 +39,11 @@ import time
 import traceback
 
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # also under python -I
-from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module; see its docstring)
+_TOOLCHAINS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, _TOOLCHAINS)  # _worker_io.py lives one level up; also under python -I
+from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (see its docstring)
+
+sys.path.remove(_TOOLCHAINS)  # its rknn/ and qnn/ subpackages would shadow the vendor's packages
 
 
 def _node_list(model):

@@ -6,14 +6,14 @@ it on RK3566, RK3576 and RK3588 ("invalid tensor malloc size, tensor name: , tar
 a segmentation fault), whichever operand order the weight Mul has; without the weight Mul, and
 with ``Reciprocal`` instead of ``Div(1, .)`` (pattern.rmsnorm_decomposed), it builds. Cut down
 from the T5 and LLaMA exports of the corpus: the first node prefix whose build crashes ends at
-the weight Mul of the first RMSNorm in both. Built like the families of models_extra.py and listed
+the weight Mul of the first RMSNorm in both. Built with :mod:`.builder` like every family and listed
 in FAMILIES."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector, _rand
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, rand
 
 #: (label, keyword arguments of _rmsnorm): T5's form first, then one change each
 VARIANTS = (
@@ -39,13 +39,13 @@ def _rmsnorm(t: int = 16, d: int = 32, weight: bool = True, weight_first: bool =
     if cast:  # LLaMA: hidden_states.to(input_dtype), float32 to float32
         y = gb.node("Cast", [y], to=1, name="pre_cast")
     if weight:
-        w = gb.const(_rand([d]))
+        w = gb.const(rand([d]))
         y = gb.node("Mul", [w, y] if weight_first else [y, w], name="focus_weight")
     gb.output(y)
     return gb
 
 
-def rmsnorm_weight_extra(c: _Collector) -> None:
+def rmsnorm_weight_extra(c: Collector) -> None:
     """The RMSNorm of T5 and LLaMA with its weight, and one change each (VARIANTS)."""
     for label, kw in VARIANTS:
         gb = _rmsnorm(**kw)
@@ -90,7 +90,7 @@ def _causal_mask(t: int = 16, src: str = "const", dtype: str = "bool", upper: in
     return gb
 
 
-def trilu_mask_extra(c: _Collector) -> None:
+def trilu_mask_extra(c: Collector) -> None:
     """GPT-2's causal mask and one change each (TRILU_VARIANTS)."""
     for label, kw in TRILU_VARIANTS:
         dtype = kw.get("dtype", "bool")
@@ -149,7 +149,7 @@ def _mask_with_head(layers: int = 1, head: str | None = "gemm", branch: str = "a
     return gb
 
 
-def mask_head_extra(c: _Collector) -> None:
+def mask_head_extra(c: Collector) -> None:
     """DistilBERT's mask Reshape with and without a Gemm in the graph (MASK_HEAD_VARIANTS)."""
     for label, kw in MASK_HEAD_VARIANTS:
         c.add("x.Reshape.ctx=mask_head.%s.b.r2" % label, "Reshape", _mask_with_head(**kw), kind="context",

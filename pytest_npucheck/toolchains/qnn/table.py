@@ -2,12 +2,12 @@
 
 Usage::
 
-    python -m pytest_npucheck.probe.qnn_table \\
+    python -m pytest_npucheck.toolchains.qnn.table \\
         --results probes/qnn/2.51.0/htp-v73.fp16.results.json \\
         [--int8 probes/qnn/2.51.0/htp-v73.int8.results.json] [--out op_support_tables/...]
 
 writes ``op_support_tables/qnn/<sdk-version>/htp-v<arch>.json``.  The results come from
-:mod:`pytest_npucheck.probe.qnn_probe` (one file per HTP architecture and precision).
+:mod:`pytest_npucheck.toolchains.qnn.probe` (one file per HTP architecture and precision).
 
 How entries are made:
 
@@ -42,7 +42,7 @@ from typing import Any, Iterable, Mapping, Sequence
 __all__ = ["build_table", "merge_results", "verify_table", "predict", "compare", "main",
            "op_rules", "EINSUM_NPU"]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 FLOATS = ["float32", "float16"]
 #: ai.onnx Cast ``to`` codes used below
@@ -717,7 +717,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
             "note": "%d single-op / pattern / opset / dynamic-shape probes (%d of them "
                     "QNN-specific extra probes, ids q.*); raw results in "
                     "probes/qnn/%s/%s.fp16[.extra].results.json (python -m "
-                    "pytest_npucheck.probe.qnn_probe [--extra]). Placement from "
+                    "pytest_npucheck.probe.qnn_probe [--extra]). Placement from "  # the committed tables name the module before its move
                     "InferenceSession.get_provider_graph_assignment_info(); reasons from the "
                     "verbose log. Provider options: %s. Prepass evidence: %s." % (
                         len(probes), results.get("extra_count", 0), version, soc,
@@ -762,7 +762,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
             "method": "probed",
             "toolchain_package": "onnxruntime-qnn==%s" % pkg,
             "generated": _dt.date.today().isoformat(),
-            "generator": "pytest_npucheck.probe.qnn_table",
+            "generator": "pytest_npucheck.probe.qnn_table",  # as the committed tables record it (module since moved)
             "errata": [],
             "sources": sources,
         },
@@ -821,7 +821,7 @@ def verify_table(table: Mapping[str, Any], results: Mapping[str, Any],
                  extra_models: Mapping[str, Any] | None = None
                  ) -> tuple[Counter[str], list[str]]:
     """Predict every probe with the table and compare with the real placement."""
-    from pytest_npucheck.probe.qnn_probe import extra_probes, select_probes
+    from pytest_npucheck.toolchains.qnn.probe import extra_probes, select_probes
     from pytest_npucheck.tables import table_from_data
 
     t = table_from_data(table)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .rules import RULES
-from .tables import Catalog, Constraint, Table
+from ..rules import RULES
+from ..tables import Catalog, Constraint, Table
 
 _STATUS = {"npu": "NPU", "cpu": "CPU only", "unsupported": "rejected"}
 

@@ -1,4 +1,4 @@
-"""Extra probe models isolating the cases where the first probe set and the real-model agreement
+"""Ops in context: extra probe models isolating the cases where the first probe set and the real-model agreement
 check (``scripts/rknn_agreement.py``) disagreed.
 
 Each family varies one attribute / shape / dtype / neighbourhood of an op that an exported
@@ -7,26 +7,20 @@ off the compiler's placement.  Ids follow :mod:`pytest_npucheck.probe.models` an
 ``x.`` (``x.Pad.reflect.ctx=in_relu.c=64.hw=16.p=1.f32.r4``).
 
 Results: ``probes/rknn/<version>/<soc>.extra.results.json`` (``python -m
-pytest_npucheck.probe.rknn_probe --extra``), read by :mod:`pytest_npucheck.probe.rknn_table`
+pytest_npucheck.toolchains.rknn.probe --extra``), read by :mod:`pytest_npucheck.toolchains.rknn.table`
 together with the main results.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 from onnx import TensorProto
 
-from pytest_npucheck.probe.models import (
-    GraphBuilder,
-    Probe,
-    _Collector,
-    _rand,
-    reset_rng,
-)
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, rand, rnn_layer
 
-__all__ = ["build_extra_probes"]
+__all__ = ["FAMILIES"]
 
 F32 = TensorProto.FLOAT
 
@@ -37,7 +31,7 @@ def _conv(gb: GraphBuilder, x: str, cin: int, cout: int, k: int = 3, pad: int = 
                    kernel_shape=[k, k], pads=[pad] * 4)
 
 
-def _chain(c: _Collector, probe_id: str, op: str, shape: Sequence[int],
+def _chain(c: Collector, probe_id: str, op: str, shape: Sequence[int],
            body: Callable[[GraphBuilder, str], str], *, pre: str = "none",
            post: str = "output", dtype: str = "float32", opset: int = 17,
            attributes: dict | None = None, note: str = "") -> None:
@@ -74,7 +68,7 @@ def _chain(c: _Collector, probe_id: str, op: str, shape: Sequence[int],
 # ------------------------------------------------------------------------------------------------
 
 
-def pad_extra(c: _Collector) -> None:
+def pad_extra(c: Collector) -> None:
     def pads(p: int) -> list[int]:
         return [0, 0, p, p, 0, 0, p, p]
 
@@ -112,7 +106,7 @@ def pad_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def depth_to_space_extra(c: _Collector) -> None:
+def depth_to_space_extra(c: Collector) -> None:
     for bs in (2, 3, 4, 5):
         for mode in ("CRD", "DCR"):
             for cout, hw in ((1, 32), (2, 16), (4, 8)):
@@ -133,7 +127,7 @@ def depth_to_space_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def einsum_extra(c: _Collector) -> None:
+def einsum_extra(c: Collector) -> None:
     def ein(tag: str, eq: str, a: Sequence[int], b: Sequence[int]) -> None:
         gb = GraphBuilder(17)
         x = gb.input("in0", "float32", list(a))
@@ -160,7 +154,7 @@ def einsum_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def expand_extra(c: _Collector) -> None:
+def expand_extra(c: Collector) -> None:
     def exp(src: Sequence[int], dst: Sequence[int], pre: str = "none") -> None:
         tag = "from=%s.to=%s" % ("_".join(map(str, src)), "_".join(map(str, dst)))
         gb = GraphBuilder(17)
@@ -211,7 +205,7 @@ def expand_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def transpose6_extra(c: _Collector) -> None:
+def transpose6_extra(c: Collector) -> None:
     for perm in ([0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5],
                  [0, 1, 3, 2, 5, 4], [0, 1, 4, 2, 5, 3], [0, 3, 1, 4, 2, 5]):
         for shape in ([1, 4, 4, 4, 4, 32], [1, 2, 4, 2, 4, 64], [1, 2, 2, 4, 4, 4]):
@@ -227,7 +221,7 @@ def transpose6_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def int_and_div_extra(c: _Collector) -> None:
+def int_and_div_extra(c: Collector) -> None:
     for shape, axes in (([1], [1]), ([1, 16], [1]), ([4, 32], [0])):
         for post in ("output", "cast"):
             gb = GraphBuilder(17)
@@ -272,7 +266,7 @@ def int_and_div_extra(c: _Collector) -> None:
         r = gb.node("Div", [gb.const(np.float32(1.0)),
                             gb.node("Sqrt", [gb.node("Add", [v, gb.const(np.float32(1e-6))])])])
         focus = [gb.last()]
-        gb.output(gb.node("Mul", [gb.node("Mul", [x, r]), gb.const(_rand([dim]))]))
+        gb.output(gb.node("Mul", [gb.node("Mul", [x, r]), gb.const(rand([dim]))]))
         c.add("x.Div.ctx=rmsnorm.d=%d.f32.r3" % dim, "Div", gb, kind="context", focus=focus)
 
 
@@ -281,7 +275,7 @@ def int_and_div_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def glue_extra(c: _Collector) -> None:
+def glue_extra(c: Collector) -> None:
     for post in ("LogSoftmax", "Softmax", "none"):
         gb = GraphBuilder(17)
         x = gb.input("x", "float32", [26, 64])
@@ -305,7 +299,7 @@ def glue_extra(c: _Collector) -> None:
         x = gb.input("x", "float32", shape)
         t = gb.node("Transpose", [x], perm=[0, 2, 1])
         focus = [gb.last()]
-        gb.output(gb.node("MatMul", [gb.const(_rand([1, 64, shape[2]])), t]))
+        gb.output(gb.node("MatMul", [gb.const(rand([1, 64, shape[2]])), t]))
         c.add("x.Transpose.perm=0_2_1.ctx=matmul.shape=%s.f32.r3" % "_".join(map(str, shape)),
               "Transpose", gb, kind="context", focus=focus)
     # CRNN's own tail: the per-step classifier reads a computed tensor (an RNN output), not a
@@ -326,7 +320,7 @@ def glue_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def cast_extra(c: _Collector) -> None:
+def cast_extra(c: Collector) -> None:
     for shape in ([1, 1, 16, 32], [4, 32]):
         r = len(shape)
         gb = GraphBuilder(17)
@@ -356,7 +350,7 @@ def cast_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def context_extra(c: _Collector) -> None:
+def context_extra(c: Collector) -> None:
     for heads, t in ((4, 15), (4, 16), (8, 32)):
         for post in ("softmax", "none", "sdpa"):
             gb = GraphBuilder(17)
@@ -385,7 +379,7 @@ def context_extra(c: _Collector) -> None:
         r = gb.node("Reshape", [g, gb.ints([1, 2, 3])], name="pre_reshape")
         t = gb.node("Transpose", [r], perm=[0, 2, 1])
         focus = [gb.last()]
-        gb.output(gb.node("MatMul", [gb.const(_rand([1, rows, 3])), t], name="post_matmul"))
+        gb.output(gb.node("MatMul", [gb.const(rand([1, rows, 3])), t], name="post_matmul"))
         c.add("x.Transpose.perm=0_2_1.ctx=gemm_reshape.rows=%d.f32.r3" % rows, "Transpose", gb,
               kind="context", focus=focus)
     for pre in ("sub", "none"):
@@ -408,7 +402,7 @@ def context_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def ir_extra(c: _Collector) -> None:
+def ir_extra(c: Collector) -> None:
     for ir in (7, 8, 9, 10):
         gb = GraphBuilder(13, ir_version=ir)
         x = gb.input("x", "float32", [1, 8, 16, 16])
@@ -423,7 +417,7 @@ def ir_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def instance_norm_extra(c: _Collector) -> None:
+def instance_norm_extra(c: Collector) -> None:
     for shape in ([1, 8, 16, 16], [1, 64, 16, 16], [1, 16, 64, 64], [1, 32, 32, 32],
                   [1, 8, 512], [1, 8, 1024], [1, 32, 64]):
         for pre in ("none", "conv"):
@@ -450,7 +444,7 @@ def instance_norm_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def transpose_net_extra(c: _Collector) -> None:
+def transpose_net_extra(c: Collector) -> None:
     cases = [((2, 0, 3, 1, 4), (16, 16, 3, 2, 16)), ((2, 0, 3, 1, 4), (4, 16, 3, 4, 16)),
              ((2, 0, 3, 1, 4), (1, 16, 3, 8, 16)), ((2, 0, 3, 1, 4), (1, 66, 3, 4, 16)),
              ((3, 1, 2, 0, 4), (1, 65, 1, 3, 64)), ((3, 1, 2, 0, 4), (1, 16, 1, 3, 64)),
@@ -476,7 +470,7 @@ def transpose_net_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def gelu_order_extra(c: _Collector) -> None:
+def gelu_order_extra(c: Collector) -> None:
     import math
 
     for order in ("half_first", "x_second"):
@@ -509,7 +503,7 @@ def gelu_order_extra(c: _Collector) -> None:
 # ------------------------------------------------------------------------------------------------
 
 
-def roll_extra(c: _Collector) -> None:
+def roll_extra(c: Collector) -> None:
     for shape in ((1, 16, 16, 32), (1, 8, 8, 64)):
         gb = GraphBuilder(17)
         x = gb.input("x", "float32", list(shape))
@@ -526,7 +520,7 @@ def roll_extra(c: _Collector) -> None:
               kind="context", focus=focus)
 
 
-def roll_layout_extra(c: _Collector) -> None:
+def roll_layout_extra(c: Collector) -> None:
     """The roll of a Swin block: LayerNormalization over the features, a view as (1, H, W, C), the
     roll on H and W (or on H alone), a view back to tokens and a MatMul. The normalization makes
     the compiler lay the features out as its channels, so H and W are spatial axes here, where in
@@ -551,7 +545,7 @@ def roll_layout_extra(c: _Collector) -> None:
               kind="context", focus=focus)
 
 
-def layout_reach_extra(c: _Collector) -> None:
+def layout_reach_extra(c: Collector) -> None:
     """A Transpose (and the Reshape before it) whose result does or does not reach a compute op.
 
     Attention's head split, MatMul -> Reshape (1, N, h, d) -> Transpose (0, 2, 1, 3), read by a
@@ -591,7 +585,7 @@ def layout_reach_extra(c: _Collector) -> None:
               focus=["to_nhwc", "flat"])
 
 
-def reduce_order_extra(c: _Collector) -> None:
+def reduce_order_extra(c: Collector) -> None:
     """Global average pooling as the dynamo exporter writes it: ReduceMean over axes (-1, -2), in
     that order, keepdims=1. Read by an SE block (Conv -> Relu -> Conv -> Sigmoid -> Mul), by a lone
     Conv, or by a classifier head (Reshape -> Gemm); the same with the axes in ascending order."""
@@ -632,7 +626,7 @@ def _mha_split(gb: GraphBuilder, packed: str, n_tok: int, rank4: bool = False) -
     return heads
 
 
-def mha_qkv_extra(c: _Collector) -> None:
+def mha_qkv_extra(c: Collector) -> None:
     """torch.nn.MultiheadAttention's packed projection as the exporters write it (ViT, Conformer):
     in_proj MatMul -> Reshape (N, 1, 3, C) -> Unsqueeze(0) -> Transpose (3, 1, 2, 0, 4) -> Squeeze
     -> Gather q/k/v -> heads -> attention, for token counts N that are and are not multiples of 8."""
@@ -647,7 +641,7 @@ def mha_qkv_extra(c: _Collector) -> None:
               focus=["qkv_view", "qkv_unsqueeze", "qkv_transpose"])
 
 
-def mha_qkv4_extra(c: _Collector) -> None:
+def mha_qkv4_extra(c: Collector) -> None:
     """The same packed projection with the heads as torch.nn.MultiheadAttention really views them
     (ViT, Conformer): each of q/k/v -> Reshape (N, heads, d) -> Transpose -> Reshape (1, heads, N, d),
     so the attention MatMuls are rank 4 (the probes above keep them rank 3), then the heads merged
@@ -674,7 +668,7 @@ def mha_qkv4_extra(c: _Collector) -> None:
               focus=["qkv_view", "qkv_unsqueeze", "qkv_transpose"])
 
 
-def group_norm_extra(c: _Collector) -> None:
+def group_norm_extra(c: Collector) -> None:
     """GroupNorm as the TorchScript exporter writes it: Reshape (N, groups, -1) ->
     InstanceNormalization -> Reshape back -> Mul (gamma) -> Add (beta), between two Convs
     (a diffusion UNet's and a VAE decoder's resnet blocks)."""
@@ -694,7 +688,7 @@ def group_norm_extra(c: _Collector) -> None:
               focus=["gn_view", "gn_norm", "gn_back"])
 
 
-def window_qkv_extra(c: _Collector) -> None:
+def window_qkv_extra(c: Collector) -> None:
     """Swin's window attention from the token grid: view (1, H/ws, ws, W/ws, ws, C), Transpose,
     view (windows, ws*ws, C) -> qkv MatMul -> Reshape (windows, N, 3, heads, d) -> Transpose
     (2, 0, 3, 1, 4) -> Gather q/k/v -> attention. With 16 windows the qkv Transpose moves five
@@ -723,7 +717,7 @@ def window_qkv_extra(c: _Collector) -> None:
               focus=["qkv_view"])
 
 
-def rnn_head_extra(c: _Collector) -> None:
+def rnn_head_extra(c: Collector) -> None:
     """CRNN's per-step classifier behind an RNN: (T, 1, C) -> LSTM/GRU -> Transpose -> Reshape
     (T, 2H) -> Gemm (T, N) -> Reshape (T, 1, N) -> LogSoftmax. After an RNN the compiler runs the
     Gemm over the sequence as a convolution, and the Reshape back to (T, 1, N) is a layout change
@@ -735,7 +729,7 @@ def rnn_head_extra(c: _Collector) -> None:
         gb = GraphBuilder(17)
         x = gb.input("x", "float32", [seq, 1, hid])
         y = gb.node("Relu", [x], name="pre_relu")
-        y = _rnn(gb, y, op, hid, hid)
+        y = rnn_layer(gb, y, op, hid, hid)
         y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="rnn_t")
         y = gb.node("Reshape", [y, gb.ints([seq, 2 * hid])], name="rnn_flat")
         y = gb.node("Gemm", [y, gb.weight([n, 2 * hid]), gb.weight([n])], transB=1, name="head")
@@ -745,50 +739,10 @@ def rnn_head_extra(c: _Collector) -> None:
               focus=["head_view"])
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
+FAMILIES: list[Callable[[Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
                                                 expand_extra, transpose6_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
                                                 roll_layout_extra, layout_reach_extra,
                                                 reduce_order_extra, mha_qkv_extra, mha_qkv4_extra,
                                                 group_norm_extra, window_qkv_extra, rnn_head_extra]
-
-
-from pytest_npucheck.probe.models_extra2 import (  # noqa: E402 - families of the second module
-    _rnn, affine_grid_reshape_extra, five_block_transpose_extra, gqa_expand_extra, input_unsqueeze_extra,
-    mha_value_reshape_extra, rnn_input_transpose_extra, rotary_neg_extra)
-
-FAMILIES += [rnn_input_transpose_extra, mha_value_reshape_extra, affine_grid_reshape_extra, input_unsqueeze_extra,
-             gqa_expand_extra, rotary_neg_extra, five_block_transpose_extra]
-
-from pytest_npucheck.probe.models_extra3 import FAMILIES as _FAMILIES3  # noqa: E402 - families of the third module
-
-FAMILIES += _FAMILIES3
-
-from pytest_npucheck.probe.models_extra4 import FAMILIES as _FAMILIES4  # noqa: E402 - whole-model rejections
-
-FAMILIES += _FAMILIES4
-
-from pytest_npucheck.probe.models_extra5 import FAMILIES as _FAMILIES5  # noqa: E402 - the mask Reshape of an SDPA
-
-FAMILIES += _FAMILIES5
-
-from pytest_npucheck.probe.models_extra6 import FAMILIES as _FAMILIES6  # noqa: E402 - RMSNorm with its weight
-
-FAMILIES += _FAMILIES6
-
-from pytest_npucheck.probe.models_attention_limits import FAMILIES as _ATTENTION_LIMITS  # noqa: E402 - issue 22
-from pytest_npucheck.probe.models_norm_limits import FAMILIES as _NORM_LIMITS  # noqa: E402 - issue 22
-from pytest_npucheck.probe.models_rejections import FAMILIES as _REJECTIONS  # noqa: E402 - issue 22
-
-FAMILIES += _ATTENTION_LIMITS + _NORM_LIMITS + _REJECTIONS
-
-
-def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
-    """Build every extra probe (optionally only ids starting with one of ``select``; the others
-    are never built; the random constants are drawn afresh for each call)."""
-    reset_rng()
-    c = _Collector(select)
-    for fam in FAMILIES:
-        fam(c)
-    return c.probes

@@ -3,7 +3,7 @@
 ``onnxruntime-qnn`` is a plugin execution provider for onnxruntime >= 1.24.2; it runs the QNN
 HTP backend in x86 emulation, so no Snapdragon device is needed.  It lives in its own virtual
 environment (found from an explicit argument or the ``NPUCHECK_QNN_PYTHON`` environment
-variable) and is driven in a subprocess executing :mod:`pytest_npucheck.oracles._qnn_worker`.
+variable) and is driven in a subprocess executing :mod:`pytest_npucheck.toolchains.qnn._qnn_worker`.
 
 For every model the worker creates an ``InferenceSession`` with the QNN EP (``backend_path`` =
 the HTP library, ``htp_arch``, ``soc_model``, and ``enable_htp_fp16_precision=1`` for fp16; for
@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ._common import find_python
+from ..venv import find_python
 
 __all__ = [
     "ENV_VAR",
@@ -863,7 +863,7 @@ compile_models = place_models
 
 
 def _main(argv: Sequence[str] | None = None) -> int:
-    """CLI: ``python -m pytest_npucheck.oracles.qnn [--htp-arch 73] [--int8] model.onnx...``."""
+    """CLI: ``python -m pytest_npucheck.toolchains.qnn.adapter [--htp-arch 73] [--int8] model.onnx...``."""
     import argparse
 
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])

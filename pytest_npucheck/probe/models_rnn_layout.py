@@ -5,11 +5,11 @@ the node when its output goes on into a Squeeze, or through Transpose (0, 2, 1, 
 another recurrent layer, a MatMul or out of the model (a stacked LSTM), and the rewritten node fails the
 ONNX checker: "Unrecognized attribute: layout for operator LSTM". Into a Gemm (CRNN's classifier) or
 a Relu it builds. Each family is built
-like those of models_extra.py and listed in FAMILIES."""
+with :mod:`.builder` like every family and listed in FAMILIES."""
 
 from __future__ import annotations
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector, _rand
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, rand
 
 #: what reads the recurrent layer's Y (seq, dirs, batch, hidden): name -> the nodes after it
 TAILS = ("squeeze", "t_r_out", "t_r_rnn", "t_r_relu", "t_r_matmul", "t_out", "relu", "t_r_gemm")
@@ -18,11 +18,11 @@ TAILS = ("squeeze", "t_r_out", "t_r_rnn", "t_r_relu", "t_r_matmul", "t_out", "re
 def _rnn(gb: GraphBuilder, x: str, op: str, cin: int, hid: int, name: str, layout: bool) -> str:
     gates = {"LSTM": 4, "GRU": 3}[op]
     attrs = {"layout": 0} if layout else {}
-    return gb.node(op, [x, gb.const(_rand([1, gates * hid, cin])), gb.const(_rand([1, gates * hid, hid])),
-                        gb.const(_rand([1, 2 * gates * hid]))], name=name, hidden_size=hid, **attrs)
+    return gb.node(op, [x, gb.const(rand([1, gates * hid, cin])), gb.const(rand([1, gates * hid, hid])),
+                        gb.const(rand([1, 2 * gates * hid]))], name=name, hidden_size=hid, **attrs)
 
 
-def rnn_layout_tail_extra(c: _Collector) -> None:
+def rnn_layout_tail_extra(c: Collector) -> None:
     """An LSTM or GRU with and without an explicit ``layout=0`` at opset 19, its output read by each
     of TAILS."""
     seq, cin, hid = 12, 16, 16
@@ -54,7 +54,7 @@ def rnn_layout_tail_extra(c: _Collector) -> None:
                       gb, kind="context", focus=["focus_rnn"])
 
 
-def global_mean_extra(c: _Collector) -> None:
+def global_mean_extra(c: Collector) -> None:
     """A rank-4 ReduceMean over the spatial axes with keepdims=0 (``x.mean((2, 3))`` before a
     classifier: ShuffleNetV2, ConvNeXt). rknn-toolkit2 2.3.2 turns it into a global pooling that
     keeps rank 4, and the model is rejected as a whole once a node reads the result ("... Got: 4
@@ -123,7 +123,7 @@ def _token_concat(tokens: int = 2, expand: bool = True, tail: str = "add", order
     return gb
 
 
-def token_concat_extra(c: _Collector) -> None:
+def token_concat_extra(c: Collector) -> None:
     """DeiT's token sequence: the class and distillation tokens (parameters, expanded to the batch)
     concatenated in front of the patch embeddings (Conv -> Reshape -> Transpose). rknn-toolkit2 2.3.2
     fails build() with a KeyError naming the Transpose's result when two or more constant tokens come

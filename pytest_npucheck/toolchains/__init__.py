@@ -1,0 +1,1 @@
+"""Toolchains (registry to come)."""
