@@ -269,14 +269,18 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
     from .errors import UsageError
     from .probe import refresh
     from .tables import bundled_tables_dir
+    from .toolchains import registry
 
     if args.write_table and args.select:
         raise UsageError("--write-table needs a full probe run (every table entry cites its probes); drop --select")
-    if args.check_table and args.toolchain == "qnn" and args.precision != "fp16":
-        raise UsageError("--check-table compares fp16 placement (a QNN table lists its int8 differences in notes); "
-                         "use --precision fp16")
-    if args.precision != "fp16" and args.toolchain != "qnn":
-        raise UsageError("--precision is a QNN option (RKNN SoCs that only run int8 are probed int8 automatically)")
+    probes = refresh.runner(args.toolchain.lower()) if args.precision != "fp16" else None
+    if probes is not None and args.precision in probes.precisions and args.check_table:
+        raise UsageError(f"--check-table compares fp16 placement (a {args.toolchain.upper()} table lists its "
+                         f"{args.precision} differences in notes); use --precision fp16")
+    if probes is not None and args.precision not in probes.precisions:
+        having = [n.upper() for n, t in registry.registered().items()
+                  if t.probes is not None and args.precision in t.hook("probes").precisions]
+        raise UsageError(f"--precision is a {'/'.join(having) or 'no toolchain'} option ({probes.precision_note})")
     if args.results and not (args.write_table or args.check_table):
         raise UsageError("--results is for --write-table or --check-table from recorded probe results")
     if args.results and (args.select or args.out or args.extra):
@@ -295,7 +299,7 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
     from collections import Counter
 
     counts = Counter(r["verdict"] for r in results["probes"])
-    print(f"{len(results['probes'])} probe(s) of {target.target} ({refresh.TOOLCHAINS[target.toolchain].package} "
+    print(f"{len(results['probes'])} probe(s) of {target.target} ({registry.get(target.toolchain).package} "
           f"{package}): {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}; results in {out}",
           file=sys.stderr)
     if args.write_table:
@@ -316,7 +320,7 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
         if args.format == "json":
             sys.stdout.write(dumps(report.to_json()))
         else:
-            print("\n".join(report.render(refresh.TOOLCHAINS[target.toolchain].package)))
+            print("\n".join(report.render(registry.get(target.toolchain).package)))
         return EXIT_OK if report.passed else EXIT_FALLBACK
     return EXIT_OK
 

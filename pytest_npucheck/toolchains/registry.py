@@ -32,11 +32,11 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from ..errors import UsageError
 
-__all__ = ["ENTRY_POINT_GROUP", "Toolchain", "ToolchainError", "get", "load_hook", "names", "registered",
+__all__ = ["ENTRY_POINT_GROUP", "Toolchain", "ToolchainError", "find", "get", "load_hook", "names", "registered",
            "reset", "table_dirs"]
 
 #: the entry-point group other packages register toolchains under
@@ -86,12 +86,12 @@ class Toolchain:
         if self.oracle is None:
             return (f"no oracle for toolchain {self.name!r} (oracles exist for "
                     f"{', '.join(n for n in names() if get(n).has_oracle) or 'none'})")
-        if self.hook("oracle").find_python(python) is None:
-            venv = f".venv-{self.name}"
-            return (f"{self.package or self.name} is not installed: set {self.env_var} to the python of a venv "
-                    f"with {self.package or self.name}" + (f" ({self.setup_hint})" if self.setup_hint else "")
-                    if self.env_var else f"{self.package or self.name} is not installed ({venv}/bin/python)")
-        return None
+        if self.hook("oracle").find_python(python) is not None:
+            return None
+        package = self.package or self.name
+        where = (f"set {self.env_var} to the python of a venv with {package}" if self.env_var
+                 else f"no python of a venv with {package} found (.venv-{self.name}/bin/python)")
+        return f"{package} is not installed: {where}" + (f" ({self.setup_hint})" if self.setup_hint else "")
 
 
 #: the toolchains of this package: name -> "module:attribute" of its Toolchain (imported on lookup)
@@ -204,8 +204,3 @@ def table_dirs() -> list[Path]:
         if tc.tables is not None:
             out.append(Path(tc.tables))
     return out
-
-
-def hook_of(kind: str) -> Callable[[str], Any]:
-    """``hook_of("probes")("rknn")``: the named hook of a toolchain, erroring like :func:`get`."""
-    return lambda name: get(name).hook(kind)
