@@ -322,6 +322,21 @@ def build_cann(version: str) -> dict[str, dict[str, Any]]:
 BUILDERS = {"snpe": build_snpe, "cann": build_cann}
 
 
+def _snpe_counts(version: str) -> tuple[int, int]:
+    facts = _snpe_facts(version)
+    return (len(facts["ops"]) + len(facts.get("not_onnx", {})),
+            sum(1 for op in facts["ops"] if _snpe_read_on_new_page(facts, op)))
+
+
+def _cann_counts(version: str) -> tuple[int, int]:
+    facts = load_facts("cann", version)
+    return len(facts["list"]), len(facts["pages"])
+
+
+#: toolchain -> (ops its published list has, entries read on this version's own pages)
+COUNTERS = {"snpe": _snpe_counts, "cann": _cann_counts}
+
+
 def all_tables(root: Optional[Path] = None) -> dict[Path, dict[str, Any]]:
     """Relative path (toolchain/version/soc.json) -> table, for every facts file that is a full version,
     with the `revision` and `errata` of the table it replaces under ``root`` (default: the bundled
@@ -349,14 +364,7 @@ def counts() -> list[dict[str, Any]]:
         toolchain, version = path.stem.split("-", 1)
         tables = BUILDERS[toolchain](version)
         first = next(iter(tables.values()))
-        if toolchain == "snpe":
-            facts = _snpe_facts(version)
-            published = len(facts["ops"]) + len(facts.get("not_onnx", {}))
-            own = sum(1 for op in facts["ops"] if _snpe_read_on_new_page(facts, op))
-        else:
-            facts = load_facts("cann", version)
-            published = len(facts["list"])
-            own = len(facts["pages"])
+        published, own = COUNTERS[toolchain](version)
         carried = sum(1 for e in first["ops"].values() if "carried from" in e.get("note", ""))
         rows.append({"target": f"{toolchain}@{version}", "socs": sorted(tables), "published": published,
                      "entries": len(first["ops"]), "read_for_this_version": own, "carried": carried})
