@@ -17,7 +17,6 @@ import math
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-import onnx
 from onnx import TensorProto, numpy_helper
 
 from pytest_npucheck.probe.builder import (  # noqa: F401 - GraphBuilder, Probe, save_probes: this module's API
