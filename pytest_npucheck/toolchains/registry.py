@@ -36,7 +36,7 @@ from typing import Any, Iterable, Optional, Union
 
 from ..errors import UsageError
 
-__all__ = ["ENTRY_POINT_GROUP", "Toolchain", "ToolchainError", "find", "get", "load_hook", "names", "registered",
+__all__ = ["ENTRY_POINT_GROUP", "Toolchain", "ToolchainError", "default_precision", "find", "get", "load_hook", "names", "registered",
            "reset", "table_dirs"]
 
 #: the entry-point group other packages register toolchains under
@@ -195,6 +195,13 @@ def find(name: str) -> Optional[Toolchain]:
     """The toolchain called ``name``, or None (a table of a toolchain nobody registered is still
     checked statically)."""
     return _load().get(name)
+
+
+def default_precision(toolchain: str) -> str:
+    """The precision a target of ``toolchain`` runs at when its table names none (fp16 for a
+    toolchain nobody registered)."""
+    tc = _load().get(toolchain)
+    return tc.default_precision if tc is not None else "fp16"
 
 
 def table_dirs() -> list[Path]:

@@ -55,6 +55,7 @@ def test_an_entry_point_registers_a_toolchain(acme):
     assert acme.source == "entry point 'acme' (acme-npu)"
     assert acme.engine == "ACME emulator" and acme.has_oracle and acme.probes is None
     assert acme.unavailable_reason() is None  # its oracle runs in this process
+    assert registry.default_precision("acme") == "int8" and registry.default_precision("nope") == "fp16"
     with pytest.raises(UsageError, match="toolchain 'acme' has no probes hook"):
         acme.hook("probes")
 
