@@ -137,7 +137,7 @@ def _from_entry_point(ep: Any) -> Toolchain:
             raise ToolchainError(f"{where}: {ep.value}() raised {type(exc).__name__}: {exc}") from None
     if not isinstance(obj, Toolchain):
         raise ToolchainError(f"{where}: {ep.value!r} is a {type(obj).__name__}, not a "
-                             "pytest_npucheck.toolchains.Toolchain (or a callable returning one)")
+                             "pytest_npucheck.toolchains.registry.Toolchain (or a callable returning one)")
     if obj.name != ep.name:
         raise ToolchainError(f"{where}: the entry point is named {ep.name!r} but registers toolchain {obj.name!r}")
     return _with_source(obj, f"entry point {ep.name!r} ({dist})")

@@ -108,6 +108,13 @@ def test_a_broken_or_conflicting_entry_point_is_named(tmp_path, monkeypatch):
         with pytest.raises(UsageError, match=r"entry point 'bad' \(bad-npu\) of group pytest_npucheck.toolchains: "
                                              r"cannot load 'no_such_module:TOOLCHAIN'"):
             registry.names()
+        monkeypatch.syspath_prepend(str(PLUGIN))
+        (info / "entry_points.txt").write_text("[pytest_npucheck.toolchains]\nbad = acme_npu.oracle:CPU_OPS\n",
+                                               encoding="utf-8")
+        registry.reset()
+        with pytest.raises(UsageError, match=r"'acme_npu.oracle:CPU_OPS' is a set, not a "
+                                             r"pytest_npucheck.toolchains.registry.Toolchain"):
+            registry.names()
         (info / "entry_points.txt").write_text("[pytest_npucheck.toolchains]\nrknn = acme_npu:TOOLCHAIN\n",
                                                encoding="utf-8")
         registry.reset()
