@@ -9,7 +9,8 @@ the hooks that drive it, each a ``"module:attribute"`` reference imported only w
   timeout)`` returning ``{precision: oracles.simulate.SimRun}`` (build, placement, outputs);
   ``--npu-oracle`` uses it (:mod:`pytest_npucheck.oracles.oracle`);
 * ``probes``: the probe runner and table builder of ``npucheck probe`` (see
-  :class:`pytest_npucheck.probe.refresh.ProbeRunner` for what it offers);
+  :class:`pytest_npucheck.probe.refresh.ProbeRunner` for what it offers; the venv's python is
+  found with the ``oracle`` hook's ``find_python``, so a toolchain with probes has an oracle);
 * ``zoo``: the quirks of scoring a model zoo against recorded compiler results
   (:mod:`pytest_npucheck.oracles.zoo_score`): ``placement(onnx_path, record, log)``,
   ``reason(node, record)`` and ``rejection(log, names)``.
