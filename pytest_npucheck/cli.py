@@ -84,7 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument("--soc", help="SoC: rknn target_platform (rk3588, ...) or htp-v<ARCH> (default: the catalog's)")
     pr.add_argument("--python", help="python of the toolchain's venv (default: $NPUCHECK_RKNN_PYTHON / $NPUCHECK_QNN_PYTHON)")
     pr.add_argument("--select", action="append", metavar="PREFIX", help="only probe ids with this prefix (repeatable)")
-    pr.add_argument("--extra", action="store_true", help="the extra probes (RKNN: models_extra, QNN: q.*)")
+    pr.add_argument("--extra", action="store_true", help="the extra probes (RKNN: probe.extra_families, x.*; QNN: q.*)")
     pr.add_argument("--precision", choices=("fp16", "int8"), default="fp16", help="QNN only (default fp16)")
     pr.add_argument("--out", type=Path, help="results JSON (default: probes/<toolchain>/<version>/... under the current "
                     "directory; a --select subset goes to a temporary directory)")
@@ -154,14 +154,14 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.command == "tables":
         if args.tables_command == "diff":
-            from .tables_diff import RENDERERS, diff_tables
+            from .tabletools.diff import RENDERERS, diff_tables
 
             d = diff_tables(_table_arg(catalog, args.old), _table_arg(catalog, args.new))
             sys.stdout.write(RENDERERS[args.format](d))
             return EXIT_OK
         if args.tables_command == "release":
             from .jsonio import write_atomic
-            from .releases import RELEASED, release_doc
+            from .tabletools.releases import RELEASED, release_doc
             from .tables import bundled_tables_dir
 
             doc = release_doc(bundled_tables_dir(), args.version)
@@ -169,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"recorded release {args.version}: {len(doc['releases'][args.version])} tables")
             return EXIT_OK
         if args.tables_command == "docs":
-            from .docs_gen import generate
+            from .tabletools.docs import generate
             from .jsonio import write_atomic
 
             pages = generate(args.out, catalog)
@@ -194,7 +194,7 @@ def _run(args: argparse.Namespace) -> int:
                     problems[str(f)] = found
         else:
             problems = catalog.validate_all()
-            from .releases import RELEASED, policy_problems
+            from .tabletools.releases import RELEASED, policy_problems
             from .tables import bundled_tables_dir
 
             released = policy_problems(bundled_tables_dir())
@@ -269,14 +269,18 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
     from .errors import UsageError
     from .probe import refresh
     from .tables import bundled_tables_dir
+    from .toolchains import registry
 
     if args.write_table and args.select:
         raise UsageError("--write-table needs a full probe run (every table entry cites its probes); drop --select")
-    if args.check_table and args.toolchain == "qnn" and args.precision != "fp16":
-        raise UsageError("--check-table compares fp16 placement (a QNN table lists its int8 differences in notes); "
-                         "use --precision fp16")
-    if args.precision != "fp16" and args.toolchain != "qnn":
-        raise UsageError("--precision is a QNN option (RKNN SoCs that only run int8 are probed int8 automatically)")
+    probes = refresh.runner(args.toolchain.lower()) if args.precision != "fp16" else None
+    if probes is not None and args.precision in probes.precisions and args.check_table:
+        raise UsageError(f"--check-table compares fp16 placement (a {args.toolchain.upper()} table lists its "
+                         f"{args.precision} differences in notes); use --precision fp16")
+    if probes is not None and args.precision not in probes.precisions:
+        having = [n.upper() for n, t in registry.registered().items()
+                  if t.probes is not None and args.precision in t.hook("probes").precisions]
+        raise UsageError(f"--precision is a {'/'.join(having) or 'no toolchain'} option ({probes.precision_note})")
     if args.results and not (args.write_table or args.check_table):
         raise UsageError("--results is for --write-table or --check-table from recorded probe results")
     if args.results and (args.select or args.out or args.extra):
@@ -295,7 +299,7 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
     from collections import Counter
 
     counts = Counter(r["verdict"] for r in results["probes"])
-    print(f"{len(results['probes'])} probe(s) of {target.target} ({refresh.TOOLCHAINS[target.toolchain].package} "
+    print(f"{len(results['probes'])} probe(s) of {target.target} ({registry.get(target.toolchain).package} "
           f"{package}): {', '.join(f'{k} {v}' for k, v in sorted(counts.items())) or 'none'}; results in {out}",
           file=sys.stderr)
     if args.write_table:
@@ -316,7 +320,7 @@ def _probe(args: argparse.Namespace, catalog: "Catalog") -> int:
         if args.format == "json":
             sys.stdout.write(dumps(report.to_json()))
         else:
-            print("\n".join(report.render(refresh.TOOLCHAINS[target.toolchain].package)))
+            print("\n".join(report.render(registry.get(target.toolchain).package)))
         return EXIT_OK if report.passed else EXIT_FALLBACK
     return EXIT_OK
 

@@ -781,6 +781,7 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     from .emulate import random_inputs, run_model, seed_for
     from .numerics import policy_for
     from .oracles.oracle import run_target
+    from .toolchains.registry import default_precision
 
     test_id = item.nodeid
     mode = state.oracle_mode
@@ -811,7 +812,7 @@ def _oracle(item: pytest.Item, state: _State, model: Any, example_inputs: Any, o
     if reference is None:
         reference, reference_source = isolate.call("onnxruntime", run_model, onnx_path, feeds), "onnxruntime_fp32"
     for r, table in zip(results, tables):
-        key, note = _target_precision(test_budget, r.target, table, "float16")
+        key, note = _target_precision(test_budget, r.target, table, default_precision(table.toolchain))
         if note:
             info["notes"].append(note)
         policy = (test_budget.policy_for(key) if test_budget is not None

@@ -476,7 +476,11 @@ class Catalog:
 
     @classmethod
     def discover(cls, extra_dirs: Sequence[os.PathLike[str] | str] = ()) -> "Catalog":
-        roots = [bundled_tables_dir()] + [Path(d) for d in extra_dirs]
+        """The bundled tables, then those the toolchain plug-ins ship (``Toolchain.tables``), then
+        ``extra_dirs`` (``--npu-tables`` / ``npu_tables``)."""
+        from .toolchains.registry import table_dirs
+
+        roots = [bundled_tables_dir()] + table_dirs() + [Path(d) for d in extra_dirs]
         cat = cls(tuple(roots))
         for root in roots:
             if not root.is_dir():

@@ -62,7 +62,9 @@ def measure(name: str, args: argparse.Namespace, work: Path) -> list[dict[str, A
     from models.corpus import ARCHS
     from pytest_npucheck.emulate import emulated_model, run_model
     from pytest_npucheck.export import ExportOptions, export_model
-    from pytest_npucheck.oracles.simulate import ToolchainUnavailable, simulate_qnn, simulate_rknn
+    from pytest_npucheck.oracles.simulate import ToolchainUnavailable
+    from pytest_npucheck.toolchains.qnn.simulate import simulate_qnn
+    from pytest_npucheck.toolchains.rknn.simulate import simulate_rknn
 
     model, inputs = ARCHS[name].build()
     exported = export_model(model, inputs, ExportOptions(exporter="dynamo", opset=19), cache_dir=work)

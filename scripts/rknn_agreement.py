@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from pytest_npucheck.check import check_graph, graph_facts
     from pytest_npucheck.export import ExportOptions, export_model
-    from pytest_npucheck.oracles import rknn
+    from pytest_npucheck.toolchains.rknn import adapter as rknn
     from pytest_npucheck.oracles.compare import compare
     from pytest_npucheck.tables import Catalog
 

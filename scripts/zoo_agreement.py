@@ -5,7 +5,7 @@ torch.nn zoo (``scripts/zoo_models.py``), gives each non-degenerate weights, exp
 exporters (TorchScript opset 17, dynamo opset 18), compiles every file with the real toolchains
 (rknn-toolkit2 fp16 via ``NPUCHECK_RKNN_PYTHON``; onnxruntime-qnn HTP fp16 via
 ``NPUCHECK_QNN_PYTHON``) in their long-lived, time-limited workers (a crash or hang costs one
-model and restarts the worker: :mod:`pytest_npucheck.oracles.rknn` / ``.qnn``) and scores the
+model and restarts the worker: :mod:`pytest_npucheck.toolchains.rknn.adapter` / ``.qnn``) and scores the
 static verdicts node by node (:mod:`pytest_npucheck.oracles.zoo_score`).
 
 Resumable: every step writes one file per model (and exporter, and toolchain) under ``--root``
@@ -185,7 +185,7 @@ def pending(root: Path, toolchain: str, only: Iterable[str] | None = None, retry
 
 
 def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
-    from pytest_npucheck.oracles import rknn
+    from pytest_npucheck.toolchains.rknn import adapter as rknn
 
     nodes = rknn.onnx_nodes(path)
     attributed = rknn.attribute_rows(res, nodes)
@@ -199,7 +199,7 @@ def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
 
 
 def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
-    from pytest_npucheck.oracles import qnn
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
 
     return {"status": res.status, "message": res.message, "seconds": res.seconds, "stage": res.stage,
             "placement": qnn.onnx_placement(res), "raw_placement": res.placement, "via": res.via,
@@ -210,7 +210,8 @@ def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
                 follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
                 reverse: bool = False) -> None:
-    from pytest_npucheck.oracles import qnn, rknn
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
+    from pytest_npucheck.toolchains.rknn import adapter as rknn
 
     out_dir = root / "results" / toolchain
     logs = root / "logs" / toolchain

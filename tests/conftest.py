@@ -157,7 +157,7 @@ def probe_index_by_id() -> dict[str, Any]:
     """Every probe of ``build_probes`` and ``build_extra_probes``, by id, built once per process
     (building them all takes under a second; building them once per test took minutes)."""
     from pytest_npucheck.probe.models import build_probes
-    from pytest_npucheck.probe.models_extra import build_extra_probes
+    from pytest_npucheck.probe.extra_families import build_extra_probes
 
     index: dict[str, Any] = {}
     for probe in build_probes() + build_extra_probes():

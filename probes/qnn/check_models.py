@@ -2,7 +2,7 @@
 
 Exports every architecture of the model corpus (``tests/models/corpus.py``) with both torch
 exporters (dynamo at opset 19, TorchScript at opset 17), places each ONNX file with the QNN EP
-(HTP emulation, fp16, htp_arch 73 by default) through :mod:`pytest_npucheck.oracles.qnn`, checks
+(HTP emulation, fp16, htp_arch 73 by default) through :mod:`pytest_npucheck.toolchains.qnn.adapter`, checks
 it statically against the table and compares node by node
 (:func:`pytest_npucheck.oracles.compare.compare`).
 
@@ -77,7 +77,7 @@ def export_all(names: list[str] | None, exporters: list[str], cache: Path
 def place(entries: list[dict[str, Any]], python: str | None, htp_arch: int, precision: str,
           workers: int) -> dict[str, Any]:
     """Real placement of every exported model: ``{key: record}``."""
-    from pytest_npucheck.oracles import qnn
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
 
     todo = [e for e in entries if e.get("path")]
     jobs = [{"path": e["path"], "key": "%s.%s" % (e["model"], e["exporter"])} for e in todo]
@@ -100,7 +100,7 @@ def agreement(entries: list[dict[str, Any]], placements: dict[str, Any], target:
     """Static check vs real placement for every export."""
     from pytest_npucheck.check import check_graph, graph_facts
     from pytest_npucheck.oracles.compare import compare
-    from pytest_npucheck.oracles.qnn import QnnResult, onnx_placement
+    from pytest_npucheck.toolchains.qnn.adapter import QnnResult, onnx_placement
     from pytest_npucheck.tables import Catalog
 
     table = Catalog.discover().table(target)

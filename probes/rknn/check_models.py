@@ -3,7 +3,7 @@
 Builds ~10 architectures from code (random weights, no torchvision), exports each with
 ``torch.onnx.export`` (``dynamo=True``, the default, and ``dynamo=False``; each at torch's default
 opset and at an explicit opset RKNN accepts: 18 for dynamo, 17 for TorchScript), compiles every
-ONNX file with rknn-toolkit2 through :mod:`pytest_npucheck.oracles.rknn` and writes the real
+ONNX file with rknn-toolkit2 through :mod:`pytest_npucheck.toolchains.rknn.adapter` and writes the real
 per-node placement to ``probes/rknn/<version>/<soc>.models.json``.  The ONNX files go to a
 temporary directory (or ``--keep-onnx DIR``); they are not part of the repository.
 
@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from pytest_npucheck.oracles import rknn as oracle  # noqa: E402
+from pytest_npucheck.toolchains.rknn import adapter as oracle  # noqa: E402
 
 torch.manual_seed(0)
 
@@ -439,7 +439,7 @@ def _summary(res: oracle.RknnResult, nodes: list[dict[str, Any]]) -> dict[str, A
 def _selfcheck(table: dict[str, Any], entry: dict[str, Any]) -> dict[str, Any]:
     """Compare the table's prediction (the plugin's own matcher) with the compiler's placement
     for one model."""
-    from pytest_npucheck.probe.rknn_table import compare, predict
+    from pytest_npucheck.toolchains.rknn.table import compare, predict
     from pytest_npucheck.tables import table_from_data
 
     pred = predict(table_from_data(table), onnx.load(entry["path"]))

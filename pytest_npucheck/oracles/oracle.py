@@ -1,7 +1,8 @@
 """The oracle check of one exported model on one target: real placement and real numerics.
 
-For a target whose toolchain can run here (RKNN: rknn-toolkit2; QNN: onnxruntime-qnn), the model
-is built and run with the real toolchain (:mod:`.simulate`) at the precision the target uses, and
+For a target whose toolchain can run here (RKNN: rknn-toolkit2; QNN: onnxruntime-qnn; any toolchain
+registered with an ``oracle`` hook, :mod:`pytest_npucheck.toolchains.registry`), the model is built
+and run with the real toolchain (its hook's ``simulate``) at the precision the target uses, and
 
 * the real placement is compared node by node with the static verdicts
   (:func:`.compare.compare`): every disagreement is a bug in the support table;
@@ -22,35 +23,26 @@ from ..numerics import Comparison, Policy, compare_outputs, policy_for, precisio
 from ..result import TargetResult
 from .compare import Agreement, compare
 
-__all__ = ["ORACLE_TOOLCHAINS", "OracleTarget", "oracle_toolchain", "run_target", "unavailable_reason"]
-
-#: toolchain of a table -> the package that is its oracle
-ORACLE_TOOLCHAINS = {"rknn": "rknn-toolkit2", "qnn": "onnxruntime-qnn"}
-_ENGINE = {"rknn": "RKNN simulator", "qnn": "QNN HTP emulator"}
+__all__ = ["OracleTarget", "oracle_toolchain", "run_target", "unavailable_reason"]
 
 
 def oracle_toolchain(toolchain: str) -> Optional[str]:
-    """The oracle package of a toolchain, or None when it has none."""
-    return ORACLE_TOOLCHAINS.get(toolchain)
+    """The oracle package of a toolchain, or None when it has none (or is not registered)."""
+    from ..toolchains import registry
+
+    tc = registry.find(toolchain)
+    return tc.package if tc is not None and tc.has_oracle else None
 
 
 def unavailable_reason(toolchain: str, python: Optional[str] = None) -> Optional[str]:
     """Why the toolchain's oracle cannot run here (None when its python is found)."""
-    if toolchain == "rknn":
-        from . import rknn
+    from ..toolchains import registry
 
-        if rknn.find_rknn_python(python) is None:
-            return (f"rknn-toolkit2 is not installed: set {rknn.ENV_VAR} to the python of a venv with "
-                    "rknn-toolkit2 (scripts/setup-rknn-venv.sh)")
-        return None
-    if toolchain == "qnn":
-        from . import qnn
-
-        if qnn.find_qnn_python(python) is None:
-            return (f"onnxruntime-qnn is not installed: set {qnn.ENV_VAR} to the python of a venv with "
-                    "onnxruntime-qnn (scripts/setup-qnn-venv.sh)")
-        return None
-    return f"no oracle for toolchain {toolchain!r} (oracles exist for {', '.join(sorted(ORACLE_TOOLCHAINS))})"
+    tc = registry.find(toolchain)
+    if tc is None:
+        with_oracle = [n for n, t in registry.registered().items() if t.has_oracle]
+        return f"no oracle for toolchain {toolchain!r} (oracles exist for {', '.join(sorted(with_oracle))})"
+    return tc.unavailable_reason(python)
 
 
 @dataclass
@@ -139,7 +131,8 @@ def _run_target(onnx_path: Any, result: TargetResult, table: Any, feeds: Mapping
                 reference: Mapping[str, Any], *, reference_source: str, inputs_source: str, seed: Optional[int],
                 precision: str, policy: Optional[Policy], calibration: Optional[Sequence[Mapping[str, Any]]],
                 calibration_source: str, python: Optional[str], timeout: float, budget_entry: Any) -> OracleTarget:
-    from .simulate import ToolchainUnavailable, htp_arch_of, simulate_qnn, simulate_rknn
+    from ..toolchains import registry
+    from .simulate import ToolchainUnavailable
 
     tc = table.toolchain
     out = OracleTarget(target=result.target, toolchain=tc, status="unavailable",
@@ -155,17 +148,15 @@ def _run_target(onnx_path: Any, result: TargetResult, table: Any, feeds: Mapping
     out.precision = key
     pol = policy or policy_for(key)
     names = list(reference) if reference else []
+    toolchain = registry.get(tc)
     try:
-        if tc == "rknn":
-            runs = simulate_rknn(onnx_path, table.soc, feeds, names, (key,), calibration, python, timeout)
-        else:
-            runs = simulate_qnn(onnx_path, htp_arch_of(table.soc), feeds, (key,), calibration, python, timeout)
+        runs = toolchain.hook("oracle").simulate(onnx_path, table, feeds, names, (key,), calibration, python, timeout)
     except (ToolchainUnavailable, ValueError, OSError) as exc:
         out.status, out.reason = "error", f"{type(exc).__name__}: {exc}"
         return out
     run = runs[key]
     out.toolchain_version = run.toolchain_version
-    out.package_version = run.details.get("onnxruntime_qnn") if tc == "qnn" else run.toolchain_version
+    out.package_version = run.package_version
     if run.status in ("crashed", "timeout"):
         out.status, out.reason = "error", run.message
         return out
@@ -177,7 +168,7 @@ def _run_target(onnx_path: Any, result: TargetResult, table: Any, feeds: Mapping
                          f"{table.version}: a disagreement may be a difference between the versions")
     out.agreement = compare(result, run.placement, run.built)
     out.real_reasons = {k: list(v) for k, v in run.reasons.items()}
-    num: dict[str, Any] = {"candidate": f"{_ENGINE[tc]} {key}", "precision": key, "reference": reference_source,
+    num: dict[str, Any] = {"candidate": f"{toolchain.engine or tc} {key}", "precision": key, "reference": reference_source,
                            "inputs_source": inputs_source, "seed": seed, "passed": None, "status": None,
                            "message": "", "comparison": None, "budget": None}
     if key == "int8":

@@ -1,17 +1,19 @@
-"""Build a model with a real toolchain *and run it*: the RKNN simulator and the QNN HTP emulator.
+"""Build a model with a real toolchain *and run it*: what every toolchain's oracle hook shares.
 
-The placement adapters (:mod:`.rknn`, :mod:`.qnn`) answer "where does each node run"; this module
-answers that and "what numbers come out", for one model at one or more precisions, on the inputs
-the caller gives:
+The placement adapters (``toolchains/<name>/adapter.py``) answer "where does each node run"; a
+toolchain's simulate module answers that and "what numbers come out", for one model at one or
+more precisions, on the inputs the caller gives, as :class:`SimRun` records. This module holds
+that record, the worker protocol (one job file in, JSON event lines out) and the input/output
+files; the built-in toolchains:
 
-* RKNN: ``_rknn_sim_worker.py`` in the rknn-toolkit2 venv builds fp16 (``do_quantization=False``)
+* RKNN (:mod:`pytest_npucheck.toolchains.rknn.simulate`): ``_rknn_sim_worker.py`` in the rknn-toolkit2 venv builds fp16 (``do_quantization=False``)
   or int8 (``do_quantization=True`` with a dataset file of the calibration samples), then
   ``init_runtime()`` with no target runs the x86 simulator. Placement comes from the verbose
-  build log's layer table (:func:`.rknn.onnx_placement`).
-* QNN: ``_qnn_sim_worker.py`` in the onnxruntime-qnn venv creates a QNN EP session (HTP backend,
+  build log's layer table (``rknn.adapter.onnx_placement``).
+* QNN (:mod:`pytest_npucheck.toolchains.qnn.simulate`): ``_qnn_sim_worker.py`` in the onnxruntime-qnn venv creates a QNN EP session (HTP backend,
   ``enable_htp_fp16_precision=1`` for fp16; a QDQ model from ``get_qnn_qdq_config`` calibrated on
   the samples for int8) and runs it; placement from the assignment API
-  (:func:`.qnn.map_placement`).
+  (``qnn.adapter.map_placement``).
 
 One worker process per call, killed after ``timeout`` seconds. Only the standard library is
 imported at module level; numpy is imported when inputs are written or outputs read.
@@ -21,19 +23,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from . import qnn as _qnn
-from . import rknn as _rknn
 
-__all__ = ["SimRun", "ToolchainUnavailable", "simulate_rknn", "simulate_qnn", "PRECISIONS"]
+__all__ = ["PRECISIONS", "SimRun", "ToolchainUnavailable", "load_outputs", "read_text", "run_worker", "save_feeds"]
 
 PRECISIONS = ("fp16", "int8")
-_HERE = Path(__file__).parent
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
 class ToolchainUnavailable(RuntimeError):
@@ -59,6 +59,8 @@ class SimRun:
     outputs: dict[str, Any] = field(default_factory=dict, repr=False)
     """Output name -> numpy array (not serialised)."""
     toolchain_version: str | None = None
+    package_version: str | None = None
+    """The version of the toolchain's package (rknn-toolkit2, onnxruntime-qnn) that ran."""
     seconds: float | None = None
     details: dict[str, Any] = field(default_factory=dict)
 
@@ -71,7 +73,7 @@ class SimRun:
         return self.inference_status == "ok"
 
 
-def _run_worker(python: str, worker: Path, job: dict[str, Any], tmp: str, timeout: float
+def run_worker(python: str, worker: Path, job: dict[str, Any], tmp: str, timeout: float
                 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]], str]:
     """Run one worker on ``job``; returns (hello event, {key: result event}, failure message)."""
     job_file = os.path.join(tmp, "job.json")
@@ -117,12 +119,12 @@ def _run_worker(python: str, worker: Path, job: dict[str, Any], tmp: str, timeou
 def _tail(path: Any, n: int = 15) -> str:
     try:
         with open(str(path), encoding="utf-8", errors="replace") as fh:
-            return "\n".join(_rknn.strip_ansi(fh.read()).strip().splitlines()[-n:])
+            return "\n".join(_ANSI_RE.sub("", fh.read()).strip().splitlines()[-n:])
     except OSError:
         return ""
 
 
-def _save_feeds(feeds: Mapping[str, Any], where: str) -> dict[str, str]:
+def save_feeds(feeds: Mapping[str, Any], where: str) -> dict[str, str]:
     import numpy as np
 
     os.makedirs(where, exist_ok=True)
@@ -134,76 +136,13 @@ def _save_feeds(feeds: Mapping[str, Any], where: str) -> dict[str, str]:
     return paths
 
 
-def _load_outputs(paths: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
+def load_outputs(paths: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     import numpy as np
 
     return {n: np.load(p) for n, p in zip(names, paths)}
 
 
-def simulate_rknn(model: str | os.PathLike[str], soc: str, feeds: Mapping[str, Any],
-                  output_names: Sequence[str], precisions: Sequence[str] = ("fp16",),
-                  calibration: Sequence[Mapping[str, Any]] | None = None,
-                  python: str | None = None, timeout: float = 600.0) -> dict[str, SimRun]:
-    """Build ``model`` for ``soc`` with rknn-toolkit2 at each precision and run the simulator.
-
-    ``feeds``: input name -> array, in graph input order; 4-D inputs are given as NCHW (the ONNX
-    layout: ``data_format="nchw"``). ``calibration``: int8 samples (default ``[feeds]``).
-    Returns ``{precision: SimRun}``. Raises :class:`ToolchainUnavailable`.
-    """
-    exe = _rknn.find_rknn_python(python)
-    if exe is None:
-        raise ToolchainUnavailable(f"rknn-toolkit2 is not installed (set {_rknn.ENV_VAR} to the python "
-                                   "of a venv with rknn-toolkit2)")
-    path = os.path.abspath(os.fspath(model))
-    with tempfile.TemporaryDirectory(prefix="npucheck-rknn-sim-") as tmp:
-        inputs = _save_feeds(feeds, os.path.join(tmp, "inputs"))
-        models = []
-        for prec in precisions:
-            spec: dict[str, Any] = {"key": prec, "path": path, "precision": prec,
-                                    "inputs": list(inputs.values()),
-                                    "data_format": ["nchw"] * len(inputs),
-                                    "outputs_dir": os.path.join(tmp, "out-" + prec)}
-            if prec == "int8":
-                lines = []
-                for k, sample in enumerate(calibration or [feeds]):
-                    sp = _save_feeds({n: sample[n] for n in feeds}, os.path.join(tmp, f"calib{k}"))
-                    lines.append(" ".join(sp.values()))
-                spec["dataset"] = os.path.join(tmp, "dataset.txt")
-                Path(spec["dataset"]).write_text("\n".join(lines) + "\n", encoding="utf-8")
-            models.append(spec)
-        job = {"target_platform": soc, "log_dir": os.path.join(tmp, "logs"), "models": models}
-        hello, events, failure = _run_worker(exe, _HERE / "_rknn_sim_worker.py", job, tmp, timeout)
-        version = hello.get("rknn_version")
-        out: dict[str, SimRun] = {}
-        names = _rknn.onnx_nodes(path)
-        for spec in models:
-            prec = spec["precision"]
-            ev = events.get(prec)
-            if ev is None:
-                status = "timeout" if failure.startswith("timeout") else "crashed"
-                out[prec] = SimRun("rknn", prec, status, failure or "no result", toolchain_version=version)
-                continue
-            res = _rknn._finish(_rknn.ModelJob(path=path, key=prec), ev.get("status", "build_failed"),
-                                _read(ev.get("log")), ev, False)
-            run = SimRun("rknn", prec, res.status, res.message, toolchain_version=version,
-                         seconds=ev.get("seconds"))
-            run.placement = _rknn.onnx_placement(res, names)
-            run.reasons = {r.onnx_name: [f"{r.op_type} on CPU"] for r in res.cpu_rows() if r.onnx_name}
-            run.inference_status = ev.get("inference_status")
-            run.inference_message = ev.get("inference_exception", "")
-            if run.ran:
-                paths = ev.get("outputs") or []
-                if len(paths) != len(output_names):
-                    run.inference_status = "output_mismatch"
-                    run.inference_message = (f"the simulator returned {len(paths)} output(s), the model has "
-                                             f"{len(output_names)}")
-                else:
-                    run.outputs = _load_outputs(paths, output_names)
-            out[prec] = run
-        return out
-
-
-def _read(path: Any) -> str:
+def read_text(path: Any) -> str:
     if not path:
         return ""
     try:
@@ -211,68 +150,3 @@ def _read(path: Any) -> str:
             return fh.read()
     except OSError:
         return ""
-
-
-def htp_arch_of(soc: str) -> int:
-    """``htp-v73`` -> 73."""
-    digits = "".join(ch for ch in soc.rsplit("v", 1)[-1] if ch.isdigit())
-    if not digits:
-        raise ValueError(f"cannot read an HTP architecture from SoC {soc!r} (expected e.g. htp-v73)")
-    return int(digits)
-
-
-def simulate_qnn(model: str | os.PathLike[str], htp_arch: int, feeds: Mapping[str, Any],
-                 precisions: Sequence[str] = ("fp16",),
-                 calibration: Sequence[Mapping[str, Any]] | None = None,
-                 python: str | None = None, timeout: float = 600.0,
-                 soc_model: int | None = None) -> dict[str, SimRun]:
-    """Create a QNN EP (HTP) session for ``model`` at each precision and run it on ``feeds``.
-
-    Returns ``{precision: SimRun}`` (outputs by the model's output names). Raises
-    :class:`ToolchainUnavailable`.
-    """
-    exe = _qnn.find_qnn_python(python)
-    if exe is None:
-        raise ToolchainUnavailable(f"onnxruntime-qnn is not installed (set {_qnn.ENV_VAR} to the python "
-                                   "of a venv with onnxruntime-qnn)")
-    path = os.path.abspath(os.fspath(model))
-    with tempfile.TemporaryDirectory(prefix="npucheck-qnn-sim-") as tmp:
-        inputs = _save_feeds(feeds, os.path.join(tmp, "inputs"))
-        models = []
-        for prec in precisions:
-            spec: dict[str, Any] = {"key": prec, "path": path, "precision": prec, "inputs": inputs,
-                                    "provider_options": _qnn.provider_options(htp_arch, soc_model, prec),
-                                    "outputs_dir": os.path.join(tmp, "out-" + prec)}
-            if prec == "int8":
-                spec["calibration"] = [_save_feeds({n: s[n] for n in feeds}, os.path.join(tmp, f"calib{k}"))
-                                       for k, s in enumerate(calibration or [feeds])]
-            models.append(spec)
-        job = {"log_dir": os.path.join(tmp, "logs"), "models": models}
-        hello, events, failure = _run_worker(exe, _HERE / "_qnn_sim_worker.py", job, tmp, timeout)
-        versions = hello.get("versions") or {}
-        out: dict[str, SimRun] = {}
-        for spec in models:
-            prec = spec["precision"]
-            ev = events.get(prec)
-            if ev is None:
-                status = "timeout" if failure.startswith("timeout") else "crashed"
-                out[prec] = SimRun("qnn", prec, status, failure or "no result")
-                continue
-            settings = {"precision": prec, "provider_options": spec["provider_options"]}
-            res = _qnn._finish(_qnn.ModelJob(path=path, key=prec), ev.get("status", "session_failed"),
-                               _read(ev.get("log")), ev, settings)
-            run = SimRun("qnn", prec, res.status, res.message, toolchain_version=res.backend_version,
-                         seconds=ev.get("seconds"),
-                         details={"onnxruntime_qnn": versions.get("onnxruntime_qnn_dist"),
-                                  "onnxruntime": versions.get("onnxruntime"),
-                                  "quantizer": ev.get("quantizer"),
-                                  "provider_options": spec["provider_options"]})
-            run.placement = _qnn.onnx_placement(res) if res.ok else {}
-            run.reasons = dict(res.reasons)
-            run.inference_status = ev.get("inference_status")
-            run.inference_message = ev.get("inference_exception", "")
-            if run.ran:
-                run.outputs = _load_outputs([o["path"] for o in ev["outputs"]],
-                                            [o["name"] for o in ev["outputs"]])
-            out[prec] = run
-        return out

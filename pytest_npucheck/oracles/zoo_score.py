@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["REJECTION_PATTERNS", "explain_rejection", "score_model", "summarise", "markdown", "rknn_placement"]
+__all__ = ["REJECTION_PATTERNS", "explain_rejection", "markdown", "normalise_reason", "score_model", "summarise"]
 
 _POSITIVE = {"cpu", "unsupported"}
 _PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
@@ -131,7 +131,6 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
 ]
 
-_RKNN_RULE_RE = re.compile(r"Rule: (?P<rule>\w+)\s*\nSubgraph:\s*\nOp type: (?P<op>\w+)\s*\nOp name: (?P<name>\S+)")
 _UNRECOGNIZED_ATTR_RE = re.compile(r"Unrecognized attribute: (?P<attr>\w+) for operator (?P<op>\w+)")
 
 
@@ -152,11 +151,10 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
             if found:
                 return pid, found, text
     names = {n.name for n in graph.nodes if not n.graph and n.name}
-    m = _RKNN_RULE_RE.search(log or "")
-    if toolchain == "rknn" and m and "Traceback" in (log or "")[m.end():]:
-        node = [m.group("name")] if m.group("name") in names else []
-        return (f"rknn_rule:{m.group('rule')}", node,
-                f"rknn-toolkit2's graph rewrite {m.group('rule')} raises on the {m.group('op')} it matched")
+    zoo = _zoo(toolchain)
+    found = zoo.rejection(message, log, names) if zoo is not None else None
+    if found is not None:
+        return found
     m = _UNRECOGNIZED_ATTR_RE.search(message or "")
     if m:
         nodes = [n.name for n in graph.nodes if not n.graph and n.op_type == m.group("op")
@@ -180,39 +178,22 @@ def _message_head(message: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def rknn_placement(onnx_path: Path, real: Mapping[str, Any], log: Optional[str]
-                   ) -> tuple[dict[str, str], dict[str, dict[str, list[str]]]]:
-    """The RKNN placement of a stored record and the rows attributed to each node, recomputed
-    from its layer rows and the build log's rewrite trace (so a record compiled before a mapping
-    fix is scored with the fix)."""
-    from . import rknn
+def _zoo(toolchain: str) -> Any:
+    """The toolchain's ``zoo`` hook (how its stored records are read), or None when it has none."""
+    from ..toolchains import registry
 
-    rows = []
-    for i, r in enumerate(real.get("rows") or []):
-        full = r.get("full_name", "")
-        rows.append(rknn.LayerRow(id=i, op_type=r["op_type"], dtype=r.get("dtype", ""), target=r["target"],
-                                  input_shape=r.get("input_shape", ""), output_shape=r.get("output_shape", ""),
-                                  full_name=full, onnx_name=full.split(":", 1)[1] if ":" in full else None))
-    res = rknn.RknnResult(key="", path=str(onnx_path), status=real.get("status", "ok"), rows=rows)
-    nodes = rknn.onnx_nodes(onnx_path)
-    lineage = rknn.rewrite_lineage(log) if log else {}
-    return rknn.onnx_placement(res, nodes, lineage), rknn.attribute_rows(res, nodes, lineage)
+    tc = registry.find(toolchain)
+    return tc.hook("zoo") if tc is not None and tc.zoo is not None else None
 
 
-def _real_reason(toolchain: str, node: str, real: Mapping[str, Any]) -> str:
-    if toolchain == "qnn":
-        texts = (real.get("reasons") or {}).get(node) or []
-        if texts:
-            return _normalise(texts[0])
-        return "no REASON in the QNN log (placed on CPU without a validation failure)"
-    attributed = (real.get("attributed") or {}).get(node) or {}
-    cpu = [r for k, v in attributed.items() if k.startswith("cpu") for r in v]
-    if cpu:
-        return "cpu row " + ",".join(sorted({c.split(":", 1)[0] for c in cpu}))
-    return "cpu via rewrite"
+def _real_reason(zoo: Any, node: str, real: Mapping[str, Any]) -> str:
+    if zoo is not None:
+        return zoo.reason(node, real)
+    texts = (real.get("reasons") or {}).get(node) or []
+    return normalise_reason(texts[0]) if texts else "no reason recorded"
 
 
-def _normalise(text: str) -> str:
+def normalise_reason(text: str) -> str:
     """A reason with names and numbers taken out, so equal causes group together."""
     t = re.sub(r"'[^']*'", "'*'", text)
     t = re.sub(r"\b\d+\b", "N", t)
@@ -243,11 +224,10 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
         return rec
     # a rejection pattern that matches a model the compiler builds is too wide: counted in the summary
     rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS if tc == toolchain and finder(graph)]
-    if toolchain == "rknn":
-        placement, attributed = rknn_placement(Path(onnx_path), real, log)
-        real = {**real, "attributed": attributed}
-        lost = [r for k, v in attributed.get("", {}).items() if k.startswith("cpu") for r in v]
-        rec["unmapped_cpu_rows"] = lost  # CPU work the mapping could not give to an ONNX node
+    zoo = _zoo(toolchain)
+    if zoo is not None:
+        placement, real, fields = zoo.placement(Path(onnx_path), real, log)
+        rec.update(fields)  # RKNN: unmapped_cpu_rows, the CPU work the mapping could not give to an ONNX node
     else:
         placement = dict(real.get("placement") or {})
     tp = fp = fn = tn = wrong_kind = 0
@@ -265,7 +245,7 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
             fn += 1
             dis.append({"node": node.name, "op_type": node.op_type, "direction": "missed_fallback",
                         "static": node.verdict, "real": actual,
-                        "cause": _real_reason(toolchain, node.name, real)})
+                        "cause": _real_reason(zoo, node.name, real)})
         elif p:
             fp += 1
             rules = sorted({r.rule for r in node.reasons if r.verdict in _POSITIVE}) or ["?"]

@@ -1,9 +1,12 @@
 """Probe models for deriving operator-support tables from real NPU toolchains.
 
-* :mod:`pytest_npucheck.probe.models` builds small single-op and small-pattern ONNX models.
-* :mod:`pytest_npucheck.probe.rknn_probe` compiles them with rknn-toolkit2 and records placement.
-* :mod:`pytest_npucheck.probe.rknn_table` turns the recorded results into a support table.
+* :mod:`.builder`: what every family shares (GraphBuilder, Probe, Collector, probe ids, the random
+  constants, graph parts several families use).
+* :mod:`.models`: the main probes, small single-op and small-pattern ONNX models.
+* :mod:`.extra_families`: the extra probes (``x.*``) of the topic modules ``models_*.py``, in build order.
+* :mod:`.refresh`: ``npucheck probe``, driving a toolchain's probe runner.
 
-These modules need ``onnx`` and ``numpy`` (the probe generator), not the vendor toolchain itself:
-the toolchain runs in its own environment through :mod:`pytest_npucheck.oracles.rknn`.
+The toolchains run the probes and build the tables (``toolchains/rknn/probe.py`` and
+``table.py``, the same for QNN). These modules need ``onnx`` and ``numpy``, not the vendor
+toolchain itself: the toolchain runs in its own environment.
 """

@@ -14,276 +14,28 @@ Nothing in this module depends on a vendor toolchain.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, numpy_helper
+
+from pytest_npucheck.probe.builder import (  # noqa: F401 - GraphBuilder, Probe, save_probes: this module's API
+    DEFAULT_OPSET,
+    DTYPES,
+    SHAPES,
+    Collector,
+    GraphBuilder,
+    Probe,
+    pid,
+    rand,
+    reset_rng,
+    rng,
+    save_probes,
+)
 
 __all__ = ["Probe", "GraphBuilder", "build_probes", "save_probes", "DEFAULT_OPSET"]
 
-DEFAULT_OPSET = 17
-
-DTYPES: dict[str, int] = {
-    "float32": TensorProto.FLOAT,
-    "float16": TensorProto.FLOAT16,
-    "int64": TensorProto.INT64,
-    "int32": TensorProto.INT32,
-    "int8": TensorProto.INT8,
-    "uint8": TensorProto.UINT8,
-    "bool": TensorProto.BOOL,
-}
-SHORT = {"float32": "f32", "float16": "f16", "int64": "i64", "int32": "i32", "int8": "i8",
-         "uint8": "u8", "bool": "bool"}
-NP = {"float32": np.float32, "float16": np.float16, "int64": np.int64, "int32": np.int32,
-      "int8": np.int8, "uint8": np.uint8, "bool": np.bool_}
-
-#: Default input shape per rank ("NCHW"-like, small).
-SHAPES: dict[int, list[int]] = {1: [32], 2: [4, 32], 3: [1, 16, 32], 4: [1, 8, 16, 16],
-                                5: [1, 4, 4, 8, 8], 6: [1, 2, 2, 4, 4, 4]}
-
-_RNG = np.random.default_rng(0)
-
-
-def ir_version_for(opset: int) -> int:
-    """Smallest IR version that allows ``opset`` of the default domain (never above 11)."""
-    if opset <= 8:
-        return 4
-    if opset <= 10:
-        return 5
-    if opset <= 12:
-        return 7
-    if opset <= 15:
-        return 8
-    if opset <= 19:
-        return 9 if opset >= 18 else 8
-    if opset <= 22:
-        return 10
-    return 11
-
-
-@dataclass
-class Probe:
-    """One probe model and the facts needed to interpret its result."""
-
-    id: str
-    op: str
-    model: onnx.ModelProto
-    kind: str = "op"
-    """``op`` (single op), ``pattern``, ``opset``, ``dynamic``, ``prepass``, ``dtype``."""
-    attributes: dict[str, Any] = field(default_factory=dict)
-    dtype: str = "float32"
-    shapes: dict[str, Any] = field(default_factory=dict)
-    opset: int = DEFAULT_OPSET
-    focus: list[str] = field(default_factory=list)
-    """Names of the nodes under test (the others are scaffolding)."""
-    config: dict[str, Any] = field(default_factory=dict)
-    """Extra ``RKNN.config`` keyword arguments (e.g. ``dynamic_input``)."""
-    load: dict[str, Any] = field(default_factory=dict)
-    """Extra ``RKNN.load_onnx`` keyword arguments."""
-    note: str = ""
-
-    def node_list(self) -> list[dict[str, str]]:
-        """``[{"name", "op_type", "inputs", "outputs"}]`` of the model's nodes, in graph order."""
-        return [{"name": n.name, "op_type": n.op_type, "inputs": list(n.input),
-                 "outputs": list(n.output)}
-                for n in self.model.graph.node]
-
-
-class GraphBuilder:
-    """Minimal helper to write probe graphs; output types come from ONNX shape inference."""
-
-    def __init__(self, opset: int = DEFAULT_OPSET, ir_version: int | None = None,
-                 extra_opsets: dict[str, int] | None = None) -> None:
-        self.opset = opset
-        self.ir_version = ir_version
-        self.extra_opsets = dict(extra_opsets or {})
-        self.nodes: list[onnx.NodeProto] = []
-        self.inputs: list[onnx.ValueInfoProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self.outputs: list[str] = []
-        self.shapes: dict[str, Any] = {}
-        self._n = 0
-        self._counts: dict[str, int] = {}
-
-    # -- values -----------------------------------------------------------------------------
-    def input(self, name: str, dtype: str = "float32", shape: Sequence[int | str] | None = None
-              ) -> str:
-        """Add a graph input; string dims are symbolic."""
-        self.inputs.append(helper.make_tensor_value_info(name, DTYPES[dtype], shape))
-        self.shapes[name] = list(shape) if shape is not None else None
-        return name
-
-    def const(self, array: Any, name: str | None = None, dtype: str | None = None) -> str:
-        """Add an initializer and return its name."""
-        arr = np.asarray(array, dtype=NP[dtype] if dtype else None)
-        if arr.dtype == np.float64:
-            arr = arr.astype(np.float32)
-        name = name or "const%d" % len(self.inits)
-        self.inits.append(numpy_helper.from_array(arr, name))
-        return name
-
-    def weight(self, shape: Sequence[int], name: str | None = None, dtype: str = "float32",
-               scale: float = 0.1) -> str:
-        """Random float initializer."""
-        arr = (_RNG.standard_normal(shape) * scale).astype(NP[dtype])
-        return self.const(arr, name)
-
-    def ints(self, values: Sequence[int], name: str | None = None) -> str:
-        """int64 1-D initializer."""
-        return self.const(np.asarray(values, dtype=np.int64), name)
-
-    # -- nodes ------------------------------------------------------------------------------
-    def node(self, op: str, inputs: Sequence[str], n_out: int = 1, name: str | None = None,
-             domain: str = "", **attrs: Any) -> Any:
-        """Add a node; returns its output name (or the list of names when ``n_out > 1``)."""
-        k = self._counts.get(op, 0)
-        self._counts[op] = k + 1
-        name = name or ("%s_%d" % (op, k))
-        outs = ["%s_out%d" % (name, i) if n_out > 1 else "%s_out" % name for i in range(n_out)]
-        attrs = {a: v for a, v in attrs.items() if v is not None}
-        self.nodes.append(helper.make_node(op, list(inputs), outs, name=name, domain=domain,
-                                           **attrs))
-        return outs if n_out > 1 else outs[0]
-
-    def output(self, *names: str) -> None:
-        """Mark values as graph outputs."""
-        self.outputs.extend(names)
-
-    def last(self) -> str:
-        """Name of the most recently added node."""
-        return self.nodes[-1].name
-
-    # -- model ------------------------------------------------------------------------------
-    def build(self) -> onnx.ModelProto:
-        """Make the model, infer output types and check it."""
-        opsets = [helper.make_opsetid("", self.opset)]
-        opsets += [helper.make_opsetid(d, v) for d, v in self.extra_opsets.items()]
-        graph = helper.make_graph(self.nodes, "probe", self.inputs, [], self.inits)
-        model = helper.make_model(graph, opset_imports=opsets, producer_name="pytest-npucheck",
-                                  ir_version=self.ir_version or ir_version_for(self.opset))
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-        known = {vi.name: vi for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
-        outs = []
-        missing = [n for n in self.outputs
-                   if not (n in known and known[n].type.tensor_type.elem_type
-                           and known[n].type.tensor_type.HasField("shape"))]
-        run = _ort_output_info(model, missing) if missing else {}
-        for name in self.outputs:
-            if name not in missing:
-                outs.append(known[name])
-            elif name in run:
-                outs.append(helper.make_tensor_value_info(name, *run[name]))
-            else:
-                first = self.inputs[0].type.tensor_type
-                outs.append(helper.make_tensor_value_info(
-                    name, first.elem_type, [d.dim_value or d.dim_param or None
-                                            for d in first.shape.dim]))
-        model.graph.output.extend(outs)
-        try:
-            onnx.checker.check_model(model)
-        except onnx.checker.ValidationError as exc:
-            if "deprecated" not in str(exc):  # deprecated ops are probed on purpose
-                raise
-        return model
-
-
-def _ort_output_info(model: onnx.ModelProto, names: Sequence[str]
-                     ) -> dict[str, tuple[int, list[int]]]:
-    """Output dtypes/shapes by running the model once in onnxruntime (when shape inference
-    cannot tell, e.g. for function ops).  Returns ``{}`` if onnxruntime is unavailable/fails."""
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        return {}
-    m = onnx.ModelProto()
-    m.CopyFrom(model)
-    for n in names:
-        m.graph.output.append(helper.make_empty_tensor_value_info(n))
-    try:
-        so = ort.SessionOptions()
-        so.log_severity_level = 3
-        sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
-        feeds = {}
-        # its own generator: these values only reveal output types, and drawing them from _RNG
-        # would make the constants of every later probe depend on which probes were built
-        rng = np.random.default_rng(0)
-        for vi in model.graph.input:
-            tt = vi.type.tensor_type
-            shape = [d.dim_value if d.dim_value else 2 for d in tt.shape.dim]
-            dt = helper.tensor_dtype_to_np_dtype(tt.elem_type)
-            feeds[vi.name] = (np.abs(rng.standard_normal(shape)) + 0.5).astype(dt)
-        res = sess.run(list(names), feeds)
-    except Exception:
-        return {}
-    out = {}
-    for n, arr in zip(names, res):
-        out[n] = (helper.np_dtype_to_tensor_dtype(np.asarray(arr).dtype), list(np.shape(arr)))
-    return out
-
-
-# ------------------------------------------------------------------------------------------------
-# helpers
-# ------------------------------------------------------------------------------------------------
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, (list, tuple)):
-        return "_".join(_fmt(x) for x in v)
-    if isinstance(v, float):
-        s = ("%g" % v).replace("-", "m")
-        return s
-    if isinstance(v, int) and v < 0:
-        return "m%d" % -v
-    return str(v)
-
-
-def pid(op: str, parts: dict[str, Any] | None = None, dtype: str | None = "float32",
-        rank: int | None = None, extra: str | None = None) -> str:
-    """Probe id ``Op.k=v.k2=v2.f32.r4``."""
-    s = op
-    for k, v in (parts or {}).items():
-        s += ".%s=%s" % (k, _fmt(v))
-    if extra:
-        s += "." + extra
-    if dtype:
-        s += "." + SHORT.get(dtype, dtype)
-    if rank is not None:
-        s += ".r%d" % rank
-    return s
-
-
-class _Collector:
-    """Collects the probes a family adds. With ``select`` (id prefixes), a probe whose id matches
-    none is only registered (duplicate ids are still refused) and its model is never built:
-    building (shape inference, sometimes an ONNX Runtime session) is what costs."""
-
-    def __init__(self, select: Iterable[str] | None = None) -> None:
-        self.probes: list[Probe] = []
-        self.ids: set[str] = set()
-        self.select: tuple[str, ...] | None = tuple(select) if select else None
-
-    def add(self, probe_id: str, op: str, gb: GraphBuilder, *, kind: str = "op",
-            attributes: dict[str, Any] | None = None, dtype: str = "float32",
-            focus: Sequence[str] | None = None, config: dict[str, Any] | None = None,
-            load: dict[str, Any] | None = None, note: str = "") -> None:
-        if probe_id in self.ids:
-            raise ValueError("duplicate probe id " + probe_id)
-        self.ids.add(probe_id)
-        if self.select is not None and not probe_id.startswith(self.select):
-            return
-        model = gb.build()
-        if focus is None:
-            focus = [n.name for n in gb.nodes if n.op_type == op] or [gb.nodes[-1].name]
-        self.probes.append(Probe(
-            id=probe_id, op=op, model=model, kind=kind, attributes=dict(attributes or {}),
-            dtype=dtype, shapes=dict(gb.shapes), opset=gb.opset, focus=list(focus),
-            config=dict(config or {}), load=dict(load or {}), note=note))
-
-
-def _single(c: _Collector, op: str, *, rank: int = 4, dtype: str = "float32",
+def _single(c: Collector, op: str, *, rank: int = 4, dtype: str = "float32",
             attrs: dict[str, Any] | None = None, parts: dict[str, Any] | None = None,
             const_inputs: Sequence[Any] = (), shape: Sequence[int] | None = None,
             n_out: int = 1, opset: int = DEFAULT_OPSET, extra: str | None = None,
@@ -301,7 +53,7 @@ def _single(c: _Collector, op: str, *, rank: int = 4, dtype: str = "float32",
           gb, attributes=a, dtype=dtype, note=note)
 
 
-def _multi(c: _Collector, op: str, inputs: Sequence[tuple[str, Sequence[int]]], *,
+def _multi(c: Collector, op: str, inputs: Sequence[tuple[str, Sequence[int]]], *,
            dtype: str = "float32", attrs: dict[str, Any] | None = None,
            parts: dict[str, Any] | None = None, n_out: int = 1, opset: int = DEFAULT_OPSET,
            extra: str | None = None, rank: int | None = None, probe_id: str | None = None,
@@ -324,10 +76,6 @@ def _multi(c: _Collector, op: str, inputs: Sequence[tuple[str, Sequence[int]]], 
           op, gb, attributes=dict(attrs or {}), dtype=dtype, note=note)
 
 
-def _rand(shape: Sequence[int], dtype: str = "float32", scale: float = 0.1) -> np.ndarray:
-    return (_RNG.standard_normal(list(shape)) * scale).astype(NP[dtype])
-
-
 # ------------------------------------------------------------------------------------------------
 # single-op families
 # ------------------------------------------------------------------------------------------------
@@ -338,7 +86,7 @@ UNARY = ["Relu", "Sigmoid", "Tanh", "Erf", "Softplus", "Sqrt", "Reciprocal", "Ex
 _UNARY_OPSET = {"Mish": 18, "Gelu": 20}
 
 
-def unary_probes(c: _Collector) -> None:
+def unary_probes(c: Collector) -> None:
     """Element-wise unary activations / math over ranks 2-5, plus attribute variants."""
     for op in UNARY:
         for r in (2, 3, 4, 5):
@@ -376,7 +124,7 @@ def unary_probes(c: _Collector) -> None:
             const_inputs=[np.int64(0), np.int64(6)], parts={"min": 0, "max": 6})
     # PRelu
     for r, slope in ((4, [8, 1, 1]), (3, [16, 1]), (2, [32]), (5, [4, 1, 1, 1])):
-        _single(c, "PRelu", rank=r, const_inputs=[_rand(slope)], parts={"slope": "per_channel"})
+        _single(c, "PRelu", rank=r, const_inputs=[rand(slope)], parts={"slope": "per_channel"})
     _single(c, "PRelu", const_inputs=[np.full([1], 0.25, np.float32)], parts={"slope": "scalar"})
     _multi(c, "PRelu", [("float32", SHAPES[4]), ("float32", [8, 1, 1])],
            parts={"slope": "dynamic"})
@@ -390,7 +138,7 @@ BINARY_ARITH = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
 COMPARE = ["Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual"]
 
 
-def binary_probes(c: _Collector) -> None:
+def binary_probes(c: Collector) -> None:
     """Element-wise binary ops: same shape, broadcasting, constant operands, dtypes."""
     for op in BINARY_ARITH:
         for r in (2, 3, 4, 5):
@@ -398,9 +146,9 @@ def binary_probes(c: _Collector) -> None:
         _multi(c, op, [("float32", SHAPES[4]), ("float32", [])], consts={1: np.float32(2.0)},
                parts={"b": "const_scalar"})
         _multi(c, op, [("float32", SHAPES[4]), ("float32", [])],
-               consts={1: _rand([1, 8, 1, 1]) + 1}, parts={"b": "const_channel"})
+               consts={1: rand([1, 8, 1, 1]) + 1}, parts={"b": "const_channel"})
         _multi(c, op, [("float32", SHAPES[4]), ("float32", [])],
-               consts={1: _rand([1, 8, 16, 16]) + 1}, parts={"b": "const_full"})
+               consts={1: rand([1, 8, 16, 16]) + 1}, parts={"b": "const_full"})
         _multi(c, op, [("float32", SHAPES[4]), ("float32", [1, 8, 1, 1])],
                parts={"b": "dyn_channel"})
         _multi(c, op, [("float32", SHAPES[4]), ("float32", [1, 1, 16, 16])],
@@ -458,7 +206,7 @@ def binary_probes(c: _Collector) -> None:
            dtype="int64", parts={"xy": "dyn"})
 
 
-def cast_probes(c: _Collector) -> None:
+def cast_probes(c: Collector) -> None:
     """Cast between the dtypes exporters produce."""
     pairs = [("float32", "float16"), ("float32", "int64"), ("float32", "int32"),
              ("float32", "bool"), ("int64", "float32"), ("int32", "float32"),
@@ -470,13 +218,13 @@ def cast_probes(c: _Collector) -> None:
             _single(c, "Cast", rank=r, dtype=src, attrs={"to": DTYPES[dst]}, parts={"to": dst})
 
 
-def matmul_probes(c: _Collector) -> None:
+def matmul_probes(c: Collector) -> None:
     """MatMul (const and dynamic right operand, ranks 2-4) and Gemm variants."""
     for r, xs in ((2, [16, 32]), (3, [1, 16, 32]), (4, [1, 8, 16, 32])):
         _multi(c, "MatMul", [("float32", xs), ("float32", [32, 64])],
-               consts={1: _rand([32, 64])}, parts={"b": "const"}, rank=r)
+               consts={1: rand([32, 64])}, parts={"b": "const"}, rank=r)
     _multi(c, "MatMul", [("float32", [1, 16, 32]), ("float32", [1, 32, 64])],
-           consts={1: _rand([1, 32, 64])}, parts={"b": "const3d"})
+           consts={1: rand([1, 32, 64])}, parts={"b": "const3d"})
     for r, a, b in ((2, [16, 32], [32, 8]), (3, [1, 16, 32], [1, 32, 8]),
                     (4, [1, 4, 16, 32], [1, 4, 32, 16]), (5, [1, 2, 4, 16, 32], [1, 2, 4, 32, 16])):
         _multi(c, "MatMul", [("float32", a), ("float32", b)], parts={"b": "dyn"}, rank=r)
@@ -485,32 +233,32 @@ def matmul_probes(c: _Collector) -> None:
     _multi(c, "MatMul", [("float32", [1, 4, 16, 32]), ("float32", [32, 16])],
            parts={"b": "dyn_bcast"})
     _multi(c, "MatMul", [("float32", [1, 16, 32]), ("float32", [32])],
-           consts={1: _rand([32])}, parts={"b": "const_vec"})
+           consts={1: rand([32])}, parts={"b": "const_vec"})
     _multi(c, "MatMul", [("float32", [1, 197, 768]), ("float32", [768, 3072])],
-           consts={1: _rand([768, 3072], scale=0.02)}, parts={"b": "const"}, extra="vit")
+           consts={1: rand([768, 3072], scale=0.02)}, parts={"b": "const"}, extra="vit")
     _multi(c, "MatMul", [("int64", [4, 8]), ("int64", [8, 4])], dtype="int64",
            parts={"b": "dyn"})
     _multi(c, "MatMul", [("float16", [1, 16, 32]), ("float16", [32, 64])], dtype="float16",
-           consts={1: _rand([32, 64], "float16")}, parts={"b": "const"})
+           consts={1: rand([32, 64], "float16")}, parts={"b": "const"})
     # Gemm
     base = [("float32", [4, 32]), ("float32", [64, 32]), ("float32", [64])]
-    cw = {1: _rand([64, 32]), 2: _rand([64])}
+    cw = {1: rand([64, 32]), 2: rand([64])}
     _multi(c, "Gemm", base, consts=cw, attrs={"transB": 1}, parts={"transB": 1, "bias": "yes"})
     _multi(c, "Gemm", [("float32", [1, 32])] + base[1:], consts=cw, attrs={"transB": 1},
            parts={"transB": 1, "bias": "yes", "m": 1})
-    _multi(c, "Gemm", base[:2], consts={1: _rand([64, 32])}, attrs={"transB": 1},
+    _multi(c, "Gemm", base[:2], consts={1: rand([64, 32])}, attrs={"transB": 1},
            parts={"transB": 1, "bias": "no"})
     _multi(c, "Gemm", [("float32", [4, 32]), ("float32", [32, 64]), ("float32", [64])],
-           consts={1: _rand([32, 64]), 2: _rand([64])}, parts={"transB": 0, "bias": "yes"})
+           consts={1: rand([32, 64]), 2: rand([64])}, parts={"transB": 0, "bias": "yes"})
     _multi(c, "Gemm", [("float32", [32, 4]), ("float32", [32, 64]), ("float32", [64])],
-           consts={1: _rand([32, 64]), 2: _rand([64])}, attrs={"transA": 1},
+           consts={1: rand([32, 64]), 2: rand([64])}, attrs={"transA": 1},
            parts={"transA": 1})
     _multi(c, "Gemm", base, consts=cw, attrs={"transB": 1, "alpha": 0.5, "beta": 2.0},
            parts={"alpha": 0.5, "beta": 2.0})
     _multi(c, "Gemm", [("float32", [4, 32]), ("float32", [64, 32]), ("float32", [64])],
-           consts={2: _rand([64])}, attrs={"transB": 1}, parts={"b": "dyn"})
+           consts={2: rand([64])}, attrs={"transB": 1}, parts={"b": "dyn"})
     _multi(c, "Gemm", [("float32", [4, 32]), ("float32", [64, 32]), ("float32", [4, 64])],
-           consts={1: _rand([64, 32]), 2: _rand([4, 64])}, attrs={"transB": 1},
+           consts={1: rand([64, 32]), 2: rand([4, 64])}, attrs={"transB": 1},
            parts={"bias": "full"})
     # Einsum
     for eq, shapes in (("bij,bjk->bik", [[2, 16, 32], [2, 32, 8]]),
@@ -527,7 +275,7 @@ def matmul_probes(c: _Collector) -> None:
                parts={"eq": safe}, rank=len(shapes[0]))
 
 
-def conv_probes(c: _Collector) -> None:
+def conv_probes(c: Collector) -> None:
     """Conv / ConvTranspose over kernel, stride, padding, dilation, group, rank."""
     def conv(parts: dict[str, Any], cin: int = 8, cout: int = 16, k: Sequence[int] = (3, 3),
              hw: Sequence[int] = (32, 32), bias: bool = True, dyn_w: bool = False,
@@ -538,10 +286,10 @@ def conv_probes(c: _Collector) -> None:
             wshape = [cout, cin // group] + list(k)
         else:
             wshape = [cin, cout // group] + list(k)
-        w = gb.input("w", dtype, wshape) if dyn_w else gb.const(_rand(wshape, dtype))
+        w = gb.input("w", dtype, wshape) if dyn_w else gb.const(rand(wshape, dtype))
         ins = [x, w]
         if bias:
-            ins.append(gb.const(_rand([cout], dtype)))
+            ins.append(gb.const(rand([cout], dtype)))
         if group != 1:
             attrs["group"] = group
         gb.output(gb.node(op, ins, kernel_shape=list(k), **attrs))
@@ -604,22 +352,22 @@ def conv_probes(c: _Collector) -> None:
     conv({"k": 2, "s": 2}, op=ct, k=(2, 2), strides=[2, 2], hw=(16, 16), dtype="float16")
 
 
-def norm_probes(c: _Collector) -> None:
+def norm_probes(c: Collector) -> None:
     """BatchNormalization, Instance/Group/LayerNormalization, Softmax/LogSoftmax, LRN."""
     def bn(shape: list[int]) -> None:
         ch = shape[1]
         _single(c, "BatchNormalization", shape=shape,
-                const_inputs=[_rand([ch]) + 1, _rand([ch]), _rand([ch]), np.abs(_rand([ch])) + 1],
+                const_inputs=[rand([ch]) + 1, rand([ch]), rand([ch]), np.abs(rand([ch])) + 1],
                 attrs={"epsilon": 1e-5}, parts={})
     for r in (2, 3, 4, 5):
         bn(SHAPES[r] if r != 2 else [4, 32])
     for shape in ([1, 8, 16, 16], [1, 16, 32]):
         ch = shape[1]
         _single(c, "InstanceNormalization", shape=shape,
-                const_inputs=[_rand([ch]) + 1, _rand([ch])], parts={})
+                const_inputs=[rand([ch]) + 1, rand([ch])], parts={})
     for opset, sshape in ((18, 4), (21, 8)):
         _single(c, "GroupNormalization", shape=[1, 8, 16, 16], opset=opset,
-                attrs={"num_groups": 4}, const_inputs=[_rand([sshape]) + 1, _rand([sshape])],
+                attrs={"num_groups": 4}, const_inputs=[rand([sshape]) + 1, rand([sshape])],
                 parts={"num_groups": 4, "opset": opset})
     for shape, axis in (([1, 16, 32], -1), ([4, 32], -1), ([1, 8, 16, 16], -1),
                         ([1, 8, 16, 16], 1), ([1, 16, 32], 1), ([1, 197, 768], -1)):
@@ -627,12 +375,12 @@ def norm_probes(c: _Collector) -> None:
         nshape = shape[axis:] if axis != -1 else [shape[-1]]
         del norm
         _single(c, "LayerNormalization", shape=shape, attrs={"axis": axis, "epsilon": 1e-5},
-                const_inputs=[_rand(nshape) + 1, _rand(nshape)],
+                const_inputs=[rand(nshape) + 1, rand(nshape)],
                 parts={"axis": axis}, extra="vit" if shape[-1] == 768 else None)
     _single(c, "LayerNormalization", shape=[1, 16, 32], attrs={"axis": -1},
-            const_inputs=[_rand([32]) + 1], parts={"axis": -1, "bias": "no"})
+            const_inputs=[rand([32]) + 1], parts={"axis": -1, "bias": "no"})
     _single(c, "LayerNormalization", shape=[1, 16, 32], opset=17, attrs={"axis": -1},
-            const_inputs=[_rand([32]) + 1, _rand([32])], n_out=3,
+            const_inputs=[rand([32]) + 1, rand([32])], n_out=3,
             parts={"axis": -1, "outputs": 3})
     for op in ("Softmax", "LogSoftmax"):
         for shape, axis in (([4, 32], -1), ([1, 16, 32], -1), ([1, 16, 32], 1),
@@ -655,7 +403,7 @@ REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "Redu
           "ReduceSumSquare", "ReduceLogSumExp", "ReduceL1"]
 
 
-def reduce_probes(c: _Collector) -> None:
+def reduce_probes(c: Collector) -> None:
     """Reduce* over axes/keepdims/rank, axes as attribute (opset 17) and as input (opset 18)."""
     cases = [(3, [-1], 1), (3, [-1], 0), (4, [1], 1), (4, [2, 3], 1), (4, [2, 3], 0),
              (4, [1, 2, 3], 1), (4, [-1], 1), (4, [0], 1), (2, [-1], 1), (2, [0], 0),
@@ -695,7 +443,7 @@ def reduce_probes(c: _Collector) -> None:
         _single(c, op, rank=3, attrs={"axis": -1, "keepdims": 1, "select_last_index": 1})
 
 
-def pool_probes(c: _Collector) -> None:
+def pool_probes(c: Collector) -> None:
     """MaxPool / AveragePool / global pools / LpPool over kernel, stride, pads, ceil, rank."""
     def pool(op: str, parts: dict[str, Any], k: Sequence[int], shape: Sequence[int] | None = None,
              n_out: int = 1, **attrs: Any) -> None:
@@ -741,7 +489,7 @@ def pool_probes(c: _Collector) -> None:
                     else "hw%dx%dc%d" % (shape[2], shape[3], shape[1]))
 
 
-def pad_probes(c: _Collector) -> None:
+def pad_probes(c: Collector) -> None:
     """Pad: modes constant / reflect / edge / wrap, pad placement, rank, constant pads input."""
     def pad(parts: dict[str, Any], pads: list[int], mode: str = "constant", value: float | None =
             None, shape: Sequence[int] | None = None, opset: int = DEFAULT_OPSET,
@@ -786,7 +534,7 @@ def pad_probes(c: _Collector) -> None:
           attributes={"mode": "reflect"})
 
 
-def resize_probes(c: _Collector) -> None:
+def resize_probes(c: Collector) -> None:
     """Resize: mode x coordinate mode x scale, nearest_mode, sizes vs scales, ranks; Upsample."""
     def resize(parts: dict[str, Any], scales: Sequence[float] | None = None,
                sizes: Sequence[int] | None = None, shape: Sequence[int] | None = None,
@@ -876,7 +624,7 @@ def resize_probes(c: _Collector) -> None:
                   "Upsample", gb, attributes={"mode": mode, "scales": [1, 1, 2, 2]})
 
 
-def shape_probes(c: _Collector) -> None:
+def shape_probes(c: Collector) -> None:
     """Layout ops: Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Concat, Split, Slice,
     Expand, Tile, DepthToSpace, SpaceToDepth."""
     # Reshape
@@ -945,9 +693,9 @@ def shape_probes(c: _Collector) -> None:
         _multi(c, "Concat", [("float32", SHAPES[r])] * n, attrs={"axis": axis},
                parts={"axis": axis, "n": n})
     _multi(c, "Concat", [("float32", SHAPES[4]), ("float32", SHAPES[4])],
-           consts={1: _rand(SHAPES[4])}, attrs={"axis": 1}, parts={"axis": 1, "b": "const"})
+           consts={1: rand(SHAPES[4])}, attrs={"axis": 1}, parts={"axis": 1, "b": "const"})
     _multi(c, "Concat", [("float32", [1, 1, 32]), ("float32", [1, 16, 32])],
-           consts={0: _rand([1, 1, 32])}, attrs={"axis": 1}, parts={"axis": 1, "a": "cls_token"})
+           consts={0: rand([1, 1, 32])}, attrs={"axis": 1}, parts={"axis": 1, "a": "cls_token"})
     _multi(c, "Concat", [("int64", [2]), ("int64", [2])], dtype="int64", attrs={"axis": 0},
            parts={"axis": 0})
     _multi(c, "Concat", [("float32", [1, 3, 16, 16]), ("float32", [1, 5, 16, 16])],
@@ -1026,7 +774,7 @@ def shape_probes(c: _Collector) -> None:
         _single(c, "SpaceToDepth", shape=[1, 8, 16, 16], attrs={"blocksize": b})
 
 
-def index_probes(c: _Collector) -> None:
+def index_probes(c: Collector) -> None:
     """Gather, GatherElements, GatherND, ScatterND, ScatterElements, TopK, CumSum, NonZero,
     Trilu, Range, Shape, ConstantOfShape, OneHot, GridSample, random ops."""
     # Gather
@@ -1045,9 +793,9 @@ def index_probes(c: _Collector) -> None:
     _multi(c, "Gather", [("float32", SHAPES[3]), ("int64", [4])], attrs={"axis": 1},
            parts={"axis": 1, "idx": "dyn"})
     _multi(c, "Gather", [("float32", [100, 32]), ("int64", [1, 16])],
-           consts={0: _rand([100, 32])}, attrs={"axis": 0}, parts={"axis": 0, "case": "embedding"})
+           consts={0: rand([100, 32])}, attrs={"axis": 0}, parts={"axis": 0, "case": "embedding"})
     _multi(c, "Gather", [("float32", [100, 32]), ("int32", [1, 16])],
-           consts={0: _rand([100, 32])}, attrs={"axis": 0},
+           consts={0: rand([100, 32])}, attrs={"axis": 0},
            parts={"axis": 0, "case": "embedding_i32"})
     _multi(c, "Gather", [("int64", [4]), ("int64", [])], dtype="int64",
            consts={1: np.int64(1)}, attrs={"axis": 0}, parts={"axis": 0, "idx": "const_scalar"})
@@ -1055,7 +803,7 @@ def index_probes(c: _Collector) -> None:
     _multi(c, "GatherElements", [("float32", SHAPES[3]), ("int64", [1, 16, 4])],
            attrs={"axis": -1}, parts={"axis": -1, "idx": "dyn"})
     _multi(c, "GatherElements", [("float32", SHAPES[4]), ("int64", [1, 8, 16, 16])],
-           consts={1: _RNG.integers(0, 8, [1, 8, 16, 16]).astype(np.int64)}, attrs={"axis": 1},
+           consts={1: rng().integers(0, 8, [1, 8, 16, 16]).astype(np.int64)}, attrs={"axis": 1},
            parts={"axis": 1, "idx": "const"})
     _multi(c, "GatherElements", [("float32", SHAPES[2]), ("int64", [4, 8])],
            attrs={"axis": 1}, parts={"axis": 1, "idx": "dyn"})
@@ -1076,7 +824,7 @@ def index_probes(c: _Collector) -> None:
            consts={1: np.asarray([[0], [2]], np.int64)}, parts={"reduction": "none", "r": 2})
     _multi(c, "ScatterElements", [("float32", SHAPES[3]), ("int64", [1, 2, 32]),
                                   ("float32", [1, 2, 32])],
-           consts={1: _RNG.integers(0, 16, [1, 2, 32]).astype(np.int64)}, attrs={"axis": 1},
+           consts={1: rng().integers(0, 16, [1, 2, 32]).astype(np.int64)}, attrs={"axis": 1},
            parts={"axis": 1})
     # TopK
     for shape, axis, k, extra in ((SHAPES[2], -1, 5, {}), (SHAPES[4], 1, 3, {}),
@@ -1175,7 +923,7 @@ def index_probes(c: _Collector) -> None:
                attrs={"mode": mode, "padding_mode": pad, "align_corners": ac}, opset=17,
                parts={"mode": mode, "padding_mode": pad, "align_corners": ac})
     _multi(c, "GridSample", [("float32", SHAPES[4]), ("float32", [1, 16, 16, 2])],
-           consts={1: (_RNG.random([1, 16, 16, 2]) * 2 - 1).astype(np.float32)},
+           consts={1: (rng().random([1, 16, 16, 2]) * 2 - 1).astype(np.float32)},
            attrs={"mode": "bilinear", "padding_mode": "zeros", "align_corners": 0},
            parts={"mode": "bilinear", "grid": "const"})
     for mode in ("linear", "nearest", "cubic"):
@@ -1202,7 +950,7 @@ def index_probes(c: _Collector) -> None:
     c.add(pid("Bernoulli", {}, "float32", 4), "Bernoulli", gb)
 
 
-def rnn_probes(c: _Collector) -> None:
+def rnn_probes(c: Collector) -> None:
     """LSTM / GRU / RNN as exported by torch (layout 0, batch 1 and 2)."""
     seq, inp, hid = 8, 16, 32
 
@@ -1212,8 +960,8 @@ def rnn_probes(c: _Collector) -> None:
         nd = 2 if direction == "bidirectional" else 1
         gb = GraphBuilder()
         x = gb.input("x", "float32", [seq, batch, inp])
-        ins = [x, gb.const(_rand([nd, gates * hid, inp])), gb.const(_rand([nd, gates * hid, hid]))]
-        ins.append(gb.const(_rand([nd, 2 * gates * hid])) if bias else "")
+        ins = [x, gb.const(rand([nd, gates * hid, inp])), gb.const(rand([nd, gates * hid, hid]))]
+        ins.append(gb.const(rand([nd, 2 * gates * hid])) if bias else "")
         if init:
             ins += ["", gb.input("h0", "float32", [nd, batch, hid])]
             if op == "LSTM":
@@ -1242,13 +990,13 @@ def rnn_probes(c: _Collector) -> None:
     rnn("LSTM", {"dir": "forward", "Y_only": "yes"}, outs=1)
 
 
-def misc_probes(c: _Collector) -> None:
+def misc_probes(c: Collector) -> None:
     """Ops added in late opsets and miscellany."""
     # Attention / RMSNormalization exist from opset 23 (rknn's onnx 1.18 knows them)
     _multi(c, "Attention", [("float32", [1, 4, 16, 32])] * 3, opset=23, parts={"opset": 23},
            rank=4)
     _single(c, "RMSNormalization", shape=[1, 16, 32], attrs={"axis": -1}, opset=23,
-            const_inputs=[_rand([32]) + 1], parts={"axis": -1, "opset": 23})
+            const_inputs=[rand([32]) + 1], parts={"axis": -1, "opset": 23})
     _single(c, "Hardmax", shape=SHAPES[3], attrs={"axis": -1})
     _single(c, "IsNaN", rank=4, parts={})
     _single(c, "IsInf", rank=4, parts={})
@@ -1288,11 +1036,11 @@ def _layernorm_decomposed(gb: GraphBuilder, x: str, dim: int, square: str = "Pow
     ve = gb.node("Add", [var, gb.const(np.float32(1e-5))], name="ln_eps")
     sd = gb.node("Sqrt", [ve], name="ln_sqrt")
     n = gb.node("Div", [d, sd], name="ln_div")
-    s = gb.node("Mul", [n, gb.const(_rand([dim]) + 1)], name="ln_gamma")
-    return gb.node("Add", [s, gb.const(_rand([dim]))], name="ln_beta")
+    s = gb.node("Mul", [n, gb.const(rand([dim]) + 1)], name="ln_gamma")
+    return gb.node("Add", [s, gb.const(rand([dim]))], name="ln_beta")
 
 
-def pattern_probes(c: _Collector) -> None:
+def pattern_probes(c: Collector) -> None:
     """Multi-node patterns: GELU, LayerNorm/RMSNorm decompositions, Conv/BN/activation fusion,
     MatMul+Add, HardSwish/SiLU/Mish decompositions, attention, shape subgraphs, constant
     folding, Identity/Dropout elimination, detection-head decode."""
@@ -1347,7 +1095,7 @@ def pattern_probes(c: _Collector) -> None:
     ms = gb.node("ReduceMean", [gb.node("Pow", [x, gb.const(np.float32(2.0))])], axes=[-1],
                  keepdims=1)
     r = gb.node("Reciprocal", [gb.node("Sqrt", [gb.node("Add", [ms, gb.const(np.float32(1e-6))])])])
-    gb.output(gb.node("Mul", [gb.node("Mul", [x, r]), gb.const(_rand([32]) + 1)]))
+    gb.output(gb.node("Mul", [gb.node("Mul", [x, r]), gb.const(rand([32]) + 1)]))
     P("pattern.rmsnorm_decomposed.f32.r3", "ReduceMean", gb, "RMSNorm decomposition")
     # Conv + BN / activations
     def conv_chain(tag: str, tail: Callable[[GraphBuilder, str], str], bn: bool = False,
@@ -1357,8 +1105,8 @@ def pattern_probes(c: _Collector) -> None:
         y = gb.node("Conv", [x, gb.weight([16, 8, 3, 3]), gb.weight([16])], name="conv",
                     kernel_shape=[3, 3], pads=[1, 1, 1, 1])
         if bn:
-            y = gb.node("BatchNormalization", [y, gb.const(_rand([16]) + 1), gb.weight([16]),
-                                               gb.weight([16]), gb.const(np.abs(_rand([16])) + 1)],
+            y = gb.node("BatchNormalization", [y, gb.const(rand([16]) + 1), gb.weight([16]),
+                                               gb.weight([16]), gb.const(np.abs(rand([16])) + 1)],
                         name="bn")
         gb.output(tail(gb, y))
         P("pattern.%s.f32.r4" % tag, "Conv", gb, note)
@@ -1403,8 +1151,8 @@ def pattern_probes(c: _Collector) -> None:
     gb = GraphBuilder()
     x = gb.input("x", "float32", [4, 32])
     y = gb.node("Gemm", [x, gb.weight([16, 32]), gb.weight([16])], transB=1, name="fc")
-    gb.output(gb.node("BatchNormalization", [y, gb.const(_rand([16]) + 1), gb.weight([16]),
-                                             gb.weight([16]), gb.const(np.abs(_rand([16])) + 1)],
+    gb.output(gb.node("BatchNormalization", [y, gb.const(rand([16]) + 1), gb.weight([16]),
+                                             gb.weight([16]), gb.const(np.abs(rand([16])) + 1)],
                       name="bn"))
     P("pattern.gemm_bn1d.f32.r2", "BatchNormalization", gb)
     # MatMul + Add
@@ -1439,7 +1187,7 @@ def pattern_probes(c: _Collector) -> None:
     P("prepass.constant_node.f32.r4", "Constant", gb, "Constant node operand", kind="prepass")
     gb = GraphBuilder()
     x = gb.input("x", "float32", SHAPES[4])
-    e = gb.node("Erf", [gb.const(_rand([1, 8, 1, 1]))], name="c_erf")
+    e = gb.node("Erf", [gb.const(rand([1, 8, 1, 1]))], name="c_erf")
     gb.output(gb.node("Mul", [x, e], name="x_mul"))
     P("prepass.fold_constant_cpu_op.f32.r4", "Erf", gb, "Erf on a constant (CPU op) is folded?",
       kind="prepass")
@@ -1582,11 +1330,11 @@ def pattern_probes(c: _Collector) -> None:
     y = gb.node("Sigmoid", [y], name="det_sig")
     xy, wh, conf = gb.node("Split", [y, gb.ints([2, 2, 81])], n_out=3, axis=4, name="det_split")
     xy = gb.node("Add", [gb.node("Mul", [xy, gb.const(np.float32(2.0))], name="xy_mul"),
-                         gb.const(_rand([1, 1, 8, 8, 2]))], name="xy_add")
+                         gb.const(rand([1, 1, 8, 8, 2]))], name="xy_add")
     wh = gb.node("Mul", [gb.node("Pow", [gb.node("Mul", [wh, gb.const(np.float32(2.0))],
                                                  name="wh_mul"),
                                          gb.const(np.float32(2.0))], name="wh_pow"),
-                         gb.const(_rand([1, 3, 1, 1, 2]))], name="wh_anchor")
+                         gb.const(rand([1, 3, 1, 1, 2]))], name="wh_anchor")
     y = gb.node("Concat", [xy, wh, conf], axis=4, name="det_cat")
     gb.output(gb.node("Reshape", [y, gb.ints([1, -1, 85])], name="det_out"))
     P("pattern.yolo_decode.f32.r4", "Sigmoid", gb, "YOLO-style decode head")
@@ -1617,7 +1365,7 @@ def pattern_probes(c: _Collector) -> None:
     P("pattern.classifier_head.f32.r4", "Gemm", gb)
 
 
-def opset_probes(c: _Collector) -> None:
+def opset_probes(c: Collector) -> None:
     """The same small Conv/Relu/Add/Resize model declared with opsets 7..23."""
     for opset in range(3, 24):
         gb = GraphBuilder(opset)
@@ -1637,7 +1385,7 @@ def opset_probes(c: _Collector) -> None:
               attributes={"opset": opset}, focus=[n.name for n in gb.nodes])
 
 
-def dynamic_probes(c: _Collector) -> None:
+def dynamic_probes(c: Collector) -> None:
     """Symbolic input dims with and without ``dynamic_input`` / fixed ``input_size_list``."""
     def conv_model(shape: list[Any]) -> GraphBuilder:
         gb = GraphBuilder()
@@ -1678,7 +1426,7 @@ def dynamic_probes(c: _Collector) -> None:
           attributes={"input_shape": [1, "S", 32]}, focus=["mm", "softmax"])
 
 
-def context_probes(c: _Collector) -> None:
+def context_probes(c: Collector) -> None:
     """Ops between a Conv and a Conv, to check that single-op placement (next to the graph
     inputs/outputs) carries over to the middle of a network."""
     def ctx(tag: str, op: str, body: Callable[[GraphBuilder, str], str], cin: int = 8,
@@ -1708,9 +1456,9 @@ def context_probes(c: _Collector) -> None:
     ctx("Max.b=const_scalar.f32.r4", "Max", lambda gb, y: gb.node("Max", [y, gb.const(
         np.float32(0.1))]))
     ctx("Max.b=const_channel.f32.r4", "Max", lambda gb, y: gb.node("Max", [y, gb.const(
-        _rand([1, 8, 1, 1]))]))
+        rand([1, 8, 1, 1]))]))
     ctx("Min.b=const_channel.f32.r4", "Min", lambda gb, y: gb.node("Min", [y, gb.const(
-        _rand([1, 8, 1, 1]))]))
+        rand([1, 8, 1, 1]))]))
     for op in ("Exp", "Log", "Erf", "Sqrt", "Reciprocal", "Identity", "Floor", "Sin", "Neg",
                "Softsign", "Mish", "Selu", "Abs"):
         ctx("%s.f32.r4" % op, op, lambda gb, y, op=op: gb.node(op, [y]),
@@ -1743,14 +1491,14 @@ def context_probes(c: _Collector) -> None:
     ctx("LogSoftmax.axis=1.f32.r4", "LogSoftmax", lambda gb, y: gb.node("LogSoftmax", [y],
                                                                         axis=1))
     ctx("GridSample.f32.r4", "GridSample", lambda gb, y: gb.node(
-        "GridSample", [y, gb.const((_RNG.random([1, 16, 16, 2]) * 2 - 1).astype(np.float32))]))
+        "GridSample", [y, gb.const((rng().random([1, 16, 16, 2]) * 2 - 1).astype(np.float32))]))
     ctx("TopK.axis=1.k=4.f32.r4", "TopK", lambda gb, y: gb.node(
         "TopK", [y, gb.ints([4])], n_out=2, axis=1)[0], cout_after=4)
     ctx("Expand.to=batch2.f32.r4", "Expand", lambda gb, y: gb.node(
         "Expand", [y, gb.ints([2, 8, 16, 16])]))
 
 
-def sweep_probes(c: _Collector) -> None:
+def sweep_probes(c: Collector) -> None:
     """Size/attribute sweeps around thresholds seen in the single-op probes."""
     for w in (1024, 2048, 2049, 3072, 4095, 4096, 8192):
         _single(c, "Softmax", shape=[1, 1, 4, w], attrs={"axis": -1},
@@ -1771,7 +1519,7 @@ def sweep_probes(c: _Collector) -> None:
                         ([4, 32], 0), ([1, 16, 32], 0), ([1, 16, 4096], -1)):
         nshape = shape[axis:] if axis >= 0 else shape[axis:]
         _single(c, "LayerNormalization", shape=shape, attrs={"axis": axis, "epsilon": 1e-5},
-                const_inputs=[_rand(nshape) + 1, _rand(nshape)],
+                const_inputs=[rand(nshape) + 1, rand(nshape)],
                 parts={"axis": axis}, extra="len%d" % shape[-1] if shape[-1] == 4096 else None)
     for mode, ctm, scales in (("linear", "half_pixel", 0.25), ("linear", "half_pixel", 2.5),
                               ("linear", "half_pixel", 1.25), ("linear", "half_pixel", 1 / 3),
@@ -1787,9 +1535,9 @@ def sweep_probes(c: _Collector) -> None:
         c.add(pid("Resize", {"mode": mode, "ctm": ctm, "scale": round(scales, 3)}, "float32", 4),
               "Resize", gb, attributes=dict(mode=mode, coordinate_transformation_mode=ctm,
                                             scales=[1, 1, scales, scales], **nm))
-    for b, tag in ((np.float32(0.5).reshape([1]), "const_1elem"), (_rand([16]), "const_lastdim"),
+    for b, tag in ((np.float32(0.5).reshape([1]), "const_1elem"), (rand([16]), "const_lastdim"),
                    (np.full([1, 1, 1, 1], 0.5, np.float32), "const_1111"),
-                   (_rand([1, 8, 16, 1]), "const_c_h")):
+                   (rand([1, 8, 16, 1]), "const_c_h")):
         for op in ("Max", "Min"):
             _multi(c, op, [("float32", SHAPES[4]), ("float32", [])], consts={1: b},
                    parts={"b": tag})
@@ -1825,33 +1573,15 @@ def sweep_probes(c: _Collector) -> None:
            parts={"axis": 1, "idx": "const_vec"})
 
 
-def reset_rng() -> None:
-    """Restart the generator of the probes' random constants (each build starts from seed 0)."""
-    global _RNG
-    _RNG = np.random.default_rng(0)
-
-
 def build_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every probe model (optionally only those whose id starts with one of ``select``;
     the others are never built). The random constants are drawn afresh for each call, so a probe
     is the same model whichever probes are selected and however often this is called."""
     reset_rng()
-    c = _Collector(select)
+    c = Collector(select)
     for fam in (unary_probes, binary_probes, cast_probes, matmul_probes, conv_probes,
                 norm_probes, reduce_probes, pool_probes, pad_probes, resize_probes, shape_probes,
                 index_probes, rnn_probes, misc_probes, pattern_probes, opset_probes,
                 dynamic_probes, context_probes, sweep_probes):
         fam(c)
     return c.probes
-
-
-def save_probes(probes: Sequence[Probe], directory: str | Path) -> list[Path]:
-    """Write each probe's model to ``directory/<id>.onnx``; returns the paths."""
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for p in probes:
-        path = d / (p.id.replace("/", "_") + ".onnx")
-        onnx.save(p.model, str(path))
-        paths.append(path)
-    return paths

@@ -13,7 +13,7 @@
   reshaped/unsqueezed to (B, 1, 1, T) before the Where/Add that masks the scores. RKNN moves the
   Cast behind the Reshape, so the Reshape runs on int64 data.
 
-Built like the families of models_extra.py and listed in FAMILIES (ids ``x.<Op>.ctx=<topic>.*``).
+Built with :mod:`.builder` like every family and listed in FAMILIES (ids ``x.<Op>.ctx=<topic>.*``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_npucheck.probe.models import SHORT, GraphBuilder, _Collector
+from pytest_npucheck.probe.builder import SHORT, Collector, GraphBuilder, llama_attention
 
 # ------------------------------------------------------------------------------------------------
 # Softmax size limit: alone, behind the scores MatMul, inside a fused attention
@@ -60,7 +60,7 @@ def _softmax_attention(form: str, heads: int, tokens: int, d: int = 32) -> Graph
     return gb
 
 
-def softmax_size_extra(c: _Collector) -> None:
+def softmax_size_extra(c: Collector) -> None:
     """The Softmax of [1, h, T, T] attention scores around the 65,536-element limit (SOFTMAX_SIZES)."""
     for form, heads, tokens in SOFTMAX_SIZES:
         c.add("x.Softmax.ctx=attn_size.%s.h=%d.t=%d.f32.r4" % (form, heads, tokens), "Softmax",
@@ -135,7 +135,7 @@ def _kv_repeat(src: list[int], dst: list[int], tail: str) -> GraphBuilder:
     return gb
 
 
-#: (label, keyword arguments of models_extra2._llama_attn): multi-query attention (one K/V head) in a
+#: (label, keyword arguments of builder.llama_attention): multi-query attention (one K/V head) in a
 #: whole Llama block, beside the x.Expand.ctx=gqa_* probes (whose kv=1 forms ran their K repeat on the CPU)
 LLAMA_KV1 = (
     ("k.h=4.attn=scores", {"q_heads": 4, "attn": "scores"}, "k_expand"),
@@ -147,16 +147,14 @@ LLAMA_KV1 = (
 )
 
 
-def kv_repeat_expand_extra(c: _Collector) -> None:
+def kv_repeat_expand_extra(c: Collector) -> None:
     """The K/V repeat of grouped and multi-query attention, by rank and broadcast pattern (KV_REPEAT)."""
     for label, src, dst, tail in KV_REPEAT:
         c.add("x.Expand.ctx=kv_repeat.%s.f32.r%d" % (label, len(dst)), "Expand", _kv_repeat(src, dst, tail), kind="context",
               focus=["focus_expand"])
-    from pytest_npucheck.probe.models_extra2 import _llama_attn
-
     for label, kw, focus in LLAMA_KV1:
         c.add("x.Expand.ctx=kv_repeat.llama.kv=1.%s.f32.r5" % label, "Expand",
-              _llama_attn(kv_heads=1, k_pre="none", **kw), kind="context", focus=[focus])
+              llama_attention(kv_heads=1, k_pre="none", **kw), kind="context", focus=[focus])
 
 
 # ------------------------------------------------------------------------------------------------
@@ -265,7 +263,7 @@ def _mask_lookup(src: str = "int64", flatten: bool = True, tail: str = "where", 
     return gb
 
 
-def mask_lookup_extra(c: _Collector) -> None:
+def mask_lookup_extra(c: Collector) -> None:
     """The TorchScript padding-mask lookup (MASK_LOOKUP); the nodes under test are the layout ops after
     the Cast (RKNN runs the first of them on the int64 mask, in front of the Cast)."""
     for label, kw in MASK_LOOKUP:
@@ -275,7 +273,7 @@ def mask_lookup_extra(c: _Collector) -> None:
               kind="context", dtype=kw.get("src", "int64"), focus=[first, "pre_flat", "focus_reshape"])
 
 
-def mask_cast_extra(c: _Collector) -> None:
+def mask_cast_extra(c: Collector) -> None:
     """A padding mask cast and reshaped in front of the scores it masks (MASK_CAST)."""
     for label, kw in MASK_CAST:
         gb = _mask_path(**kw)
@@ -327,7 +325,7 @@ def _expand_shape(src: list[int], shape: list[int], pre: str = "unsqueeze") -> G
     return gb
 
 
-def expand_shape_extra(c: _Collector) -> None:
+def expand_shape_extra(c: Collector) -> None:
     """Expand with its shape input written in full or with ones (EXPAND_SHAPE)."""
     for label, src, shape in EXPAND_SHAPE:
         c.add("x.Expand.ctx=expand_shape.%s.f32.r%d" % (label, len(src)), "Expand", _expand_shape(src, shape),
@@ -391,12 +389,12 @@ def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = 
     return gb
 
 
-def repeat_between_matmuls_extra(c: _Collector) -> None:
+def repeat_between_matmuls_extra(c: Collector) -> None:
     """The K/V repeat Expand between the projection and the attention MatMul (REPEAT_BETWEEN)."""
     for label, kw in REPEAT_BETWEEN:
         c.add("x.Expand.ctx=repeat_between.%s.f32.r%d" % (label, kw.get("rank", 5)), "Expand",
               _repeat_between(**kw), kind="context", focus=["focus_expand"])
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [softmax_size_extra, kv_repeat_expand_extra, mask_cast_extra,
+FAMILIES: list[Callable[[Collector], None]] = [softmax_size_extra, kv_repeat_expand_extra, mask_cast_extra,
                                                 expand_shape_extra, repeat_between_matmuls_extra, mask_lookup_extra]

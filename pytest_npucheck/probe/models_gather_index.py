@@ -10,7 +10,7 @@
   relative-position tables, stacked heads); the generic rank-5 limit of the QNN tables refused
   them, while QNN placed such Gathers on the NPU.
 
-Built with the _Collector of models.py; listed in QNN_FAMILIES, which qnn_probe.extra_probes runs.
+Built with the Collector of models.py; listed in QNN_FAMILIES, which qnn_probe.extra_probes runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector
+from pytest_npucheck.probe.builder import Collector, GraphBuilder
 
 
 def _mask_indices(lead: list[int], t: int, b: int = 1) -> np.ndarray:
@@ -101,7 +101,7 @@ def _gathernd(dtype: str = "bool", lead: list[int] | None = None, use: str = "ma
     return gb, dtype
 
 
-def gathernd_index_extra(c: _Collector) -> None:
+def gathernd_index_extra(c: Collector) -> None:
     """GatherND by index shape and dtype (GATHERND)."""
     for label, kw in GATHERND:
         gb, dtype = _gathernd(**kw)
@@ -156,7 +156,7 @@ def _gather6(shape: list[int], axis: int, idx: Any) -> GraphBuilder:
     return gb
 
 
-def gather_rank6_extra(c: _Collector) -> None:
+def gather_rank6_extra(c: Collector) -> None:
     """Gathers with rank-6 data or a rank-6 result (GATHER6)."""
     for label, shape, axis, idx in GATHER6:
         c.add("q.Gather.ctx=rank6.%s.f32.r%d" % (label, len(shape)), "Gather", _gather6(shape, axis, idx),
@@ -166,4 +166,4 @@ def gather_rank6_extra(c: _Collector) -> None:
               kind="context", focus=["focus_gather"])
 
 
-QNN_FAMILIES: list[Callable[[_Collector], None]] = [gathernd_index_extra, gather_rank6_extra]
+QNN_FAMILIES: list[Callable[[Collector], None]] = [gathernd_index_extra, gather_rank6_extra]

@@ -8,7 +8,7 @@ form, without eps, ``x / mean(x)`` of a plain tensor, and a Div by a reduced ten
 is not a mean. gamma and beta are non-zero (random initialisation of GRN zeroes them, and the
 compiler then folds the whole branch away).
 
-Built like the families of models_extra.py and listed in FAMILIES (ids ``x.Div.ctx=norm_div.*``).
+Built with :mod:`.builder` like every family and listed in FAMILIES (ids ``x.Div.ctx=norm_div.*``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector, _rand
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, rand
 
 #: (label, keyword arguments of _norm_div): GRN as ConvNeXt-V2 writes it first, then one change each
 NORM_DIV = (
@@ -92,8 +92,8 @@ def _norm_div(layout: str = "nhwc", norm: str = "l2", reduce: str = "ReduceMean"
     if norm != "none":
         shape = [1, 1, 1, c] if layout == "nhwc" else [1, c, 1, 1]
         y = gb.node("Mul", [x, n], name="post_scale")
-        y = gb.node("Mul", [gb.const(_rand(shape, scale=1.0) + 0.5), y], name="post_gamma")
-        y = gb.node("Add", [y, gb.const(_rand(shape, scale=1.0))], name="post_beta")
+        y = gb.node("Mul", [gb.const(rand(shape, scale=1.0) + 0.5), y], name="post_gamma")
+        y = gb.node("Add", [y, gb.const(rand(shape, scale=1.0))], name="post_beta")
         n = gb.node("Add", [y, x], name="post_residual")
     if tail == "linear":  # ConvNeXt-V2's pwconv2: channels-last Linear back to the block width
         n = gb.node("Add", [gb.node("MatMul", [n, gb.weight([c, 32])], name="post_pw2"), gb.weight([32])],
@@ -102,7 +102,7 @@ def _norm_div(layout: str = "nhwc", norm: str = "l2", reduce: str = "ReduceMean"
     return gb
 
 
-def norm_div_extra(c: _Collector) -> None:
+def norm_div_extra(c: Collector) -> None:
     """The Div of a normalisation by a reduced tensor: GRN and its variants (NORM_DIV)."""
     for label, kw in NORM_DIV:
         gb = _norm_div(**kw)
@@ -111,4 +111,4 @@ def norm_div_extra(c: _Collector) -> None:
         c.add("x.%s.ctx=norm_div.%s.f32.r4" % (op, label), op, gb, kind="context", focus=focus)
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [norm_div_extra]
+FAMILIES: list[Callable[[Collector], None]] = [norm_div_extra]

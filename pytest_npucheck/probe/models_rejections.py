@@ -12,7 +12,7 @@
   Linear, a MatMul, a Relu, a residual Add or the graph output), which the existing pattern
   ``rmsnorm_reciprocal_weight_first`` predicts.
 
-Built like the families of models_extra.py and listed in FAMILIES / QNN_FAMILIES.
+Built with :mod:`.builder` like every family and listed in FAMILIES / QNN_FAMILIES.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from pytest_npucheck.probe.models import GraphBuilder, _Collector, _rand
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, rand
 
 #: (label, keyword arguments of _cubic_net)
 CUBIC = (
@@ -46,14 +46,14 @@ def _cubic_net(by: str = "scales", a: float = -0.75, ctm: str = "half_pixel", op
     return gb
 
 
-def resize_cubic_extra(c: _Collector) -> None:
+def resize_cubic_extra(c: Collector) -> None:
     """Bicubic upsampling inside a network (CUBIC)."""
     for label, kw in CUBIC:
         c.add("x.Resize.ctx=cubic_net.%s.f32.r4" % label, "Resize", _cubic_net(**kw), kind="context",
               focus=["focus_resize"])
 
 
-FAMILIES: list[Callable[[_Collector], None]] = [resize_cubic_extra]
+FAMILIES: list[Callable[[Collector], None]] = [resize_cubic_extra]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -107,7 +107,7 @@ def _rmsnorm_dynamo(opset: int = 18, weight: str | None = "first", tail: str = "
     else:
         y = gb.node("Div", [x, gb.node("Sqrt", [v], name="sqrt")], name="norm")
     if weight is not None:
-        w = gb.const(_rand([d], scale=1.0) + 1.0, name="weight")
+        w = gb.const(rand([d], scale=1.0) + 1.0, name="weight")
         y = gb.node("Mul", [w, y] if weight == "first" else [y, w], name="scale")
     if tail == "linear":
         y = gb.node("Add", [gb.node("MatMul", [y, gb.weight([d, d])], name="proj"), gb.weight([d])], name="proj_bias")
@@ -121,7 +121,7 @@ def _rmsnorm_dynamo(opset: int = 18, weight: str | None = "first", tail: str = "
     return gb
 
 
-def rmsnorm_finalize_extra(c: _Collector) -> None:
+def rmsnorm_finalize_extra(c: Collector) -> None:
     """RMSNorm as the dynamo exporter writes it, one change each (RMSNORM_DYNAMO)."""
     for label, kw in RMSNORM_DYNAMO:
         gb = _rmsnorm_dynamo(**kw)
@@ -129,4 +129,4 @@ def rmsnorm_finalize_extra(c: _Collector) -> None:
               focus=[n.name for n in gb.nodes])
 
 
-QNN_FAMILIES: list[Callable[[_Collector], None]] = [rmsnorm_finalize_extra]
+QNN_FAMILIES: list[Callable[[Collector], None]] = [rmsnorm_finalize_extra]

@@ -1,11 +1,12 @@
 """`npucheck probe`: run the probe models through a real toolchain, then write or check a table.
 
-The work itself is done by the probe modules (:mod:`.rknn_probe` / :mod:`.qnn_probe` compile or
-place the probes in the toolchain's own venv and record per probe what happened;
-:mod:`.rknn_table` / :mod:`.qnn_table` build the table from those records and predict a probe
-with a table through the plugin's matcher). This module resolves and checks the command line
-(toolchain, version, SoC, the toolchain's python), runs them, and compares a committed table with
-fresh results entry by entry.
+The work itself is done by the toolchain's ``probes`` hook (a :class:`ProbeRunner`, registered
+with the toolchain in :mod:`pytest_npucheck.toolchains.registry`; the built-in ones drive
+``toolchains/<name>/probe.py``, which compiles or places the probes in the toolchain's own venv
+and records per probe what happened, and ``toolchains/<name>/table.py``, which builds the table
+from those records and predicts a probe with a table through the plugin's matcher). This module
+resolves and checks the command line (toolchain, version, SoC, the toolchain's python), runs
+them, and compares a committed table with fresh results entry by entry.
 
 No pytest or torch imports; onnx/numpy are imported by the probe modules when a run starts.
 """
@@ -19,32 +20,12 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from ..errors import UsageError
 
-#: rknn-toolkit2 ``target_platform`` values (rknn-toolkit2 2.x)
-RKNN_SOCS = ("rk3588", "rk3576", "rk3566", "rk3568", "rk3562", "rv1106", "rv1103", "rk2118")
-_QNN_SOC = re.compile(r"^htp-v(?P<arch>\d+)$")
 _VERSION = re.compile(r"^\d+(\.\d+)*$")
 _ERRATUM = re.compile(r"^probe (?P<id>\S+):")
-
-
-@dataclass(frozen=True)
-class ToolchainInfo:
-    name: str
-    package: str
-    env_var: str
-    setup: str
-    version_words: str
-
-
-TOOLCHAINS = {
-    "rknn": ToolchainInfo("rknn", "rknn-toolkit2", "NPUCHECK_RKNN_PYTHON", "scripts/setup-rknn-venv.sh",
-                          "the rknn-toolkit2 version (e.g. 2.5.0)"),
-    "qnn": ToolchainInfo("qnn", "onnxruntime-qnn", "NPUCHECK_QNN_PYTHON", "scripts/setup-qnn-venv.sh",
-                         "the QNN SDK version the HTP backend reports (onnxruntime-qnn 2.7.0 reports 2.51.0)"),
-}
 
 
 @dataclass(frozen=True)
@@ -61,11 +42,58 @@ class ProbeTarget:
         return f"{self.toolchain}@{self.version}/{self.soc}"
 
 
-def qnn_arch(soc: str) -> int:
-    m = _QNN_SOC.match(soc)
-    if not m:
-        raise UsageError(f"invalid QNN SoC {soc!r}: expected htp-v<ARCH>, e.g. htp-v73")
-    return int(m.group("arch"))
+class ProbeRunner(Protocol):
+    """What a toolchain's ``probes`` hook offers ``npucheck probe``."""
+
+    #: what ``--version`` means for this toolchain, for the error that asks for it
+    version_words: str
+    #: the precisions ``--precision`` may choose; fp16 is the default and what --check-table compares
+    precisions: Sequence[str]
+    #: why ``--precision`` does not apply, said when only fp16 is offered
+    precision_note: str
+
+    def check_soc(self, soc: str) -> None:
+        """Raise a UsageError naming the known SoCs when ``soc`` is not one of them."""
+
+    def check_installed(self, t: ProbeTarget, installed: str, catalog: Any, setup: str) -> None:
+        """Raise a UsageError when the venv's package (version ``installed``) cannot make ``t``."""
+
+    def results_path(self, t: ProbeTarget, *, extra: bool, precision: str, root: Path) -> Path:
+        """Where a full run's results are kept under ``root`` (``probes/``)."""
+
+    def run(self, t: ProbeTarget, out: Path, *, select: Optional[Sequence[str]], extra: bool, precision: str,
+            workers: int, timeout: float, run_sessions: bool, verbose: bool) -> dict[str, Any]:
+        """Run the probes; returns the results document (also written to ``out``)."""
+
+    def build_table(self, results_path: Path, *, schema_path: Optional[Path], log: Any) -> dict[str, Any]:
+        """The table of a full run whose results (or one of its files) are at ``results_path``."""
+
+    def probe_models(self, ids: Sequence[str]) -> dict[str, Any]:
+        """The probe models with these ids, rebuilt by the probe generators."""
+
+    def predict(self, table: Any, model: Any) -> Any:
+        """What ``table`` says about a probe model."""
+
+    def compare(self, predicted: Any, status: str, placement: Mapping[str, str], focus: Sequence[str]
+                ) -> list[tuple[str, str, str]]:
+        """``(node, table says, toolchain says)`` for each disagreement of a prediction with a record."""
+
+
+def runner(toolchain: str) -> ProbeRunner:
+    """The probe runner of a registered toolchain; a toolchain without one is a UsageError saying
+    which toolchains can be probed."""
+    from ..toolchains import registry
+
+    tc = registry.find(toolchain)
+    if tc is None or tc.probes is None:
+        reg = registry.registered()
+        probed = sorted(n for n, t in reg.items() if t.probes is not None)
+        documented = sorted(n for n, t in reg.items() if t.probes is None)
+        raise UsageError(f"unknown toolchain {toolchain!r} for probing; probe-derived tables exist for: "
+                         f"{', '.join(probed)}"
+                         + (f" ({' and '.join(documented)} tables come from documentation, see docs/tables.md)"
+                            if documented else ""))
+    return tc.hook("probes")
 
 
 def installed_version(python: str, package: str) -> Optional[str]:
@@ -81,29 +109,19 @@ def installed_version(python: str, package: str) -> Optional[str]:
 def resolve_target(catalog: Any, toolchain: str, version: Optional[str], soc: Optional[str],
                    python: Optional[str], *, need_table: bool, need_python: bool = True) -> ProbeTarget:
     """Check the command line's target; every problem is a UsageError saying what exists."""
-    info = TOOLCHAINS.get(toolchain)
-    if info is None:
-        raise UsageError(f"unknown toolchain {toolchain!r} for probing; probe-derived tables exist for: "
-                         f"{', '.join(sorted(TOOLCHAINS))} (snpe and cann tables come from documentation, "
-                         "see docs/tables.md)")
+    from ..toolchains import registry
+
+    probes = runner(toolchain)
+    info = registry.get(toolchain)
     meta = catalog.toolchains.get(toolchain, {})
     soc = (soc or meta.get("default_soc") or "").lower()
     soc = meta.get("soc_aliases", {}).get(soc, soc)
-    if toolchain == "rknn":
-        if soc not in RKNN_SOCS:
-            raise UsageError(f"unknown RKNN SoC {soc!r}; rknn-toolkit2 targets: {', '.join(RKNN_SOCS)}")
-    else:
-        from ..oracles.qnn import DEFAULT_SOC_MODEL
-
-        arch = qnn_arch(soc)
-        if arch not in DEFAULT_SOC_MODEL:
-            raise UsageError(f"unknown QNN HTP architecture {soc!r}; known: "
-                             f"{', '.join('htp-v%d' % a for a in sorted(DEFAULT_SOC_MODEL))}")
+    probes.check_soc(soc)
     known = catalog.versions(toolchain)
     if not version:
-        raise UsageError(f"--version is required: {info.version_words}; tables exist for {', '.join(known) or 'none'}")
+        raise UsageError(f"--version is required: {probes.version_words}; tables exist for {', '.join(known) or 'none'}")
     if not _VERSION.match(version):
-        raise UsageError(f"invalid {toolchain} version {version!r}: expected dotted numbers, {info.version_words}")
+        raise UsageError(f"invalid {toolchain} version {version!r}: expected dotted numbers, {probes.version_words}")
     matching = [v for v in known if v == version or v.startswith(version + ".")]
     if matching:
         version = matching[-1]
@@ -111,47 +129,28 @@ def resolve_target(catalog: Any, toolchain: str, version: Optional[str], soc: Op
         catalog.resolve(f"{toolchain}@{version}/{soc}")  # raises a UsageError listing what exists
     if not need_python:
         return ProbeTarget(toolchain, version, soc, python or "")
-    if toolchain == "rknn":
-        from ..oracles.rknn import find_rknn_python as find
-    else:
-        from ..oracles.qnn import find_qnn_python as find
-    found = find(python)
+    found = info.hook("oracle").find_python(python)
     if found is None or (python and os.path.abspath(found) != os.path.abspath(python)):
         where = f"--python {python} is not an executable file" if python else (
             f"no {info.package} python found (--python, ${info.env_var} or .venv-{toolchain}/bin/python)")
-        raise UsageError(f"{where}; install the toolchain in its own venv with `{info.setup} "
+        raise UsageError(f"{where}; install the toolchain in its own venv with `{info.setup_hint} "
                          f".venv-{toolchain} <version>` and pass the python it prints with --python "
                          f"or ${info.env_var}")
     return ProbeTarget(toolchain, version, soc, found)
 
 
 def preflight_version(t: ProbeTarget, catalog: Any) -> Optional[str]:
-    """Compare the venv's installed package with the requested version before any probe runs.
+    """Compare the venv's installed package with the requested version before any probe runs
+    (the probe runner says how: rknn-toolkit2 is versioned like its tables, onnxruntime-qnn is
+    not). Returns the installed package version; raises UsageError on a mismatch."""
+    from ..toolchains import registry
 
-    rknn-toolkit2 is versioned like its tables. onnxruntime-qnn is not (its HTP backend reports
-    the QNN SDK version, known only once a session runs): it is compared with the package a
-    committed table of that version records, when there is one. Returns the installed package
-    version; raises UsageError on a mismatch."""
-    info = TOOLCHAINS[t.toolchain]
-    have = installed_version(t.python, info.package)
+    info = registry.get(t.toolchain)
+    have = installed_version(t.python, info.package or t.toolchain)
     if have is None:
-        raise UsageError(f"{t.python} has no {info.package} installed; install it with `{info.setup} "
+        raise UsageError(f"{t.python} has no {info.package} installed; install it with `{info.setup_hint} "
                          f".venv-{t.toolchain} <version>`")
-    if t.toolchain == "rknn":
-        if have != t.version:
-            raise UsageError(f"{t.python} has rknn-toolkit2 {have}, not {t.version}; pass the python of a "
-                             f"{t.version} venv (`{info.setup} .venv-rknn-{t.version} {t.version}`)")
-        return have
-    for soc in catalog.socs(t.toolchain, t.version):
-        try:
-            prov = catalog.load(catalog.refs[(t.toolchain, t.version, soc)]).provenance
-        except Exception:  # an invalid table is reported by `npucheck tables validate`
-            continue
-        want = str(prov.get("toolchain_package", "")).partition("==")[2]
-        if want and want != have:
-            raise UsageError(f"{t.python} has onnxruntime-qnn {have}; qnn@{t.version} tables were made with "
-                             f"onnxruntime-qnn {want}")
-        break
+    runner(t.toolchain).check_installed(t, have, catalog, info.setup_hint)
     return have
 
 
@@ -160,37 +159,23 @@ def preflight_version(t: ProbeTarget, catalog: Any) -> Optional[str]:
 def default_results_path(t: ProbeTarget, *, extra: bool, precision: str = "fp16",
                          root: Path = Path("probes")) -> Path:
     """Where the probe modules keep a full run's results (``probes/<toolchain>/<version>/...``)."""
-    if t.toolchain == "rknn":
-        return root / "rknn" / t.version / f"{t.soc}.{'extra.' if extra else ''}results.json"
-    return root / "qnn" / t.version / f"{t.soc}.{precision}{'.extra' if extra else ''}.results.json"
+    return runner(t.toolchain).results_path(t, extra=extra, precision=precision, root=root)
 
 
 def run(t: ProbeTarget, out: Path, *, select: Optional[Sequence[str]], extra: bool, precision: str,
         workers: int, timeout: float, run_sessions: bool = True, verbose: bool = True) -> dict[str, Any]:
-    """Run the probes with the probe module of the toolchain; returns the results document
-    (also written to ``out``). A version mismatch found during the run is a UsageError."""
+    """Run the probes with the toolchain's probe runner; returns the results document (also
+    written to ``out``). A version mismatch found during the run is a UsageError."""
     try:
-        if t.toolchain == "rknn":
-            from .rknn_probe import run_probes
-
-            return run_probes(t.version, t.soc, t.python, out, select=select, workers=workers,
-                              timeout=timeout, verbose=verbose, extra=extra)
-        from .qnn_probe import run_probes as run_qnn
-
-        # a prefix (qnn@2.53 before any 2.53.x table exists) is checked against what the backend reports
-        full = t.version.count(".") >= 2
-        doc = run_qnn(qnn_arch(t.soc), precision, t.python, out, version=t.version if full else None,
-                      select=select, workers=workers, timeout=timeout, run=run_sessions, extra=extra,
-                      verbose=verbose)
-        if not full and not str(doc["version"]).startswith(t.version + "."):
-            raise UsageError(f"the QNN backend of {t.python} reports {doc['version']}, not {t.version} "
-                             f"(results left in {out})")
-        return doc
+        return runner(t.toolchain).run(t, out, select=select, extra=extra, precision=precision, workers=workers,
+                                       timeout=timeout, run_sessions=run_sessions, verbose=verbose)
     except RuntimeError as exc:  # "installed rknn-toolkit2 is X, not Y" / "the QNN backend reports ..."
         raise UsageError(str(exc)) from None
 
 
-def _read(path: Path) -> Optional[dict[str, Any]]:
+def read_results(path: Path) -> Optional[dict[str, Any]]:
+    """A probe-results file, or None when there is none (a probe runner's ``build_table`` reads
+    the files of a full run with it)."""
     if not path.is_file():
         return None
     with open(path, encoding="utf-8") as fh:
@@ -217,33 +202,7 @@ def build_table(t: ProbeTarget, results_path: Path, *, precision: str = "fp16",
 
 
 def _build_table(t: ProbeTarget, results_path: Path, *, schema_path: Optional[Path], log: Any) -> dict[str, Any]:
-    name = results_path.name
-    if t.toolchain == "rknn":
-        from . import rknn_table as builder
-
-        stem = re.sub(r"(\.extra)?\.results\.json$", "", name)
-        main = _read(results_path.with_name(f"{stem}.results.json"))
-        extra = _read(results_path.with_name(f"{stem}.extra.results.json"))
-        if main is None:
-            raise UsageError(f"--write-table needs the main probe results {results_path.with_name(stem + '.results.json')} "
-                             "(run without --extra first)")
-        results = builder.merge_results(main, extra) if extra else main
-        return builder.make_table(results, schema_path, log=log)
-    from . import qnn_table as builder
-
-    stem = re.sub(r"\.(fp16|int8)(\.extra)?\.results\.json$", "", name)
-
-    def load(prec: str) -> Optional[dict[str, Any]]:
-        main = _read(results_path.with_name(f"{stem}.{prec}.results.json"))
-        if main is None:
-            return None
-        return builder.merge_results(main, _read(results_path.with_name(f"{stem}.{prec}.extra.results.json")))
-
-    fp16 = load("fp16")
-    if fp16 is None:
-        raise UsageError(f"--write-table needs the fp16 probe results {results_path.with_name(stem + '.fp16.results.json')} "
-                         "(run with --precision fp16, without --extra, first)")
-    return builder.make_table(fp16, load("int8"), schema_path, log=log)
+    return runner(t.toolchain).build_table(results_path, schema_path=schema_path, log=log)
 
 
 def write_table(table: Mapping[str, Any], path: Path) -> None:
@@ -346,15 +305,7 @@ def _entry_index(raw: Mapping[str, Any]) -> dict[str, list[str]]:
 def probe_models(toolchain: str, results: Mapping[str, Any]) -> dict[str, Any]:
     """The probe models of the records in ``results`` (main or extra probes), rebuilt by the
     probe generators."""
-    ids = [r["id"] for r in results["probes"]]
-    if toolchain == "rknn":
-        from .models import build_probes as main
-        from .models_extra import build_extra_probes as extra
-    else:
-        from .qnn_probe import extra_probes as extra
-        from .qnn_probe import select_probes as main
-    wanted = set(ids)
-    return {p.id: p.model for build in (main, extra) for p in build(ids) if p.id in wanted}
+    return runner(toolchain).probe_models([r["id"] for r in results["probes"]])
 
 
 def load_results(path: Path, t: ProbeTarget) -> dict[str, Any]:
@@ -379,10 +330,7 @@ def check_table(t: ProbeTarget, table: Any, raw: Mapping[str, Any], results: Map
     """Predict every fresh probe with the committed table (the plugin's matcher, through the
     builder's ``predict``/``compare``) and list each disagreement under the entries that cite
     that probe; disagreements the table already lists in ``provenance.errata`` are known."""
-    if t.toolchain == "rknn":
-        from .rknn_table import compare, predict
-    else:
-        from .qnn_table import compare, predict
+    probes = runner(t.toolchain)
     errata = {m.group("id") for line in (raw.get("provenance") or {}).get("errata") or []
               if (m := _ERRATUM.match(str(line)))}
     index = _entry_index(raw)
@@ -393,7 +341,7 @@ def check_table(t: ProbeTarget, table: Any, raw: Mapping[str, Any], results: Map
             rep.skipped.append(rec["id"])
             continue
         rep.checked += 1
-        diff = compare(predict(table, model), rec["status"], rec["placement"], rec["focus"])
+        diff = probes.compare(probes.predict(table, model), rec["status"], rec["placement"], rec["focus"])
         if not diff:
             rep.agree += 1
             if rec["id"] in errata:

@@ -221,7 +221,7 @@ def _check_int8(runs, reference) -> None:  # type: ignore[no-untyped-def]
 
 @needs_rknn
 def test_rknn_simulator_int8_quantized_with_the_calibration_inputs(conv_model) -> None:  # type: ignore[no-untyped-def]
-    from pytest_npucheck.oracles.simulate import simulate_rknn
+    from pytest_npucheck.toolchains.rknn.simulate import simulate_rknn
 
     path, feeds, reference, calib = conv_model
     runs = simulate_rknn(path, "rk3588", feeds, list(reference), ("fp16", "int8"), calib)
@@ -231,7 +231,7 @@ def test_rknn_simulator_int8_quantized_with_the_calibration_inputs(conv_model) -
 
 @needs_qnn
 def test_qnn_htp_int8_quantized_with_the_calibration_inputs(conv_model) -> None:  # type: ignore[no-untyped-def]
-    from pytest_npucheck.oracles.simulate import simulate_qnn
+    from pytest_npucheck.toolchains.qnn.simulate import simulate_qnn
 
     path, feeds, reference, calib = conv_model
     runs = simulate_qnn(path, 73, feeds, ("fp16", "int8"), calib)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_npucheck.oracles import qnn as oracle
+from pytest_npucheck.toolchains.qnn import adapter as oracle
 
 # --------------------------------------------------------------------------------------------
 # log parsing and placement mapping (no QNN needed)
@@ -283,7 +283,7 @@ def test_table_sample_matches_real_placement(tmp_path: Path) -> None:
     import onnx
 
     from pytest_npucheck.check import check_graph, graph_facts
-    from pytest_npucheck.probe.qnn_probe import select_probes
+    from pytest_npucheck.toolchains.qnn.probe import select_probes
     from pytest_npucheck.tables import Catalog
 
     table = Catalog.discover().table("qnn/htp-v73")
@@ -312,7 +312,7 @@ def test_rmsnorm_weight_first_fails_in_the_real_backend_as_the_table_says(tmp_pa
     import onnx
 
     from pytest_npucheck.check import check_graph, graph_facts
-    from pytest_npucheck.probe.qnn_probe import extra_probes
+    from pytest_npucheck.toolchains.qnn.probe import extra_probes
     from pytest_npucheck.tables import Catalog
 
     table = Catalog.discover().table("qnn/htp-v73")

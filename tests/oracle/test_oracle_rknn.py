@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_npucheck.oracles import rknn as oracle
+from pytest_npucheck.toolchains.rknn import adapter as oracle
 
 ESC = "\x1b"
 
@@ -199,12 +199,12 @@ def test_crash_that_does_not_repeat_is_built_again(probe_paths: dict[str, str],
 
 
 def test_extra_probe_findings_in_table() -> None:
-    """The extra probes (models_extra) are in the committed results and the table reproduces
+    """The extra probes (probe.extra_families) are in the committed results and the table reproduces
     the placements they were written for (no compiler needed)."""
     import json
 
-    from pytest_npucheck.probe.models_extra import build_extra_probes
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+    from pytest_npucheck.toolchains.rknn.table import predict
     from pytest_npucheck.tables import Catalog
 
     repo = Path(__file__).resolve().parents[2]
@@ -212,13 +212,13 @@ def test_extra_probe_findings_in_table() -> None:
     recs = {r["id"]: r for r in results["probes"]}
     table = Catalog.discover().table("rknn@2.5.0/rk3588")
     probes = {p.id: p for p in build_extra_probes()}
-    # the whole-model rejection families (models_extra4) are merged into the 2.3.2 results only
+    # the whole-model rejection families (models_rnn_layout) are merged into the 2.3.2 results only
     # (tests/test_rknn_rejections.py); every other extra probe is in these results
-    from pytest_npucheck.probe import models_extra4
-    from pytest_npucheck.probe.models import _Collector
+    from pytest_npucheck.probe import models_rnn_layout
+    from pytest_npucheck.probe.builder import Collector
 
-    c = _Collector()
-    for fam in models_extra4.FAMILIES:
+    c = Collector()
+    for fam in models_rnn_layout.FAMILIES:
         fam(c)
     rejections = {p.id for p in c.probes}
     assert set(probes) - rejections == set(recs)
@@ -301,8 +301,8 @@ def test_table_sample_against_real_compiler(tmp_path: Path, version: str, soc: s
     SoC (int8 with a calibration set for the int8-only SoCs, as the probes were built): the
     compiler still places them as recorded, and the table predicts that placement."""
     from pytest_npucheck.probe.models import build_probes, save_probes
-    from pytest_npucheck.probe.rknn_probe import INT8_ONLY_SOCS, write_calibration
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.probe import INT8_ONLY_SOCS, write_calibration
+    from pytest_npucheck.toolchains.rknn.table import predict
     from pytest_npucheck.tables import Catalog
 
     recs = _sample(version, soc)
@@ -334,7 +334,7 @@ def test_table_sample_against_real_compiler(tmp_path: Path, version: str, soc: s
 def test_int8_build_with_calibration_set(probe_paths: dict[str, str], tmp_path: Path) -> None:
     """A quantized build (ModelJob.build) compiles to INT8 layers; the fp16 default is unchanged."""
     from pytest_npucheck.probe.models import build_probes
-    from pytest_npucheck.probe.rknn_probe import write_calibration
+    from pytest_npucheck.toolchains.rknn.probe import write_calibration
 
     probe = next(p for p in build_probes(["Relu.f32.r4"]) if p.id == "Relu.f32.r4")
     ds = write_calibration(probe, tmp_path)

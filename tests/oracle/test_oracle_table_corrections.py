@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from pytest_npucheck.oracles import qnn as qnn_oracle
-from pytest_npucheck.oracles import rknn as rknn_oracle
+from pytest_npucheck.toolchains.qnn import adapter as qnn_oracle
+from pytest_npucheck.toolchains.rknn import adapter as rknn_oracle
 
 
 def _exe(var: str) -> bool:

@@ -14,6 +14,7 @@ import pytest
 from pytest_npucheck.cli import main
 from pytest_npucheck.probe import refresh
 from pytest_npucheck.tables import Catalog
+from pytest_npucheck.toolchains import registry
 
 REPO = Path(__file__).resolve().parents[2]
 RKNN_RESULTS = REPO / "probes/rknn/2.5.0/rk3588.results.json"
@@ -86,7 +87,7 @@ def test_missing_toolchain_python_says_how_to_install_it(capsys, monkeypatch, tm
     monkeypatch.delenv(var, raising=False)
     monkeypatch.chdir(tmp_path)  # no .venv-<toolchain> here
     code, _, err = run(capsys, toolchain, "--version", "2.5.0" if toolchain == "rknn" else "2.51", "--select", "Relu")
-    assert code == 2 and f"no {refresh.TOOLCHAINS[toolchain].package} python found" in err and script in err
+    assert code == 2 and f"no {registry.get(toolchain).package} python found" in err and script in err
     code, _, err = run(capsys, toolchain, "--version", "2.5.0", "--python", tmp_path / "nope")
     assert code == 2 and "is not an executable file" in err and script in err
 

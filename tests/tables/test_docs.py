@@ -5,7 +5,7 @@ from __future__ import annotations
 from conftest import REPO
 
 from pytest_npucheck.cli import main
-from pytest_npucheck.docs_gen import generate, render_table
+from pytest_npucheck.tabletools.docs import generate, render_table
 
 
 def test_committed_supported_ops_pages_are_current(capsys):

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from pytest_npucheck.cli import main
-from pytest_npucheck.releases import RELEASED, current_entries, policy_problems, read_released
+from pytest_npucheck.tabletools.releases import RELEASED, current_entries, policy_problems, read_released
 from pytest_npucheck.tables import bundled_tables_dir
 
 

@@ -1,9 +1,9 @@
 """Models rknn-toolkit2 rejects as a whole (load or build fails), found where real corpus exports did not
-build (session 7): the probe families of models_extra4, the recorded outcome of each probe, each table's
+build (session 7): the probe families of models_rnn_layout, the recorded outcome of each probe, each table's
 prediction of it, and the real exports the tables now call rejected. The families' results are part of
 the 2.3.2 tables (the version whose real builds failed on them), DeiT's token Concat (session 8) of the
 2.2.0 tables too; on 2.2.0 and 2.5.0 the others were run too (probes/rknn/README.md gives the outcome) but
-not yet merged into those tables' evidence. Session 9 (models_extra6, all 12 targets): the RMSNorm with
+not yet merged into those tables' evidence. Session 9 (models_rmsnorm_masks, all 12 targets): the RMSNorm with
 its weight that crashes 2.2.0 (T5, LLaMA) and the bool Trilu that 2.2.0's onnxruntime cannot run (GPT-2)."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _family(version: str, soc: str, prefix: str, count: int) -> tuple:
 
 
 def _model(pid: str):
-    from pytest_npucheck.probe.models_extra import build_extra_probes
+    from pytest_npucheck.probe.extra_families import build_extra_probes
 
     [probe] = [p for p in build_extra_probes([pid]) if p.id == pid]
     return probe.model

@@ -164,7 +164,7 @@ def _recorded(version: str, soc: str, pid: str) -> dict:
     ("x.pattern.gelu_erf.half_first.f32.r3", ("2.3.2", "rk3588"), ("2.5.0", "rk3588")),
 ])
 def test_recorded_difference_is_in_the_tables(pid, a, b):
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     ra, rb = _recorded(*a, pid), _recorded(*b, pid)
     assert ra["verdict"] != rb["verdict"], (ra["verdict"], rb["verdict"])
@@ -182,7 +182,7 @@ def test_calibration_set_for_int8_probes(tmp_path):
     inputs of the probe's own shapes and dtypes."""
     import numpy as np
 
-    from pytest_npucheck.probe.rknn_probe import CALIBRATION_SAMPLES, write_calibration
+    from pytest_npucheck.toolchains.rknn.probe import CALIBRATION_SAMPLES, write_calibration
 
     probe = _probe_model("Gather.axis=1.idx=dyn.f32.r3")
     ds = Path(write_calibration(probe, tmp_path))
@@ -263,7 +263,7 @@ def test_swin_window_qkv_transpose_follows_each_table(corpus, export):
 def test_five_block_transpose_probes_are_reproduced(version, soc):
     """The in-network Transpose probes (Mul -> Transpose -> Mul) that decided the
     transpose_blocks constraint: five blocks ran on the CPU, three or fewer on the NPU."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     table = _table(version, soc)
     seen = set()
@@ -339,7 +339,7 @@ def test_roll_probes_are_reproduced_on_rv1106(version):
     """The roll probes that decided the not_spatial_roll constraint, one axis at a time: from the
     input, axis 1 is the channel axis (NPU) and axis 2 spatial (CPU); behind a LayerNormalization
     both are spatial (CPU)."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     table = _table(version, "rv1106")
     seen = []
@@ -395,7 +395,7 @@ def _consumers(path, name):
 @pytest.mark.parametrize("version", ["2.2.0", "2.3.2", "2.5.0"])
 def test_layout_reach_probes_are_reproduced_on_rk3566(version):
     """The probes that decided the feeds_compute constraints on rk3566, node by node."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     table = _table(version, "rk3566")
     placements = set()
@@ -495,7 +495,7 @@ def test_rnn_head_probes_are_reproduced(version, soc):
     """Every x.Reshape.ctx=rnn_head probe (class counts 36, 37, 38, 40, 64; LSTM and GRU; LogSoftmax
     and Softmax after) is reproduced node by node by the committed table, and the probes do show
     the difference per SoC that the tables state."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     table = _table(version, soc)
     seen = {}
@@ -519,7 +519,7 @@ def test_adaptation_can_drop_two_constraints_at_once():
     classifier Reshape on the NPU whatever the class count, so both the LogSoftmax rule and the
     RNN rule of 2.5.0/rk3588 go, while the dynamic-shape rule (build fails) and the graph-output
     rule stay. With one constraint dropped per variant the best fit had been no constraint at all."""
-    from pytest_npucheck.probe.rknn_table import _variants
+    from pytest_npucheck.toolchains.rknn.table import _variants
 
     entry = {"status": "npu", "constraints": [{"rule": r, "params": {}, "else": e} for r, e in
                                               (("a", "unsupported"), ("b", "cpu"), ("c", "cpu"), ("d", "cpu"))]}
@@ -581,7 +581,7 @@ def test_mha_split_probes_follow_the_token_count_on_2_5_0_rk3566_only():
     """x.Transpose.ctx=mha_qkv4 (MultiheadAttention's packed split with rank-4 heads, scaled q and
     k^T, output projection): 2.5.0/rk3566 ran the split on the CPU for 15, 18 and 65 tokens and on
     the NPU for 16, 20, 24, 40 and 64; every other target on the NPU. The tables reproduce each."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     for version in ("2.2.0", "2.3.2", "2.5.0"):
         for soc in SOCS:
@@ -615,11 +615,11 @@ _MERGE_CPU = {"pre=matmul.b=16.h=2.n=16.d=16", "pre=matmul.b=4.h=4.n=16.d=16", "
                                                                           "c=8.t=15.f=9"}}),
 ])
 def test_session7_probes_are_reproduced(family, focus, cpu_on):
-    """The probe families of models_extra3 on all 12 targets: the compiler's placement of the focus
+    """The probe families of models_pool_transposes on all 12 targets: the compiler's placement of the focus
     node is the recorded one, and each table reproduces it (the two ``rand_second`` MultiheadAttention
     probes excepted: a trained, non-zero in_proj bias, which the table cannot see, keeps the CPU
     Reshape named after the Unsqueeze)."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     for version in ("2.2.0", "2.3.2", "2.5.0"):
         for soc in SOCS:
@@ -661,7 +661,7 @@ def test_dynamo_exports_fall_back_on_2_5_0_rk3566(corpus, export_cache, model, o
     assert not [n.name for n in r.nodes if n.op_type == op and any(marker in x.message for x in n.reasons)]
 
 
-# the key padding mask's Reshape in front of a fused attention (models_extra5): where the compiler ran it on
+# the key padding mask's Reshape in front of a fused attention (models_sdpa_mask): where the compiler ran it on
 # the CPU, by target (the other targets kept every probe's Reshape on the NPU)
 _SDPA_MASK_CPU = {
     ("2.3.2", "rk3566"): {"base", "t=16", "h=8.t=32", "src=relu", "mask=plain"},
@@ -689,7 +689,7 @@ def test_sdpa_mask_reshape_probes_are_reproduced():
 def _focus_reshape_outcomes(family: str, suffix: str, count: int):
     """Per target (all 12) of a probe family whose probes all built: (version, soc, the cases whose focus
     Reshape ran on the CPU, the cases the table predicts wrongly); a case is the id between family and suffix."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     for version in ("2.2.0", "2.3.2", "2.5.0"):
         for soc in SOCS:
@@ -764,7 +764,7 @@ def test_cpu_op_keeps_the_constraints_that_reject_the_model(version, op, rejecte
     """RV1106 runs these ops on the CPU, and build() still fails on what fails it elsewhere (GRU's
     'layout' attribute, a LayerNormalization without its bias): the generated table keeps those
     constraints on the CPU entry, and both probes are predicted as the compiler placed them."""
-    from pytest_npucheck.probe.rknn_table import predict
+    from pytest_npucheck.toolchains.rknn.table import predict
 
     table = _table(version, "rv1106")
     recs = {r["id"]: r for r in _results(version, "rv1106")["probes"]}

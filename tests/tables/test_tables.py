@@ -251,7 +251,7 @@ def test_qnn_tables_reject_the_dynamo_rmsnorm_exactly_as_probed():
     """Every q.pattern.rmsnorm probe is predicted as onnxruntime-qnn placed it (results files)."""
     from pytest_npucheck.graph import facts_from_model
     from pytest_npucheck.matcher import match
-    from pytest_npucheck.probe.qnn_probe import extra_probes
+    from pytest_npucheck.toolchains.qnn.probe import extra_probes
 
     probes = {p.id: p for p in extra_probes(["q.pattern.rmsnorm"])}
     assert len(probes) == 5
@@ -274,8 +274,8 @@ def test_qnn_tables_reject_the_dynamo_rmsnorm_exactly_as_probed():
 def test_qnn_pattern_probes_are_reproduced_by_the_tables(version):
     """The GELU (both Mul orders), RMSNorm and Swin window-reverse probes, as placed by
     onnxruntime-qnn (recorded results), are predicted node by node by the bundled tables."""
-    from pytest_npucheck.probe.qnn_probe import extra_probes
-    from pytest_npucheck.probe.qnn_table import compare, predict
+    from pytest_npucheck.toolchains.qnn.probe import extra_probes
+    from pytest_npucheck.toolchains.qnn.table import compare, predict
 
     probes = {p.id: p for p in extra_probes(["q.pattern.", "q.ctx.r6.after_linear"])}
     cat = Catalog.discover()

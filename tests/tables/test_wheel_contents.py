@@ -60,7 +60,7 @@ def test_wheel_holds_every_file_of_the_package_tree(dists):
     for needed in ("pytest_npucheck/recipes.json", "pytest_npucheck/op_support_tables/schema.json",
                    "pytest_npucheck/op_support_tables/catalog.json", "pytest_npucheck/schemas/report.schema.json"):
         assert needed in data
-    assert any(n.startswith("pytest_npucheck/probe/doc_facts/") for n in data)
+    assert any(n.startswith("pytest_npucheck/tabletools/doc_facts/") for n in data)
     # nothing outside the package (tests, examples, probes results) and no byte code
     stray = sorted(n for n in names if not n.startswith(("pytest_npucheck/", "pytest_npucheck-"))
                    or n.endswith((".pyc", ".pyo")))

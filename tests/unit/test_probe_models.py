@@ -1,4 +1,4 @@
-"""probe/models.py and probe/models_extra.py: selecting probes by id prefix builds only those."""
+"""probe/models.py and probe/extra_families.py: selecting probes by id prefix builds only those."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import onnx
 
 from pytest_npucheck.probe import models
 from pytest_npucheck.probe.models import build_probes
-from pytest_npucheck.probe.models_extra import build_extra_probes
+from pytest_npucheck.probe.extra_families import build_extra_probes
 
 
 def _count_builds(monkeypatch) -> list[int]:
@@ -50,7 +50,7 @@ def test_a_selection_gives_the_same_probes_as_filtering_the_full_build():
 def test_a_duplicate_id_is_refused_even_when_not_selected():
     import pytest
 
-    c = models._Collector(select=["Nothing"])
+    c = models.Collector(select=["Nothing"])
     gb = models.GraphBuilder()
     gb.output(gb.node("Relu", [gb.input("x", "float32", [1, 4])]))
     c.add("Relu.f32.r2", "Relu", gb)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from pytest_npucheck.cli import main
-from pytest_npucheck.docs_gen import describe
+from pytest_npucheck.tabletools.docs import describe
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
-from pytest_npucheck.tables_diff import GROUPS, diff_tables, render_md, render_text
+from pytest_npucheck.tabletools.diff import GROUPS, diff_tables, render_md, render_text
 
 DIFF_TABLES = Path(__file__).parents[1] / "data" / "tables_diff"
 

@@ -7,7 +7,8 @@ from onnx import helper
 
 from conftest import const, make_model
 from pytest_npucheck.check import graph_facts
-from pytest_npucheck.oracles import rknn, zoo_score
+from pytest_npucheck.oracles import zoo_score
+from pytest_npucheck.toolchains.rknn import adapter as rknn
 from pytest_npucheck.tables import Catalog
 
 # RKNN 2.5.0's verbose build log of an RMSNorm (dynamo), cut to the rewrite trace

@@ -1,0 +1,51 @@
+"""The extra probe families (ids ``x.*``), in build order, and :func:`build_extra_probes`.
+
+Each topic module (``models_op_context``, ``models_layout``, ``models_pool_transposes``,
+``models_rnn_layout``, ``models_sdpa_mask``, ``models_rmsnorm_masks``, ``models_attention_limits``,
+``models_norm_limits``, ``models_rejections``) lists its families in ``FAMILIES``; the order here is
+the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
+A new family goes at the end of its topic module's list, a new topic module at the end of this one.
+
+Results: ``probes/rknn/<version>/<soc>.extra.results.json`` (``npucheck probe rknn --extra``).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from pytest_npucheck.probe import (
+    models_attention_limits,
+    models_layout,
+    models_norm_limits,
+    models_op_context,
+    models_pool_transposes,
+    models_rejections,
+    models_rmsnorm_masks,
+    models_rnn_layout,
+    models_sdpa_mask,
+)
+from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
+
+__all__ = ["FAMILIES", "build_extra_probes"]
+
+FAMILIES: list[Callable[[Collector], None]] = [
+    *models_op_context.FAMILIES,
+    *models_layout.FAMILIES,
+    *models_pool_transposes.FAMILIES,
+    *models_rnn_layout.FAMILIES,
+    *models_sdpa_mask.FAMILIES,
+    *models_rmsnorm_masks.FAMILIES,
+    *models_attention_limits.FAMILIES,
+    *models_norm_limits.FAMILIES,
+    *models_rejections.FAMILIES,
+]
+
+
+def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
+    """Build every extra probe (optionally only ids starting with one of ``select``; the others
+    are never built; the random constants are drawn afresh for each call)."""
+    reset_rng()
+    c = Collector(select)
+    for fam in FAMILIES:
+        fam(c)
+    return c.probes
