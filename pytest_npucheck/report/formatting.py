@@ -95,3 +95,13 @@ def html(text: Any, limit: int = 200) -> str:
     """For HTML text and attributes: escaped, invisible characters shown, length capped."""
     s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
     return _html.escape(s, quote=True)
+
+
+def oracle_tool(o: Mapping[str, Any], unknown: str = "") -> str:
+    """The package an oracle ran (``onnxruntime-qnn 2.7.0``) and, when the toolchain inside it has a
+    version of its own (the QNN SDK of onnxruntime-qnn), that version: ``(QNN 2.51.0)``."""
+    tool = f"{o.get('package') or o.get('toolchain') or '?'} {o.get('package_version') or unknown}".strip()
+    version = o.get("toolchain_version")
+    if version and version != o.get("package_version"):
+        tool += f" ({str(o.get('toolchain') or '').upper()} {version})"
+    return tool

@@ -197,9 +197,7 @@ def oracle_rows(test: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for o in (test.get("oracle") or {}).get("targets", []):
         a = o.get("agreement") or {}
-        tool = f"{o.get('package') or o['toolchain']} {o.get('package_version') or ''}".strip()
-        if o["toolchain"] == "qnn" and o.get("toolchain_version"):
-            tool += f" (QNN {o['toolchain_version']})"
+        tool = _f.oracle_tool(o)
         if o["status"] == "ran":
             state = "built" if o.get("build_status") == "ok" else f"rejected ({o.get('build_status')})"
             agree = f"{a.get('agree', 0)}/{a.get('nodes', 0)}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from ..result import DOCUMENTATION_ONLY, NodeResult, TargetResult, basis_label, documentation_only
-from .formatting import MAX_NAME, clean, location, number, pct as _pct
+from .formatting import MAX_NAME, clean, location, number, oracle_tool, pct as _pct
 
 __all__ = ["clean", "MAX_NAME", "summary_line", "source_text", "node_rows", "partition_line", "render_target",
            "render_fixes", "oracle_lines"]
@@ -153,9 +153,7 @@ def oracle_lines(j: Mapping[str, Any]) -> list[str]:
         return [head + f"{word}: {clean(j['reason'], 600)}"]
     built = "built the model" if j["build_status"] == "ok" else f"REJECTED the model ({j['build_status']})"
     a = j.get("agreement") or {}
-    tool = f"{j['package']} {j.get('package_version') or '?'}"
-    if j["toolchain"] == "qnn":
-        tool += f" (QNN {j.get('toolchain_version') or '?'})"
+    tool = oracle_tool(j, unknown="?")
     out = [head + f"{tool} {built} at {j['precision']}; "
                   f"real placement agrees with the table on {a.get('agree', 0)} of {a.get('nodes', 0)} node(s)"]
     if j["build_status"] != "ok" and j.get("build_message"):
