@@ -10,7 +10,7 @@ level: torch, onnx, onnxruntime, numpy and jsonschema load only when a check run
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
@@ -115,9 +115,15 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     from .engine import settings as st
 
+    def ini(name: str) -> Any:
+        try:
+            return config.getini(name)
+        except pytest.UsageError as exc:  # pytest 9: a bad bool value (without the key's name)
+            raise UsageError(str(exc)) from None
+
     worker = hasattr(config, "workerinput")  # xdist workers send their reports to the controller
     try:
-        settings = st.resolve(config.getoption, config.getini, invocation_dir=Path(config.invocation_params.dir),
+        settings = st.resolve(config.getoption, ini, invocation_dir=Path(config.invocation_params.dir),
                               rootpath=Path(config.rootpath), inipath=config.inipath, is_worker=worker)
         if not worker:
             st.check_outputs(settings)
