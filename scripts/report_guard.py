@@ -16,7 +16,10 @@
 The ONNX files are exported once into ``--cache`` (default ``$NPUCHECK_GUARD_CACHE`` or
 ``~/.cache/npucheck-guard``; the benchmark models use ``benchmarks/models.py``'s own cache) and
 reused: they are made by torch, not by this package, so a recording before and one after a change
-check the same files, and a second recording takes a few minutes.
+check the same files, and a second recording takes a few minutes. The source locations in those
+files name the checkout that exported them (``CACHE/corpus/EXPORTED_FROM``): it is ``<repo>`` too.
+The benchmark models' cache is ``benchmarks/models.py``'s; record both sides from checkouts at the
+same path, or delete that cache first, when its files were exported elsewhere.
 
 Normalising drops what differs from run to run without a change of behaviour: timings and
 durations (keys named ``duration``, ``seconds``, ``elapsed``, ``time``, ... and ``*_s``/``*_ms``),
@@ -38,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
 PARTS = ("examples", "bench", "corpus")
@@ -62,10 +65,12 @@ _TMP_RE = re.compile(r"(/tmp|/var/tmp|/private/var/folders/[^/]+/[^/]+/T)/[^\s\"
 _SECONDS_RE = re.compile(r"\b\d+(\.\d+)?\s?(s|ms|seconds)\b")
 
 
-def normalise(doc: Any, roots: dict[str, str]) -> Any:
-    """``doc`` without timings, with the absolute paths of ``roots`` (placeholder -> path) replaced
-    by their placeholders; other absolute temporary paths become ``<tmp>``."""
-    ordered = sorted(roots.items(), key=lambda kv: -len(kv[1]))
+def normalise(doc: Any, roots: Mapping[str, str] | Sequence[tuple[str, str]]) -> Any:
+    """``doc`` without timings, with the absolute paths of ``roots`` (placeholder -> path, or pairs when
+    one placeholder stands for several paths) replaced by their placeholders; other absolute
+    temporary paths become ``<tmp>``."""
+    pairs = list(roots.items()) if isinstance(roots, Mapping) else list(roots)
+    ordered = sorted(pairs, key=lambda kv: -len(kv[1]))
 
     def text(s: str) -> str:
         for name, root in ordered:
@@ -178,11 +183,22 @@ def record_bench(names: list[str], jobs: int) -> dict[str, Any]:
     return _check(files, jobs)
 
 
+def exported_from(cache: Path) -> str:
+    """The checkout whose tests/models exported the cached corpus files (their nodes' source
+    locations name its files): written with the first export, read by every later recording."""
+    marker = cache / "corpus" / "EXPORTED_FROM"
+    if not marker.is_file():
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(str(REPO), encoding="utf-8")
+    return marker.read_text(encoding="utf-8").strip()
+
+
 def _corpus_files(cache: Path, log) -> tuple[list[Path], dict[str, str]]:
     sys.path.insert(0, str(REPO / "tests"))
     from models.corpus import ARCHS
     from models.export_corpus import export
 
+    exported_from(cache)
     files: list[Path] = []
     failed: dict[str, str] = {}
     for name, arch in ARCHS.items():
@@ -222,8 +238,10 @@ def record(out: Path, parts: list[str], cache: Path, bench_names: list[str], job
         print(msg, file=sys.stderr, flush=True)
 
     bench_cache = os.environ.get("NPUCHECK_BENCH_DIR", str(Path.home() / ".cache" / "npucheck-bench"))
-    roots = {"<repo>": str(REPO), "<cache>": str(cache.resolve()), "<bench>": str(Path(bench_cache).resolve()),
-             "<out>": str(out.resolve()), "<home>": str(Path.home())}
+    roots = [("<repo>", str(REPO)), ("<cache>", str(cache.resolve())), ("<bench>", str(Path(bench_cache).resolve())),
+             ("<out>", str(out.resolve())), ("<home>", str(Path.home()))]
+    if "corpus" in parts:  # the cached corpus files name the checkout that exported them: <repo> too
+        roots.append(("<repo>", exported_from(cache)))
     for part in parts:
         log(f"recording {part} ...")
         if part == "examples":
