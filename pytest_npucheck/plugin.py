@@ -15,8 +15,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import pytest
 
 from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's arguments (no heavy import)
-from .engine.entry import CheckEntry
-from .engine.model_check import NpuCheckOutcome
+from .engine.entry import CheckEntry, NpuCheckOutcome
 from .engine.settings import CheckSpec, Settings, oracle_mode
 from .errors import UsageError
 from .reporter import DESELECTED as _DESELECTED, DESELECTED_OUTPUT as _DESELECTED_OUTPUT, Reporter

@@ -1,5 +1,5 @@
 """The per-test entry of a run: what one ``npu_check`` call (or one marked test that never got to
-its check) contributes to the reports, the baseline and the budgets.
+its check) contributes to the reports, the baseline and the budgets; and what ``npu_check`` returns.
 
 The JSON form (:meth:`CheckEntry.to_json`) is the ``tests[]`` item of the JSON report
 (``schemas/report.schema.json``); it travels from xdist workers to the controller as plain data,
@@ -9,7 +9,8 @@ and every run-level decision (``engine.run_decisions``) reads that form.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Mapping, Optional
 
 STATUSES = ("passed", "failed", "error")
 
@@ -49,4 +50,17 @@ class CheckEntry:
         return out
 
 
-__all__ = ["CheckEntry", "STATUSES"]
+@dataclass
+class NpuCheckOutcome:
+    """What `npu_check(...)` returns when every target passes."""
+
+    results: list[Any]  # list[TargetResult]
+    onnx_path: Path
+    export: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+
+__all__ = ["CheckEntry", "NpuCheckOutcome", "STATUSES"]

@@ -11,14 +11,20 @@ No pytest import; torch is imported when a check runs.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence
 
 from .. import arguments
 from ..errors import NpuCheckError, UsageError
+from ..baseline import fallbacks, match, refused
+from ..check import check_graph, graph_facts
+from ..export import ExportError, ExportOptions, export_model
+from ..fixes import with_fixes
+from ..keep_onnx import keep
+from ..report.junit import properties
+from ..report.text import clean, oracle_lines, render_target, source_text
 from .context import RunContext
-from .entry import CheckEntry
+from .entry import CheckEntry, NpuCheckOutcome
 from .numeric_steps import numerics_step, oracle_step
 from .settings import CheckSpec
 from .torch_values import eval_mode
@@ -27,19 +33,6 @@ from .torch_values import eval_mode
 class CheckFailed(Exception):
     """The check stopped early (bad arguments, no model, unknown target, export or load failure):
     the message fails the test; the entry says what went wrong."""
-
-
-@dataclass
-class NpuCheckOutcome:
-    """What `npu_check(...)` returns when every target passes."""
-
-    results: list[Any]  # list[TargetResult]
-    onnx_path: Path
-    export: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def passed(self) -> bool:
-        return all(r.passed for r in self.results)
 
 
 @dataclass(frozen=True)
@@ -60,8 +53,6 @@ def _fail(entry: CheckEntry, error: str, message: Optional[str] = None) -> Check
 def run_check(ctx: RunContext, entry: CheckEntry, model: Any, example_inputs: Any,
               overrides: Mapping[str, Any]) -> CheckRun:
     spec = ctx.spec
-    from ..check import check_graph, graph_facts
-    from ..export import ExportError, ExportOptions, export_model
 
     try:
         given = arguments.parse(overrides, "npu_check()")
@@ -113,8 +104,6 @@ def run_check(ctx: RunContext, entry: CheckEntry, model: Any, example_inputs: An
                     "key": exported.key, "path": str(exported.path)}
     keep_dir = ctx.settings.keep_onnx_dir
     if keep_dir is not None:  # written by the process that ran the test: one file per test id and call
-        from ..keep_onnx import keep
-
         try:
             keep(exported.path, keep_dir, ctx.test_id, entry.call_number)
         except UsageError as exc:
@@ -137,14 +126,11 @@ def run_check(ctx: RunContext, entry: CheckEntry, model: Any, example_inputs: An
         results = [dataclasses.replace(r, notes=(*r.notes, note)) for r in results]
         ctx.warn(f"npu_check: {note}")  # a passing test prints no report
     if not all(r.passed for r in results):
-        from ..fixes import with_fixes
-
         shapes = input_shapes(graph, example_inputs)
         results = [with_fixes(r, exported.path, t, input_shapes=shapes) for r, t in zip(results, tables)]
     entry.targets = [r.to_json() for r in results]
     budget_lines = deployment_budgets(ctx, results, entry)
     passed_gate = gate(ctx, graph, results, entry)
-    from ..report.junit import properties
 
     props = properties(entry.to_json())
     outcome = NpuCheckOutcome(results=results, onnx_path=exported.path, export=entry.export)
@@ -166,8 +152,6 @@ def run_check(ctx: RunContext, entry: CheckEntry, model: Any, example_inputs: An
         if numeric_lines:
             parts.append("\n".join(numeric_lines))
         if entry.oracle:
-            from ..report.text import oracle_lines
-
             head = ("oracle (strict): the real toolchain disagrees with the table" if oracle_fails
                     else "oracle: what the real toolchains said")
             parts.append("\n".join([head] + [ln for o in entry.oracle["targets"] for ln in oracle_lines(o)]))
@@ -212,7 +196,6 @@ def gate(ctx: RunContext, graph: Any, results: Sequence[Any], entry: CheckEntry)
     Adds to each target's JSON the ``baseline`` verdict and the graph's ``edges`` (for the HTML
     picture) and sets the entry status.
     """
-    from ..baseline import fallbacks, match, refused
 
     by_target = edges(graph, results)
     ok = True
@@ -281,8 +264,6 @@ def input_shapes(graph: Any, example_inputs: Any) -> dict[str, tuple[int, ...]]:
 def failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], baseline_name: str,
                   budget_lines: Sequence[str] = ()) -> str:
     """NEW fallbacks first (they fail the test), then the accepted ones, then the full per-target report."""
-    from ..report.text import clean, render_target, source_text
-
     failing = [r for r, t in zip(results, targets) if not t["baseline"]["passed"]]
     lines = [f"npu_deployable: the model fails the deployability check on {len(failing)} of {len(results)} "
              "target(s)"]

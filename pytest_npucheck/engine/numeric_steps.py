@@ -9,6 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .. import isolate
+from ..budget import report_entry
+from ..emulate import diagnose, emulate, random_inputs, run_model, run_with_margins, seed_for
+from ..errors import NpuCheckError
+from ..golden import GoldenStore
+from ..numerics import compare_outputs, policy_for, precision_key
+from ..oracles.oracle import run_target
 from .context import RunContext
 from .entry import CheckEntry
 from .settings import CheckSpec
@@ -21,11 +28,6 @@ def oracle_step(ctx: RunContext, model: Any, example_inputs: Any, onnx_path: Pat
 
     Fills ``entry.oracle``; returns True when the test must fail (strict mode and a disagreement
     between the real placement and the static verdict on any target)."""
-    from ..budget import report_entry
-    from .. import isolate
-    from ..emulate import random_inputs, run_model, seed_for
-    from ..numerics import policy_for
-    from ..oracles.oracle import run_target
 
     test_id = ctx.test_id
     mode = ctx.settings.oracle_mode
@@ -73,7 +75,6 @@ def oracle_step(ctx: RunContext, model: Any, example_inputs: Any, onnx_path: Pat
 def target_precision(test_budget: Any, target: str, table: Any, fallback: str) -> tuple[str, Optional[str]]:
     """(precision key, note) a target's numerics run at: the test budget's precision for it, else the
     table's default; the note says when a budget changes a target's default."""
-    from ..numerics import precision_key
 
     default = str((table.precision or {}).get("default") or fallback)
     if test_budget is None:
@@ -86,10 +87,6 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
     """PyTorch vs ONNX Runtime (fp32), the targets' precision emulated, goldens and budgets.
 
     Fills ``entry.numerics`` and returns the failure lines (empty when everything passed)."""
-    from ..budget import report_entry
-    from .. import isolate
-    from ..emulate import diagnose, emulate, run_with_margins
-    from ..numerics import policy_for
 
     test_id = ctx.test_id
     info: dict[str, Any] = {"enabled": True, "passed": True, "error": None, "notes": [], "release": None,
@@ -119,8 +116,6 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
                 info["notes"].append(f"no PyTorch comparison: {exc}")
         # 1) the exported graph on ONNX Runtime CPU (fp32) vs PyTorch
         if reference is not None:
-            from ..numerics import compare_outputs
-
             # a model run in half precision is compared as fp16 (one ulp of fp16 is 1e-3 relative,
             # beyond every fp32 bound); its other outputs keep their own dtypes' exactness
             half = any(str(getattr(v, "dtype", "")) == "float16" for v in reference.values())
@@ -181,8 +176,6 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
         info["error"] = str(exc)
         fail.append(f"the numeric check could not run: {exc}")
     except Exception as exc:
-        from ..errors import NpuCheckError
-
         if not isinstance(exc, (NpuCheckError, ValueError, RuntimeError, OSError)):
             raise
         info["error"] = f"{type(exc).__name__}: {exc}"
@@ -196,9 +189,6 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
 
 def golden_step(ctx: RunContext, model: Any, example_inputs: Any, feeds: Optional[dict],
                  reference: Optional[dict], graph: Any, info: dict[str, Any]) -> list[str]:
-    from ..golden import GoldenStore
-    from ..numerics import policy_for
-
     store = GoldenStore(ctx.settings.golden_root, anchor=ctx.rootpath, max_bytes=ctx.settings.golden_max_bytes)
     test_id = ctx.test_id
     policy = policy_for("fp32")
