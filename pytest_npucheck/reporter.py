@@ -1,0 +1,151 @@
+"""The controller's reporter: collects every process's per-test entries and, when the run is over,
+takes the run-level decisions (``engine.run_decisions``: stale baseline and budget entries, the
+budgets' ratchet, what fails the run), writes the baseline and the reports, and prints the summary.
+
+Registered per config (the junitxml pattern): under xdist the controller receives every worker's
+reports, and only the controller writes files (reports and the baseline).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+import pytest
+
+from .engine import run_decisions as decide
+from .engine.entry import CheckEntry
+from .engine.settings import Settings
+
+DESELECTED = pytest.StashKey[int]()  # marked tests deselected in this process
+DESELECTED_OUTPUT = "npucheck_deselected_marked"  # the key of that count in an xdist worker's output
+
+
+class Reporter:
+    """Collects per-test entries from reports and writes the run's files (the controller only)."""
+
+    def __init__(self, config: pytest.Config, settings: Settings, files: Any) -> None:
+        self.config = config
+        self.settings = settings
+        self.files = files  # the run's loaded files: baseline(), budgets
+        self.entries: list[dict[str, Any]] = []
+        self.baseline_info: Optional[dict[str, Any]] = None
+        self.budgets_info: Optional[dict[str, Any]] = None
+        self.tightening: list[str] = []
+        self.budget_base: Optional[dict[str, Any]] = None  # the commit the budgets file was compared with
+        self.deselected = 0  # marked tests deselected on xdist workers
+        self.written: list[str] = []  # report paths written at the end of the run
+        self.report_errors: list[str] = []
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.settings.baseline_path.exists():
+            self.files.baseline()  # an invalid baseline is a usage error before any test runs
+        if self.files.budgets is not None:
+            from .gitbase import BaseError
+
+            try:
+                self.tightening, self.budget_base = decide.tightening_problems(self.files.budgets,
+                                                                               self.settings.budget_base)
+            except BaseError as exc:  # the base named cannot be found
+                raise pytest.UsageError(str(exc)) from None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing)."""
+        self.deselected += int((getattr(node, "workeroutput", None) or {}).get(DESELECTED_OUTPUT, 0))
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        entries = getattr(report, "npucheck", None)
+        if entries is not None and report.when == "call":
+            self.entries += entries if isinstance(entries, list) else [entries]
+        elif report.when == "???" and report.failed:  # pytest-xdist: the worker died while running the test
+            if not any(e["nodeid"] == report.nodeid for e in self.entries):
+                text = str(report.longrepr or "worker crashed").strip()
+                self.entries.append(CheckEntry.errored(report.nodeid,
+                                                       f"{text}: the NPU check result is unknown").to_json())
+
+    def _baseline_step(self) -> Optional[dict[str, Any]]:
+        """Stale entries, and with --npu-update-baseline the new baseline (written here, by the controller only)."""
+        s = self.settings
+        if not self.entries and not s.updating:
+            return None
+        if s.updating:
+            return decide.baseline_update(s.baseline_path, self.files.baseline(), s.strict, self.entries)
+        return decide.baseline_stale(self.files.baseline(), s.baseline_path.name, s.strict, self.entries)
+
+    def _budgets_step(self) -> Optional[dict[str, Any]]:
+        """Stale budget entries (keys used by any process) and loosenings against the committed file."""
+        if self.files.budgets is None:
+            return None
+        opt = self.config.option
+        partial = decide.partial_reasons(bool(getattr(opt, "lf", False)), bool(getattr(opt, "stepwise", False)),
+                                         self.config.args, self.deselected + self.config.stash.get(DESELECTED, 0))
+        return decide.budgets_info(self.files.budgets, self.settings.release, self.entries, partial,
+                                   self.tightening, self.budget_base)
+
+    def _run_failures(self, session: pytest.Session) -> None:
+        """What fails the run as a whole (a stale entry in strict mode, a loosened budget, a baseline
+        that could not be updated) is reported as a failed item too: pytest counts it in its last line
+        and lists it in the short summary, so the exit status and the last line agree."""
+        from .report.text import clean
+
+        failures = decide.run_failures(self.baseline_info, self.budgets_info, _entry_text, clean)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        for nodeid, text in failures:
+            report = pytest.TestReport(nodeid, (nodeid.split("::")[0], None, nodeid), {}, "failed", text, "call")
+            if terminal is not None:  # counted in the last line and listed with the failures, no progress mark
+                terminal.stats.setdefault("failed", []).append(report)
+        status = decide.exit_status(int(session.exitstatus), self.baseline_info, failures)
+        if status != session.exitstatus:
+            session.exitstatus = pytest.ExitCode(status)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.baseline_info = self._baseline_step()
+        self.budgets_info = self._budgets_step()
+        self._run_failures(session)
+        if not self.settings.reports:
+            return
+        from .jsonio import dumps, write_atomic
+        from .report.jsonreport import run_document
+
+        doc = run_document(self.entries)
+        if exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail:
+            doc["interrupted"] = True  # -x, --maxfail, Ctrl-C: the tests listed are those that ran
+        if self.baseline_info is not None:
+            doc["baseline"] = self.baseline_info
+        if self.budgets_info is not None:
+            doc["budgets"] = self.budgets_info
+        from .errors import NpuCheckError
+
+        for value, fmt, path in self.settings.reports:
+            try:
+                if fmt == "json":
+                    write_atomic(Path(path), dumps(doc))
+                elif fmt == "md":
+                    from .report.markdown import render as render_md
+
+                    write_atomic(Path(path), render_md(doc, [p for _, f, p in self.settings.reports if f != "md"]))
+                elif fmt == "html":
+                    from .report.html import render as render_html
+
+                    write_atomic(Path(path), render_html(doc))
+            except (NpuCheckError, OSError) as exc:  # the other reports are still written
+                self.report_errors.append(f"--npu-report={value}: not written: {exc}")
+                session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
+                continue
+            self.written.append(path)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        from .report.terminal import write_summary
+
+        write_summary(terminalreporter, self.entries, self.baseline_info, self.budgets_info, self.written,
+                      self.report_errors, quiet=config.getoption("verbose") < 0)
+
+
+def _entry_text(e: Mapping[str, Any]) -> str:
+    from .report.terminal import entry_text
+
+    return entry_text(e)
+
+
+__all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT"]
