@@ -71,7 +71,10 @@ def test_three_models_render_readably(pytester, tmp_path):
     dom = render_dom(out / "r.html", tmp_path)
     assert dom.index("centernet_small") < dom.index("unet_small") and dom.index("centernet_small") < dom.index("vit_tiny")
     new = dom.split('<section id="new">')[1].split("</section>")[0]
-    assert new.count('<tr class="new">') == len(tests["centernet_small"]["targets"][0]["baseline"]["new"]) > 0
+    # the top: one row per failing test and target; each NEW node once, in its test's section
+    n_new = len(tests["centernet_small"]["targets"][0]["baseline"]["new"])
+    assert new.count('<tr class="new">') == 1 and f'<td class="num">{n_new}</td>' in new
+    assert dom.count('<tr class="new">') == 1 + n_new > 1
     ids = re.findall(r'\sid="([^"]+)"', dom)
     assert len(ids) == len(set(ids))
     # UNet: each skip connection (an edge over more than one layer) is routed through points beside the
