@@ -26,6 +26,9 @@ class PrepassResult:
     fused: dict[int, tuple[Pattern, int]] = field(default_factory=dict)  # node index -> (pattern, anchor index)
     fused_cpu: set[int] = field(default_factory=set)  # fused nodes the pattern leaves on the CPU (runs_on)
     const: dict[str, TensorInfo] = field(default_factory=dict)  # tensors that became constants
+    # tensors whose static shape in the facts depends on the result of an op the compiler leaves to run
+    # time (data_shapes: a NonZero of a constant that the facts evaluated): dynamic to the rules
+    shapes: dict[str, TensorInfo] = field(default_factory=dict)
 
 
 class GraphView:
@@ -38,6 +41,7 @@ class GraphView:
         # node (and the memo's signatures, the partition's MACs): one dict, looked up without a Python
         # call. The view is made once the pre-passes are done (pre.const no longer changes).
         merged = dict(graph.tensors)
+        merged.update(pre.shapes)
         merged.update(pre.const)
         self.tensor: Callable[[str], Optional[TensorInfo]] = merged.get
         # what the context rules read of every node they judge, without the __getattr__ detour
@@ -52,6 +56,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     passes = set(table.prepasses)
     if "eliminate_identity" in passes:
         _eliminate_identity(graph, pre)
+    if "fold_constants" in passes:
+        _data_shapes(graph, pre, table.ops)
     if passes & {"fold_constants", "fold_shape_ops"}:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "fuse_conv_bn" in passes:
@@ -59,6 +65,24 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     if "fuse_patterns" in passes and table.patterns:
         _fuse_patterns(graph, pre, table.patterns)
     return pre
+
+
+def _data_shapes(graph: GraphFacts, pre: PrepassResult, ops: Mapping[str, OpEntry]) -> None:
+    """The shapes after a data-shaped op (NonZero, ...) that the table says the compiler does not fold
+    (``not_folded`` for the dtype of its input 0), although its inputs are constants: dynamic."""
+    from .data_shapes import DATA_SHAPED, data_dependent_shapes
+
+    unfolded = set()
+    for op in DATA_SHAPED:
+        entry = ops.get(f"ai.onnx:{op}")
+        if entry is None or not entry.not_folded:
+            continue
+        for node in graph.main_nodes_by_op.get(op, ()):
+            info = graph.tensors.get(node.inputs[0]) if node.inputs else None
+            if info is not None and info.dtype in entry.not_folded:
+                unfolded.add(node.index)
+    if unfolded:
+        pre.shapes.update(data_dependent_shapes(graph, unfolded))
 
 
 def _is_const(graph: GraphFacts, pre: PrepassResult, name: str) -> bool:
@@ -135,7 +159,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
         op_type = node.op_type
         if shapes and op_type in SHAPE_OPS:
             src = tensors.get(node.inputs[0]) if node.inputs else None
-            if src is not None and src.static:
+            if src is not None and src.static and node.inputs[0] not in pre.shapes:
                 value = _shape_value(node, src)
                 for out in node.outputs:
                     const[out] = replace(tensors.get(out) or TensorInfo(out, "int64", None), const=True, value=value)

@@ -47,8 +47,8 @@ class _Describe(dict):  # type: ignore[type-arg]
         return {"tensor": "input", "index": "0", "tensors": "all", "attr": "axis", "min": "-inf", "max": "inf"}.get(key, "?")
 
     def __getitem__(self, key: str) -> Any:
-        if key == "values_set" or key == "allowed_set":
-            values = super().get("values", super().get("allowed", []))
+        if key in ("values_set", "allowed_set", "forms_set"):
+            values = super().get("values", super().get("allowed", super().get("forms", [])))
             return fmt_set(values)
         if key == "which":
             return _which(self.get("tensor", "input"), self.get("index", 0))
@@ -617,3 +617,4 @@ def is_local(rule_id: str, params: Mapping[str, Any]) -> bool:
 # module imported afresh (pytester's in-process runs drop the modules first imported inside them, the
 # package attribute stays) would have no context rules: KeyError 'not_graph_output' in the matcher.
 importlib.import_module(f"{__package__}.rules_context")
+importlib.import_module(f"{__package__}.rules_einsum")  # the rule einsum_form (same reason)

@@ -40,7 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 
 __all__ = ["build_table", "merge_results", "verify_table", "predict", "compare", "main",
-           "op_rules", "EINSUM_NPU"]
+           "op_rules", "EINSUM_FORMS"]
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,10 +68,14 @@ def sub(rule: str, **params: Any) -> dict[str, Any]:
 
 
 def E(status: str, *constraints: dict[str, Any], note: str | None = None,
-      probes: Sequence[str] = (), opset: Sequence[int] | None = None) -> dict[str, Any]:
-    """An op entry; ``probes`` are extra probe-id regexes beyond the probes of the op itself."""
+      probes: Sequence[str] = (), opset: Sequence[int] | None = None,
+      not_folded: tuple[Sequence[str], Sequence[str]] | None = None) -> dict[str, Any]:
+    """An op entry; ``probes`` are extra probe-id regexes beyond the probes of the op itself;
+    ``not_folded``: (dtypes, probe-id regexes) of inputs the compiler does not fold when constant."""
     e: dict[str, Any] = {"status": status, "constraints": list(constraints),
                          "_probes": list(probes)}
+    if not_folded:
+        e["not_folded"] = {"dtypes": list(not_folded[0]), "_probes": list(not_folded[1])}
     if note:
         e["note"] = note
     if opset:
@@ -86,12 +90,10 @@ def rank4(op: str, else_: str = "cpu", why: str = "") -> dict[str, Any]:
                          "('Failed to add node.')")
 
 
-#: Einsum equations that ran on the NPU (probes Einsum.* and q.Einsum.*)
-EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "bid,bjd->bij",
-              "bij,bjd->bid", "bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd", "ij,jk->ik",
-              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk", "b i d, b j d -> b i j",
-              "b i j, b j d -> b i d", "b h i d, b h j d -> b h i j",
-              "b h i j, b h j d -> b h i d", "bij, bjk -> bik"]
+#: Einsum forms (rules_einsum.FORMS) that ran on the NPU whatever their letters (probes Einsum.*,
+#: q.Einsum.*, q.Einsum.ctx=form.*)
+EINSUM_FORMS = ["matmul", "matmul_transpose_b", "matmul_transpose_all", "matmul_broadcast_transpose_b",
+                "reduce_sum_mul_broadcast_a"]
 
 FINALIZE = ("the QNN EP accepts the node but the HTP backend fails to finalize the graph "
             "(QNN_COMMON_ERROR_MEM_ALLOC), so creating the session fails")
@@ -183,18 +185,32 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                       note="'QNN only supports default value 0 for exclusive attribute'"),
                     C("attr_in", [r"CumSum\..*reverse=1"], attr="reverse", values=[0],
                       note="'QNN only supports default value 0 for reverse attribute'")),
-        "Einsum": E("npu", C("attr_in", [r"Einsum\.eq=(ij_to_ji|bij_to_bji|i_j_to_ij|"
-                                         r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)",
-                                         r"q\.Einsum\.eq=bij_jk_to_bik\."],
-                             attr="equation", values=EINSUM_NPU,
-                             note="the equations that ran on the NPU, as written (the QNN EP "
-                                  "ignores spaces; this rule compares the text): batched "
-                                  "MatMul forms, with or without a transposed right operand, "
-                                  "and the relative-position forms bhwc,hkc->bhwk / "
-                                  "bhwc,wkc->bhwk. One-input equations ('Einsum requires at "
-                                  "least 2 inputs.') and others, e.g. bij,jk->bik ('Einsum "
-                                  "unsupported equation: ...'), run on the CPU. Equations not "
-                                  "probed are predicted CPU.")),
+        "Einsum": E("npu", C("einsum_form", [r"Einsum\.eq=(ij_to_ji|bij_to_bji|i_j_to_ij|"
+                                             r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)",
+                                             r"q\.Einsum\.eq=bij_jk_to_bik\.",
+                                             r"q\.Einsum\.ctx=form\.off\."],
+                             forms=EINSUM_FORMS,
+                             note="the QNN EP lowers an equation by its structure, whatever its "
+                                  "letters (either case) or spaces: a batched MatMul, with the "
+                                  "right operand transposed, rank 4 with axes 1 and 3 swapped in "
+                                  "all three terms, a rank-3 right operand broadcast over the "
+                                  "first axis (bhwc,hkc->bhwk) and the relative-position form "
+                                  "bhwc,wkc->bhwk (q.Einsum.ctx=form.*: the same forms with "
+                                  "other letters and ranks ran on the NPU). One-input equations "
+                                  "('Einsum requires at least 2 inputs.'), three operands, an "
+                                  "ellipsis, an implicit output, a permuted output, mixed ranks, "
+                                  "Hadamard and outer products ('Einsum unsupported equation: "
+                                  "...') run on the CPU."),
+                    probes=[r"q\.Einsum\.ctx=form\."]),
+        "NonZero": E("cpu", note="'NonZero output shape must be static. Set shape to [rank, "
+                                 "num_elements].' onnxruntime does not fold a NonZero even when its "
+                                 "input is a constant (an initializer, a ConstantOfShape of a constant "
+                                 "shape: q.NonZero.ctx=datadep.*), so every node whose shape depends on "
+                                 "its result cannot get a static shape ('Cannot get shape': the generic "
+                                 "static_shape rule, through data_shapes) until a reduction makes it "
+                                 "static again",
+                     not_folded=(["float32", "float16", "int64", "int32", "int8", "uint8", "bool"],
+                                 [r"q\.NonZero\.ctx=datadep\.(initializer|const_of_shape)\."])),
         "Gemm": E("npu", C("attr_in", [r"Gemm\.alpha=0\.5"], attr="alpha", values=[1.0],
                            note="'QNN FullyConnected Op only support alpha=1.0.'"),
                   probes=[r"pattern\.classifier_head", r"pattern\.gemm_bn1d"]),
@@ -663,6 +679,10 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         cons = [_clean(c, ids, "%s/%s" % (op, c["rule"])) for c in spec["constraints"]]
         if cons:
             entry["constraints"] = cons
+        if spec.get("not_folded"):
+            nf = spec["not_folded"]
+            entry["not_folded"] = {"dtypes": nf["dtypes"],
+                                   "probes": _expand(nf["_probes"], ids, "%s/not_folded" % op)}
         entry["source"] = src
         plist = [r["id"] for r in recs]
         plist += [x for x in _expand(spec["_probes"], ids, op) if x not in plist]
