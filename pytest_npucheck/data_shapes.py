@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from .graph import GraphFacts, NodeFact, TensorInfo, _new, op_schema
+from .graph import _SHAPE_FROM_DATA, _SHAPE_FROM_VALUES, GraphFacts, NodeFact, TensorInfo, _new, op_schema
 
 #: ops whose output shape depends on the values of their input, and the output dims that do
 DATA_SHAPED: dict[str, dict[int, tuple[int, ...]]] = {
@@ -44,15 +44,25 @@ def data_dependent_shapes(graph: GraphFacts, unfolded: set[int]) -> dict[str, Te
         if node.index in unfolded and node.op_type in DATA_SHAPED:
             for k, axes in DATA_SHAPED[node.op_type].items():
                 info = graph.tensor(node.outputs[k]) if k < len(node.outputs) and node.outputs[k] else None
+                if info is not None:
+                    values[info.name] = _label(node)
                 if info is not None and info.static:
-                    label = _label(node)
-                    dims[info.name] = tuple(label if i in axes else d for i, d in enumerate(info.shape or ()))
+                    dims[info.name] = tuple(_label(node) if i in axes else d for i, d in enumerate(info.shape or ()))
             continue
-        label = next((_first_label(dims[i]) if i in dims else values[i] for i in node.inputs
-                      if i and (i in dims or i in values)), None)
+        if node.op_type in ("Shape", "Size") and not (node.inputs and node.inputs[0] in dims):
+            continue  # reads only its input's shape, which is static: its value is known
+        label = next((values[i] for i in node.inputs if i and i in values), None)
         if label is None:
             continue
-        inferred = _infer(graph, node, dims, values, helper)
+        reads = _SHAPE_FROM_VALUES.get(node.op_type, ())
+        if node.op_type in _SHAPE_FROM_DATA or any(i in dims for i in node.inputs if i) \
+                or any(k < len(node.inputs) and node.inputs[k] in values for k in reads):
+            inferred = _infer(graph, node, dims, values, helper)
+        else:  # only values depend on the result, and none decides the output shape: it is the facts'
+            for o in node.outputs:
+                if o:
+                    values[o] = label
+            continue
         for o in node.outputs:
             info = graph.tensor(o) if o else None
             if info is None:
@@ -61,8 +71,10 @@ def data_dependent_shapes(graph: GraphFacts, unfolded: set[int]) -> dict[str, Te
             if not info.static:
                 continue
             got = inferred.get(o) if inferred is not None else None
-            if got is None or len(got) != len(info.shape or ()):  # nothing learnt: every dim may depend
-                dims[o] = tuple(label for _ in info.shape or ())
+            if not info.shape:  # a scalar: no dim to depend on anything
+                continue
+            if got is None or len(got) != len(info.shape):  # nothing learnt: every dim may depend
+                dims[o] = tuple(label for _ in info.shape)
             elif any(not isinstance(d, int) for d in got):
                 dims[o] = tuple(d if isinstance(d, int) else (d or label) for d in got)
     out: dict[str, TensorInfo] = {}
@@ -71,10 +83,6 @@ def data_dependent_shapes(graph: GraphFacts, unfolded: set[int]) -> dict[str, Te
         if info is not None:
             out[name] = _new(TensorInfo, name=name, dtype=info.dtype, shape=shape, const=False, value=None)
     return out
-
-
-def _first_label(shape: tuple[Any, ...]) -> str:
-    return next(d for d in shape if isinstance(d, str))
 
 
 def _infer(graph: GraphFacts, node: NodeFact, dims: Mapping[str, tuple[Any, ...]], values: Mapping[str, str],
@@ -92,8 +100,9 @@ def _infer(graph: GraphFacts, node: NodeFact, dims: Mapping[str, tuple[Any, ...]
     if schema is None:
         return None
     try:
-        proto = helper.make_node(node.op_type, list(node.inputs), list(node.outputs), domain=domain or None,
-                                 **dict(node.attrs))
+        # the facts fill in attribute defaults of the newest opset: only the node's opset's attributes
+        attrs = {k: v for k, v in node.attrs.items() if k in schema.attributes}
+        proto = helper.make_node(node.op_type, list(node.inputs), list(node.outputs), domain=domain or None, **attrs)
     except Exception:  # noqa: BLE001 - an attribute make_node cannot write back: nothing learnt
         return None
     in_types: dict[str, bytes] = {}

@@ -53,3 +53,30 @@ def test_shape_arithmetic_on_a_dependent_tensor_depends_on_it_too():
     assert dep["nz"] == (2, LABEL)
     # the Shape's own shape (2,) is static, its values are not: the Reshape to them is dynamic
     assert set(dep) == {"nz", "y"} and dep["y"] == (LABEL, LABEL)
+
+
+def test_the_shape_of_a_static_tensor_computed_from_the_result_is_known():
+    # the rows the NonZero picks are added to a (1, 4) tensor: values depend on the data, the shape
+    # does not, so a Reshape to that tensor's Shape stays static
+    mask = numpy_helper.from_array(np.array([[1, 0, 1, 1]], np.int64), "mask")
+    nodes = [helper.make_node("NonZero", ["mask"], ["nz"], name="focus_nonzero"),
+             helper.make_node("ReduceSum", ["nz"], ["total"], keepdims=0, name="total"),
+             helper.make_node("Cast", ["total"], ["totalf"], to=TensorProto.FLOAT, name="cast"),
+             helper.make_node("Add", ["x", "totalf"], ["y"], name="add"),
+             helper.make_node("Shape", ["y"], ["shp"], name="shape"),
+             helper.make_node("Reshape", ["x", "shp"], ["z"], name="reshape")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [mask])
+    dep = _dependent(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert set(dep) == {"nz"}
+
+
+def test_attribute_defaults_of_newer_opsets_do_not_stop_the_inference():
+    # the facts fill Cast's opset-19+ defaults (saturate, round_mode) into an opset-17 node: the walk
+    # infers with the node's own opset's attributes and finds the Cast's shape dependent, not unknown
+    mask = numpy_helper.from_array(np.array([[1, 0, 1, 1]], np.int64), "mask")
+    nodes = [helper.make_node("NonZero", ["mask"], ["nz"], name="focus_nonzero"),
+             helper.make_node("Cast", ["nz"], ["nzf"], to=TensorProto.FLOAT, name="cast")]
+    graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("nzf", TensorProto.FLOAT, None)], [mask])
+    dep = _dependent(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert dep["nzf"] == (2, LABEL)
