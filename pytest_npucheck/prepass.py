@@ -60,11 +60,70 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _data_shapes(graph, pre, table.ops)
     if passes & {"fold_constants", "fold_shape_ops"}:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
+    if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
+        _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
         _fuse_patterns(graph, pre, table.patterns)
     return pre
+
+
+def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
+    """Common subexpression elimination: of the main-graph nodes with the same op, inputs and
+    attributes, one stays and the others are removed (onnxruntime, probed: which one stays is its
+    choice; the last one in graph order is kept here). Nodes with a graph output, a body or a
+    non-deterministic op are never merged."""
+    outputs = set(graph.outputs)
+    groups: dict[tuple[Any, ...], list[NodeFact]] = {}
+    for node in graph.nodes:
+        if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
+                or not node.inputs or any(o in outputs for o in node.outputs):
+            continue
+        try:
+            attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
+        except TypeError:
+            continue
+        groups.setdefault((node.domain, node.op_type, node.inputs, len(node.outputs), attrs), []).append(node)
+    groups = {k: v for k, v in groups.items() if len(v) > 1}
+    if not groups:
+        return
+    rank = _reverse_dfs_order(graph)
+    for nodes in groups.values():
+        kept = min(nodes, key=lambda n: rank.get(n.index, len(rank) + n.index))
+        for node in nodes:
+            if node is not kept:
+                pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
+                                          "attributes): merged into it before placement")
+
+
+def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:
+    """{node index: position} in the order onnxruntime visits the main graph (a depth-first walk
+    back from the nodes nobody reads, the producer of the highest index first, each node after its
+    producers): of a set of identical nodes, the one it meets first is the one it keeps (probed:
+    q.Shape.ctx=duplicate, q.Relu.ctx=duplicate; which one that is decides only node names)."""
+    main = [n for n in graph.nodes if not n.graph]
+    producers: dict[int, list[int]] = {}
+    read = set()
+    for n in main:
+        prods = sorted({p for i in n.inputs if i and (p := graph.producer.get(i)) is not None})
+        producers[n.index] = prods
+        read.update(prods)
+    order: dict[int, int] = {}
+    seen: set[int] = set()
+    for leaf in sorted((n.index for n in main if n.index not in read), reverse=True):
+        stack = [(leaf, False)]
+        while stack:
+            idx, done = stack.pop()
+            if done:
+                order.setdefault(idx, len(order))
+                continue
+            if idx in seen:
+                continue
+            seen.add(idx)
+            stack.append((idx, True))
+            stack.extend((p, False) for p in producers.get(idx, ()) if p not in seen)
+    return order
 
 
 def _data_shapes(graph: GraphFacts, pre: PrepassResult, ops: Mapping[str, OpEntry]) -> None:

@@ -12,6 +12,11 @@ and every op after it that depends on its shape ("Cannot get shape"). ``nonzero_
   its indices, an Add of that Gather) and those after a reduction that makes the shape static
   again?
 
+``partial_shape_extra`` asks whether onnxruntime folds a Shape of a tensor whose shape is only
+partly known (the decoder of a TorchScript FastSpeech2 export after its length regulator: (1, ?,
+32)) when its consumer reads only static dims (a Gather of dim 2, a Slice of it). It does not:
+the Shape stays on the CPU whichever dim is read.
+
 Built with the _Collector of models.py; listed in QNN_FAMILIES, which qnn_probe.extra_probes runs.
 """
 
@@ -64,4 +69,41 @@ def nonzero_extra(c: _Collector) -> None:
               focus=["focus_nonzero"])
 
 
-QNN_FAMILIES: list[Callable[[_Collector], None]] = [nonzero_extra]
+#: (label, how the Shape of a (1, N, 8) tensor with a data-dependent N is read): which dims it takes
+PARTIAL_SHAPE = (
+    ("gather_static", "gather", 2),
+    ("gather_dynamic", "gather", 1),
+    ("slice_static", "slice", (2, 3)),
+    ("slice_dynamic", "slice", (1, 2)),
+)
+
+
+def _partial_shape(read: str, which: object) -> GraphBuilder:
+    """x (1, 16, 8) -> the rows a run-time NonZero picks (1, N, 8) -> Shape -> Gather(which) or
+    Slice(which) -> Cast to float -> Mul with x (static): the Shape reads a static or the dynamic dim."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 16, 8])
+    mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
+                               gb.const(np.float32(0.0))], name="pre_mask")
+    rows = gb.node("Gather", [gb.node("NonZero", [mask], name="pre_nonzero"), gb.const(np.int64(1))], axis=0,
+                   name="pre_rows")
+    picked = gb.node("Gather", [x, rows], axis=1, name="pre_gather")
+    shp = gb.node("Shape", [picked], name="focus_shape")
+    if read == "gather":
+        dim = gb.node("Gather", [shp, gb.const(np.int64(which))], axis=0, name="post_read")
+    else:
+        lo, hi = which  # type: ignore[misc]
+        dim = gb.node("Slice", [shp, gb.ints([lo]), gb.ints([hi])], name="post_read")
+    f = gb.node("Cast", [dim], to=1, name="post_cast")
+    gb.output(gb.node("Mul", [x, f], name="post_mul"))
+    return gb
+
+
+def partial_shape_extra(c: _Collector) -> None:
+    """Shape of a tensor with a data-dependent dim, read at a static or at the dynamic dim (PARTIAL_SHAPE)."""
+    for label, read, which in PARTIAL_SHAPE:
+        c.add("q.Shape.ctx=partial.%s.f32.r3" % label, "Shape", _partial_shape(read, which), kind="context",
+              focus=["focus_shape", "post_read"])
+
+
+QNN_FAMILIES: list[Callable[[_Collector], None]] = [nonzero_extra, partial_shape_extra]

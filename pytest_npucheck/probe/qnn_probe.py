@@ -333,13 +333,15 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                               " and a MatMul" if proj else " as the graph output")))
     # -- probe families of the topic modules (GatherND index shapes, rank-6 Gathers, RMSNorm) ----
     from pytest_npucheck.probe.models import _Collector
+    from pytest_npucheck.probe.models_common_subexpressions import QNN_FAMILIES as duplicate_families
     from pytest_npucheck.probe.models_data_dependent_shape import QNN_FAMILIES as datadep_families
     from pytest_npucheck.probe.models_einsum_forms import QNN_FAMILIES as einsum_families
     from pytest_npucheck.probe.models_gather_index import QNN_FAMILIES as gather_families
     from pytest_npucheck.probe.models_rejections import QNN_FAMILIES as rejection_families
 
     col = _Collector()
-    for fam in gather_families + rejection_families + einsum_families + datadep_families:
+    for fam in (gather_families + rejection_families + einsum_families + datadep_families
+                + duplicate_families):
         fam(col)
     out += col.probes
     if select:

@@ -553,6 +553,7 @@ def patterns(verdicts: Mapping[str, str],
 
 PREPASS_PROBES = {
     "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
+    "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
                        r"ConstantOfShape\.shape=const"],
@@ -787,8 +788,8 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
             "sources": sources,
         },
         "opsets": {"ai.onnx": [lo, hi]},
-        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "fuse_conv_bn",
-                      "fuse_patterns"],
+        "prepasses": ["eliminate_identity", "merge_identical_nodes", "fold_constants", "fold_shape_ops",
+                      "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
         "patterns": pats,
