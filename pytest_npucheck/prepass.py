@@ -29,6 +29,7 @@ class PrepassResult:
     # tensors whose static shape in the facts depends on the result of an op the compiler leaves to run
     # time (data_shapes: a NonZero of a constant that the facts evaluated): dynamic to the rules
     shapes: dict[str, TensorInfo] = field(default_factory=dict)
+    absorbed: dict[int, int] = field(default_factory=dict)  # folded node index -> the node it is fused into
 
 
 class GraphView:
@@ -280,6 +281,7 @@ def _fuse_conv_bn(graph: GraphFacts, pre: PrepassResult) -> None:
         if not all(_is_const(graph, pre, i) for i in node.inputs[1:]):
             continue
         pre.folded[node.index] = f"fused into {conv.op_type} {conv.name}"
+        pre.absorbed[node.index] = conv.index
 
 
 def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pattern]) -> None:
