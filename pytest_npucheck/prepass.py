@@ -63,6 +63,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
+    if "eliminate_noop_arithmetic" in passes:
+        _eliminate_noop_arithmetic(graph, pre)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
@@ -96,6 +98,34 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             if node is not kept:
                 pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
                                           "attributes): merged into it before placement")
+
+
+#: op -> (its neutral constant, input positions that constant may take)
+_NEUTRAL = {"Add": (0, (0, 1)), "Mul": (1, (0, 1)), "Sub": (0, (1,)), "Div": (1, (1,))}
+
+
+def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
+    """Add/Sub of 0 and Mul/Div by 1 are removed when the constant has one element and the other
+    input already has the output's shape (onnxruntime's no-op elimination, probed: on either side
+    of Add and Mul, on the right of Sub and Div; an (8,) tensor of ones is kept)."""
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        spec = _NEUTRAL.get(node.op_type)
+        if spec is None or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
+                or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
+            continue
+        neutral, positions = spec
+        out = graph.tensor(node.outputs[0])
+        for k in positions:
+            info = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
+            other = graph.tensor(node.inputs[1 - k])
+            if info is None or not info.const or info.value is None or len(info.value) != 1 \
+                    or info.value[0] != neutral or other is None or out is None or not other.static \
+                    or other.shape != out.shape:
+                continue
+            sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
+            pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
+            break
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:

@@ -1,6 +1,7 @@
-"""prepass merge_identical_nodes: onnxruntime's common subexpression elimination (the other prepass
+"""prepass merge_identical_nodes and eliminate_noop_arithmetic: onnxruntime's common subexpression
+elimination and no-op elimination (the other prepass
 tests: tests/unit/test_prepass.py, test_prepass_passes.py); the probes it reproduces are checked in
-tests/tables/test_prepass_identical_nodes_probed.py."""
+tests/tables/test_prepass_onnxruntime_passes_probed.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from conftest import const, make_model
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.prepass import run_prepasses
 from pytest_npucheck.probe.models_common_subexpressions import _pair
+from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, _noop
 
 
 @pytest.fixture
@@ -53,3 +55,14 @@ def test_nodes_differing_in_an_attribute_or_an_input_stay(table):
 
 def test_the_pass_runs_only_when_the_table_lists_it(table):
     assert _folded_names(_pair("relu").build(), dataclasses.replace(table, prepasses=())) == {}
+
+
+@pytest.mark.parametrize("label,op,value,shape,first", NOOPS)
+def test_noop_arithmetic_is_removed_only_for_a_one_element_neutral_constant(toy_catalog, label, op, value, shape, first):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_arithmetic",))
+    folded = _folded_names(_noop(op, value, shape, first).build(), table)
+    # as onnxruntime-qnn placed them (probes q.<op>.ctx=noop.*)
+    removed = label in ("mul1", "mul1.left", "mul1.one", "add0", "add0.left", "sub0", "div1")
+    assert ("focus_op" in folded) == removed, folded
+    if removed:
+        assert "a no-op removed before placement" in folded["focus_op"]
