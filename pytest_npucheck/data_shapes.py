@@ -1,4 +1,4 @@
-"""Shapes that depend on the result of an op the compiler does not fold (NonZero, Unique, ...).
+"""Shapes that depend on the result of an op the compiler does not fold (NonZero, NonMaxSuppression).
 
 The graph facts evaluate small constants: a NonZero whose input is a constant (an initializer, a
 ConstantOfShape of folded shape arithmetic, as TorchScript exports of Longformer write) gets a
@@ -20,8 +20,7 @@ from .graph import _SHAPE_FROM_DATA, _SHAPE_FROM_VALUES, GraphFacts, NodeFact, T
 #: ops whose output shape depends on the values of their input, and the output dims that do
 DATA_SHAPED: dict[str, dict[int, tuple[int, ...]]] = {
     "NonZero": {0: (1,)},  # (rank, number of non-zero elements)
-    "Unique": {0: (0,), 1: (0,), 2: (0,), 3: (0,)},  # flattened (no axis): one dim
-    "NonMaxSuppression": {0: (0,)},
+    "NonMaxSuppression": {0: (0,)},  # (number of selected boxes, 3)
 }
 
 

@@ -252,7 +252,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         if node.index in folded:
             why = folded[node.index]
             into = pre.absorbed.get(node.index)
-            if into is not None and results[into].verdict in ("cpu", "unsupported"):
+            if into is not None and into < len(results) and results[into].verdict in ("cpu", "unsupported"):
                 # fused into a node that leaves the NPU (a BatchNorm into a Conv whose shape is dynamic):
                 # the fused op runs where that node runs
                 verdict = "cpu"
