@@ -202,6 +202,19 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                                   "Hadamard and outer products ('Einsum unsupported equation: "
                                   "...') run on the CPU."),
                     probes=[r"q\.Einsum\.ctx=form\."]),
+        "ScatterND": E(
+            "npu",
+            C("rank", [r"q\.ctx\.r6\.add"], tensor="input", index=0, max=5,
+              note="the data: at most 5 dimensions, as every HTP op (the generic rank rule, which exempts "
+                   "ScatterND for its indices)"),
+            C("rank", [r"q\.ctx\.r6\.add"], tensor="input", index=2, max=5,
+              note="the updates: at most 5 dimensions, as every HTP op"),
+            C("any_of", [r"q\.ScatterND\.ctx=index\.idx_r6\.input"],
+              constraints=[sub("rank", tensor="input", index=1, max=5), sub("const_input", index=[1])],
+              note="rank-6 indices run on the NPU when they are a constant (q.ScatterND.ctx=index.idx_r6.const, "
+                   "the 64 ScatterNDs of a TorchScript hf_bailing_hybrid); run-time rank-6 indices stay on the "
+                   "CPU ('Failed to add Cast node.': the int64 -> int32 Cast the QNN EP adds)"),
+            probes=[r"q\.ScatterND\.ctx=index\."]),
         "NonZero": E("cpu", note="'NonZero output shape must be static. Set shape to [rank, "
                                  "num_elements].' onnxruntime does not fold a NonZero even when its "
                                  "input is a constant (an initializer, a ConstantOfShape of a constant "
@@ -433,7 +446,7 @@ def generic_rules() -> list[dict[str, Any]]:
                note="HTP ops take at most 5 dimensions (a rank-6 Add: 'Failed to add node.'); "
                     "Reshape and Transpose are exempt: rank-6 Reshape -> Transpose -> Reshape "
                     "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND"]),
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
                note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"),
              except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
