@@ -136,7 +136,7 @@ def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:
 def _data_shapes(graph: GraphFacts, pre: PrepassResult, ops: Mapping[str, OpEntry]) -> None:
     """The shapes after a data-shaped op (NonZero, ...) that the table says the compiler does not fold
     (``not_folded`` for the dtype of its input 0), although its inputs are constants: dynamic."""
-    from .data_shapes import DATA_SHAPED, data_dependent_shapes
+    from .graph.data_shapes import DATA_SHAPED, data_dependent_shapes
 
     unfolded = set()
     for op in DATA_SHAPED:

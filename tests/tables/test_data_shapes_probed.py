@@ -1,5 +1,5 @@
 """The QNN tables leave a NonZero of a constant unfolded (revision-2 erratum, not_folded) and judge
-every node whose shape depends on its result dynamic (pytest_npucheck/data_shapes.py): the bundled
+every node whose shape depends on its result dynamic (pytest_npucheck/graph/data_shapes.py): the bundled
 tables reproduce the recorded placement of every node of the nonzero_extra probes
 (pytest_npucheck/probe/models_data_dependent_shape.py, placed by onnxruntime-qnn 2.7.0; the oracle
 twin is tests/oracle/test_data_shapes_qnn.py)."""

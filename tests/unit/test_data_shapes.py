@@ -1,4 +1,4 @@
-"""data_shapes: which shapes depend on the result of a NonZero a compiler leaves to run time, on the
+"""graph.data_shapes: which shapes depend on the result of a NonZero a compiler leaves to run time, on the
 nonzero_extra probe graphs (a constant mask the facts evaluate) and a tiny graph of onnx.helper."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from pytest_npucheck.data_shapes import data_dependent_shapes
+from pytest_npucheck.graph.data_shapes import data_dependent_shapes
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.probe.models_data_dependent_shape import _nonzero
 

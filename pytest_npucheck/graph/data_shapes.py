@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from .graph import GraphFacts, NodeFact, TensorInfo, frozen_new as _new, op_schema
-from .graph.ops import SHAPE_FROM_DATA as _SHAPE_FROM_DATA, SHAPE_FROM_VALUES as _SHAPE_FROM_VALUES
+from .facts import GraphFacts, NodeFact, TensorInfo
+from .frozen import frozen_new as _new
+from .ops import SHAPE_FROM_DATA as _SHAPE_FROM_DATA, SHAPE_FROM_VALUES as _SHAPE_FROM_VALUES
+from .schema import op_schema
 
 #: ops whose output shape depends on the values of their input, and the output dims that do
 DATA_SHAPED: dict[str, dict[int, tuple[int, ...]]] = {
@@ -92,7 +94,7 @@ def _infer(graph: GraphFacts, node: NodeFact, dims: Mapping[str, tuple[Any, ...]
     import numpy as np
     from onnx import TensorProto, TypeProto, numpy_helper
 
-    from .graph import DEFAULT_DOMAIN
+    from .facts import DEFAULT_DOMAIN
     from .propagate import _decode
 
     domain = "" if node.domain in ("", DEFAULT_DOMAIN) else node.domain
