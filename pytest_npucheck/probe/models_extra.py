@@ -783,6 +783,12 @@ from pytest_npucheck.probe.models_rejections import FAMILIES as _REJECTIONS  # n
 
 FAMILIES += _ATTENTION_LIMITS + _NORM_LIMITS + _REJECTIONS
 
+from pytest_npucheck.probe.models_einsum_equations import FAMILIES as _EINSUM_EQUATIONS  # noqa: E402 - issue 22
+from pytest_npucheck.probe.models_space_to_depth import FAMILIES as _SPACE_TO_DEPTH  # noqa: E402 - issue 22
+from pytest_npucheck.probe.models_tile_broadcast import FAMILIES as _TILE_BROADCAST  # noqa: E402 - issue 22
+
+FAMILIES += _SPACE_TO_DEPTH + _EINSUM_EQUATIONS + _TILE_BROADCAST
+
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:
     """Build every extra probe (optionally only ids starting with one of ``select``; the others

@@ -470,3 +470,12 @@ def _stub_rule(result):
         def check(self, node, params, graph):
             return result()
     return Stub()
+
+
+def test_einsum_letters_renames_in_order_of_first_appearance_and_keeps_spacing():
+    from pytest_npucheck.rules import einsum_letters
+
+    assert einsum_letters("bhlk,bhtk->bhlt") == einsum_letters("bhid,bhjd->bhij") == "abcd,abed->abce"
+    assert einsum_letters("BIJ,BJK->BIK") == "abc,acd->abd"
+    assert einsum_letters("...ij,...jk->...ik") == "...ab,...bc->...ac"
+    assert einsum_letters("b i d, b j d -> b i j") == "a b c, a d c -> a b d"
