@@ -78,10 +78,12 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     """input {index} is not computed by {chain_text}{exclusive_text}.
 
     The chain is walked through input 0 of each producer; with ``computed_input``, through the first
-    input another node computes when input 0 is a constant or a graph input."""
+    input another node computes when input 0 is a constant or a graph input. At most ``max_skip``
+    (default 8) ``skip`` ops in a row are looked through."""
     index = int(params.get("index", 0))
     chain: Sequence[Any] = params["chain"]
     skip = params.get("skip") or ()
+    max_skip = int(params.get("max_skip", 8))
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
     tensor = node.inputs[index]
@@ -96,7 +98,7 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
             return None
         if producer.op_type == step if isinstance(step, str) else producer.op_type in step:
             step_no, skipped = step_no + 1, 0
-        elif producer.op_type in skip and skipped < 8:  # `skip` ops may sit before and between the steps
+        elif producer.op_type in skip and skipped < max_skip:  # `skip` ops may sit before and between the steps
             skipped += 1
         else:
             return None

@@ -785,9 +785,10 @@ FAMILIES += _ATTENTION_LIMITS + _NORM_LIMITS + _REJECTIONS
 
 from pytest_npucheck.probe.models_einsum_equations import FAMILIES as _EINSUM_EQUATIONS  # noqa: E402 - issue 22
 from pytest_npucheck.probe.models_space_to_depth import FAMILIES as _SPACE_TO_DEPTH  # noqa: E402 - issue 22
+from pytest_npucheck.probe.models_kv_repeat_paths import FAMILIES as _KV_REPEAT_PATHS  # noqa: E402 - issue 22
 from pytest_npucheck.probe.models_tile_broadcast import FAMILIES as _TILE_BROADCAST  # noqa: E402 - issue 22
 
-FAMILIES += _SPACE_TO_DEPTH + _EINSUM_EQUATIONS + _TILE_BROADCAST
+FAMILIES += _SPACE_TO_DEPTH + _EINSUM_EQUATIONS + _TILE_BROADCAST + _KV_REPEAT_PATHS
 
 
 def build_extra_probes(select: Iterable[str] | None = None) -> list[Probe]:

@@ -528,11 +528,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
                   note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
                        "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
-                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k)\."],
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                    "Add", "Cast", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean", "Relu",
-                                   "Reshape", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True}},
+                                   "Reshape", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
+                                   "max_skip": 24}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
                                    "Div", "Mul", "Reshape", "Transpose"]}}],
                   note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "
@@ -541,7 +542,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "head axis) runs on the CPU between the K/V projection MatMul and the attention MatMul "
                        "(the compiler lays the tensor out as (1, T, 1, d) and expands the batch axis); two K/V "
                        "heads, or a repeat that does not sit between two MatMuls, ran on the NPU "
-                       "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*)"),
+                       "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*), however many element-wise and "
+                       "layout ops sit on the key path (QK-norm, rotary embedding and the Casts of a TorchScript "
+                       "export: ten and more, x.Expand.ctx=kv_path.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "

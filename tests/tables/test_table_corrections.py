@@ -205,6 +205,21 @@ def test_rknn_tile_of_size_one_axes_is_a_broadcast(catalog, label, want):
     assert verdict == want, why
 
 
+@pytest.mark.parametrize("kw,want", [
+    ({}, "cpu"),                                   # MatMul -> Reshape -> Cast -> RMSNorm -> Cast -> Transpose -> rotary -> Cast
+    ({"casts": False}, "cpu"),
+    ({"norm": False, "casts": False}, "cpu"),
+    ({"kv": 2}, "npu"),                            # two K/V heads: on the NPU however long the path
+])
+def test_rknn_mqa_repeat_behind_a_long_key_path(catalog, kw, want):
+    from pytest_npucheck.probe.models_kv_repeat_paths import _kv_path
+
+    verdict, why = verdicts(catalog, RKNN, _kv_path(**kw))["focus_expand"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "MatMul 'pre_proj'" in why
+
+
 # -- QNN 2.51.0: GatherND by data dtype and index rank ------------------------------------------
 
 @pytest.mark.parametrize("target", QNN_TARGETS)
