@@ -28,21 +28,31 @@ KV_PATHS = (
     ("rotary.casts.kv=1", {"norm": False}),
     ("norm.casts.kv=1", {"rotary": False}),
     ("rotary.kv=1", {"norm": False, "casts": False}),
+    # Phi-3: one fused q/k/v projection sliced, and a rotary embedding over part of the head
+    ("qkv.partial_rotary.kv=1", {"norm": False, "qkv": True, "partial": True}),
+    ("qkv.partial_rotary.kv=2", {"norm": False, "qkv": True, "partial": True, "kv": 2}),
+    ("qkv.rotary.kv=1", {"norm": False, "qkv": True}),
 )
 
 
 def _kv_path(kv: int = 1, norm: bool = True, rotary: bool = True, casts: bool = True, t: int = 16, d: int = 16,
-             heads: int = 2) -> GraphBuilder:
+             heads: int = 2, qkv: bool = False, partial: bool = False) -> GraphBuilder:
     """K = x @ Wk viewed as (1, T, kv, d) [-> Cast] [-> RMSNorm over d] [-> Cast] -> Transpose (1, kv, T, d)
     [-> rotary] [-> Cast] -> Unsqueeze(2) -> Expand (1, kv, heads/kv, T, d) -> Reshape (1, heads, T, d) ->
-    Transpose -> q @ K^T -> Softmax."""
+    Transpose -> q @ K^T -> Softmax. ``qkv``: K is a Slice of one (1, T, (heads + 2 kv) d) projection;
+    ``partial``: the rotary embedding turns the first half of the head only (Slice -> rotary -> Concat
+    with the rest)."""
     gb = GraphBuilder(17)
 
     def cast(x: str, name: str) -> str:
         return gb.node("Cast", [x], to=1, name=name) if casts else x
 
     x = gb.input("x", "float32", [1, t, 32])
-    k = gb.node("MatMul", [x, gb.weight([32, kv * d])], name="pre_proj")
+    if qkv:
+        k = gb.node("MatMul", [x, gb.weight([32, (heads + 2 * kv) * d])], name="pre_proj")
+        k = gb.node("Slice", [k, gb.ints([heads * d]), gb.ints([(heads + kv) * d]), gb.ints([2])], name="pre_k")
+    else:
+        k = gb.node("MatMul", [x, gb.weight([32, kv * d])], name="pre_proj")
     k = cast(gb.node("Reshape", [k, gb.ints([1, t, kv, d])], name="pre_view"), "pre_cast0")
     if norm:
         var = gb.node("ReduceMean", [gb.node("Pow", [k, gb.const(np.float32(2.0))], name="pre_pow")], axes=[-1],
@@ -53,13 +63,20 @@ def _kv_path(kv: int = 1, norm: bool = True, rotary: bool = True, casts: bool = 
         k = cast(k, "pre_cast1")
     k = gb.node("Transpose", [k], perm=[0, 2, 1, 3], name="pre_heads")
     if rotary:
-        half = d // 2
+        whole, rest = k, None
+        r = d // 2 if partial else d
+        if partial:
+            rest = gb.node("Slice", [whole, gb.ints([r]), gb.ints([d]), gb.ints([3])], name="pre_pass")
+            k = gb.node("Slice", [whole, gb.ints([0]), gb.ints([r]), gb.ints([3])], name="pre_rot_part")
+        half = r // 2
         x1 = gb.node("Slice", [k, gb.ints([0]), gb.ints([half]), gb.ints([3])], name="pre_x1")
-        x2 = gb.node("Slice", [k, gb.ints([half]), gb.ints([d]), gb.ints([3])], name="pre_x2")
+        x2 = gb.node("Slice", [k, gb.ints([half]), gb.ints([r]), gb.ints([3])], name="pre_x2")
         rot = gb.node("Concat", [gb.node("Neg", [x2], name="pre_neg"), x1], axis=-1, name="pre_rot")
-        k = gb.node("Add", [gb.node("Mul", [k, gb.const(_rand([1, 1, t, d], scale=1.0))], name="pre_cos"),
-                            gb.node("Mul", [rot, gb.const(_rand([1, 1, t, d], scale=1.0))], name="pre_sin")],
+        k = gb.node("Add", [gb.node("Mul", [k, gb.const(_rand([1, 1, t, r], scale=1.0))], name="pre_cos"),
+                            gb.node("Mul", [rot, gb.const(_rand([1, 1, t, r], scale=1.0))], name="pre_sin")],
                     name="pre_rope")
+        if rest is not None:
+            k = gb.node("Concat", [k, rest], axis=-1, name="pre_join")
     k = cast(k, "pre_cast2")
     k = gb.node("Unsqueeze", [k, gb.ints([2])], name="pre_unsq")
     k = gb.node("Expand", [k, gb.ints([1, kv, heads // kv, t, d])], name="focus_expand")

@@ -531,8 +531,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
-                                   "Add", "Cast", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean", "Relu",
-                                   "Reshape", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
+                                   "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
+                                   "Relu", "Reshape", "Slice", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
                                    "max_skip": 24}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
                                    "Div", "Mul", "Reshape", "Transpose"]}}],
@@ -544,7 +544,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "heads, or a repeat that does not sit between two MatMuls, ran on the NPU "
                        "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*), however many element-wise and "
                        "layout ops sit on the key path (QK-norm, rotary embedding and the Casts of a TorchScript "
-                       "export: ten and more, x.Expand.ctx=kv_path.*)"),
+                       "export: ten and more; Phi-3's Slice of a fused q/k/v projection and its rotary embedding "
+                       "over part of the head, Sliced and Concatenated back: x.Expand.ctx=kv_path.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "

@@ -209,7 +209,9 @@ def test_rknn_tile_of_size_one_axes_is_a_broadcast(catalog, label, want):
     ({}, "cpu"),                                   # MatMul -> Reshape -> Cast -> RMSNorm -> Cast -> Transpose -> rotary -> Cast
     ({"casts": False}, "cpu"),
     ({"norm": False, "casts": False}, "cpu"),
+    ({"norm": False, "qkv": True, "partial": True}, "cpu"),  # Phi-3: fused q/k/v Slice, partial rotary Concat
     ({"kv": 2}, "npu"),                            # two K/V heads: on the NPU however long the path
+    ({"norm": False, "qkv": True, "partial": True, "kv": 2}, "npu"),
 ])
 def test_rknn_mqa_repeat_behind_a_long_key_path(catalog, kw, want):
     from pytest_npucheck.probe.models_kv_repeat_paths import _kv_path
