@@ -727,7 +727,10 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
             longest = max((len(p) for t in own for p in _name_roots(t, producer)
                            if nm.startswith(p)), default=0)
             own = [t for t in own if any(len(p) == longest and nm.startswith(p) for p in _name_roots(t, producer))]
-            traced = own or traced
+            # named after none of them (after a graph input: ``<mask>_rs_cast``): the origins of the row's own
+            # op type (the mask's Cast, not the Expand that a rewrite of the And behind it absorbed)
+            same = [t for t in traced if op_type.get(t) == r.op_type]
+            traced = own or same or traced
         if traced:
             for origin in sorted(traced):
                 out.setdefault(origin, {}).setdefault(kind + "_rewrites", []).append(r.full_name)

@@ -3,8 +3,9 @@
 The rknn 2.5.0 tables list the probed equations (``bhid,bhjd->bhij``, ...) and predicted every
 other equation CPU. CvT's attention writes ``bhlk,bhtk->bhlt`` and ``bhlt,bhtv->bhlv``: the same
 batched MatMuls with other subscript letters, and rknn-toolkit2 2.5.0 runs them on the NPU. The
-family writes each probed equation with renamed letters (capital letters too), and keeps the
-spelling that does matter: spaces between the letters of one operand.
+family writes each probed equation with renamed letters (capital letters too), keeps the
+spelling that does matter (spaces between the letters of one operand), and adds the equations of
+held-out models the table did not list (XLNet, LongT5).
 
 Built like the families of models_extra.py and listed in FAMILIES (ids ``x.Einsum.ctx=letters.*``).
 """
@@ -29,6 +30,14 @@ EQUATIONS = (
     ("qk.spaces_around", "bhlk , bhtk -> bhlt", [[1, 2, 16, 8], [1, 2, 16, 8]]),
     # not a renaming of a probed equation: a contraction over two axes
     ("contract2", "bhlk,bhtk->bl", [[1, 2, 16, 8], [1, 2, 16, 8]]),
+    # XLNet's relative attention and LongT5's local attention (held-out TorchScript exports)
+    ("xlnet_proj", "ibh,hnd->ibnd", [[16, 1, 32], [32, 2, 16]]),
+    ("xlnet_qk", "ibnd,jbnd->bnij", [[16, 1, 2, 16], [16, 1, 2, 16]]),
+    ("xlnet_perm", "ijbn->bnij", [[16, 16, 1, 2]]),
+    ("xlnet_pv", "bnij,jbnd->ibnd", [[1, 2, 16, 16], [16, 1, 2, 16]]),
+    ("xlnet_out", "ibnd,hnd->ibh", [[16, 1, 2, 16], [32, 2, 16]]),
+    ("longt5_qk", "...qhd,...khd->...hqk", [[1, 4, 8, 2, 16], [1, 4, 24, 2, 16]]),
+    ("longt5_pv", "...hqk,...khd->...qhd", [[1, 4, 2, 8, 24], [1, 4, 24, 2, 16]]),
 )
 
 

@@ -96,7 +96,10 @@ TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 #: Einsum equations that ran on the NPU (probes Einsum.eq=*, x.Einsum.*.spaces=no/arrow/comma).
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
               "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
-              "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik", "bhlk,bhtk->bl"]
+              "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik", "bhlk,bhtk->bl",
+              # XLNet's relative attention and LongT5's local attention (x.Einsum.ctx=letters.xlnet_*, longt5_*)
+              "ibh,hnd->ibnd", "ibnd,jbnd->bnij", "ijbn->bnij", "bnij,jbnd->ibnd", "ibnd,hnd->ibh",
+              "...qhd,...khd->...hqk", "...hqk,...khd->...qhd"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "

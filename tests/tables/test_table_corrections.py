@@ -177,6 +177,7 @@ def test_rknn_space_to_depth_slices(catalog, kw, want):
 
 @pytest.mark.parametrize("label,want", [
     ("cvt_qk", "npu"), ("cvt_pv", "npu"), ("mm.caps", "npu"), ("proj.nchw", "npu"), ("contract2", "npu"),
+    ("xlnet_qk", "npu"), ("xlnet_perm", "npu"), ("longt5_qk", "npu"),
     ("qk.spaces_inside", "cpu"), ("qk.spaces_around", "cpu"),
 ])
 def test_rknn_einsum_letters_do_not_matter(catalog, label, want):

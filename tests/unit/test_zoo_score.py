@@ -180,3 +180,20 @@ def test_a_merged_mask_reshape_swapped_in_front_of_a_cast_counts_on_the_chain_he
                          "/m/Reshape_1": "npu"}
     unswapped = log.replace("'/m/Cast', '/m/Reshape_1', 'ids_rs'", "'/m/Reshape_1', 'ids_rs'")
     assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(unswapped))["/m/Reshape_1"] == "cpu"
+
+
+def test_a_row_named_after_none_of_its_origins_goes_to_the_origin_of_its_op_type():
+    """BLIP/Bloom/GPT-Neo padding masks: ``Cast(bool) -> And -> Expand``; RKNN folds the Expand into the And
+    (convert_expand_to_reshape) and rewrites the And and the mask Cast into an NPU Mul and a CPU Cast named
+    after the mask input (``args_2_rs_cast``). That Cast row is the Cast node's, not the Expand's."""
+    log = ("D fuse_ops results:\n"
+           "D     convert_expand_to_reshape: remove node = ['/m/Expand', '/m/And'], add node = ['/m/And']\n"
+           "D     cvt_and_to_fp_mul: remove node = ['/m/Cast', '/m/And'], add node = "
+           "['args_2_rs_cast', '/m/And_2fp_add', '/m/And_2fp_add_cast']\nD fuse_ops done.\n")
+    nodes = [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["args_2"], "outputs": ["c"]},
+             {"name": "/m/And", "op_type": "And", "inputs": ["c", "causal"], "outputs": ["a"]},
+             {"name": "/m/Expand", "op_type": "Expand", "inputs": ["a", "shape"], "outputs": ["e"]}]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Cast", "CPU", "Cast:args_2_rs_cast"), _row(2, "Mul", "NPU", "Mul:/m/And_2fp_add")])
+    placement = rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log))
+    assert placement == {"/m/Cast": "cpu", "/m/And": "npu", "/m/Expand": "npu"}
