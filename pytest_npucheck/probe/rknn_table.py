@@ -569,6 +569,18 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                              {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}}],
                 note="tiling the batch axis runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
                      "as the Expand it becomes does)"),
+              C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_repeat\."],
+                constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
+                             {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
+                                 "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
+                                 "Relu", "Reshape", "Slice", "Sqrt", "Transpose", "Unsqueeze"],
+                                 "computed_input": True, "max_skip": 24}},
+                             {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
+                                 "Div", "Mul", "Reshape", "Transpose"]}}],
+                note="the key/value repeat of multi-query attention written as a Tile (TorchScript's "
+                     "repeat_interleave: one K/V head tiled over the query heads between the projection and the "
+                     "attention MatMul) becomes the Expand of that repeat and runs on the CPU, as the Expand "
+                     "does; with two K/V heads on the NPU (x.Tile.ctx=broadcast.kv_repeat.*)"),
               note="repeating more than one axis ([1,1,2,2], [1,2,2,1]) runs on the CPU, not "
                    "expressible here (errata)."),
     "DepthToSpace": E("npu",

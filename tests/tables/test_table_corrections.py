@@ -206,6 +206,14 @@ def test_rknn_tile_of_size_one_axes_is_a_broadcast(catalog, label, want):
     assert verdict == want, why
 
 
+@pytest.mark.parametrize("kv,want", [(1, "cpu"), (2, "npu")])
+def test_rknn_mqa_repeat_written_as_a_tile(catalog, kv, want):
+    from pytest_npucheck.probe.models_tile_broadcast import _tile_between
+
+    verdict, why = verdicts(catalog, RKNN, _tile_between(kv))["focus_tile"]
+    assert verdict == want, why
+
+
 @pytest.mark.parametrize("kw,want", [
     ({}, "cpu"),                                   # MatMul -> Reshape -> Cast -> RMSNorm -> Cast -> Transpose -> rotary -> Cast
     ({"casts": False}, "cpu"),
