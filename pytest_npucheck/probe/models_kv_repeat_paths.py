@@ -32,15 +32,19 @@ KV_PATHS = (
     ("qkv.partial_rotary.kv=1", {"norm": False, "qkv": True, "partial": True}),
     ("qkv.partial_rotary.kv=2", {"norm": False, "qkv": True, "partial": True, "kv": 2}),
     ("qkv.rotary.kv=1", {"norm": False, "qkv": True}),
+    # GPT-BigCode (dynamo): one fused k/v projection Split in two, no rotary
+    ("kv_split.kv=1", {"norm": False, "rotary": False, "casts": False, "qkv": "split"}),
+    ("kv_split.kv=2", {"norm": False, "rotary": False, "casts": False, "qkv": "split", "kv": 2}),
 )
 
 
 def _kv_path(kv: int = 1, norm: bool = True, rotary: bool = True, casts: bool = True, t: int = 16, d: int = 16,
-             heads: int = 2, qkv: bool = False, partial: bool = False) -> GraphBuilder:
+             heads: int = 2, qkv: bool | str = False, partial: bool = False) -> GraphBuilder:
     """K = x @ Wk viewed as (1, T, kv, d) [-> Cast] [-> RMSNorm over d] [-> Cast] -> Transpose (1, kv, T, d)
     [-> rotary] [-> Cast] -> Unsqueeze(2) -> Expand (1, kv, heads/kv, T, d) -> Reshape (1, heads, T, d) ->
     Transpose -> q @ K^T -> Softmax. ``qkv``: K is a Slice of one (1, T, (heads + 2 kv) d) projection;
-    ``partial``: the rotary embedding turns the first half of the head only (Slice -> rotary -> Concat
+    ``qkv='split'``: K is the first output of a Split of one (1, T, 2 kv d) k/v projection; ``partial``: the
+    rotary embedding turns the first half of the head only (Slice -> rotary -> Concat
     with the rest)."""
     gb = GraphBuilder(17)
 
@@ -48,7 +52,10 @@ def _kv_path(kv: int = 1, norm: bool = True, rotary: bool = True, casts: bool = 
         return gb.node("Cast", [x], to=1, name=name) if casts else x
 
     x = gb.input("x", "float32", [1, t, 32])
-    if qkv:
+    if qkv == "split":
+        kvp = gb.node("MatMul", [x, gb.weight([32, 2 * kv * d])], name="pre_proj")
+        k = gb.node("Split", [kvp, gb.ints([kv * d, kv * d])], n_out=2, axis=2, name="pre_split")[0]
+    elif qkv:
         k = gb.node("MatMul", [x, gb.weight([32, (heads + 2 * kv) * d])], name="pre_proj")
         k = gb.node("Slice", [k, gb.ints([heads * d]), gb.ints([(heads + kv) * d]), gb.ints([2])], name="pre_k")
     else:

@@ -535,7 +535,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                    "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
-                                   "Relu", "Reshape", "Slice", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
+                                   "Relu", "Reshape", "Slice", "Split", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
                                    "max_skip": 24}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
                                    "Div", "Mul", "Reshape", "Transpose"]}}],
@@ -548,7 +548,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*), however many element-wise and "
                        "layout ops sit on the key path (QK-norm, rotary embedding and the Casts of a TorchScript "
                        "export: ten and more; Phi-3's Slice of a fused q/k/v projection and its rotary embedding "
-                       "over part of the head, Sliced and Concatenated back: x.Expand.ctx=kv_path.*)"),
+                       "over part of the head, Sliced and Concatenated back; GPT-BigCode's Split of a fused k/v "
+                       "projection: x.Expand.ctx=kv_path.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
@@ -573,7 +574,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                              {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                  "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
-                                 "Relu", "Reshape", "Slice", "Sqrt", "Transpose", "Unsqueeze"],
+                                 "Relu", "Reshape", "Slice", "Split", "Sqrt", "Transpose", "Unsqueeze"],
                                  "computed_input": True, "max_skip": 24}},
                              {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
                                  "Div", "Mul", "Reshape", "Transpose"]}}],

@@ -221,6 +221,7 @@ def test_rknn_mqa_repeat_written_as_a_tile(catalog, kv, want):
     ({"norm": False, "qkv": True, "partial": True}, "cpu"),  # Phi-3: fused q/k/v Slice, partial rotary Concat
     ({"kv": 2}, "npu"),                            # two K/V heads: on the NPU however long the path
     ({"norm": False, "qkv": True, "partial": True, "kv": 2}, "npu"),
+    ({"norm": False, "rotary": False, "casts": False, "qkv": "split"}, "cpu"),  # GPT-BigCode's Split k/v projection
 ])
 def test_rknn_mqa_repeat_behind_a_long_key_path(catalog, kw, want):
     from pytest_npucheck.probe.models_kv_repeat_paths import _kv_path
