@@ -251,10 +251,17 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         fused_into = None
         if node.index in folded:
             why = folded[node.index]
-            reasons = shared.get(why)
-            if reasons is None:
-                reasons = shared[why] = (Reason("prepass", why, "folded", "prepass", *whole),)
-            verdict = "folded"
+            into = pre.absorbed.get(node.index)
+            if into is not None and into < len(results) and results[into].verdict in ("cpu", "unsupported"):
+                # fused into a node that leaves the NPU (a BatchNorm into a Conv whose shape is dynamic):
+                # the fused op runs where that node runs
+                verdict = "cpu"
+                reasons = (Reason("prepass", f"{why}, which runs on the CPU", "cpu", "prepass", *whole),)
+            else:
+                reasons = shared.get(why)
+                if reasons is None:
+                    reasons = shared[why] = (Reason("prepass", why, "folded", "prepass", *whole),)
+                verdict = "folded"
         elif node.index in pre.fused:
             pattern, anchor = pre.fused[node.index]
             fused_into = f"{pattern.fused_op} ({pattern.name}, anchored at {graph.nodes[anchor].name})"

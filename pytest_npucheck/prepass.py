@@ -22,6 +22,10 @@ class PrepassResult:
     fused: dict[int, tuple[Pattern, int]] = field(default_factory=dict)  # node index -> (pattern, anchor index)
     fused_cpu: set[int] = field(default_factory=set)  # fused nodes the pattern leaves on the CPU (runs_on)
     const: dict[str, TensorInfo] = field(default_factory=dict)  # tensors that became constants
+    # tensors whose static shape in the facts depends on the result of an op the compiler leaves to run
+    # time (data_shapes: a NonZero of a constant that the facts evaluated): dynamic to the rules
+    shapes: dict[str, TensorInfo] = field(default_factory=dict)
+    absorbed: dict[int, int] = field(default_factory=dict)  # folded node index -> the node it is fused into
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -29,13 +33,122 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     passes = set(table.prepasses)
     if "eliminate_identity" in passes:
         _eliminate_identity(graph, pre)
+    if "fold_constants" in passes:
+        _data_shapes(graph, pre, table.ops)
     if passes & {"fold_constants", "fold_shape_ops"}:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
+    if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
+        _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
+    if "eliminate_noop_arithmetic" in passes:
+        _eliminate_noop_arithmetic(graph, pre)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
         _fuse_patterns(graph, pre, table.patterns)
     return pre
+
+
+def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
+    """Common subexpression elimination: of the main-graph nodes with the same op, inputs and
+    attributes, one stays and the others are removed (onnxruntime, probed: which one stays is its
+    choice; the last one in graph order is kept here). Nodes with a graph output, a body or a
+    non-deterministic op are never merged."""
+    outputs = set(graph.outputs)
+    groups: dict[tuple[Any, ...], list[NodeFact]] = {}
+    for node in graph.nodes:
+        if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
+                or not node.inputs or any(o in outputs for o in node.outputs):
+            continue
+        try:
+            attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
+        except TypeError:
+            continue
+        groups.setdefault((node.domain, node.op_type, node.inputs, len(node.outputs), attrs), []).append(node)
+    groups = {k: v for k, v in groups.items() if len(v) > 1}
+    if not groups:
+        return
+    rank = _reverse_dfs_order(graph)
+    for nodes in groups.values():
+        kept = min(nodes, key=lambda n: rank.get(n.index, len(rank) + n.index))
+        for node in nodes:
+            if node is not kept:
+                pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
+                                          "attributes): merged into it before placement")
+
+
+#: op -> (its neutral constant, input positions that constant may take)
+_NEUTRAL = {"Add": (0, (0, 1)), "Mul": (1, (0, 1)), "Sub": (0, (1,)), "Div": (1, (1,))}
+
+
+def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
+    """Add/Sub of 0 and Mul/Div by 1 are removed when the constant has one element and the other
+    input already has the output's shape (onnxruntime's no-op elimination, probed: on either side
+    of Add and Mul, on the right of Sub and Div; an (8,) tensor of ones is kept)."""
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        spec = _NEUTRAL.get(node.op_type)
+        if spec is None or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
+                or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
+            continue
+        neutral, positions = spec
+        out = graph.tensor(node.outputs[0])
+        for k in positions:
+            info = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
+            other = graph.tensor(node.inputs[1 - k])
+            if info is None or not info.const or info.value is None or len(info.value) != 1 \
+                    or info.value[0] != neutral or other is None or out is None or not other.static \
+                    or other.shape != out.shape:
+                continue
+            sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
+            pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
+            break
+
+
+def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:
+    """{node index: position} in the order onnxruntime visits the main graph (a depth-first walk
+    back from the nodes nobody reads, the producer of the highest index first, each node after its
+    producers): of a set of identical nodes, the one it meets first is the one it keeps (probed:
+    q.Shape.ctx=duplicate, q.Relu.ctx=duplicate; which one that is decides only node names)."""
+    main = [n for n in graph.nodes if not n.graph]
+    producers: dict[int, list[int]] = {}
+    read = set()
+    for n in main:
+        prods = sorted({p for i in n.inputs if i and (p := graph.producer.get(i)) is not None})
+        producers[n.index] = prods
+        read.update(prods)
+    order: dict[int, int] = {}
+    seen: set[int] = set()
+    for leaf in sorted((n.index for n in main if n.index not in read), reverse=True):
+        stack = [(leaf, False)]
+        while stack:
+            idx, done = stack.pop()
+            if done:
+                order.setdefault(idx, len(order))
+                continue
+            if idx in seen:
+                continue
+            seen.add(idx)
+            stack.append((idx, True))
+            stack.extend((p, False) for p in producers.get(idx, ()) if p not in seen)
+    return order
+
+
+def _data_shapes(graph: GraphFacts, pre: PrepassResult, ops: Mapping[str, OpEntry]) -> None:
+    """The shapes after a data-shaped op (NonZero, ...) that the table says the compiler does not fold
+    (``not_folded`` for the dtype of its input 0), although its inputs are constants: dynamic."""
+    from .graph.data_shapes import DATA_SHAPED, data_dependent_shapes
+
+    unfolded = set()
+    for op in DATA_SHAPED:
+        entry = ops.get(f"ai.onnx:{op}")
+        if entry is None or not entry.not_folded:
+            continue
+        for node in graph.main_nodes_by_op.get(op, ()):
+            info = graph.tensors.get(node.inputs[0]) if node.inputs else None
+            if info is not None and info.dtype in entry.not_folded:
+                unfolded.add(node.index)
+    if unfolded:
+        pre.shapes.update(data_dependent_shapes(graph, unfolded))
 
 
 def _is_const(graph: GraphFacts, pre: PrepassResult, name: str) -> bool:
@@ -112,7 +225,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
         op_type = node.op_type
         if shapes and op_type in SHAPE_OPS:
             src = tensors.get(node.inputs[0]) if node.inputs else None
-            if src is not None and src.static:
+            if src is not None and src.static and node.inputs[0] not in pre.shapes:
                 value = _shape_value(node, src)
                 for out in node.outputs:
                     const[out] = replace(tensors.get(out) or TensorInfo(out, "int64", None), const=True, value=value)
@@ -174,6 +287,7 @@ def _fuse_conv_bn(graph: GraphFacts, pre: PrepassResult) -> None:
         if not all(_is_const(graph, pre, i) for i in node.inputs[1:]):
             continue
         pre.folded[node.index] = f"fused into {conv.op_type} {conv.name}"
+        pre.absorbed[node.index] = conv.index
 
 
 def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pattern]) -> None:

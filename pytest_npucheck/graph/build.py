@@ -19,7 +19,7 @@ from .frozen import frozen_new
 from .gc_pause import paused_gc
 from .location import _source
 from .location import clear_caches as clear_location_caches
-from .ops import CONTROL_FLOW
+from .ops import CONTROL_FLOW, SHAPE_FROM_DATA, SHAPE_FROM_VALUES
 from .propagate import refine
 from .protobuf import Kept, _read_nodes, load_model_proto
 from .schema import _added_later, _attr_value, op_schema
@@ -108,19 +108,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     )
 
 
-# input positions whose values (not only their shapes) decide an op's output shape
-_SHAPE_FROM_VALUES: dict[str, tuple[int, ...]] = {
-    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),
-    "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,), "Squeeze": (1,),
-    "Unsqueeze": (1,), "Split": (1,), "CenterCropPad": (1,), "MaxUnpool": (2,), "DFT": (1,), "STFT": (2,),
-    **{f"Reduce{r}": (1,) for r in ("Max", "Min", "Mean", "Sum", "Prod", "L1", "L2", "LogSum", "LogSumExp",
-                                    "SumSquare")},
-}
-
-
-# ops whose output shape depends on the values of their data (or on which branch runs)
-_SHAPE_FROM_DATA = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "If", "Loop",
-                              "Scan", "SequenceAt", "SplitToSequence", "ConcatFromSequence"})
+_SHAPE_FROM_VALUES, _SHAPE_FROM_DATA = SHAPE_FROM_VALUES, SHAPE_FROM_DATA
 
 
 def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inputs: Sequence[str]) -> frozenset[str]:

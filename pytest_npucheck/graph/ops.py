@@ -19,3 +19,17 @@ CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 # ops the graph facts never evaluate while folding small constants: the nondeterministic ones, the
 # control flow and sequence construction
 NOT_FOLDED = NONDETERMINISTIC | {"If", "Loop", "Scan", "SequenceConstruct"}
+
+# input positions whose values (not only their shapes) decide an op's output shape
+SHAPE_FROM_VALUES: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),
+    "Upsample": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "OneHot": (1,), "TopK": (1,), "Squeeze": (1,),
+    "Unsqueeze": (1,), "Split": (1,), "CenterCropPad": (1,), "MaxUnpool": (2,), "DFT": (1,), "STFT": (2,),
+    **{f"Reduce{r}": (1,) for r in ("Max", "Min", "Mean", "Sum", "Prod", "L1", "L2", "LogSum", "LogSumExp",
+                                    "SumSquare")},
+}
+
+
+# ops whose output shape depends on the values of their data (or on which branch runs)
+SHAPE_FROM_DATA = frozenset({"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "If", "Loop",
+                             "Scan", "SequenceAt", "SplitToSequence", "ConcatFromSequence"})

@@ -24,6 +24,7 @@ class GraphView:
         # node (and the memo's signatures, the partition's MACs): one dict, looked up without a Python
         # call. The view is made once the pre-passes are done (pre.const no longer changes).
         merged = dict(graph.tensors)
+        merged.update(getattr(pre, "shapes", {}))  # shapes that depend on data the compiler leaves to run time
         merged.update(pre.const)
         self.tensor: Callable[[str], Optional[TensorInfo]] = merged.get
         # what the context rules read of every node they judge, without the __getattr__ detour

@@ -88,10 +88,12 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     """input {index} is not computed by {chain_text}{exclusive_text}.
 
     The chain is walked through input 0 of each producer; with ``computed_input``, through the first
-    input another node computes when input 0 is a constant or a graph input."""
+    input another node computes when input 0 is a constant or a graph input. At most ``max_skip``
+    (default 8) ``skip`` ops in a row are looked through."""
     index = int(params.get("index", 0))
     chain: Sequence[Any] = params["chain"]
     skip = params.get("skip") or ()
+    max_skip = int(params.get("max_skip", 8))
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
     tensor = node.inputs[index]
@@ -106,7 +108,7 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
             return None
         if producer.op_type == step if isinstance(step, str) else producer.op_type in step:
             step_no, skipped = step_no + 1, 0
-        elif producer.op_type in skip and skipped < 8:  # `skip` ops may sit before and between the steps
+        elif producer.op_type in skip and skipped < max_skip:  # `skip` ops may sit before and between the steps
             skipped += 1
         else:
             return None
@@ -252,6 +254,81 @@ def rule_not_spatial_roll(node: NodeFact, params: Mapping[str, Any], graph: Grap
            else "axis 1 is its channel axis")
     return (f"a roll along axis {axis} of '{source}' (" + ", ".join(f"Slice '{s.name}'" for s in slices)
             + f"): {why}, so axis {axis} is a spatial axis and the compiler runs the roll as a Gather")
+
+
+#: the quadrant order the compiler fuses: (offset on the first sliced axis, offset on the second)
+_S2D_ORDER = ((0, 0), (1, 0), (0, 1), (1, 1))
+
+
+def _slice_steps(graph: GraphFacts, node: NodeFact, rank: int) -> Optional[dict[int, tuple[int, int]]]:
+    """{axis: (start, step)} of a Slice with constant starts/axes/steps whose ends run to the end."""
+    if node.op_type != "Slice" or len(node.inputs) < 5:
+        return None
+    starts, ends, axes, steps = (_const_ints(graph, t) for t in node.inputs[1:5])
+    if starts is None or ends is None or axes is None or steps is None or not len(starts) == len(axes) == len(steps):
+        return None
+    src = graph.tensor(node.inputs[0])
+    dims = src.shape if src is not None and src.shape is not None and len(src.shape) == rank else None
+    out: dict[int, tuple[int, int]] = {}
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis %= rank
+        dim = dims[axis] if dims is not None else None
+        if not (end >= 2 ** 31 or (isinstance(dim, int) and end >= dim)):
+            return None
+        out[axis] = (start, step)
+    return out
+
+
+def _space_to_depth_of(graph: GraphFacts, concat: NodeFact) -> Optional[tuple[str, list[NodeFact]]]:
+    """(source, Slices) when ``concat`` joins the four stride-2 quadrants of one rank-4 tensor in the
+    order the compiler fuses, on the axis that is neither sliced nor the batch; else None."""
+    out = graph.tensor(concat.outputs[0]) if concat.outputs else None
+    axis = concat.attrs.get("axis")
+    if len(concat.inputs) != 4 or out is None or out.shape is None or len(out.shape) != 4 or not isinstance(axis, int):
+        return None
+    source, members, offsets, sliced = None, [], [], None
+    for name in concat.inputs:
+        leaf = _producer(graph, name) if name else None
+        if leaf is None or leaf.op_type != "Slice" or not leaf.inputs:
+            return None
+        steps = _slice_steps(graph, leaf, 4)
+        chain = [leaf]
+        first = _producer(graph, leaf.inputs[0])
+        if steps is not None and len(steps) == 1 and first is not None and first.op_type == "Slice":
+            more = _slice_steps(graph, first, 4)
+            if more is None or set(more) & set(steps):
+                return None
+            steps, chain = {**more, **steps}, [first, leaf]
+        if steps is None or len(steps) != 2 or any(step != 2 for _, step in steps.values()):
+            return None
+        root = chain[0].inputs[0]
+        if source is None:
+            source, sliced = root, tuple(sorted(steps))
+        elif root != source or tuple(sorted(steps)) != sliced:
+            return None
+        assert sliced is not None
+        offsets.append(tuple(steps[a][0] for a in sliced))
+        members.extend(n for n in chain if all(n.index != m.index for m in members))
+    assert source is not None and sliced is not None
+    if tuple(offsets) != _S2D_ORDER or {0, *sliced, axis % 4} != {0, 1, 2, 3}:
+        return None
+    return source, members
+
+
+@rule("space_to_depth", "context", local=False)
+def rule_space_to_depth(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is one of the Slices of a space-to-depth: the four stride-2 quadrants of one rank-4 tensor (offsets (0, 0), (1, 0), (0, 1), (1, 1) on the two sliced axes), concatenated in that order on the remaining non-batch axis, which the compiler fuses into one Conv."""  # noqa: E501
+    if node.graph:
+        return "it is inside a subgraph"
+    readers = [c for out in node.outputs if out for c in _consumers(graph, out)]
+    concats = [c for c in readers if c.op_type == "Concat"]
+    concats += [cc for c in readers if c.op_type == "Slice" for o in c.outputs if o
+                for cc in _consumers(graph, o) if cc.op_type == "Concat"]
+    for index in dict.fromkeys(c.index for c in concats):
+        found = _space_to_depth_of(graph, graph.nodes[index])
+        if found is not None and any(m.index == node.index for m in found[1]):
+            return None
+    return "its result is not one quadrant of a space-to-depth (four stride-2 Slices of one tensor joined by a Concat)"
 
 
 def _reaches(graph: GraphFacts, node: NodeFact, ops: frozenset[str], through: frozenset[str]

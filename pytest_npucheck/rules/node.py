@@ -219,6 +219,31 @@ def rule_attr_not_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return None
 
 
+def einsum_letters(equation: str) -> str:
+    """``equation`` with its subscript letters renamed a, b, c, ... in order of first appearance
+    (capitals too); everything else (commas, the arrow, ellipses, spaces) is kept as written."""
+    names: dict[str, str] = {}
+    out = []
+    for ch in equation:
+        if ch.isalpha():
+            ch = names.setdefault(ch, chr(ord("a") + len(names)) if len(names) < 26 else ch)
+        out.append(ch)
+    return "".join(out)
+
+
+@rule("einsum_equation_in", "attribute")
+def rule_einsum_equation_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the Einsum equation, its letters renamed in order of first appearance, must be one of {values_set}."""
+    present, value = _attr(node, "equation")
+    if not present:
+        return "equation is not set"
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    form = einsum_letters(text)
+    if form in {einsum_letters(str(v)) for v in params["values"]}:
+        return None
+    return f"equation={text!r} (letters renamed: {form!r}) not in {fmt_set(params['values'])}"
+
+
 # ops whose list attributes default to values ONNX states in words only (one per spatial axis)
 _SPATIAL_OPS = frozenset({"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "DeformConv", "MaxPool",
                           "AveragePool", "LpPool", "MaxUnpool"})
@@ -422,6 +447,29 @@ def rule_const_value_range(node: NodeFact, params: Mapping[str, Any], graph: Gra
         want = fmt_range(lo, hi) + (" and integer" if params.get("integer") else "")
         return f"input {i} '{node.inputs[i]}' = {fmt_value(list(info.value))}, needs every value in {want}"
     return None
+
+
+@rule("tile_broadcast", "shape")
+def rule_tile_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """every axis it repeats (repeat > 1 in constant input 1) has size 1 in input 0: the Tile is a broadcast."""
+    if len(node.inputs) < 2 or not node.inputs[1]:
+        return "it has no repeats input"
+    reps = graph.tensor(node.inputs[1])
+    if reps is None or not reps.const or reps.value is None:
+        return f"input 1 '{node.inputs[1]}' (repeats) is not a constant known statically"
+    src = graph.tensor(node.inputs[0])
+    label = _Label("input", 0, node.inputs[0])
+    if src is None or src.shape is None:
+        return _failed([], [_unknown(label)])
+    repeats = [int(v) for v in reps.value]
+    if len(repeats) != len(src.shape):
+        return f"repeats {fmt_value(repeats)} do not match the rank of {label}"
+    unknown = [_unknown(label) for r, d in zip(repeats, src.shape) if r > 1 and d is None][:1]
+    bad = [f"axis {i} of size {d} is repeated {r} times" for i, (r, d) in enumerate(zip(repeats, src.shape))
+           if r > 1 and d is not None and d != 1]
+    if bad:
+        return f"{label} {_fmt_shape(src.shape)}: " + "; ".join(bad)
+    return _failed([], unknown)
 
 
 @rule("input_count", "structure", reads_values=False)

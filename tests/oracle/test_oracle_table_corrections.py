@@ -73,3 +73,21 @@ def test_rknn_mqa_repeat_grn_div_and_mask_reshape(tmp_path):
     assert place["grn_mlp"]["focus_div"] == "cpu" and place["grn_relu"]["focus_div"] == "npu"
     assert place["mask"]["focus_reshape"] == "cpu"  # the swapped Reshape:mask_rs row, on int64
     assert any(r.full_name == "Reshape:mask_rs" and r.dtype == "INT64" and r.target == "CPU" for r in res["mask"].rows)
+
+
+@needs_rknn
+def test_rknn_space_to_depth_and_einsum_letters(tmp_path):
+    from pytest_npucheck.probe.models_einsum_equations import _einsum
+    from pytest_npucheck.probe.models_space_to_depth import _space_to_depth
+
+    models = {"swin": _space_to_depth(), "rows_first": _space_to_depth(quads=((0, 0), (0, 1), (1, 0), (1, 1))),
+              "cvt_qk": _einsum("bhlk,bhtk->bhlt", [[1, 2, 16, 8], [1, 2, 16, 8]]),
+              "spaced": _einsum("b h l k, b h t k -> b h l t", [[1, 2, 16, 8], [1, 2, 16, 8]])}
+    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
+    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
+                                                         timeout=180)}
+    place = {k: rknn_oracle.onnx_placement(r, rknn_oracle.onnx_nodes(paths[k])) for k, r in res.items()}
+    assert all(place["swin"][n] == "npu" for n in place["swin"] if n.startswith("focus_"))
+    assert any(r.op_type == "Conv" and r.full_name.endswith("post_concat_2conv") for r in res["swin"].rows)
+    assert place["rows_first"]["focus_rows0"] == "cpu" and place["rows_first"]["focus_rows1"] == "cpu"
+    assert place["cvt_qk"]["focus_einsum"] == "npu" and place["spaced"]["focus_einsum"] == "cpu"

@@ -153,6 +153,85 @@ def test_rknn_mask_lookup_flatten_behind_an_integer_cast(catalog):
     assert verdicts(catalog, RKNN, _mask_lookup(src="bool"))["pre_flatten"][0] == "npu"
 
 
+# -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "npu"),                                                         # Swin's patch merging, channels last
+    ({"form": "two_axis"}, "npu"),                                       # one two-axis Slice per quadrant
+    ({"layout": "nchw", "src": "conv"}, "npu"),                          # YOLOv5's Focus, channels first
+    ({"quads": ((0, 0), (0, 1), (1, 0), (1, 1))}, "cpu"),                # another quadrant order: not fused
+    ({"quads": ((0, 0), (1, 0), (0, 1))}, "cpu"),                        # three quadrants
+    ({"concat_axis": 1}, "cpu"),                                         # concatenated on a sliced-side axis
+])
+def test_rknn_space_to_depth_slices(catalog, kw, want):
+    from pytest_npucheck.probe.models_space_to_depth import _space_to_depth
+
+    got = verdicts(catalog, RKNN, _space_to_depth(**kw))
+    rows = [name for name in got if name.startswith("focus_rows")] or [name for name in got if name.startswith("focus_q")]
+    assert rows and all(got[name][0] == want for name in rows), got
+    if want == "cpu":
+        assert "not one quadrant of a space-to-depth" in got[rows[0]][1]
+
+
+# -- RKNN 2.5.0 / rk3588: Einsum equations compared with their letters renamed --------------------
+
+@pytest.mark.parametrize("label,want", [
+    ("cvt_qk", "npu"), ("cvt_pv", "npu"), ("mm.caps", "npu"), ("proj.nchw", "npu"), ("contract2", "npu"),
+    ("xlnet_qk", "npu"), ("xlnet_perm", "npu"), ("longt5_qk", "npu"),
+    ("qk.spaces_inside", "cpu"), ("qk.spaces_around", "cpu"),
+])
+def test_rknn_einsum_letters_do_not_matter(catalog, label, want):
+    from pytest_npucheck.probe.models_einsum_equations import EQUATIONS, _einsum
+
+    eq, shapes = next((e, s) for name, e, s in EQUATIONS if name == label)
+    verdict, why = verdicts(catalog, RKNN, _einsum(eq, shapes))["focus_einsum"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "letters renamed" in why
+
+
+# -- RKNN 2.5.0 / rk3588: a Tile that only broadcasts ------------------------------------------------
+
+@pytest.mark.parametrize("label,want", [
+    ("swiftformer.r3", "npu"), ("r2.axis0", "npu"), ("r5.axis2", "npu"), ("r3.ones", "npu"),
+    ("r3.axis0", "cpu"),       # a batch broadcast of rank 3: a CPU Expand
+    ("r3.long_axis", "cpu"),   # an axis of size 4 repeated: a CPU Tile
+    ("r3.mixed", "cpu"),
+])
+def test_rknn_tile_of_size_one_axes_is_a_broadcast(catalog, label, want):
+    from pytest_npucheck.probe.models_tile_broadcast import TILES, _tile
+
+    shape, repeats = next((s, r) for name, s, r in TILES if name == label)
+    verdict, why = verdicts(catalog, RKNN, _tile(shape, repeats))["focus_tile"]
+    assert verdict == want, why
+
+
+@pytest.mark.parametrize("kv,want", [(1, "cpu"), (2, "npu")])
+def test_rknn_mqa_repeat_written_as_a_tile(catalog, kv, want):
+    from pytest_npucheck.probe.models_tile_broadcast import _tile_between
+
+    verdict, why = verdicts(catalog, RKNN, _tile_between(kv))["focus_tile"]
+    assert verdict == want, why
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "cpu"),                                   # MatMul -> Reshape -> Cast -> RMSNorm -> Cast -> Transpose -> rotary -> Cast
+    ({"casts": False}, "cpu"),
+    ({"norm": False, "casts": False}, "cpu"),
+    ({"norm": False, "qkv": True, "partial": True}, "cpu"),  # Phi-3: fused q/k/v Slice, partial rotary Concat
+    ({"kv": 2}, "npu"),                            # two K/V heads: on the NPU however long the path
+    ({"norm": False, "qkv": True, "partial": True, "kv": 2}, "npu"),
+    ({"norm": False, "rotary": False, "casts": False, "qkv": "split"}, "cpu"),  # GPT-BigCode's Split k/v projection
+])
+def test_rknn_mqa_repeat_behind_a_long_key_path(catalog, kw, want):
+    from pytest_npucheck.probe.models_kv_repeat_paths import _kv_path
+
+    verdict, why = verdicts(catalog, RKNN, _kv_path(**kw))["focus_expand"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "MatMul 'pre_proj'" in why
+
+
 # -- QNN 2.51.0: GatherND by data dtype and index rank ------------------------------------------
 
 @pytest.mark.parametrize("target", QNN_TARGETS)
@@ -177,7 +256,8 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
 
 @pytest.mark.parametrize("rel,ops", [
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
-                                "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten"}),
+                                "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten", "ai.onnx:Slice",
+                                "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])

@@ -509,3 +509,12 @@ def test_a_composite_is_local_and_reads_values_as_its_parts_do():
     assert not _reads_values("any_of", local) and _reads_values("any_of", valued)
     assert not RULES["rank"].reads_values and RULES["const_value_range"].reads_values
     assert is_local("no_such_rule", {}) and _reads_values("no_such_rule", {})
+
+
+def test_einsum_letters_renames_in_order_of_first_appearance_and_keeps_spacing():
+    from pytest_npucheck.rules.node import einsum_letters
+
+    assert einsum_letters("bhlk,bhtk->bhlt") == einsum_letters("bhid,bhjd->bhij") == "abcd,abed->abce"
+    assert einsum_letters("BIJ,BJK->BIK") == "abc,acd->abd"
+    assert einsum_letters("...ij,...jk->...ik") == "...ab,...bc->...ac"
+    assert einsum_letters("b i d, b j d -> b i j") == "a b c, a d c -> a b d"

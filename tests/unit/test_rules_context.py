@@ -528,3 +528,46 @@ def test_an_unknown_rule_inside_a_context_rule_is_a_table_error(tmp_path, rule_i
     problems = validate_table_data(raw, *args)
     assert problems == [f"$.ops['ai.onnx:Reshape'].constraints[{len(raw['ops']['ai.onnx:Reshape']['constraints']) - 1}]"
                         ".params.constraint.rule: 'attr_inn' is not a known rule"], problems
+
+
+def _quadrants(order, concat_axis=3, step=2):
+    """x (1, 8, 8, 4) -> per quadrant a row Slice (axis 1, shared) then a column Slice (axis 2) -> Concat."""
+    big = 2 ** 63 - 1
+    inits, nodes, rows, parts = [], [], {}, []
+
+    def ints(name, values):
+        inits.append(numpy_helper.from_array(np.asarray(values, np.int64), name))
+        return name
+
+    for i, (r, c) in enumerate(order):
+        if r not in rows:
+            rows[r] = f"rows{r}"
+            nodes.append(helper.make_node("Slice", ["x", ints(f"rs{r}", [r]), ints(f"re{r}", [big]), ints(f"ra{r}", [1]),
+                                                    ints(f"rp{r}", [step])], [rows[r]], name=f"rows{r}"))
+        nodes.append(helper.make_node("Slice", [rows[r], ints(f"cs{i}", [c]), ints(f"ce{i}", [big]), ints(f"ca{i}", [2]),
+                                                ints(f"cp{i}", [step])], [f"q{i}"], name=f"q{i}"))
+        parts.append(f"q{i}")
+    nodes.append(helper.make_node("Concat", parts, ["y"], name="cat", axis=concat_axis))
+    return facts_from_model(_graph(nodes, [_vi("x", [1, 8, 8, 4])], [_vi("y", None)], inits))
+
+
+@pytest.mark.parametrize("order,axis,ok", [
+    (((0, 0), (1, 0), (0, 1), (1, 1)), 3, True),    # Swin's patch merging: fused into one Conv
+    (((0, 0), (1, 0), (0, 1), (1, 1)), -1, True),
+    (((0, 0), (0, 1), (1, 0), (1, 1)), 3, False),   # another order: not fused
+    (((0, 0), (1, 0), (0, 1)), 3, False),           # three quadrants
+    (((0, 0), (1, 0), (0, 1), (1, 1)), 1, False),   # a sliced axis
+])
+def test_space_to_depth_needs_the_four_quadrants_in_the_fused_order(order, axis, ok):
+    graph = _quadrants(order, axis)
+    rule = RULES["space_to_depth"]
+    for node in graph.nodes:
+        if node.op_type == "Slice":
+            why = rule.check(node, {}, graph)
+            assert (why is None) == ok, (node.name, why)
+    assert not is_local("space_to_depth", {})
+
+
+def test_space_to_depth_refuses_other_steps():
+    graph = _quadrants(((0, 0), (1, 0), (0, 1), (1, 1)), step=3)
+    assert all(RULES["space_to_depth"].check(n, {}, graph) for n in graph.nodes if n.op_type == "Slice")

@@ -155,3 +155,46 @@ def test_a_file_onnx_runtime_itself_refuses_is_an_invalid_export_not_a_rejection
     assert rec["rejection"]["pattern"] == "invalid_model" and rec["rejection"]["nodes"] == ["/m/MatMul"]
     f = zoo_score.summarise([rec], {})["targets"]["qnn@2.51.0/htp-v73"]["all"]
     assert (f["rejected"], f["invalid_files"]) == (0, 1)
+
+
+def test_a_merged_mask_reshape_swapped_in_front_of_a_cast_counts_on_the_chain_head():
+    """TorchScript's padding-mask lookup ``Cast(bool) -> Flatten -> Gather -> Reshape -> Reshape``: RKNN
+    merges the layout ops into one Reshape (fuse_two_reshape), names it after the last one and swaps it
+    in front of the Cast onto the int64 mask (swap_cast_reshape, the Cast in the row's lineage). The row
+    is the chain's and counts on the Flatten that reads the Cast, as the probes' ``<mask>_rs`` row does;
+    without the swap a Reshape row keeps its own node."""
+    log = ("D fuse_ops results:\n"
+           "D     convert_flatten_to_reshape: remove node = ['/m/Flatten'], add node = ['/m/Flatten_2rs']\n"
+           "D     fuse_two_reshape: remove node = ['/m/Flatten_2rs']\n"
+           "D     fuse_two_reshape: remove node = ['/m/Reshape']\n"
+           "D     swap_cast_reshape: remove node = ['/m/Cast', '/m/Reshape_1', 'ids_rs'], add node = "
+           "['/m/Reshape_1', '/m/Cast']\nD fuse_ops done.\n")
+    nodes = [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["ids"], "outputs": ["c"]},
+             {"name": "/m/Flatten", "op_type": "Flatten", "inputs": ["c"], "outputs": ["f"]},
+             {"name": "/m/Gather", "op_type": "Gather", "inputs": ["f", "idx"], "outputs": ["g"]},
+             {"name": "/m/Reshape", "op_type": "Reshape", "inputs": ["g", "s1"], "outputs": ["r"]},
+             {"name": "/m/Reshape_1", "op_type": "Reshape", "inputs": ["r", "s2"], "outputs": ["m"]}]
+    rows = [_row(1, "Reshape", "CPU", "Reshape:/m/Reshape_1"), _row(2, "Cast", "CPU", "Cast:/m/Cast")]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=rows)
+    placement = rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log))
+    assert placement == {"/m/Cast": "cpu", "/m/Flatten": "cpu", "/m/Gather": "npu", "/m/Reshape": "npu",
+                         "/m/Reshape_1": "npu"}
+    unswapped = log.replace("'/m/Cast', '/m/Reshape_1', 'ids_rs'", "'/m/Reshape_1', 'ids_rs'")
+    assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(unswapped))["/m/Reshape_1"] == "cpu"
+
+
+def test_a_row_named_after_none_of_its_origins_goes_to_the_origin_of_its_op_type():
+    """BLIP/Bloom/GPT-Neo padding masks: ``Cast(bool) -> And -> Expand``; RKNN folds the Expand into the And
+    (convert_expand_to_reshape) and rewrites the And and the mask Cast into an NPU Mul and a CPU Cast named
+    after the mask input (``args_2_rs_cast``). That Cast row is the Cast node's, not the Expand's."""
+    log = ("D fuse_ops results:\n"
+           "D     convert_expand_to_reshape: remove node = ['/m/Expand', '/m/And'], add node = ['/m/And']\n"
+           "D     cvt_and_to_fp_mul: remove node = ['/m/Cast', '/m/And'], add node = "
+           "['args_2_rs_cast', '/m/And_2fp_add', '/m/And_2fp_add_cast']\nD fuse_ops done.\n")
+    nodes = [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["args_2"], "outputs": ["c"]},
+             {"name": "/m/And", "op_type": "And", "inputs": ["c", "causal"], "outputs": ["a"]},
+             {"name": "/m/Expand", "op_type": "Expand", "inputs": ["a", "shape"], "outputs": ["e"]}]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Cast", "CPU", "Cast:args_2_rs_cast"), _row(2, "Mul", "NPU", "Mul:/m/And_2fp_add")])
+    placement = rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log))
+    assert placement == {"/m/Cast": "cpu", "/m/And": "npu", "/m/Expand": "npu"}

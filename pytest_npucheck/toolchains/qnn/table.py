@@ -40,7 +40,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 
 __all__ = ["build_table", "merge_results", "verify_table", "predict", "compare", "main",
-           "op_rules", "EINSUM_NPU"]
+           "op_rules", "EINSUM_FORMS"]
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -68,10 +68,14 @@ def sub(rule: str, **params: Any) -> dict[str, Any]:
 
 
 def E(status: str, *constraints: dict[str, Any], note: str | None = None,
-      probes: Sequence[str] = (), opset: Sequence[int] | None = None) -> dict[str, Any]:
-    """An op entry; ``probes`` are extra probe-id regexes beyond the probes of the op itself."""
+      probes: Sequence[str] = (), opset: Sequence[int] | None = None,
+      not_folded: tuple[Sequence[str], Sequence[str]] | None = None) -> dict[str, Any]:
+    """An op entry; ``probes`` are extra probe-id regexes beyond the probes of the op itself;
+    ``not_folded``: (dtypes, probe-id regexes) of inputs the compiler does not fold when constant."""
     e: dict[str, Any] = {"status": status, "constraints": list(constraints),
                          "_probes": list(probes)}
+    if not_folded:
+        e["not_folded"] = {"dtypes": list(not_folded[0]), "_probes": list(not_folded[1])}
     if note:
         e["note"] = note
     if opset:
@@ -86,12 +90,10 @@ def rank4(op: str, else_: str = "cpu", why: str = "") -> dict[str, Any]:
                          "('Failed to add node.')")
 
 
-#: Einsum equations that ran on the NPU (probes Einsum.* and q.Einsum.*)
-EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "bid,bjd->bij",
-              "bij,bjd->bid", "bhqd,bhkd->bhqk", "bhqk,bhkd->bhqd", "ij,jk->ik",
-              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk", "b i d, b j d -> b i j",
-              "b i j, b j d -> b i d", "b h i d, b h j d -> b h i j",
-              "b h i j, b h j d -> b h i d", "bij, bjk -> bik"]
+#: Einsum forms (rules.einsum.FORMS) that ran on the NPU whatever their letters (probes Einsum.*,
+#: q.Einsum.*, q.Einsum.ctx=form.*)
+EINSUM_FORMS = ["matmul", "matmul_transpose_b", "matmul_transpose_all", "matmul_broadcast_transpose_b",
+                "reduce_sum_mul_broadcast_a"]
 
 FINALIZE = ("the QNN EP accepts the node but the HTP backend fails to finalize the graph "
             "(QNN_COMMON_ERROR_MEM_ALLOC), so creating the session fails")
@@ -183,18 +185,45 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                       note="'QNN only supports default value 0 for exclusive attribute'"),
                     C("attr_in", [r"CumSum\..*reverse=1"], attr="reverse", values=[0],
                       note="'QNN only supports default value 0 for reverse attribute'")),
-        "Einsum": E("npu", C("attr_in", [r"Einsum\.eq=(ij_to_ji|bij_to_bji|i_j_to_ij|"
-                                         r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)",
-                                         r"q\.Einsum\.eq=bij_jk_to_bik\."],
-                             attr="equation", values=EINSUM_NPU,
-                             note="the equations that ran on the NPU, as written (the QNN EP "
-                                  "ignores spaces; this rule compares the text): batched "
-                                  "MatMul forms, with or without a transposed right operand, "
-                                  "and the relative-position forms bhwc,hkc->bhwk / "
-                                  "bhwc,wkc->bhwk. One-input equations ('Einsum requires at "
-                                  "least 2 inputs.') and others, e.g. bij,jk->bik ('Einsum "
-                                  "unsupported equation: ...'), run on the CPU. Equations not "
-                                  "probed are predicted CPU.")),
+        "Einsum": E("npu", C("einsum_form", [r"Einsum\.eq=(ij_to_ji|bij_to_bji|i_j_to_ij|"
+                                             r"bchw_kc_to_bkhw|Eij_Ejk_to_Eik|bij_bij_to_bi)",
+                                             r"q\.Einsum\.eq=bij_jk_to_bik\.",
+                                             r"q\.Einsum\.ctx=form\.off\."],
+                             forms=EINSUM_FORMS,
+                             note="the QNN EP lowers an equation by its structure, whatever its "
+                                  "letters (either case) or spaces: a batched MatMul, with the "
+                                  "right operand transposed, rank 4 with axes 1 and 3 swapped in "
+                                  "all three terms, a rank-3 right operand broadcast over the "
+                                  "first axis (bhwc,hkc->bhwk) and the relative-position form "
+                                  "bhwc,wkc->bhwk (q.Einsum.ctx=form.*: the same forms with "
+                                  "other letters and ranks ran on the NPU). One-input equations "
+                                  "('Einsum requires at least 2 inputs.'), three operands, an "
+                                  "ellipsis, an implicit output, a permuted output, mixed ranks, "
+                                  "Hadamard and outer products ('Einsum unsupported equation: "
+                                  "...') run on the CPU."),
+                    probes=[r"q\.Einsum\.ctx=form\."]),
+        "ScatterND": E(
+            "npu",
+            C("rank", [r"q\.ctx\.r6\.add"], tensor="input", index=0, max=5,
+              note="the data: at most 5 dimensions, as every HTP op (the generic rank rule, which exempts "
+                   "ScatterND for its indices)"),
+            C("rank", [r"q\.ctx\.r6\.add"], tensor="input", index=2, max=5,
+              note="the updates: at most 5 dimensions, as every HTP op"),
+            C("any_of", [r"q\.ScatterND\.ctx=index\.idx_r6\.input"],
+              constraints=[sub("rank", tensor="input", index=1, max=5), sub("const_input", index=[1])],
+              note="rank-6 indices run on the NPU when they are a constant (q.ScatterND.ctx=index.idx_r6.const, "
+                   "the 64 ScatterNDs of a TorchScript hf_bailing_hybrid); run-time rank-6 indices stay on the "
+                   "CPU ('Failed to add Cast node.': the int64 -> int32 Cast the QNN EP adds)"),
+            probes=[r"q\.ScatterND\.ctx=index\."]),
+        "NonZero": E("cpu", note="'NonZero output shape must be static. Set shape to [rank, "
+                                 "num_elements].' onnxruntime does not fold a NonZero even when its "
+                                 "input is a constant (an initializer, a ConstantOfShape of a constant "
+                                 "shape: q.NonZero.ctx=datadep.*), so every node whose shape depends on "
+                                 "its result cannot get a static shape ('Cannot get shape': the generic "
+                                 "static_shape rule, through data_shapes) until a reduction makes it "
+                                 "static again",
+                     not_folded=(["float32", "float16", "int64", "int32", "int8", "uint8", "bool"],
+                                 [r"q\.NonZero\.ctx=datadep\.(initializer|const_of_shape)\."])),
         "Gemm": E("npu", C("attr_in", [r"Gemm\.alpha=0\.5"], attr="alpha", values=[1.0],
                            note="'QNN FullyConnected Op only support alpha=1.0.'"),
                   probes=[r"pattern\.classifier_head", r"pattern\.gemm_bn1d"]),
@@ -417,7 +446,7 @@ def generic_rules() -> list[dict[str, Any]]:
                note="HTP ops take at most 5 dimensions (a rank-6 Add: 'Failed to add node.'); "
                     "Reshape and Transpose are exempt: rank-6 Reshape -> Transpose -> Reshape "
                     "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND"]),
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
                note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"),
              except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
@@ -537,6 +566,8 @@ def patterns(verdicts: Mapping[str, str],
 
 PREPASS_PROBES = {
     "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
+    "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\."],
+    "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
                        r"ConstantOfShape\.shape=const"],
@@ -663,6 +694,10 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         cons = [_clean(c, ids, "%s/%s" % (op, c["rule"])) for c in spec["constraints"]]
         if cons:
             entry["constraints"] = cons
+        if spec.get("not_folded"):
+            nf = spec["not_folded"]
+            entry["not_folded"] = {"dtypes": nf["dtypes"],
+                                   "probes": _expand(nf["_probes"], ids, "%s/not_folded" % op)}
         entry["source"] = src
         plist = [r["id"] for r in recs]
         plist += [x for x in _expand(spec["_probes"], ids, op) if x not in plist]
@@ -767,8 +802,8 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
             "sources": sources,
         },
         "opsets": {"ai.onnx": [lo, hi]},
-        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "fuse_conv_bn",
-                      "fuse_patterns"],
+        "prepasses": ["eliminate_identity", "merge_identical_nodes", "eliminate_noop_arithmetic",
+                      "fold_constants", "fold_shape_ops", "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
         "patterns": pats,

@@ -707,6 +707,7 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
     prefixes = sorted(set(names) | set(producer) | set(consumers), key=len, reverse=True)
     op_type = {n["name"]: n.get("op_type") for n in nodes}
     outputs = {n["name"]: [t for t in n.get("outputs", ()) or () if t] for n in nodes}
+    inputs = {n["name"]: list(n.get("inputs", ()) or ()) for n in nodes}
     direct_nodes = {d for d in (row_node(r, names) for r in result.rows if not r.is_io) if d is not None}
     out: dict[str, dict[str, list[str]]] = {}
     for r in result.rows:
@@ -715,6 +716,7 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
         kind = r.target.lower()
         direct = row_node(r, names)
         if direct is not None:
+            direct = _merged_chain_head(direct, r.op_type, op_type, producer, inputs, lineage) or direct
             out.setdefault(direct, {}).setdefault(kind, []).append(r.full_name)
             continue
         nm = r.onnx_name or ""
@@ -725,7 +727,10 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
             longest = max((len(p) for t in own for p in _name_roots(t, producer)
                            if nm.startswith(p)), default=0)
             own = [t for t in own if any(len(p) == longest and nm.startswith(p) for p in _name_roots(t, producer))]
-            traced = own or traced
+            # named after none of them (after a graph input: ``<mask>_rs_cast``): the origins of the row's own
+            # op type (the mask's Cast, not the Expand that a rewrite of the And behind it absorbed)
+            same = [t for t in traced if op_type.get(t) == r.op_type]
+            traced = own or same or traced
         if traced:
             for origin in sorted(traced):
                 out.setdefault(origin, {}).setdefault(kind + "_rewrites", []).append(r.full_name)
@@ -754,6 +759,39 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                 break
         out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
+
+
+#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
+_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather"})
+
+
+def _merged_chain_head(node: str, row_op: str, op_type: Mapping[str, Any], producer: Mapping[str, str],
+                       inputs: Mapping[str, list[str]], lineage: Mapping[str, frozenset[str]] | None) -> str | None:
+    """The first layout op of the chain a Reshape row named after ``node`` stands for, when RKNN swapped
+    that Reshape in front of a Cast (``swap_cast_reshape``: the Cast is in the row's lineage) after
+    merging the layout ops between the Cast and ``node`` into it (``fuse_two_reshape``): TorchScript's
+    padding-mask lookup ``Cast -> Flatten -> Gather -> Reshape -> Reshape`` becomes one int64 CPU
+    Reshape named after the last of them, or after the mask (``<mask>_rs``, attributed to the Cast's
+    reader by :func:`_swapped_into`), depending on the order of the rewrites. Either way the row is
+    the chain's; it is counted on the chain's first node, the one reading the Cast. ``None`` when
+    the row is not such a swap."""
+    if row_op != "Reshape" or op_type.get(node) not in _RESHAPE_LIKE or not lineage:
+        return None
+    casts = {c for c in lineage.get(node, ()) if op_type.get(c) == "Cast"}
+    if not casts:
+        return None
+    current, steps = node, 0
+    while steps < 16:
+        ins = inputs.get(current) or []
+        above = producer.get(ins[0]) if ins and ins[0] else None
+        if above is None:
+            return None
+        if above in casts:
+            return current if current != node else None
+        if op_type.get(above) not in _MERGED_LAYOUT:
+            return None
+        current, steps = above, steps + 1
+    return None
 
 
 def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],

@@ -96,7 +96,10 @@ TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 #: Einsum equations that ran on the NPU (probes Einsum.eq=*, x.Einsum.*.spaces=no/arrow/comma).
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
               "i,j->ij", "bchw,kc->bkhw", "...ij,...jk->...ik", "bij,bij->bi", "bid,bjd->bij",
-              "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik"]
+              "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik", "bhlk,bhtk->bl",
+              # XLNet's relative attention and LongT5's local attention (x.Einsum.ctx=letters.xlnet_*, longt5_*)
+              "ibh,hnd->ibnd", "ibnd,jbnd->bnij", "ijbn->bnij", "bnij,jbnd->ibnd", "ibnd,hnd->ibh",
+              "...qhd,...khd->...hqk", "...hqk,...khd->...qhd"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
@@ -253,14 +256,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
     "Gemm": E("npu", probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
     "Einsum": E("npu",
-                C("attr_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
-                              r"Einsum\.eq="],
-                  attr="equation", values=EINSUM_NPU,
+                C("einsum_equation_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
+                                         r"Einsum\.eq=", r"x\.Einsum\.ctx=letters\."],
+                  values=EINSUM_NPU,
                   note="an equation with spaces between the subscript letters ('b i d, b j d -> "
-                       "b i j', as einops-style torch.einsum calls write it) runs on the CPU; the "
-                       "same equation without them runs on the NPU (spaces around ',' and '->' "
-                       "are fine). The rule format has no pattern match on strings, so only the "
-                       "probed equations are listed: an unlisted equation is predicted CPU"),
+                       "b i j', as einops-style torch.einsum calls write it) or before a comma ('bhlk , bhtk "
+                       "-> bhlt') runs on the CPU; the same equation without them runs on the NPU (a space "
+                       "after ',' or around '->' is fine). Which letters name the subscripts does not "
+                       "matter (x.Einsum.ctx=letters.*: CvT's 'bhlk,bhtk->bhlt', capitals): the equations "
+                       "are compared with their letters renamed in order of first appearance. Only probed "
+                       "forms are listed: an unlisted form is predicted CPU"),
                 note="the probed equations were lowered to NPU MatMul/Transpose/Mul."),
     # -- convolution -------------------------------------------------------------------------------
     "Conv": E("npu", probes=[r"pattern\.conv_", r"opset\.\d+\.conv"],
@@ -481,18 +486,25 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Slice": E("npu",
                C("const_input", [r"Slice\.starts=dyn"], "unsupported", index=[1, 2, 3, 4],
                  note="non-constant starts/ends/axes/steps make build() fail"),
-               C("const_value_range", [r"Slice\.axis=\w+\.step=(2|3)\.f32\.r[234]",
-                                       r"Slice\.axes=2_3\.step=2", r"Slice\.axis=1\.step=m1\.f32\.r4",
-                                       r"ctx\.Slice"],
-                 index=4, min=1, max=1,
+               C("any_of", [r"Slice\.axis=\w+\.step=(2|3)\.f32\.r[234]",
+                            r"Slice\.axes=2_3\.step=2", r"Slice\.axis=1\.step=m1\.f32\.r4",
+                            r"ctx\.Slice", r"x\.Slice\.ctx=s2d\."],
+                 constraints=[{"rule": "const_value_range", "params": {"index": 4, "min": 1, "max": 1}},
+                              {"rule": "space_to_depth", "params": {}}],
                  note="steps other than 1 run on the CPU (errata: a reversing step -1 on the "
-                      "last axis of a rank-3 tensor ran on the NPU)"),
+                      "last axis of a rank-3 tensor ran on the NPU), except the Slices of a space-to-depth: "
+                      "the four stride-2 quadrants of one rank-4 tensor concatenated in the order (0, 0), "
+                      "(1, 0), (0, 1), (1, 1) on the remaining axis, channels first (YOLOv5's Focus) or "
+                      "channels last (Swin's patch merging), one two-axis Slice or a row and a column Slice "
+                      "per quadrant, are fused into one stride-2 Conv (rewrite fuse_focus_slice2; probe "
+                      "family x.Slice.ctx=s2d.*). Another quadrant order, two or three quadrants, or a "
+                      "Concat on another axis is not fused and the stride-2 row Slices run on the CPU"),
                probes=[r"pattern\.focus"],
-               note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1). Exception not expressible "
-                    "as a pattern (patterns need a single root node): the YOLOv5 Focus block "
-                    "(stride-2 Slices of one tensor concatenated on channels, both the torch "
-                    "6-Slice form and a 4-Slice form) is fused into one NPU Conv (errata). "
-                    "A lone rank-5 Slice "
+               note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1) but for the space-to-depth. "
+                    "In a block that is not fused, the column Slice of a row-sliced quadrant ran on the NPU "
+                    "(x.Slice.ctx=s2d.*.quads=2) while the table says CPU. A Concat with a fifth input after "
+                    "the four quadrants, or nine stride-3 pieces, made build() fail (x.Slice.ctx=s2d.*."
+                    "extra_input, step=3). A lone rank-5 Slice "
                     "became a CPU Gather in the probes (errata), but rank-5 slices that "
                     "partition an axis (YOLO decode heads: [..., :2], [..., 2:4], [..., 4:]) "
                     "were merged into an NPU Split, so no rank limit is given."),
@@ -519,11 +531,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
                   note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
                        "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
-                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k)\."],
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
-                                   "Add", "Cast", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean", "Relu",
-                                   "Reshape", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True}},
+                                   "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
+                                   "Relu", "Reshape", "Slice", "Split", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
+                                   "max_skip": 24}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
                                    "Div", "Mul", "Reshape", "Transpose"]}}],
                   note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "
@@ -532,7 +545,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "head axis) runs on the CPU between the K/V projection MatMul and the attention MatMul "
                        "(the compiler lays the tensor out as (1, T, 1, d) and expands the batch axis); two K/V "
                        "heads, or a repeat that does not sit between two MatMuls, ran on the NPU "
-                       "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*)"),
+                       "(x.Expand.ctx=repeat_between.*, x.Expand.ctx=kv_repeat.*), however many element-wise and "
+                       "layout ops sit on the key path (QK-norm, rotary embedding and the Casts of a TorchScript "
+                       "export: ten and more; Phi-3's Slice of a fused q/k/v projection and its rotary embedding "
+                       "over part of the head, Sliced and Concatenated back; GPT-BigCode's Split of a fused k/v "
+                       "projection: x.Expand.ctx=kv_path.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
@@ -541,11 +558,30 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="an Expand of axis 1 from size 1 over five axes whose axis 2 stays 1 (x.Expand.ctx="
                      "kv_repeat.head_axis) ran on the CPU (errata)."),
     "Tile": E("npu",
-              C("rank", [r"Tile\.repeats=2_1\.", r"Tile\.repeats=1_1_3\.", r"Tile\.repeats=1_4_1",
-                         r"Tile\.repeats=1_1_2_1_1"], tensor="input", index=0, min=4, max=4,
-                note="only rank-4 tiles ran on the NPU"),
-              C("dim", [r"Tile\.repeats=2_1_1_1"], tensor="output", index=0, axis=0, max=1,
-                note="tiling the batch axis runs on the CPU"),
+              C("any_of", [r"Tile\.repeats=2_1\.", r"Tile\.repeats=1_1_3\.", r"Tile\.repeats=1_4_1",
+                           r"Tile\.repeats=1_1_2_1_1", r"x\.Tile\.ctx=broadcast\."],
+                constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4, "max": 4}},
+                             {"rule": "tile_broadcast", "params": {}}],
+                note="only rank-4 tiles ran on the NPU, and tiles of any rank that repeat only axes of size 1 "
+                     "(a broadcast: SwiftFormer's (1, 1, C) query tiled over the tokens became an NPU Expand, "
+                     "repeats of ones were removed; x.Tile.ctx=broadcast.*)"),
+              C("any_of", [r"Tile\.repeats=2_1_1_1", r"x\.Tile\.ctx=broadcast\.r[23]\.axis0"],
+                constraints=[{"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 0, "max": 1}},
+                             {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}}],
+                note="tiling the batch axis runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
+                     "as the Expand it becomes does)"),
+              C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_repeat\."],
+                constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
+                             {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
+                                 "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
+                                 "Relu", "Reshape", "Slice", "Split", "Sqrt", "Transpose", "Unsqueeze"],
+                                 "computed_input": True, "max_skip": 24}},
+                             {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
+                                 "Div", "Mul", "Reshape", "Transpose"]}}],
+                note="the key/value repeat of multi-query attention written as a Tile (TorchScript's "
+                     "repeat_interleave: one K/V head tiled over the query heads between the projection and the "
+                     "attention MatMul) becomes the Expand of that repeat and runs on the CPU, as the Expand "
+                     "does; with two K/V heads on the NPU (x.Tile.ctx=broadcast.kv_repeat.*)"),
               note="repeating more than one axis ([1,1,2,2], [1,2,2,1]) runs on the CPU, not "
                    "expressible here (errata)."),
     "DepthToSpace": E("npu",
@@ -1111,7 +1147,7 @@ CANDIDATES: dict[str, list[dict[str, Any]]] = {
                          "probe, not kept), the compiler rewrote it and ran it on the NPU: the "
                          "constraint follows Swin itself"),
                   C("producer_pass", [r"x\.Transpose\.ctx=attn_merge\."], index=0, ops=["Einsum"], skip=["Reshape"],
-                    constraint={"rule": "attr_in", "params": {"attr": "equation", "values": EINSUM_NPU}},
+                    constraint={"rule": "einsum_equation_in", "params": {"values": EINSUM_NPU}},
                     note="the Transpose (0, 2, 1, 3) merging attention heads behind an Einsum the compiler runs on "
                          "the CPU (a diffusion UNet's einops-style 'b i j, b j d -> b i d', viewed back as (1, H, N, d)) "
                          "ran on the CPU with it; behind an NPU Einsum ('bij,bjd->bid') it stayed on the NPU"),

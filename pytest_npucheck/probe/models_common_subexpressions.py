@@ -1,0 +1,60 @@
+"""Identical nodes that onnxruntime merges before partitioning (issue 22). Ids start with ``q.``.
+
+TorchScript writes one Shape node per ``x.size(i)`` call, so a graph often holds several identical
+Shape nodes of one tensor (FastSpeech2's decoder: five per attention block). onnxruntime's common
+subexpression elimination keeps one node of each set of identical nodes (same op, inputs and
+attributes): the others never reach the execution providers. ``duplicates_extra`` places pairs of
+identical nodes (Shapes of a tensor with a data-dependent dim, which run on the CPU; Relus, which
+run on the NPU; identical nodes one of whose outputs is a graph output) to see which are removed.
+
+Built with the Collector of probe/builder.py; listed in QNN_FAMILIES, which toolchains/qnn/probe.extra_probes runs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from pytest_npucheck.probe.builder import Collector, GraphBuilder
+
+
+def _dynamic_rows(gb: GraphBuilder, x: str) -> str:
+    """The rows of x (1, 16, 8) that a run-time NonZero picks: (1, N, 8)."""
+    mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
+                               gb.const(np.float32(0.0))], name="pre_mask")
+    rows = gb.node("Gather", [gb.node("NonZero", [mask], name="pre_nonzero"), gb.const(np.int64(1))], axis=0,
+                   name="pre_rows")
+    return gb.node("Gather", [x, rows], axis=1, name="pre_gather")
+
+
+def _pair(kind: str) -> GraphBuilder:
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 16, 8])
+    if kind == "shape":
+        picked = _dynamic_rows(gb, x)
+        outs = []
+        for k, idx in enumerate((2, 0)):
+            shp = gb.node("Shape", [picked], name="focus_dup%d" % k)
+            dim = gb.node("Gather", [shp, gb.const(np.int64(idx))], axis=0, name="post_read%d" % k)
+            outs.append(gb.node("Cast", [dim], to=1, name="post_cast%d" % k))
+        gb.output(gb.node("Mul", [gb.node("Mul", [x, outs[0]], name="post_mul0"), outs[1]], name="post_mul1"))
+    else:
+        a = gb.node("Relu", [x], name="focus_dup0")
+        b = gb.node("Relu", [x], name="focus_dup1")
+        if kind == "relu":
+            gb.output(gb.node("Add", [gb.node("Sigmoid", [a], name="post_sig"), gb.node("Tanh", [b], name="post_tanh")],
+                              name="post_add"))
+        else:  # the second one is a graph output
+            gb.output(gb.node("Sigmoid", [a], name="post_sig"), b)
+    return gb
+
+
+def duplicates_extra(c: Collector) -> None:
+    """Pairs of identical nodes: Shapes of a data-dependent tensor, Relus, a Relu that is a graph output."""
+    for kind, op in (("shape", "Shape"), ("relu", "Relu"), ("relu_output", "Relu")):
+        c.add("q.%s.ctx=duplicate.%s.f32.r3" % (op, kind), op, _pair(kind), kind="context",
+              focus=["focus_dup0", "focus_dup1"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [duplicates_extra]

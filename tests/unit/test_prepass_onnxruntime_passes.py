@@ -1,0 +1,68 @@
+"""prepass merge_identical_nodes and eliminate_noop_arithmetic: onnxruntime's common subexpression
+elimination and no-op elimination (the other prepass
+tests: tests/unit/test_prepass.py, test_prepass_passes.py); the probes it reproduces are checked in
+tests/tables/test_prepass_onnxruntime_passes_probed.py."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from conftest import const, make_model
+
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.prepass import run_prepasses
+from pytest_npucheck.probe.models_common_subexpressions import _pair
+from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, _noop
+
+
+@pytest.fixture
+def table(toy_catalog):
+    return dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("merge_identical_nodes",))
+
+
+def _folded_names(model, table) -> dict[str, str]:
+    facts = facts_from_model(model)
+    pre = run_prepasses(facts, table)
+    return {facts.nodes[i].name: why for i, why in pre.folded.items()}
+
+
+def test_one_of_two_identical_nodes_stays_the_one_onnxruntime_meets_first(table):
+    # as placed by onnxruntime-qnn: Relu pair -> focus_dup0 removed; Shape pair -> focus_dup1 removed
+    folded = _folded_names(_pair("relu").build(), table)
+    assert list(folded) == ["focus_dup0"] and "identical to Relu 'focus_dup1'" in folded["focus_dup0"]
+    folded = _folded_names(_pair("shape").build(), table)
+    assert list(folded) == ["focus_dup1"] and "identical to Shape 'focus_dup0'" in folded["focus_dup1"]
+
+
+def test_a_node_that_writes_a_graph_output_is_never_merged(table):
+    assert _folded_names(_pair("relu_output").build(), table) == {}
+
+
+def test_nodes_differing_in_an_attribute_or_an_input_stay(table):
+    w = const("w", np.ones((4,), "float32"))
+    model = make_model([helper.make_node("Softmax", ["x"], ["a"], name="s1", axis=1),
+                        helper.make_node("Softmax", ["x"], ["b"], name="s0", axis=0),
+                        helper.make_node("Add", ["x", "w"], ["c"], name="add_w"),
+                        helper.make_node("Add", ["w", "x"], ["d"], name="w_add"),
+                        helper.make_node("Sum", ["a", "b", "c", "d"], ["y"], name="sum")],
+                       [("x", (4, 4))], ["y"], initializers=[w])
+    assert _folded_names(model, table) == {}
+
+
+def test_the_pass_runs_only_when_the_table_lists_it(table):
+    assert _folded_names(_pair("relu").build(), dataclasses.replace(table, prepasses=())) == {}
+
+
+@pytest.mark.parametrize("label,op,value,shape,first", NOOPS)
+def test_noop_arithmetic_is_removed_only_for_a_one_element_neutral_constant(toy_catalog, label, op, value, shape, first):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_arithmetic",))
+    folded = _folded_names(_noop(op, value, shape, first).build(), table)
+    # as onnxruntime-qnn placed them (probes q.<op>.ctx=noop.*)
+    removed = label in ("mul1", "mul1.left", "mul1.one", "add0", "add0.left", "sub0", "div1")
+    assert ("focus_op" in folded) == removed, folded
+    if removed:
+        assert "a no-op removed before placement" in folded["focus_op"]
