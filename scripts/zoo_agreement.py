@@ -15,6 +15,7 @@ and skips what is there::
     ROOT/models/<arch>/<exporter>.onnx
     ROOT/results/<toolchain>/<arch>.<exporter>.json   the compiler's placement (or rejection)
     ROOT/summary.json, ROOT/summary.md       figures per table and exporter, classified disagreements
+    ROOT/NEW-CLASSES.md                      the classes docs/tables.md does not list yet
 
 Run everything (each step can also run alone, and ``compile`` can run beside ``export``; it
 picks up new files until ``export`` has finished)::
@@ -294,6 +295,9 @@ def score_all(root: Path, toolchains: list[str], only: Iterable[str] | None = No
     summary = zoo_score.summarise(records, skipped)
     _write_json(root / "summary.json", summary)
     (root / "summary.md").write_text("\n".join(zoo_score.markdown(summary)) + "\n", encoding="utf-8")
+    known = zoo_score.known_classes((REPO / "docs" / "tables.md").read_text(encoding="utf-8"))
+    (root / "NEW-CLASSES.md").write_text("\n".join(zoo_score.new_classes_markdown(summary, known)) + "\n",
+                                         encoding="utf-8")
     return summary
 
 

@@ -20,7 +20,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["REJECTION_PATTERNS", "explain_rejection", "score_model", "summarise", "markdown", "rknn_placement"]
+__all__ = ["REJECTION_PATTERNS", "explain_rejection", "score_model", "summarise", "markdown", "rknn_placement",
+           "known_classes", "new_classes_markdown"]
 
 _POSITIVE = {"cpu", "unsupported"}
 _PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
@@ -324,10 +325,12 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
                         for e in sorted({r["exporter"] for r in recs})}
         classes: Counter[tuple[str, str, str]] = Counter()
         examples: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        models: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         for r in recs:
             for d in r.get("disagreements", ()):
                 key = (d["direction"], d["op_type"], d["cause"])
                 classes[key] += 1
+                models[key].add(f"{r['arch']}.{r['exporter']}")
                 if len(examples[key]) < 3:
                     examples[key].append(f"{r['arch']}.{r['exporter']}:{d['node']}")
         rejections: Counter[tuple[str, str]] = Counter()
@@ -343,7 +346,7 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
         out["targets"][target] = {
             "all": _figures(recs), "exporters": per_exporter,
             "classes": [{"direction": k[0], "op_type": k[1], "cause": k[2], "nodes": v,
-                         "models": len({e.split(":")[0] for e in examples[k]}), "examples": examples[k]}
+                         "models": len(models[k]), "examples": examples[k]}
                         for k, v in classes.most_common()],
             "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
                            for k, v in rejections.most_common()],
@@ -376,4 +379,38 @@ def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
         if wide:
             lines += ["", "Rejection patterns that also match models the compiler builds (too wide): "
                       + ", ".join(f"{k} {v}" for k, v in sorted(wide.items()))]
+    return lines
+
+
+_CLASS_LINE_RE = re.compile(r"^- \d+ x (?P<direction>missed_fallback|false_alarm) (?P<op>\w+): (?P<cause>.*?) \(e\.g\. ")
+
+
+def known_classes(text: str) -> set[tuple[str, str, str]]:
+    """The disagreement classes ``(direction, op type, cause)`` a document already lists, in the
+    form :func:`markdown` writes them (``- 34 x false_alarm Einsum: rule attr_in (e.g. ...)``;
+    docs/tables.md, section "Agreement on a model zoo")."""
+    out = set()
+    for line in text.splitlines():
+        m = _CLASS_LINE_RE.match(line.strip())
+        if m:
+            out.add((m.group("direction"), m.group("op"), m.group("cause")))
+    return out
+
+
+def new_classes_markdown(summary: Mapping[str, Any], known: set[tuple[str, str, str]]) -> list[str]:
+    """The classes of ``summary`` that ``known`` does not list, per target, largest first: for
+    the engineers who fix the tables (direction, op, cause, nodes, models, example nodes)."""
+    lines = ["# Disagreement classes not yet listed in docs/tables.md", "",
+             "Written by `scripts/zoo_agreement.py score`; a class is (direction, op type, cause).", ""]
+    for target, t in summary["targets"].items():
+        fresh = [c for c in t["classes"] if (c["direction"], c["op_type"], c["cause"]) not in known]
+        lines += [f"## {target}", "", "| nodes | models | direction | op | cause | example nodes |",
+                  "|---|---|---|---|---|---|"]
+        for c in fresh:
+            cause = c["cause"].replace("|", "\\|")
+            lines.append(f"| {c['nodes']} | {c['models']} | {c['direction']} | {c['op_type']} | {cause} | "
+                         + "<br>".join(f"`{e}`" for e in c["examples"]) + " |")
+        if not fresh:
+            lines.append("| 0 | | | | (none) | |")
+        lines.append("")
     return lines

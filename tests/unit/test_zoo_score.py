@@ -154,3 +154,35 @@ def test_a_file_onnx_runtime_itself_refuses_is_an_invalid_export_not_a_rejection
     assert rec["rejection"]["pattern"] == "invalid_model" and rec["rejection"]["nodes"] == ["/m/MatMul"]
     f = zoo_score.summarise([rec], {})["targets"]["qnn@2.51.0/htp-v73"]["all"]
     assert (f["rejected"], f["invalid_files"]) == (0, 1)
+
+
+def _summary_with_classes(disagreements_per_model):
+    """A summary over one scored record per model, each with the given disagreements."""
+    recs = [{"arch": arch, "exporter": "torchscript", "toolchain": "rknn", "target": "rknn@2.5.0/rk3588",
+             "status": "ok", "built": True, "static_verdict": "cpu", "nodes": len(dis), "tp": 0, "fp": len(dis),
+             "fn": 0, "tn": 0, "disagreements": dis} for arch, dis in disagreements_per_model.items()]
+    return zoo_score.summarise(recs, {})
+
+
+def test_a_class_counts_every_model_it_occurs_in_not_only_its_examples():
+    alarm = {"op_type": "Slice", "direction": "false_alarm", "cause": "rule const_value_range"}
+    summary = _summary_with_classes({f"m{i}": [{**alarm, "node": f"/s{j}"} for j in range(2)] for i in range(5)})
+    [c] = summary["targets"]["rknn@2.5.0/rk3588"]["classes"]
+    assert (c["nodes"], c["models"], len(c["examples"])) == (10, 5, 3)
+
+
+def test_new_classes_are_those_the_document_does_not_list():
+    doc = ("Top disagreement classes, rknn@2.5.0/rk3588 (nodes; direction, op, cause):\n\n"
+           "- 76 x false_alarm Slice: rule const_value_range (e.g. a.torchscript:/s, a.torchscript:/s_1)\n"
+           "- 4 x missed_fallback Div: cpu row Div (e.g. hf_convnextv2.torchscript:/grn/Div)\n")
+    known = zoo_score.known_classes(doc)
+    assert known == {("false_alarm", "Slice", "rule const_value_range"), ("missed_fallback", "Div", "cpu row Div")}
+    summary = _summary_with_classes({
+        "a": [{"node": "/s", "op_type": "Slice", "direction": "false_alarm", "cause": "rule const_value_range"}],
+        "b": [{"node": "/e", "op_type": "Expand", "direction": "missed_fallback", "cause": "cpu row Expand|Cast"}]})
+    text = "\n".join(zoo_score.new_classes_markdown(summary, known))
+    assert "| 1 | 1 | missed_fallback | Expand | cpu row Expand\\|Cast | `b.torchscript:/e` |" in text
+    assert "Slice" not in text
+    # the summary's own Markdown lists its classes in the form known_classes reads back
+    assert zoo_score.known_classes("\n".join(zoo_score.markdown(summary))) == {
+        ("false_alarm", "Slice", "rule const_value_range"), ("missed_fallback", "Expand", "cpu row Expand|Cast")}
