@@ -89,8 +89,15 @@ def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
     return out
 
 
+def _retryable(reason: str) -> bool:
+    """A skip that a newer builder may get past: the small config did not build, and the
+    fallback (one layer at the architecture's own widths) has not been tried yet."""
+    return reason.startswith("does not build from a small config") and "with its own widths" not in reason
+
+
 def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: list[str],
-               timeout: float, build_timeout: int, reverse: bool = False, start: int = 0) -> None:
+               timeout: float, build_timeout: int, reverse: bool = False, start: int = 0,
+               retry_skipped: bool = False) -> None:
     import torch
 
     from pytest_npucheck import isolate
@@ -113,7 +120,8 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
     for n, (name, build) in enumerate(todo):
         meta_path = models / name / "meta.json"
         meta = _read_json(meta_path) or {"arch": name}
-        if meta.get("status") == "skipped" or all(e in meta.get("exports", {}) for e in exporters):
+        retry = retry_skipped and meta.get("status") == "skipped" and _retryable(meta.get("reason", ""))
+        if (meta.get("status") == "skipped" and not retry) or all(e in meta.get("exports", {}) for e in exporters):
             continue
         t0 = time.time()
         try:
@@ -131,6 +139,7 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
         finally:
             signal.alarm(0)
         meta["status"] = "built"
+        meta.pop("reason", None)  # a skip an earlier builder recorded (--retry-skipped)
         meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
         meta["inputs"] = [list(t.shape) for t in inputs]
         exports = meta.setdefault("exports", {})
@@ -317,12 +326,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reverse", action="store_true", help="export/compile: walk the zoo from its end")
     p.add_argument("--retry-timeouts", action="store_true",
                    help="compile: build again the files whose build timed out (use a longer --timeout)")
+    p.add_argument("--retry-skipped", action="store_true",
+                   help="export: try again the architectures whose small config did not build (the builder "
+                        "now falls back to one layer at the architecture's own widths)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
     args = p.parse_args(argv)
     root = args.root
     root.mkdir(parents=True, exist_ok=True)
     if args.step in ("export", "all"):
-        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start)
+        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start,
+                   args.retry_skipped)
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,

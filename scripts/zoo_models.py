@@ -13,7 +13,7 @@ A transformers architecture that cannot be built, run or shrunk is skipped with 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 Builder = Callable[[], tuple[Any, tuple[Any, ...]]]
 
@@ -782,19 +782,32 @@ _POS = ("max_position_embeddings", "n_positions", "max_seq_len", "max_sequence_l
         "n_ctx", "max_source_positions", "max_target_positions", "seq_length")
 
 
-def _shrink(cfg: Any, *, hidden: int = 32, heads: int = 2) -> None:
+def _shrink(cfg: Any, *, hidden: int = 32, heads: int = 2, widths: bool = True) -> None:
     """Make a transformers config small: 1 layer, ``hidden`` wide, ``heads`` heads, a 256-word
-    vocabulary, 32x32 images; nested sub-configs (text/vision/audio) the same way."""
+    vocabulary, 32x32 images; nested sub-configs (text/vision/audio) the same way. With
+    ``widths=False`` only the depth (1 layer, 1 block per stage) and the vocabulary shrink: the
+    architecture's own widths, heads and image size stay consistent with each other (the
+    fallback for configs whose derived sizes do not follow a narrower width)."""
     d = cfg.to_dict()
     for key, value in d.items():
         if isinstance(value, bool) or value is None:
             continue
         sub = getattr(cfg, key, None)
         if hasattr(sub, "to_dict") and hasattr(sub, "model_type"):
-            _shrink(sub, hidden=hidden, heads=heads)
+            _shrink(sub, hidden=hidden, heads=heads, widths=widths)
             continue
         new: Any = None
-        if isinstance(value, int):
+        if not widths:
+            if isinstance(value, int) and key in _LAYERS and value > 1:
+                new = 1
+            elif isinstance(value, int) and key == "vocab_size" and value > VOCAB:
+                new = VOCAB
+            elif isinstance(value, int) and key.endswith("_token_id") and value >= VOCAB:
+                new = VOCAB - 1 - (hash(key) % 8)
+            elif (isinstance(value, list) and value and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                  and key in ("depths", "num_layers", "layers", "block_repeats", "num_blocks")):
+                new = [1] * len(value)
+        elif isinstance(value, int):
             if key in _LAYERS and value > 1:
                 new = 1
             elif key in _HEADS:
@@ -906,7 +919,7 @@ def _inputs_for(model: Any, cfg: Any) -> dict[str, Any]:
         feeds["input_features"] = torch.randn(1, mel, frames)
     if "attention_mask" in params and "input_ids" in feeds:  # as real callers do (the padding-mask path)
         feeds["attention_mask"] = torch.ones(1, SEQ, dtype=torch.long)
-    if "decoder_input_ids" in params and "input_ids" in feeds:
+    if "decoder_input_ids" in params and feeds:  # encoder-decoders, text or speech (whisper)
         feeds["decoder_input_ids"] = torch.randint(3, max(4, vocab - 10), (1, 8))
     if not feeds and main in params:
         feeds[main] = torch.randint(3, max(4, vocab - 10), (1, SEQ))
@@ -940,13 +953,35 @@ def transformers_zoo(limit: int | None = None) -> tuple[list[tuple[str, Builder]
     return builders, skipped
 
 
+#: the fallback build (the architecture's own widths, one layer) is tried up to this size only
+FALLBACK_MAX_PARAMETERS = 10_000_000
+
+
+def _parameter_count(cls: Any, cfg: Any) -> Optional[int]:
+    """Parameters of ``cls(cfg)`` counted on the meta device (no memory, no init); None when the
+    model cannot be built there."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = cls(cfg)
+        return int(sum(p.numel() for p in model.parameters()))
+    except Exception:  # noqa: BLE001 - an __init__ that needs real tensors: unknown
+        return None
+
+
 def _hf_builder(model_type: str, cls: Any) -> Builder:
-    def build() -> tuple[Any, tuple[Any, ...]]:
+    def attempt(widths: bool) -> tuple[Any, tuple[Any, ...]]:
         import torch
         from transformers import AutoConfig
 
         cfg = AutoConfig.for_model(model_type)
-        _shrink(cfg)
+        _shrink(cfg, widths=widths)
+        if not widths:
+            n = _parameter_count(cls, cfg)
+            if n is not None and n > FALLBACK_MAX_PARAMETERS:
+                raise RuntimeError(f"{n / 1e6:.0f}M parameters with its own widths (limit "
+                                   f"{FALLBACK_MAX_PARAMETERS / 1e6:.0f}M)")
         torch.manual_seed(0)
         model = cls(cfg).eval()
         perturb(model)
@@ -959,6 +994,21 @@ def _hf_builder(model_type: str, cls: Any) -> Builder:
             raise RuntimeError("forward() returned no tensor")
         keys = tuple(feeds)
         return _wrap(model, keys).eval(), tuple(feeds[k] for k in keys)
+
+    def build() -> tuple[Any, tuple[Any, ...]]:
+        """Hidden size 32 first; when that config does not build or run (sizes derived from the
+        default width), one layer with the architecture's own widths."""
+        try:
+            return attempt(widths=True)
+        except Exception as narrow:  # noqa: BLE001 - the fallback below says why both failed
+            if type(narrow).__name__ == "_Timeout":  # the harness's build time limit: no second try
+                raise
+            first = f"{type(narrow).__name__}: " + (str(narrow).strip().splitlines() or [""])[0][:200]
+        try:
+            return attempt(widths=False)
+        except Exception as wide:  # noqa: BLE001
+            second = f"{type(wide).__name__}: " + (str(wide).strip().splitlines() or [""])[0][:200]
+            raise RuntimeError(f"{first}; with its own widths and one layer: {second}") from None
 
     return build
 
