@@ -153,11 +153,10 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
             if found:
                 return pid, found, text
     names = {n.name for n in graph.nodes if not n.graph and n.name}
-    m = _RKNN_RULE_RE.search(log or "")
-    if toolchain == "rknn" and m and "Traceback" in (log or "")[m.end():]:
-        node = [m.group("name")] if m.group("name") in names else []
-        return (f"rknn_rule:{m.group('rule')}", node,
-                f"rknn-toolkit2's graph rewrite {m.group('rule')} raises on the {m.group('op')} it matched")
+    failed = _rknn_rule_failure(log or "", names) if toolchain == "rknn" else None
+    if failed:
+        rule, op, nodes = failed
+        return (f"rknn_rule:{rule}", nodes, f"rknn-toolkit2's graph rewrite {rule} raises on the {op} it matched")
     m = _UNRECOGNIZED_ATTR_RE.search(message or "")
     if m:
         nodes = [n.name for n in graph.nodes if not n.graph and n.op_type == m.group("op")
@@ -169,6 +168,30 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     if named:
         return "named_in_message", named[:5], _message_head(message)
     return "unexplained", [], _message_head(message)
+
+
+def _rknn_rule_failure(log: str, names: set[str]) -> Optional[tuple[str, str, list[str]]]:
+    """``(rule, op type, ONNX nodes)`` of the graph rewrite that raised in an RKNN build log: the
+    last ``Rule: ... Op name: ...`` trace before the traceback. The ops it shows are often nodes an
+    earlier rewrite created (``/c1/Conv_output_0_tp_rs`` of ``convert_layernorm_to_exnorm``):
+    they are mapped back to the ONNX nodes they stand for through the rewrite trace
+    (:func:`rknn.rewrite_lineage`)."""
+    tb = log.find("Traceback")
+    if tb < 0:
+        return None
+    found = list(_RKNN_RULE_RE.finditer(log[:tb]))
+    if not found:
+        return None
+    m = found[-1]
+    from . import rknn
+
+    lineage = rknn.rewrite_lineage(log)
+    nodes: list[str] = []
+    for op_name in re.findall(r"Op name: (\S+)", log[m.start():tb]):
+        for origin in [op_name] if op_name in names else sorted(lineage.get(op_name, ())):
+            if origin in names and origin not in nodes:
+                nodes.append(origin)
+    return m.group("rule"), m.group("op"), nodes
 
 
 def _message_head(message: str) -> str:

@@ -186,3 +186,44 @@ def test_new_classes_are_those_the_document_does_not_list():
     # the summary's own Markdown lists its classes in the form known_classes reads back
     assert zoo_score.known_classes("\n".join(zoo_score.markdown(summary))) == {
         ("false_alarm", "Slice", "rule const_value_range"), ("missed_fallback", "Expand", "cpu row Expand|Cast")}
+
+
+# rknn-toolkit2 2.5.0's build log of a LayerNorm over (C, H, W) after a Conv (TorchScript), cut: the
+# rule that raises shows nodes an earlier rewrite created, not the ONNX LayerNormalization
+SWAP_RESHAPE_NORM_LOG = """D fuse_ops results:
+D     convert_layernorm_to_exnorm: remove node = ['/n1/LayerNormalization'], add node = ['/c1/Conv_output_0_tp', '/c1/Conv_output_0_tp_rs', '/n1/LayerNormalization#1', '/n1/LayerNormalization#1_rs', '/n1/LayerNormalization#1_rs_tp']
+D     bypass_rs_exnorm_rs: remove node = ['/n1/LayerNormalization#1'], add node = ['/n1/LayerNormalization#1']
+D     fuse_transpose_reshape: remove node = ['/c1/Conv_output_0_tp']
+W build: Show op fuse match nodes:
+Rule: swap_reshape_norm
+Subgraph:
+Op type: Reshape
+Op name: /c1/Conv_output_0_tp_rs
+  Input:
+    /c1/Conv_output_0 : [1, 16, 16, 16]
+ 
+Op type: exNorm
+Op name: /n1/LayerNormalization#1
+  Input:
+    /c1/Conv_output_0_tp_rs : [1, 256, 1, 16]
+
+W You can add disable_rules=['swap_reshape_norm'] in rknn.config() to temporarily disable the error rule!
+
+E build: Traceback (most recent call last):
+  File "rknn/api/rules/swap.py", line 294, in rknn.api.rules.swap._swap_reshape_norm
+ValueError: cannot reshape array of size 4096 into shape (1,16,16,1)
+"""
+
+
+def test_a_raising_rknn_rule_names_the_onnx_node_its_rewritten_ops_stand_for(save):
+    g = _graph(save, [helper.make_node("Conv", ["x", "w"], ["/c1/Conv_output_0"], name="/c1/Conv"),
+                      helper.make_node("LayerNormalization", ["/c1/Conv_output_0", "g", "b"], ["y"],
+                                       name="/n1/LayerNormalization", axis=1)],
+               [("x", [1, 3, 16, 16])], [const("w", [[[[0.5]] * 3]] * 16),
+                                         const("g", [[[0.5] * 16] * 16] * 16), const("b", [[[0.1] * 16] * 16] * 16)])
+    pid, nodes, text = zoo_score.explain_rejection("rknn", g, "ValueError: cannot reshape array", SWAP_RESHAPE_NORM_LOG)
+    assert (pid, nodes) == ("rknn_rule:swap_reshape_norm", ["/n1/LayerNormalization"])
+    assert "Reshape" in text
+    # a rule trace without a traceback after it is a warning, not the failure
+    warning_only = SWAP_RESHAPE_NORM_LOG.split("E build: Traceback")[0]
+    assert zoo_score.explain_rejection("rknn", g, "died", warning_only)[0] == "unexplained"
