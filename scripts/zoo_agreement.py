@@ -304,9 +304,9 @@ def score_all(root: Path, toolchains: list[str], only: Iterable[str] | None = No
     summary = zoo_score.summarise(records, skipped)
     _write_json(root / "summary.json", summary)
     (root / "summary.md").write_text("\n".join(zoo_score.markdown(summary)) + "\n", encoding="utf-8")
-    known = zoo_score.known_classes((REPO / "docs" / "tables.md").read_text(encoding="utf-8"))
-    (root / "NEW-CLASSES.md").write_text("\n".join(zoo_score.new_classes_markdown(summary, known)) + "\n",
-                                         encoding="utf-8")
+    doc = (REPO / "docs" / "tables.md").read_text(encoding="utf-8")
+    (root / "NEW-CLASSES.md").write_text(
+        "\n".join(zoo_score.new_classes_markdown(summary, zoo_score.known_classes(doc), doc)) + "\n", encoding="utf-8")
     return summary
 
 

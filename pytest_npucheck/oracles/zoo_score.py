@@ -420,9 +420,11 @@ def known_classes(text: str) -> set[tuple[str, str, str]]:
     return out
 
 
-def new_classes_markdown(summary: Mapping[str, Any], known: set[tuple[str, str, str]]) -> list[str]:
+def new_classes_markdown(summary: Mapping[str, Any], known: set[tuple[str, str, str]], known_text: str = ""
+                         ) -> list[str]:
     """The classes of ``summary`` that ``known`` does not list, per target, largest first: for
-    the engineers who fix the tables (direction, op, cause, nodes, models, example nodes)."""
+    the engineers who fix the tables (direction, op, cause, nodes, models, example nodes); then
+    the rejections (status, pattern) that ``known_text`` (the document) does not list."""
     lines = ["# Disagreement classes not yet listed in docs/tables.md", "",
              "Written by `scripts/zoo_agreement.py score`; a class is (direction, op type, cause).", ""]
     for target, t in summary["targets"].items():
@@ -436,4 +438,11 @@ def new_classes_markdown(summary: Mapping[str, Any], known: set[tuple[str, str, 
         if not fresh:
             lines.append("| 0 | | | | (none) | |")
         lines.append("")
+        fresh_rej = [r for r in t["rejections"] if f"x {r['status']} {r['pattern']} (" not in known_text]
+        if fresh_rej:
+            lines += [f"Rejections by {target} the document does not list (models; status, pattern; "
+                      "'static: unsupported' where the static check predicted it):", ""]
+            lines += [f"- {r['models']} x {r['status']} {r['pattern']} (e.g. {'; '.join(r['examples'][:3])})"
+                      for r in fresh_rej]
+            lines.append("")
     return lines

@@ -183,6 +183,7 @@ def test_new_classes_are_those_the_document_does_not_list():
     text = "\n".join(zoo_score.new_classes_markdown(summary, known))
     assert "| 1 | 1 | missed_fallback | Expand | cpu row Expand\\|Cast | `b.torchscript:/e` |" in text
     assert "Slice" not in text
+    assert "Rejections" not in text  # none in the summary
     # the summary's own Markdown lists its classes in the form known_classes reads back
     assert zoo_score.known_classes("\n".join(zoo_score.markdown(summary))) == {
         ("false_alarm", "Slice", "rule const_value_range"), ("missed_fallback", "Expand", "cpu row Expand|Cast")}
@@ -227,3 +228,16 @@ def test_a_raising_rknn_rule_names_the_onnx_node_its_rewritten_ops_stand_for(sav
     # a rule trace without a traceback after it is a warning, not the failure
     warning_only = SWAP_RESHAPE_NORM_LOG.split("E build: Traceback")[0]
     assert zoo_score.explain_rejection("rknn", g, "died", warning_only)[0] == "unexplained"
+
+
+def test_new_rejections_are_those_the_document_does_not_list(save):
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    path = save(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", [1, 4])], ["y"]))
+    real = {"exporter": "torchscript", "toolchain": "rknn", "status": "crashed", "message": "rknn worker died"}
+    recs = [zoo_score.score_model(path, table, {**real, "arch": "a"}),
+            zoo_score.score_model(path, table, {**real, "arch": "b", "status": "build_failed", "message": "boom"})]
+    summary = zoo_score.summarise(recs, {})
+    doc = "- 1 x crashed unexplained: rknn worker died (e.g. x.torchscript)\n"
+    text = "\n".join(zoo_score.new_classes_markdown(summary, set(), doc))
+    assert "- 1 x build_failed unexplained: boom (e.g. b.torchscript)" in text
+    assert "x crashed" not in text
