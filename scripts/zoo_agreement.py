@@ -32,6 +32,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -87,6 +88,16 @@ def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
         wanted = set(only)
         out = [(n, b) for n, b in out if n in wanted]
     return out
+
+
+def _error_text(exc: BaseException) -> str:
+    """The first line of an export error and, when the exporter buries the cause further down
+    (dynamo: "Failed to convert the exported program ... Next steps:"), the last line that names
+    an exception."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    head = lines[0][:300] if lines else ""
+    cause = next((ln for ln in reversed(lines[1:]) if re.match(r"^[\w.]*(Error|Exception)\b", ln)), "")
+    return f"{type(exc).__name__}: {head}" + (f" | {cause[:300]}" if cause else "")
 
 
 def _retryable(reason: str) -> bool:
@@ -156,9 +167,7 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
                 shutil.rmtree(res.path.parent, ignore_errors=True)
                 exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
             except Exception as exc:  # noqa: BLE001 - recorded per exporter
-                msg = str(exc).strip().splitlines()
-                exports[exporter] = {"status": "failed", "error": f"{type(exc).__name__}: "
-                                     + (msg[0][:300] if msg else "")}
+                exports[exporter] = {"status": "failed", "error": _error_text(exc)}
             _write_json(meta_path, meta)
         print(f"[{n + 1}/{len(todo)}] {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
               + f" ({time.time() - t0:.0f} s)", flush=True)
