@@ -133,6 +133,7 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
 ]
 
 _RKNN_RULE_RE = re.compile(r"Rule: (?P<rule>\w+)\s*\nSubgraph:\s*\nOp type: (?P<op>\w+)\s*\nOp name: (?P<name>\S+)")
+_ABNORMAL_SHAPE_RE = re.compile(r"The shape of '(?P<tensor>[^']+)' is (?P<shape>\([^)]*\b0\b[^)]*\)), it is abnormal")
 _UNRECOGNIZED_ATTR_RE = re.compile(r"Unrecognized attribute: (?P<attr>\w+) for operator (?P<op>\w+)")
 
 
@@ -140,8 +141,8 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
                       ) -> tuple[str, list[str], str]:
     """``(pattern id, nodes, explanation)`` of a rejected model: a graph pattern of
     :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
-    name: ...`` in the build log: ``rknn_rule:<rule>``); an attribute the toolkit's ONNX checker
-    does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
+    name: ...`` in the build log: ``rknn_rule:<rule>``); an empty tensor RKNN calls abnormal
+    (``empty_tensor``, its producer named); an attribute the toolkit's ONNX checker does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
     ``("unexplained", [], message head)``."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
         named = [n.name for n in graph.nodes if not n.graph and n.name and n.name in message]
@@ -157,6 +158,12 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     if failed:
         rule, op, nodes = failed
         return (f"rknn_rule:{rule}", nodes, f"rknn-toolkit2's graph rewrite {rule} raises on the {op} it matched")
+    m = _ABNORMAL_SHAPE_RE.search(message or "")
+    if toolchain == "rknn" and m:
+        producer = _producer(graph, m.group("tensor"))
+        return ("empty_tensor", [producer.name] if producer is not None and producer.name else [],
+                f"rknn-toolkit2 refuses a tensor with a zero-sized dimension {m.group('shape')} "
+                "(an empty tensor the exporter left in the graph)")
     m = _UNRECOGNIZED_ATTR_RE.search(message or "")
     if m:
         nodes = [n.name for n in graph.nodes if not n.graph and n.op_type == m.group("op")

@@ -241,3 +241,15 @@ def test_new_rejections_are_those_the_document_does_not_list(save):
     text = "\n".join(zoo_score.new_classes_markdown(summary, set(), doc))
     assert "- 1 x build_failed unexplained: boom (e.g. b.torchscript)" in text
     assert "x crashed" not in text
+
+
+def test_an_empty_tensor_rknn_calls_abnormal_names_its_producer(save):
+    g = _graph(save, [helper.make_node("ConstantOfShape", ["shape"], ["/m/ConstantOfShape_output_0"],
+                                       name="/m/ConstantOfShape"),
+                      helper.make_node("Concat", ["x", "/m/ConstantOfShape_output_0"], ["y"], name="/m/Concat", axis=1)],
+               [("x", [1, 4, 32]), ("shape", [3])])
+    message = "build: The shape of '/m/ConstantOfShape_output_0' is (1, 0, 32), it is abnormal!"
+    pid, nodes, text = zoo_score.explain_rejection("rknn", g, message)
+    assert (pid, nodes) == ("empty_tensor", ["/m/ConstantOfShape"]) and "(1, 0, 32)" in text
+    # a shape without a zero-sized dimension is some other complaint
+    assert zoo_score.explain_rejection("rknn", g, message.replace("(1, 0, 32)", "(1, 10, 32)"))[0] != "empty_tensor"
