@@ -142,8 +142,9 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     """``(pattern id, nodes, explanation)`` of a rejected model: a graph pattern of
     :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
     name: ...`` in the build log: ``rknn_rule:<rule>``); an empty tensor RKNN calls abnormal
-    (``empty_tensor``, its producer named); an attribute the toolkit's ONNX checker does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
-    ``("unexplained", [], message head)``."""
+    (``empty_tensor``, its producer named); an attribute the toolkit's ONNX checker does not
+    know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else ``("unexplained",
+    [], message head)``."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
         named = [n.name for n in graph.nodes if not n.graph and n.name and n.name in message]
         return ("invalid_model", named[:1],
