@@ -15,6 +15,7 @@ and skips what is there::
     ROOT/models/<arch>/<exporter>.onnx
     ROOT/results/<toolchain>/<arch>.<exporter>.json   the compiler's placement (or rejection)
     ROOT/summary.json, ROOT/summary.md       figures per table and exporter, classified disagreements
+    ROOT/NEW-CLASSES.md                      the classes docs/tables.md does not list yet
 
 Run everything (each step can also run alone, and ``compile`` can run beside ``export``; it
 picks up new files until ``export`` has finished)::
@@ -31,6 +32,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -88,8 +90,25 @@ def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
     return out
 
 
+def _error_text(exc: BaseException) -> str:
+    """The first line of an export error and, when the exporter buries the cause further down
+    (dynamo: "Failed to convert the exported program ... Next steps:"), the last line that names
+    an exception."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    head = lines[0][:300] if lines else ""
+    cause = next((ln for ln in reversed(lines[1:]) if re.match(r"^[\w.]*(Error|Exception)\b", ln)), "")
+    return f"{type(exc).__name__}: {head}" + (f" | {cause[:300]}" if cause else "")
+
+
+def _retryable(reason: str) -> bool:
+    """A skip that a newer builder may get past: the small config did not build, and the
+    fallback (one layer at the architecture's own widths) has not been tried yet."""
+    return reason.startswith("does not build from a small config") and "with its own widths" not in reason
+
+
 def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: list[str],
-               timeout: float, build_timeout: int, reverse: bool = False, start: int = 0) -> None:
+               timeout: float, build_timeout: int, reverse: bool = False, start: int = 0,
+               retry_skipped: bool = False) -> None:
     import torch
 
     from pytest_npucheck import isolate
@@ -112,7 +131,8 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
     for n, (name, build) in enumerate(todo):
         meta_path = models / name / "meta.json"
         meta = _read_json(meta_path) or {"arch": name}
-        if meta.get("status") == "skipped" or all(e in meta.get("exports", {}) for e in exporters):
+        retry = retry_skipped and meta.get("status") == "skipped" and _retryable(meta.get("reason", ""))
+        if (meta.get("status") == "skipped" and not retry) or all(e in meta.get("exports", {}) for e in exporters):
             continue
         t0 = time.time()
         try:
@@ -130,6 +150,7 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
         finally:
             signal.alarm(0)
         meta["status"] = "built"
+        meta.pop("reason", None)  # a skip an earlier builder recorded (--retry-skipped)
         meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
         meta["inputs"] = [list(t.shape) for t in inputs]
         exports = meta.setdefault("exports", {})
@@ -146,9 +167,7 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
                 shutil.rmtree(res.path.parent, ignore_errors=True)
                 exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
             except Exception as exc:  # noqa: BLE001 - recorded per exporter
-                msg = str(exc).strip().splitlines()
-                exports[exporter] = {"status": "failed", "error": f"{type(exc).__name__}: "
-                                     + (msg[0][:300] if msg else "")}
+                exports[exporter] = {"status": "failed", "error": _error_text(exc)}
             _write_json(meta_path, meta)
         print(f"[{n + 1}/{len(todo)}] {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
               + f" ({time.time() - t0:.0f} s)", flush=True)
@@ -295,6 +314,9 @@ def score_all(root: Path, toolchains: list[str], only: Iterable[str] | None = No
     summary = zoo_score.summarise(records, skipped)
     _write_json(root / "summary.json", summary)
     (root / "summary.md").write_text("\n".join(zoo_score.markdown(summary)) + "\n", encoding="utf-8")
+    doc = (REPO / "docs" / "tables.md").read_text(encoding="utf-8")
+    (root / "NEW-CLASSES.md").write_text(
+        "\n".join(zoo_score.new_classes_markdown(summary, zoo_score.known_classes(doc), doc)) + "\n", encoding="utf-8")
     return summary
 
 
@@ -314,12 +336,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reverse", action="store_true", help="export/compile: walk the zoo from its end")
     p.add_argument("--retry-timeouts", action="store_true",
                    help="compile: build again the files whose build timed out (use a longer --timeout)")
+    p.add_argument("--retry-skipped", action="store_true",
+                   help="export: try again the architectures whose small config did not build (the builder "
+                        "now falls back to one layer at the architecture's own widths)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
     args = p.parse_args(argv)
     root = args.root
     root.mkdir(parents=True, exist_ok=True)
     if args.step in ("export", "all"):
-        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start)
+        export_all(root, args.zoo, args.only, args.exporters, args.timeout, args.build_timeout, args.reverse, args.start,
+                   args.retry_skipped)
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,

@@ -20,7 +20,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["REJECTION_PATTERNS", "explain_rejection", "markdown", "normalise_reason", "score_model", "summarise"]
+__all__ = ["REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
+           "normalise_reason", "score_model", "summarise"]
 
 _POSITIVE = {"cpu", "unsupported"}
 _PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
@@ -138,9 +139,10 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
                       ) -> tuple[str, list[str], str]:
     """``(pattern id, nodes, explanation)`` of a rejected model: a graph pattern of
     :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
-    name: ...`` in the build log: ``rknn_rule:<rule>``); an attribute the toolkit's ONNX checker
-    does not know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else
-    ``("unexplained", [], message head)``."""
+    name: ...`` in the build log: ``rknn_rule:<rule>``; an empty tensor RKNN calls abnormal:
+    ``empty_tensor``, its producer named: the toolchain's ``zoo`` hook); an attribute the toolkit's ONNX checker does not
+    know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else ``("unexplained",
+    [], message head)``."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
         named = [n.name for n in graph.nodes if not n.graph and n.name and n.name in message]
         return ("invalid_model", named[:1],
@@ -152,7 +154,7 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
                 return pid, found, text
     names = {n.name for n in graph.nodes if not n.graph and n.name}
     zoo = _zoo(toolchain)
-    found = zoo.rejection(message, log, names) if zoo is not None else None
+    found = zoo.rejection(message, log, names, graph) if zoo is not None else None
     if found is not None:
         return found
     m = _UNRECOGNIZED_ATTR_RE.search(message or "")
@@ -304,10 +306,12 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
                         for e in sorted({r["exporter"] for r in recs})}
         classes: Counter[tuple[str, str, str]] = Counter()
         examples: dict[tuple[str, str, str], list[str]] = defaultdict(list)
+        models: dict[tuple[str, str, str], set[str]] = defaultdict(set)
         for r in recs:
             for d in r.get("disagreements", ()):
                 key = (d["direction"], d["op_type"], d["cause"])
                 classes[key] += 1
+                models[key].add(f"{r['arch']}.{r['exporter']}")
                 if len(examples[key]) < 3:
                     examples[key].append(f"{r['arch']}.{r['exporter']}:{d['node']}")
         rejections: Counter[tuple[str, str]] = Counter()
@@ -323,7 +327,7 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
         out["targets"][target] = {
             "all": _figures(recs), "exporters": per_exporter,
             "classes": [{"direction": k[0], "op_type": k[1], "cause": k[2], "nodes": v,
-                         "models": len({e.split(":")[0] for e in examples[k]}), "examples": examples[k]}
+                         "models": len(models[k]), "examples": examples[k]}
                         for k, v in classes.most_common()],
             "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
                            for k, v in rejections.most_common()],
@@ -356,4 +360,47 @@ def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
         if wide:
             lines += ["", "Rejection patterns that also match models the compiler builds (too wide): "
                       + ", ".join(f"{k} {v}" for k, v in sorted(wide.items()))]
+    return lines
+
+
+_CLASS_LINE_RE = re.compile(r"^- \d+ x (?P<direction>missed_fallback|false_alarm) (?P<op>\w+): (?P<cause>.*?) \(e\.g\. ")
+
+
+def known_classes(text: str) -> set[tuple[str, str, str]]:
+    """The disagreement classes ``(direction, op type, cause)`` a document already lists, in the
+    form :func:`markdown` writes them (``- 34 x false_alarm Einsum: rule attr_in (e.g. ...)``;
+    docs/tables.md, section "Agreement on a model zoo")."""
+    out = set()
+    for line in text.splitlines():
+        m = _CLASS_LINE_RE.match(line.strip())
+        if m:
+            out.add((m.group("direction"), m.group("op"), m.group("cause")))
+    return out
+
+
+def new_classes_markdown(summary: Mapping[str, Any], known: set[tuple[str, str, str]], known_text: str = ""
+                         ) -> list[str]:
+    """The classes of ``summary`` that ``known`` does not list, per target, largest first: for
+    the engineers who fix the tables (direction, op, cause, nodes, models, example nodes); then
+    the rejections (status, pattern) that ``known_text`` (the document) does not list."""
+    lines = ["# Disagreement classes not yet listed in docs/tables.md", "",
+             "Written by `scripts/zoo_agreement.py score`; a class is (direction, op type, cause).", ""]
+    for target, t in summary["targets"].items():
+        fresh = [c for c in t["classes"] if (c["direction"], c["op_type"], c["cause"]) not in known]
+        lines += [f"## {target}", "", "| nodes | models | direction | op | cause | example nodes |",
+                  "|---|---|---|---|---|---|"]
+        for c in fresh:
+            cause = c["cause"].replace("|", "\\|")
+            lines.append(f"| {c['nodes']} | {c['models']} | {c['direction']} | {c['op_type']} | {cause} | "
+                         + "<br>".join(f"`{e}`" for e in c["examples"]) + " |")
+        if not fresh:
+            lines.append("| 0 | | | | (none) | |")
+        lines.append("")
+        fresh_rej = [r for r in t["rejections"] if f"x {r['status']} {r['pattern']} (" not in known_text]
+        if fresh_rej:
+            lines += [f"Rejections by {target} the document does not list (models; status, pattern; "
+                      "'static: unsupported' where the static check predicted it):", ""]
+            lines += [f"- {r['models']} x {r['status']} {r['pattern']} (e.g. {'; '.join(r['examples'][:3])})"
+                      for r in fresh_rej]
+            lines.append("")
     return lines

@@ -13,7 +13,7 @@ the hooks that drive it, each a ``"module:attribute"`` reference imported only w
   found with the ``oracle`` hook's ``find_python``, so a toolchain with probes has an oracle);
 * ``zoo``: the quirks of scoring a model zoo against recorded compiler results
   (:mod:`pytest_npucheck.oracles.zoo_score`): ``placement(onnx_path, record, log)``,
-  ``reason(node, record)`` and ``rejection(log, names)``.
+  ``reason(node, record)`` and ``rejection(message, log, names, graph)``.
 
 Documentation-only toolchains (SNPE, CANN) are registered with no hooks: their tables are
 checked statically and ``--npu-oracle`` reports them as having no oracle.

@@ -198,3 +198,102 @@ def test_a_row_named_after_none_of_its_origins_goes_to_the_origin_of_its_op_type
         _row(1, "Cast", "CPU", "Cast:args_2_rs_cast"), _row(2, "Mul", "NPU", "Mul:/m/And_2fp_add")])
     placement = rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log))
     assert placement == {"/m/Cast": "cpu", "/m/And": "npu", "/m/Expand": "npu"}
+
+
+def _summary_with_classes(disagreements_per_model):
+    """A summary over one scored record per model, each with the given disagreements."""
+    recs = [{"arch": arch, "exporter": "torchscript", "toolchain": "rknn", "target": "rknn@2.5.0/rk3588",
+             "status": "ok", "built": True, "static_verdict": "cpu", "nodes": len(dis), "tp": 0, "fp": len(dis),
+             "fn": 0, "tn": 0, "disagreements": dis} for arch, dis in disagreements_per_model.items()]
+    return zoo_score.summarise(recs, {})
+
+
+def test_a_class_counts_every_model_it_occurs_in_not_only_its_examples():
+    alarm = {"op_type": "Slice", "direction": "false_alarm", "cause": "rule const_value_range"}
+    summary = _summary_with_classes({f"m{i}": [{**alarm, "node": f"/s{j}"} for j in range(2)] for i in range(5)})
+    [c] = summary["targets"]["rknn@2.5.0/rk3588"]["classes"]
+    assert (c["nodes"], c["models"], len(c["examples"])) == (10, 5, 3)
+
+
+def test_new_classes_are_those_the_document_does_not_list():
+    doc = ("Top disagreement classes, rknn@2.5.0/rk3588 (nodes; direction, op, cause):\n\n"
+           "- 76 x false_alarm Slice: rule const_value_range (e.g. a.torchscript:/s, a.torchscript:/s_1)\n"
+           "- 4 x missed_fallback Div: cpu row Div (e.g. hf_convnextv2.torchscript:/grn/Div)\n")
+    known = zoo_score.known_classes(doc)
+    assert known == {("false_alarm", "Slice", "rule const_value_range"), ("missed_fallback", "Div", "cpu row Div")}
+    summary = _summary_with_classes({
+        "a": [{"node": "/s", "op_type": "Slice", "direction": "false_alarm", "cause": "rule const_value_range"}],
+        "b": [{"node": "/e", "op_type": "Expand", "direction": "missed_fallback", "cause": "cpu row Expand|Cast"}]})
+    text = "\n".join(zoo_score.new_classes_markdown(summary, known))
+    assert "| 1 | 1 | missed_fallback | Expand | cpu row Expand\\|Cast | `b.torchscript:/e` |" in text
+    assert "Slice" not in text
+    assert "Rejections" not in text  # none in the summary
+    # the summary's own Markdown lists its classes in the form known_classes reads back
+    assert zoo_score.known_classes("\n".join(zoo_score.markdown(summary))) == {
+        ("false_alarm", "Slice", "rule const_value_range"), ("missed_fallback", "Expand", "cpu row Expand|Cast")}
+
+
+# rknn-toolkit2 2.5.0's build log of a LayerNorm over (C, H, W) after a Conv (TorchScript), cut: the
+# rule that raises shows nodes an earlier rewrite created, not the ONNX LayerNormalization
+SWAP_RESHAPE_NORM_LOG = """D fuse_ops results:
+D     convert_layernorm_to_exnorm: remove node = ['/n1/LayerNormalization'], add node = ['/c1/Conv_output_0_tp', '/c1/Conv_output_0_tp_rs', '/n1/LayerNormalization#1', '/n1/LayerNormalization#1_rs', '/n1/LayerNormalization#1_rs_tp']
+D     bypass_rs_exnorm_rs: remove node = ['/n1/LayerNormalization#1'], add node = ['/n1/LayerNormalization#1']
+D     fuse_transpose_reshape: remove node = ['/c1/Conv_output_0_tp']
+W build: Show op fuse match nodes:
+Rule: swap_reshape_norm
+Subgraph:
+Op type: Reshape
+Op name: /c1/Conv_output_0_tp_rs
+  Input:
+    /c1/Conv_output_0 : [1, 16, 16, 16]
+ 
+Op type: exNorm
+Op name: /n1/LayerNormalization#1
+  Input:
+    /c1/Conv_output_0_tp_rs : [1, 256, 1, 16]
+
+W You can add disable_rules=['swap_reshape_norm'] in rknn.config() to temporarily disable the error rule!
+
+E build: Traceback (most recent call last):
+  File "rknn/api/rules/swap.py", line 294, in rknn.api.rules.swap._swap_reshape_norm
+ValueError: cannot reshape array of size 4096 into shape (1,16,16,1)
+"""
+
+
+def test_a_raising_rknn_rule_names_the_onnx_node_its_rewritten_ops_stand_for(save):
+    g = _graph(save, [helper.make_node("Conv", ["x", "w"], ["/c1/Conv_output_0"], name="/c1/Conv"),
+                      helper.make_node("LayerNormalization", ["/c1/Conv_output_0", "g", "b"], ["y"],
+                                       name="/n1/LayerNormalization", axis=1)],
+               [("x", [1, 3, 16, 16])], [const("w", [[[[0.5]] * 3]] * 16),
+                                         const("g", [[[0.5] * 16] * 16] * 16), const("b", [[[0.1] * 16] * 16] * 16)])
+    pid, nodes, text = zoo_score.explain_rejection("rknn", g, "ValueError: cannot reshape array", SWAP_RESHAPE_NORM_LOG)
+    assert (pid, nodes) == ("rknn_rule:swap_reshape_norm", ["/n1/LayerNormalization"])
+    assert "Reshape" in text
+    # a rule trace without a traceback after it is a warning, not the failure
+    warning_only = SWAP_RESHAPE_NORM_LOG.split("E build: Traceback")[0]
+    assert zoo_score.explain_rejection("rknn", g, "died", warning_only)[0] == "unexplained"
+
+
+def test_new_rejections_are_those_the_document_does_not_list(save):
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    path = save(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", [1, 4])], ["y"]))
+    real = {"exporter": "torchscript", "toolchain": "rknn", "status": "crashed", "message": "rknn worker died"}
+    recs = [zoo_score.score_model(path, table, {**real, "arch": "a"}),
+            zoo_score.score_model(path, table, {**real, "arch": "b", "status": "build_failed", "message": "boom"})]
+    summary = zoo_score.summarise(recs, {})
+    doc = "- 1 x crashed unexplained: rknn worker died (e.g. x.torchscript)\n"
+    text = "\n".join(zoo_score.new_classes_markdown(summary, set(), doc))
+    assert "- 1 x build_failed unexplained: boom (e.g. b.torchscript)" in text
+    assert "x crashed" not in text
+
+
+def test_an_empty_tensor_rknn_calls_abnormal_names_its_producer(save):
+    g = _graph(save, [helper.make_node("ConstantOfShape", ["shape"], ["/m/ConstantOfShape_output_0"],
+                                       name="/m/ConstantOfShape"),
+                      helper.make_node("Concat", ["x", "/m/ConstantOfShape_output_0"], ["y"], name="/m/Concat", axis=1)],
+               [("x", [1, 4, 32]), ("shape", [3])])
+    message = "build: The shape of '/m/ConstantOfShape_output_0' is (1, 0, 32), it is abnormal!"
+    pid, nodes, text = zoo_score.explain_rejection("rknn", g, message)
+    assert (pid, nodes) == ("empty_tensor", ["/m/ConstantOfShape"]) and "(1, 0, 32)" in text
+    # a shape without a zero-sized dimension is some other complaint
+    assert zoo_score.explain_rejection("rknn", g, message.replace("(1, 0, 32)", "(1, 10, 32)"))[0] != "empty_tensor"

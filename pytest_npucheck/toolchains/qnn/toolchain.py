@@ -125,7 +125,8 @@ class Zoo:
             return normalise_reason(texts[0])
         return "no REASON in the QNN log (placed on CPU without a validation failure)"
 
-    def rejection(self, message: str, log: Optional[str], names: set[str]) -> Optional[tuple[str, list[str], str]]:
+    def rejection(self, message: str, log: Optional[str], names: set[str], graph: Any = None
+                  ) -> Optional[tuple[str, list[str], str]]:
         return None
 
 

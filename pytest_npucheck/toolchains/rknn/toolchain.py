@@ -18,6 +18,7 @@ __all__ = ["PROBES", "SOCS", "TOOLCHAIN", "ZOO"]
 #: rknn-toolkit2 ``target_platform`` values (rknn-toolkit2 2.x)
 SOCS = ("rk3588", "rk3576", "rk3566", "rk3568", "rk3562", "rv1106", "rv1103", "rk2118")
 _RULE_RE = re.compile(r"Rule: (?P<rule>\w+)\s*\nSubgraph:\s*\nOp type: (?P<op>\w+)\s*\nOp name: (?P<name>\S+)")
+_ABNORMAL_SHAPE_RE = re.compile(r"The shape of '(?P<tensor>[^']+)' is (?P<shape>\([^)]*\b0\b[^)]*\)), it is abnormal")
 
 
 class Probes:
@@ -98,14 +99,35 @@ class Zoo:
             return "cpu row " + ",".join(sorted({c.split(":", 1)[0] for c in cpu}))
         return "cpu via rewrite"
 
-    def rejection(self, message: str, log: Optional[str], names: set[str]) -> Optional[tuple[str, list[str], str]]:
-        """RKNN's own trace of the fuse rule that raised (``Rule: ... Op name: ...`` in the build
-        log, followed by a traceback): ``rknn_rule:<rule>``."""
-        m = _RULE_RE.search(log or "")
-        if m and "Traceback" in (log or "")[m.end():]:
-            node = [m.group("name")] if m.group("name") in names else []
-            return (f"rknn_rule:{m.group('rule')}", node,
+    def rejection(self, message: str, log: Optional[str], names: set[str], graph: Any = None
+                  ) -> Optional[tuple[str, list[str], str]]:
+        """RKNN's own trace of the graph rewrite that raised (the last ``Rule: ... Op name: ...``
+        before the build log's traceback): ``rknn_rule:<rule>``, the ops it shows mapped back to
+        ONNX nodes through the rewrite trace (they are often nodes an earlier rewrite made,
+        ``/c1/Conv_output_0_tp_rs``); a tensor with a zero-sized dimension, which rknn-toolkit2
+        calls abnormal: ``empty_tensor``, the node that produced it named."""
+        text = log or ""
+        tb = text.find("Traceback")
+        found = list(_RULE_RE.finditer(text[:tb])) if tb >= 0 else []
+        if found:
+            from .adapter import rewrite_lineage
+
+            m = found[-1]
+            lineage = rewrite_lineage(text)
+            nodes: list[str] = []
+            for op_name in re.findall(r"Op name: (\S+)", text[m.start():tb]):
+                for origin in [op_name] if op_name in names else sorted(lineage.get(op_name, ())):
+                    if origin in names and origin not in nodes:
+                        nodes.append(origin)
+            return (f"rknn_rule:{m.group('rule')}", nodes,
                     f"rknn-toolkit2's graph rewrite {m.group('rule')} raises on the {m.group('op')} it matched")
+        m = _ABNORMAL_SHAPE_RE.search(message or "")
+        if m:
+            i = graph.producer.get(m.group("tensor")) if graph is not None else None
+            producer = graph.nodes[i] if i is not None else None
+            return ("empty_tensor", [producer.name] if producer is not None and producer.name else [],
+                    f"rknn-toolkit2 refuses a tensor with a zero-sized dimension {m.group('shape')} "
+                    "(an empty tensor the exporter left in the graph)")
         return None
 
 
