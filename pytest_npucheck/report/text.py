@@ -206,3 +206,12 @@ def _g4(x: Any, digits: int = 4) -> str:
     if isinstance(x, str):
         return x
     return f"{x:.{digits}g}"
+
+
+def baseline_entry_text(e: Mapping[str, Any]) -> str:
+    """One baseline entry on a line (the summary, the run failures, the merge)."""
+    loc = e.get("location")
+    where = f" at {loc['module'] or '<root>'} {loc['file']}:{loc['line']}" if loc else ""
+    call = f" [call {e['call']}]" if e.get("call", 1) != 1 else ""
+    return (f"{clean(e['test'], 300)}{call} {e['target']}: {clean(e['op_type'], 40)} {clean(e['node'])}"
+            f"{clean(where, 200)}")
