@@ -67,17 +67,22 @@ TESTS = textwrap.dedent('''
 ''')
 
 
+def baseline_entries() -> list[dict]:
+    """One accepted pad of test_two_pads (by location: nets.py as written without its first blank
+    line), and a stale entry of test_fixed."""
+    line = next(k for k, ln in enumerate(NETS.splitlines(), 0) if "# ACCEPTED" in ln)
+    return [{"test": "test_suite.py::test_two_pads", "target": T, "op_type": "Pad", "node": "node_pad_old",
+             "verdict": "cpu", "reason": "reflect padding is needed",
+             "location": {"module": "", "file": "nets.py", "line": line}},
+            {"test": "test_suite.py::test_fixed", "target": T, "op_type": "Pad", "node": "node_pad",
+             "verdict": "cpu", "reason": "fixed since", "location": None}]
+
+
 @pytest.fixture
 def suite(pytester):
     pytester.makepyfile(nets=NETS, test_suite=TESTS)
     pytester.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} --npu-no-numerics\n")
-    line = next(k for k, ln in enumerate(NETS.splitlines(), 0) if "# ACCEPTED" in ln)
-    (pytester.path / "npucheck-baseline.json").write_text(json.dumps({"format": 1, "entries": [
-        {"test": "test_suite.py::test_two_pads", "target": T, "op_type": "Pad", "node": "node_pad_old",
-         "verdict": "cpu", "reason": "reflect padding is needed",
-         "location": {"module": "", "file": "nets.py", "line": line}},
-        {"test": "test_suite.py::test_fixed", "target": T, "op_type": "Pad", "node": "node_pad",
-         "verdict": "cpu", "reason": "fixed since", "location": None}]}))
+    (pytester.path / "npucheck-baseline.json").write_text(json.dumps({"format": 1, "entries": baseline_entries()}))
     return pytester
 
 
