@@ -85,6 +85,11 @@ def test_refuses_shards_that_disagree_and_names_them(tmp_path):
     with pytest.raises(mg.MergeError, match=r"plugin version: .*0\.0\.1.* in .*b\.json"):
         mg.merge([mg.load_shard(a), mg.load_shard(b)], tmp_path)
     doc["tool"]["version"] = __version__
+    doc["shard"]["budgets"] = {"path": "npu-budgets.json", "sha256": "1" * 64, "release": "1.0"}
+    b.write_text(json.dumps(doc))
+    with pytest.raises(mg.MergeError, match=r"budgets file: None in .*a\.json; .*npu-budgets\.json.* in .*b\.json"):
+        mg.merge([mg.load_shard(a), mg.load_shard(b)], tmp_path)
+    doc["shard"]["budgets"] = None
     doc["shard"]["baseline"]["sha256"] = "0" * 64
     b.write_text(json.dumps(doc))
     with pytest.raises(mg.MergeError, match=r"baseline file: .*a\.json.*b\.json"):
