@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from .tables import Catalog, Table
 
 EXIT_OK, EXIT_FALLBACK, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+MERGE_EXIT_CODES = ("exit status: pytest's, as one unsharded run of the union would have it (0 passed, 1 a test or the "
+                    "run failed, 2 a shard was interrupted, 5 no tests); 2 also when the shards cannot be merged "
+                    "(they disagree on tables, baseline, budgets or plugin version, or overlap: the message says "
+                    "which)")
 EXIT_CODES = ("exit codes: 0 every node stays on the NPU; 1 a node falls back or the model cannot be compiled; "
               "2 usage or input error (unknown target, unreadable or invalid model, invalid table); "
               "3 internal error (a bug in npucheck, not a verdict; the traceback is on stderr)")
@@ -55,6 +59,17 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--all-nodes", action="store_true", help="text format: list every node, not only fallbacks")
     c.add_argument("--no-fixes", action="store_true",
                    help="do not compute fix suggestions for fallbacks (they re-check rewritten graphs)")
+
+    m = sub.add_parser("merge", help="merge the JSON reports of a suite's shards into one run: reports, run-level "
+                       "decisions (stale entries, budgets, baseline update), exit status", epilog=MERGE_EXIT_CODES)
+    m.add_argument("shards", nargs="+", type=Path, metavar="SHARD.json",
+                   help="the shards' --npu-report=json files")
+    m.add_argument("--report", action="append", default=[], metavar="FORMAT:PATH",
+                   help="write a merged report: json:PATH, md:PATH, html:PATH, junit:PATH (repeatable)")
+    m.add_argument("--root", type=Path, default=Path("."),
+                   help="the rootdir the shards ran in (a checkout of the same commit): the baseline and budgets "
+                   "files are read there, and the baseline is updated there when the shards ran "
+                   "--npu-update-baseline (default: the current directory)")
 
     t = sub.add_parser("targets", help="list every available target with its provenance and the short forms "
                        "that resolve to it (rknn -> rknn@2.5.0/rk3588)")
@@ -126,7 +141,44 @@ def _internal_error(what: str) -> str:
             "pytest-npucheck maintainers with the traceback above, the command line and, if you can, the model.")
 
 
+def _merge(args: argparse.Namespace) -> int:
+    from .merge import MergeError, load_shard, merge, write_reports
+
+    reports = []
+    for value in args.report:
+        fmt, sep, path = value.partition(":")
+        if not sep or fmt not in ("json", "md", "html", "junit") or not path:
+            raise MergeError(f"--report {value!r}: expected FORMAT:PATH with FORMAT json, md, html or junit")
+        reports.append((fmt, Path(path)))
+    merged = merge([load_shard(p) for p in args.shards], args.root)
+    doc = merged.doc
+    t = doc["totals"]
+    print(f"npucheck merge: {len(args.shards)} shard(s), {t['tests']} checked test(s): {t.get('passed', 0)} passed, "
+          f"{t.get('failed', 0)} failed, {t.get('error', 0)} error")
+    b = doc.get("baseline") or {}
+    if b.get("error"):
+        print(f"npucheck baseline {b['path']}: {b['error']}")
+    elif b.get("updated"):
+        print(f"npucheck baseline updated: {b['path']} ({b['entries']} entries, {len(b['added'])} added, "
+              f"{len(b['removed'])} removed as no longer occurring)")
+    elif b.get("stale"):
+        print(f"npucheck baseline {b['path']}: {len(b['stale'])} stale entr{'y' if len(b['stale']) == 1 else 'ies'}")
+    u = doc.get("budgets") or {}
+    if u.get("stale"):
+        print(f"npucheck budgets {u['path']}: {len(u['stale'])} stale entr{'y' if len(u['stale']) == 1 else 'ies'}")
+    if u.get("stale_not_checked"):
+        print(f"npucheck budgets {u['path']}: stale entries not checked: {u['stale_not_checked']}")
+    for nodeid, text in merged.failures:
+        print(f"FAILED {nodeid}: {text.splitlines()[0]}")
+    for path in write_reports(merged, reports):
+        print(f"npucheck report written: {path}")
+    print(f"npucheck merge: exit status {merged.status} (as one unsharded pytest run)")
+    return merged.status
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.command == "merge":
+        return _merge(args)
     from .tables import Catalog
 
     if getattr(args, "check_tables", None):

@@ -18,7 +18,8 @@ from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's a
 from .engine.entry import CheckEntry, NpuCheckOutcome
 from .engine.settings import CheckSpec, Settings, oracle_mode
 from .errors import UsageError
-from .reporter import DESELECTED as _DESELECTED, DESELECTED_OUTPUT as _DESELECTED_OUTPUT, Reporter
+from .reporter import (DESELECTED as _DESELECTED, DESELECTED_OUTPUT as _DESELECTED_OUTPUT, MARKED_OUTPUT as _MARKED_OUTPUT,
+                       Reporter, marked_ids)
 
 MARKER = "npu_deployable"
 
@@ -256,12 +257,19 @@ def pytest_deselected(items: Sequence[pytest.Item]) -> None:
     if marked:
         config = items[0].config
         config.stash[_DESELECTED] = config.stash.get(_DESELECTED, 0) + marked
+        marked_ids(config)["deselected"].update(i.nodeid for i in items if i.get_closest_marker(MARKER))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The marked tests this process selected (a shard report lists them for ``npucheck merge``)."""
+    marked_ids(session.config)["selected"].update(i.nodeid for i in session.items if i.get_closest_marker(MARKER))
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:  # an xdist worker: the controller reads the count at pytest_testnodedown
         workeroutput[_DESELECTED_OUTPUT] = session.config.stash.get(_DESELECTED, 0)
+        workeroutput[_MARKED_OUTPUT] = {k: sorted(v) for k, v in marked_ids(session.config).items()}
 
 
 def seed_for_test(nodeid: str) -> int:

@@ -19,6 +19,14 @@ from .engine.settings import Settings
 
 DESELECTED = pytest.StashKey[int]()  # marked tests deselected in this process
 DESELECTED_OUTPUT = "npucheck_deselected_marked"  # the key of that count in an xdist worker's output
+MARKED = pytest.StashKey[dict]()  # the marked test ids this process selected and deselected (shard report)
+MARKED_OUTPUT = "npucheck_marked"  # the key of those ids in an xdist worker's output
+
+
+def marked_ids(config: pytest.Config) -> dict[str, set[str]]:
+    if MARKED not in config.stash:
+        config.stash[MARKED] = {"selected": set(), "deselected": set()}
+    return config.stash[MARKED]
 
 
 class Reporter:
@@ -35,9 +43,13 @@ class Reporter:
         self.budget_base: Optional[dict[str, Any]] = None  # the commit the budgets file was compared with
         self.deselected = 0  # marked tests deselected on xdist workers
         self.written: list[str] = []  # report paths written at the end of the run
+        self.start_hashes: tuple = (None, None)  # sha256 of the baseline and budgets files as the run started
         self.report_errors: list[str] = []
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        from .merge import file_sha256
+
+        self.start_hashes = (file_sha256(self.settings.baseline_path), file_sha256(self.settings.budgets_path))
         if self.settings.baseline_path.exists():
             self.files.baseline()  # an invalid baseline is a usage error before any test runs
         if self.files.budgets is not None:
@@ -53,6 +65,8 @@ class Reporter:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing)."""
         self.deselected += int((getattr(node, "workeroutput", None) or {}).get(DESELECTED_OUTPUT, 0))
+        for key, ids in ((getattr(node, "workeroutput", None) or {}).get(MARKED_OUTPUT) or {}).items():
+            marked_ids(self.config)[key].update(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         entries = getattr(report, "npucheck", None)
@@ -115,6 +129,7 @@ class Reporter:
             doc["baseline"] = self.baseline_info
         if self.budgets_info is not None:
             doc["budgets"] = self.budgets_info
+        doc["shard"] = self._shard_section(exitstatus)
         from .errors import NpuCheckError
 
         for value, fmt, path in self.settings.reports:
@@ -135,6 +150,18 @@ class Reporter:
                 continue
             self.written.append(path)
 
+    def _shard_section(self, status: int) -> dict[str, Any]:
+        """What ``npucheck merge`` needs to merge this run with other shards (merge.shard_section)."""
+        from .merge import shard_section
+
+        s, opt, ids = self.settings, self.config.option, marked_ids(self.config)
+        return shard_section(rootpath=Path(self.config.rootpath), baseline_path=s.baseline_path,
+                             baseline_sha256=self.start_hashes[0], strict=s.strict, updating=s.updating,
+                             budgets_path=s.budgets_path, budgets_sha256=self.start_hashes[1], release=s.release,
+                             args=self.config.args, last_failed=bool(getattr(opt, "lf", False)),
+                             stepwise=bool(getattr(opt, "stepwise", False)), marked_selected=ids["selected"],
+                             marked_deselected=ids["deselected"], status=int(status), entries=self.entries)
+
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         from .report.terminal import write_summary
 
@@ -148,4 +175,4 @@ def _entry_text(e: Mapping[str, Any]) -> str:
     return entry_text(e)
 
 
-__all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT"]
+__all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT", "MARKED", "MARKED_OUTPUT", "marked_ids"]

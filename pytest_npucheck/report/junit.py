@@ -7,7 +7,7 @@ from xdist workers with the test's reports and pytest's junitxml writer puts the
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ..result import VERDICTS
 
@@ -41,4 +41,34 @@ def properties(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
-__all__ = ["properties"]
+def render(doc: Mapping[str, Any], failures: Sequence[tuple[str, str]] = ()) -> str:
+    """A JUnit XML file from a run's JSON document (``npucheck merge``): one test case per checked
+    test (call), with the properties above, and one failed case per run-level failure."""
+    from xml.sax.saxutils import quoteattr, escape
+
+    cases: list[str] = []
+    counts = {"failures": 0, "errors": 0}
+    for e in doc.get("tests") or []:
+        name = e["nodeid"] + (f" [call {e['call']}]" if int(e.get("call", 1)) != 1 else "")
+        file = e["nodeid"].partition("::")[0]
+        props = "".join(f"<property name={quoteattr(k)} value={quoteattr(v)}/>" for k, v in properties(e))
+        body = f"<properties>{props}</properties>" if props else ""
+        if e.get("status") == "failed":
+            counts["failures"] += 1
+            body += f'<failure message="npucheck: the check failed">{escape(str(e.get("error") or ""))}</failure>'
+        elif e.get("status") == "error":
+            counts["errors"] += 1
+            body += f'<error message="npucheck: the check did not complete">{escape(str(e.get("error") or ""))}</error>'
+        cases.append(f"<testcase classname={quoteattr(file)} name={quoteattr(name.partition('::')[2] or name)}>"
+                     f"{body}</testcase>")
+    for nodeid, text in failures:
+        counts["failures"] += 1
+        file, _, rest = nodeid.partition("::")
+        cases.append(f"<testcase classname={quoteattr(file)} name={quoteattr(rest)}>"
+                     f'<failure message="npucheck: the run failed">{escape(text)}</failure></testcase>')
+    head = (f'<testsuite name="npucheck" tests="{len(cases)}" failures="{counts["failures"]}" '
+            f'errors="{counts["errors"]}" skipped="0">')
+    return '<?xml version="1.0" encoding="utf-8"?>\n<testsuites>' + head + "".join(cases) + "</testsuite></testsuites>\n"
+
+
+__all__ = ["properties", "render"]
