@@ -1166,6 +1166,19 @@ def _callable_code(fn: Any) -> str:
 
 
 def _versions() -> dict[str, str]:
+    """The versions that shape an export (part of every key and of meta.json); a copy of this process's."""
+    if not _VERSIONS:
+        _VERSIONS.update(_read_versions())
+    return dict(_VERSIONS)
+
+
+# Read once per process: importlib.metadata scans sys.path for each distribution (~2.5 ms CPU, ~20 ms
+# wall under load, per cache hit in the examples' profile), and the versions of the packages a
+# process has imported do not change while it runs.
+_VERSIONS: dict[str, str] = {}
+
+
+def _read_versions() -> dict[str, str]:
     from importlib import metadata
 
     versions = {"python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
