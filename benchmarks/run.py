@@ -1,6 +1,7 @@
 """Performance goals of issue 8, measured as ratios within one run.
 
     python benchmarks/run.py [--goals 1,2,3,4,5,6] [--reps N] [--json figures.json]
+    python benchmarks/run.py --goals u1,u3    # issue 29: what a user feels (whole pytest processes)
 
 Every figure is a ratio of two operations measured in the same run, alternating them and taking
 the median of several repetitions, so a busy machine slows both sides alike. Models are built on
