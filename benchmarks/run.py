@@ -1,6 +1,7 @@
 """Performance goals of issue 8, measured as ratios within one run.
 
     python benchmarks/run.py [--goals 1,2,3,4,5,6,7] [--reps N] [--json figures.json]
+    python benchmarks/run.py --goals u1,u3    # issue 29: what a user feels (whole pytest processes)
 
 Every figure is a ratio of two operations measured in the same run, alternating them and taking
 the median of several repetitions, so a busy machine slows both sides alike. Models are built on
@@ -483,7 +484,146 @@ def goal7(reps: int) -> None:
            "info", True)
 
 
+
+# -- issue 29: what a user feels, on the demo's models (goals "u1" and "u3") ------------------------
+
+# The four models of examples/models.py, each in a plain test (its forward) and in the same test marked
+# (marker-only form), twice over with another seed (eight marked tests, eight exports).
+_USER_SUITE = """
+    import pytest, torch
+    from models import DetectionHead, SmallUNet, TinyEncoder, TinyResNet
+
+    CASES = {{"resnet": (TinyResNet, lambda: torch.randn(1, 3, 64, 64)),
+              "unet": (SmallUNet, lambda: torch.randn(1, 3, 64, 64)),
+              "detection": (DetectionHead, lambda: torch.randn(1, 3, 64, 64)),
+              "encoder": (TinyEncoder, lambda: torch.randint(0, 100, (1, 16)))}}
+
+    @pytest.fixture(params=[f"{{name}}-{{seed}}" for seed in (0, 1) for name in CASES])
+    def case(request):
+        return request.param
+
+    @pytest.fixture
+    def model(case):
+        name, seed = case.split("-")
+        torch.manual_seed(int(seed))
+        return CASES[name][0]().eval()
+
+    @pytest.fixture
+    def example_inputs(case):
+        torch.manual_seed(1)
+        return CASES[case.split("-")[0]][1]()
+
+    def test_plain(model, example_inputs):
+        with torch.no_grad():
+            model(example_inputs)
+
+    @pytest.mark.npu_deployable(targets=[{target!r}])
+    def test_marked(model, example_inputs):
+        with torch.no_grad():
+            model(example_inputs)
+"""
+
+# Per test: wall and CPU seconds (this process and its waited-for children: the export and numerics
+# children) from setup to teardown; per process: the exporter modules it imported.
+_USER_CONFTEST = """
+    import json, os, resource, sys, time
+    import pytest
+
+    TIMES = {}
+
+    def _cpu():
+        s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(item, nextitem):
+        t, c = time.perf_counter(), _cpu()
+        yield
+        TIMES[item.nodeid] = [time.perf_counter() - t, _cpu() - c]
+
+    def pytest_unconfigure(config):
+        mods = sorted(m for m in sys.modules if m.startswith(("torch.onnx", "onnxscript", "onnx_ir")))
+        with open(os.path.join(os.environ["BENCH_OUT"], f"{os.getpid()}.json"), "w") as fh:
+            json.dump({"times": TIMES, "exporter_modules": mods}, fh)
+"""
+
+
+def _user_run(suite: Path, *args: str) -> tuple[float, list[dict[str, Any]]]:
+    """Wall seconds of a whole ``pytest`` process on ``suite``, and what each of its processes recorded."""
+    with tempfile.TemporaryDirectory() as out:
+        env = {**os.environ, "BENCH_OUT": out, "PYTHONPATH": str(suite)}
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *args], cwd=suite, env=env,
+                       capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        return wall, [json.loads(p.read_text()) for p in Path(out).iterdir()]
+
+
+def goal_u1(reps: int) -> None:
+    print("goal u1 (issue 29): warm export cache, marked test vs the same test plain; -n 2 vs -n 0", flush=True)
+    import shutil
+
+    with tempfile.TemporaryDirectory() as d:
+        suite = Path(d)
+        shutil.copy(REPO / "examples" / "models.py", suite / "models.py")
+        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET)))
+        (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
+        cold_wall, (cold,) = _user_run(suite)  # fills the export cache (pytest's cache dir in the suite)
+        extra_wall, extra_cpu, modules = [], [], []
+        walls: dict[str, list[float]] = {"n0": [], "n2": []}
+        for _ in range(max(1, reps // 2)):
+            wall, (warm,) = _user_run(suite)
+            walls["n0"].append(wall)
+            modules.append(len(warm["exporter_modules"]))
+            times = warm["times"]
+            for nodeid, (w, c) in times.items():
+                if "test_marked" in nodeid:
+                    w0, c0 = times[nodeid.replace("test_marked", "test_plain")]
+                    extra_wall.append(w - w0)
+                    extra_cpu.append(c - c0)
+            wall, workers = _user_run(suite, "-n", "2")
+            walls["n2"].append(wall)
+            modules.extend(len(p["exporter_modules"]) for p in workers)
+    cpu, wall = statistics.median(extra_cpu), statistics.median(extra_wall)
+    record("u1", "warm cache: marked test - plain test, CPU seconds (median of 8 models x reps)", cpu, "<= 0.3",
+           cpu <= 0.3, wall_s=round(wall, 2), cpu_max_s=round(max(extra_cpu), 2), wall_max_s=round(max(extra_wall), 2),
+           cold_run_s=round(cold_wall, 1))
+    worst = max(modules)
+    record("u1", "warm cache: torch.onnx/onnxscript/onnx_ir modules imported by any process of the run", worst, "0",
+           worst == 0, processes=len(modules), cold_run_modules=len(cold["exporter_modules"]))
+    n0, n2 = statistics.median(walls["n0"]), statistics.median(walls["n2"])
+    record("u1", "warm cache, 8 marked + 8 plain tests: wall -n 2 / -n 0", n2 / n0, "<= 1.0", n2 / n0 <= 1.0,
+           n0_s=round(n0, 1), n2_s=round(n2, 1), loadavg=[round(x, 1) for x in os.getloadavg()])
+
+
+def goal_u3(reps: int) -> None:
+    print("goal u3 (issue 29): collection of a suite with marked tests, warm cache, with / without the plugin",
+          flush=True)
+    import shutil
+
+    with tempfile.TemporaryDirectory() as d:
+        suite = Path(d)
+        shutil.copy(REPO / "examples" / "models.py", suite / "models.py")
+        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET)))
+        (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
+        _user_run(suite, "-k", "resnet-0")  # one cached export, as in a warm run
+        runs: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
+        for _ in range(reps):  # alternated, so that the machine's load hits both alike
+            for name, extra in (("with", ()), ("without", ("-p", "no:npucheck"))):
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                wall, _ = _user_run(suite, "--co", *extra)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                runs[name].append((wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime))
+    wall = {k: statistics.median(w for w, _ in v) for k, v in runs.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
+    extra_cpu = cpu["with"] - cpu["without"]
+    record("u3", "pytest --co with marked tests, warm cache: with the plugin - without, CPU seconds (median)",
+           extra_cpu, "<= 0.3", extra_cpu <= 0.3, wall_extra_s=round(wall["with"] - wall["without"], 2),
+           with_cpu_s=round(cpu["with"], 2), without_cpu_s=round(cpu["without"], 2))
+
+
 GOALS = {"1": goal1, "2": goal2, "3": goal3, "4": goal4, "5": goal5, "6": goal6, "7": goal7}
+GOALS.update({"u1": goal_u1, "u3": goal_u3})  # issue 29
 
 
 def main() -> int:

@@ -65,6 +65,9 @@ EXPORTERS = ("dynamo", "torchscript")
 MODEL_FILENAME = "model.onnx"
 #: Name of the small JSON sidecar inside a cache entry (opset, exporter, files, timing).
 META_FILENAME = "meta.json"
+#: Name of the stamp inside a cache entry: the ``os.stat`` fingerprint of each file whose content hash
+#: was last checked, so that a later process trusts the hash while the file is unchanged (see _checked_entry).
+VERIFIED_FILENAME = "verified.json"
 
 _TMP_PREFIX = ".tmp-"
 _TRASH_PREFIX = ".trash-"
@@ -470,6 +473,7 @@ def _export_into(
         "versions": _versions(),
     }
     (work / META_FILENAME).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    _write_stamp(work, meta["sha256"])  # the files keep their fingerprints when work is renamed to the entry
     return opset
 
 
@@ -1162,6 +1166,19 @@ def _callable_code(fn: Any) -> str:
 
 
 def _versions() -> dict[str, str]:
+    """The versions that shape an export (part of every key and of meta.json); a copy of this process's."""
+    if not _VERSIONS:
+        _VERSIONS.update(_read_versions())
+    return dict(_VERSIONS)
+
+
+# Read once per process: importlib.metadata scans sys.path for each distribution (~2.5 ms CPU, ~20 ms
+# wall under load, per cache hit in the examples' profile), and the versions of the packages a
+# process has imported do not change while it runs.
+_VERSIONS: dict[str, str] = {}
+
+
+def _read_versions() -> dict[str, str]:
     from importlib import metadata
 
     versions = {"python": f"{sys.version_info[0]}.{sys.version_info[1]}"}
@@ -1191,6 +1208,7 @@ def _checked_entry(entry: pathlib.Path) -> tuple[dict[str, Any] | None, str | No
     """(meta.json, None) of a complete entry whose files have the content hashes meta.json records;
     (None, None) when there is no entry; (None, what is wrong) for one that is damaged or edited (a
     same-size edit of model.onnx was used as is before)."""
+    from . import filehash
     from .filehash import sha256_file
 
     model = entry / MODEL_FILENAME
@@ -1203,15 +1221,65 @@ def _checked_entry(entry: pathlib.Path) -> tuple[dict[str, Any] | None, str | No
         files, hashes = meta.get("files"), meta.get("sha256")
         if not isinstance(files, dict) or MODEL_FILENAME not in files or not isinstance(hashes, dict):
             return None, "has no content hashes (damaged, or written by another version)"
+        stamped = _read_stamp(entry, hashes)
+        hashed = False
         for name, size in files.items():
             path = entry / name
             if path.stat().st_size != size:
                 return None, f"is damaged: {name} has another size than recorded"
+            fp = filehash.fingerprint(path)
+            if stamped.get(name) == list(fp) and isinstance(hashes.get(name), str):
+                filehash.remember(fp, hashes[name])  # checked by an earlier process; unchanged since
+                continue
             if hashes.get(name) != sha256_file(path):
                 return None, f"does not match its content hash: {name} was edited or damaged"
+            hashed = True
     except (OSError, ValueError, AttributeError, TypeError) as exc:
         return None, f"is unreadable ({type(exc).__name__})"
-    return (meta, None) if isinstance(meta, dict) else (None, "is damaged: meta.json is not an object")
+    if not isinstance(meta, dict):
+        return None, "is damaged: meta.json is not an object"
+    if hashed:
+        _write_stamp(entry, hashes)
+    return meta, None
+
+
+def _read_stamp(entry: pathlib.Path, hashes: Mapping[str, Any]) -> dict[str, Any]:
+    """{file name: its fingerprint when its hash was last checked} from the entry's stamp, or {} when
+    there is none, it is unreadable, or it was written for other content hashes than meta.json's.
+
+    Hashing a 128 MB model takes ~0.7 s, once per process that hits the entry (every xdist worker,
+    every run). A file's fingerprint (``filehash.fingerprint``: inode, size, mtime and ctime) changes
+    with every write to it, and ctime cannot be set back by the writer, so a file whose fingerprint is
+    the one recorded after its hash was checked still has that content: the argument by which
+    ``filehash`` trusts its in-process memo, kept across processes. A copied or restored cache (new
+    inodes and ctimes) is hashed once and stamped again. Like meta.json's hashes, the stamp catches
+    edits and damage, not a forger who rewrites it too.
+    """
+    try:
+        stamp = loads_strict((entry / VERIFIED_FILENAME).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(stamp, dict) or stamp.get("sha256") != hashes or not isinstance(stamp.get("stat"), dict):
+        return {}
+    return stamp["stat"]
+
+
+def _write_stamp(entry: pathlib.Path, hashes: Mapping[str, Any]) -> None:
+    """Record the fingerprint of each file of ``hashes`` whose content hash was just checked (or
+    computed). Written whole under a temporary name and renamed (concurrent writers each install a
+    complete stamp); a cache directory that cannot be written only loses the saving."""
+    from . import filehash
+
+    try:
+        stat = {name: list(filehash.fingerprint(entry / name)) for name in hashes}
+        tmp = entry / f"{_TMP_PREFIX}{VERIFIED_FILENAME}-{uuid.uuid4().hex[:8]}"
+        tmp.write_text(json.dumps({"sha256": dict(hashes), "stat": stat}, sort_keys=True) + "\n")
+        os.replace(tmp, entry / VERIFIED_FILENAME)
+    except (OSError, TypeError):
+        try:
+            tmp.unlink()
+        except (OSError, UnboundLocalError):
+            pass
 
 
 def _entry_opset(entry: pathlib.Path, meta: Mapping[str, Any]) -> int:

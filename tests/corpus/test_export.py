@@ -17,6 +17,7 @@ onnx = pytest.importorskip("onnx")
 
 from pytest_npucheck.export import (  # noqa: E402
     MODEL_FILENAME,
+    VERIFIED_FILENAME,
     ExportError,
     ExportOptions,
     ExportResult,
@@ -159,7 +160,7 @@ def test_export_writes_loadable_onnx_with_expected_opset(
     assert not result.cache_hit
     assert result.exporter == exporter
     assert result.opset == expected_opset
-    assert sorted(p.name for p in result.path.parent.iterdir()) == ["meta.json", "model.onnx"]
+    assert sorted(p.name for p in result.path.parent.iterdir()) == ["meta.json", "model.onnx", "verified.json"]
     proto = onnx.load(str(result.path))
     onnx.checker.check_model(proto)
     assert {(i.domain or "ai.onnx"): i.version for i in proto.opset_import}["ai.onnx"] == (
@@ -412,6 +413,21 @@ def test_second_call_is_a_cache_hit_and_does_not_rewrite(dynamo_cached):
     assert second.path.stat().st_mtime_ns == before
     assert second.seconds < first.seconds
     assert cache_listing(cache_dir) == [first.key]
+
+
+def test_a_hit_in_a_new_process_trusts_the_stamp_the_export_wrote(dynamo_cached, monkeypatch):
+    """The export (in its isolated child) stamps the files it hashed: a later process's hit reads
+    none of them again while they are unchanged (tests/unit/test_export_cache_entry.py: edits)."""
+    from pytest_npucheck import filehash
+
+    cache_dir, first = dynamo_cached
+    assert (first.path.parent / VERIFIED_FILENAME).is_file()
+    monkeypatch.setattr(filehash, "_MEMO", {})  # as in a new process
+    hashed = []
+    real = filehash.sha256_file
+    monkeypatch.setattr(filehash, "sha256_file", lambda p: hashed.append(p) or real(p))
+    assert export_model(small_cnn(), example(), ExportOptions(), cache_dir).cache_hit
+    assert hashed == []
 
 
 def test_damaged_entry_is_rebuilt(tmp_path):
