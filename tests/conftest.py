@@ -41,6 +41,9 @@ sys.addaudithook(_refuse_processes_in_unit_tests)
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "reliability(*row_ids): the rows of docs/reliability.md (A1..F10) this test guards")
+    config.addinivalue_line(
+        "markers", "without_xdist(reason): a test of tests/acceptance whose pytester runs are made plain only "
+        "([n0]), not repeated under -n 2 ([n2]); the reason says why (tests/README.md)")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -336,41 +336,6 @@ def test_json_report_validates_and_carries_contract_fields(suite):
     assert ts["status"] == "passed" and ts["export"]["exporter"] == "torchscript" and ts["export"]["opset"] == 17
 
 
-@pytest.mark.slow  # a serial run and a -n 2 run: two more processes import torch and warm the exporter up
-def test_xdist_gives_the_same_report(suite):
-    pytest.importorskip("xdist")
-    suite.makepyfile(test_p="""
-        import pytest, torch
-        from demo_nets import Clean, ReflectPad
-
-        @pytest.mark.parametrize("i", range(3))
-        @pytest.mark.npu_deployable(targets=["toy@1.0"])
-        def test_clean(npu_check, i):
-            torch.manual_seed(i)
-            npu_check(Clean().eval(), torch.randn(1, 3, 8 + i, 8))
-
-        @pytest.mark.npu_deployable(targets=["toy@1.0"])
-        def test_reflect(npu_check):
-            torch.manual_seed(5)
-            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
-    """)
-    r1 = suite.runpytest_subprocess("--npu-report=json:serial.json")
-    r2 = suite.runpytest_subprocess("-n", "2", "--npu-report=json:parallel.json")
-    r1.assert_outcomes(passed=3, failed=1)
-    r2.assert_outcomes(passed=3, failed=1)
-
-    def load(name):
-        d = json.loads((suite.path / name).read_text())
-        d.pop("created")
-        for t in d["tests"]:
-            t["export"].pop("path")  # temp dirs differ per process
-            for tr in t["targets"]:
-                tr["model"].pop("path")
-        return d
-
-    assert load("serial.json") == load("parallel.json")
-
-
 def test_plugin_import_is_light():
     code = ("import sys, pytest_npucheck.plugin\n"
             "heavy = [m for m in ('torch', 'onnx', 'onnxruntime', 'numpy', 'jsonschema') if m in sys.modules]\n"
