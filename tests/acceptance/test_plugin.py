@@ -178,6 +178,7 @@ def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
     assert "test_z.py::test_marked" in err
 
 
+@USAGE_ERROR_AT_COLLECTION
 def test_cli_target_and_unknown_toolchain(suite):
     suite.makepyfile(test_w="""
         import pytest, torch
@@ -195,6 +196,7 @@ def test_cli_target_and_unknown_toolchain(suite):
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "no target" in r.stderr.str()
 
 
+@USAGE_ERROR_AT_COLLECTION
 def test_invalid_table_stops_the_run_with_file_and_path(pytester, tmp_path):
     import shutil
 
