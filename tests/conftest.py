@@ -23,6 +23,13 @@ PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "
 #: fixtures that export a PyTorch model (their tests get the ``export`` marker)
 EXPORT_FIXTURES = frozenset({"corpus", "export", "heavy_modules_loaded"})
 _unit_test_running: list[str] = []
+#: for the tests of tests/acceptance whose runs stop with a usage error the plugin raises at collection
+#: (a bad marker, ini key or target): under pytest-xdist the workers collect, and xdist turns a worker's
+#: UsageError into an INTERNALERROR that loses its message (exit 3, not 4; pytest-xdist issue #109).
+#: The plugin has to carry the message to the controller; until then these runs are made plain only.
+USAGE_ERROR_AT_COLLECTION = pytest.mark.without_xdist(
+    reason="a UsageError the plugin raises at collection on an xdist worker ends a -n 2 run with an "
+           "INTERNALERROR and without its message (exit 3, not 4; pytest-xdist #109): to be fixed in the plugin")
 
 
 def _in_layer(path: Path, layer: str) -> bool:
@@ -41,6 +48,9 @@ sys.addaudithook(_refuse_processes_in_unit_tests)
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "reliability(*row_ids): the rows of docs/reliability.md (A1..F10) this test guards")
+    config.addinivalue_line(
+        "markers", "without_xdist(reason): a test of tests/acceptance whose pytester runs are made plain only "
+        "([n0]), not repeated under -n 2 ([n2]); the reason says why (tests/README.md)")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -111,6 +111,7 @@ def suite(pytester):
 
 
 @pytest.mark.slow  # three runs of a real-model suite with every report, one of them with -n 2
+@pytest.mark.without_xdist(reason="it compares a plain run with a -n 2 run itself")
 def test_new_user_walkthrough_on_real_models(suite):
     # 1. today's state: the detector's ReduceMax and TopK run on the CPU of an RK3588; record them
     r = suite.runpytest_subprocess("--npu-update-baseline")

@@ -50,6 +50,7 @@ def _kept(where):
     return {name: (where / name).read_bytes() for name in files}
 
 
+@pytest.mark.without_xdist(reason="it compares a plain run with a -n 2 run itself")
 def test_keep_onnx_with_and_without_xdist(pytester):
     pytester.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:randomly\n")
     pytester.makepyfile(test_keep=SUITE)

@@ -253,6 +253,7 @@ def _normalised(path: Path, created: str) -> str:
 
 
 @pytest.mark.slow  # three -n 2 runs, each with two workers that import torch and export
+@pytest.mark.without_xdist(reason="it compares a plain run with a -n 2 run itself")
 def test_xdist_gives_identical_report_files_and_reports_a_crashed_worker(suite):
     pytest.importorskip("xdist")
     files = ("--npu-report=json:{}/r.json", "--npu-report=md:{}/r.md", "--npu-report=html:{}/r.html",

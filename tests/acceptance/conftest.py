@@ -1,0 +1,97 @@
+"""Every pytester run of this layer is made twice: plain, and under pytest-xdist with two workers.
+
+The plugin promises the same outcomes, report files, baseline files and exit codes with and without
+``-n 2`` (house rule: results identical with and without pytest-xdist; only the controller writes
+shared files). So each test that uses ``pytester`` (directly or through a fixture such as ``suite``)
+runs once as ``test_x[n0]``, its runs unchanged, and once as ``test_x[n2]``, where every
+``runpytest``, ``runpytest_inprocess`` and ``runpytest_subprocess`` call gets ``-n 2`` (the way it was
+asked to run, in-process or in a subprocess, is kept). The test's assertions are the same in both.
+
+The ``-n 2`` runs load child_plugins/xdist_deselected.py, so that their summary line counts the
+deselected tests as a plain run's does (xdist's controller leaves them out).
+
+A test whose runs cannot be repeated under xdist says why with ``@pytest.mark.without_xdist(reason=...)``
+and runs as ``[n0]`` only; tests/README.md lists them. A test that compares a plain run with a
+``-n 2`` run itself is one of them: its own comparison covers both modes.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+#: the arguments each mode adds to every pytester run of a test
+RUN_MODES: dict[str, tuple[str, ...]] = {"n0": (), "n2": ("-n", "2")}
+#: plugins every -n 2 run loads (controller and workers: PYTEST_PLUGINS and PYTHONPATH reach both)
+CHILD_PLUGINS = Path(__file__).parent / "child_plugins"
+N2_PLUGINS = ("xdist_deselected",)
+#: a run with one of these arguments picks its own workers (or none): the mode adds nothing to it
+_OWN_WORKERS = re.compile(r"-n\d*|--numprocesses(=.*)?|--tx(=.*)?|no:xdist")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "run_mode" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("without_xdist")
+    if marker is not None and not marker.kwargs.get("reason"):
+        raise pytest.UsageError("%s: @pytest.mark.without_xdist needs reason=... saying why its runs cannot "
+                                "be repeated under -n 2" % metafunc.definition.nodeid)
+    modes = ["n0"] if marker is not None else list(RUN_MODES)
+    metafunc.parametrize("run_mode", modes, indirect=True)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A ``without_xdist`` mark on one parameter set (``pytest.param(..., marks=...)``) deselects its [n2] item."""
+    plain_only = [item for item in items if getattr(item, "callspec", None) is not None
+                  and item.callspec.params.get("run_mode") == "n2" and item.get_closest_marker("without_xdist")]
+    if plain_only:
+        config.hook.pytest_deselected(items=plain_only)
+        items[:] = [item for item in items if item not in plain_only]
+
+
+@pytest.fixture
+def run_mode(request: pytest.FixtureRequest) -> str:
+    """``n0`` (plain pytester runs) or ``n2`` (the same runs with ``-n 2``)."""
+    return request.param
+
+
+def _with_mode(run: Callable[..., Any], extra: tuple[str, ...]) -> Callable[..., Any]:
+    @functools.wraps(run)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if any(_OWN_WORKERS.fullmatch(str(a)) for a in args):
+            return run(*args, **kwargs)
+        return run(*extra, *args, **kwargs)
+
+    return wrapper
+
+
+@pytest.fixture
+def pytester(pytester: pytest.Pytester, run_mode: str, monkeypatch: pytest.MonkeyPatch,
+             request: pytest.FixtureRequest) -> pytest.Pytester:
+    """pytest's ``pytester``, whose runs are made in the test's ``run_mode`` (see the module docstring)."""
+    extra = RUN_MODES[run_mode]
+    if extra:
+        pytest.importorskip("xdist")
+        # the summary line counts deselected tests as a plain run does (child_plugins/xdist_deselected.py)
+        monkeypatch.syspath_prepend(str(CHILD_PLUGINS))  # in-process runs import it from here
+        # xdist starts a worker with the sys.path its controller had at start-up (xdist.plugin._sys_path):
+        # for an in-process run that is this process's, which lacks CHILD_PLUGINS (a subprocess run's
+        # controller has it from PYTHONPATH)
+        import xdist.plugin
+
+        startup_path = xdist.plugin._sys_path
+        if str(CHILD_PLUGINS) not in startup_path:
+            startup_path.insert(0, str(CHILD_PLUGINS))
+            request.addfinalizer(lambda: startup_path.remove(str(CHILD_PLUGINS)))
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHILD_PLUGINS),
+                                                                         os.environ.get("PYTHONPATH")])))
+        monkeypatch.setenv("PYTEST_PLUGINS", ",".join(N2_PLUGINS))
+        # runpytest() calls one of these two, as --runpytest says: wrapping them covers every run
+        for name in ("runpytest_inprocess", "runpytest_subprocess"):
+            setattr(pytester, name, _with_mode(getattr(pytester, name), extra))
+    return pytester
