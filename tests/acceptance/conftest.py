@@ -27,6 +27,21 @@ import pytest
 
 #: the arguments each mode adds to every pytester run of a test
 RUN_MODES: dict[str, tuple[str, ...]] = {"n0": (), "n2": ("-n", "2")}
+#: the modes this session runs: NPUCHECK_TEST_RUN_MODES=n0 (the default: the README's suite),
+#: =n2 (CI's second pass over this layer) or =n0,n2 (both in one session). A [n2] run costs about
+#: ten times its plain run (each of the two workers imports torch and exports cold), so the suite
+#: runs the plain mode and CI runs the layer again under -n 2 (.ci/run), as syrupy runs its suite
+#: with and without xdist.
+ENV_MODES = "NPUCHECK_TEST_RUN_MODES"
+
+
+def selected_modes() -> list[str]:
+    raw = os.environ.get(ENV_MODES, "n0")
+    modes = [m.strip() for m in raw.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in RUN_MODES]
+    if unknown or not modes:
+        raise pytest.UsageError(f"{ENV_MODES}={raw!r}: expected a comma-separated list of {', '.join(RUN_MODES)}")
+    return modes
 #: plugins every -n 2 run loads (controller and workers: PYTEST_PLUGINS and PYTHONPATH reach both)
 CHILD_PLUGINS = Path(__file__).parent / "child_plugins"
 N2_PLUGINS = ("xdist_deselected",)
@@ -41,7 +56,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is not None and not marker.kwargs.get("reason"):
         raise pytest.UsageError("%s: @pytest.mark.without_xdist needs reason=... saying why its runs cannot "
                                 "be repeated under -n 2" % metafunc.definition.nodeid)
-    modes = ["n0"] if marker is not None else list(RUN_MODES)
+    modes = [m for m in selected_modes() if marker is None or m == "n0"]
+    if not modes:  # an [n2]-only session and a test that says why it cannot run so: the plain pass covers it
+        metafunc.parametrize("run_mode", [pytest.param("n0", marks=pytest.mark.skip(
+            reason=f"without_xdist ({marker.kwargs['reason']}): runs in the plain pass"))], indirect=True)
+        return
     metafunc.parametrize("run_mode", modes, indirect=True)
 
 

@@ -74,6 +74,7 @@ def test_quiet_lists_only_what_fails_and_counts_the_rest(suite):
     assert "PASS test_q.py::test_clean[0] toy@1.0/soc-a: npu 2" in r.stdout.str()
 
 
+@pytest.mark.without_xdist(reason="compares a plain run with a -n 2 run itself")
 @pytest.mark.slow  # a -n 2 run: two workers that import torch and export
 def test_the_quiet_summary_is_the_same_under_xdist(suite):
     pytest.importorskip("xdist")
