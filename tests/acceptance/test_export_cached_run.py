@@ -46,7 +46,10 @@ PROBE = """
                       and m.startswith({prefixes!r}))
         os.makedirs("modules", exist_ok=True)
         with open(os.path.join("modules", f"{{os.getpid()}}.json"), "w") as fh:
-            json.dump({{"worker": os.environ.get("PYTEST_XDIST_WORKER"), "modules": mods}}, fh)
+            # the worker id from xdist itself: PYTEST_XDIST_WORKER is inherited when this suite runs
+            # inside a worker of an outer xdist run
+            worker = getattr(config, "workerinput", {{}}).get("workerid")
+            json.dump({{"worker": worker, "modules": mods}}, fh)
 """
 
 

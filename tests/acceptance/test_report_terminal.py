@@ -102,6 +102,8 @@ def test_the_quiet_summary_is_the_same_under_xdist(suite):
     assert summary("-n", "2") == serial
 
 
+@pytest.mark.without_xdist(reason="the progress line is the controller terminal's; an xdist worker has none, "
+                            "so under -n 2 nothing is said by design (report.terminal.progress)")
 def test_a_slow_export_says_what_it_is_doing(suite, monkeypatch):
     monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)  # every export counts as slow
     suite.makepyfile(test_p='''

@@ -52,6 +52,8 @@ def acme(monkeypatch: pytest.MonkeyPatch):
     registry.reset()
 
 
+@pytest.mark.without_xdist(reason="the plug-in toolchain is put on this process's sys.path for the test (its "
+                            "dist-info is a test fixture, not installed); xdist workers start from the startup path")
 def test_a_plugin_toolchain_is_checked_and_run_as_oracle(pytester: pytest.Pytester, acme: None) -> None:
     from pytest_npucheck.report.jsonreport import validate
 
