@@ -9,7 +9,7 @@ reports, and only the controller writes files (reports and the baseline).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -101,9 +101,10 @@ class Reporter:
         """What fails the run as a whole (a stale entry in strict mode, a loosened budget, a baseline
         that could not be updated) is reported as a failed item too: pytest counts it in its last line
         and lists it in the short summary, so the exit status and the last line agree."""
+        from .report.terminal import entry_text
         from .report.text import clean
 
-        failures = decide.run_failures(self.baseline_info, self.budgets_info, _entry_text, clean)
+        failures = decide.run_failures(self.baseline_info, self.budgets_info, entry_text, clean)
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         for nodeid, text in failures:
             report = pytest.TestReport(nodeid, (nodeid.split("::")[0], None, nodeid), {}, "failed", text, "call")
@@ -167,12 +168,6 @@ class Reporter:
 
         write_summary(terminalreporter, self.entries, self.baseline_info, self.budgets_info, self.written,
                       self.report_errors, quiet=config.getoption("verbose") < 0)
-
-
-def _entry_text(e: Mapping[str, Any]) -> str:
-    from .report.terminal import entry_text
-
-    return entry_text(e)
 
 
 __all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT", "MARKED", "MARKED_OUTPUT", "marked_ids"]

@@ -22,6 +22,7 @@ from ..export import ExportError, ExportOptions, export_model
 from ..fixes import with_fixes
 from ..keep_onnx import keep
 from ..report.junit import properties
+from ..report.terminal import failure_text
 from ..report.text import oracle_lines
 from .context import RunContext
 from .entry import CheckEntry, NpuCheckOutcome
@@ -261,11 +262,4 @@ def input_shapes(graph: Any, example_inputs: Any) -> dict[str, tuple[int, ...]]:
     return dict(zip(graph.inputs, flat)) if len(flat) == len(graph.inputs) else {}
 
 
-
-def failure_text(results: Sequence[Any], targets: Sequence[Mapping[str, Any]], baseline_name: str,
-                 budget_lines: Sequence[str] = ()) -> str:
-    """The failure text of a test that fails its gate (written by report.terminal)."""
-    from ..report.terminal import failure_text as text
-
-    return text(results, targets, baseline_name, budget_lines)
 
