@@ -13,6 +13,7 @@ import math
 import re
 from typing import Any, Mapping, Optional
 
+from ..graph.location import format_location
 from .escape import visible
 
 __all__ = ["location", "pct", "number", "signed_pct", "clean", "md", "html", "plural"]
@@ -31,8 +32,6 @@ def location(source: Any, *, relative: bool = False, file_name_only: bool = Fals
     the graph layer's ``format_location`` (the one definition); ``file_name_only``: the file's base
     name (reports read on another machine); ``relative``: the path relative to the working directory
     when inside it (the terminal)."""
-    from ..graph.location import format_location
-
     if source is not None and not isinstance(source, Mapping) and not hasattr(source, "to_json"):
         source = {"module": _field(source, "module"), "file": _field(source, "file"), "line": _field(source, "line")}
     return format_location(source or None, path="name" if file_name_only else "relative" if relative else "as recorded")
