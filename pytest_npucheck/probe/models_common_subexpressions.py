@@ -6,6 +6,10 @@ subexpression elimination keeps one node of each set of identical nodes (same op
 attributes): the others never reach the execution providers. ``duplicates_extra`` places pairs of
 identical nodes (Shapes of a tensor with a data-dependent dim, which run on the CPU; Relus, which
 run on the NPU; identical nodes one of whose outputs is a graph output) to see which are removed.
+``duplicate_chains_extra`` asks whether the merge cascades: identical chains (three NonZeros of one
+run-time mask, each followed by a Transpose and a GatherND, as TorchScript exports of HiggsAudio
+write one per use of ``x[mask]``; three Relu -> Sigmoid chains) whose second nodes become identical
+only once the first ones are merged.
 
 Built with the Collector of probe/builder.py; listed in QNN_FAMILIES, which toolchains/qnn/probe.extra_probes runs.
 """
@@ -57,4 +61,35 @@ def duplicates_extra(c: Collector) -> None:
               focus=["focus_dup0", "focus_dup1"])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [duplicates_extra]
+def _chains(kind: str) -> GraphBuilder:
+    """Three identical chains of x (1, 16, 8): NonZero of a run-time mask -> Transpose -> GatherND
+    (kind 'nonzero'), or Relu -> Sigmoid (kind 'relu'); the three ends are added up."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 16, 8])
+    ends = []
+    if kind == "nonzero":
+        mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
+                                   gb.const(np.float32(0.0))], name="pre_mask")
+        for k in range(3):
+            nz = gb.node("NonZero", [mask], name="focus_nonzero%d" % k)
+            idx = gb.node("Transpose", [nz], perm=[1, 0], name="focus_transpose%d" % k)
+            rows = gb.node("GatherND", [x, idx], name="focus_gathernd%d" % k)
+            ends.append(gb.node("ReduceSum", [rows, gb.ints([0])], keepdims=1, name="post_reduce%d" % k))
+    else:
+        for k in range(3):
+            r = gb.node("Relu", [x], name="focus_relu%d" % k)
+            ends.append(gb.node("Sigmoid", [r], name="focus_sigmoid%d" % k))
+    total = gb.node("Add", [gb.node("Add", [ends[0], ends[1]], name="post_add0"), ends[2]], name="post_add1")
+    gb.output(total)
+    return gb
+
+
+def duplicate_chains_extra(c: Collector) -> None:
+    """Three identical chains whose later nodes are identical only after the first ones merge."""
+    for kind, op, focus in (("nonzero", "NonZero", ("focus_nonzero", "focus_transpose", "focus_gathernd")),
+                            ("relu", "Relu", ("focus_relu", "focus_sigmoid"))):
+        c.add("q.%s.ctx=duplicate_chain.%s.f32.r3" % (op, kind), op, _chains(kind), kind="context",
+              focus=["%s%d" % (f, k) for f in focus for k in range(3)])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [duplicates_extra, duplicate_chains_extra]

@@ -52,4 +52,48 @@ def noop_extra(c: Collector) -> None:
               focus=["focus_op"])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [noop_extra]
+#: (label, where the Cast sits)
+SAME_TYPE_CASTS = (
+    ("one_reader", "one"),
+    ("two_readers", "two"),
+    ("rmsnorm", "rmsnorm"),
+)
+
+
+def _same_type_cast(where: str, dynamic: bool) -> GraphBuilder:
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 16, 8])
+    if dynamic:  # the rows of x a run-time NonZero picks: (N, 8)
+        mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
+                                   gb.const(np.float32(0.0))], name="pre_mask")
+        idx = gb.node("Transpose", [gb.node("NonZero", [mask], name="pre_nonzero")], perm=[1, 0], name="pre_idx")
+        h = gb.node("GatherND", [x, idx], name="pre_rows")
+    else:
+        h = gb.node("Relu", [x], name="pre_relu")
+    c = gb.node("Cast", [h], to=1, name="focus_cast")
+    if where == "one":
+        gb.output(gb.node("Sigmoid", [c], name="post_sigmoid"))
+    elif where == "two":
+        gb.output(gb.node("Mul", [gb.node("Sigmoid", [c], name="post_sigmoid"), c], name="post_mul"))
+    else:  # Cast -> Pow/ReduceMean/Add/Sqrt/Div(1, .) -> Mul(x, .) -> Cast -> Mul(weight, .)
+        sq = gb.node("Pow", [c, gb.const(np.float32(2.0))], name="post_pow")
+        var = gb.node("ReduceMean", [sq], axes=[-1], keepdims=1, name="post_mean")
+        std = gb.node("Sqrt", [gb.node("Add", [var, gb.const(np.float32(1e-6))], name="post_eps")], name="post_sqrt")
+        inv = gb.node("Div", [gb.const(np.float32(1.0)), std], name="post_div")
+        y = gb.node("Cast", [gb.node("Mul", [c, inv], name="post_norm")], to=1, name="focus_cast_tail")
+        gb.output(gb.node("Mul", [gb.const(np.linspace(0.5, 1.5, 8).astype(np.float32)), y], name="post_weight"))
+    return gb
+
+
+def same_type_cast_extra(c: Collector) -> None:
+    """A float32 Cast of a float32 tensor with one and two readers and around an RMSNorm, on static
+    and data-dependent shapes (SAME_TYPE_CASTS)."""
+    for label, where in SAME_TYPE_CASTS:
+        for dynamic in (False, True):
+            gb = _same_type_cast(where, dynamic)
+            focus = ["focus_cast"] + (["focus_cast_tail"] if where == "rmsnorm" else [])
+            c.add("q.Cast.ctx=same_type.%s.%s.f32.r3" % (label, "datadep" if dynamic else "static"), "Cast", gb,
+                  kind="context", focus=focus)
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [noop_extra, same_type_cast_extra]

@@ -101,6 +101,34 @@ def test_map_placement() -> None:
     assert m["helpers"] == {"QNNExecutionProvider": ["Transpose:Transpose"]}
 
 
+def test_map_placement_a_removed_node_whose_reader_stays_was_eliminated() -> None:
+    """An RMSNorm's head Cast to its own dtype: onnxruntime removes it (its readers read its
+    input) and fuses the Mul it feeds into the Div (DivMulFusion). A reader of the removed node
+    is still in the optimized graph, so the Cast was eliminated, not fused into what its other
+    reader became (probe q.Cast.ctx=same_type.rmsnorm.*); a merged duplicate likewise."""
+    nodes = [_n("relu", "Relu", ["x"], ["a"]),
+             _n("cast", "Cast", ["a"], ["b"]),                # removed: pow reads a
+             _n("pow", "Pow", ["b", "two"], ["p"]),
+             _n("inv", "Div", ["one", "p"], ["i"]),
+             _n("mul", "Mul", ["b", "i"], ["m"]),             # fused into inv
+             _n("dup", "Relu", ["x"], ["a2"]),                # merged into relu
+             _n("sig", "Sigmoid", ["a2"], ["s"]),             # merged into sig0
+             _n("sig0", "Sigmoid", ["a"], ["s0"]),
+             _n("add", "Add", ["s", "m"], ["o1"]),
+             _n("add0", "Add", ["s0", "o1"], ["out"])]
+    l1 = {"nodes": [_n("relu", "Relu", ["x"], ["a"]), _n("pow", "Pow", ["a", "two"], ["p"]),
+                    _n("inv", "Div", ["a", "p"], ["m"]), _n("sig0", "Sigmoid", ["a"], ["s0"]),
+                    _n("add", "Add", ["s0", "m"], ["o1"]), _n("add0", "Add", ["s0", "o1"], ["out"])],
+          "initializers": ["two", "one"]}
+    assignment = [{"ep": "QNNExecutionProvider", "nodes": [
+        {"name": n, "op_type": "x"} for n in ("relu", "pow", "inv", "sig0", "add", "add0")]}]
+    m = oracle.map_placement(nodes, assignment, l1)
+    assert m["placement"] == {"relu": "npu", "cast": "folded", "pow": "npu", "inv": "npu", "mul": "npu",
+                              "dup": "folded", "sig": "folded", "sig0": "npu", "add": "npu", "add0": "npu"}
+    assert m["via"]["cast"] == m["via"]["dup"] == m["via"]["sig"] == "eliminated by onnxruntime before partitioning"
+    assert m["via"]["mul"] == "fused into inv (Div)"
+
+
 def test_map_placement_prefers_own_name_and_folds_constants() -> None:
     """A function op the CPU-only optimized graph inlined, but the QNN EP took whole, is
     placed by its own name; a Constant node is data."""

@@ -378,6 +378,12 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
         if folded:  # its value became an initializer
             return "folded", None
         for t in sess[i].get("outputs", ()):
+            if t and any(not vanished[c] for c in sess_consumers.get(t, ())):
+                # a reader is still in the optimized graph but nothing there makes this tensor: the
+                # reader was rewired to another value (a Cast to its own dtype removed, a duplicate
+                # merged into its twin), so this node was eliminated, whatever its other readers became
+                return "eliminated", None
+        for t in sess[i].get("outputs", ()):
             for c in sess_consumers.get(t, ()):
                 if c in seen or not vanished[c]:
                     continue
