@@ -31,8 +31,9 @@ class PrepassResult:
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     pre = PrepassResult()
     passes = set(table.prepasses)
-    if "eliminate_identity" in passes:
-        _eliminate_identity(graph, pre)
+    if passes & {"eliminate_identity", "eliminate_same_type_casts"}:
+        _eliminate_identity(graph, pre, identity="eliminate_identity" in passes,
+                            any_cast="eliminate_same_type_casts" in passes)
     if "fold_constants" in passes:
         _data_shapes(graph, pre, table.ops)
     if passes & {"fold_constants", "fold_shape_ops"}:
@@ -51,11 +52,19 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
 def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     """Common subexpression elimination: of the main-graph nodes with the same op, inputs and
     attributes, one stays and the others are removed (onnxruntime, probed: which one stays is its
-    choice; the last one in graph order is kept here). Nodes with a graph output, a body or a
-    non-deterministic op are never merged."""
+    choice, :func:`_reverse_dfs_order`). Inputs are compared after merging: two nodes that read
+    the outputs of two merged nodes are identical too, so identical chains merge whole (three
+    ``NonZero -> Transpose -> GatherND`` chains of one mask: q.NonZero.ctx=duplicate_chain).
+    Small constants are compared by value (the axes of two ReduceSums, each its own initializer).
+    Nodes with a graph output, a body or a non-deterministic op are never merged."""
     outputs = set(graph.outputs)
     groups: dict[tuple[Any, ...], list[NodeFact]] = {}
-    for node in graph.nodes:
+    same: dict[str, str] = {}  # output of a merged node -> the output of the first node of its set
+    for node in graph.nodes:  # in graph order: a node's producers come before it
+        if node.index in pre.folded and not node.graph and node.inputs and node.inputs[0] and node.outputs \
+                and node.outputs[0] and (node.op_type in IDENTITY_OPS or _same_type_cast(graph, node, True)):
+            same[node.outputs[0]] = same.get(node.inputs[0], node.inputs[0])  # removed: its readers read its input
+            continue
         if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
                 or not node.inputs or any(o in outputs for o in node.outputs):
             continue
@@ -63,7 +72,13 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
         except TypeError:
             continue
-        groups.setdefault((node.domain, node.op_type, node.inputs, len(node.outputs), attrs), []).append(node)
+        inputs = tuple(_value_key(graph, pre, same.get(i, i)) for i in node.inputs)
+        members = groups.setdefault((node.domain, node.op_type, inputs, len(node.outputs), attrs), [])
+        if members:
+            for mine, theirs in zip(node.outputs, members[0].outputs):
+                if mine and theirs:
+                    same[mine] = theirs
+        members.append(node)
     groups = {k: v for k, v in groups.items() if len(v) > 1}
     if not groups:
         return
@@ -102,6 +117,14 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
             sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
             pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
             break
+
+
+def _value_key(graph: GraphFacts, pre: PrepassResult, name: str) -> Any:
+    """``name``, or for a small constant its dtype, shape and value (equal constants are one value)."""
+    info = pre.const.get(name) or graph.tensors.get(name) if name else None
+    if info is None or not info.const or info.value is None:
+        return name
+    return ("const", info.dtype, info.shape, tuple(info.value))
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:
@@ -171,20 +194,26 @@ def _cast_to(node: NodeFact) -> Optional[str]:
 _INTEGER = frozenset({"int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64"})
 
 
-def _same_type_cast(graph: GraphFacts, node: NodeFact) -> bool:
+def _same_type_cast(graph: GraphFacts, node: NodeFact, any_dtype: bool = False) -> bool:
     """A Cast of an integer tensor to the dtype it already has (``mask.long()`` of an int64 mask,
     TorchScript's int64 -> int64 casts of shape values): an identity, removed by the compilers (ONNX
-    Runtime's CastElimination; rknn-toolkit2 2.5.0 lists no row for it) and never judged by a dtype rule."""
+    Runtime's CastElimination; rknn-toolkit2 2.5.0 lists no row for it) and never judged by a dtype rule.
+    ``any_dtype``: a float one too (``eliminate_same_type_casts``: onnxruntime removes the float32 ->
+    float32 casts TorchScript writes around a transformers RMSNorm, q.Cast.ctx=same_type.*)."""
     if node.op_type != "Cast" or node.domain != "ai.onnx" or not node.inputs or not node.inputs[0]:
         return False
     info = graph.tensors.get(node.inputs[0])
-    return info is not None and info.dtype in _INTEGER and _cast_to(node) == info.dtype
+    return info is not None and info.dtype is not None and (any_dtype or info.dtype in _INTEGER) \
+        and _cast_to(node) == info.dtype
 
 
-def _eliminate_identity(graph: GraphFacts, pre: PrepassResult) -> None:
+def _eliminate_identity(graph: GraphFacts, pre: PrepassResult, identity: bool = True, any_cast: bool = False) -> None:
+    """``identity``: Identity/Dropout and integer Casts to their own dtype (``eliminate_identity``);
+    ``any_cast``: every Cast to its input's own dtype (``eliminate_same_type_casts``)."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
-        if (node.op_type in IDENTITY_OPS or node.op_type == "Cast" and _same_type_cast(graph, node)) \
+        if (identity and node.op_type in IDENTITY_OPS
+                or node.op_type == "Cast" and (identity or any_cast) and _same_type_cast(graph, node, any_cast)) \
                 and node.domain == "ai.onnx":
             if not node.graph and node.outputs and node.outputs[0] in outputs:
                 continue  # it produces a graph output: kept (and placed) like any op

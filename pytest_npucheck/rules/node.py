@@ -196,6 +196,18 @@ def _norm(value: Any) -> Any:
     return value
 
 
+@rule("nonempty", "shape", reads_values=False)
+def rule_nonempty(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """{which} must not be empty (no dim of size 0; constant inputs excepted)."""
+    bad = []
+    for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
+        if info is None or info.shape is None or (info.const and label.kind == "input"):
+            continue  # an unknown shape is other rules' to report; an empty constant is data (a Resize's roi)
+        if 0 in info.shape:
+            bad.append(f"{label} shape {_fmt_shape(info.shape)} is empty")
+    return "; ".join(bad) or None
+
+
 @rule("attr_in", "attribute", reads_values=False)
 def rule_attr_in(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attribute {attr} must be one of {values_set}."""

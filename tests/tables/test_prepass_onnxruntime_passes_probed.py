@@ -1,7 +1,8 @@
-"""The QNN tables list the merge_identical_nodes and eliminate_noop_arithmetic pre-passes (revision-2
-errata) and reproduce the recorded placement of the duplicates_extra, partial_shape_extra and
-noop_extra probes (pytest_npucheck/probe/models_common_subexpressions.py,
-models_data_dependent_shape.py, models_noop_arithmetic.py)."""
+"""The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic and eliminate_same_type_casts
+pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
+duplicate_chains_extra, partial_shape_extra, noop_extra and same_type_cast_extra probes
+(pytest_npucheck/probe/models_common_subexpressions.py, models_data_dependent_shape.py,
+models_noop_arithmetic.py)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,9 @@ import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
-from pytest_npucheck.probe.models_common_subexpressions import _pair
+from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_data_dependent_shape import PARTIAL_SHAPE, _partial_shape
-from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, _noop
+from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, SAME_TYPE_CASTS, _noop, _same_type_cast
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -21,6 +22,10 @@ CASES = [(f"q.{'Shape' if kind == 'shape' else 'Relu'}.ctx=duplicate.{kind}.f32.
          for kind in ("shape", "relu", "relu_output")]
 CASES += [(f"q.Shape.ctx=partial.{label}.f32.r3", _partial_shape, (read, which)) for label, read, which in PARTIAL_SHAPE]
 CASES += [(f"q.{op}.ctx=noop.{label}.f32.r3", _noop, (op, value, shape, first)) for label, op, value, shape, first in NOOPS]
+CASES += [(f"q.{op}.ctx=duplicate_chain.{kind}.f32.r3", _chains, (kind,)) for kind, op in (("nonzero", "NonZero"),
+                                                                                            ("relu", "Relu"))]
+CASES += [(f"q.Cast.ctx=same_type.{label}.{'datadep' if dyn else 'static'}.f32.r3", _same_type_cast, (where, dyn))
+          for label, where in SAME_TYPE_CASTS for dyn in (False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +39,7 @@ def test_table_reproduces_every_node_of_the_probe(catalog, arch, pid, build, arg
     path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
     [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
     table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
-    assert {"merge_identical_nodes", "eliminate_noop_arithmetic"} <= set(table.prepasses)
+    assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts"} <= set(table.prepasses)
     got = {n.name: n.verdict for n in match(facts_from_model(build(*args).build()), table).nodes}
     assert rec["status"] == "ok"
     assert {k: got[k] for k in rec["placement"]} == rec["placement"]

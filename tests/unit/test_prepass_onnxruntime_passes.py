@@ -15,7 +15,7 @@ from conftest import const, make_model
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.prepass import run_prepasses
-from pytest_npucheck.probe.models_common_subexpressions import _pair
+from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, _noop
 
 
@@ -36,6 +36,17 @@ def test_one_of_two_identical_nodes_stays_the_one_onnxruntime_meets_first(table)
     assert list(folded) == ["focus_dup0"] and "identical to Relu 'focus_dup1'" in folded["focus_dup0"]
     folded = _folded_names(_pair("shape").build(), table)
     assert list(folded) == ["focus_dup1"] and "identical to Shape 'focus_dup0'" in folded["focus_dup1"]
+
+
+@pytest.mark.parametrize("kind,chain", [("relu", ("focus_relu", "focus_sigmoid")),
+                                        ("nonzero", ("focus_nonzero", "focus_transpose", "focus_gathernd",
+                                                     "post_reduce"))])
+def test_identical_chains_merge_whole(table, kind, chain):
+    # as placed by onnxruntime-qnn (q.<op>.ctx=duplicate_chain.*): the second nodes of three chains
+    # are identical once the first ones merge; the chain onnxruntime meets first stays, whole
+    folded = _folded_names(_chains(kind).build(), table)
+    assert sorted(folded) == sorted(f"{name}{k}" for name in chain for k in (0, 2))
+    assert all(f"'{name}1'" in folded[f"{name}{k}"] for name in chain for k in (0, 2))
 
 
 def test_a_node_that_writes_a_graph_output_is_never_merged(table):

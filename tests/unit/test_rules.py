@@ -518,3 +518,26 @@ def test_einsum_letters_renames_in_order_of_first_appearance_and_keeps_spacing()
     assert einsum_letters("BIJ,BJK->BIK") == "abc,acd->abd"
     assert einsum_letters("...ij,...jk->...ik") == "...ab,...bc->...ac"
     assert einsum_letters("b i d, b j d -> b i j") == "a b c, a d c -> a b d"
+
+
+def test_nonempty_flags_empty_activations_not_empty_constants():
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.probe.builder import GraphBuilder
+    from pytest_npucheck.probe.models_empty_tensors import _empty
+    from pytest_npucheck.rules import RULES
+
+    rule = RULES["nonempty"]
+    out, inp = {"tensor": "output", "index": "*"}, {"tensor": "input", "index": "*"}
+    g = facts_from_model(_empty("slice_concat", "Slice", 16).build())  # x[..., 16:] of a (1, 2, 16, 16) x
+    nodes = {n.name: n for n in g.nodes}
+    says = rule.check(nodes["focus_op"], out, g) or ""
+    assert says.startswith("output 0 ") and says.endswith(" shape (1, 2, 16, 0) is empty")
+    assert rule.check(nodes["post_head"], out, g) is None
+    assert (rule.check(nodes["post_concat"], inp, g) or "").startswith("input 1 ")
+    gb = GraphBuilder(17)  # an empty roi is a constant: data, not an activation
+    x = gb.input("x", "float32", [1, 2, 4, 4])
+    gb.output(gb.node("Resize", [x, gb.const(np.zeros([0], np.float32)), gb.const(np.array([1, 1, 2, 2], np.float32))],
+                      mode="nearest", name="rs"))
+    g = facts_from_model(gb.build())
+    assert rule.check(g.nodes[0], inp, g) is None
+    assert rule.describe(out) == "every output must not be empty (no dim of size 0; constant inputs excepted)."

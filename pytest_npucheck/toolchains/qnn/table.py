@@ -450,6 +450,15 @@ def generic_rules() -> list[dict[str, Any]]:
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
                note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"),
              except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
+        C("nonempty", [r"q\.(Slice|Split)\.ctx=empty\."], tensor="output", index="*",
+          note="an op whose output is empty (a dim of size 0: the pass-through part of a partial "
+               "rotary embedding whose rotary dims are the whole head) is not added to the QNN "
+               "graph ('Failed to add node.') and runs on the CPU"),
+        dict(C("nonempty", [r"q\.(Slice|CumSum)\.ctx=empty\."], "unsupported", tensor="input", index="*",
+               note="an op that reads an empty activation (a Neg, a CumSum of it) makes the QNN graph "
+                    "fail to compose ('QNN.graphAddNode() failed'): the session is not created; a "
+                    "Concat that joins it to other parts runs on the NPU"),
+             except_ops=["ai.onnx:Concat"]),
     ]
 
 
@@ -566,7 +575,8 @@ def patterns(verdicts: Mapping[str, str],
 
 PREPASS_PROBES = {
     "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
-    "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\."],
+    "eliminate_same_type_casts": [r"q\.Cast\.ctx=same_type\."],
+    "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\.", r"q\.(NonZero|Relu)\.ctx=duplicate_chain\."],
     "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
@@ -802,7 +812,8 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
             "sources": sources,
         },
         "opsets": {"ai.onnx": [lo, hi]},
-        "prepasses": ["eliminate_identity", "merge_identical_nodes", "eliminate_noop_arithmetic",
+        "prepasses": ["eliminate_identity", "eliminate_same_type_casts", "merge_identical_nodes",
+                      "eliminate_noop_arithmetic",
                       "fold_constants", "fold_shape_ops", "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
