@@ -400,6 +400,12 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
               note="integer (int32/int64) data with rank-5 indices: " + FINALIZE +
                    "; with rank 2-4 indices it ran on the NPU"),
         ]
+        rules["OneHot"] = E("npu", C("dtype", [r"q\.OneHot\.ctx=values\.int64"], tensor="input", index=2,
+                                     allowed=FLOATS + ["int32"],
+                                     note="int64 values (F.one_hot of a router's TopK indices, as TorchScript "
+                                          "writes it) are not added to the QNN graph ('Failed to add node.'); "
+                                          "float32 and int32 values ran on the NPU"),
+                            probes=[r"q\.OneHot\.ctx=values\."])
         rules["Gather"] = E("npu", note="Gathers with rank-6 data or a rank-6 result ran on the CPU ('Failed to add "
                                         "node.'), as the generic rank-5 limit says, also behind a rank-6 Reshape -> "
                                         "Transpose of a packed q/k/v projection, whose Reshape then went to the CPU too "

@@ -1,0 +1,51 @@
+"""The QNN tables run a OneHot with int64 values on the CPU (revision-2 erratum) and reproduce which
+nodes of the cut-down mixture-of-experts routers leave the NPU (pytest_npucheck/probe/models_int64_boundary.py,
+placed by onnxruntime-qnn 2.7.0 on HTP v73 and v68). The two routers whose session failed (an int64
+Transpose between two partitions: docs/tables.md) are recorded, not predicted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.matcher import match
+from pytest_npucheck.probe.models_int64_boundary import BOUNDARY, ONEHOT_VALUES, _onehot, _router
+from pytest_npucheck.tables import Catalog, bundled_tables_dir
+
+ROOT = bundled_tables_dir().parent
+LEAVES = {"cpu", "unsupported"}
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.discover()
+
+
+def _recorded(arch: str, pid: str) -> dict:
+    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
+    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    return rec
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("dtype", ONEHOT_VALUES)
+def test_onehot_values_placement(catalog, arch, dtype):
+    rec = _recorded(arch, f"q.OneHot.ctx=values.{dtype}.i64.r2")
+    got = {n.name: n for n in match(facts_from_model(_onehot(dtype).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
+    assert {k: got[k].verdict for k in rec["placement"]} == rec["placement"]
+    if dtype == "int64":
+        assert rec["reasons"]["focus_onehot"] == ["Failed to add node."]
+        assert "input 2" in got["focus_onehot"].reasons[0].message
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("label,onehot,transpose,gather", [b for b in BOUNDARY if b[0] not in ("router", "input")],
+                         ids=[b[0] for b in BOUNDARY if b[0] not in ("router", "input")])
+def test_router_nodes_that_leave_the_npu(catalog, arch, label, onehot, transpose, gather):
+    rec = _recorded(arch, f"q.Transpose.ctx=int64_boundary.{label}.i64.r3")
+    assert rec["status"] == "ok"
+    got = {n.name: n.verdict for n in match(facts_from_model(_router(onehot, transpose, gather).build()),
+                                            catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
+    assert {k for k, v in rec["placement"].items() if v in LEAVES} == {k for k in rec["placement"] if got[k] in LEAVES}
