@@ -400,6 +400,8 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
               note="integer (int32/int64) data with rank-5 indices: " + FINALIZE +
                    "; with rank 2-4 indices it ran on the NPU"),
         ]
+        rules["Split"] = E("npu", note="a Split with a part of size 0 runs on the CPU (generic nonempty rule: "
+                                       "'Failed to add node.', q.Split.ctx=empty.*)")
         rules["OneHot"] = E("npu", C("dtype", [r"q\.OneHot\.ctx=values\.int64"], tensor="input", index=2,
                                      allowed=FLOATS + ["int32"],
                                      note="int64 values (F.one_hot of a router's TopK indices, as TorchScript "
