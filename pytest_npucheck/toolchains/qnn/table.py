@@ -400,6 +400,26 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
               note="integer (int32/int64) data with rank-5 indices: " + FINALIZE +
                    "; with rank 2-4 indices it ran on the NPU"),
         ]
+        # rank-6 tensors whose leading dim is not 1 (Hiera's token unroll: q.Transpose.ctx=unroll.*)
+        lead = "a rank-6 tensor whose leading dim is not 1 (the second block of Hiera's token unroll, (4, 14, 2, 14, 2, C))"
+        relu_split = [r"q\.Transpose\.ctx=unroll\.s16\.c8\.b2\.relu"]
+        rules["Transpose"]["constraints"] = list(rules["Transpose"]["constraints"]) + [
+            C("any_of", relu_split, constraints=[sub("rank", tensor="input", index=0, max=5),
+                                                 sub("dim", tensor="input", index=0, axis=0, max=1)],
+              note=lead + " is not added to the QNN graph ('Failed to add node.'); the first block, "
+                          "(1, 28, 2, 28, 2, C), and Swin's window partition run on the NPU")]
+        rules["Reshape"]["constraints"] = list(rules["Reshape"]["constraints"]) + [
+            C("any_of", relu_split, constraints=[sub("rank", tensor=t, index=0, max=5),
+                                                 sub("dim", tensor=t, index=0, axis=0, max=1)],
+              note=lead + " in or out: 'Failed to add node.'") for t in ("input", "output")] + [
+            C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
+              constraints=[sub("rank", tensor="output", index=0, max=5),
+                           sub("dim", tensor="output", index=0, axis=0, max=1),
+                           sub("producer_not", index=0, chain=["Reshape", "Transpose"])],
+              note="two unroll blocks back to back (rank-6 Transpose -> Reshape -> Reshape to rank 6 with a "
+                   "leading dim above 1, which onnxruntime merges into one Reshape): " + FINALIZE +
+                   " (every exported Hiera); with an element-wise op between the blocks the second block "
+                   "runs on the CPU instead")]
         rules["Split"] = E("npu", note="a Split with a part of size 0 runs on the CPU (generic nonempty rule: "
                                        "'Failed to add node.', q.Split.ctx=empty.*)")
         rules["OneHot"] = E("npu", C("dtype", [r"q\.OneHot\.ctx=values\.int64"], tensor="input", index=2,

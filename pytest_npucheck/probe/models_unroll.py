@@ -1,0 +1,55 @@
+"""Hiera's token unroll on QNN HTP (issue 22). Ids start with ``q.``.
+
+Hiera (and the SAM2 Hiera backbone) "unrolls" its patch tokens before the first stage: a chain of
+rank-6 ``Reshape -> Transpose(0, 2, 4, 1, 3, 5) -> Reshape`` blocks, each moving a 2x2 stride of
+the spatial grid into the batch dimension, ``(1, 56, 56, C) -> (4, 28, 28, C) -> (16, 14, 14, C)``.
+onnxruntime-qnn 2.7.0 failed to finalize every exported Hiera (QNN_COMMON_ERROR_MEM_ALLOC), and a
+cut of the TorchScript graph after the second block's Reshape already failed; one rank-6 block
+(a window partition) builds (q.ctx.r6.window_partition). ``unroll_extra`` asks how many blocks, of
+which size, make the finalisation fail.
+
+Built with the Collector of probe/builder.py; listed in QNN_FAMILIES, which toolchains/qnn/probe.extra_probes runs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pytest_npucheck.probe.builder import Collector, GraphBuilder
+
+#: (label, grid side, channels, unroll blocks)
+UNROLL = (
+    ("s56.c32.b1", 56, 32, 1),
+    ("s56.c32.b2", 56, 32, 2),
+    ("s56.c32.b3", 56, 32, 3),
+    ("s16.c32.b2", 16, 32, 2),
+    ("s16.c8.b2", 16, 8, 2),
+    ("s16.c8.b2.relu", 16, 8, 2),
+)
+
+
+def _unroll(side: int, channels: int, blocks: int, between: bool = False) -> GraphBuilder:
+    """``blocks`` unroll blocks of x (1, side, side, channels); ``between``: a Relu after each block."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, side, side, channels])], name="pre_relu")
+    batch, s = 1, side
+    for b in range(blocks):
+        r6 = gb.node("Reshape", [x, gb.ints([batch, s // 2, 2, s // 2, 2, channels])], name="focus_split%d" % b)
+        t6 = gb.node("Transpose", [r6], perm=[0, 2, 4, 1, 3, 5], name="focus_transpose%d" % b)
+        batch, s = batch * 4, s // 2
+        x = gb.node("Reshape", [t6, gb.ints([batch, s, s, channels])], name="focus_merge%d" % b)
+        if between:
+            x = gb.node("Relu", [x], name="post_relu%d" % b)
+    gb.output(gb.node("Sigmoid", [x], name="post_sigmoid"))
+    return gb
+
+
+def unroll_extra(c: Collector) -> None:
+    """Chains of rank-6 unroll blocks (UNROLL)."""
+    for label, side, channels, blocks in UNROLL:
+        c.add("q.Transpose.ctx=unroll.%s.f32.r6" % label, "Transpose",
+              _unroll(side, channels, blocks, label.endswith(".relu")), kind="context",
+              focus=["focus_%s%d" % (k, b) for b in range(blocks) for k in ("split", "transpose", "merge")])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra]
