@@ -415,9 +415,10 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
               constraints=[sub("rank", tensor="output", index=0, max=5),
                            sub("dim", tensor="output", index=0, axis=0, max=1),
-                           sub("producer_not", index=0, chain=["Reshape", "Transpose"])],
-              note="two unroll blocks back to back (rank-6 Transpose -> Reshape -> Reshape to rank 6 with a "
-                   "leading dim above 1, which onnxruntime merges into one Reshape): " + FINALIZE +
+                           sub("producer_not", index=0, chain=["Transpose"], skip=["Reshape"])],
+              note="two unroll blocks back to back (a rank-6 Transpose -> Reshape to rank 6 with a leading "
+                   "dim above 1, as the dynamo exporter writes it, or through a second Reshape, which "
+                   "onnxruntime merges into it, as TorchScript writes it): " + FINALIZE +
                    " (every exported Hiera); with an element-wise op between the blocks the second block "
                    "runs on the CPU instead")]
         rules["Split"] = E("npu", note="a Split with a part of size 0 runs on the CPU (generic nonempty rule: "
