@@ -55,7 +55,7 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     choice, :func:`_reverse_dfs_order`). Inputs are compared after merging: two nodes that read
     the outputs of two merged nodes are identical too, so identical chains merge whole (three
     ``NonZero -> Transpose -> GatherND`` chains of one mask: q.NonZero.ctx=duplicate_chain).
-    Small constants are compared by value (the axes of two ReduceSums, each its own initializer).
+    Small initializers are compared by value (the axes of two ReduceSums, each its own initializer).
     Nodes with a graph output, a body or a non-deterministic op are never merged."""
     outputs = set(graph.outputs)
     groups: dict[tuple[Any, ...], list[NodeFact]] = {}
@@ -72,7 +72,7 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
         except TypeError:
             continue
-        inputs = tuple(_value_key(graph, pre, same.get(i, i)) for i in node.inputs)
+        inputs = tuple(_value_key(graph, same.get(i, i)) for i in node.inputs)
         members = groups.setdefault((node.domain, node.op_type, inputs, len(node.outputs), attrs), [])
         if members:
             for mine, theirs in zip(node.outputs, members[0].outputs):
@@ -119,9 +119,18 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
             break
 
 
-def _value_key(graph: GraphFacts, pre: PrepassResult, name: str) -> Any:
-    """``name``, or for a small constant its dtype, shape and value (equal constants are one value)."""
-    info = pre.const.get(name) or graph.tensors.get(name) if name else None
+def _value_key(graph: GraphFacts, name: str) -> Any:
+    """``name``, or for a small initializer (a Constant node's value is one too) its dtype, shape and
+    value: equal initializers are one value to onnxruntime's merge (two ReduceSums, each with its own
+    axes initializer, q.NonZero.ctx=duplicate_chain). A value only folding makes constant (a
+    ConstantOfShape of a folded shape) is not: onnxruntime merged no NonZero of two such equal masks
+    (Longformer's attention windows)."""
+    if not name:
+        return name
+    producer = graph.producer.get(name)
+    if name not in graph.initializers and (producer is None or graph.nodes[producer].op_type != "Constant"):
+        return name
+    info = graph.tensors.get(name)
     if info is None or not info.const or info.value is None:
         return name
     return ("const", info.dtype, info.shape, tuple(info.value))

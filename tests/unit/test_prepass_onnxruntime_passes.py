@@ -9,7 +9,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 from conftest import const, make_model
 
@@ -47,6 +47,31 @@ def test_identical_chains_merge_whole(table, kind, chain):
     folded = _folded_names(_chains(kind).build(), table)
     assert sorted(folded) == sorted(f"{name}{k}" for name in chain for k in (0, 2))
     assert all(f"'{name}1'" in folded[f"{name}{k}"] for name in chain for k in (0, 2))
+
+
+def test_equal_values_merge_only_as_initializers(table):
+    # two NonZeros of equal masks that two different computations make (ConstantOfShape of a Concat and
+    # of a Mul, both [1, 16]): onnxruntime merged none (Longformer's attention windows, placed by
+    # onnxruntime-qnn); the same masks as two equal initializers merge (q.NonZero.ctx=duplicate_chain)
+    ones = helper.make_tensor("v", TensorProto.INT64, [1], [1])
+    computed = make_model([helper.make_node("Concat", ["one", "sixteen"], ["s0"], name="cat_shape", axis=0),
+                           helper.make_node("Mul", ["one_sixteen", "ones"], ["s1"], name="mul_shape"),
+                           helper.make_node("ConstantOfShape", ["s0"], ["m0"], name="cos0", value=ones),
+                           helper.make_node("ConstantOfShape", ["s1"], ["m1"], name="cos1", value=ones),
+                           helper.make_node("NonZero", ["m0"], ["n0"], name="nz0"),
+                           helper.make_node("NonZero", ["m1"], ["n1"], name="nz1"),
+                           helper.make_node("Concat", ["n0", "n1"], ["y"], name="cat", axis=1)],
+                          [], ["y"], initializers=[const("one", np.array([1], np.int64)),
+                                                   const("sixteen", np.array([16], np.int64)),
+                                                   const("one_sixteen", np.array([1, 16], np.int64)),
+                                                   const("ones", np.array([1, 1], np.int64))])
+    assert _folded_names(computed, table) == {}
+    inits = make_model([helper.make_node("NonZero", ["m0"], ["n0"], name="nz0"),
+                        helper.make_node("NonZero", ["m1"], ["n1"], name="nz1"),
+                        helper.make_node("Concat", ["n0", "n1"], ["y"], name="cat", axis=1)],
+                       [], ["y"], initializers=[const("m0", np.ones((1, 16), np.int64)),
+                                                 const("m1", np.ones((1, 16), np.int64))])
+    assert len({"nz0", "nz1"} & set(_folded_names(inits, table))) == 1
 
 
 def test_a_node_that_writes_a_graph_output_is_never_merged(table):
