@@ -8,7 +8,9 @@ computes): onnxruntime-qnn 2.7.0 failed to compose the graph ("QNN.graphAddNode(
 `..._cast_int64` of type `Cast`"). ``int64_boundary_extra`` cuts that router down: which int64
 producer, read by which CPU consumer, makes the session fail? ``onehot_values_extra`` places the
 router's OneHot alone with values of each dtype (the single-op OneHot probe has float32 values;
-``F.one_hot`` writes int64 ones).
+``F.one_hot`` writes int64 ones). ``pad_dtype_extra`` pads input ids as Longformer pads them to its
+attention window (an int64 (1, 16) -> (1, 512) constant Pad with the pad token id), and the same
+Pad of float32 and int32 data.
 
 Built with the Collector of probe/builder.py; listed in QNN_FAMILIES, which toolchains/qnn/probe.extra_probes runs.
 """
@@ -88,4 +90,23 @@ def onehot_values_extra(c: Collector) -> None:
         c.add("q.OneHot.ctx=values.%s.i64.r2" % dtype, "OneHot", _onehot(dtype), kind="context", focus=["focus_onehot"])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [int64_boundary_extra, onehot_values_extra]
+#: (np dtype name, ONNX 'to' of the Cast in front of the Pad)
+PAD_DTYPES = (("float32", 1), ("int64", 7), ("int32", 6))
+
+
+def _pad(dtype: str, to: int) -> GraphBuilder:
+    """x (1, 16) -> Relu -> Cast to ``dtype`` -> constant Pad to (1, 512) with value 1 -> Cast to float."""
+    gb = GraphBuilder(17)
+    ids = gb.node("Cast", [gb.node("Relu", [gb.input("x", "float32", [1, 16])], name="pre_relu")], to=to, name="pre_cast")
+    padded = gb.node("Pad", [ids, gb.ints([0, 0, 0, 496]), gb.const(np.array(1, dtype))], mode="constant", name="focus_pad")
+    gb.output(gb.node("Cast", [padded], to=1, name="post_cast"))
+    return gb
+
+
+def pad_dtype_extra(c: Collector) -> None:
+    """A constant Pad of float32, int64 and int32 data (PAD_DTYPES)."""
+    for dtype, to in PAD_DTYPES:
+        c.add("q.Pad.ctx=dtype.%s.r2" % dtype, "Pad", _pad(dtype, to), kind="context", focus=["focus_pad"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [int64_boundary_extra, onehot_values_extra, pad_dtype_extra]

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
-from pytest_npucheck.probe.models_int64_boundary import BOUNDARY, ONEHOT_VALUES, _onehot, _router
+from pytest_npucheck.probe.models_int64_boundary import BOUNDARY, ONEHOT_VALUES, PAD_DTYPES, _onehot, _pad, _router
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -49,3 +49,13 @@ def test_router_nodes_that_leave_the_npu(catalog, arch, label, onehot, transpose
     got = {n.name: n.verdict for n in match(facts_from_model(_router(onehot, transpose, gather).build()),
                                             catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
     assert {k for k, v in rec["placement"].items() if v in LEAVES} == {k for k in rec["placement"] if got[k] in LEAVES}
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("dtype,to", PAD_DTYPES, ids=[d for d, _ in PAD_DTYPES])
+def test_pad_by_data_dtype(catalog, arch, dtype, to):
+    rec = _recorded(arch, f"q.Pad.ctx=dtype.{dtype}.r2")
+    got = {n.name: n for n in match(facts_from_model(_pad(dtype, to).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
+    # the Cast to int64 in front is the Cast entry's known false alarm (a cast to int64 is predicted CPU)
+    assert {k: got[k].verdict for k in ("focus_pad", "post_cast")} == {k: rec["placement"][k] for k in ("focus_pad", "post_cast")}
+    assert (got["focus_pad"].verdict == "cpu") == (dtype != "float32")

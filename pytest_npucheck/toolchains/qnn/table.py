@@ -421,6 +421,10 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                    "onnxruntime merges into it, as TorchScript writes it): " + FINALIZE +
                    " (every exported Hiera); with an element-wise op between the blocks the second block "
                    "runs on the CPU instead")]
+        rules["Pad"]["constraints"] = list(rules["Pad"]["constraints"]) + [
+            C("dtype", [r"q\.Pad\.ctx=dtype\.int"], tensor="input", index=0, allowed=FLOATS,
+              note="integer data (Longformer pads its int64 input ids to the attention window) is not added "
+                   "to the QNN graph ('Failed to add node.'); float32 data ran on the NPU")]
         rules["Split"] = E("npu", note="a Split with a part of size 0 runs on the CPU (generic nonempty rule: "
                                        "'Failed to add node.', q.Split.ctx=empty.*)")
         rules["OneHot"] = E("npu", C("dtype", [r"q\.OneHot\.ctx=values\.int64"], tensor="input", index=2,
