@@ -1,0 +1,50 @@
+"""onnxruntime-qnn, live, on the issue-22 classes of the re-run: the QNN tables' pre-passes
+(eliminate_same_type_casts, merge_identical_nodes over chains), the nonempty rules and Hiera's unroll
+agree node by node with the real placement, and a rejected model is rejected (skipped without
+NPUCHECK_QNN_PYTHON; the recorded results of the whole families are checked in tests/tables)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.matcher import match
+from pytest_npucheck.tables import Catalog
+from pytest_npucheck.toolchains.qnn import adapter as qnn_oracle
+
+needs_qnn = pytest.mark.skipif(not (os.environ.get(qnn_oracle.ENV_VAR) and os.access(os.environ[qnn_oracle.ENV_VAR], os.X_OK)),
+                               reason=f"set {qnn_oracle.ENV_VAR} (onnxruntime-qnn venv)")
+
+
+@needs_qnn
+def test_real_placement_agrees_on_casts_chains_empty_tensors_and_the_unroll(tmp_path):
+    import onnx
+
+    from pytest_npucheck.probe.models_common_subexpressions import _chains
+    from pytest_npucheck.probe.models_empty_tensors import _empty
+    from pytest_npucheck.probe.models_noop_arithmetic import _same_type_cast
+    from pytest_npucheck.probe.models_unroll import _unroll
+
+    models = {"cast": _same_type_cast("rmsnorm", True).build(), "chain": _chains("nonzero").build(),
+              "empty": _empty("slice_concat", "Slice", 16).build(), "unroll": _unroll(16, 8, 2).build()}
+    jobs = []
+    for key, model in models.items():
+        path = tmp_path / f"{key}.onnx"
+        onnx.save(model, str(path))
+        jobs.append({"key": key, "path": str(path)})
+    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    for key in ("cast", "chain", "empty"):
+        assert real[key].status == "ok", key
+        got = {n.name: n.verdict for n in match(facts_from_model(models[key]), table).nodes}
+        leaves = {"cpu", "unsupported"}
+        assert {n for n, v in real[key].placement.items() if v in leaves} == \
+            {n for n in real[key].placement if got[n] in leaves}, key
+        removed = {n for n, v in real[key].placement.items() if v == "folded"}
+        assert removed <= {n for n in real[key].placement if got[n] == "folded"}, key
+    assert real["cast"].placement["focus_cast"] == "folded"  # the head Cast, whose other reader was fused
+    assert real["empty"].reasons["focus_op"] == ["Failed to add node."]
+    assert real["unroll"].status == "session_failed" and "QNN_COMMON_ERROR_MEM_ALLOC" in real["unroll"].message
+    assert match(facts_from_model(models["unroll"]), table).verdict == "unsupported"
