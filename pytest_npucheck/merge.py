@@ -274,17 +274,22 @@ def write_reports(merged: Merged, reports: Sequence[tuple[str, Path]]) -> list[s
     from .jsonio import dumps, write_atomic
 
     written = []
+    view = None  # built once for the Markdown and HTML reports
+    if sum(fmt in ("md", "html") for fmt, _ in reports) > 1:
+        from .report.view import build
+
+        view = build(merged.doc)
     for fmt, path in reports:
         if fmt == "json":
             text = dumps(merged.doc)
         elif fmt == "md":
             from .report.markdown import render as render_md
 
-            text = render_md(merged.doc)
+            text = render_md(merged.doc, view=view)
         elif fmt == "html":
             from .report.html import render as render_html
 
-            text = render_html(merged.doc)
+            text = render_html(merged.doc, view=view)
         elif fmt == "junit":
             from .report.junit import render as render_junit
 
