@@ -83,6 +83,8 @@ def scan(cache_dir: Path) -> tuple[list[CacheEntry], list[Path]]:
     """The complete entries of ``cache_dir`` (a directory holding ``meta.json``), oldest use first,
     and the work directories (``.tmp-*``, ``.trash-*``) that are left alone."""
     cache_dir = Path(cache_dir)
+    if not cache_dir.exists() and not cache_dir.is_symlink():
+        return [], []  # no export yet (a first CI run, a run that exported nothing): nothing to prune
     if not cache_dir.is_dir():
         raise CachePruneError(f"{cache_dir}: not a directory (the export cache is .pytest_cache/d/npucheck-exports "
                               "under the rootdir, or under the ini's cache_dir)")
@@ -131,6 +133,8 @@ class PruneResult:
     def lines(self) -> list[str]:
         """The summary ``npucheck cache`` prints."""
         verb = "would remove" if self.dry_run else "removed"
+        if not self.cache_dir.exists():
+            return [f"npucheck cache {self.cache_dir}: no export cache there (nothing exported yet): nothing to prune"]
         out = [f"npucheck cache {self.cache_dir}: {len(self.kept) + len(self.removed)} entr"
                f"{'y' if len(self.kept) + len(self.removed) == 1 else 'ies'}, {format_size(self.size_before)}"]
         if self.kept + [e for e, _ in self.removed]:

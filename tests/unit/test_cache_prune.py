@@ -130,5 +130,9 @@ def test_cli_prunes_and_refuses_bad_input_naming_it(tmp_path, capsys):
     assert "4.0 KiB -> 2.0 KiB" in out
     assert main(["cache", str(cache), "--max-size", "lots"]) == 2
     assert "--max-size 'lots'" in capsys.readouterr().err
-    assert main(["cache", str(tmp_path / "nowhere")]) == 2
-    assert "nowhere: not a directory" in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    assert main(["cache", str(tmp_path / "file")]) == 2
+    assert "file: not a directory" in capsys.readouterr().err
+    # no cache yet (a first CI run): nothing to prune, not an error (the recipe's step runs always)
+    assert main(["cache", str(tmp_path / "nowhere"), "--max-age-days", "1"]) == 0
+    assert "no export cache there" in capsys.readouterr().out
