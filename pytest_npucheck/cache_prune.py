@@ -175,10 +175,11 @@ def prune(cache_dir: Path, *, max_age_days: Optional[float] = None, max_bytes: O
         for e in entries:  # least recently used first
             if total <= max_bytes:
                 break
-            if e.path in doomed or e.busy(now, busy_seconds):
+            if e.path in doomed:
                 continue
             doomed[e.path] = f"least recently used while the cache was over {format_size(max_bytes)}"
-            total -= e.size
+            if not e.busy(now, busy_seconds):  # a busy one stays (below) and still counts
+                total -= e.size
     for e in entries:
         if e.path not in doomed:
             result.kept.append(e)
