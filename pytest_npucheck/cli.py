@@ -71,6 +71,16 @@ def _parser() -> argparse.ArgumentParser:
                    "files are read there, and the baseline is updated there when the shards ran "
                    "--npu-update-baseline (default: the current directory)")
 
+    ca = sub.add_parser("cache", help="show the export cache's size and prune it: entries unused for N days, then the "
+                        "least recently used over a size (run it before the CI job saves the cache)")
+    ca.add_argument("cache_dir", type=Path, nargs="?", default=Path(".pytest_cache/d/npucheck-exports"),
+                    metavar="DIR", help="the export cache (default: .pytest_cache/d/npucheck-exports)")
+    ca.add_argument("--max-age-days", type=float, default=None, metavar="N",
+                    help="remove the entries no run has used for more than N days")
+    ca.add_argument("--max-size", default=None, metavar="SIZE",
+                    help="then remove the least recently used entries until the cache is under SIZE (500M, 2G)")
+    ca.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+
     t = sub.add_parser("targets", help="list every available target with its provenance and the short forms "
                        "that resolve to it (rknn -> rknn@2.5.0/rk3588)")
     t.add_argument("--format", choices=("text", "json"), default="text")
@@ -179,6 +189,13 @@ def _merge(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     if args.command == "merge":
         return _merge(args)
+    if args.command == "cache":
+        from .cache_prune import parse_size, prune
+
+        result = prune(args.cache_dir, max_age_days=args.max_age_days,
+                       max_bytes=None if args.max_size is None else parse_size(args.max_size), dry_run=args.dry_run)
+        print("\n".join(result.lines()))
+        return EXIT_OK
     from .tables import Catalog
 
     if getattr(args, "check_tables", None):

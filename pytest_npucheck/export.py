@@ -272,6 +272,9 @@ def export_model(
     entry = cache_dir / key
     meta, problem = _checked_entry(entry)
     if meta is not None:
+        from .cache_prune import mark_used
+
+        mark_used(entry)  # its last use, for `npucheck cache --max-age-days` (kept by the CI cache's archive)
         return ExportResult(
             entry / MODEL_FILENAME, True, key, options.exporter, _entry_opset(entry, meta),
             time.perf_counter() - start,

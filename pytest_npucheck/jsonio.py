@@ -19,7 +19,10 @@ class JsonFileError(NpuCheckError):
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = dict(pairs)
+    if len(out) == len(pairs):  # the common case, built in C; else find the first duplicate in order
+        return out
+    out = {}
     for key, value in pairs:
         if key in out:
             raise ValueError(f"duplicate key {key!r}")
@@ -79,6 +82,15 @@ _TOO_DEEP = f"nested too deeply (more than {MAX_DEPTH} levels of arrays and obje
 def _check_depth(value: Any, refused: list[_Refused]) -> None:
     """Raise for nesting deeper than MAX_DEPTH, or for the first refused number (with its path)."""
     if not isinstance(value, (dict, list)):
+        return
+    if not refused:  # only the depth to check: one level at a time, no paths kept
+        level, depth = [value], 1
+        while level:
+            if depth > MAX_DEPTH:
+                raise ValueError(_TOO_DEEP)
+            level = [c for item in level for c in (item.values() if isinstance(item, dict) else item)
+                     if isinstance(c, (dict, list))]
+            depth += 1
         return
     stack: list[tuple[Any, int, tuple[Any, ...]]] = [(value, 1, ())]
     while stack:

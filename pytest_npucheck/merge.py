@@ -168,6 +168,34 @@ def combined_status(statuses: Sequence[int]) -> int:
     return decide.EXIT_OK
 
 
+def ratchet(shards: Sequence[Shard]) -> tuple[list[str], Optional[dict[str, Any]], Optional[str]]:
+    """The budgets ratchet of the union: (loosenings, base, budgets path as the shards named it).
+
+    Every shard compared the same budgets file (``check_agreement``) with the base its job found; a
+    shard whose clone lacked the base (a shallow checkout) compared with HEAD and may have seen no
+    loosening where another shard saw one. The union of their loosenings is what the unsharded run
+    would report; the base shown is that of a shard that compared with the pull request's base
+    (not a fall-back to HEAD) when one did."""
+    problems: list[str] = []
+    bases: list[dict[str, Any]] = []
+    path: Optional[str] = None
+    for s in shards:
+        b = s.doc.get("budgets")
+        if not isinstance(b, Mapping):
+            continue
+        path = path or (str(b["path"]) if b.get("path") else None)
+        problems += [p for p in b.get("tightening_problems") or [] if p not in problems]
+        if b.get("base"):
+            bases.append(dict(b["base"]))
+    base = next((b for b in bases if b.get("commit") and not b.get("note")), bases[0] if bases else None)
+    commits = sorted({str(b.get("commit")) for b in bases})
+    if base is not None and len(commits) > 1:
+        base = {**base, "note": ((base.get("note") + "; ") if base.get("note") else "")
+                + f"the shards compared the budgets with different commits ({', '.join(c[:12] for c in commits)}): "
+                  "the loosenings any of them found are reported"}
+    return problems, base, path
+
+
 @dataclass
 class Merged:
     doc: dict[str, Any]  # the merged JSON report
@@ -214,10 +242,9 @@ def merge(shards: Sequence[Shard], root: Path, created: Optional[str] = None) ->
             raise MergeError(f"{upath}: not the budgets file the shards were checked against: merge in a checkout "
                              "of the commit the shards ran")
         budgets = load_budgets(upath)
-        shard_budgets = next((s.doc["budgets"] for s in shards if s.doc.get("budgets")), None) or {}
-        budgets_info = decide.budgets_info(budgets, usec["release"], entries, partial_reasons(shards),
-                                           shard_budgets.get("tightening_problems", []), shard_budgets.get("base"))
-        budgets_info["path"] = str(shard_budgets.get("path", budgets_info["path"]))
+        problems, base, path = ratchet(shards)
+        budgets_info = decide.budgets_info(budgets, usec["release"], entries, partial_reasons(shards), problems, base)
+        budgets_info["path"] = path or budgets_info["path"]
     failures = decide.run_failures(baseline_info, budgets_info, entry_text, clean)
     status = decide.exit_status(combined_status([int(s.section["status"]) for s in shards]), baseline_info, failures)
     doc = run_document(entries, created)
@@ -247,17 +274,22 @@ def write_reports(merged: Merged, reports: Sequence[tuple[str, Path]]) -> list[s
     from .jsonio import dumps, write_atomic
 
     written = []
+    view = None  # built once for the Markdown and HTML reports
+    if sum(fmt in ("md", "html") for fmt, _ in reports) > 1:
+        from .report.view import build
+
+        view = build(merged.doc)
     for fmt, path in reports:
         if fmt == "json":
             text = dumps(merged.doc)
         elif fmt == "md":
             from .report.markdown import render as render_md
 
-            text = render_md(merged.doc)
+            text = render_md(merged.doc, view=view)
         elif fmt == "html":
             from .report.html import render as render_html
 
-            text = render_html(merged.doc)
+            text = render_html(merged.doc, view=view)
         elif fmt == "junit":
             from .report.junit import render as render_junit
 
@@ -270,4 +302,4 @@ def write_reports(merged: Merged, reports: Sequence[tuple[str, Path]]) -> list[s
 
 
 __all__ = ["MergeError", "Merged", "Shard", "check_agreement", "combined_status", "file_sha256", "load_shard",
-           "merge", "partial_reasons", "shard_from_document", "shard_section", "tables_used", "write_reports"]
+           "merge", "partial_reasons", "ratchet", "shard_from_document", "shard_section", "tables_used", "write_reports"]

@@ -11,7 +11,11 @@
   340 MB ``bert_base_ext`` is left out by default) checked with ``npucheck check --format json``
   against every bundled target;
 - ``corpus.json``: the tests' corpus models (``tests/models/corpus.py``) exported with each
-  exporter they support and checked the same way.
+  exporter they support and checked the same way;
+- ``renders.json`` (with ``examples``): the Markdown, HTML and JUnit texts the report renderers make of
+  the examples' report and of the merged document of ``benchmarks/merge_shards.py`` (8 shards, 300
+  tests), rendered in this process with every timing set to 0 and a fixed ``created``: compared
+  character for character, so a renderer made faster is shown to write the same bytes.
 
 The ONNX files are exported once into ``--cache`` (default ``$NPUCHECK_GUARD_CACHE`` or
 ``~/.cache/npucheck-guard``; the benchmark models use ``benchmarks/models.py``'s own cache) and
@@ -93,6 +97,12 @@ def normalise(doc: Any, roots: Mapping[str, str] | Sequence[tuple[str, str]]) ->
     return walk(doc)
 
 
+def _normalise_text(text: str, roots: Sequence[tuple[str, str]]) -> str:
+    """A rendered report with the absolute paths of ``roots`` and temporary paths replaced (as
+    :func:`normalise` does inside a document)."""
+    return normalise([text], roots)[0]
+
+
 def differences(a: Any, b: Any, where: str = "$") -> Iterator[str]:
     """Every difference between two JSON values, as `path: a != b` lines."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -108,6 +118,10 @@ def differences(a: Any, b: Any, where: str = "$") -> Iterator[str]:
             yield from differences(x, y, f"{where}[{i}]")
         if len(a) != len(b):
             yield f"{where}: {len(a)} items in A, {len(b)} in B"
+    elif isinstance(a, str) and isinstance(b, str) and a != b and max(len(a), len(b)) > 160:
+        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        yield (f"{where}: texts differ from character {at} ({len(a)} and {len(b)} characters): "
+               f"{_short(a[max(0, at - 40):at + 80])} != {_short(b[max(0, at - 40):at + 80])}")
     elif a != b or type(a) is not type(b):
         yield f"{where}: {_short(a)} != {_short(b)}"
 
@@ -157,6 +171,36 @@ def _check(files: list[Path], jobs: int) -> dict[str, Any]:
         doc = {"stdout": proc.stdout[-4000:]}
     return {"exit": proc.returncode, "stderr": proc.stderr.strip().splitlines()[-20:] if proc.returncode > 1 else [],
             "report": doc}
+
+
+def _zero_timings(x: Any) -> Any:
+    """``x`` with every timing value 0 and ``created`` fixed: deterministic input for the renderers."""
+    if isinstance(x, dict):
+        return {k: (0 if _is_timing_key(k) and isinstance(v, (int, float)) and not isinstance(v, bool) else
+                    "2000-01-01T00:00:00+00:00" if k == "created" else _zero_timings(v)) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_zero_timings(v) for v in x]
+    return x
+
+
+def record_renders(examples_doc: Any) -> dict[str, Any]:
+    """The report renderers' texts (Markdown, HTML, JUnit) of the examples' report and of the merged
+    document of the merge benchmark, rendered by the package of this checkout."""
+    sys.path.insert(0, str(REPO))
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from merge_shards import build  # noqa: E402 - the benchmark's shard files
+
+    from pytest_npucheck import merge
+    from pytest_npucheck.report import html, junit, markdown
+
+    docs: dict[str, tuple[Any, list]] = {}
+    if examples_doc is not None:
+        docs["examples"] = (_zero_timings(examples_doc), [])
+    with tempfile.TemporaryDirectory(prefix="npucheck-guard-") as tmp:
+        merged = merge.merge([merge.load_shard(p) for p in build(Path(tmp), 8, 300)], Path(tmp))
+        docs["merge_bench"] = (_zero_timings(merged.doc), merged.failures)
+    return {name: {"md": markdown.render(doc), "html": html.render(doc), "junit": junit.render(doc, failures)}
+            for name, (doc, failures) in docs.items()}
 
 
 def record_examples(out: Path) -> dict[str, Any]:
@@ -255,6 +299,12 @@ def record(out: Path, parts: list[str], cache: Path, bench_names: list[str], job
         (out / f"{part}.json").write_text(json.dumps(normalise(doc, roots), indent=1, sort_keys=True,
                                                      ensure_ascii=False) + "\n", encoding="utf-8")
         log(f"  wrote {out / (part + '.json')}")
+        if part == "examples":
+            renders = record_renders(doc["report"])
+            texts = {name: {fmt: _normalise_text(t, roots) for fmt, t in r.items()} for name, r in renders.items()}
+            (out / "renders.json").write_text(json.dumps(texts, indent=1, sort_keys=True, ensure_ascii=False) + "\n",
+                                              encoding="utf-8")
+            log(f"  wrote {out / 'renders.json'}")
 
 
 def main(argv: list[str] | None = None) -> int:

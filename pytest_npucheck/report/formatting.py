@@ -90,10 +90,15 @@ def md(text: Any, limit: int = 160) -> str:
     return _MD_SPECIAL.sub(r"\\\1", s)
 
 
+_HTML_SPECIAL = re.compile("[&<>\"']")
+
+
 def html(text: Any, limit: int = 200) -> str:
     """For HTML text and attributes: escaped, invisible characters shown, length capped."""
-    s = clean(str(text), limit).encode("utf-8", "replace").decode("utf-8")
-    return _html.escape(s, quote=True)
+    s = text if type(text) is str else str(text)
+    if len(s) > limit or not s.isprintable():  # else (most names) nothing to show or cap, no surrogate
+        s = clean(s, limit).encode("utf-8", "replace").decode("utf-8")
+    return _html.escape(s, quote=True) if _HTML_SPECIAL.search(s) else s
 
 
 def oracle_tool(o: Mapping[str, Any], unknown: str = "") -> str:

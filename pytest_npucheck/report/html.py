@@ -66,9 +66,9 @@ LEGEND = ('<div class="legend"><span><i style="background:#52b788"></i>NPU</span
           '<span><i style="background:#f4a261;border:3px solid #1b1f24"></i>causes a transition</span></div>')
 
 
-def h(text: Any, limit: int = 200) -> str:
-    """Escape for HTML text and attributes; invisible characters shown as escapes; length capped."""
-    return F.html(text, limit)
+# Escape for HTML text and attributes; invisible characters shown as escapes; length capped (called
+# for every string of every node: the function itself, not a wrapper around it).
+h = F.html
 
 
 def _reasons(n: Mapping[str, Any]) -> str:
@@ -93,31 +93,31 @@ def _tail(module: Optional[str], limit: int = 24) -> str:
     return "\u2026" + module[-(limit - 1):]
 
 
-def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
+def graph_svg(tr: Mapping[str, Any], gid: str, reasons: Optional[Sequence[str]] = None) -> str:
     """The main graph as a layered DAG: coloured by device, transitions marked, long NPU runs collapsed.
 
-    ``gid``: unique per graph in the page (the SVG's marker id)."""
+    ``gid``: unique per graph in the page (the SVG's marker id); ``reasons``: each node's
+    ``_reasons`` text, when the caller has them already."""
     nodes: Sequence[Mapping[str, Any]] = tr.get("nodes", [])
     main = [k for k, n in enumerate(nodes) if not n.get("graph")]
     if not main:
         return "<p>(no nodes)</p>"
     local = {k: i for i, k in enumerate(main)}
     edges = [(local[a], local[b]) for a, b in tr.get("edges", []) if a in local and b in local and a != b]
-
-    def dev(i: int) -> Optional[str]:
-        return _DEVICE.get(nodes[main[i]]["verdict"])
+    verdicts = [nodes[k]["verdict"] for k in main]
 
     bw, bh = 176, 34
-    lay = layout(len(main), edges, lambda v: bw, collapsible=lambda v: nodes[main[v]]["verdict"] == "npu",
+    lay = layout(len(main), edges, lambda v: bw, collapsible=lambda v: verdicts[v] == "npu",
                  min_run=COLLAPSE_RUN, collapsed_width=bw, box_height=bh, margin=12)
     if len(lay.boxes) > MAX_SVG_BOXES:
         return f"<p>(graph of {len(main)} nodes not drawn: {len(lay.boxes)} boxes, more than {MAX_SVG_BOXES})</p>"
     part = tr.get("partition") or {}
     cross_names = {c.get("from") for c in part.get("crossings", [])} | {c.get("to") for c in part.get("crossings", [])}
-    box_dev = [("npu" if b.collapsed else dev(b.members[0])) for b in lay.boxes]
+    collapsed = [len(b.members) > 1 for b in lay.boxes]
+    box_dev = [("npu" if col else _DEVICE.get(verdicts[b.members[0]])) for b, col in zip(lay.boxes, collapsed)]
     crossing = {(a, c) for a, c, _ in lay.edges if box_dev[a] and box_dev[c] and box_dev[a] != box_dev[c]}
     causes = {k for a, c in crossing for k in (a, c) if box_dev[k] == "cpu"}
-    causes |= {k for k, b in enumerate(lay.boxes) if not b.collapsed and box_dev[k] == "cpu"
+    causes |= {k for k, b in enumerate(lay.boxes) if not collapsed[k] and box_dev[k] == "cpu"
                and nodes[main[b.members[0]]]["name"] in cross_names}
     W, H = int(lay.width) + 1, int(lay.height) + 1
     marker = f"arrow-{gid}"
@@ -141,7 +141,7 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
         out.append(f'<path class="{cls}" d="{d}" marker-end="url(#{marker})"/>')
     for k, b in enumerate(lay.boxes):
         x, y = b.x, b.y
-        if b.collapsed:
+        if collapsed[k]:
             first, last = nodes[main[b.members[0]]], nodes[main[b.members[-1]]]
             mods = [(nodes[main[i]].get("source") or {}).get("module") for i in b.members]
             mods = [m for m in mods if m]
@@ -153,12 +153,13 @@ def graph_svg(tr: Mapping[str, Any], gid: str) -> str:
                        f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{len(b.members)} NPU nodes</text>'
                        f'<text class="l" x="{x + 6:.0f}" y="{y + 28:.0f}">{h(_tail(mods[0] if mods else ""), 30)}</text></g>')
             continue
-        n = nodes[main[b.members[0]]]
+        i = main[b.members[0]]
+        n = nodes[i]
         v = n["verdict"] if n["verdict"] in _DEVICE else "unsupported"
         cls = f"n-{v}" + (" cause" if k in causes else "")
         module = (n.get("source") or {}).get("module")
         tip = (f"{n['op_type']} {n['name']}: {v}" + (f" (module {module or '<root>'})" if module is not None else "")
-               + (f" - {_reasons(n)}" if n.get("reasons") else ""))
+               + ((f" - {_reasons(n) if reasons is None else reasons[i]}") if n.get("reasons") else ""))
         out.append(f'<g class="node" data-verdict="{v}"><title>{h(tip, 600)}</title>'
                    f'<rect x="{x:.0f}" y="{y:.0f}" width="{bw}" height="{bh}" rx="5" class="{cls}"/>'
                    f'<text class="op" x="{x + 6:.0f}" y="{y + 14:.0f}">{h(n["op_type"], 24)}</text>'
@@ -188,7 +189,7 @@ def _fixes_list(tr: TargetView) -> list[str]:
     return out
 
 
-def _node_table(tr: TargetView) -> list[str]:
+def _node_table(tr: TargetView, reasons: Optional[Sequence[str]] = None) -> list[str]:
     state = {fb.name: ("NEW" if fb.new else "accepted") for fb in tr.fallbacks}
     rows = ['<table class="nodes"><thead><tr><th>#</th><th>op type</th><th>node</th><th>verdict</th>'
             '<th>gate</th><th>source</th><th>reason</th></tr></thead><tbody>']
@@ -198,7 +199,8 @@ def _node_table(tr: TargetView) -> list[str]:
         gate = state.get(n["name"], "")
         rows.append(f'<tr class="v-{v}{" new" if gate == "NEW" else ""}"><td class="num">{k}</td><td>{h(n["op_type"], 60)}</td>'
                     f'<td><code>{h(n["name"])}</code></td><td class="v">{v}</td><td>{gate}</td>'
-                    f'<td>{h(F.location(n.get("source"), file_name_only=True))}</td><td>{h(_reasons(n), 600)}</td></tr>')
+                    f'<td>{h(F.location(n.get("source"), file_name_only=True))}</td>'
+                    f'<td>{h(_reasons(n) if reasons is None else reasons[k], 600)}</td></tr>')
     rows.append("</tbody></table>")
     if len(nodes) > MAX_TABLE_ROWS:
         rows.append(f"<p>... and {len(nodes) - MAX_TABLE_ROWS} more nodes (every node is in the JSON report)</p>")
@@ -242,15 +244,17 @@ def _target_section(t: TestView, tr: TargetView, anchor: str) -> str:
         sec.append("</tbody></table>")
     sec += _fixes_list(tr)
     sec.append(LEGEND)
-    sec.append(f'<div class="graph">{graph_svg(tr.raw, anchor)}</div>')
+    reasons = [_reasons(n) for n in tr.raw.get("nodes", [])]  # the drawing's tips and the table's column
+    sec.append(f'<div class="graph">{graph_svg(tr.raw, anchor, reasons)}</div>')
     sec.append(f"<details><summary>Every node ({len(tr.raw.get('nodes', []))})</summary>")
-    sec += _node_table(tr)
+    sec += _node_table(tr, reasons)
     sec.append("</details></section>")
     return "".join(sec)
 
 
-def render(doc: Mapping[str, Any]) -> str:
-    v: RunView = build(doc)
+def render(doc: Mapping[str, Any], view: Optional[RunView] = None) -> str:
+    """The HTML report of a run document (``view``: its ``view.build``, when the caller has it)."""
+    v: RunView = build(doc) if view is None else view
     tt = v.totals
     head = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
             f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',

@@ -41,11 +41,25 @@ def properties(entry: Mapping[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def escape(data: str) -> str:
+    """XML text: ``&``, ``<`` and ``>`` escaped (``xml.sax.saxutils.escape``, whose module imports
+    ``urllib.request`` and with it ``ssl``: a tenth of a second of a merge's start)."""
+    return data.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def quoteattr(data: str) -> str:
+    """An XML attribute value with its quotes, as ``xml.sax.saxutils.quoteattr`` writes it."""
+    data = escape(data).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    if '"' not in data:
+        return f'"{data}"'
+    if "'" not in data:
+        return f"'{data}'"
+    return '"' + data.replace('"', "&quot;") + '"'
+
+
 def render(doc: Mapping[str, Any], failures: Sequence[tuple[str, str]] = ()) -> str:
     """A JUnit XML file from a run's JSON document (``npucheck merge``): one test case per checked
     test (call), with the properties above, and one failed case per run-level failure."""
-    from xml.sax.saxutils import quoteattr, escape
-
     cases: list[str] = []
     counts = {"failures": 0, "errors": 0}
     for e in doc.get("tests") or []:

@@ -13,7 +13,7 @@ escaped (``formatting.md``: Markdown and HTML specials, pipes, control and bidi 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from . import formatting as F
 from .view import INTERRUPTED, RunView, TestView, build, documentation_note
@@ -147,10 +147,12 @@ def _folded(budget: _Budget, sections: Sequence[tuple[str, Any]]) -> None:
     budget.cap = budget.limit
 
 
-def render(doc: Mapping[str, Any], artefacts: Sequence[str] = (), limit: int = LIMIT) -> str:
+def render(doc: Mapping[str, Any], artefacts: Sequence[str] = (), limit: int = LIMIT,
+           view: Optional[RunView] = None) -> str:
     """The Markdown summary of a run document; ``artefacts``: the other report files of the run (the
-    HTML or JSON report that holds everything), named where something did not fit."""
-    v: RunView = build(doc)
+    HTML or JSON report that holds everything), named where something did not fit. ``view``: the
+    document's ``view.build`` when the caller has it already (it renders other formats too)."""
+    v: RunView = build(doc) if view is None else view
     b = _Budget(limit - _RESERVE)
     tt = v.totals
     b.add([f"## NPU check: {v.headline}", ""])

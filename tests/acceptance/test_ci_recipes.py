@@ -77,7 +77,8 @@ def test_the_recipes_are_yaml_with_the_jobs_they_promise():
     gh = _key_paths(github)
     assert {"jobs.shard.strategy.matrix.shard", "jobs.shard.env.NPU_SHARD", "jobs.merge.needs",
             "jobs.merge.if", "jobs.shard.steps.uses", "jobs.merge.steps.run"} <= gh
-    assert "actions/cache@v4" in github and "$GITHUB_STEP_SUMMARY" in github and "gh pr comment" in github
+    assert "actions/cache/restore@v4" in github and "actions/cache/save@v4" in github
+    assert "$GITHUB_STEP_SUMMARY" in github and "gh pr comment" in github
     gl = _key_paths(gitlab)
     assert {"npucheck-shard.parallel", "npucheck-shard.cache.paths", "npucheck-merge.needs.job",
             "npucheck-merge.artifacts.reports.junit", "npucheck-merge.after_script"} <= gl
@@ -86,6 +87,11 @@ def test_the_recipes_are_yaml_with_the_jobs_they_promise():
     merge = _run_block(github, "Merge the shards")
     assert _gitlab_script(gitlab, "npucheck-shard")[3:] == shard
     assert merge[0] in gitlab
+    # both prune the export cache with the same command before saving it, also after red tests
+    [prune] = _run_block(github, "Prune the export cache")
+    assert prune.startswith("npucheck cache ") and f"after_script:   # runs when the tests fail too, before the cache " \
+        f"is saved\n    - {prune}\n" in gitlab
+    assert "npucheck-shard.cache.when" in gl
     with pytest.raises(AssertionError, match="indentation 3"):
         _key_paths("a:\n   b: 1\n")
 
@@ -108,6 +114,11 @@ def test_the_recipe_commands_run_end_to_end(tmp_path):
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode in (0, 1), proc.stdout[-3000:] + proc.stderr[-3000:]
         assert (tmp_path / f"npucheck-shard-{k}.json").exists()
+    prune = "\n".join(_run_block(github, "Prune the export cache"))
+    proc = subprocess.run(["bash", "-ec", prune], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.match(r"npucheck cache \.pytest_cache/d/npucheck-exports: \d+ entries", proc.stdout), proc.stdout
+    assert "removed" not in proc.stdout  # every entry was used by this run, and they fit in 2G
     proc = subprocess.run(["bash", "-c", merge], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # a new fallback and a stale entry (strict)
     assert "FAILED npucheck-baseline.json::stale" in proc.stdout

@@ -179,3 +179,46 @@ def test_a_baseline_update_from_shards_is_the_unsharded_update(suite, capsys):
     assert "npucheck baseline updated" in capsys.readouterr().out
     assert baseline.read_text() == unsharded != original
     assert status == one.ret == 0
+
+
+def _budgets(limit: int) -> str:
+    return json.dumps({"format": 1, "releases": {"1.0.0": {"targets": {T: {"max_cpu_fallback_nodes": limit}}}}})
+
+
+@pytest.mark.without_xdist(reason="ten pytester runs per test: its equivalence is sharded vs unsharded")
+@pytest.mark.parametrize("committed, changed, loosened", [(2, 3, True), (3, 2, False)],
+                         ids=["loosening", "tightening"])
+def test_the_ratchet_of_merged_shards_is_the_unsharded_ratchet(suite, capsys, committed, changed, loosened):
+    """The budgets file committed, then changed in the work tree (compared with HEAD, as outside a
+    pull request): a loosening fails the unsharded run and the merge alike (the item
+    ``npu-budgets.json::loosened``), a tightening fails neither; the budgets sections agree."""
+    import subprocess
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=suite.path, check=True,
+                       capture_output=True)
+
+    budgets = suite.path / "npu-budgets.json"
+    budgets.write_text(_budgets(committed))
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "suite")
+    budgets.write_text(_budgets(changed))
+    args = ("--npu-release=1.0.0",)
+    ids = _ids(suite)
+    one = suite.runpytest(*args, "--npu-report=json:one.json")
+    shard_paths = _run_shards(suite, ids, *args)
+    capsys.readouterr()
+    status = main(["merge", *shard_paths, "--root", str(suite.path), f"--report=json:{suite.path / 'merged.json'}"])
+    out = capsys.readouterr().out
+    single = json.loads((suite.path / "one.json").read_text())
+    merged = json.loads((suite.path / "merged.json").read_text())
+    assert ("npu-budgets.json::loosened" in out) is loosened
+    assert ("npu-budgets.json::loosened" in "\n".join(one.outlines)) is loosened
+    assert bool(merged["budgets"]["tightening_problems"]) is loosened
+    assert merged["budgets"] == single["budgets"]
+    assert _comparable(merged) == _comparable(single)
+    assert status == one.ret == 1  # test_two_pads' new fallback fails both runs either way
+    if loosened:
+        assert "max_cpu_fallback_nodes loosened 2 -> 3" in merged["budgets"]["tightening_problems"][0]
+    one.assert_outcomes(passed=14, failed=1 + int(loosened))  # + the item npu-budgets.json::loosened

@@ -85,7 +85,7 @@ def test_refuses_shards_that_disagree_and_names_them(tmp_path):
     with pytest.raises(mg.MergeError, match=r"plugin version: .*0\.0\.1.* in .*b\.json"):
         mg.merge([mg.load_shard(a), mg.load_shard(b)], tmp_path)
     doc["tool"]["version"] = __version__
-    doc["shard"]["budgets"] = {"path": "npu-budgets.json", "sha256": "1" * 64, "release": "1.0"}
+    doc["shard"]["budgets"] = {"path": "npu-budgets.json", "sha256": "1" * 64, "release": "1.0.0"}
     b.write_text(json.dumps(doc))
     with pytest.raises(mg.MergeError, match=r"budgets file: None in .*a\.json; .*npu-budgets\.json.* in .*b\.json"):
         mg.merge([mg.load_shard(a), mg.load_shard(b)], tmp_path)
@@ -149,3 +149,48 @@ def test_cli_merge_refusal_is_a_usage_error(tmp_path, capsys):
     p.write_text("[]")
     assert main(["merge", str(p)]) == 2
     assert "x.json: not a pytest-npucheck JSON report" in capsys.readouterr().err
+
+
+def _budget_shards(tmp_path, sections):
+    """Two shards of ALL checked against one budgets file; ``sections``: each shard's ``budgets``
+    section (its loosenings and the base its job compared with)."""
+    budgets = tmp_path / "npu-budgets.json"
+    budgets.write_text(json.dumps({"format": 1, "releases": {"1.0.0": {"targets": {TARGET: {"max_cpu_fallback_nodes": 2}}}}}))
+    _baseline(tmp_path)
+    paths = []
+    for k, (mine, section) in enumerate(zip((ALL[:2], ALL[2:]), sections)):
+        path = _shard(tmp_path, f"s{k}", [_entry(t) for t in mine], mine, [t for t in ALL if t not in mine])
+        doc = json.loads(path.read_text())
+        doc["shard"]["budgets"] = {"path": "npu-budgets.json", "sha256": mg.file_sha256(budgets), "release": "1.0.0"}
+        doc["budgets"] = {"path": str(budgets), "release": "1.0.0", "stale": [], **section}
+        path.write_text(json.dumps(doc))
+        paths.append(path)
+    return paths
+
+
+HEAD = {"commit": "1" * 40, "label": "HEAD", "source": "head",
+        "note": "the base origin/main is not in this clone (a shallow checkout?)"}
+BASE = {"commit": "2" * 40, "label": "merge base with origin/main", "source": "github", "note": None}
+LOOSE = "releases/1.0.0/targets/toy@1.0/soc-a: max_cpu_fallback_nodes loosened 2 -> 3"
+
+
+def test_the_ratchet_is_decided_on_the_union_of_the_shards(tmp_path):
+    """The first shard's job compared with HEAD (its clone lacked the base) and saw no loosening; the
+    second compared with the pull request's base and saw one: the merge reports the loosening, as
+    the unsharded run with the base would, and names the base and that the shards differed."""
+    paths = _budget_shards(tmp_path, [{"tightening_problems": [], "base": HEAD},
+                                      {"tightening_problems": [LOOSE], "base": BASE}])
+    merged = mg.merge([mg.load_shard(p) for p in paths], tmp_path)
+    assert merged.doc["budgets"]["tightening_problems"] == [LOOSE]
+    assert merged.doc["budgets"]["base"]["commit"] == BASE["commit"]
+    assert "different commits" in merged.doc["budgets"]["base"]["note"]
+    assert [f[0] for f in merged.failures] == ["npu-budgets.json::loosened"]
+    assert merged.status == 1
+    # the same loosening seen by both shards is reported once; a tightening (no loosening) is green
+    paths = _budget_shards(tmp_path, [{"tightening_problems": [LOOSE], "base": BASE}] * 2)
+    merged = mg.merge([mg.load_shard(p) for p in paths], tmp_path)
+    assert merged.doc["budgets"]["tightening_problems"] == [LOOSE] and merged.status == 1
+    assert merged.doc["budgets"]["base"] == BASE
+    paths = _budget_shards(tmp_path, [{"tightening_problems": [], "base": BASE}] * 2)
+    merged = mg.merge([mg.load_shard(p) for p in paths], tmp_path)
+    assert merged.failures == [] and merged.status == 0
