@@ -133,18 +133,24 @@ class Reporter:
         doc["shard"] = self._shard_section(exitstatus)
         from .errors import NpuCheckError
 
+        view = None  # built once, by the first of the Markdown and HTML reports
         for value, fmt, path in self.settings.reports:
             try:
+                if fmt in ("md", "html") and view is None:
+                    from .report.view import build
+
+                    view = build(doc)
                 if fmt == "json":
                     write_atomic(Path(path), dumps(doc))
                 elif fmt == "md":
                     from .report.markdown import render as render_md
 
-                    write_atomic(Path(path), render_md(doc, [p for _, f, p in self.settings.reports if f != "md"]))
+                    write_atomic(Path(path), render_md(doc, [p for _, f, p in self.settings.reports if f != "md"],
+                                                          view=view))
                 elif fmt == "html":
                     from .report.html import render as render_html
 
-                    write_atomic(Path(path), render_html(doc))
+                    write_atomic(Path(path), render_html(doc, view=view))
             except (NpuCheckError, OSError) as exc:  # the other reports are still written
                 self.report_errors.append(f"--npu-report={value}: not written: {exc}")
                 session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
