@@ -419,6 +419,30 @@ def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
             f"CPU ({why}); the layout change after it goes with it")
 
 
+@rule("feeds_only", "context", local=False, words=_words)
+def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """every node reading its result is one of {ops_text} (the compiler merges it into them).
+
+    For a chain of layout ops the compiler makes one op of (RKNN merges Flatten -> Gather -> Reshape ->
+    Reshape into one Reshape named after the last): the ops that pass are absorbed; the chain's last
+    op, read by anything else or a graph output, is the one the compiler keeps."""
+    ops = frozenset(params["ops"])
+    readers: list[NodeFact] = []
+    for out in node.outputs:
+        if not out:
+            continue
+        if not node.graph and _is_graph_output(graph, out):
+            return f"its result '{out}' is a graph output"
+        readers.extend(_consumers(graph, out))
+    if not readers:
+        return "nothing reads its result"
+    others = list(dict.fromkeys(f"{c.op_type} '{c.name}'" for c in readers if c.op_type not in ops))
+    if not others:
+        return None
+    shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return f"its result is read by {shown}"
+
+
 @rule("sole_reader", "context", local=False, words=_words)
 def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """it is the only node reading input {index}."""

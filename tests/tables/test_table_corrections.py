@@ -142,15 +142,31 @@ def test_rknn_mask_reshape_behind_an_integer_cast(catalog, kw, node, want):
         assert "input 0 is computed by Cast 'focus_cast', which the compiler runs on the CPU" in why
 
 
-def test_rknn_mask_lookup_flatten_behind_an_integer_cast(catalog):
-    """TorchScript's padding-mask lookup: int64 mask -> Cast(bool) -> Flatten -> Gather -> Reshape x2; the
-    compiler runs the Flatten on the int64 mask in front of the Cast."""
+@pytest.mark.parametrize("kw,cpu", [
+    ({}, {"focus_reshape"}),                                               # Cast(bool) in front
+    ({"maker": "equal"}, {"focus_reshape"}),                               # mask == 1 in front
+    ({"flatten": False}, {"focus_reshape"}),                               # Gather -> Reshape -> Reshape
+    ({"t": 40}, {"focus_reshape"}),
+    ({"layout": "unsqueeze2"}, {"focus_reshape"}),                         # mask[:, None, None, :]
+    ({"maker": "none"}, {"focus_reshape"}),                                # the chain on int64 data, Cast after
+    ({"layout": "unsqueeze2", "maker": "none"}, {"focus_reshape"}),
+    ({"src": "bool"}, set()),                                              # bool / float data: all on the NPU
+    ({"src": "float32", "maker": "none"}, set()),
+])
+def test_rknn_mask_lookup_chain_lands_on_its_last_op(catalog, kw, cpu):
+    """TorchScript's padding-mask lookup (mask -> [Cast bool] -> Flatten -> Gather -> Reshape -> Reshape) and
+    its variants (x.Reshape.ctx=mask_lookup.*): RKNN merges the layout chain into one Reshape named after its
+    last op, on the CPU when the data is integer (behind an integer Cast/Equal or without one); the ops
+    merged into it run nowhere of their own. The table puts the CPU verdict on the chain's last op only."""
     from pytest_npucheck.probe.models_attention_limits import _mask_lookup
 
-    got = verdicts(catalog, RKNN, _mask_lookup())
-    assert got["pre_flatten"][0] == "cpu" and "Cast 'pre_cast'" in got["pre_flatten"][1]
-    assert got["focus_reshape"][0] == "npu"
-    assert verdicts(catalog, RKNN, _mask_lookup(src="bool"))["pre_flatten"][0] == "npu"
+    got = verdicts(catalog, RKNN, _mask_lookup(**kw))
+    layout = {n for n in got if n.startswith("pre_") and n not in ("pre_cast",)} | {"focus_reshape"}
+    assert {n for n in layout if got[n][0] == "cpu"} == cpu
+    if "focus_reshape" in cpu:
+        assert "is read by Cast 'post_cast'" in got["focus_reshape"][1]
+    if kw.get("maker") == "none" and kw.get("src", "int64") == "int64":  # the int64 -> bool Cast after the chain
+        assert got["post_cast"][0] == "cpu"
 
 
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------
