@@ -372,9 +372,10 @@ REPEAT_BETWEEN = (
 def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = "matmul", post: str = "matmul",
                     t: int = 8, d: int = 8, heads: int = 4) -> GraphBuilder:
     """``K (1, kv, T, d)`` computed by ``pre`` (a MatMul; none: a graph input; matmul_relu: a MatMul then
-    a Relu; heads: a (1, T, kv*d) projection viewed as (1, T, kv, d) and transposed), repeated to
+    a Relu; where: a Where of a bool input; relu: a Relu of the input; heads: a (1, T, kv*d) projection viewed as (1, T, kv, d) and transposed), repeated to
     ``heads`` (rank 5: Unsqueeze(2) -> Expand -> Reshape; rank 4: Expand of the head axis), then read
-    by ``post`` (q @ K as a MatMul; transpose_mul: Transpose -> Mul scale -> MatMul; none: a Relu)."""
+    by ``post`` (q @ K as a MatMul; transpose_mul: Transpose -> Mul scale -> MatMul; add_softmax: added to
+    scores, then a Softmax; none: a Relu)."""
     gb = GraphBuilder(17)
     if pre == "heads":
         x = gb.node("MatMul", [gb.input("x", "float32", [1, t, 32]), gb.weight([32, kv * d])], name="pre_proj")
@@ -385,6 +386,11 @@ def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = 
         if pre.startswith("matmul"):
             k = gb.node("MatMul", [k, gb.weight([d, d])], name="pre_proj")
         if pre == "matmul_relu":
+            k = gb.node("Relu", [k], name="pre_relu")
+        if pre == "where":  # a mask computed in the graph (Doge's dynamic mask: Where(cond, x, -big))
+            k = gb.node("Where", [gb.input("cond", "bool", [1, kv, t, d]), k, gb.const(np.float32(-1e4))],
+                        name="pre_where")
+        if pre == "relu":
             k = gb.node("Relu", [k], name="pre_relu")
     g = heads // kv
     if rank == 5:
@@ -400,6 +406,9 @@ def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = 
         y = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, d]), y], name="post_scores")
     elif post == "matmul":
         y = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, t]), y], name="post_attn")
+    elif post == "add_softmax":  # added to the attention scores as a mask, then Softmax
+        y = gb.node("Softmax", [gb.node("Add", [gb.input("s", "float32", [1, heads, t, d]), y], name="post_add")],
+                    axis=-1, name="post_softmax")
     else:
         y = gb.node("Relu", [y], name="post_relu")
     gb.output(y)

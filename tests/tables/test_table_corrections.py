@@ -169,6 +169,21 @@ def test_rknn_mask_lookup_chain_lands_on_its_last_op(catalog, kw, cpu):
         assert got["post_cast"][0] == "cpu"
 
 
+@pytest.mark.parametrize("args,want", [
+    (("Unsqueeze", "input", "gather_idx"), "cpu"),   # the indices of an embedding Gather: Reshape INT64 CPU row
+    (("Reshape", "input", "gather_idx"), "cpu"),
+    (("Unsqueeze", "mul", "cast_f32"), "cpu"),       # swapped in front of the int64 Mul (its inputs' CPU Reshapes)
+])
+def test_rknn_int64_layout_op_outside_a_merged_chain_stays_cpu(catalog, args, want):
+    """An int64 layout op read by another kind of op than a layout op it merges into, or read as another
+    input than the data (an embedding Gather's indices), keeps the dtype rule (x.*.ctx=int_layout.*, run
+    on the CPU by rknn-toolkit2 2.5.0)."""
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    assert verdicts(catalog, RKNN, _int_layout(*args))["focus_layout"][0] == want
+    assert verdicts(catalog, RKNN, _int_layout(*args, dtype="float32"))["focus_layout"][0] == "npu"
+
+
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------
 
 @pytest.mark.parametrize("kw,want", [

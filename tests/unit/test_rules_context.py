@@ -412,6 +412,15 @@ def test_feeds_only_passes_the_layout_ops_merged_into_their_readers():
         got = {n.name: n for n in r.nodes}
         assert got["r1"].verdict == "npu"
         assert got["r2"].verdict == "cpu" and why in _reasons(got["r2"])
+    # read by a Gather as its indices (input 1), not as its data: not merged into it
+    w = numpy_helper.from_array(np.zeros([16, 4], np.float32), "w")
+    m = _graph([helper.make_node("Reshape", ["x", "s2"], ["r"], name="r"),
+                helper.make_node("Gather", ["w", "r"], ["y"], name="emb")],
+               [_vi("x", [1, 16])], [_vi("y", [1, 16, 4])], [s2, w])
+    table = _table([{"rule": "feeds_only", "params": {"ops": ["Gather"]}, "else": "cpu"}], op="Reshape")
+    [r] = check_graph(facts_from_model(m), [table])
+    got = {n.name: n for n in r.nodes}
+    assert got["r"].verdict == "cpu" and "Gather 'emb' (not as its input 0)" in _reasons(got["r"])
     assert RULES["feeds_only"].describe({"ops": ["Reshape"]}).startswith(
         "every node reading its result is one of {'Reshape'}")
     assert not is_local("feeds_only", {"ops": ["Reshape"]})
