@@ -33,12 +33,18 @@ INT_LAYOUT = (
     ("reshape.mul.cast_f32", "Reshape", "mul", "cast_f32"),
     ("squeeze.input.cast_f32", "Squeeze", "input", "cast_f32"),
     ("flatten.input.gather_idx", "Flatten", "input", "gather_idx"),
+    # the shape unchanged: input_ids.view(-1, T) and token_type_ids.expand(1, T) at batch 1
+    ("reshape_noop.input.gather_idx", "Reshape", "input", "gather_idx.noop"),
+    ("reshape_noop.input.cast_f32", "Reshape", "input", "cast_f32.noop"),
+    ("expand_noop.input.gather_idx", "Expand", "input", "gather_idx.noop"),
+    ("expand_noop.mul.gather_idx", "Expand", "mul", "gather_idx.noop"),
 )
 
 
 def _int_layout(op: str, producer: str, reader: str, dtype: str = "int64", t: int = 16) -> GraphBuilder:
     """``ids (1, T) [-> Mul/Add int] -> <op> -> <reader>``; the layout op's result has shape (1, 1, T) for
-    Unsqueeze/Reshape, (T,) for Squeeze... and (1, T) for Flatten."""
+    Unsqueeze/Reshape, (1, T) for Squeeze (of (1, 1, T)) and Flatten; a reader ending in ``.noop``: the op
+    (a Reshape or an Expand) writes the input's own shape (1, T)."""
     gb = GraphBuilder(17)
     np_t = np.int64 if dtype == "int64" else np.float32
     shape = [1, 1, t] if op == "Squeeze" else [1, t]
@@ -47,7 +53,11 @@ def _int_layout(op: str, producer: str, reader: str, dtype: str = "int64", t: in
         x = gb.node("Mul", [x, gb.input("m", dtype, shape)], name="pre_mul")
     elif producer == "add":
         x = gb.node("Add", [x, gb.const(np.array(2, dtype=np_t))], name="pre_add")
-    if op == "Unsqueeze":
+    noop = reader.endswith(".noop")
+    reader = reader.removesuffix(".noop")
+    if noop:  # the output shape is the input shape
+        y = gb.node(op, [x, gb.ints([1, t])], name="focus_layout")
+    elif op == "Unsqueeze":
         y = gb.node("Unsqueeze", [x, gb.ints([0])], name="focus_layout")
     elif op == "Reshape":
         y = gb.node("Reshape", [x, gb.ints([1, 1, t])], name="focus_layout")
@@ -77,7 +87,7 @@ def int_layout_extra(c: Collector) -> None:
     for label, op, producer, reader in INT_LAYOUT:
         c.add("x.%s.ctx=int_layout.%s.i64.r2" % (op, label), op, _int_layout(op, producer, reader),
               kind="context", dtype="int64", focus=["focus_layout"])
-    for label, op, producer, reader in INT_LAYOUT[:1] + INT_LAYOUT[7:8]:
+    for label, op, producer, reader in INT_LAYOUT[:1] + INT_LAYOUT[7:8] + INT_LAYOUT[-3:-2]:
         c.add("x.%s.ctx=int_layout.%s.f32.r2" % (op, label), op, _int_layout(op, producer, reader, "float32"),
               kind="context", dtype="float32", focus=["focus_layout"])
 
