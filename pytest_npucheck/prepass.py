@@ -42,6 +42,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
     if "eliminate_noop_arithmetic" in passes:
         _eliminate_noop_arithmetic(graph, pre)
+    if "eliminate_noop_layout" in passes:
+        _eliminate_noop_layout(graph, pre)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
@@ -134,6 +136,26 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
     if info is None or not info.const or info.value is None:
         return name
     return ("const", info.dtype, info.shape, tuple(info.value))
+
+
+#: layout ops that are no-ops when their result has their input's shape
+_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand"})
+
+
+def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
+    """A Reshape, Flatten, Squeeze, Unsqueeze or Expand whose static result has the static shape of its
+    input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
+    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*). A node
+    producing a graph output is kept."""
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
+                or not node.inputs or not node.inputs[0] or not node.outputs or node.outputs[0] in outputs:
+            continue
+        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
+            continue
+        pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:

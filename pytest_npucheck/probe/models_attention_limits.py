@@ -226,31 +226,48 @@ def _mask_path(src: str = "int64", to: str = "bool", layout: str = "reshape", us
 
 
 #: (label, keyword arguments of _mask_lookup): the TorchScript export of transformers' padding-mask lookup
+#: and its variants: with or without the Cast in front (int64 or float data through the chain), the mask
+#: made by an Equal, a longer mask, the chain written as two Unsqueezes (``mask[:, None, None, :]``)
 MASK_LOOKUP = (
     ("i64.cast.flatten.gather", {}),
     ("bool.flatten.gather", {"src": "bool"}),
     ("i64.cast.flatten.gather.no_tail", {"tail": "none"}),
     ("i64.cast.gather", {"flatten": False}),
+    ("i64.flatten.gather", {"maker": "none"}),
+    ("f32.flatten.gather", {"src": "float32", "maker": "none"}),
+    ("i64.equal.flatten.gather", {"maker": "equal"}),
+    ("i64.cast.flatten.gather.t=40", {"t": 40}),
+    ("i64.cast.unsqueeze2", {"layout": "unsqueeze2"}),
+    ("i64.unsqueeze2", {"layout": "unsqueeze2", "maker": "none"}),
 )
 
 
-def _mask_lookup(src: str = "int64", flatten: bool = True, tail: str = "where", t: int = 16, h: int = 4
-                 ) -> GraphBuilder:
+def _mask_lookup(src: str = "int64", flatten: bool = True, tail: str = "where", t: int = 16, h: int = 4,
+                 maker: str = "cast", layout: str = "lookup") -> GraphBuilder:
     """``mask (1, T) [-> Cast bool] -> Flatten (T, 1) -> Gather(indices (1, 1, 1, T)) -> Reshape (T) ->
     Reshape (1, 1, 1, T) -> Cast bool -> And(causal) -> Expand (1, h, T, T) -> Where -> Softmax``, as the
-    TorchScript exporter writes ``padding_mask[batch_idx, kv_idx]`` with static shapes."""
+    TorchScript exporter writes ``padding_mask[batch_idx, kv_idx]`` with static shapes. ``maker``: what makes
+    the bool mask in front of the chain (``cast``, ``equal``: ``mask == 1``, ``none``: the chain runs on the
+    input's own data and the Cast after it makes the mask); ``layout="unsqueeze2"``: the chain is
+    ``Unsqueeze(1) -> Unsqueeze(2)`` instead of the lookup."""
     gb = GraphBuilder(17)
     m = gb.input("mask", src, [1, t])
-    if src != "bool":
+    if src != "bool" and maker == "cast":
         m = gb.node("Cast", [m], to=9, name="pre_cast")
+    elif src != "bool" and maker == "equal":
+        m = gb.node("Equal", [m, gb.const(np.array(1, dtype=np.int64))], name="pre_cast")
     idx = gb.const(np.arange(t, dtype=np.int64).reshape(1, 1, 1, t))
-    if flatten:
-        m = gb.node("Flatten", [m], axis=2, name="pre_flatten")  # (T, 1)
-        m = gb.node("Gather", [m, idx], axis=0, name="pre_gather")  # (1, 1, 1, T, 1)
+    if layout == "unsqueeze2":
+        m = gb.node("Unsqueeze", [m, gb.ints([1])], name="pre_flatten")  # (1, 1, T)
+        m = gb.node("Unsqueeze", [m, gb.ints([2])], name="focus_reshape")  # (1, 1, 1, T)
     else:
-        m = gb.node("Gather", [m, idx], axis=1, name="pre_gather")
-    m = gb.node("Reshape", [m, gb.ints([t])], name="pre_flat")
-    m = gb.node("Reshape", [m, gb.ints([1, 1, 1, t])], name="focus_reshape")
+        if flatten:
+            m = gb.node("Flatten", [m], axis=2, name="pre_flatten")  # (T, 1)
+            m = gb.node("Gather", [m, idx], axis=0, name="pre_gather")  # (1, 1, 1, T, 1)
+        else:
+            m = gb.node("Gather", [m, idx], axis=1, name="pre_gather")
+        m = gb.node("Reshape", [m, gb.ints([t])], name="pre_flat")
+        m = gb.node("Reshape", [m, gb.ints([1, 1, 1, t])], name="focus_reshape")
     if tail == "where":
         m = gb.node("Cast", [m], to=9, name="post_cast")
         m = gb.node("And", [gb.const(np.tril(np.ones([t, t], dtype=bool))[None, None]), m], name="post_and")
@@ -264,13 +281,13 @@ def _mask_lookup(src: str = "int64", flatten: bool = True, tail: str = "where", 
 
 
 def mask_lookup_extra(c: Collector) -> None:
-    """The TorchScript padding-mask lookup (MASK_LOOKUP); the nodes under test are the layout ops after
-    the Cast (RKNN runs the first of them on the int64 mask, in front of the Cast)."""
+    """The TorchScript padding-mask lookup (MASK_LOOKUP); the nodes under test are the layout ops of the
+    chain (RKNN merges them into one Reshape; on integer data it runs on the CPU)."""
     for label, kw in MASK_LOOKUP:
         gb = _mask_lookup(**kw)
-        first = "pre_flatten" if kw.get("flatten", True) else "pre_gather"
+        focus = [n.name for n in gb.nodes if n.name.startswith("pre_") and n.op_type not in ("Cast", "Equal")]
         c.add("x.Reshape.ctx=mask_lookup.%s.%s.r2" % (label, SHORT[kw.get("src", "int64")]), "Reshape", gb,
-              kind="context", dtype=kw.get("src", "int64"), focus=[first, "pre_flat", "focus_reshape"])
+              kind="context", dtype=kw.get("src", "int64"), focus=focus + ["focus_reshape"])
 
 
 def mask_cast_extra(c: Collector) -> None:
@@ -355,9 +372,10 @@ REPEAT_BETWEEN = (
 def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = "matmul", post: str = "matmul",
                     t: int = 8, d: int = 8, heads: int = 4) -> GraphBuilder:
     """``K (1, kv, T, d)`` computed by ``pre`` (a MatMul; none: a graph input; matmul_relu: a MatMul then
-    a Relu; heads: a (1, T, kv*d) projection viewed as (1, T, kv, d) and transposed), repeated to
+    a Relu; where: a Where of a bool input; relu: a Relu of the input; heads: a (1, T, kv*d) projection viewed as (1, T, kv, d) and transposed), repeated to
     ``heads`` (rank 5: Unsqueeze(2) -> Expand -> Reshape; rank 4: Expand of the head axis), then read
-    by ``post`` (q @ K as a MatMul; transpose_mul: Transpose -> Mul scale -> MatMul; none: a Relu)."""
+    by ``post`` (q @ K as a MatMul; transpose_mul: Transpose -> Mul scale -> MatMul; add_softmax: added to
+    scores, then a Softmax; none: a Relu)."""
     gb = GraphBuilder(17)
     if pre == "heads":
         x = gb.node("MatMul", [gb.input("x", "float32", [1, t, 32]), gb.weight([32, kv * d])], name="pre_proj")
@@ -368,6 +386,11 @@ def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = 
         if pre.startswith("matmul"):
             k = gb.node("MatMul", [k, gb.weight([d, d])], name="pre_proj")
         if pre == "matmul_relu":
+            k = gb.node("Relu", [k], name="pre_relu")
+        if pre == "where":  # a mask computed in the graph (Doge's dynamic mask: Where(cond, x, -big))
+            k = gb.node("Where", [gb.input("cond", "bool", [1, kv, t, d]), k, gb.const(np.float32(-1e4))],
+                        name="pre_where")
+        if pre == "relu":
             k = gb.node("Relu", [k], name="pre_relu")
     g = heads // kv
     if rank == 5:
@@ -383,6 +406,9 @@ def _repeat_between(kv: int = 1, rank: int = 5, shape: str = "ones", pre: str = 
         y = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, d]), y], name="post_scores")
     elif post == "matmul":
         y = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, t]), y], name="post_attn")
+    elif post == "add_softmax":  # added to the attention scores as a mask, then Softmax
+        y = gb.node("Softmax", [gb.node("Add", [gb.input("s", "float32", [1, heads, t, d]), y], name="post_add")],
+                    axis=-1, name="post_softmax")
     else:
         y = gb.node("Relu", [y], name="post_relu")
     gb.output(y)

@@ -419,6 +419,49 @@ def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
             f"CPU ({why}); the layout change after it goes with it")
 
 
+@rule("feeds_only", "context", local=False, words=_words)
+def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """every node reading its result is one of {ops_text}, reading it as its data (input 0): the compiler
+    merges it into them.
+
+    For a chain of layout ops the compiler makes one op of (RKNN merges Flatten -> Gather -> Reshape ->
+    Reshape into one Reshape named after the last): the ops that pass are absorbed; the chain's last
+    op, read by anything else (or as another input: the indices of an embedding Gather) or a graph
+    output, is the one the compiler keeps."""
+    ops = frozenset(params["ops"])
+    readers: list[tuple[NodeFact, bool]] = []
+    for out in node.outputs:
+        if not out:
+            continue
+        if not node.graph and _is_graph_output(graph, out):
+            return f"its result '{out}' is a graph output"
+        readers.extend((c, _reads_as_data(graph, c, out)) for c in _consumers(graph, out))
+    if not readers:
+        return "nothing reads its result"
+    others = list(dict.fromkeys(f"{c.op_type} '{c.name}'" + ("" if data else " (not as its input 0)")
+                                for c, data in readers if c.op_type not in ops or not data))
+    if not others:
+        return None
+    shown = ", ".join(others[:4]) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return f"its result is read by {shown}"
+
+
+def _reads_as_data(graph: GraphFacts, reader: NodeFact, tensor: str) -> bool:
+    """``reader`` reads ``tensor`` (or what an eliminated node passes on of it) as its input 0 only."""
+    feeds = {tensor}
+    stack = [tensor]
+    while stack:  # the names the tensor goes by behind eliminated identities
+        t = stack.pop()
+        for index in graph.consumers.get(t, ()):
+            n = graph.nodes[index]
+            if n.op_type in _LOOK_THROUGH and _removed(graph, index):
+                for o in n.outputs[:1]:
+                    if o and o not in feeds:
+                        feeds.add(o)
+                        stack.append(o)
+    return bool(reader.inputs) and reader.inputs[0] in feeds and not any(i in feeds for i in reader.inputs[1:])
+
+
 @rule("sole_reader", "context", local=False, words=_words)
 def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """it is the only node reading input {index}."""

@@ -91,3 +91,33 @@ def test_rknn_space_to_depth_and_einsum_letters(tmp_path):
     assert any(r.op_type == "Conv" and r.full_name.endswith("post_concat_2conv") for r in res["swin"].rows)
     assert place["rows_first"]["focus_rows0"] == "cpu" and place["rows_first"]["focus_rows1"] == "cpu"
     assert place["cvt_qk"]["focus_einsum"] == "npu" and place["spaced"]["focus_einsum"] == "cpu"
+
+
+@needs_rknn
+def test_rknn_merges_the_mask_lookup_chain_into_one_reshape_on_its_last_op(tmp_path):
+    """TorchScript's padding-mask lookup with and without the Cast in front: rknn-toolkit2 merges the layout
+    chain into one Reshape, an int64 CPU row named after the mask (swapped in front of the Cast) or after the
+    chain's last op; both count on the last op, where the table puts the CPU verdict (x.Reshape.ctx=mask_lookup.*)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+    from pytest_npucheck.probe.models_attention_limits import _mask_lookup
+    from pytest_npucheck.tables import Catalog
+
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    models = {"cast": _mask_lookup(), "no_cast": _mask_lookup(maker="none"),
+              "unsqueeze2": _mask_lookup(layout="unsqueeze2"), "bool": _mask_lookup(src="bool")}
+    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
+    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
+                                                         timeout=180)}
+    for key, gb in models.items():
+        assert res[key].status == "ok", res[key].message
+        real = rknn_oracle.onnx_placement(res[key], rknn_oracle.onnx_nodes(paths[key]))
+        static = {n.name: n.verdict for n in match(facts_from_model(gb.build()), table).nodes}
+        layout = [n for n in real if n.startswith("pre_") and n != "pre_cast"] + ["focus_reshape"]
+        assert {n: real[n] for n in layout} == {n: static[n] for n in layout}, key
+        int64_rows = [r for r in res[key].rows if r.op_type == "Reshape" and r.dtype == "INT64" and r.target == "CPU"]
+        if key == "bool":
+            assert real["focus_reshape"] == "npu" and not int64_rows
+        else:  # one merged int64 Reshape on the CPU for the whole chain, counted on its last op
+            assert real["focus_reshape"] == "cpu" and len(int64_rows) == 1
+            assert all(real[n] == "npu" for n in layout if n != "focus_reshape")

@@ -14,6 +14,7 @@ from conftest import const, make_model
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.graph import GraphView
 from pytest_npucheck.prepass import run_prepasses
+from pytest_npucheck.probe.models_int_layout import INT_LAYOUT, _int_layout
 
 
 @pytest.fixture
@@ -77,3 +78,19 @@ def test_constants_fold_but_random_ops_never_do(table):
     assert pre.folded == {0: "all inputs are constant: folded at compile time"}
     assert pre.const["rc"].const and "noise" not in pre.const
     assert run_prepasses(facts, _with(table, "fold_shape_ops")).folded == {}
+
+
+@pytest.mark.parametrize("label,op,producer,reader", INT_LAYOUT)
+def test_noop_layout_removes_a_layout_op_that_keeps_its_input_shape(toy_catalog, label, op, producer, reader):
+    """eliminate_noop_layout (rknn-toolkit2 2.5.0, probes x.*.ctx=int_layout.*): a Reshape/Expand writing
+    the input's own shape and a Flatten of a (1, T) tensor leave no layer row; an op that changes the shape
+    stays, and so does one producing a graph output."""
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_layout",))
+    facts = facts_from_model(_int_layout(op, producer, reader).build())
+    folded = {facts.nodes[i].name: why for i, why in run_prepasses(facts, table).folded.items()}
+    removed = "noop" in label or op == "Flatten"
+    assert ("focus_layout" in folded) == removed, folded
+    if removed:
+        assert "keeps its input's shape [1, 16] is removed by the compiler" in folded["focus_layout"]
+    output_only = facts_from_model(_int_layout(op, producer, "output").build())
+    assert run_prepasses(output_only, table).folded == {}

@@ -389,6 +389,43 @@ def test_sole_reader_names_the_other_readers():
     assert not is_local("sole_reader", {"index": 0})
 
 
+def test_feeds_only_passes_the_layout_ops_merged_into_their_readers():
+    """A chain Flatten -> Reshape -> Reshape -> Relu: the ops read only by layout ops pass, the last one (read
+    by the Relu, or a graph output) fails and names what reads it."""
+    rule = {"rule": "feeds_only", "params": {"ops": ["Flatten", "Reshape"]}, "else": "cpu"}
+    s1 = numpy_helper.from_array(np.array([16], np.int64), "s1")
+    s2 = numpy_helper.from_array(np.array([1, 16], np.int64), "s2")
+
+    def graph(tail):
+        nodes = [helper.make_node("Flatten", ["x"], ["f"], name="flat", axis=2),
+                 helper.make_node("Reshape", ["f", "s1"], ["r1"], name="r1"),
+                 helper.make_node("Identity", ["r1"], ["r1i"], name="id"),  # eliminated: looked through
+                 helper.make_node("Reshape", ["r1i", "s2"], ["r2"], name="r2")]
+        if tail:
+            nodes.append(helper.make_node("Relu", ["r2"], ["y"], name="act"))
+        m = _graph(nodes, [_vi("x", [1, 16])], [_vi("y" if tail else "r2", [1, 16])], [s1, s2])
+        return facts_from_model(m)
+
+    table = _table([rule], op="Reshape")
+    for tail, why in ((True, "its result is read by Relu 'act'"), (False, "its result 'r2' is a graph output")):
+        [r] = check_graph(graph(tail), [table])
+        got = {n.name: n for n in r.nodes}
+        assert got["r1"].verdict == "npu"
+        assert got["r2"].verdict == "cpu" and why in _reasons(got["r2"])
+    # read by a Gather as its indices (input 1), not as its data: not merged into it
+    w = numpy_helper.from_array(np.zeros([16, 4], np.float32), "w")
+    m = _graph([helper.make_node("Reshape", ["x", "s2"], ["r"], name="r"),
+                helper.make_node("Gather", ["w", "r"], ["y"], name="emb")],
+               [_vi("x", [1, 16])], [_vi("y", [1, 16, 4])], [s2, w])
+    table = _table([{"rule": "feeds_only", "params": {"ops": ["Gather"]}, "else": "cpu"}], op="Reshape")
+    [r] = check_graph(facts_from_model(m), [table])
+    got = {n.name: n for n in r.nodes}
+    assert got["r"].verdict == "cpu" and "Gather 'emb' (not as its input 0)" in _reasons(got["r"])
+    assert RULES["feeds_only"].describe({"ops": ["Reshape"]}).startswith(
+        "every node reading its result is one of {'Reshape'}")
+    assert not is_local("feeds_only", {"ops": ["Reshape"]})
+
+
 def test_graph_lacks_names_the_nodes_anywhere_in_the_graph():
     """graph_lacks looks at the whole main graph, not the node's neighbours: a Gemm on an unrelated
     branch fails it (what 2.2.0/rk3566 did to DistilBERT's mask Reshape), and the message names it."""

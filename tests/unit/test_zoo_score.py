@@ -157,12 +157,12 @@ def test_a_file_onnx_runtime_itself_refuses_is_an_invalid_export_not_a_rejection
     assert (f["rejected"], f["invalid_files"]) == (0, 1)
 
 
-def test_a_merged_mask_reshape_swapped_in_front_of_a_cast_counts_on_the_chain_head():
+def test_a_merged_mask_reshape_counts_on_the_chain_tail_with_or_without_the_swap():
     """TorchScript's padding-mask lookup ``Cast(bool) -> Flatten -> Gather -> Reshape -> Reshape``: RKNN
-    merges the layout ops into one Reshape (fuse_two_reshape), names it after the last one and swaps it
-    in front of the Cast onto the int64 mask (swap_cast_reshape, the Cast in the row's lineage). The row
-    is the chain's and counts on the Flatten that reads the Cast, as the probes' ``<mask>_rs`` row does;
-    without the swap a Reshape row keeps its own node."""
+    merges the layout ops into one int64 CPU Reshape (fuse_two_reshape) and names it after the last one
+    (``Reshape:/m/Reshape_1``), or, when it swapped the chain in front of the Cast first, after the mask
+    (``Reshape:ids_rs``). Either way the row counts on the chain's last op, with or without the build log,
+    and the ops merged into it stay on the NPU."""
     log = ("D fuse_ops results:\n"
            "D     convert_flatten_to_reshape: remove node = ['/m/Flatten'], add node = ['/m/Flatten_2rs']\n"
            "D     fuse_two_reshape: remove node = ['/m/Flatten_2rs']\n"
@@ -173,14 +173,17 @@ def test_a_merged_mask_reshape_swapped_in_front_of_a_cast_counts_on_the_chain_he
              {"name": "/m/Flatten", "op_type": "Flatten", "inputs": ["c"], "outputs": ["f"]},
              {"name": "/m/Gather", "op_type": "Gather", "inputs": ["f", "idx"], "outputs": ["g"]},
              {"name": "/m/Reshape", "op_type": "Reshape", "inputs": ["g", "s1"], "outputs": ["r"]},
-             {"name": "/m/Reshape_1", "op_type": "Reshape", "inputs": ["r", "s2"], "outputs": ["m"]}]
-    rows = [_row(1, "Reshape", "CPU", "Reshape:/m/Reshape_1"), _row(2, "Cast", "CPU", "Cast:/m/Cast")]
-    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=rows)
-    placement = rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log))
-    assert placement == {"/m/Cast": "cpu", "/m/Flatten": "cpu", "/m/Gather": "npu", "/m/Reshape": "npu",
-                         "/m/Reshape_1": "npu"}
-    unswapped = log.replace("'/m/Cast', '/m/Reshape_1', 'ids_rs'", "'/m/Reshape_1', 'ids_rs'")
-    assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(unswapped))["/m/Reshape_1"] == "cpu"
+             {"name": "/m/Reshape_1", "op_type": "Reshape", "inputs": ["r", "s2"], "outputs": ["m"]},
+             {"name": "/m/Where", "op_type": "Where", "inputs": ["m", "x", "y"], "outputs": ["w"]}]
+    want = {"/m/Cast": "cpu", "/m/Flatten": "npu", "/m/Gather": "npu", "/m/Reshape": "npu",
+            "/m/Reshape_1": "cpu", "/m/Where": "npu"}
+    named_last = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Reshape", "CPU", "Reshape:/m/Reshape_1"), _row(2, "Cast", "CPU", "Cast:/m/Cast")])
+    named_after_mask = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Reshape", "CPU", "Reshape:ids_rs"), _row(2, "Cast", "CPU", "Cast:/m/Cast")])
+    for res in (named_last, named_after_mask):
+        assert rknn.onnx_placement(res, nodes, rknn.rewrite_lineage(log)) == want
+        assert rknn.onnx_placement(res, nodes, {}) == want
 
 
 def test_a_row_named_after_none_of_its_origins_goes_to_the_origin_of_its_op_type():

@@ -716,7 +716,6 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
         kind = r.target.lower()
         direct = row_node(r, names)
         if direct is not None:
-            direct = _merged_chain_head(direct, r.op_type, op_type, producer, inputs, lineage) or direct
             out.setdefault(direct, {}).setdefault(kind, []).append(r.full_name)
             continue
         nm = r.onnx_name or ""
@@ -761,57 +760,46 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
     return out
 
 
-#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
-_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather"})
-
-
-def _merged_chain_head(node: str, row_op: str, op_type: Mapping[str, Any], producer: Mapping[str, str],
-                       inputs: Mapping[str, list[str]], lineage: Mapping[str, frozenset[str]] | None) -> str | None:
-    """The first layout op of the chain a Reshape row named after ``node`` stands for, when RKNN swapped
-    that Reshape in front of a Cast (``swap_cast_reshape``: the Cast is in the row's lineage) after
-    merging the layout ops between the Cast and ``node`` into it (``fuse_two_reshape``): TorchScript's
-    padding-mask lookup ``Cast -> Flatten -> Gather -> Reshape -> Reshape`` becomes one int64 CPU
-    Reshape named after the last of them, or after the mask (``<mask>_rs``, attributed to the Cast's
-    reader by :func:`_swapped_into`), depending on the order of the rewrites. Either way the row is
-    the chain's; it is counted on the chain's first node, the one reading the Cast. ``None`` when
-    the row is not such a swap."""
-    if row_op != "Reshape" or op_type.get(node) not in _RESHAPE_LIKE or not lineage:
-        return None
-    casts = {c for c in lineage.get(node, ()) if op_type.get(c) == "Cast"}
-    if not casts:
-        return None
-    current, steps = node, 0
-    while steps < 16:
-        ins = inputs.get(current) or []
-        above = producer.get(ins[0]) if ins and ins[0] else None
-        if above is None:
-            return None
-        if above in casts:
-            return current if current != node else None
-        if op_type.get(above) not in _MERGED_LAYOUT:
-            return None
-        current, steps = above, steps + 1
-    return None
-
-
 def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
                   consumers: Mapping[str, list[str]], direct_nodes: set[str]) -> list[str]:
     """The nodes a helper row named after ``owner``'s input really is, when RKNN swapped them: an
     int64 -> bool Cast followed by a Reshape becomes ``Reshape:<mask>_rs`` (on int64, before the Cast)
     and ``Cast:<cast>``. The row stands for ``owner``'s readers when every one has the row's op type (an
-    Unsqueeze/Squeeze/Flatten for a Reshape row; several identical ones are merged into the one row),
-    ``owner`` has another op type, and no reader has a row of its own; otherwise ``[]``."""
+    Unsqueeze/Squeeze/Flatten, or a Gather of the merged chain, for a Reshape row; several identical ones
+    are merged into the one row), ``owner`` has another op type, and no reader has a row of its own;
+    otherwise ``[]``. A reader that starts a chain of layout ops RKNN merged into the row
+    (``fuse_two_reshape``: TorchScript's padding-mask lookup ``Flatten -> Gather -> Reshape -> Reshape``)
+    gives the row to the chain's last op, the one whose name the merged Reshape takes when it is not
+    swapped, so the row lands on the same node either way."""
     if not row_op or op_type.get(owner) in (None, row_op):
         return []
     readers = list(dict.fromkeys(c for t in outputs.get(owner, ()) for c in consumers.get(t, ())))
-    ok = {row_op} | (_RESHAPE_LIKE if row_op == "Reshape" else set())
+    ok = {row_op} | (_MERGED_LAYOUT if row_op == "Reshape" else set())
     if not readers or any(op_type.get(c) not in ok or c in direct_nodes for c in readers):
         return []
-    return readers
+    if row_op != "Reshape":
+        return readers
+    tails = [_chain_tail(c, op_type, outputs, consumers) for c in readers]
+    if any(t in direct_nodes for t in tails):
+        return []
+    return list(dict.fromkeys(tails))
 
 
-#: ops RKNN compiles as a Reshape
-_RESHAPE_LIKE = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten"})
+#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
+_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather"})
+
+
+def _chain_tail(node: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
+                consumers: Mapping[str, list[str]]) -> str:
+    """The last op of the chain of layout ops that starts at ``node`` (each the single reader of the one
+    before), which RKNN merges into one Reshape."""
+    current = node
+    for _ in range(16):
+        readers = list(dict.fromkeys(c for t in outputs.get(current, ()) for c in consumers.get(t, ())))
+        if len(readers) != 1 or op_type.get(readers[0]) not in _MERGED_LAYOUT:
+            break
+        current = readers[0]
+    return current
 
 
 def onnx_placement(result: RknnResult,

@@ -106,6 +106,44 @@ _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front
                    "mask_head.*): the Reshape/Unsqueeze then runs on the integer data on the CPU (layer row "
                    "'Reshape INT64 CPU <mask>_rs'); behind a bool -> float Cast it stayed on the NPU")
 
+#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
+_MERGED_LAYOUT = ["Flatten", "Gather", "Reshape", "Squeeze", "Unsqueeze"]
+
+_MASK_CHAIN_NOTE = ("; a chain of layout ops after that op (TorchScript's padding-mask lookup Flatten -> Gather -> "
+                    "Reshape -> Reshape, x.Reshape.ctx=mask_lookup.*) is merged into one int64 CPU Reshape named "
+                    "after the chain's last op, with or without a Cast in front (swap_cast_reshape or not): the "
+                    "verdict lands on that last op, the ops merged into it pass")
+
+
+def _mask_swap(probes: Sequence[str]) -> dict[str, Any]:
+    """The mask-swap constraint of a layout op: CPU when a chain of layout ops reaches back to an integer
+    Cast/Equal and this op is the chain's last (its readers are not layout ops RKNN merges it into)."""
+    return C("any_of", probes,
+             constraints=[{"rule": "producer_pass",
+                           "params": {"index": 0, "ops": ["Cast", "Equal"], "skip": _MERGED_LAYOUT,
+                                      "constraint": {"rule": "dtype",
+                                                     "params": {"tensor": "input", "index": 0,
+                                                                "allowed": ["bool", "float16", "float32"]}}}},
+                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
+             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE)
+
+
+_INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a chain of layout ops RKNN merges into one "
+                    "Reshape (fuse_two_reshape; a constant-index Gather becomes a Reshape): only the chain's last op, "
+                    "whose readers are not such layout ops, runs (as the merged Reshape, on the CPU); the ops merged "
+                    "into it pass (x.Reshape.ctx=mask_lookup.i64.flatten.gather / i64.unsqueeze2: Flatten -> Gather "
+                    "-> Reshape -> Reshape and Unsqueeze -> Unsqueeze on int64 data, one CPU row named after the last)")
+
+
+def _int_layout(probes: Sequence[str]) -> dict[str, Any]:
+    """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
+    from the generic rule): integer data passes when the op is merged into its readers."""
+    return C("any_of", probes,
+             constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                       "allowed": ["float32", "float16", "bool"]}},
+                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
+             note=_INT_LAYOUT_NOTE)
+
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
 # --------------------------------------------------------------------------------------------
@@ -411,10 +449,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
-                 C("producer_pass", [r"x\.Reshape\.ctx=mask_(cast|head)\."], index=0, ops=["Cast", "Equal"],
-                   constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                           "allowed": ["bool", "float16", "float32"]}},
-                   note=_MASK_SWAP_NOTE),
+                 _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+                 _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
                                 {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}},
@@ -433,20 +469,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  note="allowzero=1 with an explicit shape, as the dynamo exporter writes every Reshape, builds "
                       "and runs on the NPU (probed again for revision 2); the revision-1 probe of allowzero=1 with "
                       "a 0 in the shape was an invalid model (512 elements to none), not a limit of the compiler."),
-    "Flatten": E("npu", C("producer_pass", [r"x\.Reshape\.ctx=mask_lookup\.i64\.cast\.flatten"], index=0,
-                          ops=["Cast", "Equal"],
-                          constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                                  "allowed": ["bool", "float16", "float32"]}},
-                          note=_MASK_SWAP_NOTE),
+    "Flatten": E("npu", _int_layout([r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+                 _mask_swap([r"x\.Reshape\.ctx=mask_lookup\.i64\.cast\.flatten"]),
                  C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),
-    "Squeeze": E("npu"),
-    "Unsqueeze": E("npu", C("producer_pass", [r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"], index=0,
-                            ops=["Cast", "Equal"],
-                            constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                                    "allowed": ["bool", "float16", "float32"]}},
-                            note=_MASK_SWAP_NOTE),
+    "Squeeze": E("npu", _int_layout([])),
+    "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+                   _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
                    C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
                             note="an Unsqueeze of a computed tensor that feeds ScatterElements "
@@ -511,6 +541,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Gather": E("npu", C("const_input", [r"Gather\.axis=1\.idx=dyn", r"Gather\.axis=0\.case=emb"],
                          index=1, note="non-constant indices (e.g. token-embedding lookups) run "
                                        "on the CPU"),
+                _int_layout([r"Gather\.axis=1\.idx=const_vec\.i(32|64)", r"x\.Reshape\.ctx=mask_lookup\.i64\.flatten"]),
                 probes=[r"pattern\.gather_scalar_relu"],
                 note="constant indices are lowered to NPU Slice/Conv."),
     "GatherElements": E("npu", C("const_input", [r"GatherElements\.axis=\w+\.idx=dyn"], index=1,
@@ -660,7 +691,7 @@ GENERIC = [
 ]
 GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
-                            "ai.onnx:Div", "ai.onnx:MatMul"]
+                            "ai.onnx:Div", "ai.onnx:MatMul"] + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
 
 def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
     """Div -> Erf -> Add -> Mul(., erf + 1) -> Mul: the last Mul reads the first at this input."""
@@ -929,8 +960,8 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
         },
         "opsets": {"ai.onnx": [lo, hi]},
         **({"ir_version": ir_range} if ir_range else {}),
-        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "fuse_conv_bn",
-                      "fuse_patterns"],
+        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "eliminate_noop_layout",
+                      "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
         "patterns": patterns,
