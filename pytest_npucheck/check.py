@@ -33,6 +33,12 @@ def _isolated_facts(path: Path) -> GraphFacts:
 
     if not isolate.settings().enabled:
         return _facts_or_model_error(path)
+    # imported before the fork: what the child imports is lost with it, and this process needs the
+    # same modules for the facts (onnx alone is ~0.5 s of CPU)
+    from .graph import build  # noqa: F401 - imports onnx's modules the facts use
+
+    import onnx  # noqa: F401
+
     inferred = isolate.call("onnx.shape_inference", _native_steps, path)
     if inferred is None:
         return _facts_or_model_error(path)

@@ -231,10 +231,13 @@ def fp32_run(onnx_path: Path, feeds: dict, emulation: Optional[tuple[str, Any, d
 
 def _fp32_and_emulation(onnx_path: Path, feeds: dict, emulation: tuple[str, Any, dict]
                         ) -> tuple[Any, Any, tuple[str, Any]]:
+    from ..emulate import _load
+
     key, policy, keywords = emulation
-    outputs, margins = run_with_margins(onnx_path, feeds)
+    proto = _load(onnx_path)  # read once: neither run changes it (the emulated model is a copy)
+    outputs, margins = run_with_margins(proto, feeds)
     try:
-        emu: Any = emulate(onnx_path, key, feeds, policy=policy, fp32_run=(outputs, margins), **keywords)
+        emu: Any = emulate(proto, key, feeds, policy=policy, fp32_run=(outputs, margins), **keywords)
     except Exception as exc:  # noqa: BLE001 - raised by the parent where the emulation's own call would raise it
         emu = isolate._portable(exc)  # one that does not pickle comes back as its text
     return outputs, margins, (key, emu)
