@@ -220,9 +220,10 @@ def pre_inferred(digest: bytes, inferred: bytes) -> Iterator[None]:
 
 def infer_serialized(serialized: bytes) -> bytes:
     """What :func:`_infer`'s pass returns for ``serialized``, as bytes (exceptions as they come)."""
-    from onnx.onnx_cpp2py_export import shape_inference as C
+    from onnx import shape_inference
 
-    return C.infer_shapes(serialized, False, False, True)  # check_type, strict_mode, data_prop as in _infer
+    return shape_inference.infer_shapes(serialized, check_type=False, strict_mode=False,
+                                        data_prop=True).SerializeToString()
 
 
 def _infer(model: Any, serialized: Optional[bytes] = None) -> tuple[Any, Optional[str]]:
