@@ -1,7 +1,7 @@
 """Performance goals of issue 8, measured as ratios within one run.
 
     python benchmarks/run.py [--goals 1,2,3,4,5,6,7] [--reps N] [--json figures.json]
-    python benchmarks/run.py --goals u1,u3    # issue 29: what a user feels (whole pytest processes)
+    python benchmarks/run.py --goals u1,u2,u3,u4    # issue 29: what a user feels (whole processes)
 
 Every figure is a ratio of two operations measured in the same run, alternating them and taking
 the median of several repetitions, so a busy machine slows both sides alike. Models are built on
@@ -485,7 +485,7 @@ def goal7(reps: int) -> None:
 
 
 
-# -- issue 29: what a user feels, on the demo's models (goals "u1" and "u3") ------------------------
+# -- issue 29: what a user feels, on the demo's models (goals "u1" to "u3") and the CLI ("u4") ---------
 
 # The four models of examples/models.py, each in a plain test (its forward) and in the same test marked
 # (marker-only form), twice over with another seed (eight marked tests, eight exports).
