@@ -128,10 +128,9 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
             # integer outputs are labels: the logits ONNX Runtime computes tell a near-tie from a flip.
             # The first target precision's emulation runs in the same child, on this fp32 run
             first = first_emulation(test_budget, results, tables)
-            if first is not None:
-                first = (*first, {"test_id": test_id, "calibration": [feeds] if feeds else None,
-                                  "model_names": own_names})
-            onnx_out, margins, prefetched = fp32_run(onnx_path, feeds, first)
+            plan = None if first is None else (*first, {"test_id": test_id, "calibration": [feeds] if feeds else None,
+                                                        "model_names": own_names})
+            onnx_out, margins, prefetched = fp32_run(onnx_path, feeds, plan)
             comp = compare_outputs(reference, onnx_out, policy_for(ort_key), margins=margins, model_names=own_names)
             info["onnx_vs_pytorch"] = comp.to_json()
             if not comp.passed:
