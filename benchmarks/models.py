@@ -104,6 +104,21 @@ def _resnet50():
     return ResNet().eval(), (torch.randn(1, 3, 224, 224),)
 
 
+def _encoder(layers: int, d: int = 64, heads: int = 4, seq: int = 32):
+    """torch's own nn.TransformerEncoder (post-norm, ReLU), ``layers`` deep and ``d`` wide: issue 29's
+    whole-process CLI model (300 layers: ~26,000 ONNX nodes with the TorchScript exporter)."""
+    import torch
+    from torch import nn
+
+    # eval under no_grad takes torch's fused fast path (aten::_transformer_encoder_layer_fwd), which
+    # the TorchScript exporter cannot convert: the layers' own operators are what users export
+    torch.backends.mha.set_fastpath_enabled(False)
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0, batch_first=True)
+    model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
+    return model, (torch.randn(1, seq, d),)
+
+
 # -- the benchmark set ---------------------------------------------------------------------------
 
 # name -> (builder, exporter, opset, external weights)
@@ -116,6 +131,8 @@ MODELS: dict[str, tuple[Callable[[], tuple], str, int, bool]] = {
     "bert_small": (lambda: _bert(layers=6, hidden=64, heads=4, seq=32), "dynamo", 18, False),
     # ~9,000 nodes; the TorchScript exporter at opset 17 (dynamo takes minutes at this size)
     "bert_9k": (lambda: _bert(layers=200, hidden=64, heads=4, seq=32), "torchscript", 17, False),
+    # issue 29 goal 4: nn.TransformerEncoder, 300 layers, d=64, TorchScript at opset 17 (~26k nodes)
+    "encoder_26k": (lambda: _encoder(layers=300), "torchscript", 17, False),
     # ResNet-50-sized CNN (25.6 M parameters)
     "resnet50": (_resnet50, "dynamo", 18, False),
     # BERT-base-sized encoder (12 x 768), ~340 MB of float32 weights in an external-data file

@@ -31,30 +31,43 @@ def _isolated_facts(path: Path) -> GraphFacts:
     in-process (scripts/isolation_overhead.py)."""
     from . import isolate
 
-    if isolate.settings().enabled:
-        isolate.call("onnx.shape_inference", _native_steps, path)
-    return _facts_or_model_error(path)
+    if not isolate.settings().enabled:
+        return _facts_or_model_error(path)
+    # imported before the fork: what the child imports is lost with it, and this process needs the
+    # same modules for the facts (onnx alone is ~0.5 s of CPU)
+    from .graph import build  # noqa: F401 - imports onnx's modules the facts use
+
+    import onnx  # noqa: F401
+
+    inferred = isolate.call("onnx.shape_inference", _native_steps, path)
+    if inferred is None:
+        return _facts_or_model_error(path)
+    from .graph.build import pre_inferred
+
+    with pre_inferred(*inferred):  # the child's pass, on the same bytes: the facts do not run it again
+        return _facts_or_model_error(path)
 
 
-def _native_steps(path: Path) -> None:
+def _native_steps(path: Path) -> Optional[tuple[bytes, bytes]]:
     """Parse ``path`` as graph.load_graph does (every bad-file check included) and run shape inference.
 
     Runs in the child: its exceptions become the same ModelError as in-process (``_model_errors``),
     so isolation changes where a bad file fails, never how (an OSError from a 300-character
-    external-data location came back raw, a traceback and exit 1 instead of exit 2)."""
-    from onnx import shape_inference
+    external-data location came back raw, a traceback and exit 1 instead of exit 2). Returns the
+    digest of the bytes inferred and the inferred model's bytes, which the parent's facts use
+    when they would run the same pass on the same bytes (None when the pass failed: the parent
+    runs it and reports the error)."""
+    from .graph import Kept, load_model_proto
+    from .graph.build import inferred_digest, infer_serialized
 
-    import inspect
-
-    from .graph import load_model_proto
-
+    kept = Kept()
     with _model_errors(path):
-        light = "weights" in inspect.signature(load_model_proto).parameters  # without large weight values
-        model = load_model_proto(path, weights=False) if light else load_model_proto(path)
+        model = load_model_proto(path, weights=False, keep=kept)  # without large weight values
+    data = kept.serialized if kept.serialized is not None else model.SerializeToString()
     try:
-        shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+        return inferred_digest(data), infer_serialized(data)
     except Exception:  # noqa: BLE001 - inference errors are graph.build's to report (unknown shapes)
-        pass
+        return None
 
 
 @contextlib.contextmanager

@@ -451,13 +451,15 @@ class EmulationResult:
 def emulate(model: Any, precision: str, inputs: Feeds | None = None, *, test_id: str = "",
             calibration: Sequence[Feeds] | None = None, policy: Policy | None = None,
             keep_fp32: Iterable[str] = (), random_calibration_samples: int = 8,
-            fp16_method: str = "storage", model_names: Mapping[str, str] | None = None) -> EmulationResult:
+            fp16_method: str = "storage", model_names: Mapping[str, str] | None = None,
+            fp32_run: tuple[Mapping[str, Any], Mapping[str, Any]] | None = None) -> EmulationResult:
     """Run ``model`` (path or ModelProto) in fp32 and emulated ``precision`` and compare.
 
     ``inputs``: the feeds to evaluate on (None: random, seeded by ``seed_for(test_id)``).
     ``calibration``: int8 calibration samples; default ``[inputs]`` when inputs are given,
     else ``random_calibration_samples`` seeded random feeds. ``policy``: default
-    ``policy_for(precision)``."""
+    ``policy_for(precision)``. ``fp32_run``: what :func:`run_with_margins` returned for this model
+    and these ``inputs`` when the caller already ran it (the fp32 side is then not run again)."""
     start = time.perf_counter()
     proto = _load(model)
     key = precision_key(precision)
@@ -476,7 +478,14 @@ def emulate(model: Any, precision: str, inputs: Feeds | None = None, *, test_id:
         else:
             samples = [random_inputs(proto, seed + 1 + i) for i in range(random_calibration_samples)]
             calib_source = "random"
-    ref, margins = run_with_margins(proto, feeds)  # integer outputs are labels: the logits tell near-ties
+    if fp32_run is not None and inputs is not None:
+        import numpy as np
+
+        # copies: the caller compares its own outputs too, and nothing may share their memory
+        ref = {n: np.array(v, copy=True) for n, v in fp32_run[0].items()}
+        margins = {n: (np.array(m, copy=True), peak) for n, (m, peak) in fp32_run[1].items()}
+    else:
+        ref, margins = run_with_margins(proto, feeds)  # integer outputs are labels: the logits tell near-ties
     cand = run_model(emulated_model(proto, key, samples, keep_fp32, fp16_method), feeds)
     comp = compare_outputs(ref, cand, policy or policy_for(key), margins=margins, model_names=model_names)
     return EmulationResult(key, seed, inputs_source, calib_source, len(samples),

@@ -110,6 +110,7 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
                                  f"inputs ({len(graph.inputs)}): emulation on seeded random inputs, no PyTorch "
                                  "comparison")
         reference, own_names = None, {}
+        prefetched: Optional[tuple[str, Any]] = None  # (precision, emulation result or what it raised)
         if feeds is not None:
             try:
                 reference, own_names = torch_outputs_named(model, example_inputs, graph.outputs)
@@ -124,8 +125,12 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
             if half:
                 info["notes"].append("the model computes in float16: ONNX Runtime vs PyTorch is compared with "
                                      "the fp16 policy")
-            # integer outputs are labels: the logits ONNX Runtime computes tell a near-tie from a flip
-            onnx_out, margins = isolate.call("onnxruntime", run_with_margins, onnx_path, feeds)
+            # integer outputs are labels: the logits ONNX Runtime computes tell a near-tie from a flip.
+            # The first target precision's emulation runs in the same child, on this fp32 run
+            first = first_emulation(test_budget, results, tables)
+            plan = None if first is None else (*first, {"test_id": test_id, "calibration": [feeds] if feeds else None,
+                                                        "model_names": own_names})
+            onnx_out, margins, prefetched = fp32_run(onnx_path, feeds, plan)
             comp = compare_outputs(reference, onnx_out, policy_for(ort_key), margins=margins, model_names=own_names)
             info["onnx_vs_pytorch"] = comp.to_json()
             if not comp.passed:
@@ -150,8 +155,14 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
                 continue
             first_target[key] = r.target
             policy = test_budget.policy_for(key) if test_budget is not None else policy_for(key)
-            emu = isolate.call(f"onnxruntime ({key} emulation)", emulate, onnx_path, key, feeds, test_id=test_id,
-                               calibration=[feeds] if feeds else None, policy=policy, model_names=own_names)
+            if prefetched is not None and prefetched[0] == key:
+                emu = prefetched[1]
+                prefetched = None
+                if isinstance(emu, BaseException):
+                    raise emu  # as the emulation's own call would have raised it
+            else:
+                emu = isolate.call(f"onnxruntime ({key} emulation)", emulate, onnx_path, key, feeds, test_id=test_id,
+                                   calibration=[feeds] if feeds else None, policy=policy, model_names=own_names)
             ej_result = emu.to_json()
             ej_result.pop("seconds", None)  # reports stay identical across runs and processes
             ej: dict[str, Any] = {"target": r.target, "precision": key, "passed": emu.passed, "result": ej_result,
@@ -186,6 +197,49 @@ def numerics_step(ctx: RunContext, spec: CheckSpec, model: Any, example_inputs: 
     if not fail:
         return []
     return [f"numerics: {test_id} fails the numeric checks"] + fail
+
+
+def first_emulation(test_budget: Any, results: Sequence[Any], tables: Sequence[Any]) -> Optional[tuple[str, Any]]:
+    """(precision key, policy) of the first target whose precision is emulated (not fp32), as the
+    emulation loop of :func:`numerics_step` finds it; None when every target runs fp32."""
+    for r, table in zip(results, tables):
+        key, _ = target_precision(test_budget, r.target, table, "float32")
+        if key != "fp32":
+            return key, (test_budget.policy_for(key) if test_budget is not None else policy_for(key))
+    return None
+
+
+def fp32_run(onnx_path: Path, feeds: dict, emulation: Optional[tuple[str, Any, dict]]
+             ) -> tuple[Any, Any, Optional[tuple[str, Any]]]:
+    """(outputs, label margins) of the exported graph on ONNX Runtime CPU fp32, and when
+    ``emulation`` = (precision, policy, emulate's keywords) is given, that emulation on the same
+    fp32 run: (precision, its result or the exception it raised), for the emulation loop.
+
+    One isolated child does both (one fork, one fp32 session: the emulation's reference side is
+    this same run). A child that dies (crash, memory) is run again as two separate steps, so the
+    error names the step it died in, as it did before they shared a child."""
+    if emulation is None:
+        return (*isolate.call("onnxruntime", run_with_margins, onnx_path, feeds), None)
+    try:
+        return isolate.call("onnxruntime", _fp32_and_emulation, onnx_path, feeds, emulation)
+    except isolate.IsolationError as exc:
+        if exc.kind == "timeout":
+            raise
+    return (*isolate.call("onnxruntime", run_with_margins, onnx_path, feeds), None)
+
+
+def _fp32_and_emulation(onnx_path: Path, feeds: dict, emulation: tuple[str, Any, dict]
+                        ) -> tuple[Any, Any, tuple[str, Any]]:
+    from ..emulate import _load
+
+    key, policy, keywords = emulation
+    proto = _load(onnx_path)  # read once: neither run changes it (the emulated model is a copy)
+    outputs, margins = run_with_margins(proto, feeds)
+    try:
+        emu: Any = emulate(proto, key, feeds, policy=policy, fp32_run=(outputs, margins), **keywords)
+    except Exception as exc:  # noqa: BLE001 - raised by the parent where the emulation's own call would raise it
+        emu = isolate._portable(exc)  # one that does not pickle comes back as its text
+    return outputs, margins, (key, emu)
 
 
 def golden_step(ctx: RunContext, model: Any, example_inputs: Any, feeds: Optional[dict],

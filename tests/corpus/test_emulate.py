@@ -174,3 +174,20 @@ def test_models_over_the_protobuf_limit_run_from_a_file_with_external_weights(ov
     assert list(large) == list(small)
     for name in small:
         np.testing.assert_array_equal(large[name], small[name])
+
+
+def test_an_emulation_on_the_callers_fp32_run_is_the_same_emulation(overflow_model):
+    """emulate(fp32_run=...) takes the fp32 side from the run the caller made (the numeric step's
+    ONNX Runtime vs PyTorch run) instead of running it again: the result is the same."""
+    from pytest_npucheck.emulate import run_with_margins
+
+    feeds = random_inputs(overflow_model, 3)
+    alone = emulate(overflow_model, "fp16", feeds, test_id="t")
+    fp32 = run_with_margins(overflow_model, feeds)
+    reused = emulate(overflow_model, "fp16", feeds, test_id="t", fp32_run=fp32)
+    a, b = alone.to_json(), reused.to_json()
+    a.pop("seconds", None)
+    b.pop("seconds", None)
+    assert a == b and not alone.passed  # the overflow is found either way
+    for name, ref in alone.reference.items():
+        assert np.array_equal(ref, reused.reference[name]) and reused.reference[name] is not fp32[0][name]

@@ -37,3 +37,48 @@ def test_a_model_without_the_default_opset_is_refused(save, toy_catalog):
     model.opset_import.append(helper.make_opsetid("com.example", 1))
     with pytest.raises(ModelError, match="imports no opset of the default ONNX domain"):
         check_file(save(model), ["toy@1.0/soc-a"], toy_catalog)
+
+
+def _reshaped():
+    """A graph whose shapes only inference gives (no value_info): Relu -> Reshape by a constant."""
+    shape = helper.make_tensor("shape", 7, [2], [2, 2])  # INT64
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                        helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape")], [("x", (1, 4))], ["y"])
+    model.graph.initializer.append(shape)
+    return model
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["isolated", "in-process"])
+def test_the_isolated_childs_shape_inference_is_the_one_the_facts_use(save, monkeypatch, isolated):
+    """With isolation the child infers the shapes and this process reads its result, with the same
+    facts as inferring here; without it, this process infers them itself."""
+    from onnx import shape_inference
+
+    from pytest_npucheck import check, isolate
+
+    path = save(_reshaped())
+    reference = check._facts_or_model_error(path)  # inferred in this process, no child involved
+    calls: list[int] = []
+    original = shape_inference.infer_shapes
+    monkeypatch.setattr(shape_inference, "infer_shapes", lambda *a, **k: calls.append(1) or original(*a, **k))
+    before = isolate.configure(enabled=isolated, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert calls == ([] if isolated else [1])  # a child's calls are not seen here
+    assert facts.nodes == reference.nodes and facts.tensors == reference.tensors
+    assert facts.tensors["y"].shape == (2, 2)
+
+
+def test_a_pre_inferred_result_for_other_bytes_is_not_used(save):
+    """The child's result is matched to the exact bytes it inferred: other bytes are inferred afresh."""
+    from pytest_npucheck import check
+    from pytest_npucheck.graph import build
+
+    path = save(_reshaped())
+    other = build.infer_serialized(_relu_sin().SerializeToString())
+    with build.pre_inferred(build.inferred_digest(b"other bytes"), other):
+        facts = check._facts_or_model_error(path)
+    assert [n.op_type for n in facts.nodes] == ["Relu", "Reshape"] and facts.tensors["y"].shape == (2, 2)
+    assert not build._PRE_INFERRED
