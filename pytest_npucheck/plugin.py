@@ -19,6 +19,7 @@ from .engine.entry import CheckEntry, NpuCheckOutcome
 from .engine.settings import CheckSpec, Settings, oracle_mode
 from .errors import UsageError
 from .reporter import (DESELECTED as _DESELECTED, DESELECTED_OUTPUT as _DESELECTED_OUTPUT, MARKED_OUTPUT as _MARKED_OUTPUT,
+                       USAGE_ERROR_OUTPUT as _USAGE_ERROR_OUTPUT,
                        Reporter, marked_ids)
 
 MARKER = "npu_deployable"
@@ -211,7 +212,21 @@ _ISOLATE_BEFORE = pytest.StashKey[Any]()
 # -- collection ---------------------------------------------------------------------------------
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parse every marker and resolve and validate every table before any test runs."""
+    """Parse every marker and resolve and validate every table before any test runs.
+
+    Under pytest-xdist the workers collect: a worker's usage error goes to the controller in its
+    output, and the controller raises it (``Reporter.pytest_testnodedown``), so that ``-n 2`` shows the
+    message and exits 4 as a plain run does (xdist alone reports an INTERNALERROR without it)."""
+    try:
+        _parse_marked(config, items)
+    except pytest.UsageError as exc:
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[_USAGE_ERROR_OUTPUT] = [str(a) for a in exc.args]
+        raise
+
+
+def _parse_marked(config: pytest.Config, items: list[pytest.Item]) -> None:
     settings, files = config.stash[_SETTINGS], config.stash[_FILES]
     marked = [(item, item.get_closest_marker(MARKER)) for item in items]
     marked = [(i, m) for i, m in marked if m is not None]

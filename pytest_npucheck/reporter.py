@@ -21,6 +21,7 @@ DESELECTED = pytest.StashKey[int]()  # marked tests deselected in this process
 DESELECTED_OUTPUT = "npucheck_deselected_marked"  # the key of that count in an xdist worker's output
 MARKED = pytest.StashKey[dict]()  # the marked test ids this process selected and deselected (shard report)
 MARKED_OUTPUT = "npucheck_marked"  # the key of those ids in an xdist worker's output
+USAGE_ERROR_OUTPUT = "npucheck_usage_error"  # a worker's usage error at collection (the message's lines)
 
 
 def marked_ids(config: pytest.Config) -> dict[str, set[str]]:
@@ -63,9 +64,15 @@ class Reporter:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing)."""
-        self.deselected += int((getattr(node, "workeroutput", None) or {}).get(DESELECTED_OUTPUT, 0))
-        for key, ids in ((getattr(node, "workeroutput", None) or {}).get(MARKED_OUTPUT) or {}).items():
+        """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing), and
+        its usage error at collection, raised here so that the run ends as a plain run would: the
+        message on stderr, exit status 4 (pytest-xdist alone turns it into an INTERNALERROR)."""
+        output = getattr(node, "workeroutput", None) or {}
+        usage_error = output.get(USAGE_ERROR_OUTPUT)
+        if usage_error:
+            raise pytest.UsageError(*usage_error)
+        self.deselected += int(output.get(DESELECTED_OUTPUT, 0))
+        for key, ids in (output.get(MARKED_OUTPUT) or {}).items():
             marked_ids(self.config)[key].update(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -170,4 +177,4 @@ class Reporter:
                       self.report_errors, quiet=config.getoption("verbose") < 0)
 
 
-__all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT", "MARKED", "MARKED_OUTPUT", "marked_ids"]
+__all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT", "MARKED", "MARKED_OUTPUT", "USAGE_ERROR_OUTPUT", "marked_ids"]

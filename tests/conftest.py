@@ -23,13 +23,6 @@ PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "
 #: fixtures that export a PyTorch model (their tests get the ``export`` marker)
 EXPORT_FIXTURES = frozenset({"corpus", "export", "heavy_modules_loaded"})
 _unit_test_running: list[str] = []
-#: for the tests of tests/acceptance whose runs stop with a usage error the plugin raises at collection
-#: (a bad marker, ini key or target): under pytest-xdist the workers collect, and xdist turns a worker's
-#: UsageError into an INTERNALERROR that loses its message (exit 3, not 4; pytest-xdist issue #109).
-#: The plugin has to carry the message to the controller; until then these runs are made plain only.
-USAGE_ERROR_AT_COLLECTION = pytest.mark.without_xdist(
-    reason="a UsageError the plugin raises at collection on an xdist worker ends a -n 2 run with an "
-           "INTERNALERROR and without its message (exit 3, not 4; pytest-xdist #109): to be fixed in the plugin")
 
 
 def _in_layer(path: Path, layer: str) -> bool:

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import TOY_TABLES, USAGE_ERROR_AT_COLLECTION
+from conftest import TOY_TABLES
 
 MODELS = textwrap.dedent(
     """
@@ -159,7 +159,6 @@ def test_marked_test_with_nothing_to_check_fails_clearly(suite):
     assert "nothing to check" in r.stdout.str() and "'model'" in r.stdout.str()
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
     suite.makepyfile(test_z="""
         import pytest
@@ -178,7 +177,6 @@ def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
     assert "test_z.py::test_marked" in err
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_cli_target_and_unknown_toolchain(suite):
     suite.makepyfile(test_w="""
         import pytest, torch
@@ -196,7 +194,6 @@ def test_cli_target_and_unknown_toolchain(suite):
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "no target" in r.stderr.str()
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_invalid_table_stops_the_run_with_file_and_path(pytester, tmp_path):
     import shutil
 
@@ -293,7 +290,6 @@ def test_an_opset_the_exporter_could_not_write_is_a_note_and_a_warning(suite):
     assert all(any(n.startswith(note) for n in t["notes"]) for t in entry["targets"])
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_bad_marker_arguments_are_usage_errors(suite):
     suite.makepyfile(test_b="""
         import pytest
