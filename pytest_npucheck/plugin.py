@@ -18,9 +18,7 @@ from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's a
 from .engine.entry import CheckEntry, NpuCheckOutcome
 from .engine.settings import CheckSpec, Settings, oracle_mode
 from .errors import UsageError
-from .reporter import (DESELECTED as _DESELECTED, DESELECTED_OUTPUT as _DESELECTED_OUTPUT, MARKED_OUTPUT as _MARKED_OUTPUT,
-                       USAGE_ERROR_OUTPUT as _USAGE_ERROR_OUTPUT,
-                       Reporter, marked_ids)
+from .reporter import MARKED_OUTPUT as _MARKED_OUTPUT, USAGE_ERROR_OUTPUT as _USAGE_ERROR_OUTPUT, Reporter, marked_ids
 
 MARKER = "npu_deployable"
 
@@ -266,13 +264,12 @@ def _check_strict_oracles(toolchains: Mapping[str, str]) -> None:
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
-    """Count deselected marked tests: a selection that leaves none out (``-m npu_deployable``) is not a
-    partial run for the budgets' stale check. Each process counts what it collected."""
-    marked = sum(1 for i in items if getattr(i, "get_closest_marker", None) and i.get_closest_marker(MARKER))
+    """Record deselected marked tests: a selection that leaves none out (``-m npu_deployable``) is not a
+    partial run for the budgets' stale check. Each process records what it collected; the controller
+    takes the union of the ids (every xdist worker deselects the same tests)."""
+    marked = [i for i in items if getattr(i, "get_closest_marker", None) and i.get_closest_marker(MARKER)]
     if marked:
-        config = items[0].config
-        config.stash[_DESELECTED] = config.stash.get(_DESELECTED, 0) + marked
-        marked_ids(config)["deselected"].update(i.nodeid for i in items if i.get_closest_marker(MARKER))
+        marked_ids(marked[0].config)["deselected"].update(i.nodeid for i in marked)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -282,8 +279,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:  # an xdist worker: the controller reads the count at pytest_testnodedown
-        workeroutput[_DESELECTED_OUTPUT] = session.config.stash.get(_DESELECTED, 0)
+    if workeroutput is not None:  # an xdist worker: the controller reads the ids at pytest_testnodedown
         workeroutput[_MARKED_OUTPUT] = {k: sorted(v) for k, v in marked_ids(session.config).items()}
 
 
