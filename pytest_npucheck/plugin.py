@@ -98,6 +98,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_memory_limit", "memory in MiB an isolated step may add to its process (0: none)", default="")
     parser.addini("npu_keep_onnx", "keep the ONNX export of each marked test in this directory (relative to the "
                   "ini file's directory), named after the test id", default="")
+    parser.addini("npu_export_cache_dir", "cache exports and their graph facts in this directory (relative to the "
+                  "ini file's directory; shared by runs, processes and xdist workers) instead of pytest's cache "
+                  "directory; also used when the cache provider is off (-p no:cacheprovider); default: the environment "
+                  "variable NPUCHECK_EXPORT_CACHE_DIR", default="")
     parser.addini("npu_isolate", "run exports, shape inference and ONNX Runtime in child processes", type="bool",
                   default=True)
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
@@ -326,10 +330,8 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     calls.append(entry)
     item.stash[_ENTRY] = entry
     item.stash[_CALLED] = True
-    cache = getattr(config, "cache", None) if settings.export_cache else None
     ctx = RunContext(settings=settings, spec=spec, test_id=item.nodeid, call=entry.call, catalog=files.catalog,
-                     baseline=files.baseline, budgets=files.budgets,
-                     cache_dir=Path(cache.mkdir("npucheck-exports")) if cache is not None else None,
+                     baseline=files.baseline, budgets=files.budgets, cache_dir=_export_cache_dir(config, settings),
                      temp_exports=item.stash.setdefault(_TEMP_EXPORTS, []),
                      warn=lambda text: item.warn(pytest.PytestWarning(text)),
                      progress=lambda what: progress(config, what))
@@ -343,6 +345,18 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     if failure is not None:  # outside the handler: pytest would print the exception it handles first
         pytest.fail(failure, pytrace=False)
     return run.outcome
+
+
+def _export_cache_dir(config: pytest.Config, settings: Settings) -> Optional[Path]:
+    """Where exports are cached: the ini key npu_export_cache_dir, else pytest's cache directory
+    (``.pytest_cache/d/npucheck-exports``); None (a fresh temporary directory per export) with
+    --npu-no-export-cache, or when the cache provider is off and no directory is set."""
+    if not settings.export_cache:
+        return None
+    if settings.export_cache_dir is not None:
+        return settings.export_cache_dir
+    cache = getattr(config, "cache", None)
+    return Path(cache.mkdir("npucheck-exports")) if cache is not None else None
 
 
 @pytest.fixture

@@ -44,6 +44,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "without_xdist(reason): a test of tests/acceptance whose pytester runs are made plain only "
         "([n0]), not repeated under -n 2 ([n2]); the reason says why (tests/README.md)")
+    config.addinivalue_line(
+        "markers", "own_export_cache(reason): a test of tests/acceptance whose pytester runs do not share the "
+        "session's export cache (they inspect their own cache or need cold exports; tests/README.md)")
 
 
 @pytest.hookimpl(hookwrapper=True)

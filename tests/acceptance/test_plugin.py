@@ -503,6 +503,33 @@ def test_without_the_export_cache_each_export_is_removed_when_its_test_ends(suit
     assert exported.name == "model.onnx" and not exported.parent.exists()
 
 
+@pytest.mark.own_export_cache(reason="checks where the exports of its own runs are cached")
+def test_the_export_cache_directory_is_used_without_the_cache_provider(suite):
+    """The suite turns the cache provider off: with npu_export_cache_dir its runs and their xdist
+    workers share one cache (the first run exports, the second reuses every export); without it
+    each export goes to a temporary directory."""
+    suite.makepyfile(test_m="""
+        import pytest, torch
+        from demo_nets import Clean, ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_reflect(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    hits = []
+    for _ in range(2):
+        suite.runpytest("--npu-no-numerics", "-o", "npu_export_cache_dir=exports", "--npu-report=json:r.json",
+                        "--npu-update-baseline").assert_outcomes(passed=2)
+        hits.append(sorted(t["export"]["cache_hit"] for t in json.loads((suite.path / "r.json").read_text())["tests"]))
+    assert hits == [[False, False], [True, True]]
+    entries = [p for p in (suite.path / "exports").iterdir() if (p / "model.onnx").is_file()]
+    assert len(entries) == 2 and not (suite.path / ".pytest_cache").exists()
+
+
 def test_a_function_is_refused_as_a_model_and_a_target_named_twice_is_checked_once(suite):
     suite.makepyfile(test_m="""
         import pytest, torch
