@@ -215,10 +215,17 @@ def heavy_modules_loaded(tmp_path_factory):
     import onnxruntime  # noqa: F401
     import onnxruntime.quantization  # noqa: F401
 
-    import pytest_npucheck.budget  # noqa: F401
-    import pytest_npucheck.emulate  # noqa: F401
-    import pytest_npucheck.golden  # noqa: F401
+    import importlib
+    import pkgutil
+
+    import pytest_npucheck
     from pytest_npucheck.export import ExportOptions, export_model
+
+    # every module of the package, so that no in-process run unloads one: objects a memo keeps across
+    # runs (facts_cache's in-process facts, shared through the session export cache) keep the classes
+    # the next run's modules compare them with
+    for mod in pkgutil.walk_packages(pytest_npucheck.__path__, "pytest_npucheck."):
+        importlib.import_module(mod.name)
 
     d = tmp_path_factory.mktemp("warmup")
     for exporter in ("dynamo", "torchscript"):
