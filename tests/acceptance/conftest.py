@@ -29,16 +29,15 @@ from pytest_npucheck.engine.settings import EXPORT_CACHE_ENV
 
 #: the arguments each mode adds to every pytester run of a test
 RUN_MODES: dict[str, tuple[str, ...]] = {"n0": (), "n2": ("-n", "2")}
-#: the modes this session runs: NPUCHECK_TEST_RUN_MODES=n0 (the default: the README's suite),
-#: =n2 (CI's second pass over this layer) or =n0,n2 (both in one session). A [n2] run costs about
-#: ten times its plain run (each of the two workers imports torch and exports cold), so the suite
-#: runs the plain mode and CI runs the layer again under -n 2 (.ci/run), as syrupy runs its suite
-#: with and without xdist.
+#: the modes this session runs: NPUCHECK_TEST_RUN_MODES=n0,n2 (the default: the README's suite and
+#: CI run every test both ways, as syrupy runs its suite with and without xdist), =n0 (a quicker
+#: local pass) or =n2. Both modes share the session's export cache (session_export_cache): a [n2]
+#: run's workers reuse its [n0] run's exports instead of exporting cold.
 ENV_MODES = "NPUCHECK_TEST_RUN_MODES"
 
 
 def selected_modes() -> list[str]:
-    raw = os.environ.get(ENV_MODES, "n0")
+    raw = os.environ.get(ENV_MODES, "n0,n2")
     modes = [m.strip() for m in raw.split(",") if m.strip()]
     unknown = [m for m in modes if m not in RUN_MODES]
     if unknown or not modes:
