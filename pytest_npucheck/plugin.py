@@ -18,8 +18,7 @@ from .arguments import EXPORTERS as _EXPORTERS  # the marker's and npu_check's a
 from .engine.entry import CheckEntry, NpuCheckOutcome
 from .engine.settings import CheckSpec, Settings, oracle_mode
 from .errors import UsageError
-from .reporter import (DESELECTED as _DESELECTED, DESELECTED_OUTPUT as _DESELECTED_OUTPUT, MARKED_OUTPUT as _MARKED_OUTPUT,
-                       Reporter, marked_ids)
+from .reporter import MARKED_OUTPUT as _MARKED_OUTPUT, USAGE_ERROR_OUTPUT as _USAGE_ERROR_OUTPUT, Reporter, marked_ids
 
 MARKER = "npu_deployable"
 
@@ -99,6 +98,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("npu_memory_limit", "memory in MiB an isolated step may add to its process (0: none)", default="")
     parser.addini("npu_keep_onnx", "keep the ONNX export of each marked test in this directory (relative to the "
                   "ini file's directory), named after the test id", default="")
+    parser.addini("npu_export_cache_dir", "cache exports and their graph facts in this directory (relative to the "
+                  "ini file's directory; shared by runs, processes and xdist workers) instead of pytest's cache "
+                  "directory; also used when the cache provider is off (-p no:cacheprovider); default: the environment "
+                  "variable NPUCHECK_EXPORT_CACHE_DIR", default="")
     parser.addini("npu_isolate", "run exports, shape inference and ONNX Runtime in child processes", type="bool",
                   default=True)
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
@@ -211,7 +214,21 @@ _ISOLATE_BEFORE = pytest.StashKey[Any]()
 # -- collection ---------------------------------------------------------------------------------
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Parse every marker and resolve and validate every table before any test runs."""
+    """Parse every marker and resolve and validate every table before any test runs.
+
+    Under pytest-xdist the workers collect: a worker's usage error goes to the controller in its
+    output, and the controller raises it (``Reporter.pytest_testnodedown``), so that ``-n 2`` shows the
+    message and exits 4 as a plain run does (xdist alone reports an INTERNALERROR without it)."""
+    try:
+        _parse_marked(config, items)
+    except pytest.UsageError as exc:
+        workeroutput = getattr(config, "workeroutput", None)
+        if workeroutput is not None:
+            workeroutput[_USAGE_ERROR_OUTPUT] = [str(a) for a in exc.args]
+        raise
+
+
+def _parse_marked(config: pytest.Config, items: list[pytest.Item]) -> None:
     settings, files = config.stash[_SETTINGS], config.stash[_FILES]
     marked = [(item, item.get_closest_marker(MARKER)) for item in items]
     marked = [(i, m) for i, m in marked if m is not None]
@@ -251,13 +268,12 @@ def _check_strict_oracles(toolchains: Mapping[str, str]) -> None:
 
 
 def pytest_deselected(items: Sequence[pytest.Item]) -> None:
-    """Count deselected marked tests: a selection that leaves none out (``-m npu_deployable``) is not a
-    partial run for the budgets' stale check. Each process counts what it collected."""
-    marked = sum(1 for i in items if getattr(i, "get_closest_marker", None) and i.get_closest_marker(MARKER))
+    """Record deselected marked tests: a selection that leaves none out (``-m npu_deployable``) is not a
+    partial run for the budgets' stale check. Each process records what it collected; the controller
+    takes the union of the ids (every xdist worker deselects the same tests)."""
+    marked = [i for i in items if getattr(i, "get_closest_marker", None) and i.get_closest_marker(MARKER)]
     if marked:
-        config = items[0].config
-        config.stash[_DESELECTED] = config.stash.get(_DESELECTED, 0) + marked
-        marked_ids(config)["deselected"].update(i.nodeid for i in items if i.get_closest_marker(MARKER))
+        marked_ids(marked[0].config)["deselected"].update(i.nodeid for i in marked)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -267,8 +283,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
-    if workeroutput is not None:  # an xdist worker: the controller reads the count at pytest_testnodedown
-        workeroutput[_DESELECTED_OUTPUT] = session.config.stash.get(_DESELECTED, 0)
+    if workeroutput is not None:  # an xdist worker: the controller reads the ids at pytest_testnodedown
         workeroutput[_MARKED_OUTPUT] = {k: sorted(v) for k, v in marked_ids(session.config).items()}
 
 
@@ -315,10 +330,8 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     calls.append(entry)
     item.stash[_ENTRY] = entry
     item.stash[_CALLED] = True
-    cache = getattr(config, "cache", None) if settings.export_cache else None
     ctx = RunContext(settings=settings, spec=spec, test_id=item.nodeid, call=entry.call, catalog=files.catalog,
-                     baseline=files.baseline, budgets=files.budgets,
-                     cache_dir=Path(cache.mkdir("npucheck-exports")) if cache is not None else None,
+                     baseline=files.baseline, budgets=files.budgets, cache_dir=_export_cache_dir(config, settings),
                      temp_exports=item.stash.setdefault(_TEMP_EXPORTS, []),
                      warn=lambda text: item.warn(pytest.PytestWarning(text)),
                      progress=lambda what: progress(config, what))
@@ -332,6 +345,18 @@ def _run_check(item: pytest.Item, spec: CheckSpec, model: Any, example_inputs: A
     if failure is not None:  # outside the handler: pytest would print the exception it handles first
         pytest.fail(failure, pytrace=False)
     return run.outcome
+
+
+def _export_cache_dir(config: pytest.Config, settings: Settings) -> Optional[Path]:
+    """Where exports are cached: the ini key npu_export_cache_dir, else pytest's cache directory
+    (``.pytest_cache/d/npucheck-exports``); None (a fresh temporary directory per export) with
+    --npu-no-export-cache, or when the cache provider is off and no directory is set."""
+    if not settings.export_cache:
+        return None
+    if settings.export_cache_dir is not None:
+        return settings.export_cache_dir
+    cache = getattr(config, "cache", None)
+    return Path(cache.mkdir("npucheck-exports")) if cache is not None else None
 
 
 @pytest.fixture

@@ -17,10 +17,9 @@ from .engine import run_decisions as decide
 from .engine.entry import CheckEntry
 from .engine.settings import Settings
 
-DESELECTED = pytest.StashKey[int]()  # marked tests deselected in this process
-DESELECTED_OUTPUT = "npucheck_deselected_marked"  # the key of that count in an xdist worker's output
 MARKED = pytest.StashKey[dict]()  # the marked test ids this process selected and deselected (shard report)
 MARKED_OUTPUT = "npucheck_marked"  # the key of those ids in an xdist worker's output
+USAGE_ERROR_OUTPUT = "npucheck_usage_error"  # a worker's usage error at collection (the message's lines)
 
 
 def marked_ids(config: pytest.Config) -> dict[str, set[str]]:
@@ -41,7 +40,6 @@ class Reporter:
         self.budgets_info: Optional[dict[str, Any]] = None
         self.tightening: list[str] = []
         self.budget_base: Optional[dict[str, Any]] = None  # the commit the budgets file was compared with
-        self.deselected = 0  # marked tests deselected on xdist workers
         self.written: list[str] = []  # report paths written at the end of the run
         self.start_hashes: tuple = (None, None)  # sha256 of the baseline and budgets files as the run started
         self.report_errors: list[str] = []
@@ -63,9 +61,14 @@ class Reporter:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        """pytest-xdist: a worker's count of deselected marked tests (the controller collects nothing)."""
-        self.deselected += int((getattr(node, "workeroutput", None) or {}).get(DESELECTED_OUTPUT, 0))
-        for key, ids in ((getattr(node, "workeroutput", None) or {}).get(MARKED_OUTPUT) or {}).items():
+        """pytest-xdist: the marked test ids a worker selected and deselected (the controller collects nothing), and
+        its usage error at collection, raised here so that the run ends as a plain run would: the
+        message on stderr, exit status 4 (pytest-xdist alone turns it into an INTERNALERROR)."""
+        output = getattr(node, "workeroutput", None) or {}
+        usage_error = output.get(USAGE_ERROR_OUTPUT)
+        if usage_error:
+            raise pytest.UsageError(*usage_error)
+        for key, ids in (output.get(MARKED_OUTPUT) or {}).items():
             marked_ids(self.config)[key].update(ids)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -92,8 +95,10 @@ class Reporter:
         if self.files.budgets is None:
             return None
         opt = self.config.option
+        # every xdist worker collects and deselects the same tests: count the ids, once each
+        ids = marked_ids(self.config)
         partial = decide.partial_reasons(bool(getattr(opt, "lf", False)), bool(getattr(opt, "stepwise", False)),
-                                         self.config.args, self.deselected + self.config.stash.get(DESELECTED, 0))
+                                         self.config.args, len(ids["deselected"] - ids["selected"]))
         return decide.budgets_info(self.files.budgets, self.settings.release, self.entries, partial,
                                    self.tightening, self.budget_base)
 
@@ -176,4 +181,4 @@ class Reporter:
                       self.report_errors, quiet=config.getoption("verbose") < 0)
 
 
-__all__ = ["Reporter", "DESELECTED", "DESELECTED_OUTPUT", "MARKED", "MARKED_OUTPUT", "marked_ids"]
+__all__ = ["Reporter", "MARKED", "MARKED_OUTPUT", "USAGE_ERROR_OUTPUT", "marked_ids"]

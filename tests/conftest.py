@@ -23,13 +23,6 @@ PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.posix_spawn", "
 #: fixtures that export a PyTorch model (their tests get the ``export`` marker)
 EXPORT_FIXTURES = frozenset({"corpus", "export", "heavy_modules_loaded"})
 _unit_test_running: list[str] = []
-#: for the tests of tests/acceptance whose runs stop with a usage error the plugin raises at collection
-#: (a bad marker, ini key or target): under pytest-xdist the workers collect, and xdist turns a worker's
-#: UsageError into an INTERNALERROR that loses its message (exit 3, not 4; pytest-xdist issue #109).
-#: The plugin has to carry the message to the controller; until then these runs are made plain only.
-USAGE_ERROR_AT_COLLECTION = pytest.mark.without_xdist(
-    reason="a UsageError the plugin raises at collection on an xdist worker ends a -n 2 run with an "
-           "INTERNALERROR and without its message (exit 3, not 4; pytest-xdist #109): to be fixed in the plugin")
 
 
 def _in_layer(path: Path, layer: str) -> bool:
@@ -51,6 +44,9 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "without_xdist(reason): a test of tests/acceptance whose pytester runs are made plain only "
         "([n0]), not repeated under -n 2 ([n2]); the reason says why (tests/README.md)")
+    config.addinivalue_line(
+        "markers", "own_export_cache(reason): a test of tests/acceptance whose pytester runs do not share the "
+        "session's export cache (they inspect their own cache or need cold exports; tests/README.md)")
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -219,10 +215,17 @@ def heavy_modules_loaded(tmp_path_factory):
     import onnxruntime  # noqa: F401
     import onnxruntime.quantization  # noqa: F401
 
-    import pytest_npucheck.budget  # noqa: F401
-    import pytest_npucheck.emulate  # noqa: F401
-    import pytest_npucheck.golden  # noqa: F401
+    import importlib
+    import pkgutil
+
+    import pytest_npucheck
     from pytest_npucheck.export import ExportOptions, export_model
+
+    # every module of the package, so that no in-process run unloads one: objects a memo keeps across
+    # runs (facts_cache's in-process facts, shared through the session export cache) keep the classes
+    # the next run's modules compare them with
+    for mod in pkgutil.walk_packages(pytest_npucheck.__path__, "pytest_npucheck."):
+        importlib.import_module(mod.name)
 
     d = tmp_path_factory.mktemp("warmup")
     for exporter in ("dynamo", "torchscript"):

@@ -19,6 +19,8 @@ from ..errors import NpuCheckError, UsageError
 
 REPORT_FORMATS = ("json", "md", "html")
 ORACLE_MODES = ("off", "report", "strict")
+#: the export cache's directory when the ini key npu_export_cache_dir is not set (relative to where pytest runs)
+EXPORT_CACHE_ENV = "NPUCHECK_EXPORT_CACHE_DIR"
 BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng")
 
 
@@ -63,6 +65,7 @@ class Settings:
     opset: Optional[int]
     dynamic_axes: Optional[Mapping[str, Mapping[int, str]]]
     export_cache: bool  # not --npu-no-export-cache
+    export_cache_dir: Optional[Path]  # ini key npu_export_cache_dir; None: pytest's cache directory
     keep_onnx_dir: Optional[Path]
     reports: tuple[tuple[str, str, str], ...]  # (option value, format, path) of each --npu-report
     seed_rng: bool
@@ -209,6 +212,11 @@ def resolve(option: Callable[[str], Any], ini: Callable[[str], Any], *, invocati
     keep_ini = str(ini("npu_keep_onnx") or "").strip()
     keep_dir = (invocation_dir / opt if opt else
                 Path(inipath.parent if inipath else rootpath) / keep_ini if keep_ini else None)
+    # the export cache's directory: the ini key, else the environment (a CI job's setting), else pytest's cache
+    cache_ini = str(ini("npu_export_cache_dir") or "").strip()
+    cache_env = os.environ.get(EXPORT_CACHE_ENV, "").strip()
+    cache_dir = (Path(inipath.parent if inipath else rootpath) / cache_ini if cache_ini else
+                 invocation_dir / cache_env if cache_env else None)
 
     # the export defaults: parsed as the marker's arguments are
     opset_opt = option("npu_opset")
@@ -259,7 +267,8 @@ def resolve(option: Callable[[str], Any], ini: Callable[[str], Any], *, invocati
         release=release or project_version(rootpath), release_where=release_where,
         default_targets=tuple(option("npu_target") or ()) or tuple(ini("npu_targets") or ()),
         exporter=exporter, opset=opset, dynamic_axes=axes,
-        export_cache=not option("npu_no_export_cache"), keep_onnx_dir=keep_dir, reports=reports,
+        export_cache=not option("npu_no_export_cache"), export_cache_dir=cache_dir, keep_onnx_dir=keep_dir,
+        reports=reports,
         seed_rng=bool(ini("npu_seed_rng")), model_fixture=ini("npu_model_fixture") or "model",
         inputs_fixture=ini("npu_inputs_fixture") or "example_inputs",
         isolate=not option("npu_no_isolate") and bool(ini("npu_isolate")), timeout=timeout, memory_mb=memory,

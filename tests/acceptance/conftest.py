@@ -25,18 +25,19 @@ from typing import Any, Callable
 
 import pytest
 
+from pytest_npucheck.engine.settings import EXPORT_CACHE_ENV
+
 #: the arguments each mode adds to every pytester run of a test
 RUN_MODES: dict[str, tuple[str, ...]] = {"n0": (), "n2": ("-n", "2")}
-#: the modes this session runs: NPUCHECK_TEST_RUN_MODES=n0 (the default: the README's suite),
-#: =n2 (CI's second pass over this layer) or =n0,n2 (both in one session). A [n2] run costs about
-#: ten times its plain run (each of the two workers imports torch and exports cold), so the suite
-#: runs the plain mode and CI runs the layer again under -n 2 (.ci/run), as syrupy runs its suite
-#: with and without xdist.
+#: the modes this session runs: NPUCHECK_TEST_RUN_MODES=n0,n2 (the default: the README's suite and
+#: CI run every test both ways, as syrupy runs its suite with and without xdist), =n0 (a quicker
+#: local pass) or =n2. Both modes share the session's export cache (session_export_cache): a [n2]
+#: run's workers reuse its [n0] run's exports instead of exporting cold.
 ENV_MODES = "NPUCHECK_TEST_RUN_MODES"
 
 
 def selected_modes() -> list[str]:
-    raw = os.environ.get(ENV_MODES, "n0")
+    raw = os.environ.get(ENV_MODES, "n0,n2")
     modes = [m.strip() for m in raw.split(",") if m.strip()]
     unknown = [m for m in modes if m not in RUN_MODES]
     if unknown or not modes:
@@ -89,10 +90,29 @@ def _with_mode(run: Callable[..., Any], extra: tuple[str, ...]) -> Callable[...,
     return wrapper
 
 
+@pytest.fixture(scope="session")
+def session_export_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Path:
+    """One export cache for every pytester run of the session, both modes and both outer xdist workers
+    (the plugin's NPUCHECK_EXPORT_CACHE_DIR; its entries are written atomically and keyed by weights,
+    code, inputs and options): a suite's [n2] runs and its workers reuse the exports of its [n0] runs
+    instead of importing the exporter and exporting afresh in each process."""
+    base = tmp_path_factory.getbasetemp()
+    # an xdist worker's base is <the controller's base>/popen-gwN: the parent is the session's
+    return (base.parent if hasattr(pytestconfig, "workerinput") else base) / "npucheck-session-exports"
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, run_mode: str, monkeypatch: pytest.MonkeyPatch,
-             request: pytest.FixtureRequest) -> pytest.Pytester:
-    """pytest's ``pytester``, whose runs are made in the test's ``run_mode`` (see the module docstring)."""
+             request: pytest.FixtureRequest, session_export_cache: Path) -> pytest.Pytester:
+    """pytest's ``pytester``, whose runs are made in the test's ``run_mode`` (see the module docstring)
+    and share the session's export cache unless the test is marked ``own_export_cache``."""
+    marker = request.node.get_closest_marker("own_export_cache")
+    if marker is not None and not marker.kwargs.get("reason"):
+        raise pytest.UsageError("%s: @pytest.mark.own_export_cache needs reason=..." % request.node.nodeid)
+    if marker is None:
+        monkeypatch.setenv(EXPORT_CACHE_ENV, str(session_export_cache))
+    else:
+        monkeypatch.delenv(EXPORT_CACHE_ENV, raising=False)
     extra = RUN_MODES[run_mode]
     if extra:
         pytest.importorskip("xdist")

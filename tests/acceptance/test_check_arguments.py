@@ -8,7 +8,7 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from conftest import TOY_TABLES, USAGE_ERROR_AT_COLLECTION
+from conftest import TOY_TABLES
 
 pytestmark = pytest.mark.usefixtures("heavy_modules_loaded")
 rel = pytest.mark.reliability
@@ -32,7 +32,6 @@ MARKER_CASES = [
 
 
 @rel("G12", "G21")
-@USAGE_ERROR_AT_COLLECTION
 @pytest.mark.parametrize("argument,fragments", [c[1:] for c in MARKER_CASES], ids=[c[0] for c in MARKER_CASES])
 def test_bad_marker_arguments_are_usage_errors_naming_test_and_argument(pytester, argument, fragments):
     res, text = _run(pytester, f"""
@@ -50,7 +49,6 @@ def test_bad_marker_arguments_are_usage_errors_naming_test_and_argument(pytester
 
 
 @rel("G12")
-@USAGE_ERROR_AT_COLLECTION
 @pytest.mark.parametrize("value,fragment", [('{"x": [0, "a"]}', "axis 'a' is not a whole number"),
                                             ('{"x": {"0": 5}}', "the dim name must be a non-empty string")])
 def test_bad_ini_dynamic_axes_is_a_usage_error(pytester, value, fragment):

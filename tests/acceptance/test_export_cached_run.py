@@ -63,6 +63,7 @@ def _modules(pytester) -> list[dict]:
 
 @pytest.mark.slow  # three pytest processes (one with two xdist workers) import torch
 @pytest.mark.without_xdist(reason="counts the processes of each run: its plain runs and its -n 2 run are its own")
+@pytest.mark.own_export_cache(reason="its first run must export cold, its later runs hit its own cache")
 def test_a_fully_cached_run_never_imports_the_exporters(pytester):
     pytester.makepyfile(test_cached=SUITE)
     pytester.makeconftest(PROBE.format(prefixes=EXPORTER_MODULES))

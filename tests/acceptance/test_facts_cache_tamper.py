@@ -21,6 +21,7 @@ def test_net(npu_check):
 
 
 @pytest.mark.reliability("S7")
+@pytest.mark.own_export_cache(reason="edits the entries of its run's cache in .pytest_cache")
 def test_edited_cache_entries_are_misses_that_say_so(pytester):
     """Renaming TopK to Relu inside a cached facts.json made a failing test PASS; a same-size edit of the
     cached model.onnx was used as is. Both fail their content hash now: the entry is not used, the

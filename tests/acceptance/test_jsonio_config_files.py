@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import USAGE_ERROR_AT_COLLECTION
 
 rel = pytest.mark.reliability
 DEEP = "[" * 200_000
@@ -23,7 +22,7 @@ CASES = [
 
 @rel("G11", "G20")
 @pytest.mark.parametrize("files,fragments", [  # the ini's dynamic axes are read at collection
-    pytest.param(*c[1:], id=c[0], marks=USAGE_ERROR_AT_COLLECTION if c[0] == "ini-axes" else ()) for c in CASES])
+    pytest.param(*c[1:], id=c[0]) for c in CASES])
 def test_hostile_json_configuration_is_a_usage_error(pytester, files, fragments):
     pytester.makepyfile(test_marked="""
         import pytest

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import TOY_TABLES, USAGE_ERROR_AT_COLLECTION
+from conftest import TOY_TABLES
 
 MODELS = textwrap.dedent(
     """
@@ -159,7 +159,6 @@ def test_marked_test_with_nothing_to_check_fails_clearly(suite):
     assert "nothing to check" in r.stdout.str() and "'model'" in r.stdout.str()
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
     suite.makepyfile(test_z="""
         import pytest
@@ -178,7 +177,6 @@ def test_unknown_target_is_a_usage_error_before_any_test_runs(suite):
     assert "test_z.py::test_marked" in err
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_cli_target_and_unknown_toolchain(suite):
     suite.makepyfile(test_w="""
         import pytest, torch
@@ -196,7 +194,6 @@ def test_cli_target_and_unknown_toolchain(suite):
     assert r.ret == pytest.ExitCode.USAGE_ERROR and "no target" in r.stderr.str()
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_invalid_table_stops_the_run_with_file_and_path(pytester, tmp_path):
     import shutil
 
@@ -293,7 +290,6 @@ def test_an_opset_the_exporter_could_not_write_is_a_note_and_a_warning(suite):
     assert all(any(n.startswith(note) for n in t["notes"]) for t in entry["targets"])
 
 
-@USAGE_ERROR_AT_COLLECTION
 def test_bad_marker_arguments_are_usage_errors(suite):
     suite.makepyfile(test_b="""
         import pytest
@@ -505,6 +501,33 @@ def test_without_the_export_cache_each_export_is_removed_when_its_test_ends(suit
     suite.runpytest("--npu-no-export-cache", "--npu-no-numerics").assert_outcomes(passed=1)
     exported = pathlib.Path((suite.path / "exported.txt").read_text())
     assert exported.name == "model.onnx" and not exported.parent.exists()
+
+
+@pytest.mark.own_export_cache(reason="checks where the exports of its own runs are cached")
+def test_the_export_cache_directory_is_used_without_the_cache_provider(suite):
+    """The suite turns the cache provider off: with npu_export_cache_dir its runs and their xdist
+    workers share one cache (the first run exports, the second reuses every export); without it
+    each export goes to a temporary directory."""
+    suite.makepyfile(test_m="""
+        import pytest, torch
+        from demo_nets import Clean, ReflectPad
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_clean(npu_check):
+            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
+
+        @pytest.mark.npu_deployable(targets=["toy"])
+        def test_reflect(npu_check):
+            npu_check(ReflectPad().eval(), torch.randn(1, 3, 8, 8))
+    """)
+    hits = []
+    for _ in range(2):
+        suite.runpytest("--npu-no-numerics", "-o", "npu_export_cache_dir=exports", "--npu-report=json:r.json",
+                        "--npu-update-baseline").assert_outcomes(passed=2)
+        hits.append(sorted(t["export"]["cache_hit"] for t in json.loads((suite.path / "r.json").read_text())["tests"]))
+    assert hits == [[False, False], [True, True]]
+    entries = [p for p in (suite.path / "exports").iterdir() if (p / "model.onnx").is_file()]
+    assert len(entries) == 2 and not (suite.path / ".pytest_cache").exists()
 
 
 def test_a_function_is_refused_as_a_model_and_a_target_named_twice_is_checked_once(suite):

@@ -104,6 +104,7 @@ def test_the_quiet_summary_is_the_same_under_xdist(suite):
 
 @pytest.mark.without_xdist(reason="the progress line is the controller terminal's; an xdist worker has none, "
                             "so under -n 2 nothing is said by design (report.terminal.progress)")
+@pytest.mark.own_export_cache(reason="its first run must export (the progress line), its second hit the cache")
 def test_a_slow_export_says_what_it_is_doing(suite, monkeypatch):
     monkeypatch.setattr(terminal, "PROGRESS_AFTER", 0.0)  # every export counts as slow
     suite.makepyfile(test_p='''

@@ -17,7 +17,7 @@ INI_DEFAULTS = {"npu_targets": [], "npu_model_fixture": "model", "npu_inputs_fix
                 "npu_baseline": [], "npu_baseline_strict": False, "npu_numerics": True, "npu_golden": False,
                 "npu_golden_dir": [], "npu_golden_max_mb": "", "npu_budgets": [], "npu_release": "",
                 "npu_oracle": "off", "npu_timeout": "", "npu_memory_limit": "", "npu_keep_onnx": "",
-                "npu_isolate": True, "npu_seed_rng": True}
+                "npu_export_cache_dir": "", "npu_isolate": True, "npu_seed_rng": True}
 
 
 def resolve(tmp_path: Path, options=None, ini=None) -> st.Settings:
@@ -49,6 +49,16 @@ def test_options_win_over_ini_keys(tmp_path):
     assert s.strict and s.default_targets == ("rknn",) and s.oracle_mode == "strict"
     assert s.golden_max_bytes == 2 << 20 and s.opset == 17 and s.reports == (("json:r.json", "json", "r.json"),)
     assert s.default_spec().targets == ("rknn",)
+
+
+def test_export_cache_dir_from_the_ini_key_else_the_environment(tmp_path, monkeypatch):
+    monkeypatch.delenv(st.EXPORT_CACHE_ENV, raising=False)
+    assert resolve(tmp_path).export_cache_dir is None  # pytest's cache directory
+    monkeypatch.setenv(st.EXPORT_CACHE_ENV, "ci-cache/exports")
+    assert resolve(tmp_path).export_cache_dir == tmp_path / "ci-cache" / "exports"
+    s = resolve(tmp_path, ini={"npu_export_cache_dir": "from-ini"})  # no ini file: relative to the rootdir
+    assert s.export_cache_dir == tmp_path / "from-ini" and s.export_cache
+    assert resolve(tmp_path, {"npu_no_export_cache": True}).export_cache is False
 
 
 @pytest.mark.parametrize("options, ini, message", [
