@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -73,8 +74,9 @@ def _parser() -> argparse.ArgumentParser:
 
     ca = sub.add_parser("cache", help="show the export cache's size and prune it: entries unused for N days, then the "
                         "least recently used over a size (run it before the CI job saves the cache)")
-    ca.add_argument("cache_dir", type=Path, nargs="?", default=Path(".pytest_cache/d/npucheck-exports"),
-                    metavar="DIR", help="the export cache (default: .pytest_cache/d/npucheck-exports)")
+    ca.add_argument("cache_dir", type=Path, nargs="?", default=None, metavar="DIR",
+                    help="the export cache (default: $NPUCHECK_EXPORT_CACHE_DIR when set, else "
+                    ".pytest_cache/d/npucheck-exports; a run's ini key npu_export_cache_dir is not read here)")
     ca.add_argument("--max-age-days", type=float, default=None, metavar="N",
                     help="remove the entries no run has used for more than N days")
     ca.add_argument("--max-size", default=None, metavar="SIZE",
@@ -192,7 +194,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.command == "cache":
         from .cache_prune import parse_size, prune
 
-        result = prune(args.cache_dir, max_age_days=args.max_age_days,
+        cache_dir = args.cache_dir
+        if cache_dir is None:  # where a run puts it without the ini key: the environment, else pytest's cache
+            env = os.environ.get("NPUCHECK_EXPORT_CACHE_DIR", "").strip()
+            cache_dir = Path(env) if env else Path(".pytest_cache/d/npucheck-exports")
+        result = prune(cache_dir, max_age_days=args.max_age_days,
                        max_bytes=None if args.max_size is None else parse_size(args.max_size), dry_run=args.dry_run)
         print("\n".join(result.lines()))
         return EXIT_OK

@@ -136,3 +136,16 @@ def test_cli_prunes_and_refuses_bad_input_naming_it(tmp_path, capsys):
     # no cache yet (a first CI run): nothing to prune, not an error (the recipe's step runs always)
     assert main(["cache", str(tmp_path / "nowhere"), "--max-age-days", "1"]) == 0
     assert "no export cache there" in capsys.readouterr().out
+
+
+def test_cli_without_a_directory_prunes_the_one_the_environment_names(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "shared-cache"
+    old = _entry(cache, "a" * 64, 2048, used_days_ago=40)
+    _entry(cache, "b" * 64, 2048, used_days_ago=1)
+    monkeypatch.setenv("NPUCHECK_EXPORT_CACHE_DIR", str(cache))
+    assert main(["cache", "--max-age-days", "30"]) == 0
+    assert f"removed {old.name}" in capsys.readouterr().out and not old.exists()
+    monkeypatch.delenv("NPUCHECK_EXPORT_CACHE_DIR")
+    monkeypatch.chdir(tmp_path)  # no environment: pytest's cache directory, absent here
+    assert main(["cache", "--max-age-days", "1"]) == 0
+    assert "no export cache there" in capsys.readouterr().out
