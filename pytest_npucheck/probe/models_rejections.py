@@ -53,7 +53,210 @@ def resize_cubic_extra(c: Collector) -> None:
               focus=["focus_resize"])
 
 
-FAMILIES: list[Callable[[Collector], None]] = [resize_cubic_extra]
+# ------------------------------------------------------------------------------------------------
+# RKNN: LayerNormalization over three or more axes (swap_reshape_norm)
+# ------------------------------------------------------------------------------------------------
+
+#: (input shape, axis, what follows): torch's nn.LayerNorm([C, H, W]) after a Conv writes axis=-3 on
+#: a rank-4 input (nn_layernorm_chw); the others vary the rank, the number of normalised axes and
+#: their sizes (how many elements are normalised, a size-1 last or channel axis, batch 2)
+LAYERNORM_AXES = (
+    ([1, 16, 16, 16], 1, "relu"),
+    ([1, 8, 16, 16], 1, "relu"),
+    ([1, 8, 8, 8], 1, "relu"),
+    ([1, 8, 4, 8], -3, "relu"),
+    ([1, 4, 8, 8], 1, "relu"),
+    ([1, 2, 16, 16], 1, "relu"),
+    ([1, 16, 4, 8], 1, "relu"),
+    ([1, 32, 4, 4], 1, "relu"),
+    ([1, 64, 2, 2], 1, "relu"),
+    ([1, 64, 4, 4], 1, "relu"),
+    ([1, 4, 16, 16], 1, "relu"),
+    ([1, 8, 16, 1], 1, "relu"),
+    ([1, 4, 16, 2], 1, "relu"),
+    ([1, 4, 2, 32], 1, "relu"),
+    ([1, 4, 6, 8], 1, "relu"),
+    ([1, 4, 8, 4], 1, "relu"),
+    ([1, 4, 5, 16], 1, "relu"),
+    ([1, 4, 7, 7], 1, "relu"),
+    ([1, 4, 4, 16], 1, "relu"),
+    ([1, 4, 8, 2], 1, "relu"),
+    ([1, 4, 9, 4], 1, "relu"),
+    ([1, 4, 12, 4], 1, "relu"),
+    ([1, 96, 14, 14], 1, "relu"),
+    ([1, 4, 24, 4], 1, "relu"),
+    ([1, 4, 40, 3], 1, "relu"),
+    ([1, 8, 56, 56], 1, "relu"),
+    ([1, 1, 4, 4], 1, "relu"),
+    ([1, 8, 32, 2], 1, "relu"),
+    ([1, 1, 16, 16], 1, "relu"),
+    ([1, 1, 16, 16], 1, "none"),
+    ([1, 1, 8, 8], 1, "relu"),
+    ([2, 8, 8, 8], 1, "relu"),
+    ([2, 16, 16, 16], 1, "relu"),
+    ([1, 8, 8, 8], 0, "relu"),
+    ([1, 4, 4, 8], 0, "relu"),
+    ([1, 8, 8, 8], 2, "relu"),
+    ([1, 8, 32, 32], 2, "relu"),
+    ([1, 16, 16, 16], 1, "none"),
+    ([2, 16, 32], 0, "relu"),
+    ([2, 16, 32], 1, "relu"),
+    ([1, 32, 64], 0, "relu"),
+    ([1, 4, 4, 8, 8], 2, "relu"),
+    ([1, 4, 4, 8, 8], 1, "relu"),
+    ([1, 8, 8, 16, 16], 1, "relu"),
+    ([1, 4, 4, 8, 8], 3, "relu"),
+    ([4, 32], 0, "relu"),
+)
+
+
+def _layernorm_axes(shape: list[int], axis: int, post: str = "relu") -> GraphBuilder:
+    """``[Conv ->] LayerNormalization(axis) [-> Relu]`` (the Conv on rank-4 inputs) with a weight
+    and bias of the normalised shape, as torch writes nn.LayerNorm(shape[axis:])."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", shape)
+    if len(shape) == 4:
+        c = shape[1]
+        x = gb.node("Conv", [x, gb.weight([c, c, 1, 1]), gb.weight([c])], name="pre_conv")
+    norm = shape[axis:]
+    y = gb.node("LayerNormalization", [x, gb.const(rand(norm, scale=1.0) + 1.0), gb.weight(norm)],
+                axis=axis, epsilon=1e-5, name="focus_ln")
+    gb.output(gb.node("Relu", [y], name="post_relu") if post == "relu" else y)
+    return gb
+
+
+def layernorm_axes_extra(c: Collector) -> None:
+    """LayerNormalization over one to four trailing axes (LAYERNORM_AXES)."""
+    for shape, axis, post in LAYERNORM_AXES:
+        label = "axis=%s.shape=%s%s" % (str(axis).replace("-", "m"), "x".join(map(str, shape)),
+                                        "" if post == "relu" else ".post=" + post)
+        c.add("x.LayerNormalization.ctx=axes.%s.f32.r%d" % (label, len(shape)), "LayerNormalization",
+              _layernorm_axes(list(shape), axis, post), kind="context", attributes={"axis": axis},
+              focus=["focus_ln"])
+
+
+# ------------------------------------------------------------------------------------------------
+# RKNN: BatchNormalization in training mode (weight standardisation: BiT)
+# ------------------------------------------------------------------------------------------------
+
+#: (label, keyword arguments of _bn_training)
+BN_TRAINING = (
+    ("train=1.outputs=3.src=weight", {}),
+    ("train=1.outputs=1.src=weight", {"outputs": 1}),
+    ("train=1.outputs=1.src=conv", {"outputs": 1, "src": "conv"}),
+    ("train=1.outputs=3.src=conv", {"src": "conv"}),
+    ("train=0.outputs=1.src=conv", {"outputs": 1, "src": "conv", "training": 0}),
+    ("train=0.outputs=1.src=weight", {"outputs": 1, "training": 0}),
+)
+
+
+def _bn_training(training: int = 1, outputs: int = 3, src: str = "weight") -> GraphBuilder:
+    """BiT's weight standardisation as TorchScript writes ``F.batch_norm(w.reshape(1, O, -1),
+    None, None, training=True, momentum=0.)``: the Conv weight reshaped to (1, O, I*k*k),
+    BatchNormalization(training_mode=1, three outputs) over it, reshaped back and used by a Conv
+    (``src='weight'``); or a BatchNormalization of a Conv's activation (``src='conv'``)."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 8, 16, 16])
+    o = 8
+    stats = [gb.const(np.ones([o], np.float32)), gb.const(np.zeros([o], np.float32)),
+             gb.const(np.zeros([o], np.float32)), gb.const(np.ones([o], np.float32))]
+    if src == "weight":
+        w = gb.const(rand([o, 8, 3, 3], scale=1.0))
+        flat = gb.node("Reshape", [w, gb.ints([1, o, -1])], name="pre_reshape")
+        bn = gb.node("BatchNormalization", [flat, *stats], n_out=outputs, epsilon=1e-8, momentum=1.0,
+                     training_mode=training, name="focus_bn")
+        bn = bn[0] if outputs > 1 else bn
+        w2 = gb.node("Reshape", [bn, gb.ints([o, 8, 3, 3])], name="post_reshape")
+        gb.output(gb.node("Conv", [x, w2], pads=[1, 1, 1, 1], name="post_conv"))
+    else:
+        y = gb.node("Conv", [x, gb.weight([o, 8, 3, 3])], pads=[1, 1, 1, 1], name="pre_conv")
+        bn = gb.node("BatchNormalization", [y, *stats], n_out=outputs, epsilon=1e-5, momentum=0.9,
+                     training_mode=training, name="focus_bn")
+        bn = bn[0] if outputs > 1 else bn
+        gb.output(gb.node("Relu", [bn], name="post_relu"))
+    return gb
+
+
+def batchnorm_training_extra(c: Collector) -> None:
+    """BatchNormalization with training_mode=1 and 0, of a weight and of an activation (BN_TRAINING)."""
+    for label, kw in BN_TRAINING:
+        c.add("x.BatchNormalization.ctx=%s.f32.r%d" % (label, 3 if kw.get("src", "weight") == "weight" else 4),
+              "BatchNormalization", _bn_training(**kw), kind="context", focus=["focus_bn"])
+
+
+# ------------------------------------------------------------------------------------------------
+# RKNN: attention whose queries are constants (fuse_matmul_softmax_matmul_to_sdpa)
+# ------------------------------------------------------------------------------------------------
+
+#: (label, keyword arguments of _const_query_attention): DETR's decoder cross-attention first (learned
+#: object queries, encoder keys, a mask Add and the scale Mul), then one change each
+CONST_QUERY = (
+    ("q=const.n=10.mask=const", {}),
+    ("q=const.n=10.mask=input", {"mask": "input"}),
+    ("q=const.n=10.mask=none", {"mask": "none"}),
+    ("q=const.n=10.mask=none.scale=none", {"mask": "none", "scale": False}),
+    ("q=const.n=1.mask=none", {"n": 1, "mask": "none"}),
+    ("q=const.n=16.mask=none", {"n": 16, "mask": "none"}),
+    ("q=const.n=10.h=1.mask=none", {"h": 1, "mask": "none"}),
+    ("q=proj_const.n=10.mask=const", {"q": "proj_const"}),
+    ("q=input.n=10.mask=const", {"q": "input"}),
+    ("q=input.n=10.mask=none", {"q": "input", "mask": "none"}),
+    ("q=input.n=1.mask=none", {"q": "input", "n": 1, "mask": "none"}),
+    ("q=const_plus_input.n=10.mask=const", {"q": "const_plus_input"}),
+)
+
+
+def _const_query_attention(q: str = "const", n: int = 10, t: int = 16, h: int = 2, d: int = 16,
+                           mask: str = "const", scale: bool = True) -> GraphBuilder:
+    """Cross-attention of ``n`` queries over ``t`` keys: k and v projected from the input
+    (MatMul -> Reshape -> Transpose); q a constant [1, h, n, d] (``q='const'``: learned queries, as
+    DETR's decoder and AIMv2's attention pooling have them once the exporter or the compiler has
+    folded the query projection), the projection of a constant (``proj_const``), of a second input
+    (``input``), or of a constant plus the input (``const_plus_input``); then ``MatMul(q, k) [-> Mul
+    scale] [-> Add mask] -> Softmax -> MatMul(., v) -> Transpose -> Reshape``."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, t, h * d])
+
+    def heads(src: str, rows: int, nm: str, perm: list[int]) -> str:
+        y = gb.node("MatMul", [src, gb.weight([h * d, h * d])], name=f"pre_{nm}_proj")
+        y = gb.node("Reshape", [y, gb.ints([1, rows, h, d])], name=f"pre_{nm}_heads")
+        return gb.node("Transpose", [y], perm=perm, name=f"pre_{nm}_tp")
+
+    k = heads(x, t, "k", [0, 2, 3, 1])
+    v = heads(x, t, "v", [0, 2, 1, 3])
+    if q == "const":
+        qq = gb.const(rand([1, h, n, d], scale=1.0), name="query")
+    elif q == "proj_const":
+        qq = heads(gb.const(rand([1, n, h * d], scale=1.0), name="query_embed"), n, "q", [0, 2, 1, 3])
+    elif q == "input":
+        qq = heads(gb.input("xq", "float32", [1, n, h * d]), n, "q", [0, 2, 1, 3])
+    else:  # DETR's later layers: hidden state (an activation) plus the learned query position
+        xq = gb.node("Add", [gb.input("xq", "float32", [1, n, h * d]), gb.const(rand([1, n, h * d], scale=1.0))],
+                     name="pre_q_pos")
+        qq = heads(xq, n, "q", [0, 2, 1, 3])
+    s = gb.node("MatMul", [qq, k], name="focus_scores")
+    if scale:
+        s = gb.node("Mul", [s, gb.const(np.float32(d ** -0.5))], name="post_scale")
+    if mask == "const":
+        s = gb.node("Add", [s, gb.const(np.zeros([1, 1, n, t], np.float32))], name="post_mask")
+    elif mask == "input":
+        s = gb.node("Add", [s, gb.input("mask", "float32", [1, 1, n, t])], name="post_mask")
+    p = gb.node("Softmax", [s], axis=-1, name="post_softmax")
+    y = gb.node("MatMul", [p, v], name="post_attn_v")
+    y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_tp")
+    gb.output(gb.node("Reshape", [y, gb.ints([1, n, h * d])], name="post_merge"))
+    return gb
+
+
+def sdpa_const_query_extra(c: Collector) -> None:
+    """Attention with constant (learned) queries and with computed ones (CONST_QUERY)."""
+    for label, kw in CONST_QUERY:
+        c.add("x.MatMul.ctx=sdpa_query.%s.f32.r4" % label, "MatMul", _const_query_attention(**kw), kind="context",
+              focus=["focus_scores"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [resize_cubic_extra, layernorm_axes_extra, batchnorm_training_extra,
+                                               sdpa_const_query_extra]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -101,6 +101,8 @@ def _dim_words(params: Mapping[str, Any]) -> dict[str, str]:
     parts = [f"in {fmt_range(lo, hi)}"] if lo is not None or hi is not None else []
     if step:
         parts.append(f"a multiple of {step}")
+    if params.get("not_multiple_of"):
+        parts.append(f"not a multiple of {params['not_multiple_of']}")
     return {"dim_text": " and ".join(parts) or f"in {fmt_range(lo, hi)}"}
 
 
@@ -108,6 +110,7 @@ def _dim_words(params: Mapping[str, Any]) -> dict[str, str]:
 def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} dimension {axis} must be {dim_text}."""
     lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
+    avoid = params.get("not_multiple_of")
     axis = params["axis"]
     bad, unknown = [], []
     for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
@@ -128,6 +131,8 @@ def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Op
                 bad.append(f"{label} dim {a} is {d}, outside {fmt_range(lo, hi)}")
             elif step and d % step:
                 bad.append(f"{label} dim {a} is {d}, not a multiple of {step}")
+            elif avoid and d % avoid == 0:
+                bad.append(f"{label} dim {a} is {d}, a multiple of {avoid}")
     return _failed(bad, unknown)
 
 
@@ -423,6 +428,18 @@ def rule_const_input(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
             info = graph.tensor(node.inputs[i])
             if info is None or not info.const:
                 bad.append(f"input {i} '{node.inputs[i]}' is computed at run time, not a constant")
+    return "; ".join(bad) or None
+
+
+@rule("computed_input", "constant", reads_values=False)
+def rule_computed_input(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input {index} must be computed at run time (not a constant, nor folded into one)."""
+    bad = []
+    for i in _indices(params):
+        if i < len(node.inputs) and node.inputs[i]:
+            info = graph.tensor(node.inputs[i])
+            if info is not None and info.const:
+                bad.append(f"input {i} '{node.inputs[i]}' is a constant")
     return "; ".join(bad) or None
 
 

@@ -48,9 +48,11 @@ DOC = "doc:rknn-op-support-2.3.2"
 
 
 def C(rule: str, probes: Sequence[str] = (), else_: str = "cpu", note: str | None = None,
-      source: str | None = None, **params: Any) -> dict[str, Any]:
+      source: str | None = None, before_rewrites: bool = False, **params: Any) -> dict[str, Any]:
     """A constraint; ``probes`` are probe-id regexes (expanded against the results)."""
     c: dict[str, Any] = {"rule": rule, "params": params, "else": else_, "_probes": list(probes)}
+    if before_rewrites:
+        c["before_rewrites"] = True
     if note:
         c["note"] = note
     if source:
@@ -74,6 +76,12 @@ def E(status: str, *constraints: dict[str, Any], note: str | None = None,
 
 
 FLOATS = ["float32", "float16"]
+
+#: alternatives of the LayerNormalization rules: not a rank-4 input, or a batch of two or more
+_NOT_RANK4 = {"rule": "any_of", "params": {"constraints": [
+    {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
+    {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 5}}]}}
+_BATCH2 = {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}
 
 #: CRNN's classifier behind an RNN: Reshape <- Gemm <- (layout ops) <- LSTM/GRU/RNN
 _RNN_CHAIN = {"index": 0, "chain": ["Gemm", ["GRU", "LSTM", "RNN"]],
@@ -251,6 +259,17 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], "unsupported", tensor="input",
                          index=0, allowed=FLOATS,
                          note="an int64 MatMul crashed the compiler ('Unsupport type bits 64')"),
+                C("any_of", [r"x\.MatMul\.ctx=sdpa_query\."], "unsupported", before_rewrites=True,
+                  constraints=[{"rule": "computed_input", "params": {"index": 0}},
+                               {"rule": "feeds_not", "params": {"path": ["Softmax", "MatMul"],
+                                                                "skip": ["Add", "Div", "Mul"]}}],
+                  note="attention whose queries are constants (learned queries: DETR's decoder cross-attention, "
+                       "AIMv2's attention pooling; a constant, or the projection of one, folded) makes build() "
+                       "fail: rewrite fuse_matmul_softmax_matmul_to_sdpa raises ('inputs or outputs must be "
+                       "set') on MatMul(q, k) [-> Mul scale] [-> Add mask] -> Softmax -> MatMul, with 1, 10 or "
+                       "16 queries, 1 or 2 heads, with and without the mask and the scale; the same attention "
+                       "with queries computed from an input (also a constant plus the input) runs on the NPU "
+                       "(exSDPAttention)"),
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
@@ -278,17 +297,41 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                    "but the convolution itself runs on the NPU; the 1.4.0 "
                                    "doc's stride in {2,4,8} is not a placement limit."),
     # -- normalisation -----------------------------------------------------------------------------
-    "BatchNormalization": E("npu", probes=[r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
-                            note="folded into a preceding Conv/Gemm (fuse_conv_bn)."),
+    "BatchNormalization": E(
+        "npu",
+        C("attr_in", [r"x\.BatchNormalization\.ctx=train="], "unsupported", before_rewrites=True,
+          attr="training_mode", values=[0],
+          note="training_mode=1 (what TorchScript writes for F.batch_norm(..., training=True), e.g. BiT's "
+               "weight standardisation of its Conv weights) makes build() fail ('is in Training mode, which "
+               "is not supported'), with one output or three, of a weight or of an activation"),
+        probes=[r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
+        note="folded into a preceding Conv/Gemm (fuse_conv_bn)."),
     "InstanceNormalization": E("npu"),
     "LpNormalization": E("npu"),
     "LayerNormalization": E(
         "npu",
         C("input_count", [r"LayerNormalization\.axis=m1\.bias=no"], "unsupported", min=3,
           note="a LayerNormalization without bias input makes build() fail"),
+        C("any_of", [r"LayerNormalization\.axis=0\.", r"x\.LayerNormalization\.ctx=axes\.axis=0\."], "unsupported",
+          constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [1, 2, 3]}}, _BATCH2],
+          note="a LayerNormalization over all four axes of a batch-1 rank-4 tensor makes build() fail "
+               "(rewrite swap_reshape_norm: 'cannot reshape array of size N*C*H*W into shape (1, N, 1, 1)')"),
+        C("any_of", [r"LayerNormalization\.axis=1\.f32\.r4", r"x\.LayerNormalization\.ctx=axes\.axis=(1|m3)\."],
+          "unsupported",
+          constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [0, 2, 3]}}, _BATCH2,
+                       {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 2, "not_multiple_of": 8}},
+                       {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 3, "max": 1}}],
+          note="a LayerNormalization over (C, H, W) of a batch-1 rank-4 tensor (torch's nn.LayerNorm([C, H, "
+               "W]) after a Conv) makes build() fail when H is a multiple of 8 and W >= 2 (rewrite "
+               "swap_reshape_norm: 'cannot reshape array of size C*H*W into shape (1, C, H, 1)'; H = 8, 16, 24, "
+               "32, 40, 56 failed); H = 2, 4 ... 7, 9, 12, 14, W = 1 or batch 2 build and run on the NPU"),
+        C("any_of", [r"x\.LayerNormalization\.ctx=axes\.axis=(1|m3)\."], "unsupported",
+          constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [0, 2, 3]}}, _BATCH2,
+                       {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}}],
+          note="the same over (1, H, W) (one channel) makes build() fail in another rewrite "
+               "(squeeze_to_4d_relu, convert_identity_to_reshape) at any H and W"),
         probes=[r"pattern\.layernorm_decomposed"],
-        note="compiled to exNorm. Not expressible here: axis=1 on a rank-4 input (normalising "
-             "C,H,W) and the 3-output form make build() fail (errata)."),
+        note="compiled to exNorm. Not expressible here: the 3-output form makes build() fail (errata)."),
     "GroupNormalization": E("cpu", note="the opset-18 form runs on the CPU; the opset-21 form "
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
