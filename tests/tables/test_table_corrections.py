@@ -276,3 +276,61 @@ def test_corrected_tables_are_revision_2_with_errata(rel, ops):
 def test_tables_not_probed_again_stay_revision_1(rel):
     doc = json.loads((bundled_tables_dir() / rel).read_text(encoding="utf-8"))
     assert doc.get("revision", 1) == 1 and not doc.get("errata")
+
+
+# -- RKNN 2.5.0 / rk3588: predicted rejections (issue 22 item 4) -----------------------------------
+
+@pytest.mark.parametrize("shape,axis,want", [
+    ([1, 16, 16, 16], 1, "unsupported"),  # nn_layernorm_chw: LayerNorm([C, H, W]) after a Conv
+    ([1, 8, 16, 16], -3, "unsupported"),
+    ([1, 4, 24, 4], 1, "unsupported"),    # H a multiple of 8
+    ([1, 1, 4, 4], 1, "unsupported"),     # one channel: another rewrite fails
+    ([1, 8, 8, 8], 0, "unsupported"),     # all four axes, batch 1
+    ([1, 4, 12, 4], 1, "npu"),            # H not a multiple of 8
+    ([1, 8, 16, 1], 1, "npu"),            # W = 1
+    ([2, 16, 16, 16], 1, "npu"),          # batch 2
+    ([1, 8, 32, 32], 2, "npu"),           # over (H, W)
+    ([1, 8, 8, 16, 16], 1, "npu"),        # rank 5
+])
+def test_rknn_layernorm_over_channels_and_space(catalog, shape, axis, want):
+    from pytest_npucheck.probe.models_rejections import _layernorm_axes
+
+    v = verdicts(catalog, RKNN, _layernorm_axes(shape, axis))
+    assert v["focus_ln"][0] == want, v["focus_ln"]
+    if want == "unsupported":
+        assert "the compiler rejects the model" in v["focus_ln"][1]
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "unsupported"),                                    # BiT: folded (a constant weight), still refused
+    ({"src": "conv"}, "unsupported"),                       # fused into the Conv, still refused
+    ({"outputs": 1, "src": "conv", "training": 0}, "folded"),
+    ({"outputs": 1, "training": 0}, "folded"),
+])
+def test_rknn_batchnorm_training_mode_is_refused_even_when_folded(catalog, kw, want):
+    from pytest_npucheck.probe.models_rejections import _bn_training
+
+    v = verdicts(catalog, RKNN, _bn_training(**kw))
+    assert v["focus_bn"][0] == want, v["focus_bn"]
+    if want == "unsupported":
+        assert "training_mode=1" in v["focus_bn"][1]
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "unsupported"),                                    # DETR's decoder cross-attention
+    ({"mask": "none"}, "unsupported"),                      # the sdpa_mul pattern would fuse it
+    ({"mask": "none", "scale": False}, "unsupported"),
+    ({"n": 1, "mask": "none"}, "unsupported"),              # AIMv2's attention pooling
+    ({"q": "proj_const"}, "unsupported"),                   # the projection of a constant is folded
+    ({"q": "input"}, "npu"),
+    ({"q": "input", "n": 1, "mask": "none"}, "npu"),
+    ({"q": "const_plus_input"}, "npu"),
+])
+def test_rknn_attention_with_constant_queries_is_rejected(catalog, kw, want):
+    from pytest_npucheck.probe.models_rejections import _const_query_attention
+
+    gb = _const_query_attention(**kw)
+    res = match(facts_from_model(gb.build()), catalog.table(RKNN))
+    node = next(n for n in res.nodes if n.name == "focus_scores")
+    assert node.verdict == want, [r.message for r in node.reasons]
+    assert (res.verdict == "unsupported") == (want == "unsupported")

@@ -518,3 +518,25 @@ def test_einsum_letters_renames_in_order_of_first_appearance_and_keeps_spacing()
     assert einsum_letters("BIJ,BJK->BIK") == "abc,acd->abd"
     assert einsum_letters("...ij,...jk->...ik") == "...ab,...bc->...ac"
     assert einsum_letters("b i d, b j d -> b i j") == "a b c, a d c -> a b d"
+
+
+def test_computed_input_and_dim_not_multiple_of():
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    m = make_model([helper.make_node("MatMul", ["q", "x"], ["s"], name="qk"),
+                    helper.make_node("MatMul", ["x", "w"], ["p"], name="proj")],
+                   [("x", (1, 8, 16, 16))], ["s", "p"],
+                   initializers=[const("q", np.ones((1, 8, 4, 16), "float32")),
+                                 const("w", np.ones((16, 16), "float32"))])
+    g = facts_from_model(m)
+    qk, proj = (next(n for n in g.nodes if n.name == name) for name in ("qk", "proj"))
+    rule = RULES["computed_input"]
+    assert rule.check(qk, {"index": 0}, g) == "input 0 'q' is a constant"
+    assert rule.check(proj, {"index": 0}, g) is None
+    assert rule.check(proj, {"index": 1}, g) == "input 1 'w' is a constant"
+    assert rule.describe({"index": 0}) == "input 0 must be computed at run time (not a constant, nor folded into one)."
+    dim = RULES["dim"]
+    assert dim.check(proj, {"axis": 2, "not_multiple_of": 8}, g) == "input 0 'x' dim 2 is 16, a multiple of 8"
+    assert dim.check(proj, {"axis": 1, "not_multiple_of": 3}, g) is None
+    assert "not a multiple of 8" in dim.describe({"axis": 2, "not_multiple_of": 8})
