@@ -91,3 +91,21 @@ def test_rknn_space_to_depth_and_einsum_letters(tmp_path):
     assert any(r.op_type == "Conv" and r.full_name.endswith("post_concat_2conv") for r in res["swin"].rows)
     assert place["rows_first"]["focus_rows0"] == "cpu" and place["rows_first"]["focus_rows1"] == "cpu"
     assert place["cvt_qk"]["focus_einsum"] == "npu" and place["spaced"]["focus_einsum"] == "cpu"
+
+
+@needs_rknn
+def test_rknn_predicted_rejections(tmp_path):
+    """LayerNorm over (C, H, W) with H a multiple of 8, BatchNormalization in training mode and
+    attention with constant queries fail build(); the neighbouring forms the table keeps build."""
+    from pytest_npucheck.probe.models_rejections import _bn_training, _const_query_attention, _layernorm_axes
+
+    models = {"ln_h16": _layernorm_axes([1, 8, 16, 16], 1), "ln_h12": _layernorm_axes([1, 4, 12, 4], 1),
+              "bn_train": _bn_training(), "bn_eval": _bn_training(outputs=1, src="conv", training=0),
+              "q_const": _const_query_attention(n=1, mask="none"), "q_input": _const_query_attention(q="input")}
+    jobs = [{"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()]
+    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
+    for k in ("ln_h16", "bn_train", "q_const"):
+        assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
+    for k in ("ln_h12", "bn_eval", "q_input"):
+        assert res[k].status == "ok", (k, res[k].status, res[k].message)
+    assert "Training mode" in res["bn_train"].message
