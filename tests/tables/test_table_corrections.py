@@ -334,3 +334,23 @@ def test_rknn_attention_with_constant_queries_is_rejected(catalog, kw, want):
     node = next(n for n in res.nodes if n.name == "focus_scores")
     assert node.verdict == want, [r.message for r in node.reasons]
     assert (res.verdict == "unsupported") == (want == "unsupported")
+
+
+@pytest.mark.parametrize("perm,shape,want", [
+    ([3, 0, 4, 2, 1, 5], [1, 64, 49, 3, 1, 32], "npu"),   # Hiera's q/k/v split: 4 blocks once size-1 axes go
+    ([3, 0, 4, 2, 1, 5], [2, 4, 6, 3, 2, 8], "cpu"),      # the same perm over six non-1 axes: 6 blocks
+    ([2, 3, 0, 1, 4, 5], [2, 3, 4, 5, 6, 8], "npu"),      # 3 blocks
+    ([0, 1, 3, 2, 5, 4], [1, 4, 4, 4, 4, 32], "cpu"),     # two swaps: 5 blocks
+    ([0, 1, 3, 2, 5, 4], [1, 1, 4, 4, 4, 32], "npu"),     # the same with one more size-1 axis: 4
+])
+def test_rknn_rank6_transpose_by_blocks_moved(catalog, perm, shape, want):
+    from onnx import TensorProto, helper
+
+    from pytest_npucheck.graph import facts_from_model
+
+    g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=perm)], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    res = match(facts_from_model(model), catalog.table(RKNN))
+    assert {n.name: n.verdict for n in res.nodes}["t"] == want

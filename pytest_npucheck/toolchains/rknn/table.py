@@ -98,8 +98,6 @@ _RNN_HEAD_NOTE = ("behind an LSTM or GRU the compiler runs the per-step classifi
                   "a convolution; the Reshape of its (T, N) result back to (T, 1, N) ran on the CPU when N, the "
                   "class count, was not a multiple of %d (CRNN's 37 classes), whatever read it")
 
-#: rank-6 Transpose perms that ran on the NPU (x.Transpose.perm=*.r6): one adjacent swap.
-TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 
 #: Einsum equations that ran on the NPU (probes Einsum.eq=*, x.Einsum.*.spaces=no/arrow/comma).
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
@@ -499,13 +497,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                             constraints=[
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0,
                                                             "max": 5}},
-                                {"rule": "attr_in", "params": {"attr": "perm",
-                                                               "values": TRANSPOSE6_NPU}}],
-                            note="rank-6 transposes run on the CPU, except those swapping one "
-                                 "pair of neighbouring axes (Swin window partition/reverse, "
-                                 "perm 0,1,3,2,4,5), which ran on the NPU for every probed "
-                                 "shape; two swaps (0,1,3,2,5,4) or pixel-shuffle-like perms "
-                                 "ran on the CPU"),
+                                {"rule": "transpose_blocks", "params": {"max": 4}}],
+                            note="a rank-6 transpose runs on the NPU when it moves at most 4 blocks of "
+                                 "axes once size-1 axes are dropped and axes that stay neighbours are "
+                                 "merged (Swin's window partition/reverse, perm 0,1,3,2,4,5; Hiera's q/k/v "
+                                 "split, perm 3,0,4,2,1,5 on (1, N, T, 3, 1, d); 3-block perms at batch 2), "
+                                 "else on the CPU (two swaps 0,1,3,2,5,4 of six non-1 axes, pixel-shuffle-"
+                                 "like perms, Hiera's q/k/v perm without size-1 axes). Not expressed: "
+                                 "Hiera's unroll (perm 0,2,4,1,3,5 of (1, H/s, s, W/s, s, C), 5 blocks) "
+                                 "runs on the NPU as exWindow between its Reshapes"),
                    C("any_of", [r"x\.Transpose\.perm=0_2_1\.ctx=gemm_reshape"],
                      constraints=[{"rule": "producer_not", "params": {"index": 0,
                                                                       "chain": ["Reshape", "Gemm"]}},
