@@ -107,7 +107,7 @@ def _rmsnorm_sqrt_reciprocal(graph: Any) -> list[str]:
 def _constant_query_attention(graph: Any) -> list[str]:
     """Attention whose queries are constants (learned queries: DETR's decoder cross-attention, AIMv2's
     attention pooling): ``MatMul(q, k) [-> Mul|Div scale] [-> Add mask] -> Softmax -> MatMul`` with q
-    depending on no graph input. rknn-toolkit2 2.5.0's rewrite ``fuse_matmul_softmax_matmul_to_sdpa``
+    depending on no graph input and k on one. rknn-toolkit2 2.5.0's rewrite ``fuse_matmul_softmax_matmul_to_sdpa``
     raises on it, with any number of queries (probe family ``x.MatMul.ctx=sdpa_query``); the same
     attention with queries computed from an input builds. Returns the first MatMuls."""
     out = []
@@ -117,8 +117,10 @@ def _constant_query_attention(graph: Any) -> list[str]:
         prev = _producer(graph, n.inputs[0])
         while prev is not None and prev.op_type in ("Mul", "Div", "Add") and prev.inputs:
             prev = _producer(graph, prev.inputs[0])
-        if prev is None or prev.op_type != "MatMul" or not prev.inputs or _from_graph_input(graph, prev.inputs[0]):
+        if prev is None or prev.op_type != "MatMul" or len(prev.inputs) < 2 or _from_graph_input(graph, prev.inputs[0]):
             continue
+        if not _from_graph_input(graph, prev.inputs[1]):
+            continue  # constant keys too: the whole attention is folded at compile time
         if any(graph.nodes[c].op_type == "MatMul" for c in graph.consumers.get(n.outputs[0], [])):
             out.append(prev.name)
     return out

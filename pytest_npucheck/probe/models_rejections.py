@@ -203,27 +203,31 @@ CONST_QUERY = (
     ("q=input.n=10.mask=none", {"q": "input", "mask": "none"}),
     ("q=input.n=1.mask=none", {"q": "input", "n": 1, "mask": "none"}),
     ("q=const_plus_input.n=10.mask=const", {"q": "const_plus_input"}),
+    ("q=const.kv=const.n=10.mask=const", {"kv": "const"}),
 )
 
 
 def _const_query_attention(q: str = "const", n: int = 10, t: int = 16, h: int = 2, d: int = 16,
-                           mask: str = "const", scale: bool = True) -> GraphBuilder:
+                           mask: str = "const", scale: bool = True, kv: str = "input") -> GraphBuilder:
     """Cross-attention of ``n`` queries over ``t`` keys: k and v projected from the input
     (MatMul -> Reshape -> Transpose); q a constant [1, h, n, d] (``q='const'``: learned queries, as
     DETR's decoder and AIMv2's attention pooling have them once the exporter or the compiler has
     folded the query projection), the projection of a constant (``proj_const``), of a second input
     (``input``), or of a constant plus the input (``const_plus_input``); then ``MatMul(q, k) [-> Mul
-    scale] [-> Add mask] -> Softmax -> MatMul(., v) -> Transpose -> Reshape``."""
+    scale] [-> Add mask] -> Softmax -> MatMul(., v) -> Transpose -> Reshape``; with ``kv='const'`` k
+    and v are projections of a constant too (the whole attention constant) and the input is added
+    to its result."""
     gb = GraphBuilder(17)
     x = gb.input("x", "float32", [1, t, h * d])
+    src = x if kv == "input" else gb.const(rand([1, t, h * d], scale=1.0), name="memory")
 
     def heads(src: str, rows: int, nm: str, perm: list[int]) -> str:
         y = gb.node("MatMul", [src, gb.weight([h * d, h * d])], name=f"pre_{nm}_proj")
         y = gb.node("Reshape", [y, gb.ints([1, rows, h, d])], name=f"pre_{nm}_heads")
         return gb.node("Transpose", [y], perm=perm, name=f"pre_{nm}_tp")
 
-    k = heads(x, t, "k", [0, 2, 3, 1])
-    v = heads(x, t, "v", [0, 2, 1, 3])
+    k = heads(src, t, "k", [0, 2, 3, 1])
+    v = heads(src, t, "v", [0, 2, 1, 3])
     if q == "const":
         qq = gb.const(rand([1, h, n, d], scale=1.0), name="query")
     elif q == "proj_const":
@@ -244,7 +248,10 @@ def _const_query_attention(q: str = "const", n: int = 10, t: int = 16, h: int = 
     p = gb.node("Softmax", [s], axis=-1, name="post_softmax")
     y = gb.node("MatMul", [p, v], name="post_attn_v")
     y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_tp")
-    gb.output(gb.node("Reshape", [y, gb.ints([1, n, h * d])], name="post_merge"))
+    y = gb.node("Reshape", [y, gb.ints([1, n, h * d])], name="post_merge")
+    if kv == "const":
+        y = gb.node("Add", [y, gb.node("ReduceMean", [x], axes=[1], keepdims=1, name="post_mean")], name="post_add")
+    gb.output(y)
     return gb
 
 

@@ -325,6 +325,7 @@ def test_rknn_batchnorm_training_mode_is_refused_even_when_folded(catalog, kw, w
     ({"q": "input"}, "npu"),
     ({"q": "input", "n": 1, "mask": "none"}, "npu"),
     ({"q": "const_plus_input"}, "npu"),
+    ({"kv": "const"}, "folded"),                           # constant keys too: the whole attention folds
 ])
 def test_rknn_attention_with_constant_queries_is_rejected(catalog, kw, want):
     from pytest_npucheck.probe.models_rejections import _const_query_attention

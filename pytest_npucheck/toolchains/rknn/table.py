@@ -259,6 +259,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                          note="an int64 MatMul crashed the compiler ('Unsupport type bits 64')"),
                 C("any_of", [r"x\.MatMul\.ctx=sdpa_query\."], "unsupported", before_rewrites=True,
                   constraints=[{"rule": "computed_input", "params": {"index": 0}},
+                               {"rule": "const_input", "params": {"index": 1}},
                                {"rule": "feeds_not", "params": {"path": ["Softmax", "MatMul"],
                                                                 "skip": ["Add", "Div", "Mul"]}}],
                   note="attention whose queries are constants (learned queries: DETR's decoder cross-attention, "
@@ -267,7 +268,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "set') on MatMul(q, k) [-> Mul scale] [-> Add mask] -> Softmax -> MatMul, with 1, 10 or "
                        "16 queries, 1 or 2 heads, with and without the mask and the scale; the same attention "
                        "with queries computed from an input (also a constant plus the input) runs on the NPU "
-                       "(exSDPAttention)"),
+                       "(exSDPAttention); with constant keys too the whole attention is folded"),
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
