@@ -443,6 +443,36 @@ def rule_computed_input(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return "; ".join(bad) or None
 
 
+@rule("gathernd_in_order", "constant")
+def rule_gathernd_in_order(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the constant indices pick every element of the data once, in order (the GatherND is a reshape)."""
+    data = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    name = node.inputs[1] if len(node.inputs) > 1 else ""
+    idx = graph.tensor(name) if name else None
+    if idx is None or not idx.const:
+        return f"indices '{name}' are computed at run time, not a constant"
+    if int(node.attrs.get("batch_dims", 0) or 0):
+        return f"batch_dims={node.attrs.get('batch_dims')}"
+    if data is None or data.shape is None or idx.shape is None or not all(isinstance(d, int) for d in data.shape):
+        return ShapeUnknown(f"indices '{name}': the checker could not infer the data's static shape")
+    if not idx.shape or idx.shape[-1] != len(data.shape):
+        return f"indices '{name}' of shape {_fmt_shape(idx.shape)} do not address single elements of the rank-{len(data.shape)} data"
+    if idx.value is None:
+        return f"indices '{name}' are a constant whose values are not known statically"
+    rank = len(data.shape)
+    picks = [tuple(idx.value[i:i + rank]) for i in range(0, len(idx.value), rank)]
+    expected = [tuple(int(x) for x in p) for p in _row_major(data.shape)]
+    if [tuple(int(x) for x in p) for p in picks] != expected:
+        return f"indices '{name}' do not pick the {math.prod(data.shape)} elements of the data in order"
+    return None
+
+
+def _row_major(shape: Sequence[int]) -> list[tuple[int, ...]]:
+    import itertools
+
+    return list(itertools.product(*(range(d) for d in shape)))
+
+
 @rule("const_value_range", "constant")
 def rule_const_value_range(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every value of constant input {index} must be in {range} (integers only: {integer})."""

@@ -355,3 +355,18 @@ def test_rknn_rank6_transpose_by_blocks_moved(catalog, perm, shape, want):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     res = match(facts_from_model(model), catalog.table(RKNN))
     assert {n.name: n.verdict for n in res.nodes}["t"] == want
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({"data": "float"}, "npu"),                      # in order: the Reshape it becomes, on the NPU
+    ({"data": "float", "rows": 2}, "npu"),
+    ({"data": "float", "order": "reversed"}, "cpu"),  # a real lookup: a CPU GatherND
+    ({"data": "float", "order": "repeat"}, "cpu"),
+    ({}, "cpu"),                                      # the dynamo padding mask behind an int64 Cast: the mask swap
+    ({"order": "reversed"}, "cpu"),
+])
+def test_rknn_gathernd_in_order_is_a_reshape(catalog, kw, want):
+    from pytest_npucheck.probe.models_gathernd_reshape import _lookup
+
+    v = verdicts(catalog, RKNN, _lookup(**kw))
+    assert v["focus_gathernd"][0] == want, v["focus_gathernd"]

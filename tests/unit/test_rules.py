@@ -540,3 +540,19 @@ def test_computed_input_and_dim_not_multiple_of():
     assert dim.check(proj, {"axis": 2, "not_multiple_of": 8}, g) == "input 0 'x' dim 2 is 16, a multiple of 8"
     assert dim.check(proj, {"axis": 1, "not_multiple_of": 3}, g) is None
     assert "not a multiple of 8" in dim.describe({"axis": 2, "not_multiple_of": 8})
+
+
+def test_gathernd_in_order_reads_the_constant_indices():
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def gathernd(pairs):
+        idx = np.array(pairs, "int64").reshape(1, 1, 1, len(pairs), 2)
+        m = make_model([helper.make_node("GatherND", ["x", "i"], ["y"], name="g")], [("x", (1, 4))], ["y"],
+                       initializers=[const("i", idx)])
+        g = facts_from_model(m)
+        return RULES["gathernd_in_order"].check(g.nodes[0], {}, g)
+
+    assert gathernd([(0, 0), (0, 1), (0, 2), (0, 3)]) is None
+    assert gathernd([(0, 3), (0, 2), (0, 1), (0, 0)]) == "indices 'i' do not pick the 4 elements of the data in order"
+    assert gathernd([(0, 0), (0, 1)]) == "indices 'i' do not pick the 4 elements of the data in order"

@@ -559,7 +559,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="constant indices are lowered to NPU Slice/Conv."),
     "GatherElements": E("npu", C("const_input", [r"GatherElements\.axis=\w+\.idx=dyn"], index=1,
                                  note="non-constant indices run on the CPU")),
-    "GatherND": E("cpu"),
+    "GatherND": E("npu", C("gathernd_in_order", [r"x\.GatherND\.ctx=lookup\.", r"GatherND\."],
+                           note="a GatherND whose constant indices pick every element of its data once, in "
+                                "order (the dynamo exporter's padding-mask lookup mask[batch_idx, kv_idx]), is "
+                                "rewritten into a Reshape (remove_invalid_gathernd) and runs with its "
+                                "neighbours; indices that reverse, repeat or skip elements, or are computed, "
+                                "keep a CPU GatherND. Indices of more than 64 values are not read by the "
+                                "checker (judged CPU)"),
+                  C("producer_pass", [r"x\.GatherND\.ctx=lookup\.mask\."], index=0, ops=["Cast", "Equal"],
+                    constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                            "allowed": ["bool", "float16", "float32"]}},
+                    note="the Reshape it becomes follows the Reshape's rule: " + _MASK_SWAP_NOTE + ". The "
+                         "CPU row is named after the GatherND (held-out ALBERT, dynamo) or after the mask "
+                         "input (the probe, OPT), whichever the compiler's rewrite chain kept"),
+                  note="runs on the CPU unless it is a reshape (the constraints)."),
     "ScatterND": E("npu",
                    C("const_input", [r"ScatterND\.idx=dyn"], index=1,
                      note="non-constant indices run on the CPU"),
