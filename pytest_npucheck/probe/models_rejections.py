@@ -262,8 +262,70 @@ def sdpa_const_query_extra(c: Collector) -> None:
               focus=["focus_scores"])
 
 
+# ------------------------------------------------------------------------------------------------
+# RKNN: the fused q/k/v projection split into heads (fuse_multihead_attention_reshape_to_gather_split)
+# ------------------------------------------------------------------------------------------------
+
+#: (label, keyword arguments of _qkv_split): GPT-1's TorchScript attention first (Conv1D as a Gemm
+#: of the flattened tokens, Reshape back, Split into q/k/v), then one change each
+QKV_SPLIT = (
+    ("proj=gemm_reshape.attn", {}),
+    ("proj=matmul.attn", {"proj": "matmul"}),
+    ("proj=gemm_reshape.heads=1.attn", {"h": 1}),
+    ("proj=gemm_reshape.no_attn", {"attn": False}),
+    ("proj=gemm_reshape.slices.attn", {"split": "slice"}),
+    ("proj=gemm_reshape.t=64.attn", {"t": 64}),
+    ("proj=input.attn", {"proj": "input"}),
+)
+
+
+def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16, attn: bool = True,
+               split: str = "split") -> GraphBuilder:
+    """``x [1, T, D] -> (Reshape [T, D] -> Gemm -> Reshape [1, T, 3D]`` (``gemm_reshape``) ``| MatMul + Add``
+    (``matmul``) ``| nothing`` (``input``: x is [1, T, 3D])) ``-> Split(axis 2) into q, k, v -> Reshape
+    [1, T, H, d] -> Transpose`` (k to [1, H, d, T]) ``-> q @ k -> Softmax -> @ v`` (``attn``) or the three
+    heads concatenated (no attention)."""
+    gb = GraphBuilder(17)
+    dm = h * d
+    if proj == "input":
+        y = gb.input("x", "float32", [1, t, 3 * dm])
+    else:
+        x = gb.input("x", "float32", [1, t, dm])
+        if proj == "gemm_reshape":
+            flat = gb.node("Reshape", [x, gb.ints([t, dm])], name="pre_flat")
+            y = gb.node("Gemm", [flat, gb.weight([dm, 3 * dm]), gb.weight([3 * dm])], name="pre_gemm")
+            y = gb.node("Reshape", [y, gb.ints([1, t, 3 * dm])], name="pre_unflat")
+        else:
+            y = gb.node("Add", [gb.node("MatMul", [x, gb.weight([dm, 3 * dm])], name="pre_mm"), gb.weight([3 * dm])],
+                        name="pre_bias")
+    if split == "split":
+        q, k, v = gb.node("Split", [y, gb.ints([dm, dm, dm])], n_out=3, axis=2, name="focus_split")
+    else:
+        q, k, v = (gb.node("Slice", [y, gb.ints([i * dm]), gb.ints([(i + 1) * dm]), gb.ints([2])], name=f"focus_slice{i}")
+                   for i in range(3))
+    heads = [gb.node("Transpose", [gb.node("Reshape", [z, gb.ints([1, t, h, d])], name=f"post_heads{i}")],
+                     perm=[0, 2, 3, 1] if i == 1 else [0, 2, 1, 3], name=f"post_tp{i}") for i, z in enumerate((q, k, v))]
+    if attn:
+        s = gb.node("Mul", [gb.node("MatMul", heads[:2], name="post_qk"), gb.const(np.float32(d ** -0.5))],
+                    name="post_scale")
+        y = gb.node("MatMul", [gb.node("Softmax", [s], axis=-1, name="post_softmax"), heads[2]], name="post_pv")
+        y = gb.node("Reshape", [gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_merge_tp"),
+                                gb.ints([1, t, dm])], name="post_merge")
+    else:
+        y = gb.node("Concat", [heads[0], heads[2]], axis=1, name="post_concat")
+    gb.output(y)
+    return gb
+
+
+def qkv_split_extra(c: Collector) -> None:
+    """The fused q/k/v projection split into heads (QKV_SPLIT)."""
+    for label, kw in QKV_SPLIT:
+        focus = ["focus_split"] if kw.get("split", "split") == "split" else ["focus_slice0"]
+        c.add("x.Split.ctx=qkv_heads.%s.f32.r3" % label, "Split", _qkv_split(**kw), kind="context", focus=focus)
+
+
 FAMILIES: list[Callable[[Collector], None]] = [resize_cubic_extra, layernorm_axes_extra, batchnorm_training_extra,
-                                               sdpa_const_query_extra]
+                                               sdpa_const_query_extra, qkv_split_extra]
 
 
 # ------------------------------------------------------------------------------------------------

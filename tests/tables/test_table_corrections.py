@@ -370,3 +370,17 @@ def test_rknn_gathernd_in_order_is_a_reshape(catalog, kw, want):
 
     v = verdicts(catalog, RKNN, _lookup(**kw))
     assert v["focus_gathernd"][0] == want, v["focus_gathernd"]
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "unsupported"),                      # GPT-1: Gemm -> Reshape -> Split -> attention
+    ({"h": 1}, "unsupported"),
+    ({"proj": "matmul"}, "npu"),
+    ({"proj": "input"}, "npu"),
+    ({"attn": False}, "npu"),
+])
+def test_rknn_qkv_split_of_a_reshaped_gemm_into_attention_is_rejected(catalog, kw, want):
+    from pytest_npucheck.probe.models_rejections import _qkv_split
+
+    v = verdicts(catalog, RKNN, _qkv_split(**kw))
+    assert v["focus_split"][0] == want, v["focus_split"]
