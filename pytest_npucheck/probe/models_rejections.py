@@ -276,15 +276,17 @@ QKV_SPLIT = (
     ("proj=gemm_reshape.slices.attn", {"split": "slice"}),
     ("proj=gemm_reshape.t=64.attn", {"t": 64}),
     ("proj=input.attn", {"proj": "input"}),
+    ("proj=gemm_reshape.causal_mask.attn", {"mask": True}),
 )
 
 
 def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16, attn: bool = True,
-               split: str = "split") -> GraphBuilder:
+               split: str = "split", mask: bool = False) -> GraphBuilder:
     """``x [1, T, D] -> (Reshape [T, D] -> Gemm -> Reshape [1, T, 3D]`` (``gemm_reshape``) ``| MatMul + Add``
     (``matmul``) ``| nothing`` (``input``: x is [1, T, 3D])) ``-> Split(axis 2) into q, k, v -> Reshape
     [1, T, H, d] -> Transpose`` (k to [1, H, d, T]) ``-> q @ k -> Softmax -> @ v`` (``attn``) or the three
-    heads concatenated (no attention)."""
+    heads concatenated (no attention); with ``mask``, GPT-1's causal mask between the scale and the Softmax
+    (``w * b + -1e4 * (1 - b)``: Mul, Add)."""
     gb = GraphBuilder(17)
     dm = h * d
     if proj == "input":
@@ -308,6 +310,10 @@ def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16,
     if attn:
         s = gb.node("Mul", [gb.node("MatMul", heads[:2], name="post_qk"), gb.const(np.float32(d ** -0.5))],
                     name="post_scale")
+        if mask:
+            b = np.tril(np.ones([t, t], np.float32)).reshape(1, 1, t, t)
+            s = gb.node("Add", [gb.node("Mul", [s, gb.const(b)], name="post_mask_mul"),
+                                gb.const(-1e4 * (1 - b))], name="post_mask_add")
         y = gb.node("MatMul", [gb.node("Softmax", [s], axis=-1, name="post_softmax"), heads[2]], name="post_pv")
         y = gb.node("Reshape", [gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_merge_tp"),
                                 gb.ints([1, t, dm])], name="post_merge")

@@ -97,15 +97,17 @@ def test_rknn_space_to_depth_and_einsum_letters(tmp_path):
 def test_rknn_predicted_rejections(tmp_path):
     """LayerNorm over (C, H, W) with H a multiple of 8, BatchNormalization in training mode and
     attention with constant queries fail build(); the neighbouring forms the table keeps build."""
-    from pytest_npucheck.probe.models_rejections import _bn_training, _const_query_attention, _layernorm_axes
+    from pytest_npucheck.probe.models_rejections import (_bn_training, _const_query_attention, _layernorm_axes,
+                                                          _qkv_split)
 
     models = {"ln_h16": _layernorm_axes([1, 8, 16, 16], 1), "ln_h12": _layernorm_axes([1, 4, 12, 4], 1),
               "bn_train": _bn_training(), "bn_eval": _bn_training(outputs=1, src="conv", training=0),
-              "q_const": _const_query_attention(n=1, mask="none"), "q_input": _const_query_attention(q="input")}
+              "q_const": _const_query_attention(n=1, mask="none"), "q_input": _const_query_attention(q="input"),
+              "split_gemm": _qkv_split(), "split_matmul": _qkv_split(proj="matmul")}
     jobs = [{"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()]
     res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
-    for k in ("ln_h16", "bn_train", "q_const"):
+    for k in ("ln_h16", "bn_train", "q_const", "split_gemm"):
         assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
-    for k in ("ln_h12", "bn_eval", "q_input"):
+    for k in ("ln_h12", "bn_eval", "q_input", "split_matmul"):
         assert res[k].status == "ok", (k, res[k].status, res[k].message)
     assert "Training mode" in res["bn_train"].message

@@ -375,6 +375,7 @@ def test_rknn_gathernd_in_order_is_a_reshape(catalog, kw, want):
 @pytest.mark.parametrize("kw,want", [
     ({}, "unsupported"),                      # GPT-1: Gemm -> Reshape -> Split -> attention
     ({"h": 1}, "unsupported"),
+    ({"mask": True}, "unsupported"),          # GPT-1's causal mask between the scale and the Softmax
     ({"proj": "matmul"}, "npu"),
     ({"proj": "input"}, "npu"),
     ({"attn": False}, "npu"),
