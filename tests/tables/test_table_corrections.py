@@ -115,6 +115,8 @@ def test_rknn_batch_axis_expand(catalog, src, shape, want):
     ({"tail": "linear"}, "cpu"),
     ({"src": "linear", "c": 128}, "npu"),                     # GRN ending in a Relu
     ({"src": "linear", "tail": "linear", "norm": "none"}, "npu"),  # x / mean(x) of the whole tensor
+    ({"c": 16, "hw": 32, "tail": "nchw"}, "cpu"),             # nn_grn: transposed back to channels first
+    ({"c": 16, "hw": 32}, "npu"),                             # the same sizes ending in a Relu
 ])
 def test_rknn_grn_div_into_a_matmul(catalog, kw, want):
     from pytest_npucheck.probe.models_norm_limits import _norm_div

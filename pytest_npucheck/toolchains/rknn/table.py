@@ -182,14 +182,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "SIGFPE - an integer division by zero in its own test data, not a limit of "
                     "the op (errata)"),
              C("any_of", [r"x\.Div\.ctx=norm_div\."],
-               constraints=[{"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": ["Add", "Mul"]}},
+               constraints=[{"rule": "feeds_not", "params": {"path": [["MatMul", "Transpose"]], "skip": ["Add", "Mul"]}},
                             {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                             {"rule": "producer_not", "params": {"index": 0, "chain": [
                                 ["ReduceL2", "ReduceMax", "ReduceMean", "ReduceSum", "Sqrt"]]}}],
                note="Global Response Normalisation (ConvNeXt-V2: the spatial L2 norm of each channel divided "
                     "by its mean over the channels) runs its Div on the CPU when the normalised tensor goes "
                     "on into a MatMul (the block's pwconv2, through the gamma/beta Mul/Add and the residual): "
-                    "a Div of a reduced per-channel vector (size 1 on axis 1) by another; the same GRN ending "
+                    "a Div of a reduced per-channel vector (size 1 on axis 1) by another; so does a GRN whose "
+                    "result is transposed back to channels first (the torch.nn zoo's GRN between two permutes; "
+                    "at 16 and 32 channels, 8 x 8 and 32 x 32 maps); the same GRN ending "
                     "in a Relu, and x / mean(x) of the full tensor, ran on the NPU (x.Div.ctx=norm_div.*)"),
              C("rank", [r"Div\.a=const_scalar", r"x\.Div\.a=const_scalar"], tensor="input",
                index=0, min=1,
