@@ -277,11 +277,13 @@ QKV_SPLIT = (
     ("proj=gemm_reshape.t=64.attn", {"t": 64}),
     ("proj=input.attn", {"proj": "input"}),
     ("proj=gemm_reshape.causal_mask.attn", {"mask": True}),
+    ("pre=layernorm.proj=gemm_reshape.attn", {"pre": "layernorm"}),
+    ("pre=relu.proj=gemm_reshape.attn", {"pre": "relu"}),
 )
 
 
 def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16, attn: bool = True,
-               split: str = "split", mask: bool = False) -> GraphBuilder:
+               split: str = "split", mask: bool = False, pre: str = "none") -> GraphBuilder:
     """``x [1, T, D] -> (Reshape [T, D] -> Gemm -> Reshape [1, T, 3D]`` (``gemm_reshape``) ``| MatMul + Add``
     (``matmul``) ``| nothing`` (``input``: x is [1, T, 3D])) ``-> Split(axis 2) into q, k, v -> Reshape
     [1, T, H, d] -> Transpose`` (k to [1, H, d, T]) ``-> q @ k -> Softmax -> @ v`` (``attn``) or the three
@@ -293,6 +295,11 @@ def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16,
         y = gb.input("x", "float32", [1, t, 3 * dm])
     else:
         x = gb.input("x", "float32", [1, t, dm])
+        if pre == "layernorm":  # GPT-2's pre-norm block: ln_1 before the fused projection
+            x = gb.node("LayerNormalization", [x, gb.const(np.ones([dm], np.float32)), gb.weight([dm])], axis=-1,
+                        name="pre_ln")
+        elif pre == "relu":
+            x = gb.node("Relu", [x], name="pre_relu")
         if proj == "gemm_reshape":
             flat = gb.node("Reshape", [x, gb.ints([t, dm])], name="pre_flat")
             y = gb.node("Gemm", [flat, gb.weight([dm, 3 * dm]), gb.weight([3 * dm])], name="pre_gemm")

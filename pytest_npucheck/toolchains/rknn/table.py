@@ -537,9 +537,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                              "TorchScript exports it: the tokens flattened to 2-D, a Gemm, reshaped back) that feeds "
                              "an attention makes build() fail: rewrite fuse_multihead_attention_reshape_to_gather_split "
                              "raises ('assignment destination is read-only'), with 1 or 2 heads, 16 or 64 tokens, the scores "
-                             "scaled and masked or not; the "
+                             "scaled and masked or not, behind a LayerNormalization or a Relu; the "
                              "same split behind a MatMul projection, of a graph input, as three Slices, or not "
-                             "feeding an attention builds on the NPU")),
+                             "feeding an attention builds on the NPU. Held-out GPT-SW3 (GPT-2, TorchScript) has "
+                             "the same Gemm -> Reshape -> Split -> attention and builds: what tells it from "
+                             "GPT-1 is not found yet (this rule calls it rejected)")),
     "Slice": E("npu",
                C("const_input", [r"Slice\.starts=dyn"], "unsupported", index=[1, 2, 3, 4],
                  note="non-constant starts/ends/axes/steps make build() fail"),
