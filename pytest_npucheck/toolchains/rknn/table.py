@@ -531,8 +531,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Split": E("npu", C("any_of", [r"x\.Split\.ctx=qkv_heads\."], "unsupported",
                         constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Reshape", "Gemm"]}},
                                      {"rule": "feeds_not", "params": {"path": ["MatMul", "Softmax"],
-                                                                      "skip": ["Add", "Div", "Mul", "Reshape", "Sub",
-                                                                               "Transpose", "Where"]}}],
+                                                                      "skip": ["Add", "Div", "Mul", "Reshape",
+                                                                               "Transpose"]}}],
                         note="the q/k/v Split of a fused projection written as Gemm -> Reshape (GPT-1's Conv1D as "
                              "TorchScript exports it: the tokens flattened to 2-D, a Gemm, reshaped back) that feeds "
                              "an attention makes build() fail: rewrite fuse_multihead_attention_reshape_to_gather_split "
