@@ -240,6 +240,23 @@ class _Memo:
         return _worst([r.verdict for r in reasons]), reasons
 
 
+def _before_rewrites_reasons(node: NodeFact, table: Table, view: GraphView) -> list[Reason]:
+    """The failing ``before_rewrites`` constraints of a node the pre-passes fold or fuse: the compiler
+    checks them, or fails on them, before or while it rewrites the graph (RKNN: BatchNormalization's
+    training_mode, attention with constant queries)."""
+    entry = table.ops.get(node.key)
+    if entry is None or not any(c.before_rewrites for c in entry.constraints):
+        return []
+    out = []
+    for c in entry.constraints:
+        if c.before_rewrites:
+            rule = RULES[c.rule]
+            message = rule.check(node, c.params, view)  # type: ignore[arg-type]
+            if message:
+                out.append(_reason(c, rule.category, message, entry.source))
+    return out
+
+
 def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> TargetResult:
     pre = pre if pre is not None else run_prepasses(graph, table)
     view = GraphView(graph, pre)
@@ -274,6 +291,10 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                                                           "op", source_basis(pattern.source), pattern.source)]
         else:
             verdict, reasons = judge(node)
+        if verdict in ("folded", "npu", "cpu") and (node.index in folded or node.index in pre.fused):
+            rejected = _before_rewrites_reasons(node, table, view)
+            if rejected:
+                verdict, reasons = "unsupported", [*rejected, *reasons]
         result = object.__new__(NodeResult)  # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table)
         result.__dict__.update(
             index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,

@@ -75,6 +75,9 @@ class Constraint:
     source: Optional[str] = None
     except_ops: frozenset[str] = frozenset()
     only_ops: Optional[frozenset[str]] = None
+    # the compiler checks it, or fails on it, before or while it folds constants and fuses patterns:
+    # judged for a node the pre-passes fold or fuse too (schema: constraint.before_rewrites)
+    before_rewrites: bool = False
 
 
 @dataclass(frozen=True)
@@ -374,6 +377,7 @@ def _constraint(c: Mapping[str, Any]) -> Constraint:
     return Constraint(
         rule=c["rule"], params=dict(c.get("params") or {}), on_fail=c.get("else", "cpu"), source=c.get("source"),
         except_ops=frozenset(c.get("except_ops") or ()), only_ops=frozenset(only) if only is not None else None,
+        before_rewrites=bool(c.get("before_rewrites", False)),
     )
 
 

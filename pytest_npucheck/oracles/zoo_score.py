@@ -1,9 +1,12 @@
 """Scoring static verdicts against a real compiler over a model zoo (``scripts/zoo_agreement.py``).
 
 Node level: a positive is a node that leaves the NPU (``cpu`` or ``unsupported``). A model the
-compiler rejects (build error, crash, hang, failed session) is not scored node by node: it is
+compiler rejects (build error, crash, failed session) is not scored node by node: it is
 counted as a rejection, explained by a pattern when one matches (:data:`REJECTION_PATTERNS`),
-and the static side is right about it when it called the model ``unsupported``.
+and the static side is right about it when it called the model ``unsupported``. A compile that
+ran out of its time budget (status ``timeout``) is neither: the compiler has not decided yet (on a
+loaded machine a big model's build outlasts any fixed budget), so it is counted as ``timed_out``,
+outside the rejections and the node figures, until a run with a longer budget decides it.
 
 Every disagreement is classified by direction (``missed_fallback``: the compiler put it on the
 CPU and the checker said NPU; ``false_alarm``: the other way), op type, and cause: the static
@@ -24,6 +27,8 @@ __all__ = ["REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown
            "normalise_reason", "score_model", "summarise"]
 
 _POSITIVE = {"cpu", "unsupported"}
+#: the status of a compile that outlasted its time budget (toolchains' adapters: STATUSES)
+TIMEOUT = "timeout"
 _PREDICTS = {"npu": "npu", "folded": "npu", "cpu": "cpu", "unsupported": "unsupported"}
 
 
@@ -99,21 +104,23 @@ def _rmsnorm_sqrt_reciprocal(graph: Any) -> list[str]:
     return out
 
 
-def _single_query_attention(graph: Any) -> list[str]:
-    """Attention pooling with one (learned) query: ``MatMul([..., 1, D] x [..., D, K]) -> Softmax
-    -> MatMul`` with nothing between the first MatMul and the Softmax (the scale was folded into
-    q and k): rknn-toolkit2 2.5.0's rewrite ``fuse_matmul_softmax_matmul_to_sdpa`` raises on it
-    and the build fails (the same chain with 8 or 16 queries builds). Returns the first MatMuls."""
+def _constant_query_attention(graph: Any) -> list[str]:
+    """Attention whose queries are constants (learned queries: DETR's decoder cross-attention, AIMv2's
+    attention pooling): ``MatMul(q, k) [-> Mul|Div scale] [-> Add mask] -> Softmax -> MatMul`` with q
+    depending on no graph input and k on one. rknn-toolkit2 2.5.0's rewrite ``fuse_matmul_softmax_matmul_to_sdpa``
+    raises on it, with any number of queries (probe family ``x.MatMul.ctx=sdpa_query``); the same
+    attention with queries computed from an input builds. Returns the first MatMuls."""
     out = []
     for n in graph.nodes:
         if n.graph or n.op_type != "Softmax" or not n.inputs:
             continue
         prev = _producer(graph, n.inputs[0])
-        if prev is None or prev.op_type != "MatMul":
+        while prev is not None and prev.op_type in ("Mul", "Div", "Add") and prev.inputs:
+            prev = _producer(graph, prev.inputs[0])
+        if prev is None or prev.op_type != "MatMul" or len(prev.inputs) < 2 or _from_graph_input(graph, prev.inputs[0]):
             continue
-        q = graph.tensor(prev.inputs[0])
-        if q is None or not q.shape or len(q.shape) < 2 or q.shape[-2] != 1:
-            continue
+        if not _from_graph_input(graph, prev.inputs[1]):
+            continue  # constant keys too: the whole attention is folded at compile time
         if any(graph.nodes[c].op_type == "MatMul" for c in graph.consumers.get(n.outputs[0], [])):
             out.append(prev.name)
     return out
@@ -124,9 +131,9 @@ def _single_query_attention(graph: Any) -> list[str]:
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "resize_cubic", _resize_cubic,
      "a Resize with mode='cubic' of an activation crashes rknn-toolkit2 2.5.0 while it emits code (SIGSEGV)"),
-    ("rknn", "single_query_attention", _single_query_attention,
-     "MatMul([..,1,D]x[..,D,K]) -> Softmax -> MatMul (one query, no scale between MatMul and "
-     "Softmax): rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),
+    ("rknn", "constant_query_attention", _constant_query_attention,
+     "MatMul(q, k) [-> scale] [-> mask] -> Softmax -> MatMul with constant (learned) queries: "
+     "rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
@@ -269,14 +276,16 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
 def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scored = [r for r in recs if r.get("built")]
     invalid = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] == "invalid_model"]
-    rejected = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] != "invalid_model"]
+    timed_out = [r for r in recs if r.get("status") == TIMEOUT]
+    rejected = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] != "invalid_model"
+                and r.get("status") != TIMEOUT]
     tp, fp, fn, tn = (sum(r.get(k, 0) for r in scored) for k in ("tp", "fp", "fn", "tn"))
     n = tp + fp + fn + tn
     pred_rej = sum(1 for r in rejected if r["rejection"]["static_predicts_rejection"])
     false_rej = sum(1 for r in scored if r.get("static_verdict") == "unsupported")
     return {
         "files": len(recs), "architectures": len({r["arch"] for r in recs}),
-        "built": len(scored), "rejected": len(rejected), "invalid_files": len(invalid),
+        "built": len(scored), "rejected": len(rejected), "invalid_files": len(invalid), "timed_out": len(timed_out),
         "rejections_explained": sum(1 for r in rejected if r["rejection"]["pattern"] != "unexplained"),
         "rejections_predicted": pred_rej,
         "static_says_rejected_but_builds": false_rej,
@@ -316,8 +325,9 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
                     examples[key].append(f"{r['arch']}.{r['exporter']}:{d['node']}")
         rejections: Counter[tuple[str, str]] = Counter()
         rej_examples: dict[tuple[str, str], list[str]] = defaultdict(list)
+        timeouts = sorted(f"{r['arch']}.{r['exporter']}" for r in recs if r.get("status") == TIMEOUT)
         for r in recs:
-            if not r.get("built"):
+            if not r.get("built") and r.get("status") != TIMEOUT:
                 rj = r["rejection"]
                 key = (r["status"], rj["pattern"] if rj["pattern"] != "unexplained" else "unexplained: " + rj["message"][:120])
                 rejections[key] += 1
@@ -331,6 +341,7 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
                         for k, v in classes.most_common()],
             "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
                            for k, v in rejections.most_common()],
+            "timed_out": timeouts,
             "patterns_matching_built_models": dict(Counter(p for r in recs for p in r.get("pattern_hits", ()))),
         }
     return out
@@ -356,6 +367,10 @@ def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
             lines += ["", f"Models {target} rejects (status, pattern):", ""]
             for rj in t["rejections"]:
                 lines.append(f"- {rj['models']} x {rj['status']} {rj['pattern']} (e.g. {'; '.join(rj['examples'][:3])})")
+        if t.get("timed_out"):
+            lines += ["", f"Compiles that ran out of their time budget ({len(t['timed_out'])}; not scored, not "
+                      "rejections: re-run with `compile --retry-timeouts --timeout 1200`): "
+                      + ", ".join(t["timed_out"])]
         wide = t.get("patterns_matching_built_models") or {}
         if wide:
             lines += ["", "Rejection patterns that also match models the compiler builds (too wide): "

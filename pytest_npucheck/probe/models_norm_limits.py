@@ -46,6 +46,14 @@ NORM_DIV = (
     ("grn.mlp.reciprocal", {"src": "linear", "tail": "linear", "div": "reciprocal"}),
     ("x_over_mean.mlp", {"src": "linear", "tail": "linear", "norm": "none"}),
     ("l2_over_max.mlp", {"src": "linear", "tail": "linear", "reduce": "ReduceMax"}),
+    # the torch.nn zoo's GRN (nn_grn): channels last between two permutes of a Conv's map, by size
+    ("grn.nhwc.to_nchw.c=16.hw=32", {"c": 16, "hw": 32, "tail": "nchw"}),
+    ("grn.nhwc.to_nchw.c=16.hw=8", {"c": 16, "hw": 8, "tail": "nchw"}),
+    ("grn.nhwc.to_nchw.c=32.hw=8", {"tail": "nchw"}),
+    ("grn.nhwc.to_nchw.c=32.hw=32", {"hw": 32, "tail": "nchw"}),
+    ("grn.nhwc.c=16.hw=32", {"c": 16, "hw": 32}),
+    ("grn.nhwc.c=32.hw=32", {"hw": 32}),
+    ("grn.nhwc.c=32.hw=16", {"hw": 16}),
 )
 
 
@@ -98,6 +106,9 @@ def _norm_div(layout: str = "nhwc", norm: str = "l2", reduce: str = "ReduceMean"
     if tail == "linear":  # ConvNeXt-V2's pwconv2: channels-last Linear back to the block width
         n = gb.node("Add", [gb.node("MatMul", [n, gb.weight([c, 32])], name="post_pw2"), gb.weight([32])],
                     name="post_bias")
+    if tail == "nchw":  # back to channels first, as the graph output
+        gb.output(gb.node("Transpose", [n], perm=[0, 3, 1, 2], name="post_nchw"))
+        return gb
     gb.output(gb.node("Relu", [n], name="post_relu"))
     return gb
 

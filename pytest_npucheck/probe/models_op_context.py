@@ -216,6 +216,31 @@ def transpose6_extra(c: Collector) -> None:
                    attributes={"perm": perm})
 
 
+#: (perm, shape): how many blocks of axes a rank-6 permutation moves once size-1 axes are dropped
+#: and axes that stay neighbours merged (rule transpose_blocks): Hiera's q/k/v split (size-1 axes,
+#: 4 blocks) and unroll (5 blocks), the same perms without size-1 axes, 3- and 4-block perms at batch 2
+TRANSPOSE6_BLOCKS = (
+    ([3, 0, 4, 2, 1, 5], [1, 64, 49, 3, 1, 32]),
+    ([3, 0, 4, 2, 1, 5], [1, 16, 49, 3, 1, 16]),
+    ([3, 0, 4, 2, 1, 5], [2, 4, 6, 3, 2, 8]),
+    ([0, 2, 4, 1, 3, 5], [1, 28, 2, 28, 2, 32]),
+    ([0, 2, 4, 1, 3, 5], [2, 4, 2, 4, 2, 8]),
+    ([2, 3, 0, 1, 4, 5], [2, 3, 4, 5, 6, 8]),
+    ([4, 5, 2, 3, 0, 1], [2, 3, 4, 5, 6, 8]),
+    ([0, 1, 3, 2, 4, 5], [2, 2, 4, 2, 4, 8]),
+    ([0, 1, 3, 2, 5, 4], [1, 1, 4, 4, 4, 32]),
+    ([0, 3, 1, 4, 2, 5], [1, 4, 1, 4, 2, 8]),
+)
+
+
+def transpose6_blocks_extra(c: Collector) -> None:
+    """Rank-6 transposes by the number of axis blocks they move (TRANSPOSE6_BLOCKS)."""
+    for perm, shape in TRANSPOSE6_BLOCKS:
+        _chain(c, "x.Transpose.perm=%s.shape=%s.f32.r6" % ("_".join(map(str, perm)), "_".join(map(str, shape))),
+               "Transpose", shape, lambda gb, y, perm=perm: gb.node("Transpose", [y], perm=perm),
+               attributes={"perm": perm})
+
+
 # ------------------------------------------------------------------------------------------------
 # int64 Unsqueeze (attention masks, timesteps) and scalar-numerator Div (RMSNorm rsqrt)
 # ------------------------------------------------------------------------------------------------
@@ -740,7 +765,7 @@ def rnn_head_extra(c: Collector) -> None:
 
 
 FAMILIES: list[Callable[[Collector], None]] = [cast_extra, pad_extra, depth_to_space_extra, einsum_extra,
-                                                expand_extra, transpose6_extra,
+                                                expand_extra, transpose6_extra, transpose6_blocks_extra,
                                                 int_and_div_extra, glue_extra, context_extra, ir_extra, instance_norm_extra,
                                                 transpose_net_extra, gelu_order_extra, roll_extra,
                                                 roll_layout_extra, layout_reach_extra,

@@ -101,6 +101,8 @@ def _dim_words(params: Mapping[str, Any]) -> dict[str, str]:
     parts = [f"in {fmt_range(lo, hi)}"] if lo is not None or hi is not None else []
     if step:
         parts.append(f"a multiple of {step}")
+    if params.get("not_multiple_of"):
+        parts.append(f"not a multiple of {params['not_multiple_of']}")
     return {"dim_text": " and ".join(parts) or f"in {fmt_range(lo, hi)}"}
 
 
@@ -108,6 +110,7 @@ def _dim_words(params: Mapping[str, Any]) -> dict[str, str]:
 def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """{which} dimension {axis} must be {dim_text}."""
     lo, hi, step = params.get("min"), params.get("max"), params.get("multiple_of")
+    avoid = params.get("not_multiple_of")
     axis = params["axis"]
     bad, unknown = [], []
     for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
@@ -128,6 +131,8 @@ def rule_dim(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Op
                 bad.append(f"{label} dim {a} is {d}, outside {fmt_range(lo, hi)}")
             elif step and d % step:
                 bad.append(f"{label} dim {a} is {d}, not a multiple of {step}")
+            elif avoid and d % avoid == 0:
+                bad.append(f"{label} dim {a} is {d}, a multiple of {avoid}")
     return _failed(bad, unknown)
 
 
@@ -436,6 +441,48 @@ def rule_const_input(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
             if info is None or not info.const:
                 bad.append(f"input {i} '{node.inputs[i]}' is computed at run time, not a constant")
     return "; ".join(bad) or None
+
+
+@rule("computed_input", "constant", reads_values=False)
+def rule_computed_input(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input {index} must be computed at run time (not a constant, nor folded into one)."""
+    bad = []
+    for i in _indices(params):
+        if i < len(node.inputs) and node.inputs[i]:
+            info = graph.tensor(node.inputs[i])
+            if info is not None and info.const:
+                bad.append(f"input {i} '{node.inputs[i]}' is a constant")
+    return "; ".join(bad) or None
+
+
+@rule("gathernd_in_order", "constant")
+def rule_gathernd_in_order(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the constant indices pick every element of the data once, in order (the GatherND is a reshape)."""
+    data = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    name = node.inputs[1] if len(node.inputs) > 1 else ""
+    idx = graph.tensor(name) if name else None
+    if idx is None or not idx.const:
+        return f"indices '{name}' are computed at run time, not a constant"
+    if int(node.attrs.get("batch_dims", 0) or 0):
+        return f"batch_dims={node.attrs.get('batch_dims')}"
+    if data is None or data.shape is None or idx.shape is None or not all(isinstance(d, int) for d in data.shape):
+        return ShapeUnknown(f"indices '{name}': the checker could not infer the data's static shape")
+    if not idx.shape or idx.shape[-1] != len(data.shape):
+        return f"indices '{name}' of shape {_fmt_shape(idx.shape)} do not address single elements of the rank-{len(data.shape)} data"
+    if idx.value is None:
+        return f"indices '{name}' are a constant whose values are not known statically"
+    rank = len(data.shape)
+    picks = [tuple(idx.value[i:i + rank]) for i in range(0, len(idx.value), rank)]
+    expected = [tuple(int(x) for x in p) for p in _row_major(data.shape)]
+    if [tuple(int(x) for x in p) for p in picks] != expected:
+        return f"indices '{name}' do not pick the {math.prod(data.shape)} elements of the data in order"
+    return None
+
+
+def _row_major(shape: Sequence[int]) -> list[tuple[int, ...]]:
+    import itertools
+
+    return list(itertools.product(*(range(d) for d in shape)))
 
 
 @rule("const_value_range", "constant")

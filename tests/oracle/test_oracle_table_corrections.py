@@ -121,3 +121,21 @@ def test_rknn_merges_the_mask_lookup_chain_into_one_reshape_on_its_last_op(tmp_p
         else:  # one merged int64 Reshape on the CPU for the whole chain, counted on its last op
             assert real["focus_reshape"] == "cpu" and len(int64_rows) == 1
             assert all(real[n] == "npu" for n in layout if n != "focus_reshape")
+
+def test_rknn_predicted_rejections(tmp_path):
+    """LayerNorm over (C, H, W) with H a multiple of 8, BatchNormalization in training mode and
+    attention with constant queries fail build(); the neighbouring forms the table keeps build."""
+    from pytest_npucheck.probe.models_rejections import (_bn_training, _const_query_attention, _layernorm_axes,
+                                                          _qkv_split)
+
+    models = {"ln_h16": _layernorm_axes([1, 8, 16, 16], 1), "ln_h12": _layernorm_axes([1, 4, 12, 4], 1),
+              "bn_train": _bn_training(), "bn_eval": _bn_training(outputs=1, src="conv", training=0),
+              "q_const": _const_query_attention(n=1, mask="none"), "q_input": _const_query_attention(q="input"),
+              "split_gemm": _qkv_split(), "split_matmul": _qkv_split(proj="matmul")}
+    jobs = [{"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()]
+    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
+    for k in ("ln_h16", "bn_train", "q_const", "split_gemm"):
+        assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
+    for k in ("ln_h12", "bn_eval", "q_input", "split_matmul"):
+        assert res[k].status == "ok", (k, res[k].status, res[k].message)
+    assert "Training mode" in res["bn_train"].message

@@ -115,6 +115,8 @@ def test_rknn_batch_axis_expand(catalog, src, shape, want):
     ({"tail": "linear"}, "cpu"),
     ({"src": "linear", "c": 128}, "npu"),                     # GRN ending in a Relu
     ({"src": "linear", "tail": "linear", "norm": "none"}, "npu"),  # x / mean(x) of the whole tensor
+    ({"c": 16, "hw": 32, "tail": "nchw"}, "cpu"),             # nn_grn: transposed back to channels first
+    ({"c": 16, "hw": 32}, "npu"),                             # the same sizes ending in a Relu
 ])
 def test_rknn_grn_div_into_a_matmul(catalog, kw, want):
     from pytest_npucheck.probe.models_norm_limits import _norm_div
@@ -122,7 +124,7 @@ def test_rknn_grn_div_into_a_matmul(catalog, kw, want):
     verdict, why = verdicts(catalog, RKNN, _norm_div(**kw))["focus_div"]
     assert verdict == want, why
     if want == "cpu":
-        assert "feeds" in why and "MatMul 'post_pw2'" in why
+        assert "feeds" in why and ("MatMul 'post_pw2'" in why or "Transpose 'post_nchw'" in why)
 
 
 # -- RKNN 2.5.0 / rk3588: the Reshape the compiler swaps in front of an integer mask op -----------
@@ -310,3 +312,108 @@ def test_corrected_tables_are_revision_2_with_errata(rel, ops):
 def test_tables_not_probed_again_stay_revision_1(rel):
     doc = json.loads((bundled_tables_dir() / rel).read_text(encoding="utf-8"))
     assert doc.get("revision", 1) == 1 and not doc.get("errata")
+
+
+# -- RKNN 2.5.0 / rk3588: predicted rejections (issue 22 item 4) -----------------------------------
+
+@pytest.mark.parametrize("shape,axis,want", [
+    ([1, 16, 16, 16], 1, "unsupported"),  # nn_layernorm_chw: LayerNorm([C, H, W]) after a Conv
+    ([1, 8, 16, 16], -3, "unsupported"),
+    ([1, 4, 24, 4], 1, "unsupported"),    # H a multiple of 8
+    ([1, 1, 4, 4], 1, "unsupported"),     # one channel: another rewrite fails
+    ([1, 8, 8, 8], 0, "unsupported"),     # all four axes, batch 1
+    ([1, 4, 12, 4], 1, "npu"),            # H not a multiple of 8
+    ([1, 8, 16, 1], 1, "npu"),            # W = 1
+    ([2, 16, 16, 16], 1, "npu"),          # batch 2
+    ([1, 8, 32, 32], 2, "npu"),           # over (H, W)
+    ([1, 8, 8, 16, 16], 1, "npu"),        # rank 5
+])
+def test_rknn_layernorm_over_channels_and_space(catalog, shape, axis, want):
+    from pytest_npucheck.probe.models_rejections import _layernorm_axes
+
+    v = verdicts(catalog, RKNN, _layernorm_axes(shape, axis))
+    assert v["focus_ln"][0] == want, v["focus_ln"]
+    if want == "unsupported":
+        assert "the compiler rejects the model" in v["focus_ln"][1]
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "unsupported"),                                    # BiT: folded (a constant weight), still refused
+    ({"src": "conv"}, "unsupported"),                       # fused into the Conv, still refused
+    ({"outputs": 1, "src": "conv", "training": 0}, "folded"),
+    ({"outputs": 1, "training": 0}, "folded"),
+])
+def test_rknn_batchnorm_training_mode_is_refused_even_when_folded(catalog, kw, want):
+    from pytest_npucheck.probe.models_rejections import _bn_training
+
+    v = verdicts(catalog, RKNN, _bn_training(**kw))
+    assert v["focus_bn"][0] == want, v["focus_bn"]
+    if want == "unsupported":
+        assert "training_mode=1" in v["focus_bn"][1]
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({}, "unsupported"),                                    # DETR's decoder cross-attention
+    ({"mask": "none"}, "unsupported"),                      # the sdpa_mul pattern would fuse it
+    ({"mask": "none", "scale": False}, "unsupported"),
+    ({"n": 1, "mask": "none"}, "unsupported"),              # AIMv2's attention pooling
+    ({"q": "proj_const"}, "unsupported"),                   # the projection of a constant is folded
+    ({"q": "input"}, "npu"),
+    ({"q": "input", "n": 1, "mask": "none"}, "npu"),
+    ({"q": "const_plus_input"}, "npu"),
+    ({"kv": "const"}, "folded"),                           # constant keys too: the whole attention folds
+])
+def test_rknn_attention_with_constant_queries_is_rejected(catalog, kw, want):
+    from pytest_npucheck.probe.models_rejections import _const_query_attention
+
+    gb = _const_query_attention(**kw)
+    res = match(facts_from_model(gb.build()), catalog.table(RKNN))
+    node = next(n for n in res.nodes if n.name == "focus_scores")
+    assert node.verdict == want, [r.message for r in node.reasons]
+    assert (res.verdict == "unsupported") == (want == "unsupported")
+
+
+@pytest.mark.parametrize("perm,shape,want", [
+    ([3, 0, 4, 2, 1, 5], [1, 64, 49, 3, 1, 32], "npu"),   # Hiera's q/k/v split: 4 blocks once size-1 axes go
+    ([3, 0, 4, 2, 1, 5], [2, 4, 6, 3, 2, 8], "cpu"),      # the same perm over six non-1 axes: 6 blocks
+    ([2, 3, 0, 1, 4, 5], [2, 3, 4, 5, 6, 8], "npu"),      # 3 blocks
+    ([0, 1, 3, 2, 5, 4], [1, 4, 4, 4, 4, 32], "cpu"),     # two swaps: 5 blocks
+    ([0, 1, 3, 2, 5, 4], [1, 1, 4, 4, 4, 32], "npu"),     # the same with one more size-1 axis: 4
+])
+def test_rknn_rank6_transpose_by_blocks_moved(catalog, perm, shape, want):
+    from onnx import TensorProto, helper
+
+    from pytest_npucheck.graph import facts_from_model
+
+    g = helper.make_graph([helper.make_node("Transpose", ["x"], ["y"], name="t", perm=perm)], "t",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    res = match(facts_from_model(model), catalog.table(RKNN))
+    assert {n.name: n.verdict for n in res.nodes}["t"] == want
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({"data": "float"}, "npu"),                      # in order: the Reshape it becomes, on the NPU
+    ({"data": "float", "rows": 2}, "npu"),
+    ({"data": "float", "order": "reversed"}, "cpu"),  # a real lookup: a CPU GatherND
+    ({"data": "float", "order": "repeat"}, "cpu"),
+    ({}, "cpu"),                                      # the dynamo padding mask behind an int64 Cast: the mask swap
+    ({"order": "reversed"}, "cpu"),
+])
+def test_rknn_gathernd_in_order_is_a_reshape(catalog, kw, want):
+    from pytest_npucheck.probe.models_gathernd_reshape import _lookup
+
+    v = verdicts(catalog, RKNN, _lookup(**kw))
+    assert v["focus_gathernd"][0] == want, v["focus_gathernd"]
+
+
+@pytest.mark.parametrize("kw", [{}, {"h": 1}, {"mask": True}, {"proj": "matmul"}, {"proj": "input"}, {"attn": False}])
+def test_rknn_qkv_split_of_a_reshaped_gemm_stays_on_the_npu(catalog, kw):
+    """GPT-1's Gemm -> Reshape -> Split -> attention makes build() fail in the probes (the oracle test shows
+    it), but GPT-2 (GPT-SW3) has the same form and builds: with nothing found that tells them apart, the
+    table does not predict the rejection (a rule shaped to GPT-1 would reject every GPT-2)."""
+    from pytest_npucheck.probe.models_rejections import _qkv_split
+
+    v = verdicts(catalog, RKNN, _qkv_split(**kw))
+    assert v["focus_split"][0] == "npu", v["focus_split"]

@@ -541,3 +541,40 @@ def test_nonempty_flags_empty_activations_not_empty_constants():
     g = facts_from_model(gb.build())
     assert rule.check(g.nodes[0], inp, g) is None
     assert rule.describe(out) == "every output must not be empty (no dim of size 0; constant inputs excepted)."
+
+def test_computed_input_and_dim_not_multiple_of():
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    m = make_model([helper.make_node("MatMul", ["q", "x"], ["s"], name="qk"),
+                    helper.make_node("MatMul", ["x", "w"], ["p"], name="proj")],
+                   [("x", (1, 8, 16, 16))], ["s", "p"],
+                   initializers=[const("q", np.ones((1, 8, 4, 16), "float32")),
+                                 const("w", np.ones((16, 16), "float32"))])
+    g = facts_from_model(m)
+    qk, proj = (next(n for n in g.nodes if n.name == name) for name in ("qk", "proj"))
+    rule = RULES["computed_input"]
+    assert rule.check(qk, {"index": 0}, g) == "input 0 'q' is a constant"
+    assert rule.check(proj, {"index": 0}, g) is None
+    assert rule.check(proj, {"index": 1}, g) == "input 1 'w' is a constant"
+    assert rule.describe({"index": 0}) == "input 0 must be computed at run time (not a constant, nor folded into one)."
+    dim = RULES["dim"]
+    assert dim.check(proj, {"axis": 2, "not_multiple_of": 8}, g) == "input 0 'x' dim 2 is 16, a multiple of 8"
+    assert dim.check(proj, {"axis": 1, "not_multiple_of": 3}, g) is None
+    assert "not a multiple of 8" in dim.describe({"axis": 2, "not_multiple_of": 8})
+
+
+def test_gathernd_in_order_reads_the_constant_indices():
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def gathernd(pairs):
+        idx = np.array(pairs, "int64").reshape(1, 1, 1, len(pairs), 2)
+        m = make_model([helper.make_node("GatherND", ["x", "i"], ["y"], name="g")], [("x", (1, 4))], ["y"],
+                       initializers=[const("i", idx)])
+        g = facts_from_model(m)
+        return RULES["gathernd_in_order"].check(g.nodes[0], {}, g)
+
+    assert gathernd([(0, 0), (0, 1), (0, 2), (0, 3)]) is None
+    assert gathernd([(0, 3), (0, 2), (0, 1), (0, 0)]) == "indices 'i' do not pick the 4 elements of the data in order"
+    assert gathernd([(0, 0), (0, 1)]) == "indices 'i' do not pick the 4 elements of the data in order"

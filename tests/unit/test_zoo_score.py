@@ -3,6 +3,7 @@ rewrite trace it relies on: tiny ONNX graphs and compiler records, no toolchain,
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import helper
 
 from conftest import const, make_model
@@ -81,15 +82,20 @@ def test_rejection_patterns_name_the_node(save):
     assert zoo_score.explain_rejection("qnn", rmsnorm(False), "Failed to finalize")[0] == "unexplained"
 
 
-def test_single_query_attention_only_with_one_query(save):
-    def attention(queries: int):
-        return _graph(save, [helper.make_node("MatMul", ["q", "k"], ["s"], name="qk"),
-                             helper.make_node("Softmax", ["s"], ["p"], name="sm", axis=-1),
-                             helper.make_node("MatMul", ["p", "v"], ["y"], name="pv")],
-                      [("q", [1, 2, queries, 16]), ("k", [1, 2, 16, 4]), ("v", [1, 2, 4, 16])])
+def test_constant_query_attention_with_any_number_of_queries(save):
+    def attention(queries: int, learned: bool):
+        nodes = [helper.make_node("MatMul", ["q", "k"], ["s"], name="qk"),
+                 helper.make_node("Mul", ["s", "scale"], ["m"], name="scale"),
+                 helper.make_node("Softmax", ["m"], ["p"], name="sm", axis=-1),
+                 helper.make_node("MatMul", ["p", "v"], ["y"], name="pv")]
+        inputs = [("k", [1, 2, 16, 4]), ("v", [1, 2, 4, 16])] + ([] if learned else [("q", [1, 2, queries, 16])])
+        inits = [const("scale", np.float32(0.25))] + ([const("q", np.ones((1, 2, queries, 16), "float32"))]
+                                                        if learned else [])
+        return graph_facts(save(make_model(nodes, inputs, ["y"], initializers=inits)))
 
-    assert zoo_score.explain_rejection("rknn", attention(1), "")[:2] == ("single_query_attention", ["qk"])
-    assert zoo_score.explain_rejection("rknn", attention(8), "")[0] == "unexplained"
+    assert zoo_score.explain_rejection("rknn", attention(1, True), "")[:2] == ("constant_query_attention", ["qk"])
+    assert zoo_score.explain_rejection("rknn", attention(10, True), "")[:2] == ("constant_query_attention", ["qk"])
+    assert zoo_score.explain_rejection("rknn", attention(1, False), "")[0] == "unexplained"
 
 
 def test_rejection_from_rknns_rule_trace_and_unknown_attributes(save):
@@ -300,3 +306,21 @@ def test_an_empty_tensor_rknn_calls_abnormal_names_its_producer(save):
     assert (pid, nodes) == ("empty_tensor", ["/m/ConstantOfShape"]) and "(1, 0, 32)" in text
     # a shape without a zero-sized dimension is some other complaint
     assert zoo_score.explain_rejection("rknn", g, message.replace("(1, 0, 32)", "(1, 10, 32)"))[0] != "empty_tensor"
+
+
+def test_a_compile_that_ran_out_of_time_is_neither_a_rejection_nor_scored(save):
+    """A timeout is undecided (a slow build on a loaded machine), counted apart until a longer budget decides."""
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    path = save(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", [1, 4, 8, 8])], ["y"]))
+    ok = zoo_score.score_model(path, table, {"arch": "a", "exporter": "dynamo", "toolchain": "rknn", "status": "ok",
+                                             "rows": [{"op_type": "Relu", "target": "NPU", "full_name": "Relu:relu"}]})
+    slow = zoo_score.score_model(path, table, {"arch": "b", "exporter": "torchscript", "toolchain": "rknn",
+                                               "status": "timeout", "message": "no result after 300 s"})
+    died = zoo_score.score_model(path, table, {"arch": "c", "exporter": "dynamo", "toolchain": "rknn",
+                                               "status": "crashed", "message": "died"})
+    t = zoo_score.summarise([ok, slow, died], {})["targets"]["rknn@2.5.0/rk3588"]
+    assert (t["all"]["files"], t["all"]["built"], t["all"]["rejected"], t["all"]["timed_out"]) == (3, 1, 1, 1)
+    assert [r["status"] for r in t["rejections"]] == ["crashed"]
+    assert t["timed_out"] == ["b.torchscript"]
+    text = "\n".join(zoo_score.markdown(zoo_score.summarise([ok, slow, died], {})))
+    assert "ran out of their time budget (1; not scored, not rejections" in text and "b.torchscript" in text

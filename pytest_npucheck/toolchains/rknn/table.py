@@ -48,9 +48,11 @@ DOC = "doc:rknn-op-support-2.3.2"
 
 
 def C(rule: str, probes: Sequence[str] = (), else_: str = "cpu", note: str | None = None,
-      source: str | None = None, **params: Any) -> dict[str, Any]:
+      source: str | None = None, before_rewrites: bool = False, **params: Any) -> dict[str, Any]:
     """A constraint; ``probes`` are probe-id regexes (expanded against the results)."""
     c: dict[str, Any] = {"rule": rule, "params": params, "else": else_, "_probes": list(probes)}
+    if before_rewrites:
+        c["before_rewrites"] = True
     if note:
         c["note"] = note
     if source:
@@ -75,6 +77,12 @@ def E(status: str, *constraints: dict[str, Any], note: str | None = None,
 
 FLOATS = ["float32", "float16"]
 
+#: alternatives of the LayerNormalization rules: not a rank-4 input, or a batch of two or more
+_NOT_RANK4 = {"rule": "any_of", "params": {"constraints": [
+    {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
+    {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 5}}]}}
+_BATCH2 = {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}
+
 #: CRNN's classifier behind an RNN: Reshape <- Gemm <- (layout ops) <- LSTM/GRU/RNN
 _RNN_CHAIN = {"index": 0, "chain": ["Gemm", ["GRU", "LSTM", "RNN"]],
               "skip": ["Flatten", "Reshape", "Squeeze", "Transpose", "Unsqueeze"]}
@@ -90,8 +98,6 @@ _RNN_HEAD_NOTE = ("behind an LSTM or GRU the compiler runs the per-step classifi
                   "a convolution; the Reshape of its (T, N) result back to (T, 1, N) ran on the CPU when N, the "
                   "class count, was not a multiple of %d (CRNN's 37 classes), whatever read it")
 
-#: rank-6 Transpose perms that ran on the NPU (x.Transpose.perm=*.r6): one adjacent swap.
-TRANSPOSE6_NPU = [[0, 1, 3, 2, 4, 5], [0, 2, 1, 3, 4, 5], [0, 1, 2, 4, 3, 5]]
 
 #: Einsum equations that ran on the NPU (probes Einsum.eq=*, x.Einsum.*.spaces=no/arrow/comma).
 EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "bij->bji",
@@ -214,14 +220,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "SIGFPE - an integer division by zero in its own test data, not a limit of "
                     "the op (errata)"),
              C("any_of", [r"x\.Div\.ctx=norm_div\."],
-               constraints=[{"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": ["Add", "Mul"]}},
+               constraints=[{"rule": "feeds_not", "params": {"path": [["MatMul", "Transpose"]], "skip": ["Add", "Mul"]}},
                             {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                             {"rule": "producer_not", "params": {"index": 0, "chain": [
                                 ["ReduceL2", "ReduceMax", "ReduceMean", "ReduceSum", "Sqrt"]]}}],
                note="Global Response Normalisation (ConvNeXt-V2: the spatial L2 norm of each channel divided "
                     "by its mean over the channels) runs its Div on the CPU when the normalised tensor goes "
                     "on into a MatMul (the block's pwconv2, through the gamma/beta Mul/Add and the residual): "
-                    "a Div of a reduced per-channel vector (size 1 on axis 1) by another; the same GRN ending "
+                    "a Div of a reduced per-channel vector (size 1 on axis 1) by another; so does a GRN whose "
+                    "result is transposed back to channels first (the torch.nn zoo's GRN between two permutes; "
+                    "at 16 and 32 channels, 8 x 8 and 32 x 32 maps); the same GRN ending "
                     "in a Relu, and x / mean(x) of the full tensor, ran on the NPU (x.Div.ctx=norm_div.*)"),
              C("rank", [r"Div\.a=const_scalar", r"x\.Div\.a=const_scalar"], tensor="input",
                index=0, min=1,
@@ -289,6 +297,18 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], "unsupported", tensor="input",
                          index=0, allowed=FLOATS,
                          note="an int64 MatMul crashed the compiler ('Unsupport type bits 64')"),
+                C("any_of", [r"x\.MatMul\.ctx=sdpa_query\."], "unsupported", before_rewrites=True,
+                  constraints=[{"rule": "computed_input", "params": {"index": 0}},
+                               {"rule": "const_input", "params": {"index": 1}},
+                               {"rule": "feeds_not", "params": {"path": ["Softmax", "MatMul"],
+                                                                "skip": ["Add", "Div", "Mul"]}}],
+                  note="attention whose queries are constants (learned queries: DETR's decoder cross-attention, "
+                       "AIMv2's attention pooling; a constant, or the projection of one, folded) makes build() "
+                       "fail: rewrite fuse_matmul_softmax_matmul_to_sdpa raises ('inputs or outputs must be "
+                       "set') on MatMul(q, k) [-> Mul scale] [-> Add mask] -> Softmax -> MatMul, with 1, 10 or "
+                       "16 queries, 1 or 2 heads, with and without the mask and the scale; the same attention "
+                       "with queries computed from an input (also a constant plus the input) runs on the NPU "
+                       "(exSDPAttention); with constant keys too the whole attention is folded"),
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
@@ -316,17 +336,41 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                    "but the convolution itself runs on the NPU; the 1.4.0 "
                                    "doc's stride in {2,4,8} is not a placement limit."),
     # -- normalisation -----------------------------------------------------------------------------
-    "BatchNormalization": E("npu", probes=[r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
-                            note="folded into a preceding Conv/Gemm (fuse_conv_bn)."),
+    "BatchNormalization": E(
+        "npu",
+        C("attr_in", [r"x\.BatchNormalization\.ctx=train="], "unsupported", before_rewrites=True,
+          attr="training_mode", values=[0],
+          note="training_mode=1 (what TorchScript writes for F.batch_norm(..., training=True), e.g. BiT's "
+               "weight standardisation of its Conv weights) makes build() fail ('is in Training mode, which "
+               "is not supported'), with one output or three, of a weight or of an activation"),
+        probes=[r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
+        note="folded into a preceding Conv/Gemm (fuse_conv_bn)."),
     "InstanceNormalization": E("npu"),
     "LpNormalization": E("npu"),
     "LayerNormalization": E(
         "npu",
         C("input_count", [r"LayerNormalization\.axis=m1\.bias=no"], "unsupported", min=3,
           note="a LayerNormalization without bias input makes build() fail"),
+        C("any_of", [r"LayerNormalization\.axis=0\.", r"x\.LayerNormalization\.ctx=axes\.axis=0\."], "unsupported",
+          constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [1, 2, 3]}}, _BATCH2],
+          note="a LayerNormalization over all four axes of a batch-1 rank-4 tensor makes build() fail "
+               "(rewrite swap_reshape_norm: 'cannot reshape array of size N*C*H*W into shape (1, N, 1, 1)')"),
+        C("any_of", [r"LayerNormalization\.axis=1\.f32\.r4", r"x\.LayerNormalization\.ctx=axes\.axis=(1|m3)\."],
+          "unsupported",
+          constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [0, 2, 3]}}, _BATCH2,
+                       {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 2, "not_multiple_of": 8}},
+                       {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 3, "max": 1}}],
+          note="a LayerNormalization over (C, H, W) of a batch-1 rank-4 tensor (torch's nn.LayerNorm([C, H, "
+               "W]) after a Conv) makes build() fail when H is a multiple of 8 and W >= 2 (rewrite "
+               "swap_reshape_norm: 'cannot reshape array of size C*H*W into shape (1, C, H, 1)'; H = 8, 16, 24, "
+               "32, 40, 56 failed); H = 2, 4 ... 7, 9, 12, 14, W = 1 or batch 2 build and run on the NPU"),
+        C("any_of", [r"x\.LayerNormalization\.ctx=axes\.axis=(1|m3)\."], "unsupported",
+          constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [0, 2, 3]}}, _BATCH2,
+                       {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}}],
+          note="the same over (1, H, W) (one channel) makes build() fail in another rewrite "
+               "(squeeze_to_4d_relu, convert_identity_to_reshape) at any H and W"),
         probes=[r"pattern\.layernorm_decomposed"],
-        note="compiled to exNorm. Not expressible here: axis=1 on a rank-4 input (normalising "
-             "C,H,W) and the 3-output form make build() fail (errata)."),
+        note="compiled to exNorm. Not expressible here: the 3-output form makes build() fail (errata)."),
     "GroupNormalization": E("cpu", note="the opset-18 form runs on the CPU; the opset-21 form "
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
@@ -486,13 +530,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                             constraints=[
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0,
                                                             "max": 5}},
-                                {"rule": "attr_in", "params": {"attr": "perm",
-                                                               "values": TRANSPOSE6_NPU}}],
-                            note="rank-6 transposes run on the CPU, except those swapping one "
-                                 "pair of neighbouring axes (Swin window partition/reverse, "
-                                 "perm 0,1,3,2,4,5), which ran on the NPU for every probed "
-                                 "shape; two swaps (0,1,3,2,5,4) or pixel-shuffle-like perms "
-                                 "ran on the CPU"),
+                                {"rule": "transpose_blocks", "params": {"max": 4}}],
+                            note="a rank-6 transpose runs on the NPU when it moves at most 4 blocks of "
+                                 "axes once size-1 axes are dropped and axes that stay neighbours are "
+                                 "merged (Swin's window partition/reverse, perm 0,1,3,2,4,5; Hiera's q/k/v "
+                                 "split, perm 3,0,4,2,1,5 on (1, N, T, 3, 1, d); 3-block perms at batch 2), "
+                                 "else on the CPU (two swaps 0,1,3,2,5,4 of six non-1 axes, pixel-shuffle-"
+                                 "like perms, Hiera's q/k/v perm without size-1 axes). Not expressed: "
+                                 "Hiera's unroll (perm 0,2,4,1,3,5 of (1, H/s, s, W/s, s, C), 5 blocks) "
+                                 "runs on the NPU as exWindow between its Reshapes"),
                    C("any_of", [r"x\.Transpose\.perm=0_2_1\.ctx=gemm_reshape"],
                      constraints=[{"rule": "producer_not", "params": {"index": 0,
                                                                       "chain": ["Reshape", "Gemm"]}},
@@ -512,7 +558,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "fused into an NPU ConvTranspose (errata); torch exports PixelShuffle "
                         "as DepthToSpace."),
     "Concat": E("npu", probes=[r"pattern\.focus", r"pattern\.fpn"]),
-    "Split": E("npu"),
+    "Split": E("npu",
+               note="not expressed (a rule would be shaped to one model): the q/k/v Split of a fused projection "
+                    "written as Gemm -> Reshape (GPT-1's Conv1D as TorchScript exports it) that feeds an attention "
+                    "made build() fail in the probes (x.Split.ctx=qkv_heads.*: rewrite "
+                    "fuse_multihead_attention_reshape_to_gather_split raises 'assignment destination is "
+                    "read-only', 1 or 2 heads, 16 or 64 tokens, scaled and masked or not), but held-out GPT-SW3 "
+                    "(GPT-2, TorchScript) has the same Gemm -> Reshape -> Split -> attention and builds; what "
+                    "tells them apart is not found, so the table keeps the Split on the NPU (held-out GPT-1 is a "
+                    "rejection it does not predict)"),
     "Slice": E("npu",
                C("const_input", [r"Slice\.starts=dyn"], "unsupported", index=[1, 2, 3, 4],
                  note="non-constant starts/ends/axes/steps make build() fail"),
@@ -546,7 +600,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="constant indices are lowered to NPU Slice/Conv."),
     "GatherElements": E("npu", C("const_input", [r"GatherElements\.axis=\w+\.idx=dyn"], index=1,
                                  note="non-constant indices run on the CPU")),
-    "GatherND": E("cpu"),
+    "GatherND": E("npu", C("gathernd_in_order", [r"x\.GatherND\.ctx=lookup\.", r"GatherND\."],
+                           note="a GatherND whose constant indices pick every element of its data once, in "
+                                "order (the dynamo exporter's padding-mask lookup mask[batch_idx, kv_idx]), is "
+                                "rewritten into a Reshape (remove_invalid_gathernd) and runs with its "
+                                "neighbours; indices that reverse, repeat or skip elements, or are computed, "
+                                "keep a CPU GatherND. Indices of more than 64 values are not read by the "
+                                "checker (judged CPU)"),
+                  C("producer_pass", [r"x\.GatherND\.ctx=lookup\.mask\."], index=0, ops=["Cast", "Equal"],
+                    constraint={"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                            "allowed": ["bool", "float16", "float32"]}},
+                    note="the Reshape it becomes follows the Reshape's rule: " + _MASK_SWAP_NOTE + ". The "
+                         "CPU row is named after the GatherND (held-out ALBERT, dynamo) or after the mask "
+                         "input (the probe, OPT), whichever the compiler's rewrite chain kept"),
+                  note="runs on the CPU unless it is a reshape (the constraints)."),
     "ScatterND": E("npu",
                    C("const_input", [r"ScatterND\.idx=dyn"], index=1,
                      note="non-constant indices run on the CPU"),
