@@ -301,14 +301,17 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             C("dtype", [r"q\.ctx\.Cast\.to=int8"], tensor="input", index=0,
               allowed=["float32", "float16", "int32", "int64", "bool", "uint8"],
               note="an int8 input is rejected too ('Failed to create Cast node.')"),
-            C("any_of", [r"Cast\.to=int64\.(f32|bool)\.", r"q\.Cast\.to=int64"],
+            C("any_of", [r"Cast\.to=int64\.(f32|bool)\.", r"q\.Cast\.to=int64",
+                         r"q\.ctx\.Cast\.to=int64", r"q\.Cast\.ctx=int64_readers\.",
+                         r"q\.Pad\.ctx=dtype\.int64\."],
               constraints=[sub("attr_not_in", attr="to", values=[INT64]),
-                           sub("dtype", tensor="input", index=0, allowed=["int32"])],
+                           sub("dtype", tensor="input", index=0, allowed=["int32"]),
+                           sub("not_graph_output")],
               note="a cast to int64 (from anything but int32) whose result is a graph output "
                    "runs on the CPU ('Failed to create Cast node.'); inside a graph it runs on "
-                   "the NPU (q.ctx.Cast.to=int64.*: the QNN EP carries int64 data as int32). "
-                   "The rules cannot tell graph outputs apart, so every such cast is predicted "
-                   "CPU (a false alarm inside a graph rather than a missed fallback)"),
+                   "the NPU whether its reader runs on the NPU (q.ctx.Cast.to=int64.*: the QNN "
+                   "EP carries int64 data as int32) or on the CPU (the int64 Pad of "
+                   "q.Pad.ctx=dtype.int64)"),
             probes=[r"ctx\.Cast", r"q\.ctx\.Cast", r"q\.Cast"],
             note="a float->same-float Cast is removed by onnxruntime (ctx.Cast.to=float32)."),
         "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], tensor="input", index=0,
