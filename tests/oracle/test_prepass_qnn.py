@@ -1,8 +1,8 @@
 """onnxruntime-qnn, live, on the issue-22 classes of the re-run: the QNN tables' pre-passes
 (eliminate_same_type_casts, merge_identical_nodes over chains), the nonempty rules and Hiera's unroll
-agree node by node with the real placement, and a rejected model is rejected; a Cast to int64 leaves the NPU
-only as a graph output (skipped without
-NPUCHECK_QNN_PYTHON; the recorded results of the whole families are checked in tests/tables)."""
+agree node by node with the real placement, and a rejected model is rejected; a Cast to int64 leaves
+the NPU only as a graph output (skipped without NPUCHECK_QNN_PYTHON; the recorded results of the
+whole families are checked in tests/tables)."""
 
 from __future__ import annotations
 
