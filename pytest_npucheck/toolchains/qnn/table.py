@@ -615,7 +615,7 @@ PREPASS_PROBES = {
     "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
     "eliminate_same_type_casts": [r"q\.Cast\.ctx=same_type\."],
     "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\.", r"q\.(NonZero|Relu)\.ctx=duplicate_chain\."],
-    "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop\."],
+    "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop(_datadep)?\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
                        r"ConstantOfShape\.shape=const"],
