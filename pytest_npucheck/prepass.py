@@ -98,9 +98,11 @@ _NEUTRAL = {"Add": (0, (0, 1)), "Mul": (1, (0, 1)), "Sub": (0, (1,)), "Div": (1,
 
 
 def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
-    """Add/Sub of 0 and Mul/Div by 1 are removed when the constant has one element and the other
-    input already has the output's shape (onnxruntime's no-op elimination, probed: on either side
-    of Add and Mul, on the right of Sub and Div; an (8,) tensor of ones is kept)."""
+    """Add/Sub of 0 and Mul/Div by 1 are removed when the constant has one element and no more
+    dimensions than the other input, whose shape is then the output's (onnxruntime's no-op
+    elimination, probed: on either side of Add and Mul, on the right of Sub and Div; an (8,) tensor
+    of ones is kept; the other input's dims may be data-dependent, only its rank counts:
+    q.*.ctx=noop_datadep, a (1, 1, 1) one widening an (N, 8) tensor is kept)."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
         spec = _NEUTRAL.get(node.op_type)
@@ -108,13 +110,12 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
                 or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
             continue
         neutral, positions = spec
-        out = graph.tensor(node.outputs[0])
         for k in positions:
             info = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
             other = graph.tensor(node.inputs[1 - k])
             if info is None or not info.const or info.value is None or len(info.value) != 1 \
-                    or info.value[0] != neutral or other is None or out is None or not other.static \
-                    or other.shape != out.shape:
+                    or info.value[0] != neutral or info.shape is None or other is None or other.shape is None \
+                    or len(info.shape) > len(other.shape):
                 continue
             sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
             pre.folded[node.index] = f"x {sign}: a no-op removed before placement"

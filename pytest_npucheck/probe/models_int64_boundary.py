@@ -10,7 +10,10 @@ producer, read by which CPU consumer, makes the session fail? ``onehot_values_ex
 router's OneHot alone with values of each dtype (the single-op OneHot probe has float32 values;
 ``F.one_hot`` writes int64 ones). ``pad_dtype_extra`` pads input ids as Longformer pads them to its
 attention window (an int64 (1, 16) -> (1, 512) constant Pad with the pad token id), and the same
-Pad of float32 and int32 data.
+Pad of float32 and int32 data. ``cast_int64_readers_extra`` asks where a Cast to int64 runs by what
+reads its result (the Cast entry: a cast to int64 that is a graph output "Failed to create Cast
+node."): LongT5's local-attention mask (a bool mask cast to int64, compared with 0, a Where of two
+float constants), the same cast that is also a graph output, and a float cast read by an int64 Add.
 
 Built with the Collector of probe/builder.py; listed in QNN_FAMILIES, which toolchains/qnn/probe.extra_probes runs.
 """
@@ -109,4 +112,46 @@ def pad_dtype_extra(c: Collector) -> None:
         c.add("q.Pad.ctx=dtype.%s.r2" % dtype, "Pad", _pad(dtype, to), kind="context", focus=["focus_pad"])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [int64_boundary_extra, onehot_values_extra, pad_dtype_extra]
+#: (label, what the int64 cast reads: "bool" (a mask) or "float" (a Floor), its result is a graph output too)
+CAST_READERS = (
+    ("mask_where", "bool", False),
+    ("mask_where.output", "bool", True),
+    ("floor_add", "float", False),
+    ("floor_add.output", "float", True),
+)
+
+
+def _cast_readers(source: str, output: bool) -> GraphBuilder:
+    """x (1, 8, 16) -> Relu -> Greater 0.5 (bool) or Floor -> Cast to int64 -> Greater 0 -> Where of two
+    float constants -> Mul x (the mask) or Add 1 -> Cast to float -> Sigmoid; the int64 cast is also a
+    graph output when ``output``."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 8, 16])], name="pre_relu")
+    if source == "bool":
+        pre = gb.node("Greater", [x, gb.const(np.float32(0.5))], name="pre_mask")
+    else:
+        pre = gb.node("Floor", [gb.node("Mul", [x, gb.const(np.float32(4.0))], name="pre_scale")], name="pre_floor")
+    cast = gb.node("Cast", [pre], to=7, name="focus_cast")
+    if source == "bool":
+        keep = gb.node("Greater", [cast, gb.const(np.int64(0))], name="post_greater")
+        bias = gb.node("Where", [keep, gb.const(np.float32(0.0)), gb.const(np.float32(-1e4))], name="post_where")
+        out = gb.node("Sigmoid", [gb.node("Add", [x, bias], name="post_add")], name="post_sigmoid")
+    else:
+        added = gb.node("Add", [cast, gb.const(np.int64(1))], name="post_add")
+        out = gb.node("Sigmoid", [gb.node("Cast", [added], to=1, name="post_cast")], name="post_sigmoid")
+    if output:
+        gb.output(out, cast)
+    else:
+        gb.output(out)
+    return gb
+
+
+def cast_int64_readers_extra(c: Collector) -> None:
+    """A Cast to int64 read inside the graph, and the same Cast also a graph output (CAST_READERS)."""
+    for label, source, output in CAST_READERS:
+        c.add("q.Cast.ctx=int64_readers.%s.r3" % label, "Cast", _cast_readers(source, output), kind="context",
+              focus=["focus_cast"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [int64_boundary_extra, onehot_values_extra, pad_dtype_extra,
+                                                   cast_int64_readers_extra]

@@ -96,4 +96,35 @@ def same_type_cast_extra(c: Collector) -> None:
                   kind="context", focus=focus)
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [noop_extra, same_type_cast_extra]
+#: (label, op, constant value, constant shape) applied to rows of x that a run-time NonZero picks: (N, 8)
+NOOPS_DATADEP = (
+    ("mul1", "Mul", 1.0, []),
+    ("mul1.one", "Mul", 1.0, [1]),
+    ("mul1.rank2", "Mul", 1.0, [1, 1]),
+    ("mul1.widen", "Mul", 1.0, [1, 1, 1]),
+    ("add0.one", "Add", 0.0, [1]),
+    ("mul2.one", "Mul", 2.0, [1]),
+)
+
+
+def _noop_datadep(op: str, value: float, shape: list[int]) -> GraphBuilder:
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 16, 8])
+    mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
+                               gb.const(np.float32(0.0))], name="pre_mask")
+    idx = gb.node("Transpose", [gb.node("NonZero", [mask], name="pre_nonzero")], perm=[1, 0], name="pre_idx")
+    rows = gb.node("GatherND", [x, idx], name="pre_rows")
+    y = gb.node(op, [rows, gb.const(np.full(shape, value, np.float32))], name="focus_op")
+    gb.output(gb.node("Sigmoid", [y], name="post_sigmoid"))
+    return gb
+
+
+def noop_datadep_extra(c: Collector) -> None:
+    """Add of 0 and Mul by 1 (and by 2) of a tensor whose first dim a NonZero decides, with constants of
+    rank 0 to 3 (NOOPS_DATADEP; Longformer multiplies its data-dependent window indices by [1])."""
+    for label, op, value, shape in NOOPS_DATADEP:
+        c.add("q.%s.ctx=noop_datadep.%s.f32.r2" % (op, label), op, _noop_datadep(op, value, shape), kind="prepass",
+              focus=["focus_op"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [noop_extra, same_type_cast_extra, noop_datadep_extra]

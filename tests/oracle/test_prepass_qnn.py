@@ -1,7 +1,8 @@
 """onnxruntime-qnn, live, on the issue-22 classes of the re-run: the QNN tables' pre-passes
 (eliminate_same_type_casts, merge_identical_nodes over chains), the nonempty rules and Hiera's unroll
-agree node by node with the real placement, and a rejected model is rejected (skipped without
-NPUCHECK_QNN_PYTHON; the recorded results of the whole families are checked in tests/tables)."""
+agree node by node with the real placement, and a rejected model is rejected; a Cast to int64 leaves
+the NPU only as a graph output (skipped without NPUCHECK_QNN_PYTHON; the recorded results of the
+whole families are checked in tests/tables)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,26 @@ def test_real_placement_agrees_on_casts_chains_empty_tensors_and_the_unroll(tmp_
     assert real["empty"].reasons["focus_op"] == ["Failed to add node."]
     assert real["unroll"].status == "session_failed" and "QNN_COMMON_ERROR_MEM_ALLOC" in real["unroll"].message
     assert match(facts_from_model(models["unroll"]), table).verdict == "unsupported"
+
+
+@needs_qnn
+def test_real_placement_of_a_cast_to_int64_by_its_readers(tmp_path):
+    """The Cast entry's revision-2 erratum, live: LongT5's mask cast to int64 runs on the NPU inside the
+    graph and on the CPU once its result is also a graph output, as the table says."""
+    import onnx
+
+    from pytest_npucheck.probe.models_int64_boundary import _cast_readers
+
+    models = {key: _cast_readers("bool", key == "output").build() for key in ("inner", "output")}
+    jobs = []
+    for key, model in models.items():
+        path = tmp_path / f"cast_{key}.onnx"
+        onnx.save(model, str(path))
+        jobs.append({"key": key, "path": str(path)})
+    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    for key, model in models.items():
+        assert real[key].status == "ok", key
+        got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+        assert {n: got[n] for n in real[key].placement} == real[key].placement, key
+        assert real[key].placement["focus_cast"] == ("cpu" if key == "output" else "npu")

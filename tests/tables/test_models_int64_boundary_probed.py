@@ -1,7 +1,8 @@
 """The QNN tables run a OneHot with int64 values on the CPU (revision-2 erratum) and reproduce which
 nodes of the cut-down mixture-of-experts routers leave the NPU (pytest_npucheck/probe/models_int64_boundary.py,
 placed by onnxruntime-qnn 2.7.0 on HTP v73 and v68). The two routers whose session failed (an int64
-Transpose between two partitions: docs/tables.md) are recorded, not predicted."""
+Transpose between two partitions: docs/tables.md) are recorded, not predicted. A Cast to int64
+leaves the NPU only as a graph output (cast_int64_readers_extra)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
-from pytest_npucheck.probe.models_int64_boundary import BOUNDARY, ONEHOT_VALUES, PAD_DTYPES, _onehot, _pad, _router
+from pytest_npucheck.probe.models_int64_boundary import (BOUNDARY, CAST_READERS, ONEHOT_VALUES, PAD_DTYPES, _cast_readers,
+                                                         _onehot, _pad, _router)
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -56,6 +58,21 @@ def test_router_nodes_that_leave_the_npu(catalog, arch, label, onehot, transpose
 def test_pad_by_data_dtype(catalog, arch, dtype, to):
     rec = _recorded(arch, f"q.Pad.ctx=dtype.{dtype}.r2")
     got = {n.name: n for n in match(facts_from_model(_pad(dtype, to).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
-    # the Cast to int64 in front is the Cast entry's known false alarm (a cast to int64 is predicted CPU)
+    # the Cast in front (folded away for float32) runs on the NPU although a CPU Pad reads its int64 result
     assert {k: got[k].verdict for k in ("focus_pad", "post_cast")} == {k: rec["placement"][k] for k in ("focus_pad", "post_cast")}
+    if dtype != "float32":
+        assert got["pre_cast"].verdict == rec["placement"]["pre_cast"] == "npu"
     assert (got["focus_pad"].verdict == "cpu") == (dtype != "float32")
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("label,source,output", CAST_READERS, ids=[c[0] for c in CAST_READERS])
+def test_cast_to_int64_leaves_the_npu_only_as_a_graph_output(catalog, arch, label, source, output):
+    rec = _recorded(arch, f"q.Cast.ctx=int64_readers.{label}.r3")
+    got = {n.name: n for n in match(facts_from_model(_cast_readers(source, output).build()),
+                                    catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
+    assert {k: got[k].verdict for k in rec["placement"]} == rec["placement"]
+    assert rec["placement"]["focus_cast"] == ("cpu" if output else "npu")
+    if output:
+        assert rec["reasons"]["focus_cast"] == ["Failed to create Cast node."]
+        assert "graph output" in got["focus_cast"].reasons[0].message

@@ -1,7 +1,7 @@
 """The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic and eliminate_same_type_casts
 pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
-duplicate_chains_extra, partial_shape_extra, noop_extra and same_type_cast_extra probes
-(pytest_npucheck/probe/models_common_subexpressions.py, models_data_dependent_shape.py,
+duplicate_chains_extra, partial_shape_extra, noop_extra, noop_datadep_extra and same_type_cast_extra
+probes (pytest_npucheck/probe/models_common_subexpressions.py, models_data_dependent_shape.py,
 models_noop_arithmetic.py)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_data_dependent_shape import PARTIAL_SHAPE, _partial_shape
-from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, SAME_TYPE_CASTS, _noop, _same_type_cast
+from pytest_npucheck.probe.models_noop_arithmetic import (NOOPS, NOOPS_DATADEP, SAME_TYPE_CASTS, _noop, _noop_datadep,
+                                                          _same_type_cast)
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -22,6 +23,9 @@ CASES = [(f"q.{'Shape' if kind == 'shape' else 'Relu'}.ctx=duplicate.{kind}.f32.
          for kind in ("shape", "relu", "relu_output")]
 CASES += [(f"q.Shape.ctx=partial.{label}.f32.r3", _partial_shape, (read, which)) for label, read, which in PARTIAL_SHAPE]
 CASES += [(f"q.{op}.ctx=noop.{label}.f32.r3", _noop, (op, value, shape, first)) for label, op, value, shape, first in NOOPS]
+# x + 0 / x * 1 of NonZero-picked rows: removed when the constant is no wider than x (Longformer's x * [1])
+CASES += [(f"q.{op}.ctx=noop_datadep.{label}.f32.r2", _noop_datadep, (op, value, shape))
+          for label, op, value, shape in NOOPS_DATADEP]
 CASES += [(f"q.{op}.ctx=duplicate_chain.{kind}.f32.r3", _chains, (kind,)) for kind, op in (("nonzero", "NonZero"),
                                                                                             ("relu", "Relu"))]
 CASES += [(f"q.Cast.ctx=same_type.{label}.{'datadep' if dyn else 'static'}.f32.r3", _same_type_cast, (where, dyn))

@@ -16,7 +16,7 @@ from conftest import const, make_model
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.prepass import run_prepasses
 from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
-from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, _noop
+from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, NOOPS_DATADEP, _noop, _noop_datadep
 
 
 @pytest.fixture
@@ -102,3 +102,12 @@ def test_noop_arithmetic_is_removed_only_for_a_one_element_neutral_constant(toy_
     assert ("focus_op" in folded) == removed, folded
     if removed:
         assert "a no-op removed before placement" in folded["focus_op"]
+
+
+@pytest.mark.parametrize("label,op,value,shape", NOOPS_DATADEP)
+def test_noop_arithmetic_on_a_data_dependent_shape_compares_ranks(toy_catalog, label, op, value, shape):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_arithmetic",))
+    folded = _folded_names(_noop_datadep(op, value, shape).build(), table)
+    # as onnxruntime-qnn placed them (probes q.<op>.ctx=noop_datadep.*): the (N, 8) rows of a NonZero
+    # lose x * 1 and x + 0 unless the constant has more dims than they have
+    assert ("focus_op" in folded) == (label in ("mul1", "mul1.one", "mul1.rank2", "add0.one")), folded

@@ -288,6 +288,26 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                           note="GELU as %s -> Erf -> Add 1 -> Mul 0.5 -> Mul x (the dynamo "
                                "exporter's order)" % first))
 
+    # -- GELU with x halved first: Mul(x, 0.5) beside x / sqrt(2) -> Erf -> Add 1, then one Mul ----
+    for tag, first in (("div", "Div"), ("mul", "Mul")):
+        for swap in (False, True, None):  # None: no 0.5 at all, x * (1 + erf(x / sqrt(2)))
+            gb = GB()
+            x = gb.input("x", "float32", [1, 16, 32])
+            c = np.float32(1.4142135) if first == "Div" else np.float32(0.70710677)
+            h = x if swap is None else gb.node("Mul", [x, gb.const(np.float32(0.5))], name="gelu_half")
+            e = gb.node("Erf", [gb.node(first, [x, gb.const(c)], name="gelu_scale")], name="gelu_erf")
+            a = gb.node("Add", [e, gb.const(np.float32(1.0))], name="gelu_add")
+            gb.output(gb.node("MatMul", [gb.node("Mul", [a, h] if swap else [h, a], name="gelu_mul"),
+                                         gb.const(np.linspace(-0.5, 0.5, 512, dtype=np.float32).reshape(32, 16))],
+                                        name="post_matmul"))
+            label = "no_half" if swap is None else "x_half_first" + (".swapped" if swap else "")
+            out.append(_probe("q.pattern.gelu_erf.%s.%s.f32.r3" % (tag, label),
+                              "Erf", gb, kind="pattern", focus=[n.name for n in gb.nodes],
+                              note="GELU as Mul(x, 0.5) beside %s -> Erf -> Add 1, joined by one Mul "
+                                   "(%s), read by a MatMul" % (first, {False: "half first: SEW-D's "
+                                   "intermediate activation", True: "Add first", None: "without the "
+                                   "0.5: x * (1 + erf)"}[swap])))
+
     # -- pools with large kernels / pads ------------------------------------------------------
     for op, k, p_, s_, cip in (("AveragePool", 11, 5, 1, 0), ("AveragePool", 13, 5, 1, 0),
                                ("AveragePool", 13, 6, 1, 1), ("AveragePool", 13, 6, 2, 0),

@@ -301,14 +301,17 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             C("dtype", [r"q\.ctx\.Cast\.to=int8"], tensor="input", index=0,
               allowed=["float32", "float16", "int32", "int64", "bool", "uint8"],
               note="an int8 input is rejected too ('Failed to create Cast node.')"),
-            C("any_of", [r"Cast\.to=int64\.(f32|bool)\.", r"q\.Cast\.to=int64"],
+            C("any_of", [r"Cast\.to=int64\.(f32|bool)\.", r"q\.Cast\.to=int64",
+                         r"q\.ctx\.Cast\.to=int64", r"q\.Cast\.ctx=int64_readers\.",
+                         r"q\.Pad\.ctx=dtype\.int64\."],
               constraints=[sub("attr_not_in", attr="to", values=[INT64]),
-                           sub("dtype", tensor="input", index=0, allowed=["int32"])],
+                           sub("dtype", tensor="input", index=0, allowed=["int32"]),
+                           sub("not_graph_output")],
               note="a cast to int64 (from anything but int32) whose result is a graph output "
                    "runs on the CPU ('Failed to create Cast node.'); inside a graph it runs on "
-                   "the NPU (q.ctx.Cast.to=int64.*: the QNN EP carries int64 data as int32). "
-                   "The rules cannot tell graph outputs apart, so every such cast is predicted "
-                   "CPU (a false alarm inside a graph rather than a missed fallback)"),
+                   "the NPU whether its reader runs on the NPU (q.ctx.Cast.to=int64.*: the QNN "
+                   "EP carries int64 data as int32) or on the CPU (the int64 Pad of "
+                   "q.Pad.ctx=dtype.int64)"),
             probes=[r"ctx\.Cast", r"q\.ctx\.Cast", r"q\.Cast"],
             note="a float->same-float Cast is removed by onnxruntime (ctx.Cast.to=float32)."),
         "MatMul": E("npu", C("dtype", [r"MatMul\.b=dyn\.i64"], tensor="input", index=0,
@@ -534,8 +537,10 @@ def patterns(verdicts: Mapping[str, str],
 
     out = []
     ts_div, ts_mul = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf)", r"pattern\.gelu_erf\.mul"
-    rx_div = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf|q\.pattern\.gelu_erf\.div)"
-    rx_mul = r"(pattern\.gelu_erf\.mul|q\.pattern\.gelu_erf\.mul)"
+    # the x_half_first / no_half probes (Mul(x, 0.5) beside the Erf branch, one Mul joining them)
+    # are not chains from the scale op: the pattern language cannot express them (self-check)
+    rx_div = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf|q\.pattern\.gelu_erf\.div\.half_first)"
+    rx_mul = r"(pattern\.gelu_erf\.mul|q\.pattern\.gelu_erf\.mul\.half_first)"
     dyn = {k: [i for i in verdicts if i.startswith("q.pattern.gelu_erf.%s.half_first" % k)]
            for k in ("div", "mul")}
     if all_npu(rx_div) and any(i.startswith("q.pattern.gelu_erf.div") for i in all_npu(rx_div)):
@@ -610,7 +615,7 @@ PREPASS_PROBES = {
     "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
     "eliminate_same_type_casts": [r"q\.Cast\.ctx=same_type\."],
     "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\.", r"q\.(NonZero|Relu)\.ctx=duplicate_chain\."],
-    "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop\."],
+    "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop(_datadep)?\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
                        r"ConstantOfShape\.shape=const"],

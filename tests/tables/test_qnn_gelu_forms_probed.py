@@ -1,0 +1,56 @@
+"""GELU forms the QNN 2.51.0 tables place as onnxruntime-qnn 2.7.0 did (HTP v73 and v68, probes of
+toolchains/qnn/probe.py extra_probes): ``x * (1 + erf(x / sqrt2))`` without the 0.5 keeps its Erf on
+the CPU (no Gelu node unit), which the lone-Erf entry predicts. ``Mul(x, 0.5)`` computed beside the Erf
+branch and joined by one Mul (SEW-D's intermediate activation) is grouped and runs on the NPU; that
+form is no chain from the scale op, the pattern language cannot express it, and the table's
+self-check records the disagreement instead of hiding it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.matcher import match
+from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.toolchains.qnn.probe import extra_probes
+
+ROOT = bundled_tables_dir().parent
+FORMS = [f"q.pattern.gelu_erf.{first}.{form}.f32.r3" for first in ("div", "mul")
+         for form in ("x_half_first", "x_half_first.swapped", "no_half")]
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return Catalog.discover()
+
+
+@pytest.fixture(scope="module")
+def models() -> dict:
+    return {p.id: p.model for p in extra_probes(FORMS)}
+
+
+def _recorded(arch: str, pid: str) -> dict:
+    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
+    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    return rec
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("pid", FORMS)
+def test_gelu_form_placement(catalog, models, arch, pid):
+    rec = _recorded(arch, pid)
+    table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
+    got = {n.name: n.verdict for n in match(facts_from_model(models[pid]), table).nodes}
+    others = {k for k in rec["placement"] if k != "gelu_erf"}
+    assert {k: got[k] for k in others} == {k: rec["placement"][k] for k in others} == {k: "npu" for k in others}
+    recorded_gap = f"probe {pid}: Erf gelu_erf -> table says cpu, onnxruntime-qnn npu"
+    errata = json.loads((ROOT / "op_support_tables" / "qnn" / "2.51.0" / f"htp-v{arch}.json")
+                        .read_text(encoding="utf-8"))["provenance"]["errata"]
+    if pid.endswith("no_half.f32.r3"):
+        assert rec["placement"]["gelu_erf"] == got["gelu_erf"] == "cpu"
+        assert recorded_gap not in errata
+    else:
+        assert (rec["placement"]["gelu_erf"], got["gelu_erf"]) == ("npu", "cpu")
+        assert recorded_gap in errata
