@@ -846,6 +846,8 @@ def _shrink(cfg: Any, *, hidden: int = 32, heads: int = 2, widths: bool = True) 
                 setattr(cfg, key, new)
             except Exception:  # noqa: BLE001 - a property without a setter: keep the value
                 pass
+    if widths and isinstance(getattr(cfg, "qk_rope_head_dim", None), int):
+        _shrink_latent_attention(cfg, hidden // heads)
     for k in ("use_cache", "output_attentions", "output_hidden_states"):
         try:
             setattr(cfg, k, False)
@@ -855,6 +857,22 @@ def _shrink(cfg: Any, *, hidden: int = 32, heads: int = 2, widths: bool = True) 
         cfg._attn_implementation = "eager"
     except Exception:  # noqa: BLE001
         pass
+
+
+def _shrink_latent_attention(cfg: Any, head: int) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3, GLM-4-MoE-Lite, Kimi, ...) sizes its query
+    and key/value projections by low ranks and splits every head into a rotary and a plain part;
+    its rotary embedding takes ``head_dim`` as the rotary part, and every head has its own keys.
+    Scaled together to a ``head``-wide head (the defaults are 512/768 ranks, 64+192 head parts)."""
+    sizes = {"kv_lora_rank": head, "q_lora_rank": head, "qk_rope_head_dim": head // 2,
+             "qk_nope_head_dim": head // 2, "v_head_dim": head, "qk_head_dim": head,
+             "head_dim": head // 2, "num_key_value_heads": getattr(cfg, "num_attention_heads", None)}
+    for key, value in sizes.items():
+        if value is not None and (getattr(cfg, key, None) is not None or key in ("head_dim", "num_key_value_heads")):
+            try:
+                setattr(cfg, key, value)
+            except Exception:  # noqa: BLE001 - a derived property: keep it
+                pass
 
 
 def _wrap(model: Any, keys: tuple[str, ...]) -> Any:
