@@ -112,7 +112,6 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
     import torch
 
     from pytest_npucheck import isolate
-    from pytest_npucheck.export import ExportOptions, export_model
 
     isolate.configure(timeout=timeout)
     torch.set_num_threads(1)
@@ -134,46 +133,65 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
         retry = retry_skipped and meta.get("status") == "skipped" and _retryable(meta.get("reason", ""))
         if (meta.get("status") == "skipped" and not retry) or all(e in meta.get("exports", {}) for e in exporters):
             continue
-        t0 = time.time()
-        try:
-            _alarm(build_timeout)
-            torch.manual_seed(0)
-            model, inputs = build()
-        except BaseException as exc:  # noqa: BLE001 - an arch that does not build is skipped, with why
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
-                        + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
-            _write_json(meta_path, meta)
-            print(f"[{n + 1}/{len(todo)}] {name}: skipped ({meta['reason'][:120]})", flush=True)
+        if not claim(root, "export", name):  # another exporter (--start, --reverse) is building it
             continue
+        meta = _read_json(meta_path) or meta  # it may have finished it just before
+        if (meta.get("status") == "skipped" and not retry) or all(e in meta.get("exports", {}) for e in exporters):
+            release(root, "export", name)
+            continue
+        try:
+            _export_one(models, name, build, meta, exporters, build_timeout, f"[{n + 1}/{len(todo)}]")
         finally:
-            signal.alarm(0)
-        meta["status"] = "built"
-        meta.pop("reason", None)  # a skip an earlier builder recorded (--retry-skipped)
-        meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
-        meta["inputs"] = [list(t.shape) for t in inputs]
-        exports = meta.setdefault("exports", {})
-        for exporter in exporters:
-            if exporter in exports:
-                continue
-            t1 = time.time()
-            try:
-                res = export_model(model, inputs, ExportOptions(exporter=exporter, opset=EXPORTERS[exporter]))
-                dest = models / name / f"{exporter}.onnx"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(res.path, dest.with_suffix(".tmp"))  # a compile run beside us
-                os.replace(dest.with_suffix(".tmp"), dest)             # sees whole files only
-                shutil.rmtree(res.path.parent, ignore_errors=True)
-                exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
-            except Exception as exc:  # noqa: BLE001 - recorded per exporter
-                exports[exporter] = {"status": "failed", "error": _error_text(exc)}
-            _write_json(meta_path, meta)
-        print(f"[{n + 1}/{len(todo)}] {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
-              + f" ({time.time() - t0:.0f} s)", flush=True)
-        del model, inputs
+            release(root, "export", name)
     if which == "all" and not only and not reverse and not start:
         (root / EXPORT_DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+
+
+def _export_one(models: Path, name: str, build: Any, meta: dict[str, Any], exporters: list[str],
+                build_timeout: int, counter: str) -> None:
+    import torch
+
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    meta_path = models / name / "meta.json"
+    t0 = time.time()
+    try:
+        _alarm(build_timeout)
+        torch.manual_seed(0)
+        model, inputs = build()
+    except BaseException as exc:  # noqa: BLE001 - an arch that does not build is skipped, with why
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
+                    + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
+        _write_json(meta_path, meta)
+        print(f"{counter} {name}: skipped ({meta['reason'][:120]})", flush=True)
+        return
+    finally:
+        signal.alarm(0)
+    meta["status"] = "built"
+    meta.pop("reason", None)  # a skip an earlier builder recorded (--retry-skipped)
+    meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
+    meta["inputs"] = [list(t.shape) for t in inputs]
+    exports = meta.setdefault("exports", {})
+    for exporter in exporters:
+        if exporter in exports:
+            continue
+        t1 = time.time()
+        try:
+            res = export_model(model, inputs, ExportOptions(exporter=exporter, opset=EXPORTERS[exporter]))
+            dest = models / name / f"{exporter}.onnx"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(res.path, dest.with_suffix(".tmp"))  # a compile run beside us
+            os.replace(dest.with_suffix(".tmp"), dest)             # sees whole files only
+            shutil.rmtree(res.path.parent, ignore_errors=True)
+            exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
+        except Exception as exc:  # noqa: BLE001 - recorded per exporter
+            exports[exporter] = {"status": "failed", "error": _error_text(exc)}
+        _write_json(meta_path, meta)
+    print(f"{counter} {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
+          + f" ({time.time() - t0:.0f} s)", flush=True)
+    del model, inputs
 
 
 # --------------------------------------------------------------------------------------------

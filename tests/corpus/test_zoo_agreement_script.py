@@ -129,3 +129,20 @@ def test_a_follow_compile_gathers_files_before_starting_a_worker(tmp_path, monke
     assert batches == [["a.torchscript"]]
     # four looks 15 s apart while gathering, then the worker; then the usual wait for exports
     assert naps == [zoo.GATHER_POLL] * 4 + [30]
+
+
+def test_an_exporter_skips_the_architecture_another_one_is_building(tmp_path):
+    """Exporters started at several points of the zoo (``--start``, ``--reverse``) meet: an
+    architecture another live exporter holds is left to it, the others are built and exported,
+    and no claim of this process is left behind."""
+    zoo = _script()
+    held = tmp_path / "claims" / "export" / "nn_grn"
+    held.parent.mkdir(parents=True)
+    held.write_text(str(os.getppid()))
+    zoo.export_all(tmp_path, "torch", ["nn_convnet_relu", "nn_grn"], ["torchscript"], timeout=300, build_timeout=120)
+    meta = json.loads((tmp_path / "models" / "nn_convnet_relu" / "meta.json").read_text())
+    assert meta["status"] == "built" and meta["exports"]["torchscript"]["status"] == "ok"
+    assert (tmp_path / "models" / "nn_convnet_relu" / "torchscript.onnx").stat().st_size > 0
+    assert not (tmp_path / "models" / "nn_grn").exists()
+    assert not (tmp_path / "claims" / "export" / "nn_convnet_relu").exists()
+    assert held.read_text() == str(os.getppid())
