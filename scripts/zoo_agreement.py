@@ -162,8 +162,11 @@ def _export_one(models: Path, name: str, build: Any, meta: dict[str, Any], expor
     except BaseException as exc:  # noqa: BLE001 - an arch that does not build is skipped, with why
         if isinstance(exc, KeyboardInterrupt):
             raise
-        meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
-                    + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
+        if type(exc).__name__ == "NotImportable":  # zoo_models: a missing optional dependency
+            meta.update(status="skipped", reason=str(exc))
+        else:
+            meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
+                        + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
         _write_json(meta_path, meta)
         print(f"{counter} {name}: skipped ({meta['reason'][:120]})", flush=True)
         return

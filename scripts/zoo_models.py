@@ -948,7 +948,6 @@ def transformers_zoo(limit: int | None = None) -> tuple[list[tuple[str, Builder]
     """A builder per transformers base-model architecture (``MODEL_MAPPING_NAMES``), and the
     architectures skipped before building with the reason. Building may still fail later (the
     harness records that as a skip with the error)."""
-    import transformers
     from transformers.models.auto import modeling_auto
 
     builders: list[tuple[str, Builder]] = []
@@ -961,14 +960,16 @@ def transformers_zoo(limit: int | None = None) -> tuple[list[tuple[str, Builder]
             skipped[model_type] = f"same class {class_name} as another model type"
             continue
         seen_classes.add(class_name)
-        cls = getattr(transformers, class_name, None)
-        if cls is None:
-            skipped[model_type] = f"{class_name} not importable here (missing optional dependency)"
-            continue
-        builders.append((f"hf_{model_type}", _hf_builder(model_type, cls)))
+        # the class is imported when the builder runs: importing all ~600 modeling modules up
+        # front cost every export process minutes of start-up on a loaded machine
+        builders.append((f"hf_{model_type}", _hf_builder(model_type, class_name)))
         if limit and len(builders) >= limit:
             break
     return builders, skipped
+
+
+class NotImportable(RuntimeError):
+    """The architecture's class cannot be imported here (an optional dependency is missing)."""
 
 
 #: the fallback build (the architecture's own widths, one layer) is tried up to this size only
@@ -988,10 +989,15 @@ def _parameter_count(cls: Any, cfg: Any) -> Optional[int]:
         return None
 
 
-def _hf_builder(model_type: str, cls: Any) -> Builder:
+def _hf_builder(model_type: str, class_name: str) -> Builder:
     def attempt(widths: bool) -> tuple[Any, tuple[Any, ...]]:
         import torch
+        import transformers
         from transformers import AutoConfig
+
+        cls = getattr(transformers, class_name, None)
+        if cls is None:
+            raise NotImportable(f"{class_name} not importable here (missing optional dependency)")
 
         cfg = AutoConfig.for_model(model_type)
         _shrink(cfg, widths=widths)
@@ -1018,6 +1024,8 @@ def _hf_builder(model_type: str, cls: Any) -> Builder:
         default width), one layer with the architecture's own widths."""
         try:
             return attempt(widths=True)
+        except NotImportable:
+            raise
         except Exception as narrow:  # noqa: BLE001 - the fallback below says why both failed
             if type(narrow).__name__ == "_Timeout":  # the harness's build time limit: no second try
                 raise

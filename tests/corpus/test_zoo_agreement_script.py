@@ -146,3 +146,21 @@ def test_an_exporter_skips_the_architecture_another_one_is_building(tmp_path):
     assert not (tmp_path / "models" / "nn_grn").exists()
     assert not (tmp_path / "claims" / "export" / "nn_convnet_relu").exists()
     assert held.read_text() == str(os.getppid())
+
+
+def test_a_transformers_class_is_imported_when_its_builder_runs(tmp_path):
+    """Listing the zoo imports no modeling module (every exporter lists all ~600 at start-up); a
+    class that cannot be imported here is a skip with that reason, not a build failure."""
+    pytest.importorskip("transformers")
+    zoo = _script()
+    import zoo_models
+
+    builders, skipped = zoo_models.transformers_zoo()
+    assert len(builders) > 100 and all(name.startswith("hf_") for name, _ in builders)
+    assert all("not importable" not in why for why in skipped.values())
+    models = tmp_path / "models"
+    zoo._export_one(models, "hf_gone", zoo_models._hf_builder("bert", "NoSuchModelHere"), {"arch": "hf_gone"},
+                    ["torchscript"], 60, "[1/1]")
+    meta = json.loads((models / "hf_gone" / "meta.json").read_text())
+    assert meta == {"arch": "hf_gone", "status": "skipped",
+                    "reason": "NoSuchModelHere not importable here (missing optional dependency)"}
