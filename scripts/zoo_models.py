@@ -933,7 +933,9 @@ def _inputs_for(model: Any, cfg: Any) -> dict[str, Any]:
         feeds["input_values"] = torch.randn(1, 4000)
     if main == "input_features":
         mel = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80) or 80
-        frames = 2 * getattr(cfg, "max_source_positions", 32) if hasattr(cfg, "max_source_positions") else 64
+        # (batch, mel, frames) for Whisper-style encoders; the others read (batch, frames, mel):
+        # as many frames as mel bins fits both layouts
+        frames = 2 * getattr(cfg, "max_source_positions", 32) if hasattr(cfg, "max_source_positions") else mel
         feeds["input_features"] = torch.randn(1, mel, frames)
     if "attention_mask" in params and "input_ids" in feeds:  # as real callers do (the padding-mask path)
         feeds["attention_mask"] = torch.ones(1, SEQ, dtype=torch.long)
@@ -1013,7 +1015,15 @@ def _hf_builder(model_type: str, class_name: str) -> Builder:
         if not feeds:
             raise RuntimeError("no example inputs known for its forward()")
         with torch.no_grad():
-            out = _first_tensor(model(**feeds))
+            try:
+                out = _first_tensor(model(**feeds))
+            except Exception:
+                if "input_features" not in feeds:
+                    raise
+                # audio features are (batch, mel, frames) for some encoders, (batch, frames,
+                # mel) for others: the other layout
+                feeds["input_features"] = feeds["input_features"].transpose(1, 2).contiguous()
+                out = _first_tensor(model(**feeds))
         if out is None:
             raise RuntimeError("forward() returned no tensor")
         keys = tuple(feeds)
