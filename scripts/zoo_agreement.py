@@ -112,7 +112,6 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
     import torch
 
     from pytest_npucheck import isolate
-    from pytest_npucheck.export import ExportOptions, export_model
 
     isolate.configure(timeout=timeout)
     torch.set_num_threads(1)
@@ -134,46 +133,68 @@ def export_all(root: Path, which: str, only: Iterable[str] | None, exporters: li
         retry = retry_skipped and meta.get("status") == "skipped" and _retryable(meta.get("reason", ""))
         if (meta.get("status") == "skipped" and not retry) or all(e in meta.get("exports", {}) for e in exporters):
             continue
-        t0 = time.time()
-        try:
-            _alarm(build_timeout)
-            torch.manual_seed(0)
-            model, inputs = build()
-        except BaseException as exc:  # noqa: BLE001 - an arch that does not build is skipped, with why
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
-                        + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
-            _write_json(meta_path, meta)
-            print(f"[{n + 1}/{len(todo)}] {name}: skipped ({meta['reason'][:120]})", flush=True)
+        if not claim(root, "export", name):  # another exporter (--start, --reverse) is building it
             continue
+        meta = _read_json(meta_path) or meta  # it may have finished it just before
+        if (meta.get("status") == "skipped" and not retry) or all(e in meta.get("exports", {}) for e in exporters):
+            release(root, "export", name)
+            continue
+        try:
+            _export_one(models, name, build, meta, exporters, build_timeout, f"[{n + 1}/{len(todo)}]")
         finally:
-            signal.alarm(0)
-        meta["status"] = "built"
-        meta.pop("reason", None)  # a skip an earlier builder recorded (--retry-skipped)
-        meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
-        meta["inputs"] = [list(t.shape) for t in inputs]
-        exports = meta.setdefault("exports", {})
-        for exporter in exporters:
-            if exporter in exports:
-                continue
-            t1 = time.time()
-            try:
-                res = export_model(model, inputs, ExportOptions(exporter=exporter, opset=EXPORTERS[exporter]))
-                dest = models / name / f"{exporter}.onnx"
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(res.path, dest.with_suffix(".tmp"))  # a compile run beside us
-                os.replace(dest.with_suffix(".tmp"), dest)             # sees whole files only
-                shutil.rmtree(res.path.parent, ignore_errors=True)
-                exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
-            except Exception as exc:  # noqa: BLE001 - recorded per exporter
-                exports[exporter] = {"status": "failed", "error": _error_text(exc)}
-            _write_json(meta_path, meta)
-        print(f"[{n + 1}/{len(todo)}] {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
-              + f" ({time.time() - t0:.0f} s)", flush=True)
-        del model, inputs
+            release(root, "export", name)
     if which == "all" and not only and not reverse and not start:
         (root / EXPORT_DONE).write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ\n", time.gmtime()))
+
+
+def _export_one(models: Path, name: str, build: Any, meta: dict[str, Any], exporters: list[str],
+                build_timeout: int, counter: str) -> None:
+    import torch
+
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    meta_path = models / name / "meta.json"
+    t0 = time.time()
+    try:
+        _alarm(build_timeout)
+        torch.manual_seed(0)
+        model, inputs = build()
+    except BaseException as exc:  # noqa: BLE001 - an arch that does not build is skipped, with why
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        if type(exc).__name__ == "NotImportable":  # zoo_models: a missing optional dependency
+            meta.update(status="skipped", reason=str(exc))
+        else:
+            meta.update(status="skipped", reason=f"does not build from a small config: {type(exc).__name__}: "
+                        + str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__)
+        _write_json(meta_path, meta)
+        print(f"{counter} {name}: skipped ({meta['reason'][:120]})", flush=True)
+        return
+    finally:
+        signal.alarm(0)
+    meta["status"] = "built"
+    meta.pop("reason", None)  # a skip an earlier builder recorded (--retry-skipped)
+    meta["parameters"] = int(sum(p.numel() for p in model.parameters()))
+    meta["inputs"] = [list(t.shape) for t in inputs]
+    exports = meta.setdefault("exports", {})
+    for exporter in exporters:
+        if exporter in exports:
+            continue
+        t1 = time.time()
+        try:
+            res = export_model(model, inputs, ExportOptions(exporter=exporter, opset=EXPORTERS[exporter]))
+            dest = models / name / f"{exporter}.onnx"
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(res.path, dest.with_suffix(".tmp"))  # a compile run beside us
+            os.replace(dest.with_suffix(".tmp"), dest)             # sees whole files only
+            shutil.rmtree(res.path.parent, ignore_errors=True)
+            exports[exporter] = {"status": "ok", "opset": res.opset, "seconds": round(time.time() - t1, 1)}
+        except Exception as exc:  # noqa: BLE001 - recorded per exporter
+            exports[exporter] = {"status": "failed", "error": _error_text(exc)}
+        _write_json(meta_path, meta)
+    print(f"{counter} {name}: " + ", ".join(f"{e} {v['status']}" for e, v in exports.items())
+          + f" ({time.time() - t0:.0f} s)", flush=True)
+    del model, inputs
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,9 +247,72 @@ def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
             "version": res.backend_version, "versions": res.extra.get("versions")}
 
 
+def _claim_path(root: Path, toolchain: str, key: str) -> Path:
+    return root / "claims" / toolchain / key
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _claim_owner(path: Path) -> int | None:
+    try:
+        return int(path.read_text(encoding="utf-8").strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def claimed_elsewhere(root: Path, toolchain: str, key: str) -> bool:
+    """Whether another live compile process of ``toolchain`` has taken the file ``key`` (two
+    processes on one toolchain, one ``--reverse``, never build the same file twice)."""
+    owner = _claim_owner(_claim_path(root, toolchain, key))
+    return owner is not None and owner != os.getpid() and _alive(owner)
+
+
+def claim(root: Path, toolchain: str, key: str) -> bool:
+    """Take the file ``key`` for this process (``ROOT/claims/<toolchain>/<key>`` holds the pid);
+    False when another live process holds it. The claim of a process that died is taken over."""
+    path = _claim_path(root, toolchain, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        if claimed_elsewhere(root, toolchain, key):
+            return False
+        path.write_text(str(os.getpid()), encoding="utf-8")
+        return True
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(str(os.getpid()))
+    return True
+
+
+def release(root: Path, toolchain: str, key: str) -> None:
+    path = _claim_path(root, toolchain, key)
+    if _claim_owner(path) == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+#: seconds between looks for new files while a ``--follow`` compile gathers a batch
+GATHER_POLL = 15.0
+
+
+def gather_now(n_pending: int, waited: float, min_batch: int, gather: float) -> bool:
+    """Whether a ``--follow`` compile starts a worker on ``n_pending`` files now: each batch
+    costs one worker start (rknn-toolkit2 imports for tens of seconds on a loaded machine), so
+    while the exporters are still writing, it waits for ``min_batch`` files, but not longer than
+    ``gather`` seconds after it first saw one."""
+    return n_pending >= max(1, min_batch) or waited >= gather
+
+
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
                 follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
-                reverse: bool = False) -> None:
+                reverse: bool = False, min_batch: int = 1, gather: float = 0.0) -> None:
     from pytest_npucheck.toolchains.qnn import adapter as qnn
     from pytest_npucheck.toolchains.rknn import adapter as rknn
 
@@ -236,8 +320,15 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
     logs = root / "logs" / toolchain
     logs.mkdir(parents=True, exist_ok=True)
     tried: set[str] = set()
+    waited = 0.0
     while True:
-        todo = [t for t in pending(root, toolchain, only, retry_timeouts) if f"{t[0]}.{t[1]}" not in tried]
+        todo = [t for t in pending(root, toolchain, only, retry_timeouts)
+                if f"{t[0]}.{t[1]}" not in tried and not claimed_elsewhere(root, toolchain, f"{t[0]}.{t[1]}")]
+        if follow and not (root / EXPORT_DONE).exists() and todo and not gather_now(len(todo), waited, min_batch, gather):
+            time.sleep(GATHER_POLL)  # every batch starts a worker (rknn: ~20 s of imports): gather files
+            waited += GATHER_POLL
+            continue
+        waited = 0.0
         if reverse:  # a second compile process beside the first, from the other end
             done = {p.name.split(".")[0] for p in out_dir.glob("*.json")}
             fresh = {t[0]: t for t in reversed(todo) if t[0] not in done}  # one file per new arch
@@ -248,7 +339,7 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
                 time.sleep(30)
                 continue
             return
-        todo = todo[:batch]
+        todo = [t for t in todo[:batch] if claim(root, toolchain, f"{t[0]}.{t[1]}")]
         by_key = {f"{a}.{e}": (a, e, p) for a, e, p in todo}
         jobs = [{"path": str(p), "key": f"{a}.{e}"} for a, e, p in todo]
 
@@ -264,14 +355,19 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
                 with gzip.open(logs / f"{res.key}.log.gz", "wt", encoding="utf-8") as fh:
                     fh.write(res.log)
             _write_json(out_dir / f"{res.key}.json", rec)
+            release(root, toolchain, res.key)
             print(f"{toolchain} {res.key}: {rec['status']} {rec.get('seconds')} s "
                   f"cpu={sum(1 for v in rec['placement'].values() if v == 'cpu')}", flush=True)
 
-        if toolchain == "rknn":
-            rknn.compile_models(jobs, "rk3588", python, timeout=timeout, keep_logs=True, progress=done)
-        else:
-            qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout, keep_logs=True,
-                             progress=done)
+        try:
+            if toolchain == "rknn":
+                rknn.compile_models(jobs, "rk3588", python, timeout=timeout, keep_logs=True, progress=done)
+            else:
+                qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout, keep_logs=True,
+                                 progress=done)
+        finally:
+            for key in by_key:
+                release(root, toolchain, key)
 
 
 # --------------------------------------------------------------------------------------------
@@ -340,6 +436,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="export: try again the architectures whose small config did not build (the builder "
                         "now falls back to one layer at the architecture's own widths)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
+    p.add_argument("--min-batch", type=int, default=6,
+                   help="compile --follow: start a worker once this many files wait (each start costs its imports)")
+    p.add_argument("--gather", type=float, default=180.0,
+                   help="compile --follow: ... or once the first waiting file has waited this many seconds")
     args = p.parse_args(argv)
     root = args.root
     root.mkdir(parents=True, exist_ok=True)
@@ -349,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
-                        args.retry_timeouts, args.reverse)
+                        args.retry_timeouts, args.reverse, args.min_batch, args.gather)
     if args.step in ("score", "all"):
         summary = score_all(root, args.toolchain, args.only)
         print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))

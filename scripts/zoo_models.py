@@ -846,6 +846,8 @@ def _shrink(cfg: Any, *, hidden: int = 32, heads: int = 2, widths: bool = True) 
                 setattr(cfg, key, new)
             except Exception:  # noqa: BLE001 - a property without a setter: keep the value
                 pass
+    if widths and isinstance(getattr(cfg, "qk_rope_head_dim", None), int):
+        _shrink_latent_attention(cfg, hidden // heads)
     for k in ("use_cache", "output_attentions", "output_hidden_states"):
         try:
             setattr(cfg, k, False)
@@ -855,6 +857,22 @@ def _shrink(cfg: Any, *, hidden: int = 32, heads: int = 2, widths: bool = True) 
         cfg._attn_implementation = "eager"
     except Exception:  # noqa: BLE001
         pass
+
+
+def _shrink_latent_attention(cfg: Any, head: int) -> None:
+    """Multi-head latent attention (DeepSeek-V2/V3, GLM-4-MoE-Lite, Kimi, ...) sizes its query
+    and key/value projections by low ranks and splits every head into a rotary and a plain part;
+    its rotary embedding takes ``head_dim`` as the rotary part, and every head has its own keys.
+    Scaled together to a ``head``-wide head (the defaults are 512/768 ranks, 64+192 head parts)."""
+    sizes = {"kv_lora_rank": head, "q_lora_rank": head, "qk_rope_head_dim": head // 2,
+             "qk_nope_head_dim": head // 2, "v_head_dim": head, "qk_head_dim": head,
+             "head_dim": head // 2, "num_key_value_heads": getattr(cfg, "num_attention_heads", None)}
+    for key, value in sizes.items():
+        if value is not None and (getattr(cfg, key, None) is not None or key in ("head_dim", "num_key_value_heads")):
+            try:
+                setattr(cfg, key, value)
+            except Exception:  # noqa: BLE001 - a derived property: keep it
+                pass
 
 
 def _wrap(model: Any, keys: tuple[str, ...]) -> Any:
@@ -915,7 +933,9 @@ def _inputs_for(model: Any, cfg: Any) -> dict[str, Any]:
         feeds["input_values"] = torch.randn(1, 4000)
     if main == "input_features":
         mel = getattr(cfg, "num_mel_bins", None) or getattr(cfg, "feature_size", 80) or 80
-        frames = 2 * getattr(cfg, "max_source_positions", 32) if hasattr(cfg, "max_source_positions") else 64
+        # (batch, mel, frames) for Whisper-style encoders; the others read (batch, frames, mel):
+        # as many frames as mel bins fits both layouts
+        frames = 2 * getattr(cfg, "max_source_positions", 32) if hasattr(cfg, "max_source_positions") else mel
         feeds["input_features"] = torch.randn(1, mel, frames)
     if "attention_mask" in params and "input_ids" in feeds:  # as real callers do (the padding-mask path)
         feeds["attention_mask"] = torch.ones(1, SEQ, dtype=torch.long)
@@ -930,7 +950,6 @@ def transformers_zoo(limit: int | None = None) -> tuple[list[tuple[str, Builder]
     """A builder per transformers base-model architecture (``MODEL_MAPPING_NAMES``), and the
     architectures skipped before building with the reason. Building may still fail later (the
     harness records that as a skip with the error)."""
-    import transformers
     from transformers.models.auto import modeling_auto
 
     builders: list[tuple[str, Builder]] = []
@@ -943,14 +962,16 @@ def transformers_zoo(limit: int | None = None) -> tuple[list[tuple[str, Builder]
             skipped[model_type] = f"same class {class_name} as another model type"
             continue
         seen_classes.add(class_name)
-        cls = getattr(transformers, class_name, None)
-        if cls is None:
-            skipped[model_type] = f"{class_name} not importable here (missing optional dependency)"
-            continue
-        builders.append((f"hf_{model_type}", _hf_builder(model_type, cls)))
+        # the class is imported when the builder runs: importing all ~600 modeling modules up
+        # front cost every export process minutes of start-up on a loaded machine
+        builders.append((f"hf_{model_type}", _hf_builder(model_type, class_name)))
         if limit and len(builders) >= limit:
             break
     return builders, skipped
+
+
+class NotImportable(RuntimeError):
+    """The architecture's class cannot be imported here (an optional dependency is missing)."""
 
 
 #: the fallback build (the architecture's own widths, one layer) is tried up to this size only
@@ -970,10 +991,15 @@ def _parameter_count(cls: Any, cfg: Any) -> Optional[int]:
         return None
 
 
-def _hf_builder(model_type: str, cls: Any) -> Builder:
+def _hf_builder(model_type: str, class_name: str) -> Builder:
     def attempt(widths: bool) -> tuple[Any, tuple[Any, ...]]:
         import torch
+        import transformers
         from transformers import AutoConfig
+
+        cls = getattr(transformers, class_name, None)
+        if cls is None:
+            raise NotImportable(f"{class_name} not importable here (missing optional dependency)")
 
         cfg = AutoConfig.for_model(model_type)
         _shrink(cfg, widths=widths)
@@ -989,7 +1015,15 @@ def _hf_builder(model_type: str, cls: Any) -> Builder:
         if not feeds:
             raise RuntimeError("no example inputs known for its forward()")
         with torch.no_grad():
-            out = _first_tensor(model(**feeds))
+            try:
+                out = _first_tensor(model(**feeds))
+            except Exception:
+                if "input_features" not in feeds:
+                    raise
+                # audio features are (batch, mel, frames) for some encoders, (batch, frames,
+                # mel) for others: the other layout
+                feeds["input_features"] = feeds["input_features"].transpose(1, 2).contiguous()
+                out = _first_tensor(model(**feeds))
         if out is None:
             raise RuntimeError("forward() returned no tensor")
         keys = tuple(feeds)
@@ -1000,6 +1034,8 @@ def _hf_builder(model_type: str, cls: Any) -> Builder:
         default width), one layer with the architecture's own widths."""
         try:
             return attempt(widths=True)
+        except NotImportable:
+            raise
         except Exception as narrow:  # noqa: BLE001 - the fallback below says why both failed
             if type(narrow).__name__ == "_Timeout":  # the harness's build time limit: no second try
                 raise

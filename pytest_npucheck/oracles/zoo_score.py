@@ -337,7 +337,7 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
         out["targets"][target] = {
             "all": _figures(recs), "exporters": per_exporter,
             "classes": [{"direction": k[0], "op_type": k[1], "cause": k[2], "nodes": v,
-                         "models": len(models[k]), "examples": examples[k]}
+                         "models": len(models[k]), "files": sorted(models[k]), "examples": examples[k]}
                         for k, v in classes.most_common()],
             "rejections": [{"status": k[0], "pattern": k[1], "models": v, "examples": rej_examples[k]}
                            for k, v in rejections.most_common()],

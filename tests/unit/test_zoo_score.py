@@ -130,6 +130,8 @@ def test_score_and_summary_count_nodes_and_rejections(save):
     assert (f["architectures"], f["built"], f["rejected"], f["nodes"]) == (2, 1, 1, 2)
     assert (f["agreement"], f["recall"], f["precision"]) == (0.5, 0.0, None)
     assert summary["skipped"] == {"c": "does not build"}
+    [cls] = summary["targets"]["rknn@2.5.0/rk3588"]["classes"]  # every file of a class, for whoever fixes it
+    assert (cls["nodes"], cls["models"], cls["files"]) == (1, 1, ["a.dynamo"])
     text = "\n".join(zoo_score.markdown(summary))
     assert "| rknn@2.5.0/rk3588 | dynamo | 2 | 1 | 1 (0) | 2 | 50.0% | 0.0% | n/a |" in text
     assert "1 x missed_fallback Relu: cpu row Relu" in text
