@@ -348,7 +348,7 @@ def remove_stale_temps(path: Path) -> list[Path]:
         if not (name.startswith(prefix) and name.endswith(".tmp")):
             continue
         pid_text = name[len(prefix):].split(".", 1)[0]
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         try:
             os.unlink(path.parent / name)
@@ -358,7 +358,8 @@ def remove_stale_temps(path: Path) -> list[Path]:
     return removed
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` may still be writing: it exists and is not a zombie (this process is)."""
     if pid == os.getpid():
         return True
     try:

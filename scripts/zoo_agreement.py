@@ -251,16 +251,6 @@ def _claim_path(root: Path, toolchain: str, key: str) -> Path:
     return root / "claims" / toolchain / key
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _claim_owner(path: Path) -> int | None:
     try:
         return int(path.read_text(encoding="utf-8").strip() or 0) or None
@@ -271,8 +261,10 @@ def _claim_owner(path: Path) -> int | None:
 def claimed_elsewhere(root: Path, toolchain: str, key: str) -> bool:
     """Whether another live compile process of ``toolchain`` has taken the file ``key`` (two
     processes on one toolchain, one ``--reverse``, never build the same file twice)."""
+    from pytest_npucheck.jsonio import pid_alive
+
     owner = _claim_owner(_claim_path(root, toolchain, key))
-    return owner is not None and owner != os.getpid() and _alive(owner)
+    return owner is not None and owner != os.getpid() and pid_alive(owner)
 
 
 def claim(root: Path, toolchain: str, key: str) -> bool:
