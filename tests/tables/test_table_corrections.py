@@ -174,7 +174,6 @@ def test_rknn_mask_lookup_chain_lands_on_its_last_op(catalog, kw, cpu):
 @pytest.mark.parametrize("args,want", [
     (("Unsqueeze", "input", "gather_idx"), "cpu"),   # the indices of an embedding Gather: Reshape INT64 CPU row
     (("Reshape", "input", "gather_idx"), "cpu"),
-    (("Unsqueeze", "mul", "cast_f32"), "cpu"),       # swapped in front of the int64 Mul (its inputs' CPU Reshapes)
 ])
 def test_rknn_int64_layout_op_outside_a_merged_chain_stays_cpu(catalog, args, want):
     """An int64 layout op read by another kind of op than a layout op it merges into, or read as another
@@ -184,6 +183,22 @@ def test_rknn_int64_layout_op_outside_a_merged_chain_stays_cpu(catalog, args, wa
 
     assert verdicts(catalog, RKNN, _int_layout(*args))["focus_layout"][0] == want
     assert verdicts(catalog, RKNN, _int_layout(*args, dtype="float32"))["focus_layout"][0] == "npu"
+
+
+@pytest.mark.parametrize("args", [
+    ("Unsqueeze", "input", "cast_f32"), ("Unsqueeze", "input", "cast_bool"), ("Unsqueeze", "mul", "cast_f32"),
+    ("Reshape", "input", "cast_f32"), ("Reshape", "mul", "cast_f32"), ("Squeeze", "input", "cast_f32"),
+])
+def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog, args):
+    """An int64 layout op of rank below 4 read only by a Cast leaves no layer row (x.*.ctx=int_layout.*.cast_*,
+    rknn-toolkit2 2.5.0: RKNN merges it into the Cast's 4-D relayout of its input), whatever computes its data
+    (a graph input, an int64 Mul); the Cast itself stays on the CPU. A rank-4 result is a Reshape of its own:
+    test_rknn_mask_lookup_chain_lands_on_its_last_op (``unsqueeze2``)."""
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    got = verdicts(catalog, RKNN, _int_layout(*args))
+    assert got["focus_layout"][0] == "npu"
+    assert got["post_cast"][0] == "cpu"
 
 
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------

@@ -783,6 +783,8 @@ def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: 
         return []
     if row_op != "Reshape":
         return readers
+    if op_type.get(owner) not in _MASK_OPS:  # a Mul's or Add's own relayout of its input is its glue
+        return []
     tails = [_chain_tail(c, op_type, outputs, consumers) for c in readers]
     if any(t in direct_nodes for t in tails):
         return []
@@ -791,6 +793,8 @@ def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: 
 
 #: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
 _MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather"})
+#: the integer ops RKNN moves a Reshape in front of (swap_cast_reshape; the mask rule of the tables)
+_MASK_OPS = frozenset({"Cast", "Equal"})
 #: ops that read only a tensor's shape: static at build time, RKNN folds them, they read no data
 _SHAPE_READERS = frozenset({"Shape", "Size"})
 
@@ -827,7 +831,7 @@ def _mask_chain_tails(tensor: str, op_type: Mapping[str, Any], outputs: Mapping[
                 continue
             seen.add(n)
             readers = _data_readers(n, op_type, outputs, consumers)
-            if op_type.get(n) in ("Cast", "Equal") and readers and all(
+            if op_type.get(n) in _MASK_OPS and readers and all(
                     op_type.get(c) in _MERGED_LAYOUT and c not in direct_nodes for c in readers):
                 tails.extend(t for t in (_chain_tail(c, op_type, outputs, consumers) for c in readers)
                              if t not in direct_nodes)

@@ -141,14 +141,24 @@ _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a cha
                     "-> Reshape -> Reshape and Unsqueeze -> Unsqueeze on int64 data, one CPU row named after the last)")
 
 
-def _int_layout(probes: Sequence[str]) -> dict[str, Any]:
+_INT_CAST_NOTE = ("; a layout op of rank below 4 on integer data read only by Casts leaves no row: RKNN "
+                  "merges it into the Cast's own 4-D relayout of its input (unsqueeze_to_4d_cast; the row "
+                  "'Reshape <result>_rs' is the Cast's glue, x.{Unsqueeze,Reshape,Squeeze}.ctx=int_layout.*.input."
+                  "cast_*: a graph input, an int64 Mul's result in the zoo's Bloom), while a rank-4 result "
+                  "(mask[:, None, None, :]) is a CPU Reshape of its own (x.Reshape.ctx=mask_lookup.i64.unsqueeze2)")
+
+
+def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
-    from the generic rule): integer data passes when the op is merged into its readers."""
-    return C("any_of", probes,
-             constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                       "allowed": ["float32", "float16", "bool"]}},
-                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
-             note=_INT_LAYOUT_NOTE)
+    from the generic rule): integer data passes when the op is merged into its readers; with
+    ``cast_probes`` also when only Casts read its result of rank below 4."""
+    alternatives: list[dict[str, Any]] = [
+        {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
+        {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
+    if cast_probes:
+        alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
+    return C("any_of", list(probes) + list(cast_probes), constraints=alternatives,
+             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else ""))
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -493,7 +503,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
-                 _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+                 _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
+                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
@@ -518,8 +529,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),
-    "Squeeze": E("npu", _int_layout([])),
-    "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+    "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
+    "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
+                                      [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
+                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"]),
                    _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
                    C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
