@@ -139,15 +139,16 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
     return ("const", info.dtype, info.shape, tuple(info.value))
 
 
-#: layout ops that are no-ops when their result has their input's shape
-_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand"})
+#: layout ops that are no-ops when their result has their input's shape (a Slice only with unit steps)
+_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Slice"})
 
 
 def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
     """A Reshape, Flatten, Squeeze, Unsqueeze or Expand whose static result has the static shape of its
     input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
-    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*). A node
-    producing a graph output is kept."""
+    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*), and so is
+    a Slice that keeps the whole tensor with steps of 1 (``mask[:, -T:]``: x.Slice.ctx=int_arith.slice_all.*;
+    a reversing step keeps the shape and moves data). A node producing a graph output is kept."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
         if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
@@ -156,7 +157,17 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
             continue
+        if node.op_type == "Slice" and not _unit_steps(graph, pre, node):
+            continue
         pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"
+
+
+def _unit_steps(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """A Slice's steps are absent or known to be all 1."""
+    if len(node.inputs) < 5 or not node.inputs[4]:
+        return True
+    info = pre.const.get(node.inputs[4]) or graph.tensor(node.inputs[4])
+    return info is not None and info.const and info.value is not None and all(v == 1 for v in info.value)
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:

@@ -201,6 +201,20 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     assert got["post_cast"][0] == "cpu"
 
 
+@pytest.mark.parametrize("form,reader,want", [
+    ("add0", "gather_idx", "folded"), ("add0", "cast_f32", "folded"), ("sub0", "cast_f32", "folded"),
+    ("mul1", "cast_f32", "folded"), ("argmax_add0", "gather_rows", "folded"),   # CLIP's pooled-token index
+    ("slice_all", "cast_f32", "folded"), ("slice_all", "gather_idx", "folded"),  # mask[:, -T:]
+    ("add2", "cast_f32", "cpu"), ("slice_part", "cast_f32", "cpu"),               # real int64 work: CPU rows
+])
+def test_rknn_integer_no_ops_are_removed(catalog, form, reader, want):
+    """Integer index arithmetic that is a no-op leaves no layer row (x.*.ctx=int_arith.*, rknn-toolkit2 2.5.0):
+    the table's pre-passes remove it; the same ops that change the data stay on the CPU."""
+    from pytest_npucheck.probe.models_int_arith import _int_arith
+
+    assert verdicts(catalog, RKNN, _int_arith(form, reader))["focus_op"][0] == want
+
+
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------
 
 @pytest.mark.parametrize("kw,want", [
