@@ -40,8 +40,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
-    if "eliminate_noop_arithmetic" in passes:
-        _eliminate_noop_arithmetic(graph, pre)
+    if passes & {"eliminate_noop_arithmetic", "eliminate_noop_add_mul"}:
+        _eliminate_noop_arithmetic(graph, pre, divide="eliminate_noop_arithmetic" in passes)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
     if "fuse_conv_bn" in passes:
@@ -97,15 +97,17 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
 _NEUTRAL = {"Add": (0, (0, 1)), "Mul": (1, (0, 1)), "Sub": (0, (1,)), "Div": (1, (1,))}
 
 
-def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
+def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bool = True) -> None:
     """Add/Sub of 0 and Mul/Div by 1 are removed when the constant has one element and no more
     dimensions than the other input, whose shape is then the output's (onnxruntime's no-op
     elimination, probed: on either side of Add and Mul, on the right of Sub and Div; an (8,) tensor
     of ones is kept; the other input's dims may be data-dependent, only its rank counts:
-    q.*.ctx=noop_datadep, a (1, 1, 1) one widening an (N, 8) tensor is kept)."""
+    q.*.ctx=noop_datadep, a (1, 1, 1) one widening an (N, 8) tensor is kept). ``divide=False``
+    (pre-pass ``eliminate_noop_add_mul``, rknn-toolkit2 2.5.0) keeps ``x / 1``: RKNN removes int64
+    ``x + 0``, ``x - 0`` and ``x * 1`` (x.*.ctx=int_arith.*) but runs JetMoE's int64 ``indices / 1`` on the CPU."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
-        spec = _NEUTRAL.get(node.op_type)
+        spec = _NEUTRAL.get(node.op_type) if divide or node.op_type != "Div" else None
         if spec is None or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
                 or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
             continue

@@ -6,7 +6,7 @@ the compiler left no layer row for it: CLIP's pooled-token index ``argmax(ids) +
 Mamba's two identical ``Cast``s of one int64 mask, and Flaubert's, Jamba's and LFM's ``mask[:, -T:]``
 (a ``Slice`` that keeps the whole tensor). The family places each form behind an int64 graph input
 ``ids (1, T)``, read by an embedding Gather's indices or by a Cast to float, with controls that are not
-no-ops (``+ 2``, a Slice that drops a column, two Casts to different types).
+no-ops (``+ 2``, a Slice that drops a column, two Casts to different types), and JetMoE's ``indices / 1``.
 
 Listed in FAMILIES, which probe/extra_families.py builds last.
 """
@@ -26,6 +26,7 @@ INT_ARITH = (
     ("add0.scalar.cast_f32", "Add", "add0.scalar", "cast_f32"),
     ("sub0.one.cast_f32", "Sub", "sub0", "cast_f32"),
     ("mul1.one.cast_f32", "Mul", "mul1", "cast_f32"),
+    ("div1.one.cast_f32", "Div", "div1", "cast_f32"),
     ("add2.one.cast_f32", "Add", "add2", "cast_f32"),
     ("argmax.add0.gather_rows", "Add", "argmax_add0", "gather_rows"),
     ("sub1.add2.gather_idx", "Sub", "sub1_add2", "gather_idx"),
@@ -52,6 +53,8 @@ def _int_arith(form: str, reader: str, t: int = 16) -> GraphBuilder:
         y = gb.node("Sub", [ids, one(0)], name="focus_op")
     elif form == "mul1":
         y = gb.node("Mul", [ids, one(1)], name="focus_op")
+    elif form == "div1":  # JetMoE's router: top-k indices // 1
+        y = gb.node("Div", [ids, one(1)], name="focus_op")
     elif form == "argmax_add0":  # CLIP: hidden[arange(B), ids.argmax(-1)] on the flattened (B*T, C) states
         idx = gb.node("ArgMax", [ids], axis=-1, keepdims=0, name="pre_argmax")
         y = gb.node("Add", [idx, one(0)], name="focus_op")

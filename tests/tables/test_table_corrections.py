@@ -206,6 +206,7 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     ("mul1", "cast_f32", "folded"), ("argmax_add0", "gather_rows", "folded"),   # CLIP's pooled-token index
     ("slice_all", "cast_f32", "folded"), ("slice_all", "gather_idx", "folded"),  # mask[:, -T:]
     ("add2", "cast_f32", "cpu"), ("slice_part", "cast_f32", "cpu"),               # real int64 work: CPU rows
+    ("div1", "cast_f32", "cpu"),                                                   # RKNN keeps int64 x / 1
 ])
 def test_rknn_integer_no_ops_are_removed(catalog, form, reader, want):
     """Integer index arithmetic that is a no-op leaves no layer row (x.*.ctx=int_arith.*, rknn-toolkit2 2.5.0):
@@ -213,6 +214,30 @@ def test_rknn_integer_no_ops_are_removed(catalog, form, reader, want):
     from pytest_npucheck.probe.models_int_arith import _int_arith
 
     assert verdicts(catalog, RKNN, _int_arith(form, reader))["focus_op"][0] == want
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({"src": "bool", "layout": "const"}, "unsupported"),          # a constant mask with both values: abort
+    ({"src": "bool", "layout": "const", "use": "not_where"}, "unsupported"),
+    ({"src": "bool", "layout": "const_false", "use": "where_big_first"}, "npu"),  # SEW-D's all-False mask
+    ({"src": "bool", "layout": "const_true"}, "npu"),
+])
+def test_rknn_where_with_a_uniform_constant_mask_builds(catalog, kw, want):
+    """x.Where.ctx=mask_cast.bool.bool.const*: rknn-toolkit2 2.5.0 aborts on a constant (B, 1, 1, T) mask into
+    Where -> Softmax unless the mask has one value everywhere (then the Where is one of its branches)."""
+    from pytest_npucheck.probe.models_attention_limits import _mask_path
+
+    assert verdicts(catalog, RKNN, _mask_path(**kw))["post_where"][0] == want
+
+
+@pytest.mark.parametrize("label", ["pegasus_x_qg", "pegasus_x_qk", "pegasus_x_pg", "pegasus_x_pv",
+                                   "sam_rel_h", "sam_rel_w"])
+def test_rknn_pegasus_x_and_sam_einsums_run_on_the_npu(catalog, label):
+    """x.Einsum.ctx=letters.{pegasus_x,sam_rel}_*: compiled by rknn-toolkit2 2.5.0 with no CPU row."""
+    from pytest_npucheck.probe.models_einsum_equations import EQUATIONS, _einsum
+
+    [(eq, shapes)] = [(e, s) for lab, e, s in EQUATIONS if lab == label]
+    assert verdicts(catalog, RKNN, _einsum(eq, shapes))["focus_einsum"][0] == "npu"
 
 
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------

@@ -99,11 +99,11 @@ def test_noop_layout_removes_a_layout_op_that_keeps_its_input_shape(toy_catalog,
 
 @pytest.mark.parametrize("label,op,form,reader", INT_ARITH)
 def test_rknn_noop_passes_remove_integer_no_ops(toy_catalog, label, op, form, reader):
-    """eliminate_noop_arithmetic and eliminate_noop_layout as rknn 2.5.0 runs them (probes x.*.ctx=int_arith.*):
+    """eliminate_noop_add_mul and eliminate_noop_layout as rknn 2.5.0 runs them (probes x.*.ctx=int_arith.*):
     x + 0, x - 0, x * 1 (a (1,) or scalar constant, CLIP's argmax + 0) and a Slice that keeps the whole tensor
-    leave no layer row; x + 2 and a Slice that drops a column stay."""
+    leave no layer row; x + 2, an int64 x / 1 and a Slice that drops a column stay."""
     table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
-                                prepasses=("fold_constants", "eliminate_noop_arithmetic", "eliminate_noop_layout"))
+                                prepasses=("fold_constants", "eliminate_noop_add_mul", "eliminate_noop_layout"))
     facts = facts_from_model(_int_arith(form, reader).build())
     folded = {facts.nodes[i].name for i in run_prepasses(facts, table).folded}
     removed = form in ("add0", "add0.scalar", "sub0", "mul1", "argmax_add0", "slice_all")

@@ -105,7 +105,11 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "b
               "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik", "bhlk,bhtk->bl",
               # XLNet's relative attention and LongT5's local attention (x.Einsum.ctx=letters.xlnet_*, longt5_*)
               "ibh,hnd->ibnd", "ibnd,jbnd->bnij", "ijbn->bnij", "bnij,jbnd->ibnd", "ibnd,hnd->ibh",
-              "...qhd,...khd->...hqk", "...hqk,...khd->...qhd"]
+              "...qhd,...khd->...hqk", "...hqk,...khd->...qhd",
+              # PEGASUS-X's block-local attention with global tokens, SAM's relative positions
+              # (x.Einsum.ctx=letters.pegasus_x_*, sam_rel_*)
+              "BHNKF,BHGF->BHNKG", "BHNKF,BHNXF->BHNKX", "BHNKG,BHGF->BHNKF", "BHNKX,BHNXF->BHNKF",
+              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
@@ -274,13 +278,17 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         note="int64 data runs on the CPU (an int32 Where crashed the compiler)"),
                C("any_of", [r"Where\.xy=dyn|x\.(Reshape|Cast|Where)\.ctx=mask_cast\."], "unsupported",
                  constraints=[{"rule": "feeds_not", "params": {"path": ["Softmax"]}},
-                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}}],
+                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}},
+                              {"rule": "const_value_range", "params": {"index": 0, "max": 0}},
+                              {"rule": "const_value_range", "params": {"index": 0, "min": 1}}],
                  note="a Where whose condition is broadcast over the query axis (size 1 on axis -2: a padding "
                       "mask viewed as (B, 1, 1, T)) and whose result goes straight into a Softmax makes build() "
                       "abort ('Encountered First Conv unsupported subgraph: exSoftmaxMask', SIGABRT), whether the "
                       "mask is cast from int64/int32, computed by a Greater or a bool graph input; a (B, 1, T, T) "
                       "or expanded mask, Where(m, 0, -big) added to the scores, or a Where read by another op "
-                      "built (x.*.ctx=mask_cast.*)"),
+                      "built (x.*.ctx=mask_cast.*); a constant mask aborts the build too, unless it has one value "
+                      "everywhere (SEW-D's all-False mask): then the Where is one of its branches and leaves no "
+                      "row (x.Where.ctx=mask_cast.bool.bool.const*)"),
                probes=[r"pattern\.greater_where", r"ctx\.Equal", r"pattern\.attention\.mha_wh"]),
     "Cast": E("npu",
               C("dtype", [r"Cast\.to=float32\.u8"], "unsupported", tensor="input", index=0,
@@ -885,7 +893,7 @@ PREPASS_PROBES = {
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const"],
     "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
                        r"ConstantOfShape\.shape=from_Shape"],
-    "eliminate_noop_arithmetic": [r"x\.(Add|Sub|Mul)\.ctx=int_arith\.(add0|sub0|mul1|argmax)"],
+    "eliminate_noop_add_mul": [r"x\.(Add|Sub|Mul|Div)\.ctx=int_arith\.(add0|sub0|mul1|div1|argmax)"],
     "eliminate_noop_layout": [r"x\.\w+\.ctx=int_layout\.\w+_noop", r"x\.Slice\.ctx=int_arith\.slice_all"],
     "fuse_conv_bn": [r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
     "fuse_patterns": [r"pattern\.gelu_erf\.div", r"pattern\.layernorm_decomposed",
@@ -1042,7 +1050,7 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
         },
         "opsets": {"ai.onnx": [lo, hi]},
         **({"ir_version": ir_range} if ir_range else {}),
-        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "eliminate_noop_arithmetic",
+        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "eliminate_noop_add_mul",
                       "eliminate_noop_layout",
                       "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
