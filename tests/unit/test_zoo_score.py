@@ -224,6 +224,12 @@ def test_the_mask_relayout_counts_on_the_chain_tail_whatever_else_reads_the_mask
         placement = rknn.onnx_placement(res, front + chain, {})
         assert placement["/m/Reshape_1"] == "cpu", what
         assert all(placement[n] == "npu" for n in ("/m/Flatten", "/m/Gather", "/m/Reshape", "/m/Where")), what
+    # the dynamo exporter's lookup: one GatherND of in-order indices (rewritten as a Reshape), no row of its own
+    gathernd = [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["ids"], "outputs": ["c"]},
+                {"name": "/m/GatherND", "op_type": "GatherND", "inputs": ["c", "idx"], "outputs": ["m"]},
+                {"name": "/m/Where", "op_type": "Where", "inputs": ["m", "x", "y"], "outputs": ["w"]}]
+    placement = rknn.onnx_placement(res, gathernd, {})
+    assert (placement["/m/GatherND"], placement["/m/Where"]) == ("cpu", "npu")
     # the Mul has a row of its own: a Cast read only through it is not the mask's Cast
     through_mul = [{"name": "/m/Mul", "op_type": "Mul", "inputs": ["ids", "pos"], "outputs": ["ids2"]}] + cast
     assert rknn.onnx_placement(res, through_mul + chain, {})["/m/Reshape_1"] == "npu"

@@ -791,8 +791,9 @@ def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: 
     return list(dict.fromkeys(tails))
 
 
-#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
-_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather"})
+#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape, and
+#: so does a GatherND whose indices read its data in order: the dynamo exporter's padding-mask lookup)
+_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather", "GatherND"})
 #: the integer ops RKNN moves a Reshape in front of (swap_cast_reshape; the mask rule of the tables)
 _MASK_OPS = frozenset({"Cast", "Equal"})
 #: ops that read only a tensor's shape: static at build time, RKNN folds them, they read no data
