@@ -240,6 +240,19 @@ def test_rknn_pegasus_x_and_sam_einsums_run_on_the_npu(catalog, label):
     assert verdicts(catalog, RKNN, _einsum(eq, shapes))["focus_einsum"][0] == "npu"
 
 
+@pytest.mark.parametrize("label", [lab for lab, *_ in __import__(
+    "pytest_npucheck.probe.models_norm_bias", fromlist=["NO_BIAS"]).NO_BIAS])
+def test_rknn_layernorm_needs_its_epsilon_not_its_bias(catalog, label):
+    """x.LayerNormalization.ctx=no_bias.*: rknn-toolkit2 2.5.0 builds a LayerNormalization without bias (OLMo,
+    MPT, ModernBERT dynamo) and fails one that does not write epsilon, with or without bias."""
+    from pytest_npucheck.probe.models_norm_bias import NO_BIAS, _no_bias
+
+    [(opset, weight, bias)] = [(o, w, b) for lab, o, w, b in NO_BIAS if lab == label]
+    at = label.split(".at=")[1] if ".at=" in label else ""
+    got = verdicts(catalog, RKNN, _no_bias(opset, weight, bias, at=at, eps=".eps=default" not in label))
+    assert got["focus_norm"][0] == ("unsupported" if ".eps=default" in label else "npu")
+
+
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------
 
 @pytest.mark.parametrize("kw,want", [

@@ -367,8 +367,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "LpNormalization": E("npu"),
     "LayerNormalization": E(
         "npu",
-        C("input_count", [r"LayerNormalization\.axis=m1\.bias=no"], "unsupported", min=3,
-          note="a LayerNormalization without bias input makes build() fail"),
+        C("attr_present", [r"LayerNormalization\.axis=m1\.(bias=no|outputs=3)", r"x\.LayerNormalization\.ctx=no_bias\."],
+          "unsupported", attrs=["epsilon"],
+          note="a LayerNormalization that does not write its epsilon attribute makes build() fail (KeyError "
+               "'LayerNormalization'), with or without its bias input, at opset 17 and 18; with epsilon written "
+               "the two-input form (no bias: OLMo, MPT, ModernBERT) builds and runs on the NPU "
+               "(x.LayerNormalization.ctx=no_bias.*). The op probes of the bias-less and the 3-output forms "
+               "wrote no epsilon"),
         C("any_of", [r"LayerNormalization\.axis=0\.", r"x\.LayerNormalization\.ctx=axes\.axis=0\."], "unsupported",
           constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [1, 2, 3]}}, _BATCH2],
           note="a LayerNormalization over all four axes of a batch-1 rank-4 tensor makes build() fail "
@@ -388,7 +393,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
           note="the same over (1, H, W) (one channel) makes build() fail in another rewrite "
                "(squeeze_to_4d_relu, convert_identity_to_reshape) at any H and W"),
         probes=[r"pattern\.layernorm_decomposed"],
-        note="compiled to exNorm. Not expressible here: the 3-output form makes build() fail (errata)."),
+        note="compiled to exNorm. The 3-output op probe failed without an epsilon attribute (the rule above); "
+             "the 3-output form with epsilon is not probed."),
     "GroupNormalization": E("cpu", note="the opset-18 form runs on the CPU; the opset-21 form "
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
