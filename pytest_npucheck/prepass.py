@@ -40,8 +40,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
-    if "eliminate_noop_arithmetic" in passes:
-        _eliminate_noop_arithmetic(graph, pre)
+    if passes & {"eliminate_noop_arithmetic", "eliminate_noop_add_mul"}:
+        _eliminate_noop_arithmetic(graph, pre, divide="eliminate_noop_arithmetic" in passes)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
     if "fuse_conv_bn" in passes:
@@ -97,15 +97,17 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
 _NEUTRAL = {"Add": (0, (0, 1)), "Mul": (1, (0, 1)), "Sub": (0, (1,)), "Div": (1, (1,))}
 
 
-def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult) -> None:
+def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bool = True) -> None:
     """Add/Sub of 0 and Mul/Div by 1 are removed when the constant has one element and no more
     dimensions than the other input, whose shape is then the output's (onnxruntime's no-op
     elimination, probed: on either side of Add and Mul, on the right of Sub and Div; an (8,) tensor
     of ones is kept; the other input's dims may be data-dependent, only its rank counts:
-    q.*.ctx=noop_datadep, a (1, 1, 1) one widening an (N, 8) tensor is kept)."""
+    q.*.ctx=noop_datadep, a (1, 1, 1) one widening an (N, 8) tensor is kept). ``divide=False``
+    (pre-pass ``eliminate_noop_add_mul``, rknn-toolkit2 2.5.0) keeps ``x / 1``: RKNN removes int64
+    ``x + 0``, ``x - 0`` and ``x * 1`` (x.*.ctx=int_arith.*) but runs JetMoE's int64 ``indices / 1`` on the CPU."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
-        spec = _NEUTRAL.get(node.op_type)
+        spec = _NEUTRAL.get(node.op_type) if divide or node.op_type != "Div" else None
         if spec is None or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
                 or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
             continue
@@ -139,15 +141,16 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
     return ("const", info.dtype, info.shape, tuple(info.value))
 
 
-#: layout ops that are no-ops when their result has their input's shape
-_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand"})
+#: layout ops that are no-ops when their result has their input's shape (a Slice only with unit steps)
+_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Slice"})
 
 
 def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
     """A Reshape, Flatten, Squeeze, Unsqueeze or Expand whose static result has the static shape of its
     input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
-    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*). A node
-    producing a graph output is kept."""
+    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*), and so is
+    a Slice that keeps the whole tensor with steps of 1 (``mask[:, -T:]``: x.Slice.ctx=int_arith.slice_all.*;
+    a reversing step keeps the shape and moves data). A node producing a graph output is kept."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
         if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
@@ -156,7 +159,17 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
             continue
+        if node.op_type == "Slice" and not _unit_steps(graph, pre, node):
+            continue
         pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"
+
+
+def _unit_steps(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """A Slice's steps are absent or known to be all 1."""
+    if len(node.inputs) < 5 or not node.inputs[4]:
+        return True
+    info = pre.const.get(node.inputs[4]) or graph.tensor(node.inputs[4])
+    return info is not None and info.const and info.value is not None and all(v == 1 for v in info.value)
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:

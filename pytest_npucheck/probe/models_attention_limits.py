@@ -182,6 +182,12 @@ MASK_CAST = (
     ("i32.bool.reshape.expand_where", {"src": "int32", "use": "expand_where"}),
     ("bool.f32.reshape.add", {"src": "bool", "to": "float32", "use": "add"}),
     ("i64.f32.reshape.add.t=15", {"to": "float32", "use": "add", "t": 15}),
+    # a constant (B, 1, 1, T) mask straight into Where -> Softmax (SEW-D's relative-attention mask, held out)
+    ("bool.bool.const.where", {"src": "bool", "layout": "const"}),
+    ("bool.bool.const.not_where", {"src": "bool", "layout": "const", "use": "not_where"}),
+    # ... a uniform one (SEW-D's: all False, Where(m, -big, scores) is the scores)
+    ("bool.bool.const_false.where_big_first", {"src": "bool", "layout": "const_false", "use": "where_big_first"}),
+    ("bool.bool.const_true.where", {"src": "bool", "layout": "const_true"}),
 )
 
 _ONNX_DTYPE = {"bool": 9, "float32": 1, "int64": 7, "int32": 6}
@@ -192,8 +198,20 @@ def _mask_path(src: str = "int64", to: str = "bool", layout: str = "reshape", us
     """``mask (1, T) -> Cast(to) -> Reshape/Unsqueeze (1, 1, 1, T) -> [Not] -> Where(m, scores,
     -big)`` (or ``Add((1 - m) * -big)`` for a float mask) -> Softmax over [1, h, T, T] scores."""
     gb = GraphBuilder(17)
-    mask = gb.input("mask", src, [1, 1, t, t] if use == "where_full" else [1, 1, 1, t] if layout == "input" else [1, t])
     scores = gb.input("s", "float32", [1, h, t, t])
+    if layout.startswith("const"):  # a constant bool (1, 1, 1, T) mask: its last quarter masked, or uniform
+        keep = {"const": t - t // 4, "const_false": 0, "const_true": t}[layout]
+        m = gb.const(np.arange(t).reshape(1, 1, 1, t) < keep)
+        if use == "not_where":
+            y = gb.node("Where", [gb.node("Not", [m], name="post_not"), gb.const(np.float32(-1e4)), scores],
+                        name="post_where")
+        elif use == "where_big_first":
+            y = gb.node("Where", [m, gb.const(np.float32(-1e4)), scores], name="post_where")
+        else:
+            y = gb.node("Where", [m, scores, gb.const(np.float32(-1e4))], name="post_where")
+        gb.output(gb.node("Softmax", [y], axis=-1, name="post_softmax"))
+        return gb
+    mask = gb.input("mask", src, [1, 1, t, t] if use == "where_full" else [1, 1, 1, t] if layout == "input" else [1, t])
     if to == "greater":  # a bool mask computed from a float one, no integer anywhere
         m = gb.node("Greater", [mask, gb.const(np.float32(0.5))], name="focus_cast")
     else:

@@ -38,6 +38,14 @@ EQUATIONS = (
     ("xlnet_out", "ibnd,hnd->ibh", [[16, 1, 2, 16], [32, 2, 16]]),
     ("longt5_qk", "...qhd,...khd->...hqk", [[1, 4, 8, 2, 16], [1, 4, 24, 2, 16]]),
     ("longt5_pv", "...hqk,...khd->...qhd", [[1, 4, 2, 8, 24], [1, 4, 24, 2, 16]]),
+    # PEGASUS-X's block-local attention with global tokens, SAM's decomposed relative positions (held-out
+    # TorchScript exports; PEGASUS-X's blocks of 512 tokens shortened to 128)
+    ("pegasus_x_qg", "BHNKF,BHGF->BHNKG", [[1, 2, 1, 128, 16], [1, 2, 32, 16]]),
+    ("pegasus_x_qk", "BHNKF,BHNXF->BHNKX", [[1, 2, 1, 128, 16], [1, 2, 1, 128, 16]]),
+    ("pegasus_x_pg", "BHNKG,BHGF->BHNKF", [[1, 2, 1, 128, 32], [1, 2, 32, 16]]),
+    ("pegasus_x_pv", "BHNKX,BHNXF->BHNKF", [[1, 2, 1, 128, 128], [1, 2, 1, 128, 16]]),
+    ("sam_rel_h", "bhwc,hkc->bhwk", [[2, 14, 14, 16], [14, 14, 16]]),
+    ("sam_rel_w", "bhwc,wkc->bhwk", [[2, 14, 14, 16], [14, 14, 16]]),
 )
 
 

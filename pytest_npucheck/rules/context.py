@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..graph import IDENTITY_OPS as _LOOK_THROUGH  # what the pre-pass eliminate_identity removes
 from ..graph import GraphFacts, NodeFact
-from .registry import RULES, fmt_set, rule
+from .registry import RULES, ShapeUnknown, fmt_set, rule
 
 
 def _words(params: Mapping[str, Any]) -> dict[str, str]:
@@ -421,14 +421,24 @@ def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
 
 @rule("feeds_only", "context", local=False, words=_words)
 def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """every node reading its result is one of {ops_text}, reading it as its data (input 0): the compiler
-    merges it into them.
+    """every node reading its result is one of {ops_text}, reading it as its data (input 0){max_rank_text}:
+    the compiler merges it into them.
 
     For a chain of layout ops the compiler makes one op of (RKNN merges Flatten -> Gather -> Reshape ->
     Reshape into one Reshape named after the last): the ops that pass are absorbed; the chain's last
     op, read by anything else (or as another input: the indices of an embedding Gather) or a graph
-    output, is the one the compiler keeps."""
+    output, is the one the compiler keeps. With ``max_rank``, a result of higher rank (or of unknown
+    rank) fails: RKNN merges a layout op of rank below 4 into the 4-D relayout its readers (a Cast) make
+    of their input, while a rank-4 result is a Reshape of its own."""
     ops = frozenset(params["ops"])
+    max_rank = params.get("max_rank")
+    if max_rank is not None:
+        for out in node.outputs[:1]:
+            info = graph.tensor(out) if out else None
+            if info is None or info.shape is None:
+                return ShapeUnknown(f"the rank of its result '{out}' is unknown")
+            if len(info.shape) > int(max_rank):
+                return f"its result '{out}' has rank {len(info.shape)}, above {max_rank}"
     readers: list[tuple[NodeFact, bool]] = []
     for out in node.outputs:
         if not out:
@@ -511,6 +521,8 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
             out["ops_text"] += " (directly or through %s)" % "|".join(params["skip"])
         out["through_text"] = fmt_set(params.get("through", ())) if params.get("through") else "nothing"
         out["via_text"] = (" (when it feeds a %s: that op's result)" % "|".join(params["via"])) if params.get("via") else ""
+    out["max_rank_text"] = (f" and its result has rank at most {params['max_rank']}"
+                            if params.get("max_rank") is not None else "")
     if "channels_last_after" in params:
         out["makers_text"] = fmt_set(params["channels_last_after"])
     if "chain" in params:

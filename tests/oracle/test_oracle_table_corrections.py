@@ -139,3 +139,37 @@ def test_rknn_predicted_rejections(tmp_path):
     for k in ("ln_h12", "bn_eval", "q_input", "split_matmul"):
         assert res[k].status == "ok", (k, res[k].status, res[k].message)
     assert "Training mode" in res["bn_train"].message
+
+
+@needs_rknn
+def test_rknn_integer_no_ops_layout_ops_read_by_casts_and_uniform_where_masks(tmp_path):
+    """x.*.ctx=int_arith.*, int_layout.*.cast_*, x.Einsum.ctx=letters.sam_rel_h and x.Where.ctx=mask_cast.bool.bool.
+    const_*: what rknn-toolkit2 2.5.0 does with them is what the rk3588 table predicts (no row for int64 x + 0,
+    a whole-tensor Slice or an Unsqueeze read by a Cast; a CPU Div for x / 1 and a CPU Add for x + 2; SAM's
+    Einsum on the NPU; a uniform constant mask builds)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+    from pytest_npucheck.probe.models_attention_limits import _mask_path
+    from pytest_npucheck.probe.models_einsum_equations import _einsum
+    from pytest_npucheck.probe.models_int_arith import _int_arith
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+    from pytest_npucheck.tables import Catalog
+
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    models = {"add0": (_int_arith("add0", "gather_idx"), "focus_op", "npu"),
+              "add2": (_int_arith("add2", "cast_f32"), "focus_op", "cpu"),
+              "div1": (_int_arith("div1", "cast_f32"), "focus_op", "cpu"),
+              "slice_all": (_int_arith("slice_all", "cast_f32"), "focus_op", "npu"),
+              "unsq_mul_cast": (_int_layout("Unsqueeze", "mul", "cast_f32"), "focus_layout", "npu"),
+              "sam": (_einsum("bhwc,hkc->bhwk", [[2, 14, 14, 16], [14, 14, 16]]), "focus_einsum", "npu"),
+              "where_false": (_mask_path(src="bool", layout="const_false", use="where_big_first"), "post_where", "npu")}
+    paths = {k: _save(tmp_path, k, gb) for k, (gb, _, _) in models.items()}
+    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
+                                                         timeout=240)}
+    for key, (gb, node, want) in models.items():
+        assert res[key].status == "ok", (key, res[key].message)
+        real = rknn_oracle.onnx_placement(res[key], rknn_oracle.onnx_nodes(paths[key]))
+        static = {n.name: n.verdict for n in match(facts_from_model(gb.build()), table).nodes}
+        assert real[node] == want, key
+        assert ("npu" if static[node] == "folded" else static[node]) == want, key
+

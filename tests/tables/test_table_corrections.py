@@ -174,7 +174,6 @@ def test_rknn_mask_lookup_chain_lands_on_its_last_op(catalog, kw, cpu):
 @pytest.mark.parametrize("args,want", [
     (("Unsqueeze", "input", "gather_idx"), "cpu"),   # the indices of an embedding Gather: Reshape INT64 CPU row
     (("Reshape", "input", "gather_idx"), "cpu"),
-    (("Unsqueeze", "mul", "cast_f32"), "cpu"),       # swapped in front of the int64 Mul (its inputs' CPU Reshapes)
 ])
 def test_rknn_int64_layout_op_outside_a_merged_chain_stays_cpu(catalog, args, want):
     """An int64 layout op read by another kind of op than a layout op it merges into, or read as another
@@ -184,6 +183,74 @@ def test_rknn_int64_layout_op_outside_a_merged_chain_stays_cpu(catalog, args, wa
 
     assert verdicts(catalog, RKNN, _int_layout(*args))["focus_layout"][0] == want
     assert verdicts(catalog, RKNN, _int_layout(*args, dtype="float32"))["focus_layout"][0] == "npu"
+
+
+@pytest.mark.parametrize("args", [
+    ("Unsqueeze", "input", "cast_f32"), ("Unsqueeze", "input", "cast_bool"), ("Unsqueeze", "mul", "cast_f32"),
+    ("Reshape", "input", "cast_f32"), ("Reshape", "mul", "cast_f32"), ("Squeeze", "input", "cast_f32"),
+])
+def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog, args):
+    """An int64 layout op of rank below 4 read only by a Cast leaves no layer row (x.*.ctx=int_layout.*.cast_*,
+    rknn-toolkit2 2.5.0: RKNN merges it into the Cast's 4-D relayout of its input), whatever computes its data
+    (a graph input, an int64 Mul); the Cast itself stays on the CPU. A rank-4 result is a Reshape of its own:
+    test_rknn_mask_lookup_chain_lands_on_its_last_op (``unsqueeze2``)."""
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    got = verdicts(catalog, RKNN, _int_layout(*args))
+    assert got["focus_layout"][0] == "npu"
+    assert got["post_cast"][0] == "cpu"
+
+
+@pytest.mark.parametrize("form,reader,want", [
+    ("add0", "gather_idx", "folded"), ("add0", "cast_f32", "folded"), ("sub0", "cast_f32", "folded"),
+    ("mul1", "cast_f32", "folded"), ("argmax_add0", "gather_rows", "folded"),   # CLIP's pooled-token index
+    ("slice_all", "cast_f32", "folded"), ("slice_all", "gather_idx", "folded"),  # mask[:, -T:]
+    ("add2", "cast_f32", "cpu"), ("slice_part", "cast_f32", "cpu"),               # real int64 work: CPU rows
+    ("div1", "cast_f32", "cpu"),                                                   # RKNN keeps int64 x / 1
+])
+def test_rknn_integer_no_ops_are_removed(catalog, form, reader, want):
+    """Integer index arithmetic that is a no-op leaves no layer row (x.*.ctx=int_arith.*, rknn-toolkit2 2.5.0):
+    the table's pre-passes remove it; the same ops that change the data stay on the CPU."""
+    from pytest_npucheck.probe.models_int_arith import _int_arith
+
+    assert verdicts(catalog, RKNN, _int_arith(form, reader))["focus_op"][0] == want
+
+
+@pytest.mark.parametrize("kw,want", [
+    ({"src": "bool", "layout": "const"}, "unsupported"),          # a constant mask with both values: abort
+    ({"src": "bool", "layout": "const", "use": "not_where"}, "unsupported"),
+    ({"src": "bool", "layout": "const_false", "use": "where_big_first"}, "npu"),  # SEW-D's all-False mask
+    ({"src": "bool", "layout": "const_true"}, "npu"),
+])
+def test_rknn_where_with_a_uniform_constant_mask_builds(catalog, kw, want):
+    """x.Where.ctx=mask_cast.bool.bool.const*: rknn-toolkit2 2.5.0 aborts on a constant (B, 1, 1, T) mask into
+    Where -> Softmax unless the mask has one value everywhere (then the Where is one of its branches)."""
+    from pytest_npucheck.probe.models_attention_limits import _mask_path
+
+    assert verdicts(catalog, RKNN, _mask_path(**kw))["post_where"][0] == want
+
+
+@pytest.mark.parametrize("label", ["pegasus_x_qg", "pegasus_x_qk", "pegasus_x_pg", "pegasus_x_pv",
+                                   "sam_rel_h", "sam_rel_w"])
+def test_rknn_pegasus_x_and_sam_einsums_run_on_the_npu(catalog, label):
+    """x.Einsum.ctx=letters.{pegasus_x,sam_rel}_*: compiled by rknn-toolkit2 2.5.0 with no CPU row."""
+    from pytest_npucheck.probe.models_einsum_equations import EQUATIONS, _einsum
+
+    [(eq, shapes)] = [(e, s) for lab, e, s in EQUATIONS if lab == label]
+    assert verdicts(catalog, RKNN, _einsum(eq, shapes))["focus_einsum"][0] == "npu"
+
+
+@pytest.mark.parametrize("label", [lab for lab, *_ in __import__(
+    "pytest_npucheck.probe.models_norm_bias", fromlist=["NO_BIAS"]).NO_BIAS])
+def test_rknn_layernorm_needs_its_epsilon_not_its_bias(catalog, label):
+    """x.LayerNormalization.ctx=no_bias.*: rknn-toolkit2 2.5.0 builds a LayerNormalization without bias (OLMo,
+    MPT, ModernBERT dynamo) and fails one that does not write epsilon, with or without bias."""
+    from pytest_npucheck.probe.models_norm_bias import NO_BIAS, _no_bias
+
+    [(opset, weight, bias)] = [(o, w, b) for lab, o, w, b in NO_BIAS if lab == label]
+    at = label.split(".at=")[1] if ".at=" in label else ""
+    got = verdicts(catalog, RKNN, _no_bias(opset, weight, bias, at=at, eps=".eps=default" not in label))
+    assert got["focus_norm"][0] == ("unsupported" if ".eps=default" in label else "npu")
 
 
 # -- RKNN 2.5.0 / rk3588: the stride-2 Slices of a space-to-depth ---------------------------------

@@ -14,6 +14,7 @@ from conftest import const, make_model
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.graph import GraphView
 from pytest_npucheck.prepass import run_prepasses
+from pytest_npucheck.probe.models_int_arith import INT_ARITH, _int_arith
 from pytest_npucheck.probe.models_int_layout import INT_LAYOUT, _int_layout
 
 
@@ -94,3 +95,32 @@ def test_noop_layout_removes_a_layout_op_that_keeps_its_input_shape(toy_catalog,
         assert "keeps its input's shape [1, 16] is removed by the compiler" in folded["focus_layout"]
     output_only = facts_from_model(_int_layout(op, producer, "output").build())
     assert run_prepasses(output_only, table).folded == {}
+
+
+@pytest.mark.parametrize("label,op,form,reader", INT_ARITH)
+def test_rknn_noop_passes_remove_integer_no_ops(toy_catalog, label, op, form, reader):
+    """eliminate_noop_add_mul and eliminate_noop_layout as rknn 2.5.0 runs them (probes x.*.ctx=int_arith.*):
+    x + 0, x - 0, x * 1 (a (1,) or scalar constant, CLIP's argmax + 0) and a Slice that keeps the whole tensor
+    leave no layer row; x + 2, an int64 x / 1 and a Slice that drops a column stay."""
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("fold_constants", "eliminate_noop_add_mul", "eliminate_noop_layout"))
+    facts = facts_from_model(_int_arith(form, reader).build())
+    folded = {facts.nodes[i].name for i in run_prepasses(facts, table).folded}
+    removed = form in ("add0", "add0.scalar", "sub0", "mul1", "argmax_add0", "slice_all")
+    assert ("focus_op" in folded) == removed, folded
+
+
+def test_noop_layout_keeps_a_reversing_slice(toy_catalog):
+    """A Slice with step -1 over the whole axis keeps the shape and moves the data: not removed."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n)
+             for n, v in (("st", -1), ("en", -2 ** 62), ("ax", 1), ("sp", -1))]
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["s"], name="rev"),
+         helper.make_node("Relu", ["s"], ["y"], name="act")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])], inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_layout",))
+    assert run_prepasses(facts_from_model(m), table).folded == {}

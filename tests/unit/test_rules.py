@@ -211,6 +211,22 @@ def test_attr_absent_even_with_default_value(judge):
                                     "the compiler rejects the model")
 
 
+def test_attr_present_needs_the_attribute_written_even_at_its_default():
+    """rknn 2.5.0 fails a LayerNormalization that leaves epsilon to its ONNX default (x.LayerNormalization.ctx=no_bias.*)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def norm(**attrs):
+        m = make_model([helper.make_node("LayerNormalization", ["x", "w"], ["y"], name="ln", axis=-1, **attrs)],
+                       [("x", (1, 16, 32))], ["y"], [const("w", np.ones(32))], opset=17)
+        facts = facts_from_model(m)
+        return RULES["attr_present"].check([n for n in facts.nodes if n.name == "ln"][0], {"attrs": ["epsilon"]}, facts)
+
+    assert norm(epsilon=1e-5) is None
+    assert norm() == "epsilon not written; the compiler needs the attribute itself, not its ONNX default"
+    assert RULES["attr_present"].describe({"attrs": ["epsilon"]}).startswith("attributes")
+
+
 def test_any_of_passes_when_one_alternative_holds(judge):
     def pool(**attrs):
         return make_model([helper.make_node("AveragePool", ["x"], ["y"], name="ap", kernel_shape=[3, 3], **attrs)],

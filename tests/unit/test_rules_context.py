@@ -426,6 +426,31 @@ def test_feeds_only_passes_the_layout_ops_merged_into_their_readers():
     assert not is_local("feeds_only", {"ops": ["Reshape"]})
 
 
+def test_feeds_only_with_max_rank_passes_a_layout_op_below_that_rank():
+    """RKNN merges an int64 Unsqueeze of rank below 4 into the 4-D relayout its Cast reader makes of its input
+    (x.Unsqueeze.ctx=int_layout.*.cast_*); a rank-4 result is a Reshape of its own: ``max_rank`` tells them
+    apart, naming the rank."""
+    rule = {"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}, "else": "cpu"}
+
+    def graph(axes):
+        a = numpy_helper.from_array(np.array(axes, np.int64), "a")
+        out = [1, 16] + [1] * len(axes)
+        m = _graph([helper.make_node("Unsqueeze", ["ids", "a"], ["u"], name="unsq"),
+                    helper.make_node("Cast", ["u"], ["y"], name="cast", to=TensorProto.FLOAT)],
+                   [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 16])], [_vi("y", out)], [a])
+        return facts_from_model(m)
+
+    table = _table([rule], op="Unsqueeze")
+    [r] = check_graph(graph([2]), [table])
+    assert {n.name: n.verdict for n in r.nodes}["unsq"] == "npu"
+    [r] = check_graph(graph([2, 3]), [table])
+    unsq = [n for n in r.nodes if n.name == "unsq"][0]
+    assert unsq.verdict == "cpu" and "its result 'u' has rank 4, above 3" in _reasons(unsq)
+    assert RULES["feeds_only"].describe({"ops": ["Cast"], "max_rank": 3}).startswith(
+        "every node reading its result is one of {'Cast'}, reading it as its data (input 0) and its result has "
+        "rank at most 3")
+
+
 def test_graph_lacks_names_the_nodes_anywhere_in_the_graph():
     """graph_lacks looks at the whole main graph, not the node's neighbours: a Gemm on an unrelated
     branch fails it (what 2.2.0/rk3566 did to DistilBERT's mask Reshape), and the message names it."""

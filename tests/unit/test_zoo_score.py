@@ -194,6 +194,47 @@ def test_a_merged_mask_reshape_counts_on_the_chain_tail_with_or_without_the_swap
         assert rknn.onnx_placement(res, nodes, {}) == want
 
 
+def test_the_mask_relayout_counts_on_the_chain_tail_whatever_else_reads_the_mask():
+    """The zoo's TorchScript padding masks (MPNet, Gemma-2, GPT-SW3, Bloom, OPT): RKNN relayouts the mask in
+    front of its CPU Cast (``unsqueeze_to_4d_cast``: ``Reshape:<mask>_rs``) and bypasses the chain behind the
+    Cast with the Cast's relayout back. The one int64 Reshape row is the chain's, as in the probes, also when
+    a Shape reads the Cast's result (folded at build time), when an int64 Mul reads the mask too (its
+    relayout is the same row, ``remove_parallel_reshape``), and when the mask reaches the Cast through ops
+    RKNN removes (a Cast to int64 of an int64 mask, a ``view(-1, T)``); an op with a row of its own is not
+    looked through."""
+    chain = [{"name": "/m/Flatten", "op_type": "Flatten", "inputs": ["c"], "outputs": ["f"]},
+             {"name": "/m/Gather", "op_type": "Gather", "inputs": ["f", "idx"], "outputs": ["g"]},
+             {"name": "/m/Reshape", "op_type": "Reshape", "inputs": ["g", "s1"], "outputs": ["r"]},
+             {"name": "/m/Reshape_1", "op_type": "Reshape", "inputs": ["r", "s2"], "outputs": ["m"]},
+             {"name": "/m/Where", "op_type": "Where", "inputs": ["m", "x", "y"], "outputs": ["w"]}]
+    shape = [{"name": "/m/Shape", "op_type": "Shape", "inputs": ["c"], "outputs": ["sh"]}]
+    cast = [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["ids2"], "outputs": ["c"]}]
+    fronts = {  # what lies between the mask 'ids' and the Cast that makes the bool mask 'c'
+        "shape reader": [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["ids"], "outputs": ["c"]}] + shape,
+        "noop view": [{"name": "/m/View", "op_type": "Reshape", "inputs": ["ids", "s0"], "outputs": ["ids2"]}]
+                     + cast + shape,
+        "shared, identity Cast": [
+            {"name": "/m/Cast_i64", "op_type": "Cast", "inputs": ["ids"], "outputs": ["ids2"]},
+            {"name": "/m/Mul", "op_type": "Mul", "inputs": ["ids2", "pos"], "outputs": ["p"]}] + cast + shape,
+    }
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Reshape", "CPU", "Reshape:ids_rs"), _row(2, "Cast", "CPU", "Cast:ids_rs_cast"),
+        _row(3, "Mul", "CPU", "Mul:/m/Mul")])
+    for what, front in fronts.items():
+        placement = rknn.onnx_placement(res, front + chain, {})
+        assert placement["/m/Reshape_1"] == "cpu", what
+        assert all(placement[n] == "npu" for n in ("/m/Flatten", "/m/Gather", "/m/Reshape", "/m/Where")), what
+    # the dynamo exporter's lookup: one GatherND of in-order indices (rewritten as a Reshape), no row of its own
+    gathernd = [{"name": "/m/Cast", "op_type": "Cast", "inputs": ["ids"], "outputs": ["c"]},
+                {"name": "/m/GatherND", "op_type": "GatherND", "inputs": ["c", "idx"], "outputs": ["m"]},
+                {"name": "/m/Where", "op_type": "Where", "inputs": ["m", "x", "y"], "outputs": ["w"]}]
+    placement = rknn.onnx_placement(res, gathernd, {})
+    assert (placement["/m/GatherND"], placement["/m/Where"]) == ("cpu", "npu")
+    # the Mul has a row of its own: a Cast read only through it is not the mask's Cast
+    through_mul = [{"name": "/m/Mul", "op_type": "Mul", "inputs": ["ids", "pos"], "outputs": ["ids2"]}] + cast
+    assert rknn.onnx_placement(res, through_mul + chain, {})["/m/Reshape_1"] == "npu"
+
+
 def test_a_row_named_after_none_of_its_origins_goes_to_the_origin_of_its_op_type():
     """BLIP/Bloom/GPT-Neo padding masks: ``Cast(bool) -> And -> Expand``; RKNN folds the Expand into the And
     (convert_expand_to_reshape) and rewrites the And and the mask Cast into an NPU Mul and a CPU Cast named

@@ -755,6 +755,10 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                             owner, suffix = swapped[0], "_rewrites"
                     else:
                         owner = producer.get(p)
+                    if r.op_type == "Reshape" and rest.startswith("_rs") and suffix == "_helpers":
+                        # the Cast's own 4-D relayout of the mask, merged with the layout chain behind the Cast
+                        for tail in _mask_chain_tails(p, op_type, outputs, consumers, direct_nodes):
+                            out.setdefault(tail, {}).setdefault(kind + "_rewrites", []).append(r.full_name)
                 break
         out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
@@ -773,20 +777,69 @@ def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: 
     swapped, so the row lands on the same node either way."""
     if not row_op or op_type.get(owner) in (None, row_op):
         return []
-    readers = list(dict.fromkeys(c for t in outputs.get(owner, ()) for c in consumers.get(t, ())))
+    readers = _data_readers(owner, op_type, outputs, consumers)
     ok = {row_op} | (_MERGED_LAYOUT if row_op == "Reshape" else set())
     if not readers or any(op_type.get(c) not in ok or c in direct_nodes for c in readers):
         return []
     if row_op != "Reshape":
         return readers
+    if op_type.get(owner) not in _MASK_OPS:  # a Mul's or Add's own relayout of its input is its glue
+        return []
     tails = [_chain_tail(c, op_type, outputs, consumers) for c in readers]
     if any(t in direct_nodes for t in tails):
         return []
     return list(dict.fromkeys(tails))
 
 
-#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape)
-_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather"})
+#: layout ops RKNN merges into one Reshape (fuse_two_reshape; a Gather of constant indices becomes a Reshape, and
+#: so does a GatherND whose indices read its data in order: the dynamo exporter's padding-mask lookup)
+_MERGED_LAYOUT = frozenset({"Reshape", "Unsqueeze", "Squeeze", "Flatten", "Gather", "GatherND"})
+#: the integer ops RKNN moves a Reshape in front of (swap_cast_reshape; the mask rule of the tables)
+_MASK_OPS = frozenset({"Cast", "Equal"})
+#: ops that read only a tensor's shape: static at build time, RKNN folds them, they read no data
+_SHAPE_READERS = frozenset({"Shape", "Size"})
+
+
+def _data_readers(node: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
+                  consumers: Mapping[str, list[str]]) -> list[str]:
+    """The nodes reading ``node``'s results as data: a Shape of the result (TorchScript's
+    ``mask.shape[0]`` beside the padding-mask lookup) is folded at build time and reads none."""
+    readers = dict.fromkeys(c for t in outputs.get(node, ()) for c in consumers.get(t, ()))
+    return [c for c in readers if op_type.get(c) not in _SHAPE_READERS]
+
+
+#: ops RKNN removes in front of a mask Cast (a Cast to the input's own dtype, a layout op keeping the shape)
+_PASS_TO_MASK = frozenset({"Cast", "Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+
+
+def _mask_chain_tails(tensor: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
+                      consumers: Mapping[str, list[str]], direct_nodes: set[str]) -> list[str]:
+    """The last ops of the layout chains behind an integer mask Cast/Equal that reads ``tensor``, for a
+    Reshape row named ``<tensor>_rs``: RKNN's relayout of the mask in front of the Cast
+    (``unsqueeze_to_4d_cast``), into which the chain behind the Cast is merged (``bypass_two_reshape``), so the
+    row is the chain's one Reshape, as when the chain was swapped in front of the Cast. The row is named after
+    the mask also when the mask has other readers (the Mul of Bloom's and OPT's position ids: the two
+    relayouts are one row after ``remove_parallel_reshape``) or reaches the Cast through ops RKNN removes (a
+    Cast to int64 of an int64 mask, GPT-SW3's ``view(-1, T)``). Nodes with rows of their own are not walked
+    through; ``[]`` when no such chain is found."""
+    tails: list[str] = []
+    seen: set[str] = set()
+    frontier = [c for c in dict.fromkeys(consumers.get(tensor, ())) if op_type.get(c) not in _SHAPE_READERS]
+    for _ in range(4):
+        following: list[str] = []
+        for n in frontier:
+            if n in seen:
+                continue
+            seen.add(n)
+            readers = _data_readers(n, op_type, outputs, consumers)
+            if op_type.get(n) in _MASK_OPS and readers and all(
+                    op_type.get(c) in _MERGED_LAYOUT and c not in direct_nodes for c in readers):
+                tails.extend(t for t in (_chain_tail(c, op_type, outputs, consumers) for c in readers)
+                             if t not in direct_nodes)
+            elif op_type.get(n) in _PASS_TO_MASK and n not in direct_nodes:
+                following.extend(readers)
+        frontier = following
+    return list(dict.fromkeys(tails))
 
 
 def _chain_tail(node: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],
@@ -795,7 +848,7 @@ def _chain_tail(node: str, op_type: Mapping[str, Any], outputs: Mapping[str, lis
     before), which RKNN merges into one Reshape."""
     current = node
     for _ in range(16):
-        readers = list(dict.fromkeys(c for t in outputs.get(current, ()) for c in consumers.get(t, ())))
+        readers = _data_readers(current, op_type, outputs, consumers)
         if len(readers) != 1 or op_type.get(readers[0]) not in _MERGED_LAYOUT:
             break
         current = readers[0]

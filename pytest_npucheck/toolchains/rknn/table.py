@@ -105,7 +105,11 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "b
               "bij,bjd->bid", "bij,bjk -> bik", "bij, bjk->bik", "bhlk,bhtk->bl",
               # XLNet's relative attention and LongT5's local attention (x.Einsum.ctx=letters.xlnet_*, longt5_*)
               "ibh,hnd->ibnd", "ibnd,jbnd->bnij", "ijbn->bnij", "bnij,jbnd->ibnd", "ibnd,hnd->ibh",
-              "...qhd,...khd->...hqk", "...hqk,...khd->...qhd"]
+              "...qhd,...khd->...hqk", "...hqk,...khd->...qhd",
+              # PEGASUS-X's block-local attention with global tokens, SAM's relative positions
+              # (x.Einsum.ctx=letters.pegasus_x_*, sam_rel_*)
+              "BHNKF,BHGF->BHNKG", "BHNKF,BHNXF->BHNKX", "BHNKG,BHGF->BHNKF", "BHNKX,BHNXF->BHNKF",
+              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
@@ -141,14 +145,24 @@ _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a cha
                     "-> Reshape -> Reshape and Unsqueeze -> Unsqueeze on int64 data, one CPU row named after the last)")
 
 
-def _int_layout(probes: Sequence[str]) -> dict[str, Any]:
+_INT_CAST_NOTE = ("; a layout op of rank below 4 on integer data read only by Casts leaves no row: RKNN "
+                  "merges it into the Cast's own 4-D relayout of its input (unsqueeze_to_4d_cast; the row "
+                  "'Reshape <result>_rs' is the Cast's glue, x.{Unsqueeze,Reshape,Squeeze}.ctx=int_layout.*.input."
+                  "cast_*: a graph input, an int64 Mul's result in the zoo's Bloom), while a rank-4 result "
+                  "(mask[:, None, None, :]) is a CPU Reshape of its own (x.Reshape.ctx=mask_lookup.i64.unsqueeze2)")
+
+
+def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
-    from the generic rule): integer data passes when the op is merged into its readers."""
-    return C("any_of", probes,
-             constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                       "allowed": ["float32", "float16", "bool"]}},
-                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
-             note=_INT_LAYOUT_NOTE)
+    from the generic rule): integer data passes when the op is merged into its readers; with
+    ``cast_probes`` also when only Casts read its result of rank below 4."""
+    alternatives: list[dict[str, Any]] = [
+        {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
+        {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
+    if cast_probes:
+        alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
+    return C("any_of", list(probes) + list(cast_probes), constraints=alternatives,
+             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else ""))
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -264,13 +278,17 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         note="int64 data runs on the CPU (an int32 Where crashed the compiler)"),
                C("any_of", [r"Where\.xy=dyn|x\.(Reshape|Cast|Where)\.ctx=mask_cast\."], "unsupported",
                  constraints=[{"rule": "feeds_not", "params": {"path": ["Softmax"]}},
-                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}}],
+                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}},
+                              {"rule": "const_value_range", "params": {"index": 0, "max": 0}},
+                              {"rule": "const_value_range", "params": {"index": 0, "min": 1}}],
                  note="a Where whose condition is broadcast over the query axis (size 1 on axis -2: a padding "
                       "mask viewed as (B, 1, 1, T)) and whose result goes straight into a Softmax makes build() "
                       "abort ('Encountered First Conv unsupported subgraph: exSoftmaxMask', SIGABRT), whether the "
                       "mask is cast from int64/int32, computed by a Greater or a bool graph input; a (B, 1, T, T) "
                       "or expanded mask, Where(m, 0, -big) added to the scores, or a Where read by another op "
-                      "built (x.*.ctx=mask_cast.*)"),
+                      "built (x.*.ctx=mask_cast.*); a constant mask aborts the build too, unless it has one value "
+                      "everywhere (SEW-D's all-False mask): then the Where is one of its branches and leaves no "
+                      "row (x.Where.ctx=mask_cast.bool.bool.const*)"),
                probes=[r"pattern\.greater_where", r"ctx\.Equal", r"pattern\.attention\.mha_wh"]),
     "Cast": E("npu",
               C("dtype", [r"Cast\.to=float32\.u8"], "unsupported", tensor="input", index=0,
@@ -349,8 +367,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "LpNormalization": E("npu"),
     "LayerNormalization": E(
         "npu",
-        C("input_count", [r"LayerNormalization\.axis=m1\.bias=no"], "unsupported", min=3,
-          note="a LayerNormalization without bias input makes build() fail"),
+        C("attr_present", [r"LayerNormalization\.axis=m1\.(bias=no|outputs=3)", r"x\.LayerNormalization\.ctx=no_bias\."],
+          "unsupported", attrs=["epsilon"],
+          note="a LayerNormalization that does not write its epsilon attribute makes build() fail (KeyError "
+               "'LayerNormalization'), with or without its bias input, at opset 17 and 18; with epsilon written "
+               "the two-input form (no bias: OLMo, MPT, ModernBERT) builds and runs on the NPU "
+               "(x.LayerNormalization.ctx=no_bias.*). The op probes of the bias-less and the 3-output forms "
+               "wrote no epsilon"),
         C("any_of", [r"LayerNormalization\.axis=0\.", r"x\.LayerNormalization\.ctx=axes\.axis=0\."], "unsupported",
           constraints=[_NOT_RANK4, {"rule": "axis_in", "params": {"values": [1, 2, 3]}}, _BATCH2],
           note="a LayerNormalization over all four axes of a batch-1 rank-4 tensor makes build() fail "
@@ -370,7 +393,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
           note="the same over (1, H, W) (one channel) makes build() fail in another rewrite "
                "(squeeze_to_4d_relu, convert_identity_to_reshape) at any H and W"),
         probes=[r"pattern\.layernorm_decomposed"],
-        note="compiled to exNorm. Not expressible here: the 3-output form makes build() fail (errata)."),
+        note="compiled to exNorm. The 3-output op probe failed without an epsilon attribute (the rule above); "
+             "the 3-output form with epsilon is not probed."),
     "GroupNormalization": E("cpu", note="the opset-18 form runs on the CPU; the opset-21 form "
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
@@ -493,7 +517,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
-                 _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+                 _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
+                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
@@ -518,8 +543,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
                           note="a Flatten that produces a graph output from another op's "
                                "result runs on the CPU (the layout conversion back to NCHW)")),
-    "Squeeze": E("npu", _int_layout([])),
-    "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
+    "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
+    "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
+                                      [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
+                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"]),
                    _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
                    C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
@@ -872,6 +899,8 @@ PREPASS_PROBES = {
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const"],
     "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
                        r"ConstantOfShape\.shape=from_Shape"],
+    "eliminate_noop_add_mul": [r"x\.(Add|Sub|Mul|Div)\.ctx=int_arith\.(add0|sub0|mul1|div1|argmax)"],
+    "eliminate_noop_layout": [r"x\.\w+\.ctx=int_layout\.\w+_noop", r"x\.Slice\.ctx=int_arith\.slice_all"],
     "fuse_conv_bn": [r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
     "fuse_patterns": [r"pattern\.gelu_erf\.div", r"pattern\.layernorm_decomposed",
                       r"pattern\.attention"],
@@ -1027,7 +1056,8 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
         },
         "opsets": {"ai.onnx": [lo, hi]},
         **({"ir_version": ir_range} if ir_range else {}),
-        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "eliminate_noop_layout",
+        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "eliminate_noop_add_mul",
+                      "eliminate_noop_layout",
                       "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
