@@ -1,8 +1,8 @@
-"""The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic and eliminate_same_type_casts
-pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
-duplicate_chains_extra, partial_shape_extra, noop_extra, noop_datadep_extra and same_type_cast_extra
-probes (pytest_npucheck/probe/models_common_subexpressions.py, models_data_dependent_shape.py,
-models_noop_arithmetic.py)."""
+"""The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic, eliminate_same_type_casts and
+eliminate_noop_expand_slice pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
+duplicate_chains_extra, partial_shape_extra, noop_extra, noop_datadep_extra, same_type_cast_extra,
+noop_layout_extra and noop_expand_merge_extra probes (pytest_npucheck/probe/models_common_subexpressions.py,
+models_data_dependent_shape.py, models_noop_arithmetic.py, models_noop_layout.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_data_dependent_shape import PARTIAL_SHAPE, _partial_shape
 from pytest_npucheck.probe.models_noop_arithmetic import (NOOPS, NOOPS_DATADEP, SAME_TYPE_CASTS, _noop, _noop_datadep,
                                                           _same_type_cast)
+from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -30,6 +31,10 @@ CASES += [(f"q.{op}.ctx=duplicate_chain.{kind}.f32.r3", _chains, (kind,)) for ki
                                                                                             ("relu", "Relu"))]
 CASES += [(f"q.Cast.ctx=same_type.{label}.{'datadep' if dyn else 'static'}.f32.r3", _same_type_cast, (where, dyn))
           for label, where in SAME_TYPE_CASTS for dyn in (False, True)]
+# Expand / Slice no-ops (and Reshape, which stays) on static and NonZero-picked rows; a NonZero of an expanded mask
+CASES += [(f"q.{op}.ctx=noop_layout.{label}.{'datadep' if dyn else 'static'}.f32.r3", _noop_layout, (build, dyn))
+          for label, op, build in NOOP_LAYOUTS for dyn in (False, True)]
+CASES += [(f"q.NonZero.ctx=duplicate_chain.expand_noop.{how}.f32.r2", _expand_merge, (how,)) for how in ("const", "shape_of")]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +48,8 @@ def test_table_reproduces_every_node_of_the_probe(catalog, arch, pid, build, arg
     path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
     [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
     table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
-    assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts"} <= set(table.prepasses)
+    assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts",
+            "eliminate_noop_expand_slice"} <= set(table.prepasses)
     got = {n.name: n.verdict for n in match(facts_from_model(build(*args).build()), table).nodes}
     assert rec["status"] == "ok"
     assert {k: got[k] for k in rec["placement"]} == rec["placement"]
