@@ -48,6 +48,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _eliminate_noop_arithmetic(graph, pre)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
+    if "eliminate_unused_nodes" in passes:  # after every pass that removes readers
+        _eliminate_unused_nodes(graph, pre)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
@@ -158,6 +160,31 @@ def _eliminate_noop_expand_slice(graph: GraphFacts, pre: PrepassResult) -> None:
             continue
         pre.folded[node.index] = why
         pre.forwarded[node.outputs[0]] = pre.forwarded.get(node.inputs[0], node.inputs[0])
+
+
+def _eliminate_unused_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
+    """A node whose every reader is gone before placement without needing its value (a Shape or Size of
+    its static result folded, a merged duplicate, a constant folded, or a node removed this way) and which
+    makes no graph output is removed too, and so, in turn, are the nodes only it read (onnxruntime,
+    probed: q.{Pad,Sigmoid}.ctx=dead.*: an int64 Pad of LED's input ids read only by a Shape never reaches
+    an execution provider; with a second reader it runs, on the CPU). A removed node that passes its
+    input on (an Identity, a no-op Cast, Expand or x * 1, a BatchNormalization fused into its Conv) still
+    needs its producer, unless its own readers are gone too."""
+    outputs = set(graph.outputs)
+    in_bodies = {i for n in graph.nodes if n.graph for i in n.inputs if i}  # read inside an If/Loop body
+    gone = {i for i, why in pre.folded.items()
+            if graph.nodes[i].op_type in SHAPE_OPS or why.startswith("identical to ")
+            or why.endswith("folded at compile time")}
+    for node in reversed(graph.nodes):  # readers before producers: chains go whole
+        if node.graph or node.subgraphs or node.index in gone or node.op_type in NONDETERMINISTIC or not node.outputs:
+            continue
+        readers = [c for o in node.outputs if o for c in graph.consumers.get(o, ())]
+        if not readers or any(o in outputs or o in in_bodies for o in node.outputs if o) \
+                or any(c not in gone for c in readers):
+            continue
+        gone.add(node.index)
+        if node.index not in pre.folded:
+            pre.folded[node.index] = "read only by nodes removed before placement: removed too"
 
 
 #: op -> (its neutral constant, input positions that constant may take)

@@ -54,10 +54,9 @@ CONTRACTIONS = ("einsum", "matmul", "reducesum")
 def datadep_contraction_extra(c: Collector) -> None:
     """An Einsum, a MatMul and a ReduceSum over the data-dependent dim of NonZero-picked rows, then a
     Reshape (CONTRACTIONS)."""
-    op = {"einsum": "Einsum", "matmul": "MatMul", "reducesum": "ReduceSum"}
     for kind in CONTRACTIONS:
-        c.add("q.%s.ctx=datadep_contraction.%s.f32.r3" % (op[kind], kind), op[kind], _contraction(kind),
-              kind="context", focus=["focus_op", "focus_reshape", "post_sigmoid"])
+        c.add("q.Reshape.ctx=datadep_contraction.%s.f32.r2" % kind, "Reshape", _contraction(kind),
+              kind="context", focus=["focus_reshape", "post_sigmoid"])
 
 
 QNN_FAMILIES: list[Callable[[Collector], None]] = [datadep_contraction_extra]

@@ -17,6 +17,7 @@ from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.prepass import run_prepasses
 from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, NOOPS_DATADEP, _noop, _noop_datadep
+from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 
 
@@ -142,3 +143,31 @@ def test_a_nonzero_of_a_noop_expand_merges_with_the_nonzero_of_its_input(toy_cat
     assert "identical to NonZero 'focus_nonzero1'" in folded["focus_nonzero0"]
     without = dataclasses.replace(table, prepasses=("fold_shape_ops", "merge_identical_nodes"))
     assert not set(chain0) & set(_folded_names(_expand_merge(how).build(), without))
+
+
+@pytest.mark.parametrize("label,op,dtype,also", DEAD, ids=[c[0] for c in DEAD])
+def test_a_node_read_only_by_a_folded_shape_is_removed(toy_catalog, label, op, dtype, also):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("fold_shape_ops", "eliminate_unused_nodes"))
+    folded = _folded_names(_dead(op, dtype, also).build(), table)
+    # as onnxruntime-qnn placed them (q.<op>.ctx=dead.*): gone unless something else reads it
+    assert ("focus_op" in folded) == (not also), folded
+    assert "focus_shape" in folded
+    without = dataclasses.replace(table, prepasses=("fold_shape_ops",))
+    assert "focus_op" not in _folded_names(_dead(op, dtype, also).build(), without)
+
+
+def test_a_node_read_through_a_removed_identity_or_fused_norm_stays(toy_catalog):
+    # an Identity and a BatchNormalization fused into its Conv are removed, but pass the value on
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("eliminate_identity", "fuse_conv_bn", "eliminate_unused_nodes"))
+    ch = 4
+    inits = [const("w", np.ones((ch, ch, 1, 1), np.float32))] + [
+        const(n, np.ones((ch,), np.float32)) for n in ("s", "b", "m", "v")]
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                        helper.make_node("Identity", ["r"], ["i"], name="ident"),
+                        helper.make_node("Conv", ["i", "w"], ["c"], name="conv"),
+                        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn")],
+                       [("x", (1, ch, 8, 8))], ["y"], initializers=inits)
+    folded = _folded_names(model, table)
+    assert "relu" not in folded and "conv" not in folded and "ident" in folded

@@ -387,6 +387,12 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             probes=[r"ctx\.AveragePool", r"q\.AveragePool"]),
     }
     if _vkey(version) >= (2, 51):
+        # CumSum by rank (q.CumSum.ctx=rank.*, probed on 2.51.0 only)
+        rules["CumSum"]["constraints"] = list(rules["CumSum"]["constraints"]) + [
+            C("rank", [r"q\.CumSum\.ctx=rank\..*\.r5$"], tensor="input", index=0, max=4,
+              note="rank-5 data runs on the CPU on every axis ('Failed to add node.': Kimi-Linear's chunk "
+                   "cumsum over (1, 32, 1, 64, 128)); ranks 2-4 ran on the NPU, (1, 32, 64, 128) too"),
+        ]
         # GatherND by index shape and data dtype (q.GatherND.ctx=index.*, probed on 2.51.0 only)
         rules["GatherND"]["constraints"] = list(rules["GatherND"]["constraints"]) + [
             C("dtype", [r"q\.GatherND\.ctx=index\.\w+\.idx=r\d\.d\d\.b\."], tensor="input", index=0,
@@ -617,6 +623,7 @@ PREPASS_PROBES = {
     "eliminate_noop_expand_slice": [r"q\.(Expand|Slice)\.ctx=noop_layout\.", r"q\.NonZero\.ctx=duplicate_chain\.expand_noop\."],
     "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\.", r"q\.(NonZero|Relu)\.ctx=duplicate_chain\."],
     "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop(_datadep)?\."],
+    "eliminate_unused_nodes": [r"q\.(Pad|Sigmoid)\.ctx=dead\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
                        r"ConstantOfShape\.shape=const"],
@@ -854,7 +861,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
         "prepasses": ["eliminate_identity", "eliminate_same_type_casts", "eliminate_noop_expand_slice",
                       "merge_identical_nodes",
                       "eliminate_noop_arithmetic",
-                      "fold_constants", "fold_shape_ops", "fuse_conv_bn", "fuse_patterns"],
+                      "fold_constants", "fold_shape_ops", "eliminate_unused_nodes", "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
         "patterns": pats,
