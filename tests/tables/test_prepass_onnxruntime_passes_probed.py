@@ -20,6 +20,7 @@ from pytest_npucheck.probe.models_cpu_transposes import CPU_TRANSPOSES
 from pytest_npucheck.probe.models_cumsum_rank import CUMSUMS, _cumsum
 from pytest_npucheck.probe.models_datadep_contraction import CONTRACTIONS, _contraction
 from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
+from pytest_npucheck.probe.models_gather_index import GATHER_UNIT_AXIS, _gather_unit_axis
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
@@ -66,3 +67,18 @@ def test_table_reproduces_every_node_of_the_probe(catalog, arch, pid, build, arg
     # a node in no partition ('removed': a Transpose pair the layout transformation cancels) runs nowhere: NPU side
     want = {k: "npu" if v == "removed" else v for k, v in rec["placement"].items()}
     assert {k: got[k] for k in rec["placement"]} == want
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("label,shape,axis,idx,transpose", GATHER_UNIT_AXIS, ids=[c[0] for c in GATHER_UNIT_AXIS])
+def test_a_rank6_gather_result_runs_on_the_npu_only_when_transposes_read_it(catalog, arch, label, shape, axis, idx,
+                                                                           transpose):
+    # the Gather (and the Transpose) as placed; the Reshape after a CPU rank-6 Gather also runs on the CPU, which
+    # the tables record as a known disagreement (a rank-6 tensor crossing into the CPU partition)
+    pid = f"q.Gather.ctx=rank6.{label}.f32.r5"
+    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
+    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    got = {n.name: n.verdict for n in match(facts_from_model(_gather_unit_axis(shape, axis, idx, transpose).build()),
+                                            catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
+    assert {k: got[k] for k in rec["focus"]} == {k: rec["placement"][k] for k in rec["focus"]}
+    assert got["focus_gather"] == ("npu" if transpose else "cpu")
