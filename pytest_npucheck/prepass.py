@@ -26,6 +26,8 @@ class PrepassResult:
     # time (data_shapes: a NonZero of a constant that the facts evaluated): dynamic to the rules
     shapes: dict[str, TensorInfo] = field(default_factory=dict)
     absorbed: dict[int, int] = field(default_factory=dict)  # folded node index -> the node it is fused into
+    # output -> input of a node removed as a no-op whose readers read its input instead (eliminate_noop_expand_slice)
+    forwarded: dict[str, str] = field(default_factory=dict)
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -38,12 +40,16 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _data_shapes(graph, pre, table.ops)
     if passes & {"fold_constants", "fold_shape_ops"}:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
+    if "eliminate_noop_expand_slice" in passes:  # after folding (an Expand to a folded Shape), before
+        _eliminate_noop_expand_slice(graph, pre)  # merging (its readers then read what its twin's read)
     if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
     if passes & {"eliminate_noop_arithmetic", "eliminate_noop_add_mul"}:
         _eliminate_noop_arithmetic(graph, pre, divide="eliminate_noop_arithmetic" in passes)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
+    if "eliminate_unused_nodes" in passes:  # after every pass that removes readers
+        _eliminate_unused_nodes(graph, pre)
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
@@ -64,7 +70,8 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     same: dict[str, str] = {}  # output of a merged node -> the output of the first node of its set
     for node in graph.nodes:  # in graph order: a node's producers come before it
         if node.index in pre.folded and not node.graph and node.inputs and node.inputs[0] and node.outputs \
-                and node.outputs[0] and (node.op_type in IDENTITY_OPS or _same_type_cast(graph, node, True)):
+                and node.outputs[0] and (node.op_type in IDENTITY_OPS or _same_type_cast(graph, node, True)
+                                         or node.outputs[0] in pre.forwarded):
             same[node.outputs[0]] = same.get(node.inputs[0], node.inputs[0])  # removed: its readers read its input
             continue
         if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
@@ -91,6 +98,93 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             if node is not kept:
                 pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
                                           "attributes): merged into it before placement")
+
+
+_INT32_MAX = 2 ** 31 - 1
+
+
+def _const_ints(graph: GraphFacts, pre: PrepassResult, name: str) -> Optional[tuple[int, ...]]:
+    """The value of a constant integer tensor (an initializer, a Constant or a folded shape), else None."""
+    info = pre.const.get(name) or graph.tensor(name)
+    if info is None or not info.const or info.value is None:
+        return None
+    try:
+        return tuple(int(v) for v in info.value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _noop_expand(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> Optional[str]:
+    if len(node.inputs) != 2:
+        return None
+    target = _const_ints(graph, pre, node.inputs[1])
+    src = pre.shapes.get(node.inputs[0]) or graph.tensor(node.inputs[0])
+    if target is None or src is None or src.shape is None or len(target) > len(src.shape):
+        return None
+    for want, have in zip(reversed(target), reversed(tuple(src.shape))):
+        if want != 1 and not (isinstance(have, int) and have == want):
+            return None
+    return f"an Expand to {list(target)}, which keeps its input's shape, is removed before placement"
+
+
+def _noop_slice(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> Optional[str]:
+    if not 3 <= len(node.inputs) <= 5:
+        return None  # opset < 10: starts/ends as attributes (not probed)
+    starts, ends = _const_ints(graph, pre, node.inputs[1]), _const_ints(graph, pre, node.inputs[2])
+    steps = _const_ints(graph, pre, node.inputs[4]) if len(node.inputs) == 5 and node.inputs[4] else None
+    if len(node.inputs) == 5 and node.inputs[4] and steps is None:
+        return None
+    if starts is None or ends is None or any(s != 0 for s in starts) or any(e < _INT32_MAX for e in ends) \
+            or any(s != 1 for s in steps or ()):
+        return None
+    return "a Slice of the whole range (starts 0, ends INT_MAX, steps 1) is removed before placement"
+
+
+def _eliminate_noop_expand_slice(graph: GraphFacts, pre: PrepassResult) -> None:
+    """An Expand to a constant shape whose every dim is 1 or the input's own static dim (fewer dims
+    allowed), and a Slice from 0 to INT_MAX with steps 1, are removed before placement and their readers
+    read the input (onnxruntime's Expand and Slice eliminations, probed: q.Expand.ctx=noop_layout.*,
+    q.Slice.ctx=noop_layout.*; the input's other dims may be data-dependent; an Expand to the input's
+    Shape is removed once that Shape folds; a Reshape to its input's shape is kept, and so is a Slice
+    that takes part of an axis). A NonZero of a mask expanded to its own shape then merges with a
+    NonZero of the mask (q.NonZero.ctx=duplicate_chain.expand_noop.*). A node producing a graph output
+    is kept."""
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if node.op_type not in ("Expand", "Slice") or node.graph or node.domain != "ai.onnx" \
+                or node.index in pre.folded or not node.inputs or not node.inputs[0] or not node.outputs \
+                or not node.outputs[0] or node.outputs[0] in outputs:
+            continue
+        why = (_noop_expand if node.op_type == "Expand" else _noop_slice)(graph, pre, node)
+        if why is None:
+            continue
+        pre.folded[node.index] = why
+        pre.forwarded[node.outputs[0]] = pre.forwarded.get(node.inputs[0], node.inputs[0])
+
+
+def _eliminate_unused_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
+    """A node whose every reader is gone before placement without needing its value (a Shape or Size of
+    its static result folded, a merged duplicate, a constant folded, or a node removed this way) and which
+    makes no graph output is removed too, and so, in turn, are the nodes only it read (onnxruntime,
+    probed: q.{Pad,Sigmoid}.ctx=dead.*: an int64 Pad of LED's input ids read only by a Shape never reaches
+    an execution provider; with a second reader it runs, on the CPU). A removed node that passes its
+    input on (an Identity, a no-op Cast, Expand or x * 1, a BatchNormalization fused into its Conv) still
+    needs its producer, unless its own readers are gone too."""
+    outputs = set(graph.outputs)
+    in_bodies = {i for n in graph.nodes if n.graph for i in n.inputs if i}  # read inside an If/Loop body
+    gone = {i for i, why in pre.folded.items()
+            if graph.nodes[i].op_type in SHAPE_OPS or why.startswith("identical to ")
+            or why.endswith("folded at compile time")}
+    for node in reversed(graph.nodes):  # readers before producers: chains go whole
+        if node.graph or node.subgraphs or node.index in gone or node.op_type in NONDETERMINISTIC or not node.outputs:
+            continue
+        readers = [c for o in node.outputs if o for c in graph.consumers.get(o, ())]
+        if not readers or any(o in outputs or o in in_bodies for o in node.outputs if o) \
+                or any(c not in gone for c in readers):
+            continue
+        gone.add(node.index)
+        if node.index not in pre.folded:
+            pre.folded[node.index] = "read only by nodes removed before placement: removed too"
 
 
 #: op -> (its neutral constant, input positions that constant may take)

@@ -166,4 +166,32 @@ def gather_rank6_extra(c: Collector) -> None:
               kind="context", focus=["focus_gather"])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [gathernd_index_extra, gather_rank6_extra]
+#: (label, data shape, axis, indices, transpose after): a Gather of a 2-D index from a rank-5 tensor (rank-6 result);
+#: ConvBERT's span-based convolution reads its unit last axis with a computed [[0]]
+GATHER_UNIT_AXIS = (
+    ("unit_axis.idx00", [1, 16, 9, 16, 1], 4, np.array([[0]], np.int64), False),
+    ("unit_axis.idx00.transpose", [1, 16, 9, 16, 1], 4, np.array([[0]], np.int64), True),
+    ("pair_axis.idx11", [1, 16, 9, 16, 2], 4, np.array([[1]], np.int64), False),
+    ("pair_axis.idx01", [1, 16, 9, 16, 2], 4, np.array([[0, 1]], np.int64), False),
+)
+
+
+def _gather_unit_axis(shape: list[int], axis: int, idx: Any, transpose: bool) -> GraphBuilder:
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+    g = gb.node("Gather", [x, gb.const(idx)], axis=axis, name="focus_gather")
+    if transpose:
+        g = gb.node("Transpose", [g], perm=[0, 1, 2, 4, 3, 5], name="focus_transpose")
+    flat = gb.node("Reshape", [g, gb.ints([1, 16, 9, -1])], name="post_view")
+    gb.output(gb.node("Add", [flat, gb.const(np.float32(1.0))], name="post_add"))
+    return gb
+
+
+def gather_unit_axis_extra(c: Collector) -> None:
+    """Rank-6 results of a 2-D index into rank-5 data, from an axis of size 1 and of size 2 (GATHER_UNIT_AXIS)."""
+    for label, shape, axis, idx, transpose in GATHER_UNIT_AXIS:
+        c.add("q.Gather.ctx=rank6.%s.f32.r5" % label, "Gather", _gather_unit_axis(shape, axis, idx, transpose),
+              kind="context", focus=["focus_gather"] + (["focus_transpose"] if transpose else []))
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [gathernd_index_extra, gather_rank6_extra, gather_unit_axis_extra]

@@ -101,6 +101,36 @@ def test_map_placement() -> None:
     assert m["helpers"] == {"QNNExecutionProvider": ["Transpose:Transpose"]}
 
 
+def test_map_placement_a_removed_node_of_a_cpu_island_is_the_cpu_helper_that_replaced_it() -> None:
+    """onnxruntime moves the second Transpose of a Conformer convolution module on a data-dependent
+    length after partitioning: the ONNX node is in no partition and a new Transpose runs on the CPU
+    (probe q.Transpose.ctx=cpu_island.conv_module.datadep). The node counts as that CPU op; a removed
+    Transpose between NPU nodes (a Transpose pair the layout transformation cancels) and one with no CPU
+    helper left stay removed."""
+    nodes = [_n("rows", "Gather", ["x", "i"], ["h"]),
+             _n("t_in", "Transpose", ["h"], ["t"]),
+             _n("conv", "Conv", ["t", "w"], ["c"]),
+             _n("t_out", "Transpose", ["c"], ["b"]),
+             _n("res", "Add", ["b", "h"], ["r"]),
+             _n("t_cpu2", "Transpose", ["r"], ["r2"]),
+             _n("sig", "Sigmoid", ["r2"], ["s"]),
+             _n("relu", "Relu", ["s"], ["u"]),
+             _n("t_npu", "Transpose", ["u"], ["v"]),
+             _n("tanh", "Tanh", ["v"], ["out"])]
+    l1 = {"nodes": [dict(n) for n in nodes], "initializers": ["w", "i"]}
+    assignment = [{"ep": "CPUExecutionProvider", "nodes": [{"name": n, "op_type": "x"} for n in (
+        "rows", "t_in", "conv", "res", "sig")] + [{"name": "Transpose_token_3", "op_type": "Transpose"}]},
+        {"ep": "QNNExecutionProvider", "nodes": [{"name": "relu", "op_type": "Relu"},
+                                                 {"name": "tanh", "op_type": "Tanh"}]}]
+    m = oracle.map_placement(nodes, assignment, l1)
+    assert m["placement"]["t_out"] == "cpu"
+    assert "replaced by the CPU helper Transpose_token_3" in m["via"]["t_out"]
+    # one helper, two candidates: the first in graph order takes it; a Transpose between NPU nodes stays removed
+    assert (m["placement"]["t_cpu2"], m["placement"]["t_npu"]) == ("removed", "removed")
+    assert oracle.onnx_placement(oracle.QnnResult(key="k", path="m.onnx", status="ok", placement=m["placement"]))["t_out"] == "cpu"
+    assert oracle.cpu_helper_replacements(nodes, m["placement"] | {"t_out": "removed"}, {}) == {}
+
+
 def test_map_placement_a_removed_node_whose_reader_stays_was_eliminated() -> None:
     """An RMSNorm's head Cast to its own dtype: onnxruntime removes it (its readers read its
     input) and fuses the Mul it feeds into the Div (DivMulFusion). A reader of the removed node

@@ -72,3 +72,43 @@ def test_real_placement_of_a_cast_to_int64_by_its_readers(tmp_path):
         got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
         assert {n: got[n] for n in real[key].placement} == real[key].placement, key
         assert real[key].placement["focus_cast"] == ("cpu" if key == "output" else "npu")
+
+
+@needs_qnn
+def test_real_placement_of_the_evening_classes(tmp_path):
+    """Live, the classes of the evening run: a NonZero of a mask expanded to its own shape merges with the
+    NonZero of the mask (eliminate_noop_expand_slice), a Pad read only by a Shape never reaches an EP
+    (eliminate_unused_nodes), a rank-5 CumSum runs on the CPU, a rank-6 Gather read by a Transpose on the
+    NPU, and a CPU island's Transpose is the CPU helper that replaced it (the adapter's pairing)."""
+    import onnx
+
+    from pytest_npucheck.probe.models_cpu_transposes import _conv_module
+    from pytest_npucheck.probe.models_cumsum_rank import _cumsum
+    from pytest_npucheck.probe.models_dead_nodes import _dead
+    from pytest_npucheck.probe.models_gather_index import _gather_unit_axis
+    from pytest_npucheck.probe.models_noop_layout import _expand_merge
+
+    import numpy as np
+
+    models = {"merge": _expand_merge("shape_of").build(), "dead": _dead("Pad", "int64", False).build(),
+              "cumsum": _cumsum((1, 2, 1, 16, 8), -2).build(),
+              "gather6": _gather_unit_axis([1, 16, 9, 16, 1], 4, np.array([[0]], np.int64), True).build(),
+              "island": _conv_module(True).build()}
+    jobs = []
+    for key, model in models.items():
+        path = tmp_path / f"{key}.onnx"
+        onnx.save(model, str(path))
+        jobs.append({"key": key, "path": str(path)})
+    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    for key, model in models.items():
+        assert real[key].status == "ok", key
+        got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+        placed = qnn_oracle.onnx_placement(real[key])
+        assert {n for n, v in placed.items() if v == "cpu"} == {n for n in placed if got[n] == "cpu"}, key
+    assert real["merge"].placement["focus_nonzero0"] == "folded" and real["merge"].placement["focus_nonzero1"] == "cpu"
+    assert real["dead"].placement["focus_op"] == "folded"
+    assert real["cumsum"].reasons["focus_op"] == ["Failed to add node."]
+    assert real["gather6"].placement["focus_gather"] == "npu"
+    assert real["island"].placement["focus_transpose_out"] == "cpu"
+    assert "replaced by the CPU helper" in real["island"].via["focus_transpose_out"]

@@ -1,8 +1,8 @@
-"""The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic and eliminate_same_type_casts
-pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
-duplicate_chains_extra, partial_shape_extra, noop_extra, noop_datadep_extra and same_type_cast_extra
-probes (pytest_npucheck/probe/models_common_subexpressions.py, models_data_dependent_shape.py,
-models_noop_arithmetic.py)."""
+"""The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic, eliminate_same_type_casts and
+eliminate_noop_expand_slice pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
+duplicate_chains_extra, partial_shape_extra, noop_extra, noop_datadep_extra, same_type_cast_extra,
+noop_layout_extra and noop_expand_merge_extra probes (pytest_npucheck/probe/models_common_subexpressions.py,
+models_data_dependent_shape.py, models_noop_arithmetic.py, models_noop_layout.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,12 @@ from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_data_dependent_shape import PARTIAL_SHAPE, _partial_shape
 from pytest_npucheck.probe.models_noop_arithmetic import (NOOPS, NOOPS_DATADEP, SAME_TYPE_CASTS, _noop, _noop_datadep,
                                                           _same_type_cast)
+from pytest_npucheck.probe.models_cpu_transposes import CPU_TRANSPOSES
+from pytest_npucheck.probe.models_cumsum_rank import CUMSUMS, _cumsum
+from pytest_npucheck.probe.models_datadep_contraction import CONTRACTIONS, _contraction
+from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
+from pytest_npucheck.probe.models_gather_index import GATHER_UNIT_AXIS, _gather_unit_axis
+from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -30,6 +36,17 @@ CASES += [(f"q.{op}.ctx=duplicate_chain.{kind}.f32.r3", _chains, (kind,)) for ki
                                                                                             ("relu", "Relu"))]
 CASES += [(f"q.Cast.ctx=same_type.{label}.{'datadep' if dyn else 'static'}.f32.r3", _same_type_cast, (where, dyn))
           for label, where in SAME_TYPE_CASTS for dyn in (False, True)]
+# Expand / Slice no-ops (and Reshape, which stays) on static and NonZero-picked rows; a NonZero of an expanded mask
+CASES += [(f"q.{op}.ctx=noop_layout.{label}.{'datadep' if dyn else 'static'}.f32.r3", _noop_layout, (build, dyn))
+          for label, op, build in NOOP_LAYOUTS for dyn in (False, True)]
+CASES += [(f"q.NonZero.ctx=duplicate_chain.expand_noop.{how}.f32.r2", _expand_merge, (how,)) for how in ("const", "shape_of")]
+# a node read only by a folded Shape (LED's int64 Pad), rank-5 CumSum (Kimi-Linear), the Reshape after a
+# contraction over a data-dependent dim, a CPU island's Transpose replaced by a CPU helper (FastSpeech2)
+CASES += [(f"q.{op}.ctx=dead.{label}.r2", _dead, (op, dtype, also)) for label, op, dtype, also in DEAD]
+CASES += [(f"q.CumSum.ctx=rank.{label}.f32.r{len(shape)}", _cumsum, (shape, axis)) for label, shape, axis in CUMSUMS]
+CASES += [(f"q.Reshape.ctx=datadep_contraction.{kind}.f32.r2", _contraction, (kind,)) for kind in CONTRACTIONS]
+CASES += [(f"q.Transpose.ctx=cpu_island.{label}.{'datadep' if dyn else 'static'}.f32.r3", build, (dyn,))
+          for label, build, _ in CPU_TRANSPOSES for dyn in (False, True)]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +60,25 @@ def test_table_reproduces_every_node_of_the_probe(catalog, arch, pid, build, arg
     path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
     [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
     table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
-    assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts"} <= set(table.prepasses)
+    assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts",
+            "eliminate_noop_expand_slice", "eliminate_unused_nodes"} <= set(table.prepasses)
     got = {n.name: n.verdict for n in match(facts_from_model(build(*args).build()), table).nodes}
     assert rec["status"] == "ok"
-    assert {k: got[k] for k in rec["placement"]} == rec["placement"]
+    # a node in no partition ('removed': a Transpose pair the layout transformation cancels) runs nowhere: NPU side
+    want = {k: "npu" if v == "removed" else v for k, v in rec["placement"].items()}
+    assert {k: got[k] for k in rec["placement"]} == want
+
+
+@pytest.mark.parametrize("arch", ["73", "68"])
+@pytest.mark.parametrize("label,shape,axis,idx,transpose", GATHER_UNIT_AXIS, ids=[c[0] for c in GATHER_UNIT_AXIS])
+def test_a_rank6_gather_result_runs_on_the_npu_only_when_transposes_read_it(catalog, arch, label, shape, axis, idx,
+                                                                           transpose):
+    # the Gather (and the Transpose) as placed; the Reshape after a CPU rank-6 Gather also runs on the CPU, which
+    # the tables record as a known disagreement (a rank-6 tensor crossing into the CPU partition)
+    pid = f"q.Gather.ctx=rank6.{label}.f32.r5"
+    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
+    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    got = {n.name: n.verdict for n in match(facts_from_model(_gather_unit_axis(shape, axis, idx, transpose).build()),
+                                            catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
+    assert {k: got[k] for k in rec["focus"]} == {k: rec["placement"][k] for k in rec["focus"]}
+    assert got["focus_gather"] == ("npu" if transpose else "cpu")

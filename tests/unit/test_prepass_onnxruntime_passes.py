@@ -1,5 +1,5 @@
-"""prepass merge_identical_nodes and eliminate_noop_arithmetic: onnxruntime's common subexpression
-elimination and no-op elimination (the other prepass
+"""prepass merge_identical_nodes, eliminate_noop_arithmetic and eliminate_noop_expand_slice: onnxruntime's
+common subexpression elimination and no-op eliminations (the other prepass
 tests: tests/unit/test_prepass.py, test_prepass_passes.py); the probes it reproduces are checked in
 tests/tables/test_prepass_onnxruntime_passes_probed.py."""
 
@@ -17,6 +17,8 @@ from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.prepass import run_prepasses
 from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, NOOPS_DATADEP, _noop, _noop_datadep
+from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
+from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 
 
 @pytest.fixture
@@ -111,3 +113,61 @@ def test_noop_arithmetic_on_a_data_dependent_shape_compares_ranks(toy_catalog, l
     # as onnxruntime-qnn placed them (probes q.<op>.ctx=noop_datadep.*): the (N, 8) rows of a NonZero
     # lose x * 1 and x + 0 unless the constant has more dims than they have
     assert ("focus_op" in folded) == (label in ("mul1", "mul1.one", "mul1.rank2", "add0.one")), folded
+
+
+@pytest.mark.parametrize("label,op,build", NOOP_LAYOUTS, ids=[c[0] for c in NOOP_LAYOUTS])
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "datadep"])
+def test_noop_expand_and_full_slice_are_removed(toy_catalog, label, op, build, dynamic):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("fold_shape_ops", "eliminate_noop_expand_slice"))
+    folded = _folded_names(_noop_layout(build, dynamic).build(), table)
+    # as onnxruntime-qnn placed them (probes q.<op>.ctx=noop_layout.*): an Expand to 1s or to the input's
+    # own dims and a 0..INT_MAX Slice go, also on (1, N, 8) rows of a NonZero; an Expand to the Shape of a
+    # data-dependent tensor (not folded), a widening Expand, a Reshape and a partial Slice stay
+    removed = label in ("expand_ones", "expand_one", "expand_last", "slice_full") \
+        or label in ("expand_own_shape", "expand_shape_of") and not dynamic
+    assert ("focus_op" in folded) == removed, folded
+    if removed:
+        assert "is removed before placement" in folded["focus_op"]
+
+
+@pytest.mark.parametrize("how", ["const", "shape_of"])
+def test_a_nonzero_of_a_noop_expand_merges_with_the_nonzero_of_its_input(toy_catalog, how):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("fold_shape_ops", "eliminate_noop_expand_slice", "merge_identical_nodes"))
+    folded = _folded_names(_expand_merge(how).build(), table)
+    # as onnxruntime-qnn placed them (q.NonZero.ctx=duplicate_chain.expand_noop.*): the Expand goes, then
+    # the chain of the mask itself merges into the chain through the Expand
+    chain0 = ["focus_nonzero0", "focus_transpose0", "focus_gathernd0", "post_reduce0"]
+    assert sorted(folded) == sorted(["focus_expand", *chain0] + (["focus_shape"] if how == "shape_of" else []))
+    assert "identical to NonZero 'focus_nonzero1'" in folded["focus_nonzero0"]
+    without = dataclasses.replace(table, prepasses=("fold_shape_ops", "merge_identical_nodes"))
+    assert not set(chain0) & set(_folded_names(_expand_merge(how).build(), without))
+
+
+@pytest.mark.parametrize("label,op,dtype,also", DEAD, ids=[c[0] for c in DEAD])
+def test_a_node_read_only_by_a_folded_shape_is_removed(toy_catalog, label, op, dtype, also):
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("fold_shape_ops", "eliminate_unused_nodes"))
+    folded = _folded_names(_dead(op, dtype, also).build(), table)
+    # as onnxruntime-qnn placed them (q.<op>.ctx=dead.*): gone unless something else reads it
+    assert ("focus_op" in folded) == (not also), folded
+    assert "focus_shape" in folded
+    without = dataclasses.replace(table, prepasses=("fold_shape_ops",))
+    assert "focus_op" not in _folded_names(_dead(op, dtype, also).build(), without)
+
+
+def test_a_node_read_through_a_removed_identity_or_fused_norm_stays(toy_catalog):
+    # an Identity and a BatchNormalization fused into its Conv are removed, but pass the value on
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"),
+                                prepasses=("eliminate_identity", "fuse_conv_bn", "eliminate_unused_nodes"))
+    ch = 4
+    inits = [const("w", np.ones((ch, ch, 1, 1), np.float32))] + [
+        const(n, np.ones((ch,), np.float32)) for n in ("s", "b", "m", "v")]
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                        helper.make_node("Identity", ["r"], ["i"], name="ident"),
+                        helper.make_node("Conv", ["i", "w"], ["c"], name="conv"),
+                        helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn")],
+                       [("x", (1, ch, 8, 8))], ["y"], initializers=inits)
+    folded = _folded_names(model, table)
+    assert "relu" not in folded and "conv" not in folded and "ident" in folded

@@ -367,3 +367,25 @@ def test_a_compile_that_ran_out_of_time_is_neither_a_rejection_nor_scored(save):
     assert t["timed_out"] == ["b.torchscript"]
     text = "\n".join(zoo_score.markdown(zoo_score.summarise([ok, slow, died], {})))
     assert "ran out of their time budget (1; not scored, not rejections" in text and "b.torchscript" in text
+
+
+def test_a_qnn_node_in_no_partition_that_a_cpu_helper_replaced_scores_as_a_cpu_fallback(save):
+    # an onnxruntime-qnn record written before the adapter paired such nodes with their helper: the
+    # Conformer module's second Transpose on a data-dependent length is in no partition and a new
+    # Transpose runs on the CPU (probe q.Transpose.ctx=cpu_island.conv_module.datadep); the static
+    # verdict (CPU: its shape depends on a NonZero) is a hit, not a false alarm
+    from pytest_npucheck.probe.models_cpu_transposes import _conv_module
+
+    path = save(_conv_module(True).build())
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    raw = {"pre_sum": "npu", "pre_mask": "npu", "pre_nonzero": "cpu", "pre_rows": "cpu", "pre_gather": "cpu",
+           "focus_transpose_in": "cpu", "focus_conv": "cpu", "focus_act": "cpu", "focus_conv2": "cpu",
+           "focus_transpose_out": "removed", "post_residual": "cpu"}
+    real = {"arch": "a", "exporter": "torchscript", "toolchain": "qnn", "status": "ok", "raw_placement": raw,
+            "placement": {k: "cpu" if v == "cpu" else "npu" for k, v in raw.items()},
+            "helpers": {"CPUExecutionProvider": ["Transpose:Transpose"]}}
+    rec = zoo_score.score_model(path, table, real)
+    assert (rec["fp"], rec["fn"]) == (0, 0), rec["disagreements"]
+    # without the helper the removed node runs nowhere: the CPU verdict is a false alarm
+    rec = zoo_score.score_model(path, table, {**real, "helpers": {}})
+    assert [(d["node"], d["direction"]) for d in rec["disagreements"]] == [("focus_transpose_out", "false_alarm")]

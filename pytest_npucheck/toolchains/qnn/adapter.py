@@ -65,6 +65,7 @@ __all__ = [
     "parse_backend_version",
     "parse_placement_summary",
     "map_placement",
+    "cpu_helper_replacements",
     "onnx_placement",
     "strip_ansi",
 ]
@@ -519,8 +520,58 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
                     or (base in mapped_l1 and nm in claimed):
                 continue
             helpers.setdefault(sg["ep"], []).append("%s:%s" % (nm, nd.get("op_type", "")))
+    for name, helper in cpu_helper_replacements(nodes, placement, helpers).items():
+        placement[name] = "cpu"
+        via[name] = "in no partition: replaced by the CPU helper %s (onnxruntime moved it within its CPU " \
+            "island)" % helper
     return {"placement": placement, "via": via, "reasons": reasons, "helpers": helpers,
             "op_types": op_types}
+
+
+def cpu_helper_replacements(nodes: Sequence[Mapping[str, Any]], placement: Mapping[str, str],
+                            helpers: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """ONNX nodes in no partition (``removed``) that a CPU helper of their own op type stands for:
+    ``{node: helper}``.
+
+    onnxruntime rewrites the nodes left to the CPU after partitioning: the second Transpose of a
+    ``Transpose -> Conv ... Conv -> Transpose`` (a Conformer convolution module) or of a ``MatMul ->
+    Transpose`` on a data-dependent length leaves every partition, and a new Transpose (``Transpose``,
+    ``Transpose_token_<n>``) runs on the CPU instead (probed: q.Transpose.ctx=cpu_island.*). Such a node
+    still costs a CPU op: a removed node whose neighbours (the nodes that make its inputs and read its
+    outputs; constants aside) all run on the CPU is paired with one CPU helper of its op type, in graph
+    order, while helpers are left.
+
+    Args:
+        nodes: ``[{"name", "op_type", "inputs", "outputs"}]`` of the model as given, in graph order.
+        placement: ONNX node name -> ``npu`` / ``cpu`` / ``folded`` / ``removed`` (:func:`map_placement`).
+        helpers: ``{ep: ["name:op_type"]}``: the assigned nodes that are no ONNX node of the model.
+    """
+    free: dict[str, list[str]] = {}
+    for item in helpers.get(CPU_EP, ()):
+        name, _, op_type = item.rpartition(":")
+        free.setdefault(op_type, []).append(name)
+    if not free:
+        return {}
+    producer: dict[str, str] = {}
+    readers: dict[str, list[str]] = {}
+    for n in nodes:
+        for t in n.get("outputs", ()):
+            if t:
+                producer[t] = n.get("name", "")
+        for t in n.get("inputs", ()):
+            if t:
+                readers.setdefault(t, []).append(n.get("name", ""))
+    out: dict[str, str] = {}
+    for n in nodes:
+        name, op_type = n.get("name", ""), n.get("op_type", "")
+        if not free.get(op_type) or placement.get(name) != "removed":
+            continue
+        around = [producer[t] for t in n.get("inputs", ()) if t in producer]
+        around += [r for t in n.get("outputs", ()) if t for r in readers.get(t, ())]
+        seen = [placement.get(m) for m in around if placement.get(m) != "folded"]
+        if seen and all(p == "cpu" for p in seen):
+            out[name] = free[op_type].pop(0)
+    return out
 
 
 def onnx_placement(result: QnnResult) -> dict[str, str]:

@@ -358,6 +358,11 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
     from pytest_npucheck.probe.models_einsum_forms import QNN_FAMILIES as einsum_families
     from pytest_npucheck.probe.models_gather_index import QNN_FAMILIES as gather_families
     from pytest_npucheck.probe.models_noop_arithmetic import QNN_FAMILIES as noop_families
+    from pytest_npucheck.probe.models_noop_layout import QNN_FAMILIES as noop_layout_families
+    from pytest_npucheck.probe.models_cpu_transposes import QNN_FAMILIES as cpu_transpose_families
+    from pytest_npucheck.probe.models_datadep_contraction import QNN_FAMILIES as contraction_families
+    from pytest_npucheck.probe.models_cumsum_rank import QNN_FAMILIES as cumsum_families
+    from pytest_npucheck.probe.models_dead_nodes import QNN_FAMILIES as dead_families
     from pytest_npucheck.probe.models_wide_matmul import QNN_FAMILIES as wide_families
     from pytest_npucheck.probe.models_rejections import QNN_FAMILIES as rejection_families
     from pytest_npucheck.probe.models_scatter_index import QNN_FAMILIES as scatter_families
@@ -368,7 +373,9 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
     col = Collector()
     for fam in (gather_families + rejection_families + einsum_families + datadep_families
                 + duplicate_families + noop_families + wide_families + scatter_families + empty_families
-                + int64_families + unroll_families):
+                + int64_families + unroll_families + noop_layout_families
+                + cpu_transpose_families + contraction_families + cumsum_families
+                + dead_families):
         fam(col)
     out += col.probes
     if select:

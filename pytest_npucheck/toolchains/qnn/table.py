@@ -387,6 +387,20 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
             probes=[r"ctx\.AveragePool", r"q\.AveragePool"]),
     }
     if _vkey(version) >= (2, 51):
+        # a rank-6 Gather result by its readers (q.Gather.ctx=rank6.*, probed on 2.51.0 only)
+        rules["Gather"] = E("npu", *(rules["Gather"]["constraints"] if "Gather" in rules else ()), *[
+            C("any_of", [r"q\.Gather\.ctx=rank6\.(data_r5|data_r2|unit_axis|pair_axis|qkv)"],
+              constraints=[sub("rank", tensor="output", index=0, max=5), sub("feeds_only", ops=["Transpose"])],
+              note="a rank-6 result runs on the NPU when only Transposes read it (ConvBERT's span convolution: a "
+                   "2-D [[0]] index into a (1, 16, 9, 16, 1) tensor, then a rank-6 Transpose); read by a "
+                   "Reshape, or by another op, it is not added ('Failed to add node.')"),
+        ])
+        # CumSum by rank (q.CumSum.ctx=rank.*, probed on 2.51.0 only)
+        rules["CumSum"]["constraints"] = list(rules["CumSum"]["constraints"]) + [
+            C("rank", [r"q\.CumSum\.ctx=rank\..*\.r5$"], tensor="input", index=0, max=4,
+              note="rank-5 data runs on the CPU on every axis ('Failed to add node.': Kimi-Linear's chunk "
+                   "cumsum over (1, 32, 1, 64, 128)); ranks 2-4 ran on the NPU, (1, 32, 64, 128) too"),
+        ]
         # GatherND by index shape and data dtype (q.GatherND.ctx=index.*, probed on 2.51.0 only)
         rules["GatherND"]["constraints"] = list(rules["GatherND"]["constraints"]) + [
             C("dtype", [r"q\.GatherND\.ctx=index\.\w+\.idx=r\d\.d\d\.b\."], tensor="input", index=0,
@@ -436,10 +450,10 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                                           "writes it) are not added to the QNN graph ('Failed to add node.'); "
                                           "float32 and int32 values ran on the NPU"),
                             probes=[r"q\.OneHot\.ctx=values\."])
-        rules["Gather"] = E("npu", note="Gathers with rank-6 data or a rank-6 result ran on the CPU ('Failed to add "
-                                        "node.'), as the generic rank-5 limit says, also behind a rank-6 Reshape -> "
-                                        "Transpose of a packed q/k/v projection, whose Reshape then went to the CPU too "
-                                        "(q.Gather.ctx=rank6.*, errata)")
+        rules["Gather"]["note"] = ("Gathers with rank-6 data ran on the CPU ('Failed to add node.'), as the generic "
+                                   "rank-5 limit says, also behind a rank-6 Reshape -> Transpose of a packed q/k/v "
+                                   "projection, whose Reshape then went to the CPU too; a rank-6 result only when "
+                                   "something other than a Transpose reads it (q.Gather.ctx=rank6.*, errata)")
     if _vkey(version) < (2, 51):
         # onnxruntime-qnn < 2.7: variadic Sum/Max/Min take exactly two inputs; bool Slice fails
         for op, msg in (("Sum", "'QNN EP supports Sum operator with QNN_OP_ELEMENT_WISE_ADD, "
@@ -467,8 +481,10 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
     return rules
 
 
-def generic_rules() -> list[dict[str, Any]]:
-    """Constraints for every node."""
+def generic_rules(version: str = "0") -> list[dict[str, Any]]:
+    """Constraints for every node (``version``: the QNN SDK version the table is for)."""
+    # 2.51.0: a Gather's rank-6 result read by a Transpose runs on the NPU (its own entry judges it)
+    gather6 = ["ai.onnx:Gather"] if _vkey(version) >= (2, 51) else []
     return [
         C("static_shape", [r"dynamic\.(batch|hw|unknown_dim|seq)\.(conv_relu|matmul_softmax)",
                            r"prepass\.shape_gather_reshape\.dynbatch",
@@ -484,8 +500,9 @@ def generic_rules() -> list[dict[str, Any]]:
                     "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
              except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND"]),
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
-               note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"]),
+               note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"
+                    + (", and so is a Gather (its entry says when)" if gather6 else "")),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"] + gather6),
         C("nonempty", [r"q\.(Slice|Split)\.ctx=empty\."], tensor="output", index="*",
           note="an op whose output is empty (a dim of size 0: the pass-through part of a partial "
                "rotary embedding whose rotary dims are the whole head) is not added to the QNN "
@@ -614,8 +631,10 @@ def patterns(verdicts: Mapping[str, str],
 PREPASS_PROBES = {
     "eliminate_identity": [r"prepass\.(identity|dropout)_middle", r"ctx\.Identity"],
     "eliminate_same_type_casts": [r"q\.Cast\.ctx=same_type\."],
+    "eliminate_noop_expand_slice": [r"q\.(Expand|Slice)\.ctx=noop_layout\.", r"q\.NonZero\.ctx=duplicate_chain\.expand_noop\."],
     "merge_identical_nodes": [r"q\.(Shape|Relu)\.ctx=duplicate\.", r"q\.(NonZero|Relu)\.ctx=duplicate_chain\."],
     "eliminate_noop_arithmetic": [r"q\.(Add|Sub|Mul|Div)\.ctx=noop(_datadep)?\."],
+    "eliminate_unused_nodes": [r"q\.(Pad|Sigmoid)\.ctx=dead\."],
     "fold_constants": [r"prepass\.fold_constant", r"prepass\.constant_node",
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const",
                        r"ConstantOfShape\.shape=const"],
@@ -765,7 +784,7 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
                          + "\n  ".join(undecided))
 
     generic = []
-    for c in generic_rules():
+    for c in generic_rules(version):
         c2 = _clean(c, ids, "generic/%s" % c["rule"])
         c2["source"] = src
         generic.append(c2)
@@ -850,9 +869,10 @@ def build_table(results: Mapping[str, Any], int8: Mapping[str, Any] | None = Non
             "sources": sources,
         },
         "opsets": {"ai.onnx": [lo, hi]},
-        "prepasses": ["eliminate_identity", "eliminate_same_type_casts", "merge_identical_nodes",
+        "prepasses": ["eliminate_identity", "eliminate_same_type_casts", "eliminate_noop_expand_slice",
+                      "merge_identical_nodes",
                       "eliminate_noop_arithmetic",
-                      "fold_constants", "fold_shape_ops", "fuse_conv_bn", "fuse_patterns"],
+                      "fold_constants", "fold_shape_ops", "eliminate_unused_nodes", "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
         "generic_constraints": generic,
         "patterns": pats,

@@ -113,8 +113,20 @@ class Zoo:
 
     def placement(self, onnx_path: Path, real: Mapping[str, Any], log: Optional[str]
                   ) -> tuple[dict[str, str], dict[str, Any], dict[str, Any]]:
-        """The placement the record holds (the EP's assignment), as stored."""
-        return dict(real.get("placement") or {}), dict(real), {}
+        """The placement the record holds (the EP's assignment), with the nodes in no partition that a CPU
+        helper of their op type stands for on the CPU (:func:`.adapter.cpu_helper_replacements`; records
+        written before the adapter did this)."""
+        from ...check import graph_facts
+        from .adapter import cpu_helper_replacements
+
+        placement = dict(real.get("placement") or {})
+        raw = real.get("raw_placement") or {}
+        if (real.get("helpers") or {}).get("CPUExecutionProvider") and "removed" in raw.values():
+            nodes = [{"name": n.name, "op_type": n.op_type, "inputs": n.inputs, "outputs": n.outputs}
+                     for n in graph_facts(Path(onnx_path)).nodes if not n.graph]
+            for name in cpu_helper_replacements(nodes, raw, real["helpers"]):
+                placement[name] = "cpu"
+        return placement, dict(real), {}
 
     def reason(self, node: str, real: Mapping[str, Any]) -> str:
         """The EP's REASON for the node, with names and numbers taken out."""
