@@ -38,6 +38,18 @@ def _refuse_processes_in_unit_tests(event: str, args: tuple) -> None:
 sys.addaudithook(_refuse_processes_in_unit_tests)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """``-n N`` without ``--dist`` distributes by work stealing (pytest-xdist's ``worksteal``), not
+    ``load``: the tests are split evenly at the start and a worker that runs out takes half of what
+    the other has not started, so neither idles at the end while the other still holds a queue of
+    slow tests (``load`` hands out chunks that can leave one worker with several). Runs before
+    xdist's own hook, which would set ``load``; an explicit ``--dist`` is kept."""
+    if getattr(config.option, "dist", None) == "no" and getattr(config.option, "numprocesses", None) \
+            and not getattr(config.option, "distload", False):
+        config.option.dist = "worksteal"
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "reliability(*row_ids): the rows of docs/reliability.md (A1..F10) this test guards")
@@ -179,12 +191,18 @@ def probe_index() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def export_cache(tmp_path_factory) -> Path:
-    """One export cache directory for the whole session (per xdist worker): the exporter keys each
-    file by weights, code, inputs, options and versions, and the corpus builds its models with fixed
-    seeds, so a model that several tests export (vit_tiny, TorchScript, opset 17) is exported once.
-    Only for tests that read the files; a test about the cache itself uses its own directory."""
-    return tmp_path_factory.mktemp("exports")
+def export_cache(tmp_path_factory, pytestconfig) -> Path:
+    """One export cache directory for the whole session, shared by both xdist workers: the exporter
+    keys each file by weights, code, inputs, options and versions and writes entries atomically, and
+    the corpus builds its models with fixed seeds, so a model that several tests export (the corpus
+    sweep, the tables' verdicts on real models: vit_tiny, TorchScript, opset 17) is exported once
+    per run, by whichever worker gets there first. Only for tests that read the files; a test about
+    the cache itself uses its own directory."""
+    base = tmp_path_factory.getbasetemp()
+    # an xdist worker's base is <the controller's base>/popen-gwN: the parent is the session's
+    shared = (base.parent if hasattr(pytestconfig, "workerinput") else base) / "npucheck-test-exports"
+    shared.mkdir(exist_ok=True)
+    return shared
 
 
 @pytest.fixture(scope="session")

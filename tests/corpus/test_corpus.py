@@ -2,7 +2,8 @@
 
 Every architecture is exported with the dynamo exporter (opset 19) and the TorchScript exporter
 (opset 17), run in ONNX Runtime and compared with PyTorch: about 3 minutes on 2 busy cores, almost
-all of it in the dynamo exporter.  ``NPUCHECK_CORPUS_QUICK=1`` checks the TorchScript exporter
+all of it in the dynamo exporter. The exports go through the package's ``export_model`` into the
+session's export cache (``export_cache``), where the tests judging these models find them.  ``NPUCHECK_CORPUS_QUICK=1`` checks the TorchScript exporter
 only on a fixed sample of six architectures.  ``python tests/models/export_corpus.py OUTDIR
 --check`` runs the same matrix outside pytest and keeps the files.
 """
@@ -20,7 +21,7 @@ pytest.importorskip("onnxruntime")
 import onnx  # noqa: E402
 
 from models.corpus import ARCHS, EXPORTERS, FAMILIES, AffineGrid, get  # noqa: E402
-from models.export_corpus import check_arch, node_counts  # noqa: E402
+from models.export_corpus import OPSETS, check_arch, node_counts  # noqa: E402
 
 #: the corpus sweep: about 90 exports with both exporters, minutes of CPU in all
 pytestmark = pytest.mark.slow
@@ -84,9 +85,23 @@ def _cases() -> list:
     return cases
 
 
+def _export_cached(cache):
+    """``export`` (the corpus contract: dynamo opset 19, TorchScript opset 17) through the package's
+    ``export_model`` into the session's export cache: the same ``torch.onnx.export`` call, the dynamo
+    exporter's operator registry built once per process instead of once per export, and the files
+    shared with the tests that judge these models (tests/tables, tests/corpus: same weights, inputs
+    and options, so the same cache key)."""
+    from pytest_npucheck.export import ExportOptions, export_model
+
+    def _export(model, inputs, path, exporter):
+        return export_model(model, inputs, ExportOptions(exporter=exporter, opset=OPSETS[exporter]), cache).path
+
+    return _export
+
+
 @pytest.mark.parametrize("name, exporter", _cases())
-def test_exports_and_matches_pytorch(name: str, exporter: str, tmp_path) -> None:
-    path, problems = check_arch(get(name), exporter, tmp_path)
+def test_exports_and_matches_pytorch(name: str, exporter: str, tmp_path, export_cache) -> None:
+    path, problems = check_arch(get(name), exporter, tmp_path, _export_cached(export_cache))
     assert not problems, f"{name} ({exporter}): " + "; ".join(problems)
     model = onnx.load(str(path))
     opset = {o.domain: o.version for o in model.opset_import}.get("", 0)

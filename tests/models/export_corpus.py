@@ -20,7 +20,7 @@ import time
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 if __package__ in (None, ""):  # run as a script: make ``models`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -127,10 +127,13 @@ def node_counts(path: str | Path) -> tuple[int, Counter]:
     return sum(ops.values()), ops
 
 
-def check_arch(arch: Arch, exporter: str, outdir: str | Path) -> tuple[Path, list[str]]:
-    """Build, export, run in ONNX Runtime, compare: (onnx path, problems)."""
+def check_arch(arch: Arch, exporter: str, outdir: str | Path,
+               export_with: Callable[..., Path] | None = None) -> tuple[Path, list[str]]:
+    """Build, export, run in ONNX Runtime, compare: (onnx path, problems). ``export_with`` replaces
+    :func:`export` (same arguments, returns the file's path; ``test_corpus.py`` passes the package's
+    cached ``export_model`` with the same exporter and opset)."""
     model, inputs = arch.build()
-    path = export(model, inputs, Path(outdir) / f"{arch.name}.{exporter}.onnx", exporter)
+    path = (export_with or export)(model, inputs, Path(outdir) / f"{arch.name}.{exporter}.onnx", exporter)
     expected = torch_outputs(model, inputs)
     return path, compare(expected, onnx_outputs(path, inputs))
 

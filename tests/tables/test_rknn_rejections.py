@@ -49,10 +49,13 @@ def _family(version: str, soc: str, prefix: str, count: int) -> tuple:
 
 
 def _model(pid: str):
-    from pytest_npucheck.probe.extra_families import build_extra_probes
+    """The probe's model from the session's probe index (every probe built once per process;
+    ``build_extra_probes([pid])`` walks every family for each one)."""
+    from conftest import probe_index_by_id
 
-    [probe] = [p for p in build_extra_probes([pid]) if p.id == pid]
-    return probe.model
+    index = probe_index_by_id()
+    assert pid in index, pid
+    return index[pid].model
 
 
 def _rejected(table, model) -> bool:
