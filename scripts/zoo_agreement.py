@@ -84,9 +84,9 @@ def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
     import zoo_models
 
     out = list(zoo_models.all_builders(which))
-    if only:
-        wanted = set(only)
-        out = [(n, b) for n, b in out if n in wanted]
+    if only:  # in the order given: a priority list (cheapest architectures first) is walked as written
+        rank = {n: i for i, n in enumerate(dict.fromkeys(only))}
+        out = sorted(((n, b) for n, b in out if n in rank), key=lambda nb: rank[nb[0]])
     return out
 
 
@@ -224,6 +224,13 @@ def pending(root: Path, toolchain: str, only: Iterable[str] | None = None, retry
     return list(first.values()) + [t for t in out if t not in first.values()]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone since it was listed: last
+        return 1 << 62
+
+
 def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
     from pytest_npucheck.toolchains.rknn import adapter as rknn
 
@@ -304,7 +311,8 @@ def gather_now(n_pending: int, waited: float, min_batch: int, gather: float) -> 
 
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
                 follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
-                reverse: bool = False, min_batch: int = 1, gather: float = 0.0) -> None:
+                reverse: bool = False, min_batch: int = 1, gather: float = 0.0,
+                smallest_first: bool = False) -> None:
     from pytest_npucheck.toolchains.qnn import adapter as qnn
     from pytest_npucheck.toolchains.rknn import adapter as rknn
 
@@ -321,6 +329,8 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
             waited += GATHER_POLL
             continue
         waited = 0.0
+        if smallest_first:  # --retry-timeouts with a long budget: the quickest answers first
+            todo.sort(key=lambda t: _size(t[2]))
         if reverse:  # a second compile process beside the first, from the other end
             done = {p.name.split(".")[0] for p in out_dir.glob("*.json")}
             fresh = {t[0]: t for t in reversed(todo) if t[0] not in done}  # one file per new arch
@@ -427,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retry-skipped", action="store_true",
                    help="export: try again the architectures whose small config did not build (the builder "
                         "now falls back to one layer at the architecture's own widths)")
+    p.add_argument("--smallest-first", action="store_true",
+                   help="compile: build the smallest files first (with --retry-timeouts and a long --timeout)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
     p.add_argument("--min-batch", type=int, default=6,
                    help="compile --follow: start a worker once this many files wait (each start costs its imports)")
@@ -441,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
-                        args.retry_timeouts, args.reverse, args.min_batch, args.gather)
+                        args.retry_timeouts, args.reverse, args.min_batch, args.gather, args.smallest_first)
     if args.step in ("score", "all"):
         summary = score_all(root, args.toolchain, args.only)
         print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))

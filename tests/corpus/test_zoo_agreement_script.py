@@ -164,3 +164,45 @@ def test_a_transformers_class_is_imported_when_its_builder_runs(tmp_path):
     meta = json.loads((models / "hf_gone" / "meta.json").read_text())
     assert meta == {"arch": "hf_gone", "status": "skipped",
                     "reason": "NoSuchModelHere not importable here (missing optional dependency)"}
+
+
+def test_only_walks_the_architectures_in_the_order_given():
+    """``--only`` is a priority list (the cheapest architectures first for a timed run): the
+    exporter walks it as written, not in the zoo's order, and a name given twice is built once."""
+    zoo = _script()
+    names = [n for n, _ in zoo.builders("torch", ["nn_grn", "nn_convnet_relu", "nn_grn", "nn_no_such_model"])]
+    assert names == ["nn_grn", "nn_convnet_relu"]
+    zoo_order = [n for n, _ in zoo.builders("torch", None)]
+    assert zoo_order.index("nn_convnet_relu") < zoo_order.index("nn_grn")  # so the order above is --only's
+
+
+def test_smallest_first_compiles_the_smallest_files_first(tmp_path, monkeypatch):
+    """``--retry-timeouts --smallest-first``: the files whose build timed out are built again, the
+    smallest first (a long budget per file answers for the quick ones before the slow ones); a file
+    with a finished result is not built again."""
+    zoo = _script()
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
+
+    sizes = {"a": 3, "b": 1, "c": 2, "d": 0}
+    for arch, extra in sizes.items():
+        path = tmp_path / "models" / arch / "torchscript.onnx"
+        _tiny_onnx(path)
+        with open(path, "ab") as fh:
+            fh.write(b"\0" * (1000 * extra))  # trailing bytes: a bigger file, same graph
+        status = "ok" if arch == "d" else "timeout"
+        (tmp_path / "results" / "qnn").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results" / "qnn" / f"{arch}.torchscript.json").write_text(json.dumps({"status": status}))
+    batches: list[list[str]] = []
+
+    def place_models(jobs, htp_arch, python, *, progress, **_):
+        batches.append([j["key"] for j in jobs])
+        for job in jobs:
+            progress(qnn.QnnResult(key=job["key"], path=job["path"], status="ok"))
+        return []
+
+    monkeypatch.setattr(qnn, "place_models", place_models)
+    zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True,
+                    smallest_first=True)
+    assert batches == [["b.torchscript", "c.torchscript", "a.torchscript"]]
+    zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True)
+    assert len(batches) == 1  # all answered: nothing timed out any more
