@@ -299,6 +299,10 @@ def release(root: Path, toolchain: str, key: str) -> None:
 
 #: seconds between looks for new files while a ``--follow`` compile gathers a batch
 GATHER_POLL = 15.0
+#: a compile run gives up after this many worker start failures in a row
+MAX_START_FAILURES = 3
+#: seconds it waits before starting a worker again after one failed to start
+RESTART_PAUSE = 30.0
 
 
 def gather_now(n_pending: int, waited: float, min_batch: int, gather: float) -> bool:
@@ -312,7 +316,7 @@ def gather_now(n_pending: int, waited: float, min_batch: int, gather: float) -> 
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
                 follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
                 reverse: bool = False, min_batch: int = 1, gather: float = 0.0,
-                smallest_first: bool = False) -> None:
+                smallest_first: bool = False, startup_timeout: float = 300.0) -> None:
     from pytest_npucheck.toolchains.qnn import adapter as qnn
     from pytest_npucheck.toolchains.rknn import adapter as rknn
 
@@ -321,6 +325,8 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
     logs.mkdir(parents=True, exist_ok=True)
     tried: set[str] = set()
     waited = 0.0
+    start_failures = 0
+    answered: set[str] = set()
     while True:
         todo = [t for t in pending(root, toolchain, only, retry_timeouts)
                 if f"{t[0]}.{t[1]}" not in tried and not claimed_elsewhere(root, toolchain, f"{t[0]}.{t[1]}")]
@@ -357,16 +363,31 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
                 with gzip.open(logs / f"{res.key}.log.gz", "wt", encoding="utf-8") as fh:
                     fh.write(res.log)
             _write_json(out_dir / f"{res.key}.json", rec)
+            answered.add(res.key)
             release(root, toolchain, res.key)
             print(f"{toolchain} {res.key}: {rec['status']} {rec.get('seconds')} s "
                   f"cpu={sum(1 for v in rec['placement'].values() if v == 'cpu')}", flush=True)
 
         try:
             if toolchain == "rknn":
-                rknn.compile_models(jobs, "rk3588", python, timeout=timeout, keep_logs=True, progress=done)
+                rknn.compile_models(jobs, "rk3588", python, timeout=timeout, startup_timeout=startup_timeout,
+                                    keep_logs=True, progress=done)
             else:
-                qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout, keep_logs=True,
-                                 progress=done)
+                qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout,
+                                 startup_timeout=startup_timeout, keep_logs=True, progress=done)
+            start_failures = 0
+        except (rknn.RknnUnavailable, qnn.QnnUnavailable) as exc:
+            # on a loaded machine the worker's imports can outlast the start-up budget: the files
+            # without a result go back to the queue and the next round starts a fresh worker;
+            # a toolchain that cannot start three times running is really unavailable
+            start_failures += 1
+            if start_failures >= MAX_START_FAILURES:
+                raise
+            unanswered = [k for k in by_key if k not in answered]
+            tried.difference_update(unanswered)
+            print(f"{toolchain}: worker failed ({exc}); {len(unanswered)} files back in the queue "
+                  f"(attempt {start_failures} of {MAX_START_FAILURES})", flush=True)
+            time.sleep(RESTART_PAUSE)
         finally:
             for key in by_key:
                 release(root, toolchain, key)
@@ -437,6 +458,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retry-skipped", action="store_true",
                    help="export: try again the architectures whose small config did not build (the builder "
                         "now falls back to one layer at the architecture's own widths)")
+    p.add_argument("--startup-timeout", type=float, default=300.0,
+                   help="compile: seconds a toolchain worker may take to start (its imports; minutes under load)")
     p.add_argument("--smallest-first", action="store_true",
                    help="compile: build the smallest files first (with --retry-timeouts and a long --timeout)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
@@ -453,7 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
-                        args.retry_timeouts, args.reverse, args.min_batch, args.gather, args.smallest_first)
+                        args.retry_timeouts, args.reverse, args.min_batch, args.gather, args.smallest_first,
+                        args.startup_timeout)
     if args.step in ("score", "all"):
         summary = score_all(root, args.toolchain, args.only)
         print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))

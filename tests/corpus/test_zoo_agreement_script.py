@@ -206,3 +206,44 @@ def test_smallest_first_compiles_the_smallest_files_first(tmp_path, monkeypatch)
     assert batches == [["b.torchscript", "c.torchscript", "a.torchscript"]]
     zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True)
     assert len(batches) == 1  # all answered: nothing timed out any more
+
+
+def test_a_worker_that_does_not_start_puts_its_files_back_and_a_fresh_one_builds_them(tmp_path, monkeypatch):
+    """Under load a toolchain worker's imports can outlast its start-up budget: the compile run
+    does not die, the files that got no answer go back to the queue (a retried timeout too) and
+    the next worker builds them; three failed starts in a row end the run with the adapter's error."""
+    zoo = _script()
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
+
+    for arch in ("a", "b"):
+        _tiny_onnx(tmp_path / "models" / arch / "torchscript.onnx")
+    (tmp_path / "results" / "qnn").mkdir(parents=True)
+    (tmp_path / "results" / "qnn" / "b.torchscript.json").write_text(json.dumps({"status": "timeout"}))
+    calls: list[list[str]] = []
+    starts = {"fail": 1}
+
+    def place_models(jobs, htp_arch, python, *, progress, startup_timeout, **_):
+        calls.append([j["key"] for j in jobs])
+        assert startup_timeout == 400.0
+        if starts["fail"]:
+            starts["fail"] -= 1
+            if len(jobs) > 1:  # the worker answered for one file, then died
+                progress(qnn.QnnResult(key=jobs[0]["key"], path=jobs[0]["path"], status="ok"))
+            raise qnn.QnnUnavailable("QNN worker did not start within 400 s")
+        for job in jobs:
+            progress(qnn.QnnResult(key=job["key"], path=job["path"], status="ok"))
+        return []
+
+    monkeypatch.setattr(zoo.time, "sleep", lambda s: None)
+    monkeypatch.setattr(qnn, "place_models", place_models)
+    zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True,
+                    startup_timeout=400.0)
+    assert calls == [["a.torchscript", "b.torchscript"], ["b.torchscript"]]
+    assert json.loads((tmp_path / "results" / "qnn" / "b.torchscript.json").read_text())["status"] == "ok"
+    assert not list((tmp_path / "claims" / "qnn").iterdir())
+
+    (tmp_path / "results" / "qnn" / "b.torchscript.json").unlink()
+    starts["fail"] = 99
+    with pytest.raises(qnn.QnnUnavailable):
+        zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, startup_timeout=400.0)
+    assert len(calls) == 2 + zoo.MAX_START_FAILURES
