@@ -242,7 +242,8 @@ def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
                       "input_shape": r.input_shape, "output_shape": r.output_shape}
                      for r in res.rows if not r.is_io],
             "attributed": attributed, "warnings": res.warnings[:40],
-            "version": res.extra.get("rknn_version"), "earlier_attempts": res.extra.get("earlier_attempts")}
+            "version": res.extra.get("rknn_version"), "earlier_attempts": res.extra.get("earlier_attempts"),
+            "cpu_seconds": res.extra.get("cpu_seconds")}
 
 
 def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
