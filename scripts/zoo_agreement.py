@@ -96,7 +96,17 @@ def _error_text(exc: BaseException) -> str:
     an exception."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     head = lines[0][:300] if lines else ""
-    cause = next((ln for ln in reversed(lines[1:]) if re.match(r"^[\w.]*(Error|Exception)\b", ln)), "")
+    cause = (next((ln[len("Caused by "):] for ln in reversed(lines[1:]) if ln.startswith("Caused by ")), "")
+             # export.py names each chained cause, innermost last
+             or next((ln for ln in reversed(lines[1:]) if re.match(r"^[\w.]*(Error|Exception)\b", ln)), ""))
+    if not cause:  # the cause is only chained (raise ... from): the innermost exception's first line
+        inner, seen = exc, {id(exc)}
+        while (nxt := inner.__cause__ or inner.__context__) is not None and id(nxt) not in seen:
+            inner = nxt
+            seen.add(id(inner))
+        if inner is not exc:
+            text = next((ln.strip() for ln in str(inner).splitlines() if ln.strip()), "")
+            cause = f"{type(inner).__name__}: {text}"
     return f"{type(exc).__name__}: {head}" + (f" | {cause[:300]}" if cause else "")
 
 

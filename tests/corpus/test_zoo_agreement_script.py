@@ -247,3 +247,31 @@ def test_a_worker_that_does_not_start_puts_its_files_back_and_a_fresh_one_builds
     with pytest.raises(qnn.QnnUnavailable):
         zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, startup_timeout=400.0)
     assert len(calls) == 2 + zoo.MAX_START_FAILURES
+
+
+def test_an_export_error_names_the_chained_cause_the_exporter_buries():
+    """dynamo's "Failed to convert the exported program ..." says nothing of why; the cause is
+    chained (``raise ... from``) or named on a later line: the recorded error names it."""
+    zoo = _script()
+
+    def failing():
+        try:
+            try:
+                raise NotImplementedError("aten::histc has no ONNX decomposition\nmore")
+            except NotImplementedError as exc:
+                raise RuntimeError("Failed to convert the exported program to an ONNX model.") from exc
+        except RuntimeError as exc:
+            raise ValueError("dynamo exporter failed to export Wrapped: Failed to convert") from exc
+
+    with pytest.raises(ValueError) as info:
+        failing()
+    assert zoo._error_text(info.value) == ("ValueError: dynamo exporter failed to export Wrapped: Failed to convert"
+                                           " | NotImplementedError: aten::histc has no ONNX decomposition")
+    assert zoo._error_text(RuntimeError("head\nstep 3\nTypeError: bad operand")) == "RuntimeError: head | TypeError: bad operand"
+    assert zoo._error_text(RuntimeError("only a head")) == "RuntimeError: only a head"
+    # what pytest_npucheck.export writes: every chained cause on a "Caused by" line, innermost last
+    text = ("dynamo exporter failed to export Wrapped: Failed to convert\nCaused by ConversionError: step 3"
+            "\nCaused by DispatchError: No ONNX function found for aten::histc\nExporter output (last lines):"
+            "\n  ValueError: noise")
+    assert zoo._error_text(RuntimeError(text)) == ("RuntimeError: dynamo exporter failed to export Wrapped: Failed to "
+                                                   "convert | DispatchError: No ONNX function found for aten::histc")
