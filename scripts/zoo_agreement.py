@@ -288,18 +288,20 @@ def claimed_elsewhere(root: Path, toolchain: str, key: str) -> bool:
 def claim(root: Path, toolchain: str, key: str) -> bool:
     """Take the file ``key`` for this process (``ROOT/claims/<toolchain>/<key>`` holds the pid);
     False when another live process holds it. The claim of a process that died is taken over."""
+    import fcntl
+
     path = _claim_path(root, toolchain, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        if claimed_elsewhere(root, toolchain, key):
+    # one claim at a time per step: two processes that both find the claim of a dead process
+    # (a restart) would otherwise both take it over and build the same model twice
+    with open(path.parent / ".lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if path.exists() and claimed_elsewhere(root, toolchain, key):
             return False
-        path.write_text(str(os.getpid()), encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(str(os.getpid()), encoding="utf-8")
+        os.replace(tmp, path)
         return True
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(str(os.getpid()))
-    return True
 
 
 def release(root: Path, toolchain: str, key: str) -> None:

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -240,7 +241,7 @@ def test_a_worker_that_does_not_start_puts_its_files_back_and_a_fresh_one_builds
                     startup_timeout=400.0)
     assert calls == [["a.torchscript", "b.torchscript"], ["b.torchscript"]]
     assert json.loads((tmp_path / "results" / "qnn" / "b.torchscript.json").read_text())["status"] == "ok"
-    assert not list((tmp_path / "claims" / "qnn").iterdir())
+    assert not [f for f in (tmp_path / "claims" / "qnn").iterdir() if f.name != ".lock"]
 
     (tmp_path / "results" / "qnn" / "b.torchscript.json").unlink()
     starts["fail"] = 99
@@ -275,3 +276,41 @@ def test_an_export_error_names_the_chained_cause_the_exporter_buries():
             "\n  ValueError: noise")
     assert zoo._error_text(RuntimeError(text)) == ("RuntimeError: dynamo exporter failed to export Wrapped: Failed to "
                                                    "convert | DispatchError: No ONNX function found for aten::histc")
+
+
+def test_processes_that_find_a_dead_processs_claim_at_once_take_it_over_only_once(tmp_path):
+    """Restarted exporters (or compile processes) meet the claims their dead predecessors left:
+    of several processes that try to take one over at the same moment, exactly one gets it."""
+    import multiprocessing
+
+    zoo = _script()
+    claim_file = tmp_path / "claims" / "export" / "hf_model"
+    claim_file.parent.mkdir(parents=True)
+    claim_file.write_text(str(NO_SUCH_PID))
+    ctx = multiprocessing.get_context("fork")
+    barrier, won = ctx.Barrier(6), ctx.Queue()
+
+    looked = zoo.claimed_elsewhere
+
+    def slow_look(*args):  # widens the moment between reading the owner and writing our own pid
+        answer = looked(*args)
+        time.sleep(0.3)
+        return answer
+
+    zoo.claimed_elsewhere = slow_look
+
+    def contender():
+        barrier.wait()
+        won.put((os.getpid(), zoo.claim(tmp_path, "export", "hf_model")))
+        barrier.wait()  # stay alive until every contender has tried: a live claim is not taken over
+
+    procs = [ctx.Process(target=contender) for _ in range(6)]
+    for p in procs:
+        p.start()
+    results = [won.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=120)
+    winners = [pid for pid, ok in results if ok]
+    assert len(winners) == 1
+    assert claim_file.read_text() == str(winners[0])
+    assert not [f for f in claim_file.parent.iterdir() if f.name.startswith(".hf_model")]  # no temp file left
