@@ -84,9 +84,9 @@ def builders(which: str, only: Iterable[str] | None) -> list[tuple[str, Any]]:
     import zoo_models
 
     out = list(zoo_models.all_builders(which))
-    if only:
-        wanted = set(only)
-        out = [(n, b) for n, b in out if n in wanted]
+    if only:  # in the order given: a priority list (cheapest architectures first) is walked as written
+        rank = {n: i for i, n in enumerate(dict.fromkeys(only))}
+        out = sorted(((n, b) for n, b in out if n in rank), key=lambda nb: rank[nb[0]])
     return out
 
 
@@ -96,7 +96,17 @@ def _error_text(exc: BaseException) -> str:
     an exception."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     head = lines[0][:300] if lines else ""
-    cause = next((ln for ln in reversed(lines[1:]) if re.match(r"^[\w.]*(Error|Exception)\b", ln)), "")
+    cause = (next((ln[len("Caused by "):] for ln in reversed(lines[1:]) if ln.startswith("Caused by ")), "")
+             # export.py names each chained cause, innermost last
+             or next((ln for ln in reversed(lines[1:]) if re.match(r"^[\w.]*(Error|Exception)\b", ln)), ""))
+    if not cause:  # the cause is only chained (raise ... from): the innermost exception's first line
+        inner, seen = exc, {id(exc)}
+        while (nxt := inner.__cause__ or inner.__context__) is not None and id(nxt) not in seen:
+            inner = nxt
+            seen.add(id(inner))
+        if inner is not exc:
+            text = next((ln.strip() for ln in str(inner).splitlines() if ln.strip()), "")
+            cause = f"{type(inner).__name__}: {text}"
     return f"{type(exc).__name__}: {head}" + (f" | {cause[:300]}" if cause else "")
 
 
@@ -224,6 +234,13 @@ def pending(root: Path, toolchain: str, only: Iterable[str] | None = None, retry
     return list(first.values()) + [t for t in out if t not in first.values()]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:  # gone since it was listed: last
+        return 1 << 62
+
+
 def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
     from pytest_npucheck.toolchains.rknn import adapter as rknn
 
@@ -235,7 +252,8 @@ def _rknn_record(res: Any, path: Path) -> dict[str, Any]:
                       "input_shape": r.input_shape, "output_shape": r.output_shape}
                      for r in res.rows if not r.is_io],
             "attributed": attributed, "warnings": res.warnings[:40],
-            "version": res.extra.get("rknn_version"), "earlier_attempts": res.extra.get("earlier_attempts")}
+            "version": res.extra.get("rknn_version"), "earlier_attempts": res.extra.get("earlier_attempts"),
+            "cpu_seconds": res.extra.get("cpu_seconds")}
 
 
 def _qnn_record(res: Any, path: Path) -> dict[str, Any]:
@@ -270,18 +288,20 @@ def claimed_elsewhere(root: Path, toolchain: str, key: str) -> bool:
 def claim(root: Path, toolchain: str, key: str) -> bool:
     """Take the file ``key`` for this process (``ROOT/claims/<toolchain>/<key>`` holds the pid);
     False when another live process holds it. The claim of a process that died is taken over."""
+    import fcntl
+
     path = _claim_path(root, toolchain, key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-        if claimed_elsewhere(root, toolchain, key):
+    # one claim at a time per step: two processes that both find the claim of a dead process
+    # (a restart) would otherwise both take it over and build the same model twice
+    with open(path.parent / ".lock", "a", encoding="utf-8") as lock:
+        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        if path.exists() and claimed_elsewhere(root, toolchain, key):
             return False
-        path.write_text(str(os.getpid()), encoding="utf-8")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(str(os.getpid()), encoding="utf-8")
+        os.replace(tmp, path)
         return True
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(str(os.getpid()))
-    return True
 
 
 def release(root: Path, toolchain: str, key: str) -> None:
@@ -292,6 +312,10 @@ def release(root: Path, toolchain: str, key: str) -> None:
 
 #: seconds between looks for new files while a ``--follow`` compile gathers a batch
 GATHER_POLL = 15.0
+#: a compile run gives up after this many worker start failures in a row
+MAX_START_FAILURES = 3
+#: seconds it waits before starting a worker again after one failed to start
+RESTART_PAUSE = 30.0
 
 
 def gather_now(n_pending: int, waited: float, min_batch: int, gather: float) -> bool:
@@ -304,7 +328,8 @@ def gather_now(n_pending: int, waited: float, min_batch: int, gather: float) -> 
 
 def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, batch: int,
                 follow: bool, only: Iterable[str] | None = None, retry_timeouts: bool = False,
-                reverse: bool = False, min_batch: int = 1, gather: float = 0.0) -> None:
+                reverse: bool = False, min_batch: int = 1, gather: float = 0.0,
+                smallest_first: bool = False, startup_timeout: float = 300.0) -> None:
     from pytest_npucheck.toolchains.qnn import adapter as qnn
     from pytest_npucheck.toolchains.rknn import adapter as rknn
 
@@ -313,6 +338,8 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
     logs.mkdir(parents=True, exist_ok=True)
     tried: set[str] = set()
     waited = 0.0
+    start_failures = 0
+    answered: set[str] = set()
     while True:
         todo = [t for t in pending(root, toolchain, only, retry_timeouts)
                 if f"{t[0]}.{t[1]}" not in tried and not claimed_elsewhere(root, toolchain, f"{t[0]}.{t[1]}")]
@@ -321,6 +348,8 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
             waited += GATHER_POLL
             continue
         waited = 0.0
+        if smallest_first:  # --retry-timeouts with a long budget: the quickest answers first
+            todo.sort(key=lambda t: _size(t[2]))
         if reverse:  # a second compile process beside the first, from the other end
             done = {p.name.split(".")[0] for p in out_dir.glob("*.json")}
             fresh = {t[0]: t for t in reversed(todo) if t[0] not in done}  # one file per new arch
@@ -347,16 +376,31 @@ def compile_all(root: Path, toolchain: str, python: str | None, timeout: float, 
                 with gzip.open(logs / f"{res.key}.log.gz", "wt", encoding="utf-8") as fh:
                     fh.write(res.log)
             _write_json(out_dir / f"{res.key}.json", rec)
+            answered.add(res.key)
             release(root, toolchain, res.key)
             print(f"{toolchain} {res.key}: {rec['status']} {rec.get('seconds')} s "
                   f"cpu={sum(1 for v in rec['placement'].values() if v == 'cpu')}", flush=True)
 
         try:
             if toolchain == "rknn":
-                rknn.compile_models(jobs, "rk3588", python, timeout=timeout, keep_logs=True, progress=done)
+                rknn.compile_models(jobs, "rk3588", python, timeout=timeout, startup_timeout=startup_timeout,
+                                    keep_logs=True, progress=done)
             else:
-                qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout, keep_logs=True,
-                                 progress=done)
+                qnn.place_models(jobs, 73, python, precision="fp16", timeout=timeout,
+                                 startup_timeout=startup_timeout, keep_logs=True, progress=done)
+            start_failures = 0
+        except (rknn.RknnUnavailable, qnn.QnnUnavailable) as exc:
+            # on a loaded machine the worker's imports can outlast the start-up budget: the files
+            # without a result go back to the queue and the next round starts a fresh worker;
+            # a toolchain that cannot start three times running is really unavailable
+            start_failures += 1
+            if start_failures >= MAX_START_FAILURES:
+                raise
+            unanswered = [k for k in by_key if k not in answered]
+            tried.difference_update(unanswered)
+            print(f"{toolchain}: worker failed ({exc}); {len(unanswered)} files back in the queue "
+                  f"(attempt {start_failures} of {MAX_START_FAILURES})", flush=True)
+            time.sleep(RESTART_PAUSE)
         finally:
             for key in by_key:
                 release(root, toolchain, key)
@@ -427,6 +471,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--retry-skipped", action="store_true",
                    help="export: try again the architectures whose small config did not build (the builder "
                         "now falls back to one layer at the architecture's own widths)")
+    p.add_argument("--startup-timeout", type=float, default=300.0,
+                   help="compile: seconds a toolchain worker may take to start (its imports; minutes under load)")
+    p.add_argument("--smallest-first", action="store_true",
+                   help="compile: build the smallest files first (with --retry-timeouts and a long --timeout)")
     p.add_argument("--follow", action="store_true", help="compile: wait for files until export is done")
     p.add_argument("--min-batch", type=int, default=6,
                    help="compile --follow: start a worker once this many files wait (each start costs its imports)")
@@ -441,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.step in ("compile", "all"):
         for tc in args.toolchain:
             compile_all(root, tc, args.python, args.timeout, args.batch, args.follow, args.only,
-                        args.retry_timeouts, args.reverse, args.min_batch, args.gather)
+                        args.retry_timeouts, args.reverse, args.min_batch, args.gather, args.smallest_first,
+                        args.startup_timeout)
     if args.step in ("score", "all"):
         summary = score_all(root, args.toolchain, args.only)
         print("\n".join(__import__("pytest_npucheck.oracles.zoo_score", fromlist=["x"]).markdown(summary)))

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -164,3 +165,152 @@ def test_a_transformers_class_is_imported_when_its_builder_runs(tmp_path):
     meta = json.loads((models / "hf_gone" / "meta.json").read_text())
     assert meta == {"arch": "hf_gone", "status": "skipped",
                     "reason": "NoSuchModelHere not importable here (missing optional dependency)"}
+
+
+def test_only_walks_the_architectures_in_the_order_given():
+    """``--only`` is a priority list (the cheapest architectures first for a timed run): the
+    exporter walks it as written, not in the zoo's order, and a name given twice is built once."""
+    zoo = _script()
+    names = [n for n, _ in zoo.builders("torch", ["nn_grn", "nn_convnet_relu", "nn_grn", "nn_no_such_model"])]
+    assert names == ["nn_grn", "nn_convnet_relu"]
+    zoo_order = [n for n, _ in zoo.builders("torch", None)]
+    assert zoo_order.index("nn_convnet_relu") < zoo_order.index("nn_grn")  # so the order above is --only's
+
+
+def test_smallest_first_compiles_the_smallest_files_first(tmp_path, monkeypatch):
+    """``--retry-timeouts --smallest-first``: the files whose build timed out are built again, the
+    smallest first (a long budget per file answers for the quick ones before the slow ones); a file
+    with a finished result is not built again."""
+    zoo = _script()
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
+
+    sizes = {"a": 3, "b": 1, "c": 2, "d": 0}
+    for arch, extra in sizes.items():
+        path = tmp_path / "models" / arch / "torchscript.onnx"
+        _tiny_onnx(path)
+        with open(path, "ab") as fh:
+            fh.write(b"\0" * (1000 * extra))  # trailing bytes: a bigger file, same graph
+        status = "ok" if arch == "d" else "timeout"
+        (tmp_path / "results" / "qnn").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "results" / "qnn" / f"{arch}.torchscript.json").write_text(json.dumps({"status": status}))
+    batches: list[list[str]] = []
+
+    def place_models(jobs, htp_arch, python, *, progress, **_):
+        batches.append([j["key"] for j in jobs])
+        for job in jobs:
+            progress(qnn.QnnResult(key=job["key"], path=job["path"], status="ok"))
+        return []
+
+    monkeypatch.setattr(qnn, "place_models", place_models)
+    zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True,
+                    smallest_first=True)
+    assert batches == [["b.torchscript", "c.torchscript", "a.torchscript"]]
+    zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True)
+    assert len(batches) == 1  # all answered: nothing timed out any more
+
+
+def test_a_worker_that_does_not_start_puts_its_files_back_and_a_fresh_one_builds_them(tmp_path, monkeypatch):
+    """Under load a toolchain worker's imports can outlast its start-up budget: the compile run
+    does not die, the files that got no answer go back to the queue (a retried timeout too) and
+    the next worker builds them; three failed starts in a row end the run with the adapter's error."""
+    zoo = _script()
+    from pytest_npucheck.toolchains.qnn import adapter as qnn
+
+    for arch in ("a", "b"):
+        _tiny_onnx(tmp_path / "models" / arch / "torchscript.onnx")
+    (tmp_path / "results" / "qnn").mkdir(parents=True)
+    (tmp_path / "results" / "qnn" / "b.torchscript.json").write_text(json.dumps({"status": "timeout"}))
+    calls: list[list[str]] = []
+    starts = {"fail": 1}
+
+    def place_models(jobs, htp_arch, python, *, progress, startup_timeout, **_):
+        calls.append([j["key"] for j in jobs])
+        assert startup_timeout == 400.0
+        if starts["fail"]:
+            starts["fail"] -= 1
+            if len(jobs) > 1:  # the worker answered for one file, then died
+                progress(qnn.QnnResult(key=jobs[0]["key"], path=jobs[0]["path"], status="ok"))
+            raise qnn.QnnUnavailable("QNN worker did not start within 400 s")
+        for job in jobs:
+            progress(qnn.QnnResult(key=job["key"], path=job["path"], status="ok"))
+        return []
+
+    monkeypatch.setattr(zoo.time, "sleep", lambda s: None)
+    monkeypatch.setattr(qnn, "place_models", place_models)
+    zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, retry_timeouts=True,
+                    startup_timeout=400.0)
+    assert calls == [["a.torchscript", "b.torchscript"], ["b.torchscript"]]
+    assert json.loads((tmp_path / "results" / "qnn" / "b.torchscript.json").read_text())["status"] == "ok"
+    assert not [f for f in (tmp_path / "claims" / "qnn").iterdir() if f.name != ".lock"]
+
+    (tmp_path / "results" / "qnn" / "b.torchscript.json").unlink()
+    starts["fail"] = 99
+    with pytest.raises(qnn.QnnUnavailable):
+        zoo.compile_all(tmp_path, "qnn", None, timeout=600, batch=40, follow=False, startup_timeout=400.0)
+    assert len(calls) == 2 + zoo.MAX_START_FAILURES
+
+
+def test_an_export_error_names_the_chained_cause_the_exporter_buries():
+    """dynamo's "Failed to convert the exported program ..." says nothing of why; the cause is
+    chained (``raise ... from``) or named on a later line: the recorded error names it."""
+    zoo = _script()
+
+    def failing():
+        try:
+            try:
+                raise NotImplementedError("aten::histc has no ONNX decomposition\nmore")
+            except NotImplementedError as exc:
+                raise RuntimeError("Failed to convert the exported program to an ONNX model.") from exc
+        except RuntimeError as exc:
+            raise ValueError("dynamo exporter failed to export Wrapped: Failed to convert") from exc
+
+    with pytest.raises(ValueError) as info:
+        failing()
+    assert zoo._error_text(info.value) == ("ValueError: dynamo exporter failed to export Wrapped: Failed to convert"
+                                           " | NotImplementedError: aten::histc has no ONNX decomposition")
+    assert zoo._error_text(RuntimeError("head\nstep 3\nTypeError: bad operand")) == "RuntimeError: head | TypeError: bad operand"
+    assert zoo._error_text(RuntimeError("only a head")) == "RuntimeError: only a head"
+    # what pytest_npucheck.export writes: every chained cause on a "Caused by" line, innermost last
+    text = ("dynamo exporter failed to export Wrapped: Failed to convert\nCaused by ConversionError: step 3"
+            "\nCaused by DispatchError: No ONNX function found for aten::histc\nExporter output (last lines):"
+            "\n  ValueError: noise")
+    assert zoo._error_text(RuntimeError(text)) == ("RuntimeError: dynamo exporter failed to export Wrapped: Failed to "
+                                                   "convert | DispatchError: No ONNX function found for aten::histc")
+
+
+def test_processes_that_find_a_dead_processs_claim_at_once_take_it_over_only_once(tmp_path):
+    """Restarted exporters (or compile processes) meet the claims their dead predecessors left:
+    of several processes that try to take one over at the same moment, exactly one gets it."""
+    import multiprocessing
+
+    zoo = _script()
+    claim_file = tmp_path / "claims" / "export" / "hf_model"
+    claim_file.parent.mkdir(parents=True)
+    claim_file.write_text(str(NO_SUCH_PID))
+    ctx = multiprocessing.get_context("fork")
+    barrier, won = ctx.Barrier(6), ctx.Queue()
+
+    looked = zoo.claimed_elsewhere
+
+    def slow_look(*args):  # widens the moment between reading the owner and writing our own pid
+        answer = looked(*args)
+        time.sleep(0.3)
+        return answer
+
+    zoo.claimed_elsewhere = slow_look
+
+    def contender():
+        barrier.wait()
+        won.put((os.getpid(), zoo.claim(tmp_path, "export", "hf_model")))
+        barrier.wait()  # stay alive until every contender has tried: a live claim is not taken over
+
+    procs = [ctx.Process(target=contender) for _ in range(6)]
+    for p in procs:
+        p.start()
+    results = [won.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(timeout=120)
+    winners = [pid for pid, ok in results if ok]
+    assert len(winners) == 1
+    assert claim_file.read_text() == str(winners[0])
+    assert not [f for f in claim_file.parent.iterdir() if f.name.startswith(".hf_model")]  # no temp file left

@@ -7,6 +7,7 @@ rknn-toolkit2 installed, named by ``NPUCHECK_RKNN_PYTHON``; they are skipped oth
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -171,6 +172,10 @@ def test_crash_and_timeout_isolated(probe_paths: dict[str, str]) -> None:
     assert "exit code 11" in res["crash"].message
     assert res["hang"].status == "timeout"
     assert "earlier_attempts" not in res["hang"].extra
+    # the debug hang sleeps: the timeout says how little CPU the build had, so a starved build on a
+    # loaded machine (little CPU) is told from a compiler loop (the whole budget on the CPU)
+    assert 0 <= res["hang"].extra["cpu_seconds"] < 5
+    assert re.search(r"did not finish within 10 s \(\d+ CPU-s used\)", res["hang"].message)
     assert res["after"].status == "ok"
 
 

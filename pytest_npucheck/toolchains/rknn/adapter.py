@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..venv import find_python
+from ..venv import find_python, process_cpu_seconds
 
 __all__ = [
     "ENV_VAR",
@@ -381,6 +381,7 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
             thread = threading.Thread(target=_reader, daemon=True)
             thread.start()
             current: dict[str, Any] | None = None
+            current_cpu: float | None = None  # the worker's CPU seconds when the current model started
             worker_info: dict[str, Any] = {}
             started = False
             deadline = time.monotonic() + startup_timeout
@@ -395,9 +396,14 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
                         # timeout: of the model in flight, or of the start-up
                         if current is not None:
                             j = by_key[current["key"]]
+                            used = process_cpu_seconds(proc.pid)
+                            if used is not None and current_cpu is not None:
+                                used = round(used - current_cpu, 1)
                             results[j.key] = _finish(
                                 j, "timeout", _read_text(current.get("log")), None, keep_logs,
-                                "rknn build did not finish within %.0f s" % timeout)
+                                "rknn build did not finish within %.0f s" % timeout
+                                + ("" if used is None else " (%.0f CPU-s used)" % used))
+                            results[j.key].extra["cpu_seconds"] = used
                             pending = [p for p in pending if p.key != j.key]
                             progressed = True
                             if progress:
@@ -447,6 +453,7 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
                         break
                     elif kind == "start":
                         current = ev
+                        current_cpu = process_cpu_seconds(proc.pid)
                         deadline = time.monotonic() + timeout
                     elif kind == "result":
                         j = by_key[ev["key"]]
