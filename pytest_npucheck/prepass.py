@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .graph import IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, NodeFact, TensorInfo, dtype_name, frozen_new
-from .tables import OpEntry, Pattern, Table
+from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, GraphView, NodeFact, TensorInfo, dtype_name,
+                    frozen_new)
+from .tables import Constraint, OpEntry, Pattern, Table
 
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
 
@@ -355,14 +356,17 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
     anchors: dict[str, list[NodeFact]] = {}  # op key -> nodes in graph order: each pattern visits its own
     for node in graph.nodes:
         anchors.setdefault(node.key, []).append(node)
+    # a pattern node's constraints read the graph as the rules do: with the constants folded so far
+    view: Any = GraphView(graph, pre) if any(p.node_constraints for p in patterns) else graph
     for pattern in patterns:
         nodes = anchors.get(pattern.nodes[0][1])
         if not nodes:
             continue
         plan = _plan(pattern)
-        # the second node of a pattern reads the first (tables.py checks `after`): an anchor none of
-        # whose consumers has that op cannot match (most anchors: a MatMul that feeds an Add)
-        second = plan[1][1][1] if len(plan[1]) > 1 else None
+        # when the second node of a pattern reads the first, an anchor none of whose consumers has
+        # that op cannot match (most anchors: a MatMul that feeds an Add)
+        step2 = plan[1][1] if len(plan[1]) > 1 else None
+        second = step2[1] if step2 is not None and plan[0][0] in step2[2] else None
         all_nodes, consumers = graph.nodes, graph.consumers
         for node in nodes:
             if node.index in pre.folded or node.index in pre.fused:
@@ -370,7 +374,9 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
             if second is not None and not any(all_nodes[i].key == second for out in node.outputs
                                               for i in consumers.get(out, ())):
                 continue
-            match = _match_from(graph, pre, plan, node)
+            if not _meets(view, plan[2].get(plan[0][0], ()), node):
+                continue
+            match = _match_from(graph, pre, plan, node, view)
             if match:
                 for pid, idx in match.items():
                     pre.fused[idx] = (pattern, node.index)
@@ -379,23 +385,34 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
 
 
 def _plan(pattern: Pattern) -> tuple[Any, ...]:
-    """(ids, steps as (id, op, after, positions)) of a pattern, prepared once per pattern."""
+    """(ids, steps as (id, op, after, positions, sibling), constraints by id) of a pattern, prepared
+    once per pattern."""
     positions: dict[str, list[tuple[str, int]]] = {}
     for pid, ref, idx in pattern.positions:
         positions.setdefault(pid, []).append((ref, idx))
-    steps = tuple((pid, op, tuple(after), tuple(positions.get(pid, ()))) for pid, op, after in pattern.nodes)
-    return tuple(pid for pid, _, _ in pattern.nodes), steps
+    siblings = dict(pattern.siblings)
+    steps = tuple((pid, op, tuple(after), tuple(positions.get(pid, ())), siblings.get(pid))
+                  for pid, op, after in pattern.nodes)
+    return tuple(pid for pid, _, _ in pattern.nodes), steps, dict(pattern.node_constraints)
 
 
-def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact) -> Optional[dict[str, int]]:
+def _meets(view: Any, constraints: Sequence[Constraint], node: NodeFact) -> bool:
+    """Whether a node meets a pattern node's constraints (node rules, read on the view of the graph)."""
+    from .rules import RULES
+
+    return all(RULES[c.rule].check(node, c.params, view) is None for c in constraints)
+
+
+def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact,
+                view: Any = None) -> Optional[dict[str, int]]:
     """Backtracking match: pattern node k must consume an output of each node in its `after`.
     Returns pattern node id -> node index."""
-    ids, steps = plan
+    ids, steps, constraints = plan
     assigned: dict[str, int] = {ids[0]: anchor.index}
     nodes, consumers, folded, fused = graph.nodes, graph.consumers, pre.folded, pre.fused
 
     def candidates(k: int) -> list[int]:
-        pid, op, after, positions = steps[k]
+        pid, op, after, positions, sibling = steps[k]
         common: Optional[set[int]] = None
         for ref in after:
             cons: set[int] = set()
@@ -403,6 +420,13 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], an
                 found = consumers.get(out)
                 if found:
                     cons.update(found)
+            common = cons if common is None else common & cons
+        if sibling is not None:
+            # a second branch: another reader of a computed tensor the sibling reads
+            cons = set()
+            for name in nodes[assigned[sibling]].inputs:
+                if name and not _is_const(graph, pre, name):
+                    cons.update(consumers.get(name, ()))
             common = cons if common is None else common & cons
         if not common:
             return []
@@ -412,7 +436,9 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], an
             if i in used or i in folded or i in fused or nodes[i].key != op:
                 continue
             inputs = nodes[i].inputs
-            if all(idx < len(inputs) and inputs[idx] in nodes[assigned[ref]].outputs for ref, idx in positions):
+            if not all(idx < len(inputs) and inputs[idx] in nodes[assigned[ref]].outputs for ref, idx in positions):
+                continue
+            if _meets(view if view is not None else graph, constraints.get(pid, ()), nodes[i]):
                 out.append(i)
         return out
 

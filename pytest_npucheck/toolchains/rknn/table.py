@@ -768,6 +768,27 @@ def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
             {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": mul2_reads_mul_at}}]
 
 
+#: a stride-2 Slice of the last axis of a rank-4 tensor (one phase of an interleaved rotary)
+_ROTARY_SLICE = [{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4, "max": 4}},
+                 {"rule": "axis_in", "params": {"input": 3, "values": [3]}},
+                 {"rule": "const_value_range", "params": {"index": 4, "min": 2, "max": 2}}]
+
+
+def _rotary_pair_nodes(negate: str | None) -> list[dict[str, Any]]:
+    """x[..., 0::2] and x[..., 1::2] of one tensor (either first), one of them through ``negate``
+    (Neg, Mul by -1, or nothing), each Unsqueezed on a new last axis and Concatenated there (stack)."""
+    nodes: list[dict[str, Any]] = [
+        {"id": "slice_a", "op": "Slice", "constraints": _ROTARY_SLICE},
+        {"id": "slice_b", "op": "Slice", "same_input_as": "slice_a", "constraints": _ROTARY_SLICE}]
+    last_b = "slice_b"
+    if negate is not None:
+        nodes.append({"id": "negate", "op": negate, "after": ["slice_b"]})
+        last_b = "negate"
+    return nodes + [{"id": "unsq_a", "op": "Unsqueeze", "after": ["slice_a"]},
+                    {"id": "unsq_b", "op": "Unsqueeze", "after": [last_b]},
+                    {"id": "stack", "op": "Concat", "after": ["unsq_a", "unsq_b"]}]
+
+
 def _layernorm_nodes(square_id: str, square_op: str) -> list[dict[str, Any]]:
     """Decomposed LayerNorm; the squaring step is Pow(d, 2) or Mul(d, d)."""
     return [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
@@ -816,6 +837,33 @@ PATTERNS = [
                     "Erf on the CPU). Operand order counts: Mul(erf + 1, x) -> * 0.5 was fused by none",
      "nodes": _gelu_nodes(mul2_reads_mul_at=1),
      "_probes": [r"x\.pattern\.gelu_erf\.half_first"]},
+    {"name": "gelu_erf_x_half", "fused_op": "exGelu", "status": "npu",
+     "description": "GELU with the half taken of the input beside the Erf branch (SEW-D): x/sqrt(2) "
+                    "-> Erf -> +1 and 0.5 * x, joined by Mul(0.5 * x, erf + 1); fused to exGelu. "
+                    "Joined the other way round, Mul(erf + 1, 0.5 * x), or without the half, "
+                    "x * (1 + erf), the Erf stays on the CPU (x.pattern.gelu_erf.x_half.*)",
+     "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
+               {"id": "add", "op": "Add", "after": ["erf"]},
+               {"id": "half", "op": "Mul", "same_input_as": "div"},
+               {"id": "mul", "op": "Mul", "after": ["half", "add"], "at_input": {"half": 0, "add": 1}}],
+     "_probes": [r"x\.pattern\.gelu_erf\.x_half\."]},
+    {"name": "rotary_interleaved_neg", "fused_op": "Conv", "status": "npu",
+     "description": "interleaved rotary (RoFormer, ERNIE 4.5, Helium): the stride-2 Slices x[..., 0::2] "
+                    "and x[..., 1::2] of the last axis of a rank-4 tensor, one negated, stacked on a "
+                    "new last axis (Unsqueeze, Concat), are rewritten into one Conv "
+                    "(fuse_slice_slice_mul_concat_to_conv), so the Slices, CPU ops on their own, run "
+                    "on the NPU; at rank 3 the Slices stay on the CPU (x.Slice.ctx=rotary_pair.*)",
+     "nodes": _rotary_pair_nodes("Neg"),
+     "_probes": [r"x\.Slice\.ctx=rotary_pair\."]},
+    {"name": "rotary_interleaved_mul", "fused_op": "Conv", "status": "npu",
+     "description": "the interleaved rotary with the negation written as a Mul by -1 (fused as with Neg)",
+     "nodes": _rotary_pair_nodes("Mul"),
+     "_probes": [r"x\.Slice\.ctx=rotary_pair\."]},
+    {"name": "rotary_interleaved", "fused_op": "Conv", "status": "npu",
+     "description": "the two phases of the interleaved rotary stacked without a negation (fused as "
+                    "with one)",
+     "nodes": _rotary_pair_nodes(None),
+     "_probes": [r"x\.Slice\.ctx=rotary_pair\."]},
     {"name": "layernorm_pow", "fused_op": "exNorm", "status": "npu",
      "description": "decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, "
                     "Div, Mul, Add) fused to exNorm",
