@@ -27,6 +27,9 @@ class PrepassResult:
     # time (data_shapes: a NonZero of a constant that the facts evaluated): dynamic to the rules
     shapes: dict[str, TensorInfo] = field(default_factory=dict)
     absorbed: dict[int, int] = field(default_factory=dict)  # folded node index -> the node it is fused into
+    # removed nodes whose result is their input 0 unchanged (eliminate_noop_layout): the context rules
+    # look through them as through an eliminated Identity
+    passed_on: set[int] = field(default_factory=set)
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -158,6 +161,7 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
             continue
         pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"
+        pre.passed_on.add(node.index)
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:

@@ -629,14 +629,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
                   note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
                        "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
-                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path)\."],
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                    "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
-                                   "Relu", "Reshape", "Slice", "Split", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
+                                   "Relu", "Reshape", "Slice", "Split", "Sqrt", "Sub", "Transpose", "Unsqueeze"],
+                                   "computed_input": True,
                                    "max_skip": 24}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
-                                   "Div", "Mul", "Reshape", "Transpose"]}}],
+                                   "Cast", "Concat", "Div", "Mul", "Reshape", "ScatterND", "Transpose"]}}],
                   note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "
                        "over the query heads: Unsqueeze -> Expand -> Reshape, with the shape written in full or "
                        "with ones as the dynamo exporter writes repeat_interleave, and the rank-4 Expand of the "
@@ -647,7 +648,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "layout ops sit on the key path (QK-norm, rotary embedding and the Casts of a TorchScript "
                        "export: ten and more; Phi-3's Slice of a fused q/k/v projection and its rotary embedding "
                        "over part of the head, Sliced and Concatenated back; GPT-BigCode's Split of a fused k/v "
-                       "projection: x.Expand.ctx=kv_path.*)"),
+                       "projection: x.Expand.ctx=kv_path.*), and however the key is put together after it "
+                       "(multi-head latent attention's rotary part of the key, one head expanded over all of "
+                       "them, joined to the per-head part by a Concat or written into the key by a ScatterND "
+                       "as TorchScript exports DeepSeek-V3, its rotary ending in a Sub; a Cast before the "
+                       "scores: x.Expand.ctx=kv_tail.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
