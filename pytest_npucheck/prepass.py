@@ -144,14 +144,15 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
 
 
 #: layout ops that are no-ops when their result has their input's shape
-_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand"})
+_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile"})
 
 
 def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
-    """A Reshape, Flatten, Squeeze, Unsqueeze or Expand whose static result has the static shape of its
+    """A Reshape, Flatten, Squeeze, Unsqueeze, Expand or Tile whose static result has the static shape of its
     input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
-    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*). A node
-    producing a graph output is kept."""
+    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*; a Tile
+    of repeats of ones too, x.Tile.ctx=broadcast.r[23].ones). A node producing a graph output is kept.
+    The context rules look through the removed nodes (``passed_on``)."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
         if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \

@@ -471,6 +471,28 @@ def _reads_as_data(graph: GraphFacts, reader: NodeFact, tensor: str) -> bool:
     return bool(reader.inputs) and reader.inputs[0] in feeds and not any(i in feeds for i in reader.inputs[1:])
 
 
+@rule("beside_trivial_transpose", "context", local=False, words=_words)
+def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its input comes from, or its result goes to, a Transpose that moves only axes of size 1 (a reshape the compiler merges it with)."""
+    from .node import transpose_blocks
+
+    def trivial(t: NodeFact) -> bool:
+        if t.op_type != "Transpose" or not t.inputs:
+            return False
+        info = graph.tensor(t.inputs[0])
+        shape = info.shape if info is not None else None
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return False
+        perm = t.attrs.get("perm") or list(range(len(shape)))[::-1]
+        return transpose_blocks(perm, shape) <= 1
+
+    near = [_producer(graph, node.inputs[0])] if node.inputs and node.inputs[0] else []
+    near += [c for out in node.outputs if out for c in _consumers(graph, out)]
+    if any(n is not None and trivial(n) for n in near):
+        return None
+    return "no Transpose next to it moves only axes of size 1"
+
+
 @rule("sole_reader", "context", local=False, words=_words)
 def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """it is the only node reading input {index}."""

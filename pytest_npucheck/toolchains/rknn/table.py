@@ -141,6 +141,34 @@ _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a cha
                     "-> Reshape -> Reshape and Unsqueeze -> Unsqueeze on int64 data, one CPU row named after the last)")
 
 
+def _plane(tensor: str) -> dict[str, Any]:
+    """A float Reshape of a rank-4 tensor whose (H, W) plane holds a multiple of 8 elements, or one."""
+    # the output's plane counts only from a rank-4 input: a padding mask (1, T) viewed as (1, 1, 1, T)
+    # ran on the NPU at T = 15 (x.Reshape.ctx=sdpa_mask.*)
+    sides = ("input",) if tensor == "input" else ("input", "output")
+    return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\."] + ([] if tensor == "input" else [r"x\.Reshape\.ctx=sdpa_mask\."]),
+             constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
+                          *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
+                          {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
+                                                       "allowed": ["int64", "int32", "bool"]}},
+                          {"rule": "elements_max", "params": {"tensor": tensor, "index": 0, "axes": [2, 3], "max": 1}},
+                          {"rule": "beside_trivial_transpose", "params": {}},
+                          {"rule": "elements_multiple_of", "params": {"tensor": tensor, "index": 0, "axes": [2, 3],
+                                                                      "multiple_of": 8}}],
+             note="a float Reshape %s a rank-4 tensor runs on the CPU unless the tensor's last two dims hold a "
+                  "multiple of 8 elements, or one: (1, 4, 2, 2) -> (1, 4, 4), (1, 2, 19, 10) -> (1, 2, 10, 19), "
+                  "(1, 16, 4, 4) -> (32, 2, 2, 2) and (1, 8, 6, 1) -> (1, 48) ran on the CPU, (1, 4, 4, 4) -> "
+                  "(1, 4, 16), (1, 2, 20, 10) -> (1, 2, 10, 20), (1, 2, 12, 2) -> (1, 2, 24) and (1, 16, 1, 1) -> "
+                  "(1, 16) on the NPU, whatever the batch, the channels or the rank of the other side "
+                  "(x.Reshape.ctx=plane.*: MobileViT's 2 x 2 patch unfold and fold, the relative position "
+                  "shift of Conformer attention, an FPN head flattening a 2 x 2 map); next to a Transpose that "
+                  "moves only axes of size 1 the compiler merges the Reshapes into the Transposes around them "
+                  "and no Reshape is left (MobileViT's unfold with one patch per side: x.Reshape.ctx=plane_unfold.*)%s"
+                  % ("of" if tensor == "input" else "to",
+                     "" if tensor == "input" else "; from a rank-2 or rank-3 input the output's plane does not count "
+                     "(a (1, 15) padding mask viewed as (1, 1, 1, 15) ran on the NPU: x.Reshape.ctx=sdpa_mask.*)"))
+
+
 def _int_layout(probes: Sequence[str]) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers."""
@@ -493,6 +521,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
+                 _plane("input"), _plane("output"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
@@ -673,7 +702,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                              {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}}],
                 note="tiling the batch axis runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
                      "as the Expand it becomes does)"),
-              C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_repeat\."],
+              C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_(repeat|heads)\."],
                 constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                              {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                  "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
