@@ -94,3 +94,17 @@ def test_noop_layout_removes_a_layout_op_that_keeps_its_input_shape(toy_catalog,
         assert "keeps its input's shape [1, 16] is removed by the compiler" in folded["focus_layout"]
     output_only = facts_from_model(_int_layout(op, producer, "output").build())
     assert run_prepasses(output_only, table).folded == {}
+
+
+def test_noop_layout_removes_a_tile_of_ones_and_says_its_readers_read_through_it(toy_catalog):
+    """A Tile whose repeats are all 1 keeps its input's shape: removed like the other layout ops
+    (x.Tile.ctx=broadcast.r[23].ones leave no layer row; JetMoE's key), and recorded as passed on, so the
+    context rules look through it; a Tile that repeats an axis stays."""
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_layout",))
+    for repeats, removed in (([1, 1, 1, 1], True), ([1, 2, 1, 1], False)):
+        model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                            helper.make_node("Tile", ["r", "reps"], ["t"], name="tile"),
+                            helper.make_node("Relu", ["t"], ["y"], name="post")],
+                           [("x", (1, 1, 8, 4))], ["y"], initializers=[const("reps", repeats, "int64")])
+        pre = run_prepasses(facts_from_model(model), table)
+        assert (1 in pre.folded) == removed and (1 in pre.passed_on) == removed, pre.folded

@@ -142,11 +142,12 @@ _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a cha
 
 
 def _plane(tensor: str) -> dict[str, Any]:
-    """A float Reshape of a rank-4 tensor whose (H, W) plane holds a multiple of 8 elements, or one."""
-    # the output's plane counts only from a rank-4 input: a padding mask (1, T) viewed as (1, 1, 1, T)
-    # ran on the NPU at T = 15 (x.Reshape.ctx=sdpa_mask.*)
-    sides = ("input",) if tensor == "input" else ("input", "output")
-    return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\."] + ([] if tensor == "input" else [r"x\.Reshape\.ctx=sdpa_mask\."]),
+    """A float Reshape between rank-4 tensors: the (H, W) plane of ``tensor`` holds a multiple of 8 elements, or one."""
+    # only between two rank-4 tensors: a padding mask (1, T) viewed as (1, 1, 1, T) ran on the NPU at T = 15
+    # (x.Reshape.ctx=sdpa_mask.*), and so did ViT's and PoolFormer's flattening of a Conv's 2 x 2 map to rank 3
+    # in front of a Transpose or an InstanceNormalization, which a Relu -> Reshape -> Relu probe ran on the CPU
+    sides = ("input", "output")
+    return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\."],
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -155,18 +156,20 @@ def _plane(tensor: str) -> dict[str, Any]:
                           {"rule": "beside_trivial_transpose", "params": {}},
                           {"rule": "elements_multiple_of", "params": {"tensor": tensor, "index": 0, "axes": [2, 3],
                                                                       "multiple_of": 8}}],
-             note="a float Reshape %s a rank-4 tensor runs on the CPU unless the tensor's last two dims hold a "
-                  "multiple of 8 elements, or one: (1, 4, 2, 2) -> (1, 4, 4), (1, 2, 19, 10) -> (1, 2, 10, 19), "
-                  "(1, 16, 4, 4) -> (32, 2, 2, 2) and (1, 8, 6, 1) -> (1, 48) ran on the CPU, (1, 4, 4, 4) -> "
-                  "(1, 4, 16), (1, 2, 20, 10) -> (1, 2, 10, 20), (1, 2, 12, 2) -> (1, 2, 24) and (1, 16, 1, 1) -> "
-                  "(1, 16) on the NPU, whatever the batch, the channels or the rank of the other side "
-                  "(x.Reshape.ctx=plane.*: MobileViT's 2 x 2 patch unfold and fold, the relative position "
-                  "shift of Conformer attention, an FPN head flattening a 2 x 2 map); next to a Transpose that "
-                  "moves only axes of size 1 the compiler merges the Reshapes into the Transposes around them "
-                  "and no Reshape is left (MobileViT's unfold with one patch per side: x.Reshape.ctx=plane_unfold.*)%s"
-                  % ("of" if tensor == "input" else "to",
-                     "" if tensor == "input" else "; from a rank-2 or rank-3 input the output's plane does not count "
-                     "(a (1, 15) padding mask viewed as (1, 1, 1, 15) ran on the NPU: x.Reshape.ctx=sdpa_mask.*)"))
+             note="a float Reshape between two rank-4 tensors runs on the CPU unless its %s's last two dims hold a "
+                  "multiple of 8 elements, or one: (1, 2, 19, 10) -> (1, 2, 10, 19), (1, 2, 18, 10) -> (1, 2, 10, 18), "
+                  "(1, 16, 4, 4) -> (32, 2, 2, 2) and back, (1, 4, 5, 5) -> (1, 2, 2, 25) ran on the CPU, "
+                  "(1, 2, 20, 10) -> (1, 2, 10, 20), (1, 2, 16, 8) -> (1, 2, 8, 16), (1, 4, 4, 4) -> (2, 2, 4, 4) and "
+                  "(1, 16, 4, 4) -> (1, 32, 2, 4) on the NPU, whatever the batch or the channels "
+                  "(x.Reshape.ctx=plane.*: MobileViT's unfold and fold of 2 x 2 patches, the relative position "
+                  "shift of Conformer attention); next to a Transpose that moves only axes of size 1 the compiler "
+                  "merges the Reshapes into the Transposes around them and no Reshape is left (MobileViT's unfold "
+                  "with one patch per side: x.Reshape.ctx=plane_unfold.*). From or to another rank the table does "
+                  "not judge the plane: a (1, 15) padding mask viewed as (1, 1, 1, 15) ran on the NPU "
+                  "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
+                  "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
+                  "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
+                  "is not found yet" % tensor)
 
 
 def _int_layout(probes: Sequence[str]) -> dict[str, Any]:
@@ -403,7 +406,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
     "LRN": E("cpu"),
-    "Softmax": E("npu", C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
+    "Softmax": E("npu", C("producer_pass", [r"x\.Softmax\.ctx=where_mask\."], index=0, ops=["Where"],
+                          skip=["Reshape"],
+                          constraint={"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}},
+                          note="a Softmax reading, through the Reshape that merges batch and heads, a Where whose "
+                               "condition is broadcast over the queries (a padding mask (1, 1, 1, T): FSMT) is fused "
+                               "with it into exSoftmaxMask, which runs on the CPU; with a (1, 1, T, T) mask, or a "
+                               "Relu between them, the Softmax stays on the NPU (x.Softmax.ctx=where_mask.*; the Where "
+                               "straight into the Softmax makes build() abort: see Where)"),
+                 C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
                           constraints=[{"rule": "elements_max", "params": {"tensor": "input", "index": 0,
                                                                            "axes": [2, 3], "max": 65536}},
                                        {"rule": "producer_is", "params": {"index": 0, "chain": ["MatMul"],
