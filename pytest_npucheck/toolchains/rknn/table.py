@@ -408,11 +408,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "LRN": E("cpu"),
     "Softmax": E("npu", C("producer_pass", [r"x\.Softmax\.ctx=where_mask\."], index=0, ops=["Where"],
                           skip=["Reshape"],
-                          constraint={"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}},
+                          constraint={"rule": "any_of", "params": {"constraints": [
+                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}},
+                              {"rule": "const_input", "params": {"index": 0}}]}},
                           note="a Softmax reading, through the Reshape that merges batch and heads, a Where whose "
                                "condition is broadcast over the queries (a padding mask (1, 1, 1, T): FSMT) is fused "
-                               "with it into exSoftmaxMask, which runs on the CPU; with a (1, 1, T, T) mask, or a "
-                               "Relu between them, the Softmax stays on the NPU (x.Softmax.ctx=where_mask.*; the Where "
+                               "with it into exSoftmaxMask, which runs on the CPU; with a (1, 1, T, T) mask, a constant "
+                               "condition (SEW-D's all-False mask) or a Relu between them, the Softmax stays on the NPU "
+                               "(x.Softmax.ctx=where_mask.*; the Where "
                                "straight into the Softmax makes build() abort: see Where)"),
                  C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
                           constraints=[{"rule": "elements_max", "params": {"tensor": "input", "index": 0,
