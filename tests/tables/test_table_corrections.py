@@ -494,3 +494,19 @@ def test_rknn_softmax_behind_a_row_mask_where(catalog, mask, merge, const, want)
 
     verdict, why = verdicts(catalog, RKNN, _where_reshape_softmax(mask, 2, merge=merge, const_mask=const))["focus_softmax"]
     assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: Pow by its exponent ------------------------------------------------------
+
+@pytest.mark.parametrize("exponent,want", [(2.0, "npu"), (3.0, "npu"), (0.5, "npu"), (-0.5, "npu"), (1.0, "npu"),
+                                           (9.0, "cpu"), (4.0, "cpu"), (-1.0, "cpu"), (1.5, "cpu")])
+def test_rknn_pow_by_exponent(catalog, exponent, want):
+    import numpy as np
+
+    from pytest_npucheck.probe.builder import GraphBuilder
+
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 8, 16, 16])], name="pre_relu")
+    gb.output(gb.node("Relu", [gb.node("Pow", [x, gb.const(np.float32(exponent))], name="focus_pow")], name="post"))
+    verdict, why = verdicts(catalog, RKNN, gb)["focus_pow"]
+    assert verdict == want, why

@@ -268,7 +268,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "shape of x; inside an RMSNorm (pattern rmsnorm_div) it is fused on the "
                     "NPU")),
     "Pow": E("npu", C("const_input", [r"Pow\.exp=dyn"], index=1,
-                      note="a non-constant exponent runs on the CPU")),
+                      note="a non-constant exponent runs on the CPU"),
+             C("any_of", [r"x\.Pow\.exp="],
+               constraints=[{"rule": "const_value_range", "params": {"index": 1, "min": 1, "max": 3, "integer": True}},
+                            {"rule": "const_value_range", "params": {"index": 1, "min": 0.5, "max": 0.5}},
+                            {"rule": "const_value_range", "params": {"index": 1, "min": -0.5, "max": -0.5}}],
+               note="only the exponents 1, 2, 3, 0.5 and -0.5 ran on the NPU; 4, 5, 8, 9, -1, -2, 0.25, 1.5 and 2.5 "
+                    "ran on the CPU (x.Pow.exp=*: YOSO's (1 - x) ** 9)")),
     "Max": E("npu", C("rank", [r"Max\.b=same\.f32\.r[23]", r"Max\.b=const_scalar",
                                r"Max\.a=const_scalar", r"Max\.b=dyn_lastdim",
                                r"Max\.b=const_1elem", r"Max\.b=const_lastdim",
