@@ -143,15 +143,26 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
     return ("const", info.dtype, info.shape, tuple(info.value))
 
 
-#: layout ops that are no-ops when their result has their input's shape
-_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile"})
+#: layout ops that are no-ops when their result has their input's shape (a Slice only with forward steps)
+_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile", "Slice"})
+
+
+def _forward_steps(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """A Slice's steps are known constants, all positive (absent: 1)."""
+    if len(node.inputs) < 5 or not node.inputs[4]:
+        return True
+    info = pre.const.get(node.inputs[4]) or graph.tensor(node.inputs[4])
+    if info is None or not info.const or info.value is None:
+        return False
+    return all(int(v) > 0 for v in info.value)
 
 
 def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
-    """A Reshape, Flatten, Squeeze, Unsqueeze, Expand or Tile whose static result has the static shape of its
-    input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
+    """A Reshape, Flatten, Squeeze, Unsqueeze, Expand, Tile or forward Slice whose static result has the static
+    shape of its input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
     ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*; a Tile
-    of repeats of ones too, x.Tile.ctx=broadcast.r[23].ones). A node producing a graph output is kept.
+    of repeats of ones too, x.Tile.ctx=broadcast.r[23].ones; a Slice of a size-1 axis or of a whole axis,
+    x.Slice.ctx=noop.*). A node producing a graph output is kept.
     The context rules look through the removed nodes (``passed_on``)."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
@@ -161,6 +172,8 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
             continue
+        if node.op_type == "Slice" and not _forward_steps(graph, pre, node):
+            continue  # a reversing Slice keeps the shape but is no copy
         pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"
         pre.passed_on.add(node.index)
 
