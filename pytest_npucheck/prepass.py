@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .graph import IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, NodeFact, TensorInfo, dtype_name, frozen_new
-from .tables import OpEntry, Pattern, Table
+from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, GraphView, NodeFact, TensorInfo, dtype_name,
+                    frozen_new)
+from .tables import Constraint, OpEntry, Pattern, Table
 
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
 
@@ -28,6 +29,9 @@ class PrepassResult:
     absorbed: dict[int, int] = field(default_factory=dict)  # folded node index -> the node it is fused into
     # output -> input of a node removed as a no-op whose readers read its input instead (eliminate_noop_expand_slice)
     forwarded: dict[str, str] = field(default_factory=dict)
+    # removed nodes whose result is their input 0 unchanged (eliminate_noop_layout): the context rules
+    # look through them as through an eliminated Identity
+    passed_on: set[int] = field(default_factory=set)
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -235,16 +239,27 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
     return ("const", info.dtype, info.shape, tuple(info.value))
 
 
-#: layout ops that are no-ops when their result has their input's shape (a Slice only with unit steps)
-_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Slice"})
+#: layout ops that are no-ops when their result has their input's shape (a Slice only with forward steps)
+_NOOP_LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile", "Slice"})
+
+
+def _forward_steps(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """A Slice's steps are known constants, all positive (absent: 1)."""
+    if len(node.inputs) < 5 or not node.inputs[4]:
+        return True
+    info = pre.const.get(node.inputs[4]) or graph.tensor(node.inputs[4])
+    if info is None or not info.const or info.value is None:
+        return False
+    return all(int(v) > 0 for v in info.value)
 
 
 def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
-    """A Reshape, Flatten, Squeeze, Unsqueeze or Expand whose static result has the static shape of its
-    input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
-    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*), and so is
-    a Slice that keeps the whole tensor with steps of 1 (``mask[:, -T:]``: x.Slice.ctx=int_arith.slice_all.*;
-    a reversing step keeps the shape and moves data). A node producing a graph output is kept."""
+    """A Reshape, Flatten, Squeeze, Unsqueeze, Expand, Tile or forward Slice whose static result has the static
+    shape of its input 0 is removed (rknn-toolkit2 2.5.0, probed: ``input_ids.view(-1, T)`` and
+    ``token_type_ids.expand(1, T)`` of int64 ids leave no layer row, x.*.ctx=int_layout.*_noop.*; a Tile
+    of repeats of ones too, x.Tile.ctx=broadcast.r[23].ones; a Slice of a size-1 axis or of a whole axis,
+    x.Slice.ctx=noop.*; ``mask[:, -T:]``, x.Slice.ctx=int_arith.slice_all.*). A node producing a graph output is kept.
+    The context rules look through the removed nodes (``passed_on``)."""
     outputs = set(graph.outputs)
     for node in graph.nodes:
         if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
@@ -253,17 +268,10 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
         if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
             continue
-        if node.op_type == "Slice" and not _unit_steps(graph, pre, node):
-            continue
+        if node.op_type == "Slice" and not _forward_steps(graph, pre, node):
+            continue  # a reversing Slice keeps the shape but is no copy
         pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"
-
-
-def _unit_steps(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
-    """A Slice's steps are absent or known to be all 1."""
-    if len(node.inputs) < 5 or not node.inputs[4]:
-        return True
-    info = pre.const.get(node.inputs[4]) or graph.tensor(node.inputs[4])
-    return info is not None and info.const and info.value is not None and all(v == 1 for v in info.value)
+        pre.passed_on.add(node.index)
 
 
 def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:
@@ -462,14 +470,17 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
     anchors: dict[str, list[NodeFact]] = {}  # op key -> nodes in graph order: each pattern visits its own
     for node in graph.nodes:
         anchors.setdefault(node.key, []).append(node)
+    # a pattern node's constraints read the graph as the rules do: with the constants folded so far
+    view: Any = GraphView(graph, pre) if any(p.node_constraints for p in patterns) else graph
     for pattern in patterns:
         nodes = anchors.get(pattern.nodes[0][1])
         if not nodes:
             continue
         plan = _plan(pattern)
-        # the second node of a pattern reads the first (tables.py checks `after`): an anchor none of
-        # whose consumers has that op cannot match (most anchors: a MatMul that feeds an Add)
-        second = plan[1][1][1] if len(plan[1]) > 1 else None
+        # when the second node of a pattern reads the first, an anchor none of whose consumers has
+        # that op cannot match (most anchors: a MatMul that feeds an Add)
+        step2 = plan[1][1] if len(plan[1]) > 1 else None
+        second = step2[1] if step2 is not None and plan[0][0] in step2[2] else None
         all_nodes, consumers = graph.nodes, graph.consumers
         for node in nodes:
             if node.index in pre.folded or node.index in pre.fused:
@@ -477,7 +488,9 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
             if second is not None and not any(all_nodes[i].key == second for out in node.outputs
                                               for i in consumers.get(out, ())):
                 continue
-            match = _match_from(graph, pre, plan, node)
+            if not _meets(view, plan[2].get(plan[0][0], ()), node):
+                continue
+            match = _match_from(graph, pre, plan, node, view)
             if match:
                 for pid, idx in match.items():
                     pre.fused[idx] = (pattern, node.index)
@@ -486,23 +499,34 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
 
 
 def _plan(pattern: Pattern) -> tuple[Any, ...]:
-    """(ids, steps as (id, op, after, positions)) of a pattern, prepared once per pattern."""
+    """(ids, steps as (id, op, after, positions, sibling), constraints by id) of a pattern, prepared
+    once per pattern."""
     positions: dict[str, list[tuple[str, int]]] = {}
     for pid, ref, idx in pattern.positions:
         positions.setdefault(pid, []).append((ref, idx))
-    steps = tuple((pid, op, tuple(after), tuple(positions.get(pid, ()))) for pid, op, after in pattern.nodes)
-    return tuple(pid for pid, _, _ in pattern.nodes), steps
+    siblings = dict(pattern.siblings)
+    steps = tuple((pid, op, tuple(after), tuple(positions.get(pid, ())), siblings.get(pid))
+                  for pid, op, after in pattern.nodes)
+    return tuple(pid for pid, _, _ in pattern.nodes), steps, dict(pattern.node_constraints)
 
 
-def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact) -> Optional[dict[str, int]]:
+def _meets(view: Any, constraints: Sequence[Constraint], node: NodeFact) -> bool:
+    """Whether a node meets a pattern node's constraints (node rules, read on the view of the graph)."""
+    from .rules import RULES
+
+    return all(RULES[c.rule].check(node, c.params, view) is None for c in constraints)
+
+
+def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], anchor: NodeFact,
+                view: Any = None) -> Optional[dict[str, int]]:
     """Backtracking match: pattern node k must consume an output of each node in its `after`.
     Returns pattern node id -> node index."""
-    ids, steps = plan
+    ids, steps, constraints = plan
     assigned: dict[str, int] = {ids[0]: anchor.index}
     nodes, consumers, folded, fused = graph.nodes, graph.consumers, pre.folded, pre.fused
 
     def candidates(k: int) -> list[int]:
-        pid, op, after, positions = steps[k]
+        pid, op, after, positions, sibling = steps[k]
         common: Optional[set[int]] = None
         for ref in after:
             cons: set[int] = set()
@@ -510,6 +534,13 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], an
                 found = consumers.get(out)
                 if found:
                     cons.update(found)
+            common = cons if common is None else common & cons
+        if sibling is not None:
+            # a second branch: another reader of a computed tensor the sibling reads
+            cons = set()
+            for name in nodes[assigned[sibling]].inputs:
+                if name and not _is_const(graph, pre, name):
+                    cons.update(consumers.get(name, ()))
             common = cons if common is None else common & cons
         if not common:
             return []
@@ -519,7 +550,9 @@ def _match_from(graph: GraphFacts, pre: PrepassResult, plan: tuple[Any, ...], an
             if i in used or i in folded or i in fused or nodes[i].key != op:
                 continue
             inputs = nodes[i].inputs
-            if all(idx < len(inputs) and inputs[idx] in nodes[assigned[ref]].outputs for ref, idx in positions):
+            if not all(idx < len(inputs) and inputs[idx] in nodes[assigned[ref]].outputs for ref, idx in positions):
+                continue
+            if _meets(view if view is not None else graph, constraints.get(pid, ()), nodes[i]):
                 out.append(i)
         return out
 

@@ -104,6 +104,10 @@ class Pattern:
     positions: tuple[tuple[str, str, int], ...] = ()
     description: str = ""
     cpu_nodes: frozenset[str] = frozenset()  # ids of nodes the fused op leaves on the CPU
+    # (node id, earlier node id): the node reads a computed tensor the earlier one reads too (a second branch)
+    siblings: tuple[tuple[str, str], ...] = ()
+    # (node id, constraints): node rules the node must meet for the pattern to match
+    node_constraints: tuple[tuple[str, tuple[Constraint, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -343,8 +347,17 @@ def _semantic_problems(data: Mapping[str, Any], rel: Optional[tuple[str, str, st
             if node.get("id") in seen:
                 problems.append(f"{path}.nodes[{j}].id: duplicate id {node.get('id')!r}")
             seen.add(node.get("id"))
-            if j > 0 and not node.get("after"):
-                problems.append(f"{path}.nodes[{j}]: every node after the first needs `after`")
+            sibling = node.get("same_input_as")
+            if sibling is not None and sibling not in seen - {node.get("id")}:
+                problems.append(f"{path}.nodes[{j}].same_input_as: {sibling!r} is not an earlier node id of the pattern")
+            if j > 0 and not node.get("after") and sibling is None:
+                problems.append(f"{path}.nodes[{j}]: every node after the first needs `after` or `same_input_as`")
+            for k, c in enumerate(node.get("constraints") or []):
+                found = RULES.get(c.get("rule")) if isinstance(c, dict) else None
+                if found is not None and not found.local:
+                    problems.append(f"{path}.nodes[{j}].constraints[{k}].rule: {c['rule']!r} reads the node's "
+                                    "neighbours; a pattern node takes rules of the node alone")
+            check_constraints(f"{path}.nodes[{j}].constraints", node.get("constraints"))
             at_input = node.get("at_input")
             if isinstance(at_input, dict):
                 for ref in at_input:
@@ -438,6 +451,9 @@ def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha2
             positions=tuple((n["id"], ref, int(idx)) for n in p["nodes"] for ref, idx in (n.get("at_input") or {}).items()),
             description=p.get("description", ""),
             cpu_nodes=frozenset(n["id"] for n in p["nodes"] if n.get("runs_on") == "cpu"),
+            siblings=tuple((n["id"], n["same_input_as"]) for n in p["nodes"] if n.get("same_input_as")),
+            node_constraints=tuple((n["id"], tuple(_constraint(c) for c in n["constraints"]))
+                                   for n in p["nodes"] if n.get("constraints")),
         )
         for p in data.get("patterns", [])
     )

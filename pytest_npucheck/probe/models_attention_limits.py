@@ -440,5 +440,39 @@ def repeat_between_matmuls_extra(c: Collector) -> None:
               _repeat_between(**kw), kind="context", focus=["focus_expand"])
 
 
+def _where_reshape_softmax(mask: list[int], heads: int = 2, t: int = 16, merge: bool = True,
+                           const_mask: bool = False) -> GraphBuilder:
+    """FSMT's masked attention: ``q @ k -> Where(Cast(mask) to bool, -big, scores) -> Reshape (H, T, T) ->
+    Softmax -> @ v``; the mask (1, 1, 1, T) or (1, 1, T, T); ``merge`` False: no Reshape but a Relu between
+    the Where and the Softmax."""
+    gb = GraphBuilder(17)
+    s = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, 8]), gb.input("k", "float32", [1, heads, 8, t])],
+                name="pre_scores")
+    if const_mask:  # SEW-D: a constant condition, all False (nothing masked)
+        m = gb.const(np.zeros(mask, dtype=bool))
+    else:
+        m = gb.node("Cast", [gb.input("m", "int64", mask)], to=9, name="pre_mask")
+    w = gb.node("Where", [m, gb.const(np.float32(-3.4e38)), s], name="pre_where")
+    w = gb.node("Reshape", [w, gb.ints([heads, t, t])], name="pre_merge") if merge else \
+        gb.node("Relu", [w], name="pre_relu")
+    p = gb.node("Softmax", [w], axis=-1, name="focus_softmax")
+    v = gb.input("v", "float32", [heads, t, 8] if merge else [1, heads, t, 8])
+    gb.output(gb.node("MatMul", [p, v], name="post_pv"))
+    return gb
+
+
+def where_softmax_extra(c: Collector) -> None:
+    """A Softmax behind a Where of a padding mask, through the Reshape that merges batch and heads (FSMT):
+    the mask broadcast over the queries (1, 1, 1, T) or not (1, 1, T, T), 2 and 4 heads, and a Relu instead."""
+    for label, mask, heads, merge in (("row_mask.h=2", [1, 1, 1, 16], 2, True), ("row_mask.h=4", [1, 1, 1, 16], 4, True),
+                                      ("full_mask.h=2", [1, 1, 16, 16], 2, True),
+                                      ("row_mask.relu.h=2", [1, 1, 1, 16], 2, False)):
+        c.add("x.Softmax.ctx=where_mask.%s.f32.r3" % label, "Softmax", _where_reshape_softmax(mask, heads, merge=merge),
+              kind="context", focus=["focus_softmax"])
+    c.add("x.Softmax.ctx=where_mask.const_row_mask.h=2.f32.r3", "Softmax",
+          _where_reshape_softmax([1, 1, 1, 16], 2, const_mask=True), kind="context", focus=["focus_softmax"])
+
+
 FAMILIES: list[Callable[[Collector], None]] = [softmax_size_extra, kv_repeat_expand_extra, mask_cast_extra,
-                                                expand_shape_extra, repeat_between_matmuls_extra, mask_lookup_extra]
+                                                expand_shape_extra, repeat_between_matmuls_extra, mask_lookup_extra,
+                                                where_softmax_extra]

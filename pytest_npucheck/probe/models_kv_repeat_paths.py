@@ -101,4 +101,62 @@ def kv_path_extra(c: Collector) -> None:
               focus=["focus_expand"])
 
 
-FAMILIES: list[Callable[[Collector], None]] = [kv_path_extra]
+def _kv_tail(tail: str, kv: int = 1, t: int = 16, heads: int = 2, nope: int = 8, rope: int = 8,
+             sub: bool = False) -> GraphBuilder:
+    """The repeat read through ops after it. ``tail`` 'scatter' (multi-head latent attention as TorchScript
+    writes DeepSeek-V3's key): k_pe = x @ Wr viewed (1, kv, T, rope) -> Mul(cos) -> Expand (1, heads, T, rope)
+    -> ScatterND into the key after the per-head k_nope (two ScatterNDs into a constant buffer) ->
+    Transpose -> q @ K^T; 'concat': the same key made by Concat(k_nope, k_pe) on the last axis (MiniCPM3's
+    and the dynamo exporter's form); 'cast': the grouped repeat (Unsqueeze -> Expand rank 5 -> Reshape)
+    read through a Cast (float32 -> float32) before the Transpose (FLINT). ``sub``: the rotary part
+    ends in a Sub (x * cos - x * sin) before the Expand."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, t, 32])
+    d = nope + rope
+    if tail == "cast":
+        k = gb.node("MatMul", [x, gb.weight([32, kv * d])], name="pre_proj")
+        k = gb.node("Transpose", [gb.node("Reshape", [k, gb.ints([1, t, kv, d])], name="pre_view")],
+                    perm=[0, 2, 1, 3], name="pre_heads")
+        k = gb.node("Unsqueeze", [k, gb.ints([2])], name="pre_unsq")
+        k = gb.node("Expand", [k, gb.ints([1, kv, heads // kv, t, d])], name="focus_expand")
+        k = gb.node("Reshape", [k, gb.ints([1, heads, t, d])], name="post_view")
+        k = gb.node("Cast", [k], to=1, name="post_cast")
+    else:
+        kn = gb.node("MatMul", [x, gb.weight([32, heads * nope])], name="pre_nope")
+        kn = gb.node("Transpose", [gb.node("Reshape", [kn, gb.ints([1, t, heads, nope])], name="pre_nope_view")],
+                     perm=[0, 2, 1, 3], name="pre_nope_heads")
+        kr = gb.node("MatMul", [x, gb.weight([32, kv * rope])], name="pre_proj")
+        kr = gb.node("Transpose", [gb.node("Reshape", [kr, gb.ints([1, t, kv, rope])], name="pre_view")],
+                     perm=[0, 2, 1, 3], name="pre_heads")
+        kr = gb.node("Mul", [kr, gb.const(_rand([1, 1, t, rope], scale=1.0))], name="pre_cos")
+        if sub:  # DeepSeek-V3's interleaved rotary as TorchScript writes it: x * cos - x' * sin
+            kr = gb.node("Sub", [kr, gb.node("Mul", [kr, gb.const(_rand([1, 1, t, rope], scale=1.0))],
+                                             name="pre_sin")], name="pre_rot_sub")
+        kr = gb.node("Expand", [kr, gb.ints([1, heads, t, rope])], name="focus_expand")
+        if tail == "concat":
+            k = gb.node("Concat", [kn, kr], axis=-1, name="post_join")
+        else:
+            idx = np.stack(np.meshgrid(np.arange(1), np.arange(heads), np.arange(t), np.arange(d), indexing="ij"), -1)
+            buf = gb.const(np.zeros([1, heads, t, d], np.float32))
+            k = gb.node("ScatterND", [buf, gb.const(idx[..., :nope, :].astype(np.int64)), kn], name="post_put_nope")
+            k = gb.node("ScatterND", [k, gb.const(idx[..., nope:, :].astype(np.int64)), kr], name="post_put_rope")
+    kt = gb.node("Transpose", [k], perm=[0, 1, 3, 2], name="post_kt")
+    s = gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, d]), kt], name="post_scores")
+    gb.output(gb.node("Softmax", [s], axis=-1, name="post_softmax"))
+    return gb
+
+
+def kv_tail_extra(c: Collector) -> None:
+    """The K/V repeat read through a ScatterND, a Concat or a Cast on its way to the scores MatMul, with
+    one K/V head and, for the grouped repeat, two as the control (the latent key's rotary part always has one)."""
+    for tail in ("scatter", "concat", "cast"):
+        for kv in ((1, 2) if tail == "cast" else (1,)):
+            rank = 5 if tail == "cast" else 4
+            c.add("x.Expand.ctx=kv_tail.%s.kv=%d.f32.r%d" % (tail, kv, rank), "Expand", _kv_tail(tail, kv, heads=4),
+                  kind="context", focus=["focus_expand"])
+    for tail in ("scatter", "concat"):
+        c.add("x.Expand.ctx=kv_tail.%s.sub.kv=1.f32.r4" % tail, "Expand", _kv_tail(tail, 1, heads=4, sub=True),
+              kind="context", focus=["focus_expand"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [kv_path_extra, kv_tail_extra]

@@ -64,4 +64,22 @@ def tile_broadcast_extra(c: Collector) -> None:
               focus=["focus_tile"])
 
 
-FAMILIES: list[Callable[[Collector], None]] = [tile_broadcast_extra]
+def _tile_heads(kv: int = 1, t: int = 8, d: int = 8, heads: int = 4) -> GraphBuilder:
+    """The K/V repeat as JetMoE writes it: ``K = x @ W (1, kv, T, d) -> Tile (1, heads/kv, 1, 1)`` on the
+    head axis of the rank-4 key, no Unsqueeze, ``-> Transpose -> q @ K^T``."""
+    gb = GraphBuilder(17)
+    k = gb.node("MatMul", [gb.input("x", "float32", [1, kv, t, d]), gb.weight([d, d])], name="pre_proj")
+    k = gb.node("Tile", [k, gb.ints([1, heads // kv, 1, 1])], name="focus_tile")
+    k = gb.node("Transpose", [k], perm=[0, 1, 3, 2], name="post_kt")
+    gb.output(gb.node("MatMul", [gb.input("q", "float32", [1, heads, t, d]), k], name="post_scores"))
+    return gb
+
+
+def tile_heads_extra(c: Collector) -> None:
+    """The rank-4 K/V repeat Tile of the head axis between two MatMuls, one and two K/V heads."""
+    for kv in (1, 2):
+        c.add("x.Tile.ctx=broadcast.kv_heads.kv=%d.f32.r4" % kv, "Tile", _tile_heads(kv), kind="context",
+              focus=["focus_tile"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [tile_broadcast_extra, tile_heads_extra]

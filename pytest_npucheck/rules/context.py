@@ -36,6 +36,15 @@ def _removed(graph: GraphFacts, index: int) -> bool:
     return pre is not None and index in pre.folded
 
 
+def _passes_on(graph: GraphFacts, node: NodeFact) -> bool:
+    """The pre-passes removed ``node`` and its readers read its input 0 instead: an eliminated Identity
+    or Dropout, or a layout op that kept its input's shape (``eliminate_noop_layout``)."""
+    pre = getattr(graph, "pre", None)
+    if pre is None or node.index not in pre.folded:
+        return False
+    return node.op_type in _LOOK_THROUGH or node.index in getattr(pre, "passed_on", ())
+
+
 def _producer(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
     """The node computing ``tensor``, looking through nodes the pre-passes removed."""
     seen = 0
@@ -44,7 +53,7 @@ def _producer(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
         if index is None:
             return None
         node = graph.nodes[index]
-        if node.op_type in _LOOK_THROUGH and _removed(graph, index) and node.inputs:
+        if _passes_on(graph, node) and node.inputs:
             tensor, seen = node.inputs[0], seen + 1
             continue
         return node
@@ -55,7 +64,7 @@ def _consumers(graph: GraphFacts, tensor: str, _depth: int = 0) -> Iterator[Node
     """Nodes reading ``tensor``, looking through nodes the pre-passes removed."""
     for index in graph.consumers.get(tensor, ()):
         node = graph.nodes[index]
-        if node.op_type in _LOOK_THROUGH and _removed(graph, index) and _depth < 64:
+        if _passes_on(graph, node) and _depth < 64:
             for out in node.outputs[:1]:
                 yield from _consumers(graph, out, _depth + 1)
         else:
@@ -65,7 +74,7 @@ def _consumers(graph: GraphFacts, tensor: str, _depth: int = 0) -> Iterator[Node
 def _is_graph_output(graph: GraphFacts, tensor: str) -> bool:
     if tensor in graph.outputs:
         return True
-    return any(n.op_type in _LOOK_THROUGH and _removed(graph, n.index) and n.outputs
+    return any(_passes_on(graph, n) and n.outputs
                and _is_graph_output(graph, n.outputs[0])
                for n in (graph.nodes[i] for i in graph.consumers.get(tensor, ())))
 
@@ -464,12 +473,34 @@ def _reads_as_data(graph: GraphFacts, reader: NodeFact, tensor: str) -> bool:
         t = stack.pop()
         for index in graph.consumers.get(t, ()):
             n = graph.nodes[index]
-            if n.op_type in _LOOK_THROUGH and _removed(graph, index):
+            if _passes_on(graph, n):
                 for o in n.outputs[:1]:
                     if o and o not in feeds:
                         feeds.add(o)
                         stack.append(o)
     return bool(reader.inputs) and reader.inputs[0] in feeds and not any(i in feeds for i in reader.inputs[1:])
+
+
+@rule("beside_trivial_transpose", "context", local=False, words=_words)
+def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its input comes from, or its result goes to, a Transpose that moves only axes of size 1 (a reshape the compiler merges it with)."""
+    from .node import transpose_blocks
+
+    def trivial(t: NodeFact) -> bool:
+        if t.op_type != "Transpose" or not t.inputs:
+            return False
+        info = graph.tensor(t.inputs[0])
+        shape = info.shape if info is not None else None
+        if shape is None or not all(isinstance(d, int) for d in shape):
+            return False
+        perm = t.attrs.get("perm") or list(range(len(shape)))[::-1]
+        return transpose_blocks(perm, shape) <= 1
+
+    near = [_producer(graph, node.inputs[0])] if node.inputs and node.inputs[0] else []
+    near += [c for out in node.outputs if out for c in _consumers(graph, out)]
+    if any(n is not None and trivial(n) for n in near):
+        return None
+    return "no Transpose next to it moves only axes of size 1"
 
 
 @rule("sole_reader", "context", local=False, words=_words)

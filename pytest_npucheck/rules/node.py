@@ -563,6 +563,27 @@ def rule_elements_max(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     return _failed(bad, unknown)
 
 
+@rule("elements_multiple_of", "shape", reads_values=False)
+def rule_elements_multiple_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """the product of {which} dims over axes {axes} must be a multiple of {multiple_of}."""
+    bad, unknown = [], []
+    for label, info in _tensors(node, graph, params.get("tensor", "input"), params.get("index", 0)):
+        if info is None or info.shape is None:
+            unknown.append(_unknown(label))
+            continue
+        rank = len(info.shape)
+        axes = params["axes"]
+        dims = [info.shape[a + rank if a < 0 else a] for a in axes if -rank <= a < rank]
+        if not all(isinstance(d, int) for d in dims):
+            unknown.append(_unknown(label, f"dims over axes {list(axes)}"))
+            continue
+        product = math.prod(dims)  # type: ignore[arg-type]
+        if product % params["multiple_of"]:
+            bad.append(f"{label} shape {_fmt_shape(info.shape)}: {product} elements over axes {list(axes)}, "
+                       f"not a multiple of {params['multiple_of']}")
+    return _failed(bad, unknown)
+
+
 @rule("attr_absent", "attribute", reads_values=False)
 def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attributes {attrs} must not be written at all (not even with their default value)."""

@@ -62,7 +62,10 @@ def render_table(table: Table) -> str:
     if table.patterns:
         lines += ["## Fused patterns", "", "| pattern | ops | fused op | runs on |", "|---|---|---|---|"]
         for p in table.patterns:
-            at = {pid: ", ".join(f"{ref} at input {idx}" for q, ref, idx in p.positions if q == pid)
+            siblings, where = dict(p.siblings), dict(p.node_constraints)
+            at = {pid: ", ".join([f"{ref} at input {idx}" for q, ref, idx in p.positions if q == pid]
+                                 + ([f"reads an input of {siblings[pid]}"] if pid in siblings else [])
+                                 + [_cell(RULES[c.rule].describe(c.params)) for c in where.get(pid, ())])
                   for pid, _, _ in p.nodes}
             ops = " -> ".join(op.split(":", 1)[1] + (f" ({at[pid]})" if at[pid] else "") for pid, op, _ in p.nodes)
             lines.append(f"| {p.name} | {ops} | {p.fused_op} | {_STATUS.get(p.status, p.status)} |")

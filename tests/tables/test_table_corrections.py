@@ -293,7 +293,8 @@ def test_rknn_einsum_letters_do_not_matter(catalog, label, want):
 # -- RKNN 2.5.0 / rk3588: a Tile that only broadcasts ------------------------------------------------
 
 @pytest.mark.parametrize("label,want", [
-    ("swiftformer.r3", "npu"), ("r2.axis0", "npu"), ("r5.axis2", "npu"), ("r3.ones", "npu"),
+    ("swiftformer.r3", "npu"), ("r2.axis0", "npu"), ("r5.axis2", "npu"),
+    ("r3.ones", "folded"),     # repeats of ones: no layer row, removed with the no-op layout ops
     ("r3.axis0", "cpu"),       # a batch broadcast of rank 3: a CPU Expand
     ("r3.long_axis", "cpu"),   # an axis of size 4 repeated: a CPU Tile
     ("r3.mixed", "cpu"),
@@ -484,3 +485,95 @@ def test_rknn_qkv_split_of_a_reshaped_gemm_stays_on_the_npu(catalog, kw):
 
     v = verdicts(catalog, RKNN, _qkv_split(**kw))
     assert v["focus_split"][0] == "npu", v["focus_split"]
+
+
+# -- RKNN 2.5.0 / rk3588: groups with two branches from one tensor (pattern nodes' same_input_as) ----
+
+@pytest.mark.parametrize("label,want", [
+    ("heads.neg_odd", "npu"), ("heads.neg_even", "npu"), ("heads.neg_last", "npu"), ("heads.mul_m1", "npu"),
+    ("heads.no_neg", "npu"),
+    ("r3.neg_odd", "cpu"),     # rank 3: not fused, two CPU stride-2 Slices
+])
+def test_rknn_interleaved_rotary_slices_are_fused(catalog, label, want):
+    from pytest_npucheck.probe.models_pattern_branches import ROTARY, _rotary
+
+    shape, negated, order, negation = next(r[1:] for r in ROTARY if r[0] == label)
+    got = verdicts(catalog, RKNN, _rotary(shape, negated, order, negation))
+    assert got["rot_even"][0] == got["rot_odd"][0] == want, got["rot_even"]
+
+
+@pytest.mark.parametrize("form,want", [("half_first", "npu"), ("half_second", "cpu"), ("no_half", "cpu")])
+def test_rknn_gelu_with_the_half_beside_the_erf(catalog, form, want):
+    from pytest_npucheck.probe.models_pattern_branches import _gelu_x_half
+
+    verdict, why = verdicts(catalog, RKNN, _gelu_x_half([1, 16, 32], form, True))["gelu_erf"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: the K/V repeat read through the key's assembly ---------------------------
+
+@pytest.mark.parametrize("tail,kv,sub,want", [
+    ("scatter", 1, False, "cpu"), ("concat", 1, False, "cpu"), ("cast", 1, False, "cpu"),
+    ("scatter", 1, True, "cpu"), ("concat", 1, True, "cpu"),
+    ("cast", 2, False, "npu"),
+])
+def test_rknn_kv_repeat_through_scatter_concat_cast(catalog, tail, kv, sub, want):
+    from pytest_npucheck.probe.models_kv_repeat_paths import _kv_tail
+
+    verdict, why = verdicts(catalog, RKNN, _kv_tail(tail, kv, heads=4, sub=sub))["focus_expand"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: Reshapes between rank-4 tensors by their (H, W) plane ---------------------
+
+@pytest.mark.parametrize("src,dst,want", [
+    ([1, 2, 19, 10], [1, 2, 10, 19], "cpu"), ([1, 2, 18, 10], [1, 2, 10, 18], "cpu"),
+    ([1, 16, 4, 4], [32, 2, 2, 2], "cpu"), ([32, 2, 2, 2], [1, 16, 4, 4], "cpu"),
+    ([1, 2, 20, 10], [1, 2, 10, 20], "npu"), ([1, 2, 16, 8], [1, 2, 8, 16], "npu"),
+    ([1, 4, 4, 4], [2, 2, 4, 4], "npu"), ([1, 16, 4, 4], [1, 32, 2, 4], "npu"),
+])
+def test_rknn_reshape_plane(catalog, src, dst, want):
+    from pytest_npucheck.probe.builder import GraphBuilder
+
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", src)], name="pre_relu")
+    gb.output(gb.node("Relu", [gb.node("Reshape", [x, gb.ints(dst)], name="focus_reshape")], name="post_relu"))
+    verdict, why = verdicts(catalog, RKNN, gb)["focus_reshape"]
+    assert verdict == want, why
+
+
+@pytest.mark.parametrize("n,want", [(1, "npu"), (2, "cpu")])
+def test_rknn_mobilevit_unfold_by_patches_per_side(catalog, n, want):
+    from pytest_npucheck.probe.models_reshape_planes import _unfold
+
+    verdict, why = verdicts(catalog, RKNN, _unfold(16, 2, n))["focus_split"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: FSMT's masked Softmax (exSoftmaxMask on the CPU) -----------------------------
+
+@pytest.mark.parametrize("mask,merge,const,want", [
+    ([1, 1, 1, 16], True, False, "cpu"), ([1, 1, 16, 16], True, False, "npu"),
+    ([1, 1, 1, 16], False, False, "npu"), ([1, 1, 1, 16], True, True, "npu"),
+])
+def test_rknn_softmax_behind_a_row_mask_where(catalog, mask, merge, const, want):
+    from pytest_npucheck.probe.models_attention_limits import _where_reshape_softmax
+
+    verdict, why = verdicts(catalog, RKNN, _where_reshape_softmax(mask, 2, merge=merge, const_mask=const))["focus_softmax"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: Pow by its exponent ------------------------------------------------------
+
+@pytest.mark.parametrize("exponent,want", [(2.0, "npu"), (3.0, "npu"), (0.5, "npu"), (-0.5, "npu"), (1.0, "npu"),
+                                           (9.0, "cpu"), (4.0, "cpu"), (-1.0, "cpu"), (1.5, "cpu")])
+def test_rknn_pow_by_exponent(catalog, exponent, want):
+    import numpy as np
+
+    from pytest_npucheck.probe.builder import GraphBuilder
+
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 8, 16, 16])], name="pre_relu")
+    gb.output(gb.node("Relu", [gb.node("Pow", [x, gb.const(np.float32(exponent))], name="focus_pow")], name="post"))
+    verdict, why = verdicts(catalog, RKNN, gb)["focus_pow"]
+    assert verdict == want, why

@@ -124,3 +124,32 @@ def test_noop_layout_keeps_a_reversing_slice(toy_catalog):
         opset_imports=[helper.make_opsetid("", 17)])
     table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_layout",))
     assert run_prepasses(facts_from_model(m), table).folded == {}
+
+def test_noop_layout_removes_a_tile_of_ones_and_says_its_readers_read_through_it(toy_catalog):
+    """A Tile whose repeats are all 1 keeps its input's shape: removed like the other layout ops
+    (x.Tile.ctx=broadcast.r[23].ones leave no layer row; JetMoE's key), and recorded as passed on, so the
+    context rules look through it; a Tile that repeats an axis stays."""
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_layout",))
+    for repeats, removed in (([1, 1, 1, 1], True), ([1, 2, 1, 1], False)):
+        model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                            helper.make_node("Tile", ["r", "reps"], ["t"], name="tile"),
+                            helper.make_node("Relu", ["t"], ["y"], name="post")],
+                           [("x", (1, 1, 8, 4))], ["y"], initializers=[const("reps", repeats, "int64")])
+        pre = run_prepasses(facts_from_model(model), table)
+        assert (1 in pre.folded) == removed and (1 in pre.passed_on) == removed, pre.folded
+
+
+def test_noop_layout_removes_a_forward_slice_that_keeps_its_input_shape(toy_catalog):
+    """x.Slice.ctx=noop.*: a stride over an axis of size 1 (LeViT's 1 x 1 map) leaves no row; a stride over a
+    longer axis, and a reversing Slice (the same shape, but no copy), stay."""
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("eliminate_noop_layout",))
+    for shape, step, removed in (((1, 1, 4, 8), 2, True), ((1, 2, 4, 8), 2, False), ((1, 1, 4, 8), -1, False)):
+        start, end = (0, 2 ** 62) if step > 0 else (-1, -(2 ** 62))
+        model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                            helper.make_node("Slice", ["r", "s", "e", "a", "st"], ["t"], name="slice"),
+                            helper.make_node("Relu", ["t"], ["y"], name="post")],
+                           [("x", shape)], ["y"],
+                           initializers=[const("s", [start], "int64"), const("e", [end], "int64"),
+                                         const("a", [1 if step != -1 else 3], "int64"), const("st", [step], "int64")])
+        pre = run_prepasses(facts_from_model(model), table)
+        assert (1 in pre.folded) == removed, (shape, step, pre.folded)

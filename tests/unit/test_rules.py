@@ -377,6 +377,115 @@ def test_unsupported_pattern_with_input_positions(tmp_path, save):
         assert all(n.fused_into is None for n in r["__result__"].nodes)
 
 
+def _gelu_half_beside(order):
+    """SEW-D's GELU: ``Mul(x, 0.5)`` beside ``x / sqrt(2) -> Erf -> + 1``, joined by one Mul
+    (order "half_first": Mul(half, add); "half_second": Mul(add, half); "no_half": Mul(x, add))."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="relu"),
+             helper.make_node("Div", ["h", "sqrt2"], ["d"], name="div"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="add")]
+    if order != "no_half":
+        nodes.append(helper.make_node("Mul", ["h", "half"], ["hh"], name="half"))
+    left = {"half_first": ["hh", "a"], "half_second": ["a", "hh"], "no_half": ["h", "a"]}[order]
+    nodes.append(helper.make_node("Mul", left, ["y"], name="mul"))
+    return make_model(nodes, [("x", (1, 16, 32))], ["y"],
+                      [const("sqrt2", 1.4142135), const("one", 1.0), const("half", 0.5)])
+
+
+GELU_BESIDE = {
+    "name": "gelu_half_beside", "fused_op": "Gelu", "status": "npu", "source": "tests",
+    "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
+              {"id": "add", "op": "Add", "after": ["erf"]},
+              {"id": "half", "op": "Mul", "same_input_as": "div"},
+              {"id": "mul", "op": "Mul", "after": ["half", "add"], "at_input": {"half": 0, "add": 1}}],
+}
+
+
+def test_a_pattern_node_can_be_a_second_branch_from_an_earlier_nodes_input(tmp_path, save):
+    # the Mul of the half reads no node of the chain: it reads the tensor the Div reads (same_input_as)
+    ops = {f"ai.onnx:{op}": {"status": "npu"} for op in ("Relu", "Div", "Add", "Mul")}
+    ops["ai.onnx:Erf"] = {"status": "cpu"}
+    cat = _mini_catalog(tmp_path, ops, [GELU_BESIDE])
+    fused = _judge_mini(tmp_path, save, _gelu_half_beside("half_first"), cat)
+    assert fused["erf"].verdict == "npu" and fused["erf"].fused_into.startswith("Gelu (gelu_half_beside")
+    assert {fused[n].fused_into is not None for n in ("div", "erf", "add", "half", "mul")} == {True}
+    assert fused["relu"].fused_into is None
+    # the other operand order, or no half at all: the lone Erf stays on the CPU
+    for order in ("half_second", "no_half"):
+        r = _judge_mini(tmp_path, save, _gelu_half_beside(order), cat)
+        assert r["erf"].verdict == "cpu", order
+        assert all(n.fused_into is None for n in r["__result__"].nodes), order
+
+
+def _interleave(shape, step=2):
+    """x[..., 0::step] and x[..., 1::step] of one tensor, the odd one negated, stacked on a new last axis."""
+    big = 2 ** 62
+    nodes = [helper.make_node("Relu", ["x"], ["h"], name="relu"),
+             helper.make_node("Slice", ["h", "s0", "end", "ax", "st"], ["even"], name="even"),
+             helper.make_node("Slice", ["h", "s1", "end", "ax", "st"], ["odd"], name="odd"),
+             helper.make_node("Neg", ["odd"], ["nodd"], name="neg"),
+             helper.make_node("Unsqueeze", ["nodd", "last"], ["u0"], name="unsq0"),
+             helper.make_node("Unsqueeze", ["even", "last"], ["u1"], name="unsq1"),
+             helper.make_node("Concat", ["u0", "u1"], ["y"], name="stack", axis=-1)]
+    return make_model(nodes, [("x", shape)], ["y"],
+                      [const("s0", [0], "int64"), const("s1", [1], "int64"), const("end", [big], "int64"),
+                       const("ax", [-1], "int64"), const("st", [step], "int64"), const("last", [-1], "int64")])
+
+
+def test_pattern_node_constraints_must_hold_for_the_match(tmp_path, save):
+    slice_rules = [{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4, "max": 4}},
+                   {"rule": "const_value_range", "params": {"index": 4, "min": 2, "max": 2}}]
+    pattern = {"name": "interleave", "fused_op": "Conv", "status": "npu", "source": "tests",
+               "nodes": [{"id": "a", "op": "Slice", "constraints": slice_rules},
+                         {"id": "b", "op": "Slice", "same_input_as": "a", "constraints": slice_rules},
+                         {"id": "n", "op": "Neg", "after": ["b"]},
+                         {"id": "ua", "op": "Unsqueeze", "after": ["a"]},
+                         {"id": "ub", "op": "Unsqueeze", "after": ["n"]},
+                         {"id": "cat", "op": "Concat", "after": ["ua", "ub"]}]}
+    ops = {f"ai.onnx:{op}": {"status": "npu"} for op in ("Relu", "Neg", "Unsqueeze", "Concat")}
+    ops["ai.onnx:Slice"] = {"status": "npu", "constraints": [
+        {"rule": "const_value_range", "params": {"index": 4, "min": 1, "max": 1}}]}
+    cat = _mini_catalog(tmp_path, ops, [pattern])
+    r4 = _judge_mini(tmp_path, save, _interleave((1, 2, 8, 16)), cat)
+    assert r4["even"].verdict == r4["odd"].verdict == "npu"
+    assert r4["even"].fused_into and r4["odd"].fused_into  # either Slice is the anchor; the Neg sits on the other
+    # rank 3 fails the Slices' rank rule: no match, the stride-2 Slices are judged alone (CPU)
+    r3 = _judge_mini(tmp_path, save, _interleave((1, 8, 16)), cat)
+    assert r3["even"].verdict == r3["odd"].verdict == "cpu"
+    assert all(n.fused_into is None for n in r3["__result__"].nodes)
+
+
+def test_pattern_siblings_and_node_constraints_are_validated(tmp_path):
+    import json
+
+    from conftest import TOY_TABLES
+    from pytest_npucheck.errors import TableError
+    from pytest_npucheck.tables import Catalog
+
+    def problems(nodes):
+        data = json.loads((TOY_TABLES / "toy" / "1.0" / "soc-a.json").read_text())
+        data.update(toolchain="mini", version="1.0", soc="soc-a",
+                    patterns=[{"name": "p", "fused_op": "F", "source": "tests", "nodes": nodes}],
+                    ops={"ai.onnx:Relu": {"status": "npu", "source": "tests"}})
+        data["provenance"].setdefault("sources", {})["tests"] = {"title": "tests"}
+        root = tmp_path / "v"
+        (root / "mini" / "1.0").mkdir(parents=True, exist_ok=True)
+        (root / "mini" / "1.0" / "soc-a.json").write_text(json.dumps(data))
+        try:
+            Catalog.discover([root]).table("mini@1.0/soc-a")
+        except TableError as exc:
+            return str(exc)
+        return ""
+
+    assert problems([{"id": "a", "op": "Div"}, {"id": "b", "op": "Mul", "same_input_as": "a"}]) == ""
+    assert "'c' is not an earlier node id" in problems([{"id": "a", "op": "Div"},
+                                                        {"id": "b", "op": "Mul", "same_input_as": "c"}])
+    assert "needs `after` or `same_input_as`" in problems([{"id": "a", "op": "Div"}, {"id": "b", "op": "Mul"}])
+    msg = problems([{"id": "a", "op": "Div", "constraints": [{"rule": "not_graph_output", "params": {}}]},
+                    {"id": "b", "op": "Mul", "after": ["a"]}])
+    assert "patterns[0].nodes[0].constraints[0].rule" in msg and "neighbours" in msg, msg
+
+
 def test_identity_of_a_weight_passes_the_constant_on(save):
     # TorchScript writes an Identity per reuse of a shared parameter; the compiler removes it and
     # its readers read the weight: a Reshape whose shape comes through such an Identity has a

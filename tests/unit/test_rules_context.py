@@ -633,3 +633,62 @@ def test_space_to_depth_needs_the_four_quadrants_in_the_fused_order(order, axis,
 def test_space_to_depth_refuses_other_steps():
     graph = _quadrants(((0, 0), (1, 0), (0, 1), (1, 1)), step=3)
     assert all(RULES["space_to_depth"].check(n, {}, graph) for n in graph.nodes if n.op_type == "Slice")
+
+
+# -- Reshape planes and the nodes eliminate_noop_layout removes ----------------------------------------
+
+
+def _unfold(n: int, c: int = 16, p: int = 2):
+    """MobileViT's unfold of a (1, C, p n, p n) map: Reshape (C n, p, n, p) -> Transpose (0, 2, 1, 3) ->
+    Reshape (1, C, n n, p p) -> Relu. With n = 1 the Transpose only moves an axis of size 1."""
+    s = p * n
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="pre"),
+             helper.make_node("Reshape", ["r", "s1"], ["a"], name="split"),
+             helper.make_node("Transpose", ["a"], ["t"], name="swap", perm=[0, 2, 1, 3]),
+             helper.make_node("Reshape", ["t", "s2"], ["b"], name="patches"),
+             helper.make_node("Relu", ["b"], ["y"], name="post")]
+    inits = [numpy_helper.from_array(np.array([c * n, p, n, p], np.int64), "s1"),
+             numpy_helper.from_array(np.array([1, c, n * n, p * p], np.int64), "s2")]
+    return _graph(nodes, [_vi("x", [1, c, s, s])], [_vi("y", [1, c, n * n, p * p])], inits)
+
+
+PLANE = {"rule": "any_of", "params": {"constraints": [
+    {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
+    {"rule": "elements_max", "params": {"tensor": "input", "index": 0, "axes": [2, 3], "max": 1}},
+    {"rule": "beside_trivial_transpose", "params": {}},
+    {"rule": "elements_multiple_of", "params": {"tensor": "input", "index": 0, "axes": [2, 3], "multiple_of": 8}}]}}
+
+
+def test_reshape_plane_rules_and_the_trivial_transpose_beside_it():
+    table = _table([PLANE], op="Reshape", prepasses=())
+    # two patches per side: the Transpose moves real axes; (1, 16, 4, 4) has a plane of 16, (32, 2, 2, 2) of 4
+    [r] = check_graph(facts_from_model(_unfold(2)), [table])
+    by = {n.name: n for n in r.nodes}
+    assert by["split"].verdict == "npu", _reasons(by["split"])
+    assert by["patches"].verdict == "cpu"
+    assert "4 elements over axes [2, 3], not a multiple of 8" in _reasons(by["patches"])
+    assert "no Transpose next to it moves only axes of size 1" in _reasons(by["patches"])
+    # one patch per side: the Transpose of (16, 2, 1, 2) only moves the size-1 axis; both Reshapes pass
+    [r] = check_graph(facts_from_model(_unfold(1)), [table])
+    by = {n.name: n for n in r.nodes}
+    assert by["split"].verdict == by["patches"].verdict == "npu", (_reasons(by["split"]), _reasons(by["patches"]))
+    assert RULES["elements_multiple_of"].describe({"axes": [2, 3], "multiple_of": 8}) == \
+        "the product of input 0 dims over axes [2, 3] must be a multiple of 8."
+
+
+def test_context_rules_look_through_a_layout_op_eliminate_noop_layout_removes():
+    # Expand (focus) -> Expand that keeps the shape -> MatMul: the no-op Expand is removed by the compiler,
+    # so the focus feeds the MatMul
+    nodes = [helper.make_node("Expand", ["k", "shape"], ["e"], name="focus"),
+             helper.make_node("Expand", ["e", "shape"], ["e2"], name="noop"),
+             helper.make_node("MatMul", ["q", "e2"], ["y"], name="mm")]
+    inits = [numpy_helper.from_array(np.array([1, 2, 8, 4], np.int64), "shape")]
+    model = _graph(nodes, [_vi("k", [1, 1, 8, 4]), _vi("q", [1, 2, 4, 8])], [_vi("y", [1, 2, 4, 4])], inits)
+    rule = {"rule": "feeds_not", "params": {"path": ["MatMul"]}}
+    facts = facts_from_model(model)
+    [with_pass] = check_graph(facts, [_table([rule], op="Expand", prepasses=("eliminate_noop_layout",))])
+    by = {n.name: n for n in with_pass.nodes}
+    assert by["noop"].verdict == "folded"
+    assert by["focus"].verdict == "cpu" and "MatMul 'mm'" in _reasons(by["focus"])
+    [without] = check_graph(facts, [_table([rule], op="Expand", prepasses=())])
+    assert {n.name: n for n in without.nodes}["focus"].verdict == "npu"

@@ -152,6 +152,37 @@ _INT_CAST_NOTE = ("; a layout op of rank below 4 on integer data read only by Ca
                   "(mask[:, None, None, :]) is a CPU Reshape of its own (x.Reshape.ctx=mask_lookup.i64.unsqueeze2)")
 
 
+def _plane(tensor: str) -> dict[str, Any]:
+    """A float Reshape between rank-4 tensors: the (H, W) plane of ``tensor`` holds a multiple of 8 elements, or one."""
+    # only between two rank-4 tensors: a padding mask (1, T) viewed as (1, 1, 1, T) ran on the NPU at T = 15
+    # (x.Reshape.ctx=sdpa_mask.*), and so did ViT's and PoolFormer's flattening of a Conv's 2 x 2 map to rank 3
+    # in front of a Transpose or an InstanceNormalization, which a Relu -> Reshape -> Relu probe ran on the CPU
+    sides = ("input", "output")
+    return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\."],
+             constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
+                          *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
+                          {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
+                                                       "allowed": ["int64", "int32", "bool"]}},
+                          {"rule": "elements_max", "params": {"tensor": tensor, "index": 0, "axes": [2, 3], "max": 1}},
+                          {"rule": "beside_trivial_transpose", "params": {}},
+                          {"rule": "elements_multiple_of", "params": {"tensor": tensor, "index": 0, "axes": [2, 3],
+                                                                      "multiple_of": 8}}],
+             note="a float Reshape between two rank-4 tensors runs on the CPU unless its %s's last two dims hold a "
+                  "multiple of 8 elements, or one: (1, 2, 19, 10) -> (1, 2, 10, 19), (1, 2, 18, 10) -> (1, 2, 10, 18), "
+                  "(1, 16, 4, 4) -> (32, 2, 2, 2) and back, (1, 4, 5, 5) -> (1, 2, 2, 25) ran on the CPU, "
+                  "(1, 2, 20, 10) -> (1, 2, 10, 20), (1, 2, 16, 8) -> (1, 2, 8, 16), (1, 4, 4, 4) -> (2, 2, 4, 4) and "
+                  "(1, 16, 4, 4) -> (1, 32, 2, 4) on the NPU, whatever the batch or the channels "
+                  "(x.Reshape.ctx=plane.*: MobileViT's unfold and fold of 2 x 2 patches, the relative position "
+                  "shift of Conformer attention); next to a Transpose that moves only axes of size 1 the compiler "
+                  "merges the Reshapes into the Transposes around them and no Reshape is left (MobileViT's unfold "
+                  "with one patch per side: x.Reshape.ctx=plane_unfold.*). From or to another rank the table does "
+                  "not judge the plane: a (1, 15) padding mask viewed as (1, 1, 1, 15) ran on the NPU "
+                  "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
+                  "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
+                  "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
+                  "is not found yet" % tensor)
+
+
 def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers; with
@@ -251,7 +282,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "shape of x; inside an RMSNorm (pattern rmsnorm_div) it is fused on the "
                     "NPU")),
     "Pow": E("npu", C("const_input", [r"Pow\.exp=dyn"], index=1,
-                      note="a non-constant exponent runs on the CPU")),
+                      note="a non-constant exponent runs on the CPU"),
+             C("any_of", [r"x\.Pow\.exp="],
+               constraints=[{"rule": "const_value_range", "params": {"index": 1, "min": 1, "max": 3, "integer": True}},
+                            {"rule": "const_value_range", "params": {"index": 1, "min": 0.5, "max": 0.5}},
+                            {"rule": "const_value_range", "params": {"index": 1, "min": -0.5, "max": -0.5}}],
+               note="only the exponents 1, 2, 3, 0.5 and -0.5 ran on the NPU; 4, 5, 8, 9, -1, -2, 0.25, 1.5 and 2.5 "
+                    "ran on the CPU (x.Pow.exp=*: YOSO's (1 - x) ** 9)")),
     "Max": E("npu", C("rank", [r"Max\.b=same\.f32\.r[23]", r"Max\.b=const_scalar",
                                r"Max\.a=const_scalar", r"Max\.b=dyn_lastdim",
                                r"Max\.b=const_1elem", r"Max\.b=const_lastdim",
@@ -399,7 +436,18 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                         "cannot be loaded (opset > 19)."),
     "MeanVarianceNormalization": E("cpu"),
     "LRN": E("cpu"),
-    "Softmax": E("npu", C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
+    "Softmax": E("npu", C("producer_pass", [r"x\.Softmax\.ctx=where_mask\."], index=0, ops=["Where"],
+                          skip=["Reshape"],
+                          constraint={"rule": "any_of", "params": {"constraints": [
+                              {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -2, "min": 2}},
+                              {"rule": "const_input", "params": {"index": 0}}]}},
+                          note="a Softmax reading, through the Reshape that merges batch and heads, a Where whose "
+                               "condition is broadcast over the queries (a padding mask (1, 1, 1, T): FSMT) is fused "
+                               "with it into exSoftmaxMask, which runs on the CPU; with a (1, 1, T, T) mask, a constant "
+                               "condition (SEW-D's all-False mask) or a Relu between them, the Softmax stays on the NPU "
+                               "(x.Softmax.ctx=where_mask.*; the Where "
+                               "straight into the Softmax makes build() abort: see Where)"),
+                 C("any_of", [r"Softmax\.axis=m1\.(wide|shape=)|x\.Softmax\.ctx=attn_size\."],
                           constraints=[{"rule": "elements_max", "params": {"tensor": "input", "index": 0,
                                                                            "axes": [2, 3], "max": 65536}},
                                        {"rule": "producer_is", "params": {"index": 0, "chain": ["MatMul"],
@@ -517,6 +565,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Reshape": E("npu",
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
+                 _plane("input"), _plane("output"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                              [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
@@ -656,14 +705,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
                   note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
                        "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
-                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path)\."],
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                    "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
-                                   "Relu", "Reshape", "Slice", "Split", "Sqrt", "Transpose", "Unsqueeze"], "computed_input": True,
+                                   "Relu", "Reshape", "Slice", "Split", "Sqrt", "Sub", "Transpose", "Unsqueeze"],
+                                   "computed_input": True,
                                    "max_skip": 24}},
                                {"rule": "feeds_not", "params": {"path": ["MatMul"], "skip": [
-                                   "Div", "Mul", "Reshape", "Transpose"]}}],
+                                   "Cast", "Concat", "Div", "Mul", "Reshape", "ScatterND", "Transpose"]}}],
                   note="the key/value repeat of multi-query attention (one K/V head, axis 1 of size 1, repeated "
                        "over the query heads: Unsqueeze -> Expand -> Reshape, with the shape written in full or "
                        "with ones as the dynamo exporter writes repeat_interleave, and the rank-4 Expand of the "
@@ -674,7 +724,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "layout ops sit on the key path (QK-norm, rotary embedding and the Casts of a TorchScript "
                        "export: ten and more; Phi-3's Slice of a fused q/k/v projection and its rotary embedding "
                        "over part of the head, Sliced and Concatenated back; GPT-BigCode's Split of a fused k/v "
-                       "projection: x.Expand.ctx=kv_path.*)"),
+                       "projection: x.Expand.ctx=kv_path.*), and however the key is put together after it "
+                       "(multi-head latent attention's rotary part of the key, one head expanded over all of "
+                       "them, joined to the per-head part by a Concat or written into the key by a ScatterND "
+                       "as TorchScript exports DeepSeek-V3, its rotary ending in a Sub; a Cast before the "
+                       "scores: x.Expand.ctx=kv_tail.*)"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
                   skip=["Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
@@ -695,7 +749,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                              {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}}],
                 note="tiling the batch axis runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
                      "as the Expand it becomes does)"),
-              C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_repeat\."],
+              C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_(repeat|heads)\."],
                 constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                              {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                  "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
@@ -795,6 +849,27 @@ def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
             {"id": "mul2", "op": "Mul", "after": ["mul"], "at_input": {"mul": mul2_reads_mul_at}}]
 
 
+#: a stride-2 Slice of the last axis of a rank-4 tensor (one phase of an interleaved rotary)
+_ROTARY_SLICE = [{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4, "max": 4}},
+                 {"rule": "axis_in", "params": {"input": 3, "values": [3]}},
+                 {"rule": "const_value_range", "params": {"index": 4, "min": 2, "max": 2}}]
+
+
+def _rotary_pair_nodes(negate: str | None) -> list[dict[str, Any]]:
+    """x[..., 0::2] and x[..., 1::2] of one tensor (either first), one of them through ``negate``
+    (Neg, Mul by -1, or nothing), each Unsqueezed on a new last axis and Concatenated there (stack)."""
+    nodes: list[dict[str, Any]] = [
+        {"id": "slice_a", "op": "Slice", "constraints": _ROTARY_SLICE},
+        {"id": "slice_b", "op": "Slice", "same_input_as": "slice_a", "constraints": _ROTARY_SLICE}]
+    last_b = "slice_b"
+    if negate is not None:
+        nodes.append({"id": "negate", "op": negate, "after": ["slice_b"]})
+        last_b = "negate"
+    return nodes + [{"id": "unsq_a", "op": "Unsqueeze", "after": ["slice_a"]},
+                    {"id": "unsq_b", "op": "Unsqueeze", "after": [last_b]},
+                    {"id": "stack", "op": "Concat", "after": ["unsq_a", "unsq_b"]}]
+
+
 def _layernorm_nodes(square_id: str, square_op: str) -> list[dict[str, Any]]:
     """Decomposed LayerNorm; the squaring step is Pow(d, 2) or Mul(d, d)."""
     return [{"id": "mean", "op": "ReduceMean"}, {"id": "sub", "op": "Sub", "after": ["mean"]},
@@ -843,6 +918,33 @@ PATTERNS = [
                     "Erf on the CPU). Operand order counts: Mul(erf + 1, x) -> * 0.5 was fused by none",
      "nodes": _gelu_nodes(mul2_reads_mul_at=1),
      "_probes": [r"x\.pattern\.gelu_erf\.half_first"]},
+    {"name": "gelu_erf_x_half", "fused_op": "exGelu", "status": "npu",
+     "description": "GELU with the half taken of the input beside the Erf branch (SEW-D): x/sqrt(2) "
+                    "-> Erf -> +1 and 0.5 * x, joined by Mul(0.5 * x, erf + 1); fused to exGelu. "
+                    "Joined the other way round, Mul(erf + 1, 0.5 * x), or without the half, "
+                    "x * (1 + erf), the Erf stays on the CPU (x.pattern.gelu_erf.x_half.*)",
+     "nodes": [{"id": "div", "op": "Div"}, {"id": "erf", "op": "Erf", "after": ["div"]},
+               {"id": "add", "op": "Add", "after": ["erf"]},
+               {"id": "half", "op": "Mul", "same_input_as": "div"},
+               {"id": "mul", "op": "Mul", "after": ["half", "add"], "at_input": {"half": 0, "add": 1}}],
+     "_probes": [r"x\.pattern\.gelu_erf\.x_half\."]},
+    {"name": "rotary_interleaved_neg", "fused_op": "Conv", "status": "npu",
+     "description": "interleaved rotary (RoFormer, ERNIE 4.5, Helium): the stride-2 Slices x[..., 0::2] "
+                    "and x[..., 1::2] of the last axis of a rank-4 tensor, one negated, stacked on a "
+                    "new last axis (Unsqueeze, Concat), are rewritten into one Conv "
+                    "(fuse_slice_slice_mul_concat_to_conv), so the Slices, CPU ops on their own, run "
+                    "on the NPU; at rank 3 the Slices stay on the CPU (x.Slice.ctx=rotary_pair.*)",
+     "nodes": _rotary_pair_nodes("Neg"),
+     "_probes": [r"x\.Slice\.ctx=rotary_pair\."]},
+    {"name": "rotary_interleaved_mul", "fused_op": "Conv", "status": "npu",
+     "description": "the interleaved rotary with the negation written as a Mul by -1 (fused as with Neg)",
+     "nodes": _rotary_pair_nodes("Mul"),
+     "_probes": [r"x\.Slice\.ctx=rotary_pair\."]},
+    {"name": "rotary_interleaved", "fused_op": "Conv", "status": "npu",
+     "description": "the two phases of the interleaved rotary stacked without a negation (fused as "
+                    "with one)",
+     "nodes": _rotary_pair_nodes(None),
+     "_probes": [r"x\.Slice\.ctx=rotary_pair\."]},
     {"name": "layernorm_pow", "fused_op": "exNorm", "status": "npu",
      "description": "decomposed LayerNorm (ReduceMean, Sub, Pow 2, ReduceMean, Add eps, Sqrt, "
                     "Div, Mul, Add) fused to exNorm",
