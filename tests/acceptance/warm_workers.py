@@ -7,8 +7,8 @@ outer test process imports those once and forks a worker for each start: the wor
 separate process started by xdist's controller through execnet (``popen``), runs the same pytest,
 xdist and plugin code, and takes the controller's arguments, environment, working directory and
 ``sys.path`` (xdist sends ``sys.path`` to a ``popen`` worker); what it skips is the interpreter start
-and those imports. Nothing of the package under test (``pytest_npucheck``) is imported before the
-fork, and neither is ``torch.onnx`` (the exporters): a worker imports what it needs as a cold one does.
+and those imports. Nothing of the package under test (``pytest_npucheck``) or of xdist is imported
+before the fork, and neither is ``torch.onnx`` (the exporters): a worker imports them as a cold one does.
 
 How: xdist starts a ``popen`` worker as ``<python> -u -c <execnet bootstrap>``; for the ``[n2]``
 runs ``child_plugins/xdist_warm_workers.py`` gives it this file's *client* as the python
@@ -36,8 +36,10 @@ import struct
 import sys
 
 #: what the workers of the acceptance suites import before their first test (their test modules
-#: import torch; numerics and checks import numpy, onnx and onnxruntime), and the worker's own code
-WARM_IMPORTS = ("numpy", "torch", "onnx", "onnxruntime", "pytest", "xdist", "xdist.remote", "execnet")
+#: import torch; numerics and checks import numpy, onnx and onnxruntime), and execnet. Never a module of
+#: a pytest plugin's distribution (pytest_npucheck, xdist): pytest rewrites their asserts at import and
+#: warns "Module already imported so cannot be rewritten", which the suites' warning counts would see.
+WARM_IMPORTS = ("numpy", "torch", "onnx", "onnxruntime", "pytest", "execnet")
 #: the client: run by ``python -SE`` (no site, no PYTHON* variables: it starts in milliseconds)
 CLIENT = '''\
 import json, os, signal, socket, struct, sys
