@@ -20,6 +20,10 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,7 +49,10 @@ def selected_modes() -> list[str]:
     return modes
 #: plugins every -n 2 run loads (controller and workers: PYTEST_PLUGINS and PYTHONPATH reach both)
 CHILD_PLUGINS = Path(__file__).parent / "child_plugins"
-N2_PLUGINS = ("xdist_deselected",)
+N2_PLUGINS = ("xdist_deselected", "xdist_warm_workers")
+#: NPUCHECK_TEST_WARM_WORKERS=0: the [n2] runs start cold xdist workers instead of forking them warm
+#: (warm_workers.py; the session sets the variable to the client command for its [n2] runs)
+ENV_WARM = "NPUCHECK_TEST_WARM_WORKERS"
 #: a run with one of these arguments picks its own workers (or none): the mode adds nothing to it
 _OWN_WORKERS = re.compile(r"-n\d*|--numprocesses(=.*)?|--tx(=.*)?|no:xdist")
 
@@ -101,6 +108,53 @@ def session_export_cache(tmp_path_factory: pytest.TempPathFactory, pytestconfig:
     return (base.parent if hasattr(pytestconfig, "workerinput") else base) / "npucheck-session-exports"
 
 
+#: the CPU file of this process's warm-worker server, once it runs (warm_workers.cpu_file)
+_WARM_CPU: list[str] = []
+_WARM_CPU_SEEN = [0.0]
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """Add the CPU of the warm workers that ended during this phase to its ``cpu_seconds`` (set by
+    tests/conftest.py's hook, which runs inside this one): they are not children of this process."""
+    outcome = yield
+    if not _WARM_CPU:
+        return
+    from acceptance.warm_workers import workers_cpu_seconds
+
+    total = workers_cpu_seconds(_WARM_CPU[0])
+    rep = outcome.get_result()
+    rep.cpu_seconds = round((getattr(rep, "cpu_seconds", 0.0) or 0.0) + total - _WARM_CPU_SEEN[0], 3)
+    _WARM_CPU_SEEN[0] = total
+
+
+@pytest.fixture(scope="session")
+def warm_workers() -> Any:
+    """The client command of a warm-worker server (warm_workers.py) for the session's [n2] runs, or
+    "0" when NPUCHECK_TEST_WARM_WORKERS=0 asks for cold workers. One server per outer process."""
+    if os.environ.get(ENV_WARM) == "0":
+        yield "0"
+        return
+    directory = tempfile.mkdtemp(prefix="npw-")  # short: a Unix socket path has ~100 bytes
+    sock = os.path.join(directory, "s")
+    with open(os.path.join(directory, "server.log"), "wb") as log:
+        server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("warm_workers.py")), "serve", sock],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log)
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line == b"ready\n", (line, Path(directory, "server.log").read_text())
+        from acceptance.warm_workers import client_command, cpu_file
+
+        _WARM_CPU[:] = [cpu_file(sock)]
+        yield client_command(sock, directory)
+    finally:
+        _WARM_CPU.clear()
+        server.terminate()
+        server.wait()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 @pytest.fixture
 def pytester(pytester: pytest.Pytester, run_mode: str, monkeypatch: pytest.MonkeyPatch,
              request: pytest.FixtureRequest, session_export_cache: Path) -> pytest.Pytester:
@@ -130,6 +184,8 @@ def pytester(pytester: pytest.Pytester, run_mode: str, monkeypatch: pytest.Monke
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHILD_PLUGINS),
                                                                          os.environ.get("PYTHONPATH")])))
         monkeypatch.setenv("PYTEST_PLUGINS", ",".join(N2_PLUGINS))
+        # the workers are forked from a warm process (warm_workers.py), not started cold
+        monkeypatch.setenv(ENV_WARM, request.getfixturevalue("warm_workers"))
         # runpytest() calls one of these two, as --runpytest says: wrapping them covers every run
         for name in ("runpytest_inprocess", "runpytest_subprocess"):
             setattr(pytester, name, _with_mode(getattr(pytester, name), extra))
