@@ -571,8 +571,8 @@ def goal_u1(reps: int) -> None:
         (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
         cold_wall, (cold,) = _user_run(suite)  # fills the export cache (pytest's cache dir in the suite)
         extra_wall, extra_cpu, modules = [], [], []
-        walls: dict[str, list[float]] = {"n0": [], "n2": []}
-        cpus: dict[str, list[float]] = {"n0": [], "n2": []}
+        walls: dict[str, list[float]] = {"n0": [], "n2": [], "n0_bare": [], "n2_bare": []}
+        cpus: dict[str, list[float]] = {"n0": [], "n2": [], "n0_bare": [], "n2_bare": []}
         for _ in range(max(1, reps // 2)):
             c = _cpu_children()
             wall, (warm,) = _user_run(suite)
@@ -590,6 +590,13 @@ def goal_u1(reps: int) -> None:
             cpus["n2"].append(_cpu_children() - c)
             walls["n2"].append(wall)
             modules.extend(len(p["exporter_modules"]) for p in workers)
+            # the same 16 tests without the plugin (the marker is then unknown and ignored): what pytest-xdist
+            # itself costs on this suite, the floor the plugin's -n 2 figure stands on
+            for name, extra in (("n0_bare", ()), ("n2_bare", ("-n", "2"))):
+                c = _cpu_children()
+                wall, _ = _user_run(suite, "-p", "no:npucheck", *extra)
+                cpus[name].append(_cpu_children() - c)
+                walls[name].append(wall)
     cpu, wall = statistics.median(extra_cpu), statistics.median(extra_wall)
     record("u1", "warm cache: marked test - plain test, CPU seconds (median of 8 models x reps)", cpu, "<= 0.3",
            cpu <= 0.3, wall_s=round(wall, 2), cpu_max_s=round(max(extra_cpu), 2), wall_max_s=round(max(extra_wall), 2),
@@ -606,6 +613,12 @@ def goal_u1(reps: int) -> None:
            n0_s=round(n0, 1), n2_s=round(n2, 1), n0_cpu_s=round(cpu0, 1), n2_cpu_s=round(cpu2, 1),
            best_possible_now=round(cpu2 / cpu0 / capacity, 2), machine_capacity=round(capacity, 2),
            loadavg=[round(x, 1) for x in os.getloadavg()])
+    b0, b2 = statistics.median(walls["n0_bare"]), statistics.median(walls["n2_bare"])
+    bc0, bc2 = statistics.median(cpus["n0_bare"]), statistics.median(cpus["n2_bare"])
+    record("u1", "the same 16 tests without the plugin (bare pytest-xdist): wall -n 2 / -n 0 (info: the floor of "
+           "the line above)", b2 / b0, "info", True, n0_s=round(b0, 1), n2_s=round(b2, 1), n0_cpu_s=round(bc0, 1),
+           n2_cpu_s=round(bc2, 1), xdist_extra_cpu_s=round(bc2 - bc0, 2), plugin_run_extra_cpu_s=round(cpu2 - cpu0, 2),
+           best_possible_now=round(bc2 / bc0 / capacity, 2))
 
 
 def goal_u3(reps: int) -> None:
