@@ -298,7 +298,7 @@ def _run(args: argparse.Namespace) -> int:
         catalog.table(t)
     files = cli_check.expand_inputs(args.models)
     entries = cli_check.check_many(files, args.target, args.tables, fixes=not args.no_fixes,
-                                   all_nodes=args.all_nodes, jobs=args.jobs)
+                                   all_nodes=args.all_nodes, jobs=args.jobs, text=args.format != "json")
     for e in entries:
         if "error" in e:
             if "traceback" in e:

@@ -51,13 +51,13 @@ def expand_inputs(inputs: Sequence[str]) -> list[Path]:
 
 
 def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixes: bool,
-              all_nodes: bool) -> dict[str, Any]:
-    """One file's entry of the document, plus its text section (`text`) and a traceback for an
-    internal error (`traceback`). Runs in a worker process: everything in and out is plain data."""
+              all_nodes: bool, text: bool = True) -> dict[str, Any]:
+    """One file's entry of the document, plus its text section (`text`, only when ``text``: a JSON
+    run prints none) and a traceback for an internal error (`traceback`). Runs in a worker process:
+    everything in and out is plain data."""
     entry: dict[str, Any] = {"path": path, "targets": []}
     try:
         from .check import check_file
-        from .report.text import render_target
         from .tables import Catalog
 
         catalog = Catalog.discover(list(table_dirs))
@@ -67,7 +67,10 @@ def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixe
 
             results = [with_fixes(r, Path(path), catalog.table(t)) for r, t in zip(results, targets)]
         entry["targets"] = [r.to_json() for r in results]
-        entry["text"] = "\n".join(line for r in results for line in render_target(r, all_nodes=all_nodes))
+        if text:
+            from .report.text import render_target
+
+            entry["text"] = "\n".join(line for r in results for line in render_target(r, all_nodes=all_nodes))
         entry["passed"] = all(r.passed for r in results)
     except NpuCheckError as exc:
         entry["error"] = {"kind": "input", "message": str(exc)}
@@ -80,12 +83,13 @@ def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixe
 
 
 def check_many(files: Sequence[Path], targets: Sequence[str], table_dirs: Sequence[str], *, fixes: bool = True,
-               all_nodes: bool = False, jobs: Optional[int] = None) -> list[dict[str, Any]]:
+               all_nodes: bool = False, jobs: Optional[int] = None, text: bool = True) -> list[dict[str, Any]]:
     """Every file's entry, in input order; up to ``jobs`` worker processes (the check is CPU-bound).
+    ``text``: render each file's text section (False when only the JSON document is printed).
     One file or one job runs in this process. Each file keeps the check's own isolation and timeout
     (graph facts are computed in an isolated child with its time limit)."""
     jobs = default_jobs() if jobs is None else jobs
-    args = [(os.fspath(f), list(targets), list(table_dirs), fixes, all_nodes) for f in files]
+    args = [(os.fspath(f), list(targets), list(table_dirs), fixes, all_nodes, text) for f in files]
     if jobs <= 1 or len(args) <= 1:
         return [check_one(*a) for a in args]
     import multiprocessing

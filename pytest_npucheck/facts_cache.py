@@ -217,8 +217,10 @@ def load_checked(model_path: Path, cache_dir: Optional[Path] = None) -> tuple[Op
     from .filehash import sha256_bytes, sha256_file
 
     where = cache_file(model_path, cache_dir)
+    if where is None:  # not cached at all: no key (its code hash reads every graph/ and rules/ source)
+        return None, None
     key = file_key(model_path)
-    if where is None or key is None:
+    if key is None:
         return None, None
     try:
         raw = where.read_bytes()
@@ -241,8 +243,10 @@ def store(model_path: Path, facts: GraphFacts, cache_dir: Optional[Path] = None)
     from .filehash import sha256_bytes, sha256_file
 
     where = cache_file(model_path, cache_dir)
+    if where is None:
+        return False
     key = file_key(model_path)
-    if where is None or key is None:
+    if key is None:
         return False
     try:
         # allow_nan=False: a NaN constant makes the facts uncacheable rather than the JSON non-standard

@@ -7,7 +7,6 @@ import gc
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -228,6 +227,8 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8") if isinstance(text, str) else text
     remove_stale_temps(path)
+    import tempfile  # here: it imports random, ~15 ms at the start of every `npucheck` command
+
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, _mode_for(path))  # mkstemp makes 0600: a report or baseline is a shared artifact

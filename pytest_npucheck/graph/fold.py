@@ -216,15 +216,15 @@ def _fast_eval(node: Any, args: list[Any]) -> Optional[list[Any]]:
 
 
 def _evaluate(node: Any, known: Mapping[str, Any], opset_list: list[Any]) -> Optional[list[Any]]:
-    from onnx import helper
-    from onnx.reference import ReferenceEvaluator
-
     try:
         fast = _fast_eval(node, [known[i] for i in node.input if i])
     except Exception:
         fast = None
     if fast is not None:
         return fast
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator  # here: ~40 ms to import, and most models never need it
+
     try:
         feeds = {i: known[i] for i in node.input if i}
         inputs = [helper.make_tensor_value_info(i, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape) for i, v in feeds.items()]
