@@ -3,7 +3,8 @@
 Each topic module (``models_op_context``, ``models_layout``, ``models_pool_transposes``,
 ``models_rnn_layout``, ``models_sdpa_mask``, ``models_rmsnorm_masks``, ``models_attention_limits``,
 ``models_norm_limits``, ``models_rejections``, ``models_space_to_depth``, ``models_einsum_equations``,
-``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``) lists its
+``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
+``models_attention_rewrites``) lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
 A new family goes at the end of its topic module's list, a new topic module at the end of this one.
@@ -17,6 +18,7 @@ from typing import Callable, Iterable
 
 from pytest_npucheck.probe import (
     models_attention_limits,
+    models_attention_rewrites,
     models_einsum_equations,
     models_int_layout,
     models_gathernd_reshape,
@@ -52,6 +54,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_kv_repeat_paths.FAMILIES,
     *models_int_layout.FAMILIES,
     *models_gathernd_reshape.FAMILIES,
+    *models_attention_rewrites.FAMILIES,
 ]
 
 
