@@ -515,33 +515,14 @@ def _is_bool_cast_of_input(graph: GraphFacts, node: NodeFact) -> bool:
             and not _removed(graph, node.index) and _input_behind_casts(graph, node.inputs[0]) is not None)
 
 
-def _value_number(graph: GraphFacts, tensor: str, memo: dict[str, Any], depth: int = 0) -> Any:
-    """A key equal for two tensors the compiler computes alike (same op, attributes and inputs, or
-    the same small constant): parallel copies it merges into one."""
-    if tensor in memo:
-        return memo[tensor]
-    info = graph.tensor(tensor) if tensor else None
-    producer = _producer(graph, tensor) if tensor else None
-    if info is not None and info.value is not None:  # a constant, or a value worked out statically
-        key: Any = ("value", info.shape, info.value)
-    elif producer is None or depth > 32:
-        key = ("name", tensor)
-    else:
-        attrs = tuple(sorted((k, repr(v)) for k, v in producer.attrs.items()))
-        key = (producer.op_type, attrs, producer.outputs.index(tensor) if tensor in producer.outputs else 0,
-               info.shape if info is not None else None, tuple(_value_number(graph, t, memo, depth + 1) for t in producer.inputs))
-    memo[tensor] = key
-    return key
-
-
 def mask_chain_ends(graph: GraphFacts, node: NodeFact, through: Sequence[str] = MASK_PATH_OPS
-                    ) -> Optional[tuple[NodeFact, list[NodeFact], list[NodeFact]]]:
-    """``(cast, ends, others)`` when an input of ``node`` comes, through ``through`` ops (input 0 of each),
+                    ) -> Optional[tuple[NodeFact, list[NodeFact]]]:
+    """``(cast, ends)`` when an input of ``node`` comes, through ``through`` ops (input 0 of each),
     from a Cast to bool of a graph input: ``ends`` are the nodes that read that mask (the Cast's, or
-    another bool Cast's of the same input: the compiler merges them) behind ``through`` ops, one per
-    computation (copies the compiler merges count once; Shape readers, folded, do not count);
-    ``others``: the ends that compute something else than ``node``. None when no input comes from
-    such a Cast."""
+    another bool Cast's of the same input: the compiler merges them) behind ``through`` ops (Shape
+    readers, folded, do not count). Two chains that compute the same mask count twice: the
+    compiler does not merge them (probe x.And.ctx=mask_chains.enc_cross.s=16). None when no input
+    comes from such a Cast."""
     ops = frozenset(through)
     for tensor in node.inputs:
         producer = _producer(graph, tensor) if tensor else None
@@ -558,8 +539,7 @@ def mask_chain_ends(graph: GraphFacts, node: NodeFact, through: Sequence[str] = 
         source = _input_behind_casts(graph, producer.inputs[0])
         casts = [n for n in graph.main_nodes_by_op.get("Cast", ()) if _is_bool_cast_of_input(graph, n)
                  and _input_behind_casts(graph, n.inputs[0]) == source]
-        memo: dict[str, Any] = {}
-        ends: dict[Any, NodeFact] = {}
+        ends: dict[int, NodeFact] = {}
         seen: set[int] = set()
         stack = [o for c in casts for o in c.outputs if o]
         while stack:
@@ -571,11 +551,8 @@ def mask_chain_ends(graph: GraphFacts, node: NodeFact, through: Sequence[str] = 
                 if reader.op_type in ops and reader.inputs and reader.inputs[0] == t and len(seen) < 512:
                     stack.extend(o for o in reader.outputs if o)
                     continue
-                key = tuple(_value_number(graph, o, memo) for o in reader.outputs if o)
-                ends.setdefault(key, reader)
-        own = tuple(_value_number(graph, o, memo) for o in node.outputs if o)
-        return (producer, sorted(ends.values(), key=lambda n: n.index),
-                sorted((n for k, n in ends.items() if k != own), key=lambda n: n.index))
+                ends[reader.index] = reader
+        return producer, sorted(ends.values(), key=lambda n: n.index)
     return None
 
 
@@ -585,14 +562,16 @@ def _mask_words(params: Mapping[str, Any]) -> dict[str, str]:
 
 @rule("mask_cast_one_chain", "context", local=False, words=_mask_words)
 def rule_mask_cast_one_chain(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """when an input comes from a Cast to bool of a graph input (through {through_text}), that mask
-    feeds no second, different computation."""
+    """a mask it reads from a bool Cast of a graph input (through {through_text}) feeds nothing else.
+
+    Every bool Cast of that input counts (the compiler merges them); Shape readers, folded, do not."""
     if node.graph:
         return None
     found = mask_chain_ends(graph, node, params.get("through", MASK_PATH_OPS))
     if found is None:
         return None
-    cast, _, others = found
+    cast, ends = found
+    others = [e for e in ends if e.index != node.index]
     if not others:
         return None
     shown = ", ".join(f"{c.op_type} '{c.name}'" for c in others[:3]) + (f" and {len(others) - 3} more"

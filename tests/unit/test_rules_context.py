@@ -654,7 +654,7 @@ def mask_chains_model(second: str = "cross", inputs: int = 1):
     ("cross", 1, {"enc_and", "dec_and"}),  # BART: encoder [4, 4] and cross-attention [2, 4] masks of one input
     ("old", 1, {"enc_and"}),                # the second chain in the old (1 - m) * min form
     ("none", 1, set()),                     # one chain (BERT)
-    ("twin", 1, set()),                     # the same chain twice: the compiler merges the copies
+    ("twin", 1, {"enc_and", "dec_and"}),    # the same chain twice: the compiler does not merge them
     ("cross", 2, set()),                    # two mask inputs
 ])
 def test_mask_cast_one_chain_fails_when_one_mask_feeds_two_different_chains(second, inputs, failing):
