@@ -4,7 +4,7 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_rnn_layout``, ``models_sdpa_mask``, ``models_rmsnorm_masks``, ``models_attention_limits``,
 ``models_norm_limits``, ``models_rejections``, ``models_space_to_depth``, ``models_einsum_equations``,
 ``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
-``models_attention_rewrites``) lists its
+``models_attention_rewrites``, ``models_constant_defaults``) lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
 A new family goes at the end of its topic module's list, a new topic module at the end of this one.
@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 from pytest_npucheck.probe import (
     models_attention_limits,
     models_attention_rewrites,
+    models_constant_defaults,
     models_einsum_equations,
     models_int_layout,
     models_gathernd_reshape,
@@ -55,6 +56,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_int_layout.FAMILIES,
     *models_gathernd_reshape.FAMILIES,
     *models_attention_rewrites.FAMILIES,
+    *models_constant_defaults.FAMILIES,
 ]
 
 

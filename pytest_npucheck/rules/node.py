@@ -573,6 +573,15 @@ def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return None
 
 
+@rule("attr_present", "attribute", reads_values=False)
+def rule_attr_present(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """attributes {attrs} must be written explicitly (the compiler does not fill in their defaults)."""
+    missing = [name for name in params["attrs"] if name not in node.explicit_attrs]
+    if missing:
+        return f"{', '.join(missing)} left to its default; the compiler cannot read the model without it"
+    return None
+
+
 @rule("transpose_blocks", "attribute", reads_values=False)
 def rule_transpose_blocks(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the permutation must move at most {max} blocks of axes (size-1 axes dropped, axes that stay neighbours merged)."""

@@ -293,7 +293,8 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
 @pytest.mark.parametrize("rel,ops", [
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
                                 "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten", "ai.onnx:Slice",
-                                "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile", "ai.onnx:And"}),
+                                "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile", "ai.onnx:And",
+                                "ai.onnx:ConstantOfShape"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])
@@ -452,3 +453,18 @@ def test_rknn_padding_mask_read_by_two_chains_is_a_predicted_hang(catalog, label
     assert (res.verdict == "unsupported") == (want == "unsupported")
     if want == "unsupported":
         assert any("a second mask built from the same input" in r.message for n in ands.values() for r in n.reasons)
+
+
+@pytest.mark.parametrize("label,want", [
+    ("value=absent", "unsupported"),                  # the dynamo exporter's zeros: load_onnx fails
+    ("value=absent.shape=of_input", "unsupported"),
+    ("value=float_zero", "folded"),                   # the value written: folded
+    ("value=float_zero.shape=of_input", "folded"),    # Shape(x) of a static input folds too
+])
+def test_rknn_constant_of_shape_without_its_value_is_rejected(catalog, label, want):
+    from pytest_npucheck.probe.models_constant_defaults import CONSTANT_OF_SHAPE, _constant_of_shape
+
+    res = match(facts_from_model(_constant_of_shape(**dict(CONSTANT_OF_SHAPE)[label]).build()), catalog.table(RKNN))
+    node = next(n for n in res.nodes if n.name == "focus_cos")
+    assert node.verdict == want, [r.message for r in node.reasons]
+    assert (res.verdict == "unsupported") == (want == "unsupported")

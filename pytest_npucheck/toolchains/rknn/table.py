@@ -727,6 +727,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "(fold_shape_ops folds it in the table's evaluation: errata)."),
     "ConstantOfShape": E("npu", C("const_input", [r"ConstantOfShape\.shape=dyn"], "unsupported",
                                   index=0),
+                         C("attr_present", [r"x\.ConstantOfShape\.ctx=value="], "unsupported", before_rewrites=True,
+                           attrs=["value"],
+                           note="without its value attribute (the default float32 zero; torch's dynamo exporter "
+                                "writes zeros that way in some models) load_onnx fails ('numpy.ndarray' object has "
+                                "no attribute 'data_type'), of a constant or of a computed shape; with the value "
+                                "written it is folded or runs"),
                          note="folded when its shape is constant."),
     "Constant": E("npu", probes=[r"prepass\.constant_node"], note="folded."),
     "RandomUniform": E("unsupported", note="build() fails: 'Found Random node'."),
