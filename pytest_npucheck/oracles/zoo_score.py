@@ -6,7 +6,9 @@ counted as a rejection, explained by a pattern when one matches (:data:`REJECTIO
 and the static side is right about it when it called the model ``unsupported``. A compile that
 ran out of its time budget (status ``timeout``) is neither: the compiler has not decided yet (on a
 loaded machine a big model's build outlasts any fixed budget), so it is counted as ``timed_out``,
-outside the rejections and the node figures, until a run with a longer budget decides it.
+outside the rejections and the node figures, until a run with a longer budget decides it; unless a
+pattern of :data:`HANG_PATTERNS` explains it (a form the compiler is known to hang on): then it is a
+rejection like a build error, predicted when the static check called the model ``unsupported``.
 
 Every disagreement is classified by direction (``missed_fallback``: the compiler put it on the
 CPU and the checker said NPU; ``false_alarm``: the other way), op type, and cause: the static
@@ -23,7 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
+__all__ = ["HANG_PATTERNS", "REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
            "normalise_reason", "score_model", "summarise"]
 
 _POSITIVE = {"cpu", "unsupported"}
@@ -126,6 +128,18 @@ def _constant_query_attention(graph: Any) -> list[str]:
     return out
 
 
+def _mask_cast_two_chains(graph: Any) -> list[str]:
+    """A padding mask whose bool Cast of the mask input feeds two different chains (an
+    encoder-decoder's self-attention and cross-attention masks of one attention_mask, as
+    transformers' masking code exports them): rknn-toolkit2 2.5.0's rewrite cvt_and_to_fp_mul
+    removes that Cast with the first And and build() never returns (probe family
+    ``x.And.ctx=mask_chains``; the table's rule ``mask_cast_one_chain``). Returns the Ands."""
+    from ..rules.context import rule_mask_cast_one_chain
+
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "And"
+            and rule_mask_cast_one_chain(n, {}, graph) is not None]
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
@@ -134,28 +148,36 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "constant_query_attention", _constant_query_attention,
      "MatMul(q, k) [-> scale] [-> mask] -> Softmax -> MatMul with constant (learned) queries: "
      "rknn-toolkit2 2.5.0's rewrite fuse_matmul_softmax_matmul_to_sdpa raises"),
+    ("rknn", "mask_cast_two_chains", _mask_cast_two_chains,
+     "a padding mask whose bool Cast of the mask input feeds two different chains (encoder and cross-attention "
+     "masks of one attention_mask): rknn-toolkit2 2.5.0's rewrite cvt_and_to_fp_mul removes the Cast with the "
+     "first And and build() never returns"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
 ]
 
+#: patterns that explain a compile that never ends: a ``timeout`` they explain is a rejection
+HANG_PATTERNS = frozenset({"mask_cast_two_chains"})
+
 _UNRECOGNIZED_ATTR_RE = re.compile(r"Unrecognized attribute: (?P<attr>\w+) for operator (?P<op>\w+)")
 
 
-def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[str] = None
-                      ) -> tuple[str, list[str], str]:
+def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[str] = None,
+                      timed_out: bool = False) -> tuple[str, list[str], str]:
     """``(pattern id, nodes, explanation)`` of a rejected model: a graph pattern of
     :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
     name: ...`` in the build log: ``rknn_rule:<rule>``; an empty tensor RKNN calls abnormal:
     ``empty_tensor``, its producer named: the toolchain's ``zoo`` hook); an attribute the toolkit's ONNX checker does not
     know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else ``("unexplained",
-    [], message head)``."""
+    [], message head)``. The patterns of :data:`HANG_PATTERNS` explain a compile that ran out of
+    its time budget (``timed_out``) only."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
         named = [n.name for n in graph.nodes if not n.graph and n.name and n.name in message]
         return ("invalid_model", named[:1],
                 "ONNX Runtime's own checks refuse the exported file (not the compiler's doing): " + _message_head(message))
     for tc, pid, finder, text in REJECTION_PATTERNS:
-        if tc == toolchain:
+        if tc == toolchain and (pid in HANG_PATTERNS) == timed_out:
             found = finder(graph)
             if found:
                 return pid, found, text
@@ -224,12 +246,14 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
                            "target": table.target, "status": real.get("status"),
                            "static_verdict": static.verdict, "built": built}
     if not built:
-        pid, nodes, text = explain_rejection(toolchain, graph, real.get("message", ""), log)
+        timed_out = real.get("status") == TIMEOUT
+        pid, nodes, text = explain_rejection(toolchain, graph, real.get("message", ""), log, timed_out)
         static_unsupported = [n.name for n in static.nodes if n.verdict == "unsupported" and not n.graph]
         rec["rejection"] = {"pattern": pid, "nodes": nodes, "explanation": text,
                             "message": _message_head(real.get("message", "")),
                             "static_predicts_rejection": static.verdict == "unsupported",
-                            "static_marks_node": bool(set(nodes) & set(static_unsupported))}
+                            "static_marks_node": bool(set(nodes) & set(static_unsupported)),
+                            "hang": timed_out and pid in HANG_PATTERNS}
         return rec
     # a rejection pattern that matches a model the compiler builds is too wide: counted in the summary
     rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS if tc == toolchain and finder(graph)]
@@ -273,12 +297,17 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
 # --------------------------------------------------------------------------------------------
 
 
+def _undecided(r: Mapping[str, Any]) -> bool:
+    """A compile that ran out of its budget and that no hang pattern explains."""
+    return r.get("status") == TIMEOUT and not (r.get("rejection") or {}).get("hang")
+
+
 def _figures(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     scored = [r for r in recs if r.get("built")]
     invalid = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] == "invalid_model"]
-    timed_out = [r for r in recs if r.get("status") == TIMEOUT]
+    timed_out = [r for r in recs if _undecided(r)]
     rejected = [r for r in recs if not r.get("built") and r["rejection"]["pattern"] != "invalid_model"
-                and r.get("status") != TIMEOUT]
+                and not _undecided(r)]
     tp, fp, fn, tn = (sum(r.get(k, 0) for r in scored) for k in ("tp", "fp", "fn", "tn"))
     n = tp + fp + fn + tn
     pred_rej = sum(1 for r in rejected if r["rejection"]["static_predicts_rejection"])
@@ -325,9 +354,9 @@ def summarise(records: Sequence[Mapping[str, Any]], skipped: Mapping[str, str]) 
                     examples[key].append(f"{r['arch']}.{r['exporter']}:{d['node']}")
         rejections: Counter[tuple[str, str]] = Counter()
         rej_examples: dict[tuple[str, str], list[str]] = defaultdict(list)
-        timeouts = sorted(f"{r['arch']}.{r['exporter']}" for r in recs if r.get("status") == TIMEOUT)
+        timeouts = sorted(f"{r['arch']}.{r['exporter']}" for r in recs if _undecided(r))
         for r in recs:
-            if not r.get("built") and r.get("status") != TIMEOUT:
+            if not r.get("built") and not _undecided(r):
                 rj = r["rejection"]
                 key = (r["status"], rj["pattern"] if rj["pattern"] != "unexplained" else "unexplained: " + rj["message"][:120])
                 rejections[key] += 1
@@ -368,8 +397,8 @@ def markdown(summary: Mapping[str, Any], top: int = 15) -> list[str]:
             for rj in t["rejections"]:
                 lines.append(f"- {rj['models']} x {rj['status']} {rj['pattern']} (e.g. {'; '.join(rj['examples'][:3])})")
         if t.get("timed_out"):
-            lines += ["", f"Compiles that ran out of their time budget ({len(t['timed_out'])}; not scored, not "
-                      "rejections: re-run with `compile --retry-timeouts --timeout 1200`): "
+            lines += ["", f"Compiles that ran out of their time budget and no hang pattern explains "
+                      f"({len(t['timed_out'])}; not scored, not rejections: re-run with `compile --retry-timeouts --timeout 1200`): "
                       + ", ".join(t["timed_out"])]
         wide = t.get("patterns_matching_built_models") or {}
         if wide:

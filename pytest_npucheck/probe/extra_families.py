@@ -5,7 +5,8 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_norm_limits``, ``models_rejections``, ``models_space_to_depth``, ``models_einsum_equations``,
 ``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
-``models_pow_exponents``, ``models_noop_slices``) lists its
+``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``)
+lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
 A new family goes at the end of its topic module's list, a new topic module at the end of this one.
@@ -19,6 +20,8 @@ from typing import Callable, Iterable
 
 from pytest_npucheck.probe import (
     models_attention_limits,
+    models_attention_rewrites,
+    models_constant_defaults,
     models_einsum_equations,
     models_int_arith,
     models_int_layout,
@@ -26,7 +29,6 @@ from pytest_npucheck.probe import (
     models_kv_repeat_paths,
     models_layout,
     models_norm_bias,
-
     models_noop_slices,
     models_norm_limits,
     models_op_context,
@@ -63,11 +65,12 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_gathernd_reshape.FAMILIES,
     *models_int_arith.FAMILIES,
     *models_norm_bias.FAMILIES,
-
     *models_pattern_branches.FAMILIES,
     *models_reshape_planes.FAMILIES,
     *models_pow_exponents.FAMILIES,
     *models_noop_slices.FAMILIES,
+    *models_attention_rewrites.FAMILIES,
+    *models_constant_defaults.FAMILIES,
 ]
 
 

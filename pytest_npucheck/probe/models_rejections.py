@@ -283,12 +283,14 @@ QKV_SPLIT = (
 
 
 def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16, attn: bool = True,
-               split: str = "split", mask: bool = False, pre: str = "none") -> GraphBuilder:
+               split: str = "split", mask: bool = False, pre: str = "none", softmax_cast: bool = False,
+               scores_cast: bool = False) -> GraphBuilder:
     """``x [1, T, D] -> (Reshape [T, D] -> Gemm -> Reshape [1, T, 3D]`` (``gemm_reshape``) ``| MatMul + Add``
     (``matmul``) ``| nothing`` (``input``: x is [1, T, 3D])) ``-> Split(axis 2) into q, k, v -> Reshape
     [1, T, H, d] -> Transpose`` (k to [1, H, d, T]) ``-> q @ k -> Softmax -> @ v`` (``attn``) or the three
     heads concatenated (no attention); with ``mask``, GPT-1's causal mask between the scale and the Softmax
-    (``w * b + -1e4 * (1 - b)``: Mul, Add)."""
+    (``w * b + -1e4 * (1 - b)``: Mul, Add); ``softmax_cast``: a float Cast between the Softmax and the value
+    MatMul (GPT-2's ``attn_weights.type(value.dtype)``); ``scores_cast``: one between the scale and the Softmax."""
     gb = GraphBuilder(17)
     dm = h * d
     if proj == "input":
@@ -321,7 +323,12 @@ def _qkv_split(proj: str = "gemm_reshape", h: int = 2, d: int = 16, t: int = 16,
             b = np.tril(np.ones([t, t], np.float32)).reshape(1, 1, t, t)
             s = gb.node("Add", [gb.node("Mul", [s, gb.const(b)], name="post_mask_mul"),
                                 gb.const(-1e4 * (1 - b))], name="post_mask_add")
-        y = gb.node("MatMul", [gb.node("Softmax", [s], axis=-1, name="post_softmax"), heads[2]], name="post_pv")
+        if scores_cast:
+            s = gb.node("Cast", [s], to=1, name="post_scores_cast")
+        p = gb.node("Softmax", [s], axis=-1, name="post_softmax")
+        if softmax_cast:
+            p = gb.node("Cast", [p], to=1, name="post_softmax_cast")
+        y = gb.node("MatMul", [p, heads[2]], name="post_pv")
         y = gb.node("Reshape", [gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_merge_tp"),
                                 gb.ints([1, t, dm])], name="post_merge")
     else:

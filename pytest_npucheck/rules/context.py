@@ -530,6 +530,97 @@ def rule_graph_lacks(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
     return f"the graph also has {shown}"
 
 
+#: ops a padding mask passes through between the Cast of the mask input and the And that combines
+#: it with the causal or all-true base (transformers' masking code: Flatten -> Gather -> Reshape ->
+#: Reshape -> Cast -> And)
+MASK_PATH_OPS = ("Cast", "Expand", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Squeeze",
+                 "Transpose", "Unsqueeze")
+_BOOL = 9  # TensorProto.BOOL
+
+
+def _input_behind_casts(graph: GraphFacts, tensor: str) -> Optional[str]:
+    """The graph input ``tensor`` is, behind any Casts (BigBird-Pegasus casts the mask to int64
+    first), or None."""
+    for _ in range(8):
+        producer = _producer(graph, tensor)
+        if producer is None:
+            return tensor if tensor in graph.inputs and tensor not in graph.initializers else None
+        if producer.op_type != "Cast" or not producer.inputs:
+            return None
+        tensor = producer.inputs[0]
+    return None
+
+
+def _is_bool_cast_of_input(graph: GraphFacts, node: NodeFact) -> bool:
+    return (node.op_type == "Cast" and int(node.attrs.get("to", 0)) == _BOOL and bool(node.inputs)
+            and not _removed(graph, node.index) and _input_behind_casts(graph, node.inputs[0]) is not None)
+
+
+def mask_chain_ends(graph: GraphFacts, node: NodeFact, through: Sequence[str] = MASK_PATH_OPS
+                    ) -> Optional[tuple[NodeFact, list[NodeFact]]]:
+    """``(cast, ends)`` when an input of ``node`` comes, through ``through`` ops (input 0 of each),
+    from a Cast to bool of a graph input: ``ends`` are the nodes that read that mask (the Cast's, or
+    another bool Cast's of the same input: the compiler merges them) behind ``through`` ops (Shape
+    readers, folded, do not count). Two chains that compute the same mask count twice: the
+    compiler does not merge them (probe x.And.ctx=mask_chains.enc_cross.s=16). None when no input
+    comes from such a Cast."""
+    ops = frozenset(through)
+    for tensor in node.inputs:
+        producer = _producer(graph, tensor) if tensor else None
+        steps = 0
+        while producer is not None and producer.op_type in ops and steps < 16:
+            if _is_bool_cast_of_input(graph, producer):
+                break
+            producer = _producer(graph, producer.inputs[0]) if producer.inputs and producer.inputs[0] else None
+            steps += 1
+        else:
+            continue
+        if producer is None or not _is_bool_cast_of_input(graph, producer):
+            continue
+        source = _input_behind_casts(graph, producer.inputs[0])
+        casts = [n for n in graph.main_nodes_by_op.get("Cast", ()) if _is_bool_cast_of_input(graph, n)
+                 and _input_behind_casts(graph, n.inputs[0]) == source]
+        ends: dict[int, NodeFact] = {}
+        seen: set[int] = set()
+        stack = [o for c in casts for o in c.outputs if o]
+        while stack:
+            t = stack.pop()
+            for reader in _consumers(graph, t):
+                if reader.index in seen or reader.op_type == "Shape" or _removed(graph, reader.index):
+                    continue
+                seen.add(reader.index)
+                if reader.op_type in ops and reader.inputs and reader.inputs[0] == t and len(seen) < 512:
+                    stack.extend(o for o in reader.outputs if o)
+                    continue
+                ends[reader.index] = reader
+        return producer, sorted(ends.values(), key=lambda n: n.index)
+    return None
+
+
+def _mask_words(params: Mapping[str, Any]) -> dict[str, str]:
+    return {**describe_params(params), "through_text": fmt_set(params.get("through", MASK_PATH_OPS))}
+
+
+@rule("mask_cast_one_chain", "context", local=False, words=_mask_words)
+def rule_mask_cast_one_chain(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a mask it reads from a bool Cast of a graph input (through {through_text}) feeds nothing else.
+
+    Every bool Cast of that input counts (the compiler merges them); Shape readers, folded, do not."""
+    if node.graph:
+        return None
+    found = mask_chain_ends(graph, node, params.get("through", MASK_PATH_OPS))
+    if found is None:
+        return None
+    cast, ends = found
+    others = [e for e in ends if e.index != node.index]
+    if not others:
+        return None
+    shown = ", ".join(f"{c.op_type} '{c.name}'" for c in others[:3]) + (f" and {len(others) - 3} more"
+                                                                         if len(others) > 3 else "")
+    return (f"it reads the mask {_input_behind_casts(graph, cast.inputs[0])!r} cast to bool by '{cast.name}', which {shown} also reads "
+            "through layout ops: a second mask built from the same input")
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None

@@ -703,3 +703,21 @@ def test_gathernd_in_order_reads_the_constant_indices():
     assert gathernd([(0, 0), (0, 1), (0, 2), (0, 3)]) is None
     assert gathernd([(0, 3), (0, 2), (0, 1), (0, 0)]) == "indices 'i' do not pick the 4 elements of the data in order"
     assert gathernd([(0, 0), (0, 1)]) == "indices 'i' do not pick the 4 elements of the data in order"
+
+
+def test_attr_present_fails_on_an_attribute_left_to_its_default():
+    """rknn-toolkit2 2.5.0 cannot load a ConstantOfShape whose value attribute is left out."""
+    from onnx import TensorProto, helper
+
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def cos(**attrs):
+        g = helper.make_graph([helper.make_node("ConstantOfShape", ["s"], ["y"], name="c", **attrs)], "g",
+                              [helper.make_tensor_value_info("s", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        facts = facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+        return RULES["attr_present"].check(facts.nodes[0], {"attrs": ["value"]}, facts)
+
+    assert cos() == "value not written; the compiler needs the attribute itself, not its ONNX default"
+    assert cos(value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])) is None

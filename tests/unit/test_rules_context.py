@@ -692,3 +692,73 @@ def test_context_rules_look_through_a_layout_op_eliminate_noop_layout_removes():
     assert by["focus"].verdict == "cpu" and "MatMul 'mm'" in _reasons(by["focus"])
     [without] = check_graph(facts, [_table([rule], op="Expand", prepasses=())])
     assert {n.name: n for n in without.nodes}["focus"].verdict == "npu"
+
+# -- mask_cast_one_chain: one padding mask feeding two different chains (RKNN build hang) ----------
+
+
+def mask_chains_model(second: str = "cross", inputs: int = 1):
+    """An int64 padding mask [1, 4] cast to bool, reshaped to [1, 1, 1, 4] and combined by an And
+    with a [1, 1, 4, 1] base into the encoder's [4, 4] mask; ``second``: ``cross`` (an And with a
+    [1, 1, 2, 1] base: the decoder's [2, 4] cross-attention mask), ``twin`` (the same And again),
+    ``old`` (``(1 - m) * min`` of the bool mask) or ``none``; ``inputs=2``: the second mask from a
+    second input."""
+    def chain(mask_in, q, tag):
+        return [helper.make_node("Cast", [mask_in], [f"{tag}_b"], name=f"{tag}_cast", to=TensorProto.BOOL),
+                helper.make_node("Reshape", [f"{tag}_b", "keys_shape"], [f"{tag}_keys"], name=f"{tag}_reshape"),
+                helper.make_node("And", [f"base{q}", f"{tag}_keys"], [f"{tag}_k"], name=f"{tag}_and"),
+                helper.make_node("Where", [f"{tag}_k", "zero", "minf"], [f"{tag}_m"], name=f"{tag}_where"),
+                helper.make_node("Add", [f"s{q}", f"{tag}_m"], [f"{tag}_y"], name=f"{tag}_add")]
+
+    nodes = chain("mask", 4, "enc")
+    outs = [_vi("enc_y", [1, 1, 4, 4])]
+    ins = [helper.make_tensor_value_info("mask", TensorProto.INT64, [1, 4]), _vi("s4", [1, 1, 4, 4]),
+           _vi("s2", [1, 1, 2, 4])]
+    if inputs == 2:
+        ins.append(helper.make_tensor_value_info("mask2", TensorProto.INT64, [1, 4]))
+    src = "mask2" if inputs == 2 else "mask"
+    if second in ("cross", "twin"):
+        nodes += chain(src, 2 if second == "cross" else 4, "dec")
+        outs.append(_vi("dec_y", [1, 1, 2 if second == "cross" else 4, 4]))
+    elif second == "old":
+        nodes += [helper.make_node("Cast", [src], ["dec_b"], name="dec_cast", to=TensorProto.BOOL),
+                  helper.make_node("Unsqueeze", ["dec_b", "one"], ["dec_u"], name="dec_unsqueeze"),
+                  helper.make_node("Cast", ["dec_u"], ["dec_f"], name="dec_castf", to=TensorProto.FLOAT),
+                  helper.make_node("Sub", ["fone", "dec_f"], ["dec_inv"], name="dec_sub")]
+        outs.append(_vi("dec_inv", [1, 1, 4]))
+    inits = [numpy_helper.from_array(np.array([1, 1, 1, 4], np.int64), "keys_shape"),
+             numpy_helper.from_array(np.ones([1, 1, 4, 1], bool), "base4"),
+             numpy_helper.from_array(np.ones([1, 1, 2, 1], bool), "base2"),
+             numpy_helper.from_array(np.float32(0), "zero"), numpy_helper.from_array(np.float32(-3e38), "minf"),
+             numpy_helper.from_array(np.array([1], np.int64), "one"), numpy_helper.from_array(np.float32(1), "fone")]
+    return _graph(nodes, ins, outs, inits)
+
+
+@pytest.mark.parametrize("second, inputs, failing", [
+    ("cross", 1, {"enc_and", "dec_and"}),  # BART: encoder [4, 4] and cross-attention [2, 4] masks of one input
+    ("old", 1, {"enc_and"}),                # the second chain in the old (1 - m) * min form
+    ("none", 1, set()),                     # one chain (BERT)
+    ("twin", 1, {"enc_and", "dec_and"}),    # the same chain twice: the compiler does not merge them
+    ("cross", 2, set()),                    # two mask inputs
+])
+def test_mask_cast_one_chain_fails_when_one_mask_feeds_two_different_chains(second, inputs, failing):
+    facts = facts_from_model(mask_chains_model(second, inputs))
+    check = RULES["mask_cast_one_chain"]
+    why = {n.name: check.check(n, {}, facts) for n in facts.nodes if n.op_type == "And"}
+    assert {name for name, w in why.items() if w} == failing
+    if second == "cross" and inputs == 1:
+        assert "'mask' cast to bool" in why["enc_and"] and "And 'dec_and'" in why["enc_and"]
+    assert not is_local("mask_cast_one_chain", {})
+
+
+def test_mask_cast_one_chain_sees_the_mask_behind_a_cast_to_its_own_type():
+    """BigBird-Pegasus casts the int64 mask to int64 before the bool Cast."""
+    model = mask_chains_model("cross")
+    g = model.graph
+    g.node.insert(0, helper.make_node("Cast", ["mask"], ["mask64"], name="noop_cast", to=TensorProto.INT64))
+    for n in g.node[1:]:
+        for i, x in enumerate(n.input):
+            if x == "mask":
+                n.input[i] = "mask64"
+    facts = facts_from_model(model)
+    check = RULES["mask_cast_one_chain"]
+    assert {n.name for n in facts.nodes if n.op_type == "And" and check.check(n, {}, facts)} == {"enc_and", "dec_and"}

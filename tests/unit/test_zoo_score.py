@@ -366,7 +366,8 @@ def test_a_compile_that_ran_out_of_time_is_neither_a_rejection_nor_scored(save):
     assert [r["status"] for r in t["rejections"]] == ["crashed"]
     assert t["timed_out"] == ["b.torchscript"]
     text = "\n".join(zoo_score.markdown(zoo_score.summarise([ok, slow, died], {})))
-    assert "ran out of their time budget (1; not scored, not rejections" in text and "b.torchscript" in text
+    assert "ran out of their time budget and no hang pattern explains (1; not scored, not rejections" in text
+    assert "b.torchscript" in text
 
 
 def test_a_qnn_node_in_no_partition_that_a_cpu_helper_replaced_scores_as_a_cpu_fallback(save):
@@ -389,3 +390,30 @@ def test_a_qnn_node_in_no_partition_that_a_cpu_helper_replaced_scores_as_a_cpu_f
     # without the helper the removed node runs nowhere: the CPU verdict is a false alarm
     rec = zoo_score.score_model(path, table, {**real, "helpers": {}})
     assert [(d["node"], d["direction"]) for d in rec["disagreements"]] == [("focus_transpose_out", "false_alarm")]
+
+
+def test_a_timeout_a_hang_pattern_explains_is_a_rejection_the_static_check_predicts(save):
+    """rknn-toolkit2 2.5.0 never returns from build() on one padding mask feeding two different chains
+    (probe family x.And.ctx=mask_chains): such a timeout is a rejection, with its And nodes, and
+    predicted (the table's mask_cast_one_chain rule calls the model unsupported); a timeout no hang
+    pattern explains stays undecided, and a build error is never put down to a hang."""
+    from unit.test_rules_context import mask_chains_model
+
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    two = save(mask_chains_model("cross"))
+    one = save(mask_chains_model("none"))
+    real = {"exporter": "torchscript", "toolchain": "rknn", "status": "timeout",
+            "message": "rknn build did not finish within 600 s"}
+    hang = zoo_score.score_model(two, table, {**real, "arch": "seq2seq"})
+    slow = zoo_score.score_model(one, table, {**real, "arch": "encoder"})
+    failed = zoo_score.score_model(two, table, {**real, "arch": "other", "status": "build_failed", "message": "boom"})
+    rj = hang["rejection"]
+    assert (rj["pattern"], rj["hang"], rj["static_predicts_rejection"], rj["static_marks_node"]) == (
+        "mask_cast_two_chains", True, True, True)
+    assert set(rj["nodes"]) == {"enc_and", "dec_and"}
+    assert slow["rejection"]["hang"] is False and slow["static_verdict"] != "unsupported"
+    assert failed["rejection"]["pattern"] != "mask_cast_two_chains"
+    t = zoo_score.summarise([hang, slow, failed], {})["targets"]["rknn@2.5.0/rk3588"]
+    assert (t["all"]["rejected"], t["all"]["rejections_predicted"], t["all"]["timed_out"]) == (2, 2, 1)
+    assert t["timed_out"] == ["encoder.torchscript"]
+    assert ("timeout", "mask_cast_two_chains") in {(r["status"], r["pattern"]) for r in t["rejections"]}

@@ -307,7 +307,19 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Less": E("cpu"),
     "GreaterOrEqual": E("cpu"),
     "LessOrEqual": E("cpu"),
-    "And": E("npu", note="compiled as Cast->Mul (NPU) with a CPU Cast back to bool."),
+    "And": E("npu",
+             C("mask_cast_one_chain", [r"x\.And\.ctx=mask_chains\."], "unsupported",
+               through=["Cast", "Expand", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Squeeze",
+                        "Transpose", "Unsqueeze"],
+               note="a padding mask combined by an And whose bool Cast of the mask input is also read by a second "
+                    "chain (an encoder-decoder's self-attention [T, T] and cross-attention [S, T] masks of one "
+                    "attention_mask, as transformers' masking code exports them) makes build() hang: rewrite "
+                    "cvt_and_to_fp_mul removes that Cast with the first And and the graph optimizer never "
+                    "returns (the build log stops; probes x.And.ctx=mask_chains.*: with each chain's own Cast, "
+                    "with the second chain in the old (1 - m) * min form, a short Cast -> Reshape -> And, or "
+                    "two chains computing the same mask: the toolkit does not merge them). One chain, or two "
+                    "chains of two mask inputs, build on the NPU"),
+             note="compiled as Cast->Mul (NPU) with a CPU Cast back to bool."),
     "Or": E("cpu"),
     "Xor": E("cpu"),
     "Where": E("npu", C("dtype", [r"Where\.xy=dyn\.i64", r"Where\.xy=dyn\.i32"], tensor="input",
@@ -634,15 +646,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "fused into an NPU ConvTranspose (errata); torch exports PixelShuffle "
                         "as DepthToSpace."),
     "Concat": E("npu", probes=[r"pattern\.focus", r"pattern\.fpn"]),
-    "Split": E("npu",
-               note="not expressed (a rule would be shaped to one model): the q/k/v Split of a fused projection "
-                    "written as Gemm -> Reshape (GPT-1's Conv1D as TorchScript exports it) that feeds an attention "
-                    "made build() fail in the probes (x.Split.ctx=qkv_heads.*: rewrite "
-                    "fuse_multihead_attention_reshape_to_gather_split raises 'assignment destination is "
-                    "read-only', 1 or 2 heads, 16 or 64 tokens, scaled and masked or not), but held-out GPT-SW3 "
-                    "(GPT-2, TorchScript) has the same Gemm -> Reshape -> Split -> attention and builds; what "
-                    "tells them apart is not found, so the table keeps the Split on the NPU (held-out GPT-1 is a "
-                    "rejection it does not predict)"),
+    "Split": E("npu", C("any_of", [r"x\.Split\.ctx=qkv_heads\."], "unsupported",
+                        constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Reshape", "Gemm"]}},
+                                     {"rule": "feeds_not", "params": {"path": ["MatMul", "Softmax", "MatMul"],
+                                                                      "skip": ["Add", "Div", "Mul", "Reshape",
+                                                                               "Transpose"]}}],
+                        note="the q/k/v Split of a fused projection written as Gemm -> Reshape (GPT-1's Conv1D as "
+                             "TorchScript exports it: the tokens flattened to 2-D, a Gemm, reshaped back) that feeds "
+                             "an attention whose Softmax feeds the value MatMul makes build() fail: rewrite "
+                             "fuse_multihead_attention_reshape_to_gather_split raises ('assignment destination is "
+                             "read-only'), with 1 or 2 heads, 16 or 64 tokens, the scores scaled and masked or not, "
+                             "behind a LayerNormalization or a Relu; with a float Cast between the Softmax and the "
+                             "value MatMul (GPT-2's attn_weights.type(value.dtype): GPT-SW3) the rewrite does not "
+                             "match and it builds, as does the split behind a MatMul projection, of a graph input, as "
+                             "three Slices, or not feeding an attention")),
     "Slice": E("npu",
                C("const_input", [r"Slice\.starts=dyn"], "unsupported", index=[1, 2, 3, 4],
                  note="non-constant starts/ends/axes/steps make build() fail"),
@@ -791,6 +808,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "(fold_shape_ops folds it in the table's evaluation: errata)."),
     "ConstantOfShape": E("npu", C("const_input", [r"ConstantOfShape\.shape=dyn"], "unsupported",
                                   index=0),
+                         C("attr_present", [r"x\.ConstantOfShape\.ctx=value="], "unsupported", before_rewrites=True,
+                           attrs=["value"],
+                           note="without its value attribute (the default float32 zero; torch's dynamo exporter "
+                                "writes zeros that way in some models) load_onnx fails ('numpy.ndarray' object has "
+                                "no attribute 'data_type'), of a constant or of a computed shape; with the value "
+                                "written it is folded or runs"),
                          note="folded when its shape is constant."),
     "Constant": E("npu", probes=[r"prepass\.constant_node"], note="folded."),
     "RandomUniform": E("unsupported", note="build() fails: 'Found Random node'."),
