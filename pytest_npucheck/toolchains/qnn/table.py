@@ -522,6 +522,9 @@ def patterns(verdicts: Mapping[str, str],
     * the QNN EP's GELU node unit: taken when every GELU probe of that form (both Mul orders:
       ``*x`` then ``*0.5``, as TorchScript writes it, and ``*0.5`` then ``*x``, as the dynamo
       exporter writes it) ran on the NPU; the rule language cannot tell the two orders apart;
+    * the same node unit for GELU with ``Mul(x, 0.5)`` beside the Erf branch and one Mul joining them
+      (SEW-D): taken when both operand orders of that Mul ran on the NPU and the form without the
+      0.5 kept its Erf on the CPU;
     * a MatMul -> Add -> Reshape -> Transpose -> Reshape chain that the QNN EP leaves on the CPU
       (QNN 2.49.40: the Swin window reverse after the attention projection).
     """
