@@ -73,9 +73,7 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     groups: dict[tuple[Any, ...], list[NodeFact]] = {}
     same: dict[str, str] = {}  # output of a merged node -> the output of the first node of its set
     for node in graph.nodes:  # in graph order: a node's producers come before it
-        if node.index in pre.folded and not node.graph and node.inputs and node.inputs[0] and node.outputs \
-                and node.outputs[0] and (node.op_type in IDENTITY_OPS or _same_type_cast(graph, node, True)
-                                         or node.outputs[0] in pre.forwarded):
+        if _removed_as_its_input(graph, pre, node):
             same[node.outputs[0]] = same.get(node.inputs[0], node.inputs[0])  # removed: its readers read its input
             continue
         if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
@@ -95,7 +93,7 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     groups = {k: v for k, v in groups.items() if len(v) > 1}
     if not groups:
         return
-    rank = _reverse_dfs_order(graph)
+    rank = _reverse_dfs_order(graph, dict(_passed_through(graph, pre)))
     for nodes in groups.values():
         kept = min(nodes, key=lambda n: rank.get(n.index, len(rank) + n.index))
         for node in nodes:
@@ -274,16 +272,41 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         pre.passed_on.add(node.index)
 
 
-def _reverse_dfs_order(graph: GraphFacts) -> dict[int, int]:
+def _removed_as_its_input(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """A node an earlier pre-pass removed whose readers read its input 0 instead (an Identity, a
+    same-type Cast, a no-op Expand or Slice)."""
+    return bool(node.index in pre.folded and not node.graph and node.inputs and node.inputs[0] and node.outputs
+                and node.outputs[0] and (node.op_type in IDENTITY_OPS or _same_type_cast(graph, node, True)
+                                         or node.outputs[0] in pre.forwarded))
+
+
+def _passed_through(graph: GraphFacts, pre: PrepassResult) -> list[tuple[int, str]]:
+    """(node index, input 0) of the nodes :func:`_removed_as_its_input`: onnxruntime has removed them
+    when it merges identical nodes, so its walk goes through them."""
+    return [(node.index, node.inputs[0]) for node in graph.nodes if _removed_as_its_input(graph, pre, node)]
+
+
+def _reverse_dfs_order(graph: GraphFacts, skip: Mapping[int, str] | None = None) -> dict[int, int]:
     """{node index: position} in the order onnxruntime visits the main graph (a depth-first walk
     back from the nodes nobody reads, the producer of the highest index first, each node after its
     producers): of a set of identical nodes, the one it meets first is the one it keeps (probed:
-    q.Shape.ctx=duplicate, q.Relu.ctx=duplicate; which one that is decides only node names)."""
-    main = [n for n in graph.nodes if not n.graph]
+    q.Shape.ctx=duplicate, q.Relu.ctx=duplicate; which one that is decides only node names).
+    ``skip`` ({node index: its input 0}): nodes onnxruntime has already removed (same-type Casts,
+    Identities), which the walk goes through to their input's producer; that changes which producer
+    has the highest index (q.Relu.ctx=duplicate.relu_cast; higgs_audio_v2's GatherNDs)."""
+    skip = skip or {}
+    main = [n for n in graph.nodes if not n.graph and n.index not in skip]
+
+    def producer(t: str) -> Optional[int]:
+        p = graph.producer.get(t)
+        while p is not None and p in skip:
+            p = graph.producer.get(skip[p])
+        return p
+
     producers: dict[int, list[int]] = {}
     read = set()
     for n in main:
-        prods = sorted({p for i in n.inputs if i and (p := graph.producer.get(i)) is not None})
+        prods = sorted({p for i in n.inputs if i and (p := producer(i)) is not None})
         producers[n.index] = prods
         read.update(prods)
     order: dict[int, int] = {}

@@ -5,7 +5,8 @@ Shape nodes of one tensor (FastSpeech2's decoder: five per attention block). onn
 subexpression elimination keeps one node of each set of identical nodes (same op, inputs and
 attributes): the others never reach the execution providers. ``duplicates_extra`` places pairs of
 identical nodes (Shapes of a tensor with a data-dependent dim, which run on the CPU; Relus, which
-run on the NPU; identical nodes one of whose outputs is a graph output) to see which are removed.
+run on the NPU; identical nodes one of whose outputs is a graph output; identical Relus one of which is reached
+through a same-type Cast, which onnxruntime removes first) to see which are removed.
 ``duplicate_chains_extra`` asks whether the merge cascades: identical chains (three NonZeros of one
 run-time mask, each followed by a Transpose and a GatherND, as TorchScript exports of HiggsAudio
 write one per use of ``x[mask]``; three Relu -> Sigmoid chains) whose second nodes become identical
@@ -49,6 +50,10 @@ def _pair(kind: str) -> GraphBuilder:
         if kind == "relu":
             gb.output(gb.node("Add", [gb.node("Sigmoid", [a], name="post_sig"), gb.node("Tanh", [b], name="post_tanh")],
                               name="post_add"))
+        elif kind == "relu_cast":  # the later reader of the Add reaches focus_dup1 through a float->float Cast,
+            t = gb.node("Tanh", [b], name="post_tanh")  # which onnxruntime removes before it merges
+            s = gb.node("Sigmoid", [a], name="post_sig")
+            gb.output(gb.node("Add", [s, gb.node("Cast", [t], to=1, name="post_cast")], name="post_add"))
         else:  # the second one is a graph output
             gb.output(gb.node("Sigmoid", [a], name="post_sig"), b)
     return gb
@@ -56,7 +61,7 @@ def _pair(kind: str) -> GraphBuilder:
 
 def duplicates_extra(c: Collector) -> None:
     """Pairs of identical nodes: Shapes of a data-dependent tensor, Relus, a Relu that is a graph output."""
-    for kind, op in (("shape", "Shape"), ("relu", "Relu"), ("relu_output", "Relu")):
+    for kind, op in (("shape", "Shape"), ("relu", "Relu"), ("relu_output", "Relu"), ("relu_cast", "Relu")):
         c.add("q.%s.ctx=duplicate.%s.f32.r3" % (op, kind), op, _pair(kind), kind="context",
               focus=["focus_dup0", "focus_dup1"])
 

@@ -26,7 +26,7 @@ from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
 CASES = [(f"q.{'Shape' if kind == 'shape' else 'Relu'}.ctx=duplicate.{kind}.f32.r3", _pair, (kind,))
-         for kind in ("shape", "relu", "relu_output")]
+         for kind in ("shape", "relu", "relu_output", "relu_cast")]
 CASES += [(f"q.Shape.ctx=partial.{label}.f32.r3", _partial_shape, (read, which)) for label, read, which in PARTIAL_SHAPE]
 CASES += [(f"q.{op}.ctx=noop.{label}.f32.r3", _noop, (op, value, shape, first)) for label, op, value, shape, first in NOOPS]
 # x + 0 / x * 1 of NonZero-picked rows: removed when the constant is no wider than x (Longformer's x * [1])

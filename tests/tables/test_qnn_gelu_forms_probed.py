@@ -1,9 +1,9 @@
 """GELU forms the QNN 2.51.0 tables place as onnxruntime-qnn 2.7.0 did (HTP v73 and v68, probes of
 toolchains/qnn/probe.py extra_probes): ``x * (1 + erf(x / sqrt2))`` without the 0.5 keeps its Erf on
 the CPU (no Gelu node unit), which the lone-Erf entry predicts. ``Mul(x, 0.5)`` computed beside the Erf
-branch and joined by one Mul (SEW-D's intermediate activation) is grouped and runs on the NPU; that
-form is no chain from the scale op, the pattern language cannot express it, and the table's
-self-check records the disagreement instead of hiding it."""
+branch and joined by one Mul in either operand order (SEW-D's intermediate activation) is grouped into
+one Gelu node unit and runs on the NPU: patterns ``gelu_erf_{div,mul}_x_half``, whose half is a second
+branch from x (``same_input_as``), an erratum of revision 2."""
 
 from __future__ import annotations
 
@@ -45,12 +45,14 @@ def test_gelu_form_placement(catalog, models, arch, pid):
     got = {n.name: n.verdict for n in match(facts_from_model(models[pid]), table).nodes}
     others = {k for k in rec["placement"] if k != "gelu_erf"}
     assert {k: got[k] for k in others} == {k: rec["placement"][k] for k in others} == {k: "npu" for k in others}
-    recorded_gap = f"probe {pid}: Erf gelu_erf -> table says cpu, onnxruntime-qnn npu"
-    errata = json.loads((ROOT / "op_support_tables" / "qnn" / "2.51.0" / f"htp-v{arch}.json")
-                        .read_text(encoding="utf-8"))["provenance"]["errata"]
-    if pid.endswith("no_half.f32.r3"):
-        assert rec["placement"]["gelu_erf"] == got["gelu_erf"] == "cpu"
-        assert recorded_gap not in errata
-    else:
-        assert (rec["placement"]["gelu_erf"], got["gelu_erf"]) == ("npu", "cpu")
-        assert recorded_gap in errata
+    assert rec["placement"]["gelu_erf"] == got["gelu_erf"]
+    assert got["gelu_erf"] == ("cpu" if pid.endswith("no_half.f32.r3") else "npu")
+    doc = json.loads((ROOT / "op_support_tables" / "qnn" / "2.51.0" / f"htp-v{arch}.json")
+                     .read_text(encoding="utf-8"))
+    assert f"probe {pid}: Erf gelu_erf -> table says cpu, onnxruntime-qnn npu" not in doc["provenance"]["errata"]
+    form = pid.split(".")[3]
+    [pat] = [p for p in doc["patterns"] if p["name"] == f"gelu_erf_{form}_x_half"]
+    assert pid in pat["probes"]
+    assert any(e["revision"] == 2 and e["ops"] == ["ai.onnx:Erf"] and f"gelu_erf_{form}_x_half" in e["change"]
+               for e in doc["errata"])
+

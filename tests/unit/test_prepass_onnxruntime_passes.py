@@ -40,6 +40,19 @@ def test_one_of_two_identical_nodes_stays_the_one_onnxruntime_meets_first(table)
     assert list(folded) == ["focus_dup1"] and "identical to Shape 'focus_dup0'" in folded["focus_dup1"]
 
 
+def test_which_identical_node_stays_is_decided_after_same_type_casts_are_removed(table):
+    # as placed by onnxruntime-qnn (q.Relu.ctx=duplicate.relu_cast): the Add's later input reaches
+    # focus_dup1 through a float->float Cast that onnxruntime removes first; walked through, the Add's
+    # producers are Tanh (2) and Sigmoid (3), so onnxruntime meets focus_dup0 first and keeps it
+    model = _pair("relu_cast").build()
+    folded = _folded_names(model, table)
+    assert list(folded) == ["focus_dup0"]  # the Cast kept: focus_dup1 is met first
+    both = dataclasses.replace(table, prepasses=("eliminate_same_type_casts", "merge_identical_nodes"))
+    folded = _folded_names(model, both)
+    assert sorted(folded) == ["focus_dup1", "post_cast"]
+    assert "identical to Relu 'focus_dup0'" in folded["focus_dup1"]
+
+
 @pytest.mark.parametrize("kind,chain", [("relu", ("focus_relu", "focus_sigmoid")),
                                         ("nonzero", ("focus_nonzero", "focus_transpose", "focus_gathernd",
                                                      "post_reduce"))])

@@ -522,6 +522,9 @@ def patterns(verdicts: Mapping[str, str],
     * the QNN EP's GELU node unit: taken when every GELU probe of that form (both Mul orders:
       ``*x`` then ``*0.5``, as TorchScript writes it, and ``*0.5`` then ``*x``, as the dynamo
       exporter writes it) ran on the NPU; the rule language cannot tell the two orders apart;
+    * the same node unit for GELU with ``Mul(x, 0.5)`` beside the Erf branch and one Mul joining them
+      (SEW-D): taken when both operand orders of that Mul ran on the NPU and the form without the
+      0.5 kept its Erf on the CPU;
     * a MatMul -> Add -> Reshape -> Transpose -> Reshape chain that the QNN EP leaves on the CPU
       (QNN 2.49.40: the Swin window reverse after the attention projection).
     """
@@ -554,8 +557,8 @@ def patterns(verdicts: Mapping[str, str],
 
     out = []
     ts_div, ts_mul = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf)", r"pattern\.gelu_erf\.mul"
-    # the x_half_first / no_half probes (Mul(x, 0.5) beside the Erf branch, one Mul joining them)
-    # are not chains from the scale op: the pattern language cannot express them (self-check)
+    # the x_half_first / no_half probes (Mul(x, 0.5) beside the Erf branch, one Mul joining them):
+    # a second branch from x (`same_input_as`); see gelu_x_half below
     rx_div = r"(pattern\.gelu_erf\.div|pattern\.ffn_gelu_erf|q\.pattern\.gelu_erf\.div\.half_first)"
     rx_mul = r"(pattern\.gelu_erf\.mul|q\.pattern\.gelu_erf\.mul\.half_first)"
     dyn = {k: [i for i in verdicts if i.startswith("q.pattern.gelu_erf.%s.half_first" % k)]
@@ -568,6 +571,24 @@ def patterns(verdicts: Mapping[str, str],
         out.append(gelu("gelu_erf_mul", "Mul", "x * (1/sqrt(2))", [rx_mul]))
     elif all_npu(ts_mul) and dyn["mul"] and all(verdicts[i] != "npu" for i in dyn["mul"]):
         out.append(gelu_ts("gelu_erf_mul_torchscript_order", "Mul", "x * (1/sqrt(2))", [rx_mul]))
+    for tag, first, what in (("div", "Div", "x / sqrt(2)"), ("mul", "Mul", "x * (1/sqrt(2))")):
+        # taken when every x_half_first probe of the form (both operand orders of the joining Mul)
+        # ran on the NPU and the form without the half (x * (1 + erf)) kept its Erf on the CPU
+        rx = r"q\.pattern\.gelu_erf\.%s\.(x_half_first|no_half)\." % tag
+        halves = all_npu(r"q\.pattern\.gelu_erf\.%s\.x_half_first\." % tag)
+        bare = [i for i in verdicts if re.match(r"q\.pattern\.gelu_erf\.%s\.no_half\." % tag, i)]
+        if halves and bare and all(verdicts[i] != "npu" for i in bare):
+            out.append({
+                "name": "gelu_erf_%s_x_half" % tag, "fused_op": "Gelu", "status": "npu",
+                "description": "GELU with the half taken of the input beside the Erf branch (SEW-D): "
+                               "%s -> Erf -> Add 1 and Mul(x, 0.5), joined by one Mul (either operand "
+                               "order); the QNN EP groups it into one Gelu node unit on the NPU. "
+                               "Without the half, x * (1 + erf), the Erf runs on the CPU" % what,
+                "nodes": [{"id": "scale", "op": first}, {"id": "erf", "op": "Erf", "after": ["scale"]},
+                          {"id": "add", "op": "Add", "after": ["erf"]},
+                          {"id": "half", "op": "Mul", "same_input_as": "scale"},
+                          {"id": "mul", "op": "Mul", "after": ["half", "add"]}],
+                "_probes": [rx]})
     rms = "q.pattern.rmsnorm.%s.f32.r3"
     if (verdicts.get(rms % "recip.w_first") == "unsupported"
             and all(verdicts.get(rms % t) == "npu" for t in ("recip.w_second", "div.w_first"))):
