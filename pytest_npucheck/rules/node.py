@@ -531,6 +531,37 @@ def rule_tile_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return _failed([], unknown)
 
 
+@rule("pad_channel_tail", "constant")
+def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a constant-mode Pad must not pad only the end of the channel axis of a plane of height 1 (the axis RKNN lays out as channels: axis 1 of a rank-4 input whose axis 2 has size 1, axis 1 at rank 3, axis 0 at rank 2)."""
+    present, mode = _attr(node, "mode")
+    if present and _norm(mode) != "constant":
+        return None
+    if len(node.inputs) < 2 or not node.inputs[1]:
+        return "it has no pads input"
+    pads = graph.tensor(node.inputs[1])
+    if pads is None or not pads.const or pads.value is None:
+        return f"input 1 '{node.inputs[1]}' (pads) is not a constant known statically"
+    src = graph.tensor(node.inputs[0])
+    label = _Label("input", 0, node.inputs[0])
+    if src is None or src.shape is None:
+        return _failed([], [_unknown(label)])
+    rank = len(src.shape)
+    values = [int(v) for v in pads.value]
+    if rank not in (2, 3, 4) or len(values) != 2 * rank:
+        return None
+    axis = 0 if rank == 2 else 1
+    if rank == 4:
+        if src.shape[2] is None:
+            return _failed([], [_unknown(label)])
+        if src.shape[2] != 1:
+            return None
+    if values[axis] == 0 and values[axis + rank] > 0:
+        return (f"pads {fmt_value(values)} pad only the end of axis {axis} of {label} "
+                f"{_fmt_shape(src.shape)} (by {values[axis + rank]})")
+    return None
+
+
 @rule("input_count", "structure", reads_values=False)
 def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the number of inputs must be in {range}."""

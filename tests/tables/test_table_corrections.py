@@ -628,3 +628,41 @@ def test_rknn_constant_of_shape_without_its_value_is_rejected(catalog, label, wa
     node = next(n for n in res.nodes if n.name == "focus_cos")
     assert node.verdict == want, [r.message for r in node.reasons]
     assert (res.verdict == "unsupported") == (want == "unsupported")
+
+
+# -- RKNN 2.5.0 / rk3588: a constant Pad of only the end of the channel axis ------------------------
+
+@pytest.mark.parametrize("shape,axis,side,want", [
+    ([1, 15, 32], 1, "end", "cpu"),       # MobileBERT's trigram shift pad(x[:, 1:], [0, 0, 0, 1])
+    ([2, 15, 32], 1, "end", "cpu"),
+    ([15, 32], 0, "end", "cpu"),
+    ([1, 15, 1, 32], 1, "end", "cpu"),    # rank 4 over a plane of height 1
+    ([1, 15, 32], 1, "begin", "npu"),     # its start: an NPU Conv
+    ([1, 15, 32], 1, "both", "npu"),
+    ([1, 15, 32], 2, "end", "npu"),       # another axis
+    ([15, 32], 1, "end", "npu"),
+    ([1, 8, 15, 16], 1, "end", "npu"),    # a plane higher than 1
+])
+def test_rknn_pad_of_the_channel_axis_end(catalog, shape, axis, side, want):
+    """probes x.Pad.ctx=side.* (rknn-toolkit2 2.5.0): the recorded placement of exactly these graphs."""
+    from pytest_npucheck.probe.models_pad_axes import _pad_side
+
+    verdict, why = verdicts(catalog, RKNN, _pad_side(shape, axis, side))["focus_pad"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert f"pad only the end of axis {axis} of input 0" in why
+
+
+def test_rknn_pad_channel_tail_matches_every_recorded_probe(catalog):
+    """Every x.Pad.ctx=side.* probe the toolkit compiled is predicted as it placed it."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    recorded = {r["id"]: r["verdict"] for r in json.loads(results.read_text())["probes"]
+                if r["id"].startswith("x.Pad.ctx=side.")}
+    probes = build_extra_probes(["x.Pad.ctx=side."])
+    assert len(probes) == len(recorded) == 27
+    got = {p.id: match(facts_from_model(p.model), catalog.table(RKNN)).nodes for p in probes}
+    got = {k: next(n.verdict for n in nodes if n.name == "focus_pad") for k, nodes in got.items()}
+    assert got == recorded

@@ -534,6 +534,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "check fails whenever it is present) moves the Pad to the CPU"),
              C("const_value_range", [r"Pad\.mode=constant\.pads=neg"], index=1, min=0,
                note="negative pads (cropping) run on the CPU"),
+             C("pad_channel_tail", [r"x\.Pad\.ctx=side\."],
+               note="a constant Pad of only the end of the axis RKNN lays out as channels over a "
+                    "plane of height 1 (axis 1 of a rank-3 input, axis 0 of a rank-2 one, axis 1 "
+                    "of a rank-4 one of height 1: MobileBERT's trigram shift, pad(x[:, 1:], "
+                    "[0, 0, 0, 1])) runs on the CPU; padding its start, or both sides, becomes an "
+                    "NPU Conv, and the other axes, or a plane higher than 1, pad on the NPU"),
              C("any_of", [r"x\.Pad\.reflect\.pre=conv_in_relu", r"x\.Pad\.reflect\.pre=conv\."],
                constraints=[
                    {"rule": "attr_in", "params": {"attr": "mode", "values": ["constant", "edge"]}},
