@@ -533,7 +533,7 @@ def rule_tile_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphF
 
 @rule("pad_channel_tail", "constant")
 def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """a constant-mode Pad must not pad only the end of the channel axis of a plane of height 1 (the axis RKNN lays out as channels: axis 1 of a rank-4 input whose axis 2 has size 1, axis 1 at rank 3, axis 0 at rank 2)."""
+    """a constant-mode Pad whose rank is in {ranks} that pads the end but not the start of the channel axis (axis 1 at rank 3 and 4, axis 0 at rank 2) needs a channel count that is a multiple of {multiple}."""
     present, mode = _attr(node, "mode")
     if present and _norm(mode) != "constant":
         return None
@@ -548,17 +548,18 @@ def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: Grap
         return _failed([], [_unknown(label)])
     rank = len(src.shape)
     values = [int(v) for v in pads.value]
-    if rank not in (2, 3, 4) or len(values) != 2 * rank:
+    if rank not in (2, 3, 4) or rank not in params.get("ranks", (2, 3, 4)) or len(values) != 2 * rank:
         return None
     axis = 0 if rank == 2 else 1
-    if rank == 4:
-        if src.shape[2] is None:
-            return _failed([], [_unknown(label)])
-        if src.shape[2] != 1:
-            return None
-    if values[axis] == 0 and values[axis + rank] > 0:
+    if values[axis] != 0 or values[axis + rank] <= 0:
+        return None
+    channels = src.shape[axis]
+    if channels is None:
+        return _failed([], [_unknown(label)])
+    multiple = int(params["multiple"])
+    if channels % multiple:
         return (f"pads {fmt_value(values)} pad only the end of axis {axis} of {label} "
-                f"{_fmt_shape(src.shape)} (by {values[axis + rank]})")
+                f"{_fmt_shape(src.shape)}, {channels} channels (not a multiple of {multiple})")
     return None
 
 

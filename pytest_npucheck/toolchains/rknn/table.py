@@ -534,12 +534,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "check fails whenever it is present) moves the Pad to the CPU"),
              C("const_value_range", [r"Pad\.mode=constant\.pads=neg"], index=1, min=0,
                note="negative pads (cropping) run on the CPU"),
-             C("pad_channel_tail", [r"x\.Pad\.ctx=side\."],
-               note="a constant Pad of only the end of the axis RKNN lays out as channels over a "
-                    "plane of height 1 (axis 1 of a rank-3 input, axis 0 of a rank-2 one, axis 1 "
-                    "of a rank-4 one of height 1: MobileBERT's trigram shift, pad(x[:, 1:], "
-                    "[0, 0, 0, 1])) runs on the CPU; padding its start, or both sides, becomes an "
-                    "NPU Conv, and the other axes, or a plane higher than 1, pad on the NPU"),
+             C("pad_channel_tail", [r"x\.Pad\.ctx=(side|channel_tail)\.s=\d+x\d+(x\d+)?\."],
+               multiple=8, ranks=[2, 3],
+               note="a rank-2 or rank-3 constant Pad of the end but not the start of the channel "
+                    "axis (axis 1 at rank 3, axis 0 at rank 2: the compiler lays them out as "
+                    "(N, C, 1, W)) runs on the CPU unless the channel count is a multiple of 8 "
+                    "(MobileBERT's trigram shift pad(x[:, 1:], [0, 0, 0, 1]) of 15 positions); "
+                    "padding its start, or both sides, becomes an NPU Conv, and the other axes pad "
+                    "on the NPU. Rank 4 is not modelled (errata: the probes ran the same Pad of "
+                    "axis 1 on the CPU, Mask2Former's Swin window Pads of (1, H, W, C) maps on the "
+                    "NPU)"),
              C("any_of", [r"x\.Pad\.reflect\.pre=conv_in_relu", r"x\.Pad\.reflect\.pre=conv\."],
                constraints=[
                    {"rule": "attr_in", "params": {"attr": "mode", "values": ["constant", "edge"]}},
