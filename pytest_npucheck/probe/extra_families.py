@@ -6,7 +6,7 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
 ``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``,
-``models_pad_axes``)
+``models_pad_axes``, ``models_and_const``)
 lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from pytest_npucheck.probe import (
+    models_and_const,
     models_attention_limits,
     models_attention_rewrites,
     models_constant_defaults,
@@ -74,6 +75,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_attention_rewrites.FAMILIES,
     *models_constant_defaults.FAMILIES,
     *models_pad_axes.FAMILIES,
+    *models_and_const.FAMILIES,
 ]
 
 

@@ -563,6 +563,32 @@ def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: Grap
     return None
 
 
+@rule("identity_operand", "constant")
+def rule_identity_operand(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """no input of a two-input op is a constant of all {value} that does not broadcast the other input (the op would compute the other input unchanged)."""
+    names = [n for n in node.inputs[:2] if n]
+    if len(names) != 2:
+        return None
+    want = params["value"]
+    for i, name in enumerate(names):
+        const, other = graph.tensor(name), graph.tensor(names[1 - i])
+        if const is None or not const.const or const.value is None or other is None:
+            continue
+        values = list(const.value)
+        if not values or any(v != want for v in values):
+            continue
+        cshape, oshape = const.shape, other.shape
+        if cshape is None or oshape is None or any(d is None for d in oshape):
+            continue
+        if len(cshape) > len(oshape):
+            continue
+        tail = list(oshape[len(oshape) - len(cshape):]) if cshape else []
+        if all(c == 1 or c == o for c, o in zip(cshape, tail)):
+            return (f"input {i} '{name}' {_fmt_shape(cshape)} is a constant of all {fmt_value(want)}: "
+                    f"the op leaves input {1 - i} '{names[1 - i]}' {_fmt_shape(oshape)} unchanged")
+    return None
+
+
 @rule("input_count", "structure", reads_values=False)
 def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the number of inputs must be in {range}."""

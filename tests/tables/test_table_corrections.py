@@ -678,3 +678,25 @@ def test_rknn_pad_channel_tail_matches_every_recorded_probe(catalog):
     assert differ and all(k.endswith(".r4") and recorded[k] == "cpu" and got[k] == "npu" for k in differ)
     self_check = "\n".join(map(str, catalog.table(RKNN).provenance["errata"]))
     assert all(k in self_check for k in differ)
+
+
+# -- RKNN 2.5.0 / rk3588: an And with a constant all-true operand -----------------------------------
+
+@pytest.mark.parametrize("label,want", [
+    ("true11", "cpu"),      # VisualBERT: the Mul by one is removed, the CPU Cast is left
+    ("true_row", "npu"),    # the true row broadcasts the mask: the NPU Mul stays
+    ("mixed_row", "npu"),
+])
+def test_rknn_and_with_an_all_true_constant_operand(catalog, label, want):
+    """probes x.And.ctx=const_input.* (rknn-toolkit2 2.5.0): the recorded placement of these graphs."""
+    from pytest_npucheck.probe.models_and_const import CONST_OPERANDS, _and_const
+
+    value, shape = next((v, s) for lab, v, s in CONST_OPERANDS if lab == label)
+    verdict, why = verdicts(catalog, RKNN, _and_const(value, shape))["focus_and"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "is a constant of all True" in why
+    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
+    recorded = next(r for r in results["probes"] if r["id"] == "x.And.ctx=const_input.%s.bool.r4" % label)
+    assert recorded["placement"]["focus_and"] == want

@@ -308,6 +308,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "GreaterOrEqual": E("cpu"),
     "LessOrEqual": E("cpu"),
     "And": E("npu",
+             C("identity_operand", [r"x\.And\.ctx=const_input\."], value=True,
+               note="an And with a constant all-true operand that does not broadcast the other "
+                    "(VisualBERT's (1, 1, 1, 1) mask computed from constants) is left as the CPU Cast "
+                    "of cvt_and_to_fp_mul: the Mul by one is removed; a true row that broadcasts the "
+                    "mask, or a mixed constant, keeps the NPU Mul"),
              C("mask_cast_one_chain", [r"x\.And\.ctx=mask_chains\."], "unsupported",
                through=["Cast", "Expand", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Squeeze",
                         "Transpose", "Unsqueeze"],
