@@ -5,7 +5,8 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_norm_limits``, ``models_rejections``, ``models_space_to_depth``, ``models_einsum_equations``,
 ``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
-``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``)
+``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``,
+``models_pad_axes``, ``models_and_const``)
 lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
@@ -19,6 +20,7 @@ from __future__ import annotations
 from typing import Callable, Iterable
 
 from pytest_npucheck.probe import (
+    models_and_const,
     models_attention_limits,
     models_attention_rewrites,
     models_constant_defaults,
@@ -32,6 +34,7 @@ from pytest_npucheck.probe import (
     models_noop_slices,
     models_norm_limits,
     models_op_context,
+    models_pad_axes,
     models_pattern_branches,
     models_pool_transposes,
     models_pow_exponents,
@@ -71,6 +74,8 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_noop_slices.FAMILIES,
     *models_attention_rewrites.FAMILIES,
     *models_constant_defaults.FAMILIES,
+    *models_pad_axes.FAMILIES,
+    *models_and_const.FAMILIES,
 ]
 
 

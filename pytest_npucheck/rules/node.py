@@ -531,6 +531,64 @@ def rule_tile_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return _failed([], unknown)
 
 
+@rule("pad_channel_tail", "constant")
+def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a constant-mode Pad whose rank is in {ranks} that pads the end but not the start of the channel axis (axis 1 at rank 3 and 4, axis 0 at rank 2) needs a channel count that is a multiple of {multiple}."""
+    present, mode = _attr(node, "mode")
+    if present and _norm(mode) != "constant":
+        return None
+    if len(node.inputs) < 2 or not node.inputs[1]:
+        return "it has no pads input"
+    pads = graph.tensor(node.inputs[1])
+    if pads is None or not pads.const or pads.value is None:
+        return f"input 1 '{node.inputs[1]}' (pads) is not a constant known statically"
+    src = graph.tensor(node.inputs[0])
+    label = _Label("input", 0, node.inputs[0])
+    if src is None or src.shape is None:
+        return _failed([], [_unknown(label)])
+    rank = len(src.shape)
+    values = [int(v) for v in pads.value]
+    if rank not in (2, 3, 4) or rank not in params.get("ranks", (2, 3, 4)) or len(values) != 2 * rank:
+        return None
+    axis = 0 if rank == 2 else 1
+    if values[axis] != 0 or values[axis + rank] <= 0:
+        return None
+    channels = src.shape[axis]
+    if channels is None:
+        return _failed([], [_unknown(label)])
+    multiple = int(params["multiple"])
+    if channels % multiple:
+        return (f"pads {fmt_value(values)} pad only the end of axis {axis} of {label} "
+                f"{_fmt_shape(src.shape)}, {channels} channels (not a multiple of {multiple})")
+    return None
+
+
+@rule("identity_operand", "constant")
+def rule_identity_operand(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """no input of a two-input op is a constant of all {value} that does not broadcast the other input (the op would compute the other input unchanged)."""
+    names = [n for n in node.inputs[:2] if n]
+    if len(names) != 2:
+        return None
+    want = params["value"]
+    for i, name in enumerate(names):
+        const, other = graph.tensor(name), graph.tensor(names[1 - i])
+        if const is None or not const.const or const.value is None or other is None:
+            continue
+        values = list(const.value)
+        if not values or any(v != want for v in values):
+            continue
+        cshape, oshape = const.shape, other.shape
+        if cshape is None or oshape is None or any(d is None for d in oshape):
+            continue
+        if len(cshape) > len(oshape):
+            continue
+        tail = list(oshape[len(oshape) - len(cshape):]) if cshape else []
+        if all(c == 1 or c == o for c, o in zip(cshape, tail)):
+            return (f"input {i} '{name}' {_fmt_shape(cshape)} is a constant of all {fmt_value(want)}: "
+                    f"the op leaves input {1 - i} '{names[1 - i]}' {_fmt_shape(oshape)} unchanged")
+    return None
+
+
 @rule("input_count", "structure", reads_values=False)
 def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the number of inputs must be in {range}."""

@@ -628,3 +628,75 @@ def test_rknn_constant_of_shape_without_its_value_is_rejected(catalog, label, wa
     node = next(n for n in res.nodes if n.name == "focus_cos")
     assert node.verdict == want, [r.message for r in node.reasons]
     assert (res.verdict == "unsupported") == (want == "unsupported")
+
+
+# -- RKNN 2.5.0 / rk3588: a constant Pad of the end of the channel axis ------------------------------
+
+@pytest.mark.parametrize("shape,axis,side,amount,want", [
+    ([1, 15, 32], 1, "end", 1, "cpu"),       # MobileBERT's trigram shift pad(x[:, 1:], [0, 0, 0, 1])
+    ([2, 15, 32], 1, "end", 1, "cpu"),
+    ([15, 32], 0, "end", 1, "cpu"),
+    ([1, 12, 32], 1, "end", 1, "cpu"),
+    ([1, 15, 32], 1, "end", 497, "cpu"),
+    ([1, 16, 32], 1, "end", 496, "npu"),     # Pegasus-X: 16 channels padded to 512
+    ([1, 8, 32], 1, "end", 1, "npu"),        # a multiple of 8 channels
+    ([1, 15, 4, 16], 1, "end", 1, "npu"),    # rank 4 is not modelled (CPU alone, NPU in Swin: errata)
+    ([1, 15, 32], 1, "begin", 1, "npu"),     # its start: an NPU Conv
+    ([1, 15, 32], 1, "both", 1, "npu"),
+    ([1, 15, 32], 2, "end", 1, "npu"),       # another axis
+    ([15, 32], 1, "end", 1, "npu"),
+])
+def test_rknn_pad_of_the_channel_axis_end(catalog, shape, axis, side, amount, want):
+    """probes x.Pad.ctx=side.*, channel_tail.* (rknn-toolkit2 2.5.0): the recorded placement of these graphs."""
+    from pytest_npucheck.probe.models_pad_axes import _pad_side
+
+    verdict, why = verdicts(catalog, RKNN, _pad_side(shape, axis, side, amount))["focus_pad"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert f"pad only the end of axis {axis} of input 0" in why and "not a multiple of 8" in why
+
+
+def test_rknn_pad_channel_tail_matches_every_recorded_probe(catalog):
+    """Every rank-2/3 x.Pad.ctx=* probe of models_pad_axes.py the toolkit compiled is predicted as it
+    placed it; the rank-4 ones the table leaves on the NPU are exactly the CPU ones its erratum lists."""
+    from pathlib import Path
+
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    prefixes = ["x.Pad.ctx=side.", "x.Pad.ctx=channel_tail.", "x.Pad.ctx=channels_last."]
+    recorded = {r["id"]: r["verdict"] for r in json.loads(results.read_text())["probes"]
+                if r["id"].startswith(tuple(prefixes))}
+    probes = build_extra_probes(prefixes)
+    assert len(probes) == len(recorded) == 48
+    assert {"cpu", "npu"} <= set(recorded.values())
+    got = {p.id: match(facts_from_model(p.model), catalog.table(RKNN)).nodes for p in probes}
+    got = {k: next(n.verdict for n in nodes if n.name == "focus_pad") for k, nodes in got.items()}
+    low = [k for k in recorded if not k.endswith(".r4")]
+    assert len(low) == 26 and {k: got[k] for k in low} == {k: recorded[k] for k in low}
+    differ = sorted(k for k in recorded if got[k] != recorded[k])
+    assert differ and all(k.endswith(".r4") and recorded[k] == "cpu" and got[k] == "npu" for k in differ)
+    self_check = "\n".join(map(str, catalog.table(RKNN).provenance["errata"]))
+    assert all(k in self_check for k in differ)
+
+
+# -- RKNN 2.5.0 / rk3588: an And with a constant all-true operand -----------------------------------
+
+@pytest.mark.parametrize("label,want", [
+    ("true11", "cpu"),      # VisualBERT: the Mul by one is removed, the CPU Cast is left
+    ("true_row", "npu"),    # the true row broadcasts the mask: the NPU Mul stays
+    ("mixed_row", "npu"),
+])
+def test_rknn_and_with_an_all_true_constant_operand(catalog, label, want):
+    """probes x.And.ctx=const_input.* (rknn-toolkit2 2.5.0): the recorded placement of these graphs."""
+    from pytest_npucheck.probe.models_and_const import CONST_OPERANDS, _and_const
+
+    value, shape = next((v, s) for lab, v, s in CONST_OPERANDS if lab == label)
+    verdict, why = verdicts(catalog, RKNN, _and_const(value, shape))["focus_and"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "is a constant of all True" in why
+    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
+    recorded = next(r for r in results["probes"] if r["id"] == "x.And.ctx=const_input.%s.bool.r4" % label)
+    assert recorded["placement"]["focus_and"] == want

@@ -308,6 +308,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "GreaterOrEqual": E("cpu"),
     "LessOrEqual": E("cpu"),
     "And": E("npu",
+             C("identity_operand", [r"x\.And\.ctx=const_input\."], value=True,
+               note="an And with a constant all-true operand that does not broadcast the other "
+                    "(VisualBERT's (1, 1, 1, 1) mask computed from constants) is left as the CPU Cast "
+                    "of cvt_and_to_fp_mul: the Mul by one is removed; a true row that broadcasts the "
+                    "mask, or a mixed constant, keeps the NPU Mul"),
              C("mask_cast_one_chain", [r"x\.And\.ctx=mask_chains\."], "unsupported",
                through=["Cast", "Expand", "Flatten", "Gather", "Identity", "Reshape", "Slice", "Squeeze",
                         "Transpose", "Unsqueeze"],
@@ -534,6 +539,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "check fails whenever it is present) moves the Pad to the CPU"),
              C("const_value_range", [r"Pad\.mode=constant\.pads=neg"], index=1, min=0,
                note="negative pads (cropping) run on the CPU"),
+             C("pad_channel_tail", [r"x\.Pad\.ctx=(side|channel_tail)\.s=\d+x\d+(x\d+)?\."],
+               multiple=8, ranks=[2, 3],
+               note="a rank-2 or rank-3 constant Pad of the end but not the start of the channel "
+                    "axis (axis 1 at rank 3, axis 0 at rank 2: the compiler lays them out as "
+                    "(N, C, 1, W)) runs on the CPU unless the channel count is a multiple of 8 "
+                    "(MobileBERT's trigram shift pad(x[:, 1:], [0, 0, 0, 1]) of 15 positions); "
+                    "padding its start, or both sides, becomes an NPU Conv, and the other axes pad "
+                    "on the NPU. Rank 4 is not modelled (errata: the probes ran the same Pad of "
+                    "axis 1 on the CPU, Mask2Former's Swin window Pads of (1, H, W, C) maps on the "
+                    "NPU)"),
              C("any_of", [r"x\.Pad\.reflect\.pre=conv_in_relu", r"x\.Pad\.reflect\.pre=conv\."],
                constraints=[
                    {"rule": "attr_in", "params": {"attr": "mode", "values": ["constant", "edge"]}},
