@@ -19,17 +19,9 @@ from typing import Callable
 import numpy as np
 
 from pytest_npucheck.probe.builder import Collector, GraphBuilder
+from pytest_npucheck.probe.models_common_subexpressions import _dynamic_rows  # the rows a run-time NonZero picks
 
 _INT64_MAX = np.iinfo(np.int64).max
-
-
-def _dynamic_rows(gb: GraphBuilder, x: str) -> str:
-    """The rows of x (1, 16, 8) that a run-time NonZero picks: (1, N, 8)."""
-    mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
-                               gb.const(np.float32(0.0))], name="pre_mask")
-    rows = gb.node("Gather", [gb.node("NonZero", [mask], name="pre_nonzero"), gb.const(np.int64(1))], axis=0,
-                   name="pre_rows")
-    return gb.node("Gather", [x, rows], axis=1, name="pre_gather")
 
 
 #: (label, op, builder of the focus node from (gb, x)); x is (1, 16, 8) or (1, N, 8)
