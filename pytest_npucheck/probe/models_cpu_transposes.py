@@ -18,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from pytest_npucheck.probe.builder import Collector, GraphBuilder
+from pytest_npucheck.probe.models_common_subexpressions import _dynamic_rows  # the rows a run-time NonZero picks
 
 _RNG = np.random.default_rng(22)
 
@@ -30,11 +31,7 @@ def _rows(gb: GraphBuilder, x: str, dynamic: bool) -> str:
     """x (1, 16, 8), or the (1, N, 8) rows of it a run-time NonZero picks."""
     if not dynamic:
         return gb.node("Relu", [x], name="pre_relu")
-    mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
-                               gb.const(np.float32(0.0))], name="pre_mask")
-    rows = gb.node("Gather", [gb.node("NonZero", [mask], name="pre_nonzero"), gb.const(np.int64(1))], axis=0,
-                   name="pre_rows")
-    return gb.node("Gather", [x, rows], axis=1, name="pre_gather")
+    return _dynamic_rows(gb, x)
 
 
 def _conv_module(dynamic: bool) -> GraphBuilder:

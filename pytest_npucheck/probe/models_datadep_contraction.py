@@ -18,23 +18,15 @@ from typing import Callable
 import numpy as np
 
 from pytest_npucheck.probe.builder import Collector, GraphBuilder
+from pytest_npucheck.probe.models_common_subexpressions import _dynamic_rows  # the rows a run-time NonZero picks
 
 _RNG = np.random.default_rng(23)
-
-
-def _rows(gb: GraphBuilder, x: str) -> str:
-    """The (1, N, 8) rows of x (1, 16, 8) that a run-time NonZero picks."""
-    mask = gb.node("Greater", [gb.node("ReduceSum", [x, gb.ints([2])], keepdims=0, name="pre_sum"),
-                               gb.const(np.float32(0.0))], name="pre_mask")
-    rows = gb.node("Gather", [gb.node("NonZero", [mask], name="pre_nonzero"), gb.const(np.int64(1))], axis=0,
-                   name="pre_rows")
-    return gb.node("Gather", [x, rows], axis=1, name="pre_gather")
 
 
 def _contraction(kind: str) -> GraphBuilder:
     gb = GraphBuilder(17)
     x = gb.input("x", "float32", [1, 16, 8])
-    a = _rows(gb, x)
+    a = _dynamic_rows(gb, x)
     b = gb.node("MatMul", [a, gb.const((_RNG.standard_normal((8, 4)) * 0.2).astype(np.float32))], name="pre_proj")
     if kind == "einsum":
         y = gb.node("Einsum", [a, b], equation="bnd,bne->bde", name="focus_op")  # (1, 8, 4)
