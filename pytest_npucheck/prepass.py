@@ -245,10 +245,8 @@ def _forward_steps(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> boo
     """A Slice's steps are known constants, all positive (absent: 1)."""
     if len(node.inputs) < 5 or not node.inputs[4]:
         return True
-    info = pre.const.get(node.inputs[4]) or graph.tensor(node.inputs[4])
-    if info is None or not info.const or info.value is None:
-        return False
-    return all(int(v) > 0 for v in info.value)
+    steps = _const_ints(graph, pre, node.inputs[4])
+    return steps is not None and all(v > 0 for v in steps)
 
 
 def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
