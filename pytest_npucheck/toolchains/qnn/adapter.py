@@ -38,17 +38,14 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from .. import batch
+from ..batch import strip_ansi
 from ..venv import find_python
 
 __all__ = [
@@ -87,7 +84,6 @@ STATUSES = ("ok", "session_failed", "quantize_failed", "load_failed", "crashed",
 #: Where, strided Slice, LSTM, ...) that finalize with soc_model 39 (8 MB VTCM).
 DEFAULT_SOC_MODEL = {68: 39, 69: 36, 73: 43, 75: 57, 79: 69}
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _ORT_PREFIX_RE = re.compile(
     r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[(?P<level>[VIWEF]):onnxruntime:[^\]]*\] ?")
 _VALIDATION_RE = re.compile(
@@ -186,11 +182,6 @@ class ModelJob:
 # --------------------------------------------------------------------------------------------
 # Log parsing
 # --------------------------------------------------------------------------------------------
-
-
-def strip_ansi(text: str) -> str:
-    """Remove ANSI colour/escape sequences."""
-    return _ANSI_RE.sub("", text)
 
 
 def _log_lines(log: str) -> list[tuple[str, str]]:
@@ -606,40 +597,6 @@ def find_qnn_python(python: str | os.PathLike[str] | None = None) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 
-def _normalise_jobs(models: Iterable[str | os.PathLike[str] | ModelJob | Mapping[str, Any]]
-                    ) -> list[ModelJob]:
-    jobs: list[ModelJob] = []
-    for i, m in enumerate(models):
-        if isinstance(m, ModelJob):
-            job = ModelJob(path=os.fspath(m.path), key=m.key, debug=m.debug)
-        elif isinstance(m, Mapping):
-            job = ModelJob(path=os.fspath(m["path"]), key=m.get("key"), debug=m.get("debug"))
-        else:
-            job = ModelJob(path=os.fspath(m))
-        job.path = os.path.abspath(job.path)
-        if job.key is None:
-            job.key = str(i)
-        jobs.append(job)
-    keys = [j.key for j in jobs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("model keys must be unique")
-    return jobs
-
-
-def _read_text(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
-def _tail(text: str, n: int = 20) -> str:
-    return "\n".join(strip_ansi(text).strip().splitlines()[-n:])
-
-
 def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] | None,
             settings: Mapping[str, Any], fallback_message: str = "") -> QnnResult:
     ev = dict(event or {})
@@ -677,140 +634,39 @@ def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] 
     return res
 
 
+_WORKER = batch.WorkerSpec(name="QNN", script=WORKER, work="QNN session creation",
+                           doing="placing", default_status="session_failed",
+                           unavailable=QnnUnavailable, env={"OMP_NUM_THREADS": "1"})
+
+
 def _run_batch(python: str, jobs: list[ModelJob], settings: Mapping[str, Any],
                progress: Any = None) -> tuple[list[QnnResult], dict[str, Any]]:
     """Place ``jobs`` with as many worker processes (one after another) as crashes require."""
-    timeout = float(settings["timeout"])
-    startup_timeout = float(settings["startup_timeout"])
-    results: dict[str, QnnResult] = {}
-    pending = list(jobs)
-    by_key = {j.key: j for j in jobs}
-    info: dict[str, Any] = {}
-    restarts_without_progress = 0
-    with tempfile.TemporaryDirectory(prefix="npucheck-qnn-") as tmp:
-        attempt = 0
-        while pending:
-            attempt += 1
-            log_dir = os.path.join(tmp, "run%03d" % attempt)
-            os.makedirs(log_dir)
-            spec = {
-                "log_dir": log_dir,
-                "provider_options": dict(settings["provider_options"]),
-                "precision": settings["precision"],
-                "run": bool(settings.get("run")),
-                "calibration": dict(settings.get("calibration") or {}),
-                "session_config": dict(settings.get("session_config") or {}),
-                "models": [{"key": j.key, "path": j.path, "debug": j.debug, "index": n}
-                           for n, j in enumerate(pending)],
-            }
-            job_file = os.path.join(log_dir, "job.json")
-            with open(job_file, "w", encoding="utf-8") as fh:
-                json.dump(spec, fh)
-            stderr_path = os.path.join(log_dir, "worker.stderr")
-            env = dict(os.environ)
-            env.pop("PYTHONPATH", None)  # keep the host stack out of the QNN venv
-            env.setdefault("PYTHONUNBUFFERED", "1")
-            env.setdefault("OMP_NUM_THREADS", "1")
-            with open(stderr_path, "wb") as err:
-                proc = subprocess.Popen(
-                    [python, str(WORKER), job_file], stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=err, env=env, cwd=log_dir)
-            lines: queue.Queue[str | None] = queue.Queue()
+    def job_file(pending: list[ModelJob], log_dir: str) -> dict[str, Any]:
+        return {
+            "log_dir": log_dir,
+            "provider_options": dict(settings["provider_options"]),
+            "precision": settings["precision"],
+            "run": bool(settings.get("run")),
+            "calibration": dict(settings.get("calibration") or {}),
+            "session_config": dict(settings.get("session_config") or {}),
+            "models": [{"key": j.key, "path": j.path, "debug": j.debug, "index": n}
+                       for n, j in enumerate(pending)],
+        }
 
-            def _reader(stream: Any = proc.stdout) -> None:
-                for raw in iter(stream.readline, b""):
-                    lines.put(raw.decode("utf-8", errors="replace"))
-                lines.put(None)
+    def finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] | None,
+               message: str) -> QnnResult:
+        return _finish(job, status, log_text, event, settings, message)
 
-            thread = threading.Thread(target=_reader, daemon=True)
-            thread.start()
-            current: dict[str, Any] | None = None
-            started = False
-            deadline = time.monotonic() + startup_timeout
-            progressed = False
-            fatal: str | None = None
-
-            def _done(j: ModelJob, r: QnnResult) -> None:
-                nonlocal pending, progressed
-                results[j.key] = r
-                pending = [p for p in pending if p.key != j.key]
-                progressed = True
-                if progress:
-                    progress(r)
-
-            try:
-                while True:
-                    try:
-                        line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
-                    except queue.Empty:
-                        if current is not None:
-                            j = by_key[current["key"]]
-                            _done(j, _finish(j, "timeout", _read_text(current.get("log")), None,
-                                             settings, "QNN session creation did not finish "
-                                             "within %.0f s" % timeout))
-                        else:
-                            fatal = "QNN worker did not start within %.0f s" % startup_timeout
-                        break
-                    if line is None:  # EOF: the worker ended
-                        proc.wait()
-                        if current is not None:
-                            j = by_key[current["key"]]
-                            _done(j, _finish(j, "crashed", _read_text(current.get("log")), None,
-                                             settings, "QNN worker died (exit code %s) while "
-                                             "placing this model" % proc.returncode))
-                        elif not started:
-                            fatal = "QNN worker exited with code %s before starting: %s" % (
-                                proc.returncode, _tail(_read_text(stderr_path)))
-                        break
-                    line = line.strip()
-                    if not line.startswith("{"):
-                        continue
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
-                        continue
-                    kind = ev.get("event")
-                    if kind == "hello":
-                        started = True
-                        info.update(versions=ev.get("versions") or {}, python=ev.get("python"),
-                                    htp_path=ev.get("htp_path"))
-                        deadline = time.monotonic() + timeout
-                    elif kind == "fatal":
-                        fatal = "%s\n%s" % (ev.get("error"), _tail(_read_text(ev.get("log"))))
-                        break
-                    elif kind == "start":
-                        current = ev
-                        deadline = time.monotonic() + timeout
-                    elif kind == "result":
-                        j = by_key[ev["key"]]
-                        _done(j, _finish(j, ev.get("status", "session_failed"),
-                                         _read_text(ev.get("log")), ev, settings))
-                        current = None
-                        deadline = time.monotonic() + timeout
-                    elif kind == "done":
-                        break
-            finally:
-                if proc.poll() is None:
-                    try:
-                        proc.kill()
-                    except OSError:
-                        pass
-                proc.wait()
-                if proc.stdout:
-                    proc.stdout.close()
-                thread.join(timeout=5)
-            if fatal:
-                raise QnnUnavailable(fatal)
-            if not progressed:
-                restarts_without_progress += 1
-                if restarts_without_progress >= 3:
-                    raise QnnUnavailable("QNN worker repeatedly stopped without progress: "
-                                         + _tail(_read_text(stderr_path)))
-            else:
-                restarts_without_progress = 0
-    for r in results.values():
+    results, hello = batch.run_batch(python, _WORKER, jobs, job_file, finish,
+                                     timeout=float(settings["timeout"]),
+                                     startup_timeout=float(settings["startup_timeout"]),
+                                     progress=progress)
+    info = {"versions": hello.get("versions") or {}, "python": hello.get("python"),
+            "htp_path": hello.get("htp_path")} if hello else {}
+    for r in results:
         r.extra.setdefault("versions", info.get("versions", {}))
-    return [results[j.key] for j in jobs], info
+    return results, info
 
 
 def provider_options(htp_arch: int | str = 73, soc_model: int | str | None = None,
@@ -874,7 +730,7 @@ def place_models(
     if exe is None:
         raise QnnUnavailable("no onnxruntime-qnn python found (pass python=..., or set %s)"
                              % ENV_VAR)
-    jobs = _normalise_jobs(models)
+    jobs = batch.normalise_jobs(models, ModelJob)
     if not jobs:
         return []
     settings = {"provider_options": provider_options(htp_arch, soc_model, precision, options),
@@ -882,37 +738,8 @@ def place_models(
                 "startup_timeout": startup_timeout, "keep_logs": keep_logs,
                 "calibration": dict(calibration or {"samples": 4, "seed": 0}),
                 "session_config": dict(session_config or {})}
-    workers = max(1, min(int(workers), len(jobs)))
-    chunks = [jobs[i::workers] for i in range(workers)]
-    outs: list[Any] = [None] * workers
-    lock = threading.Lock()
-
-    def _prog(r: QnnResult) -> None:
-        if progress:
-            with lock:
-                progress(r)
-
-    def _run(n: int) -> None:
-        try:
-            outs[n] = _run_batch(exe, chunks[n], settings, _prog)[0]
-        except BaseException as exc:  # re-raised in the caller's thread
-            outs[n] = exc
-
-    if workers == 1:
-        _run(0)
-    else:
-        threads = [threading.Thread(target=_run, args=(n,)) for n in range(workers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-    merged: dict[str, QnnResult] = {}
-    for o in outs:
-        if isinstance(o, BaseException):
-            raise o
-        for r in o:
-            merged[r.key] = r
-    return [merged[str(j.key)] for j in jobs]
+    return batch.run_pool(jobs, workers, lambda chunk, prog: _run_batch(exe, chunk, settings, prog)[0],
+                          progress)
 
 
 compile_models = place_models

@@ -21,18 +21,15 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import re
-import subprocess
 import sys
-import tempfile
-import threading
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ..venv import find_python, process_cpu_seconds
+from .. import batch
+from ..batch import strip_ansi
+from ..venv import find_python
 
 __all__ = [
     "ENV_VAR",
@@ -63,7 +60,6 @@ WORKER = Path(__file__).with_name("_rknn_worker.py")
 
 STATUSES = ("ok", "build_failed", "load_failed", "crashed", "timeout")
 
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _RKNN_PREFIX_RE = re.compile(r"^[DIWE] RKNN: \[[0-9:.]+\] ?")
 _ROW_RE = re.compile(
     r"^(?P<id>\d+)\s+(?P<op_type>\S+)\s+(?P<dtype>\S+)\s+(?P<target>NPU|CPU|GPU|\S+)\s+"
@@ -157,11 +153,6 @@ class ModelJob:
 # --------------------------------------------------------------------------------------------
 # Log parsing
 # --------------------------------------------------------------------------------------------
-
-
-def strip_ansi(text: str) -> str:
-    """Remove ANSI colour/escape sequences."""
-    return _ANSI_RE.sub("", text)
 
 
 def parse_layer_table(log: str) -> list[LayerRow]:
@@ -271,41 +262,6 @@ def find_rknn_python(python: str | os.PathLike[str] | None = None) -> str | None
 # --------------------------------------------------------------------------------------------
 
 
-def _normalise_jobs(models: Iterable[str | os.PathLike[str] | ModelJob | Mapping[str, Any]]
-                    ) -> list[ModelJob]:
-    jobs: list[ModelJob] = []
-    for i, m in enumerate(models):
-        if isinstance(m, ModelJob):
-            job = ModelJob(path=os.fspath(m.path), key=m.key, config=dict(m.config),
-                           load=dict(m.load), inference=m.inference, build=dict(m.build),
-                           debug=m.debug)
-        elif isinstance(m, Mapping):
-            job = ModelJob(path=os.fspath(m["path"]), key=m.get("key"),
-                           config=dict(m.get("config") or {}), load=dict(m.get("load") or {}),
-                           inference=m.get("inference"), build=dict(m.get("build") or {}),
-                           debug=m.get("debug"))
-        else:
-            job = ModelJob(path=os.fspath(m))
-        job.path = os.path.abspath(job.path)
-        if job.key is None:
-            job.key = str(i)
-        jobs.append(job)
-    keys = [j.key for j in jobs]
-    if len(set(keys)) != len(keys):
-        raise ValueError("model keys must be unique")
-    return jobs
-
-
-def _read_text(path: str | None) -> str:
-    if not path:
-        return ""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""
-
-
 def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] | None,
             keep_logs: bool, fallback_message: str = "") -> RknnResult:
     clean = strip_ansi(log_text)
@@ -330,168 +286,37 @@ def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] 
         stage=(event or {}).get("stage"), log=clean if keep_logs else None, extra=extra)
 
 
-def _tail(text: str, n: int = 20) -> str:
-    return "\n".join(strip_ansi(text).strip().splitlines()[-n:])
+_WORKER = batch.WorkerSpec(name="rknn", script=WORKER, work="rknn build", doing="building",
+                           default_status="build_failed", unavailable=RknnUnavailable)
 
 
 def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout: float,
                startup_timeout: float, config: Mapping[str, Any] | None, keep_logs: bool,
                progress: Any = None, retries: int = 1) -> list[RknnResult]:
     """Compile ``jobs`` with as many worker processes (one after another) as crashes require."""
-    results: dict[str, RknnResult] = {}
-    earlier: dict[str, list[str]] = {}  # crash messages of the attempts that were retried
-    pending = list(jobs)
-    by_key = {j.key: j for j in jobs}
-    restarts_without_progress = 0
-    with tempfile.TemporaryDirectory(prefix="npucheck-rknn-") as tmp:
-        attempt = 0
-        while pending:
-            attempt += 1
-            log_dir = os.path.join(tmp, "run%03d" % attempt)
-            os.makedirs(log_dir)
-            spec = {
-                "target_platform": target_platform,
-                "log_dir": log_dir,
-                "config": dict(config or {}),
-                "models": [
-                    {"key": j.key, "path": j.path, "config": j.config, "load": j.load,
-                     "inference": j.inference, "build": j.build, "debug": j.debug,
-                     "index": n}
-                    for n, j in enumerate(pending)
-                ],
-            }
-            job_file = os.path.join(log_dir, "job.json")
-            with open(job_file, "w", encoding="utf-8") as fh:
-                json.dump(spec, fh)
-            stderr_path = os.path.join(log_dir, "worker.stderr")
-            env = dict(os.environ)
-            env.pop("PYTHONPATH", None)  # keep the host stack out of the rknn venv
-            env.setdefault("PYTHONUNBUFFERED", "1")
-            with open(stderr_path, "wb") as err:
-                proc = subprocess.Popen(
-                    [python, str(WORKER), job_file], stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE, stderr=err, env=env, cwd=log_dir)
-            lines: queue.Queue[str | None] = queue.Queue()
+    def job_file(pending: list[ModelJob], log_dir: str) -> dict[str, Any]:
+        return {
+            "target_platform": target_platform,
+            "log_dir": log_dir,
+            "config": dict(config or {}),
+            "models": [
+                {"key": j.key, "path": j.path, "config": j.config, "load": j.load,
+                 "inference": j.inference, "build": j.build, "debug": j.debug, "index": n}
+                for n, j in enumerate(pending)
+            ],
+        }
 
-            def _reader(stream: Any = proc.stdout) -> None:
-                for raw in iter(stream.readline, b""):
-                    lines.put(raw.decode("utf-8", errors="replace"))
-                lines.put(None)
+    def finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] | None,
+               message: str) -> RknnResult:
+        return _finish(job, status, log_text, event, keep_logs, message)
 
-            thread = threading.Thread(target=_reader, daemon=True)
-            thread.start()
-            current: dict[str, Any] | None = None
-            current_cpu: float | None = None  # the worker's CPU seconds when the current model started
-            worker_info: dict[str, Any] = {}
-            started = False
-            deadline = time.monotonic() + startup_timeout
-            progressed = False
-            fatal: str | None = None
-            try:
-                while True:
-                    remaining = deadline - time.monotonic()
-                    try:
-                        line = lines.get(timeout=max(remaining, 0.01))
-                    except queue.Empty:
-                        # timeout: of the model in flight, or of the start-up
-                        if current is not None:
-                            j = by_key[current["key"]]
-                            used = process_cpu_seconds(proc.pid)
-                            if used is not None and current_cpu is not None:
-                                used = round(used - current_cpu, 1)
-                            results[j.key] = _finish(
-                                j, "timeout", _read_text(current.get("log")), None, keep_logs,
-                                "rknn build did not finish within %.0f s" % timeout
-                                + ("" if used is None else " (%.0f CPU-s used)" % used))
-                            results[j.key].extra["cpu_seconds"] = used
-                            pending = [p for p in pending if p.key != j.key]
-                            progressed = True
-                            if progress:
-                                progress(results[j.key])
-                        else:
-                            fatal = "rknn worker did not start within %.0f s" % startup_timeout
-                        break
-                    if line is None:  # EOF: worker ended
-                        if current is not None:
-                            proc.wait()
-                            j = by_key[current["key"]]
-                            crash = _finish(
-                                j, "crashed", _read_text(current.get("log")), None, keep_logs,
-                                "rknn worker died (exit code %s) while building this model"
-                                % proc.returncode)
-                            progressed = True
-                            if len(earlier.setdefault(j.key, [])) < retries:
-                                # the toolkit's native crashes are not always deterministic
-                                # (e.g. 2.5.0 reading pads it never set): build it once more
-                                # in a fresh worker before calling it crashed
-                                earlier[j.key].append(crash.message)
-                                break
-                            results[j.key] = crash
-                            pending = [p for p in pending if p.key != j.key]
-                            if progress:
-                                progress(results[j.key])
-                        elif not started:
-                            proc.wait()
-                            fatal = ("rknn worker exited with code %s before starting: %s" % (
-                                proc.returncode, _tail(_read_text(stderr_path))))
-                        break
-                    line = line.strip()
-                    if not line.startswith("{"):
-                        continue
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
-                        continue
-                    kind = ev.get("event")
-                    if kind == "hello":
-                        started = True
-                        worker_info["rknn_version"] = ev.get("rknn_version")
-                        deadline = time.monotonic() + timeout
-                    elif kind == "fatal":
-                        fatal = "%s\n%s" % (ev.get("error"),
-                                            _tail(_read_text(ev.get("log"))))
-                        break
-                    elif kind == "start":
-                        current = ev
-                        current_cpu = process_cpu_seconds(proc.pid)
-                        deadline = time.monotonic() + timeout
-                    elif kind == "result":
-                        j = by_key[ev["key"]]
-                        results[j.key] = _finish(j, ev.get("status", "build_failed"),
-                                                 _read_text(ev.get("log")), ev, keep_logs)
-                        pending = [p for p in pending if p.key != j.key]
-                        current = None
-                        progressed = True
-                        deadline = time.monotonic() + timeout
-                        if progress:
-                            progress(results[j.key])
-                    elif kind == "done":
-                        break
-            finally:
-                if proc.poll() is None:
-                    try:
-                        proc.kill()
-                    except OSError:
-                        pass
-                proc.wait()
-                if proc.stdout:
-                    proc.stdout.close()
-                thread.join(timeout=5)
-            for r in results.values():
-                if worker_info.get("rknn_version") and "rknn_version" not in r.extra:
-                    r.extra["rknn_version"] = worker_info["rknn_version"]
-                if earlier.get(r.key) and "earlier_attempts" not in r.extra:
-                    r.extra["earlier_attempts"] = list(earlier[r.key])
-            if fatal:
-                raise RknnUnavailable(fatal)
-            if not progressed:
-                restarts_without_progress += 1
-                if restarts_without_progress >= 3:
-                    raise RknnUnavailable("rknn worker repeatedly stopped without progress: "
-                                          + _tail(_read_text(stderr_path)))
-            else:
-                restarts_without_progress = 0
-    return [results[j.key] for j in jobs]
+    results, hello = batch.run_batch(python, _WORKER, jobs, job_file, finish,
+                                     timeout=timeout, startup_timeout=startup_timeout,
+                                     progress=progress, retries=retries)
+    if hello.get("rknn_version"):
+        for r in results:
+            r.extra.setdefault("rknn_version", hello["rknn_version"])
+    return results
 
 
 def compile_models(
@@ -539,41 +364,12 @@ def compile_models(
     if exe is None:
         raise RknnUnavailable(
             "no rknn-toolkit2 python found (pass python=..., or set %s)" % ENV_VAR)
-    jobs = _normalise_jobs(models)
+    jobs = batch.normalise_jobs(models, ModelJob)
     if not jobs:
         return []
-    workers = max(1, min(int(workers), len(jobs)))
-    if workers == 1:
-        return _run_batch(exe, target_platform, jobs, timeout, startup_timeout, config,
-                          keep_logs, progress, retries)
-    chunks = [jobs[i::workers] for i in range(workers)]
-    outs: list[list[RknnResult] | BaseException] = [[] for _ in chunks]
-    lock = threading.Lock()
-
-    def _prog(r: RknnResult) -> None:
-        if progress:
-            with lock:
-                progress(r)
-
-    def _run(n: int) -> None:
-        try:
-            outs[n] = _run_batch(exe, target_platform, chunks[n], timeout, startup_timeout,
-                                 config, keep_logs, _prog, retries)
-        except BaseException as exc:  # re-raised in the caller's thread
-            outs[n] = exc
-
-    threads = [threading.Thread(target=_run, args=(n,)) for n in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    merged: dict[str, RknnResult] = {}
-    for o in outs:
-        if isinstance(o, BaseException):
-            raise o
-        for r in o:
-            merged[r.key] = r
-    return [merged[str(j.key)] for j in jobs]
+    return batch.run_pool(jobs, workers, lambda chunk, prog: _run_batch(
+        exe, target_platform, chunk, timeout, startup_timeout, config, keep_logs, prog, retries),
+        progress)
 
 
 # --------------------------------------------------------------------------------------------
