@@ -31,7 +31,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _TOOLCHAINS = os.path.dirname(_HERE)
 sys.path[:0] = [_HERE, _TOOLCHAINS]  # this worker's siblings; _worker_io.py one level up
 from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module)
-from _qnn_worker import _level1_graph, _node_list, _setup_qnn  # noqa: E402
+from _qnn_worker import _node_list, _open_session, _setup_qnn  # noqa: E402
 
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) not in (_HERE, _TOOLCHAINS)]
 
@@ -58,7 +58,7 @@ def _quantize(np, src, dst, samples):
 
 
 def _simulate(ctx, job, model, log_path):
-    ort, onnx, np = ctx["ort"], ctx["onnx"], ctx["np"]
+    onnx, np = ctx["onnx"], ctx["np"]
     result = {"event": "result", "key": model["key"], "log": log_path,
               "precision": model.get("precision", "fp16")}
     t0 = time.time()
@@ -81,35 +81,12 @@ def _simulate(ctx, job, model, log_path):
                     return result
                 path = qpath
                 result["session_nodes"] = _node_list(onnx.load(path))
-            stage = "level1"
-            try:
-                result["l1"] = _level1_graph(ort, onnx, path, base + ".l1.onnx")
-            except Exception as exc:
-                result["l1_error"] = "%s: %s" % (type(exc).__name__, exc)
             stage = "session"
-            so = ort.SessionOptions()
-            so.log_severity_level = 0
-            so.log_verbosity_level = 0
-            so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-            opts = {"backend_path": ctx["htp"]}
-            opts.update({k: str(v) for k, v in (job.get("provider_options") or {}).items()})
-            opts.update({k: str(v) for k, v in (model.get("provider_options") or {}).items()})
-            so.add_provider_for_devices(ctx["devices"], opts)
-            try:
-                sess = ort.InferenceSession(path, sess_options=so)
-            except Exception as exc:
-                result.update(status="session_failed", stage=stage,
-                              exception="%s: %s" % (type(exc).__name__, exc))
+            opts = dict(job.get("provider_options") or {})
+            opts.update(model.get("provider_options") or {})
+            sess = _open_session(ctx, path, base, opts, None, result)
+            if sess is None:
                 return result
-            result.update(status="ok", stage="session", providers=list(sess.get_providers()))
-            try:
-                result["assignment"] = [
-                    {"ep": sg.ep_name,
-                     "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain or ""}
-                               for n in sg.get_nodes()]}
-                    for sg in sess.get_provider_graph_assignment_info()]
-            except Exception as exc:
-                result["assignment_error"] = "%s: %s" % (type(exc).__name__, exc)
             stage = "inference"
             try:
                 feeds = {k: np.load(v) for k, v in (model.get("inputs") or {}).items()}

@@ -146,8 +146,50 @@ def _level1_graph(ort, onnx, path, tmp_path):
     return _graph_summary(m)
 
 
+def _open_session(ctx, path, base, provider_options, session_config, result):
+    """A QNN EP session on ``path``, with what the parent maps placement from put in ``result``.
+
+    ``result`` gets the basic-optimized graph (``l1``, or ``l1_error``), then either ``status``
+    ``ok`` with ``providers`` and the ``assignment`` (or ``assignment_error``) and the session is
+    returned, or ``status`` ``session_failed`` with the exception and None is returned.
+    """
+    ort, onnx = ctx["ort"], ctx["onnx"]
+    try:
+        result["l1"] = _level1_graph(ort, onnx, path, base + ".l1.onnx")
+    except Exception as exc:  # mapping falls back to names
+        result["l1_error"] = "%s: %s" % (type(exc).__name__, exc)
+    so = ort.SessionOptions()
+    so.log_severity_level = 0
+    so.log_verbosity_level = 0
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    for k, v in (session_config or {}).items():
+        so.add_session_config_entry(str(k), str(v))
+    opts = {"backend_path": ctx["htp"]}
+    opts.update({k: str(v) for k, v in (provider_options or {}).items()})
+    so.add_provider_for_devices(ctx["devices"], opts)
+    sys.stderr.write("npucheck-qnn-worker: creating session for %s with %s\n"
+                     % (path, json.dumps(opts)))
+    sys.stderr.flush()
+    try:
+        sess = ort.InferenceSession(path, sess_options=so)
+    except Exception as exc:
+        result.update(status="session_failed", stage="session",
+                      exception="%s: %s" % (type(exc).__name__, exc))
+        return None
+    result.update(status="ok", stage="session", providers=list(sess.get_providers()))
+    try:
+        result["assignment"] = [
+            {"ep": sg.ep_name,
+             "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain or ""}
+                       for n in sg.get_nodes()]}
+            for sg in sess.get_provider_graph_assignment_info()]
+    except Exception as exc:
+        result["assignment_error"] = "%s: %s" % (type(exc).__name__, exc)
+    return sess
+
+
 def _place_one(ctx, job, model, log_path):
-    ort, onnx, np, devices, qnn_htp = ctx["ort"], ctx["onnx"], ctx["np"], ctx["devices"], ctx["htp"]
+    ort, onnx, np = ctx["ort"], ctx["onnx"], ctx["np"]
     result = {"event": "result", "key": model["key"], "log": log_path}
     t0 = time.time()
     stage = "load"
@@ -170,41 +212,11 @@ def _place_one(ctx, job, model, log_path):
                     return result
                 path = qpath
                 result["session_nodes"] = _node_list(onnx.load(path))
-            stage = "level1"
-            try:
-                result["l1"] = _level1_graph(ort, onnx, path, base + ".l1.onnx")
-            except Exception as exc:  # mapping falls back to names
-                result["l1_error"] = "%s: %s" % (type(exc).__name__, exc)
             stage = "session"
-            so = ort.SessionOptions()
-            so.log_severity_level = 0
-            so.log_verbosity_level = 0
-            so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-            for k, v in (job.get("session_config") or {}).items():
-                so.add_session_config_entry(str(k), str(v))
-            opts = {"backend_path": qnn_htp}
-            opts.update({k: str(v) for k, v in (job.get("provider_options") or {}).items()})
-            so.add_provider_for_devices(devices, opts)
-            sys.stderr.write("npucheck-qnn-worker: creating session for %s with %s\n"
-                             % (path, json.dumps(opts)))
-            sys.stderr.flush()
-            try:
-                sess = ort.InferenceSession(path, sess_options=so)
-            except Exception as exc:
-                result.update(status="session_failed", stage=stage,
-                              exception="%s: %s" % (type(exc).__name__, exc))
+            sess = _open_session(ctx, path, base, job.get("provider_options"),
+                                 job.get("session_config"), result)
+            if sess is None:
                 return result
-            result["status"] = "ok"
-            result["stage"] = "session"
-            result["providers"] = list(sess.get_providers())
-            try:
-                result["assignment"] = [
-                    {"ep": sg.ep_name,
-                     "nodes": [{"name": n.name, "op_type": n.op_type, "domain": n.domain or ""}
-                               for n in sg.get_nodes()]}
-                    for sg in sess.get_provider_graph_assignment_info()]
-            except Exception as exc:
-                result["assignment_error"] = "%s: %s" % (type(exc).__name__, exc)
             if job.get("run"):
                 stage = "run"
                 try:

@@ -34,14 +34,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _TOOLCHAINS = os.path.dirname(_HERE)
 sys.path[:0] = [_HERE, _TOOLCHAINS]  # this worker's siblings; _worker_io.py one level up
 from _worker_io import _emit, _open_job, _Redirect  # noqa: E402  (sibling module)
+from _rknn_worker import _hello, _run_inference  # noqa: E402
 
 # the toolchains directory holds rknn/ (this plug-in): keep it from shadowing the rknn package
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) not in (_HERE, _TOOLCHAINS)]
 
 
 def _simulate(RKNN, job, model, log_path):
-    import numpy as np
-
     result = {"event": "result", "key": model["key"], "log": log_path,
               "precision": model.get("precision", "fp16")}
     t0 = time.time()
@@ -68,22 +67,8 @@ def _simulate(RKNN, job, model, log_path):
                 return result
             result.update(status="ok", stage="build")
             stage = "inference"
-            if rknn.init_runtime() != 0:
-                result["inference_status"] = "init_runtime_failed"
-                return result
-            inputs = [np.load(p) for p in model.get("inputs", [])]
-            outs = rknn.inference(inputs=inputs, data_format=model.get("data_format") or None)
-            if outs is None:
-                result["inference_status"] = "inference_failed"
-                return result
-            out_dir = model["outputs_dir"]
-            os.makedirs(out_dir, exist_ok=True)
-            paths = []
-            for i, arr in enumerate(outs):
-                p = os.path.join(out_dir, "output_%d.npy" % i)
-                np.save(p, np.asarray(arr))
-                paths.append(p)
-            result.update(inference_status="ok", outputs=paths)
+            _run_inference(rknn, {"inputs": model.get("inputs", []), "outputs_dir": model["outputs_dir"],
+                                  "data_format": model.get("data_format") or None}, result)
         except BaseException as exc:  # the toolkit raises plain Exceptions and SystemExit
             if stage == "inference":
                 result["inference_status"] = "error"
@@ -106,24 +91,9 @@ def _simulate(RKNN, job, model, log_path):
 
 def main(argv=None):
     job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
-    err = None
-    with _Redirect(startup_log):
-        try:
-            from rknn.api import RKNN
-            version = None
-            try:
-                from importlib import metadata
-                version = metadata.version("rknn-toolkit2")
-            except Exception:
-                pass
-        except BaseException as exc:
-            RKNN = None
-            err = "%s: %s" % (type(exc).__name__, exc)
+    RKNN = _hello(out, startup_log)
     if RKNN is None:
-        _emit(out, {"event": "fatal", "error": "cannot import rknn: " + str(err), "log": startup_log})
         return 2
-    _emit(out, {"event": "hello", "pid": os.getpid(), "rknn_version": version,
-                "python": sys.version.split()[0]})
     for idx, model in enumerate(job.get("models", [])):
         log_path = os.path.join(log_dir, "%s.log" % model.get("key", idx))
         _emit(out, {"event": "start", "key": model["key"], "log": log_path})

@@ -122,17 +122,9 @@ def _compile_one(RKNN, job, model, log_path):
     return result
 
 
-def _drop_own_dir_from_path():
-    """This file lives next to ``rknn.py`` (the adapter); keep it from shadowing ``rknn``."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
-
-
-def main(argv=None):
-    """Entry point: read the job, compile every model, stream one JSON line per event."""
-    _drop_own_dir_from_path()
-    # a private handle on the real stdout for results; everything else goes to logs
-    job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
+def _hello(out, startup_log):
+    """Import rknn-toolkit2 and say ``hello`` (with its version); the ``RKNN`` class, or None
+    after a ``fatal`` event when it does not import (its output is in ``startup_log``)."""
     with _Redirect(startup_log):
         try:
             from rknn.api import RKNN
@@ -148,9 +140,26 @@ def main(argv=None):
             err = "%s: %s" % (type(exc).__name__, exc)
     if RKNN is None:
         _emit(out, {"event": "fatal", "error": "cannot import rknn: " + str(err), "log": startup_log})
-        return 2
+        return None
     _emit(out, {"event": "hello", "pid": os.getpid(), "rknn_version": version,
                 "python": sys.version.split()[0]})
+    return RKNN
+
+
+def _drop_own_dir_from_path():
+    """This file lives next to ``rknn.py`` (the adapter); keep it from shadowing ``rknn``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+
+
+def main(argv=None):
+    """Entry point: read the job, compile every model, stream one JSON line per event."""
+    _drop_own_dir_from_path()
+    # a private handle on the real stdout for results; everything else goes to logs
+    job, out, log_dir, startup_log = _open_job(sys.argv[1:] if argv is None else argv)
+    RKNN = _hello(out, startup_log)
+    if RKNN is None:
+        return 2
 
     for idx, model in enumerate(job.get("models", [])):
         log_path = os.path.join(log_dir, "%05d.log" % (int(model.get("index", idx))))
