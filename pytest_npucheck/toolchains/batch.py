@@ -111,19 +111,48 @@ class WorkerSpec:
     """Environment entries set unless the caller's environment has them."""
 
 
+def _stalled(current: Mapping[str, Any], pid: int, quiet: list[Any], stall_cpu: float) -> float | None:
+    """CPU seconds the worker ``pid`` has spent since the current model's log last grew, when that
+    is ``stall_cpu`` or more (a build that computes without writing anything: a hang); else None.
+    ``quiet`` is [the log's size when last seen, the worker's CPU seconds then], updated here."""
+    cpu = process_cpu_seconds(pid)
+    if cpu is None:
+        return None
+    try:
+        size = os.stat(current.get("log") or "").st_size
+    except OSError:
+        size = 0
+    if size != quiet[0] or quiet[1] is None:
+        quiet[:] = [size, cpu]
+        return None
+    silent = cpu - quiet[1]
+    return round(silent, 1) if silent >= stall_cpu else None
+
+
+def _last_line(text: str) -> str:
+    return next((ln for ln in reversed(strip_ansi(text).splitlines()) if ln.strip()), "").strip()
+
+
 def run_batch(python: str, spec: WorkerSpec, jobs: Sequence[Any],
               job_file: Callable[[list[Any], str], dict[str, Any]],
               finish: Callable[[Any, str, str, Mapping[str, Any] | None, str], Any], *,
               timeout: float, startup_timeout: float, progress: Callable[[Any], None] | None = None,
-              retries: int = 0) -> tuple[list[Any], dict[str, Any]]:
+              retries: int = 0, stall_cpu: float | None = None) -> tuple[list[Any], dict[str, Any]]:
     """Run ``jobs`` through as many workers (one after another) as crashes and hangs require.
 
     ``job_file(pending, log_dir)`` gives the job file's contents for the models still pending;
     ``finish(job, status, log_text, event, message)`` makes a result from a worker's ``result``
     event, or from no event (``event`` None) with ``message`` saying why (``timeout``,
-    ``crashed``). A timed-out model's result carries the CPU seconds the worker spent on it in
-    ``extra["cpu_seconds"]``; a model built again after its worker died keeps the messages of
-    the attempts before in ``extra["earlier_attempts"]``. Timeouts are not retried.
+    ``crashed``). A finished or timed-out model's result carries the CPU seconds the worker spent
+    on it in ``extra["cpu_seconds"]`` (None where ``/proc`` cannot tell); a model built again
+    after its worker died keeps the messages of the attempts before in
+    ``extra["earlier_attempts"]``. Timeouts are not retried.
+
+    ``stall_cpu``: CPU seconds a model may take without its log growing (the toolchains log their
+    passes as they go). A worker that spends that much CPU in silence is killed, the model
+    reported ``timeout`` with a message naming the silent CPU and the log's last line, and
+    ``extra["stalled_cpu_seconds"]``: a compiler loop told from a slow build in CPU time, whatever
+    the load, well before ``timeout``. None (the default) waits for ``timeout`` only.
 
     Returns the results in ``jobs``' order and the last ``hello`` event (``{}`` if none came).
     """
@@ -163,6 +192,7 @@ def run_batch(python: str, spec: WorkerSpec, jobs: Sequence[Any],
             thread.start()
             current: dict[str, Any] | None = None
             current_cpu: float | None = None  # the worker's CPU seconds when the current model started
+            quiet: list[Any] = [0, None]  # the current model's log size, the worker's CPU when it last grew
             started = False
             deadline = time.monotonic() + startup_timeout
             progressed = False
@@ -178,18 +208,33 @@ def run_batch(python: str, spec: WorkerSpec, jobs: Sequence[Any],
 
             try:
                 while True:
+                    remaining = deadline - time.monotonic()
+                    watch = stall_cpu is not None and current is not None
                     try:
-                        line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+                        line = lines.get(timeout=max(min(remaining, 0.25) if watch else remaining, 0.01))
                     except queue.Empty:  # of the model in flight, or of the start-up
+                        stalled = None
+                        if watch and time.monotonic() < deadline:
+                            stalled = _stalled(current, proc.pid, quiet, stall_cpu)  # type: ignore[arg-type]
+                            if stalled is None:
+                                continue  # still writing to its log, or not yet that much CPU in silence
                         if current is not None:
                             j = by_key[current["key"]]
                             used = process_cpu_seconds(proc.pid)
                             if used is not None and current_cpu is not None:
                                 used = round(used - current_cpu, 1)
-                            res = finish(j, "timeout", read_text(current.get("log")), None,
-                                         "%s did not finish within %.0f s" % (spec.work, timeout)
-                                         + ("" if used is None else " (%.0f CPU-s used)" % used))
+                            log_text = read_text(current.get("log"))
+                            if stalled is not None:
+                                why = ("%s wrote nothing to its log for %.1f CPU-s (it computes without "
+                                       "progress: a hang); its log stops at: %s"
+                                       % (spec.work, stalled, _last_line(log_text)[:200]))
+                            else:
+                                why = ("%s did not finish within %.0f s" % (spec.work, timeout)
+                                       + ("" if used is None else " (%.0f CPU-s used)" % used))
+                            res = finish(j, "timeout", log_text, None, why)
                             res.extra["cpu_seconds"] = used
+                            if stalled is not None:
+                                res.extra["stalled_cpu_seconds"] = stalled
                             _done(res)
                         else:
                             fatal = "%s worker did not start within %.0f s" % (spec.name, startup_timeout)
@@ -230,10 +275,15 @@ def run_batch(python: str, spec: WorkerSpec, jobs: Sequence[Any],
                     elif kind == "start":
                         current = ev
                         current_cpu = process_cpu_seconds(proc.pid)
+                        quiet[:] = [0, current_cpu]
                         deadline = time.monotonic() + timeout
                     elif kind == "result":
-                        _done(finish(by_key[ev["key"]], ev.get("status", spec.default_status),
-                                     read_text(ev.get("log")), ev, ""))
+                        res = finish(by_key[ev["key"]], ev.get("status", spec.default_status),
+                                     read_text(ev.get("log")), ev, "")
+                        used = process_cpu_seconds(proc.pid)  # alive: it reports, then goes on
+                        res.extra["cpu_seconds"] = (None if used is None or current_cpu is None
+                                                    else round(used - current_cpu, 2))
+                        _done(res)
                         current = None
                         deadline = time.monotonic() + timeout
                     elif kind == "done":

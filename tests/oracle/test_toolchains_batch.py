@@ -13,7 +13,8 @@ import pytest
 from pytest_npucheck.toolchains import batch
 
 # The stand-in speaks the workers' protocol; each model's "path" names what it does:
-# ok, crash (exit 3 mid-model), crash_once (only in the first worker), hang, spin (burn CPU).
+# ok, crash (exit 3 mid-model), crash_once (only in the first worker), hang, spin (burn CPU in
+# silence), chatty (burn CPU, logging as it goes).
 WORKER = r'''
 import json, os, sys, time
 job = json.load(open(sys.argv[1]))
@@ -41,6 +42,13 @@ for m in job["models"]:
         end = time.process_time() + 30
         while time.process_time() < end:
             pass
+    if what == "chatty":  # 1.5 CPU-s of work that logs every 0.1 CPU-s
+        for step in range(15):
+            end = time.process_time() + 0.1
+            while time.process_time() < end:
+                pass
+            with open(log, "a") as fh:
+                fh.write("pass %d\n" % step)
     say(event="result", key=m["key"], log=log, seconds=0.1, **({"status": "ok"} if what == "ok" else {}))
 say(event="done")
 '''
@@ -123,3 +131,15 @@ def test_a_worker_that_cannot_start_says_why(tmp_path, monkeypatch):
     monkeypatch.delenv("STANDIN_FATAL")
     with pytest.raises(_Unavailable, match=r"exited with code 5 before starting: ImportError: no module named rknn"):
         _run(tmp_path, ["ok"], monkeypatch, {"STANDIN_SILENT": "1"})
+
+
+def test_a_model_that_burns_cpu_without_logging_is_stopped_as_a_stall_and_one_that_logs_is_not(tmp_path):
+    res, _, _ = _run(tmp_path, ["chatty", "spin", "ok"], timeout=600, stall_cpu=0.5)
+    assert res["chatty"].status == "build_failed"  # finished: 1.5 CPU-s, never 0.5 in silence
+    assert res["chatty"].extra["cpu_seconds"] >= 1.4
+    assert res["spin"].status == "timeout"
+    assert 0.5 <= res["spin"].extra["stalled_cpu_seconds"] < 5
+    assert res["spin"].message.startswith(
+        "rknn build wrote nothing to its log for %.1f CPU-s (it computes without progress: a hang); "
+        "its log stops at: E RKNN: building spin" % res["spin"].extra["stalled_cpu_seconds"])
+    assert res["ok"].status == "ok" and res["ok"].extra["cpu_seconds"] < 0.5

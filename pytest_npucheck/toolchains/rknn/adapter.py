@@ -292,7 +292,8 @@ _WORKER = batch.WorkerSpec(name="rknn", script=WORKER, work="rknn build", doing=
 
 def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout: float,
                startup_timeout: float, config: Mapping[str, Any] | None, keep_logs: bool,
-               progress: Any = None, retries: int = 1) -> list[RknnResult]:
+               progress: Any = None, retries: int = 1,
+               stall_cpu: float | None = None) -> list[RknnResult]:
     """Compile ``jobs`` with as many worker processes (one after another) as crashes require."""
     def job_file(pending: list[ModelJob], log_dir: str) -> dict[str, Any]:
         return {
@@ -312,7 +313,7 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
 
     results, hello = batch.run_batch(python, _WORKER, jobs, job_file, finish,
                                      timeout=timeout, startup_timeout=startup_timeout,
-                                     progress=progress, retries=retries)
+                                     progress=progress, retries=retries, stall_cpu=stall_cpu)
     if hello.get("rknn_version"):
         for r in results:
             r.extra.setdefault("rknn_version", hello["rknn_version"])
@@ -331,6 +332,7 @@ def compile_models(
     keep_logs: bool = False,
     progress: Any = None,
     retries: int = 1,
+    stall_cpu: float | None = None,
 ) -> list[RknnResult]:
     """Compile ONNX models with rknn-toolkit2 (fp16 build) and report per-model placement.
 
@@ -353,6 +355,15 @@ def compile_models(
             crashes are not deterministic (2.5.0 aborted once in 90 builds here of a Pad with
             an ``axes`` input with "unsupport pads < 0"); the messages of the retried attempts
             are kept in ``extra["earlier_attempts"]``. Timeouts are not retried.
+        stall_cpu: CPU seconds a build may spend without writing to its build log (the toolkit
+            logs every rewrite and compiler pass as it goes). A build that spends that much CPU in
+            silence is killed and reported as ``timeout``, its message naming the silent CPU and
+            the log's last line (``extra["stalled_cpu_seconds"]``): a compiler loop is told from
+            a slow build in CPU time, whatever the load, and well before ``timeout``. Off (None)
+            by default: a large model's native compile can be silent for long.
+
+    A built, failed or timed-out model's ``extra["cpu_seconds"]`` is the CPU seconds the worker
+    spent on it (from its start to its result or timeout; None where ``/proc`` cannot tell).
 
     Returns:
         One :class:`RknnResult` per model, in input order.
@@ -368,7 +379,8 @@ def compile_models(
     if not jobs:
         return []
     return batch.run_pool(jobs, workers, lambda chunk, prog: _run_batch(
-        exe, target_platform, chunk, timeout, startup_timeout, config, keep_logs, prog, retries),
+        exe, target_platform, chunk, timeout, startup_timeout, config, keep_logs, prog, retries,
+        stall_cpu),
         progress)
 
 
