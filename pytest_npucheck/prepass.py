@@ -46,6 +46,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "eliminate_noop_expand_slice" in passes:  # after folding (an Expand to a folded Shape), before
         _eliminate_noop_expand_slice(graph, pre)  # merging (its readers then read what its twin's read)
+    if "merge_parallel_casts" in passes:  # after folding: a Cast of a constant is folded, not merged
+        _merge_parallel_casts(graph, pre)
     if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
     if passes & {"eliminate_noop_arithmetic", "eliminate_noop_add_mul"}:
@@ -100,6 +102,30 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             if node is not kept:
                 pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
                                           "attributes): merged into it before placement")
+
+
+#: target types a Cast's merge treats as one: RKNN computes float32 in float16 (x.Cast.ctx=int_arith.cast_twice.differ)
+_CAST_CLASS = {"float16": "float", "float32": "float"}
+
+
+def _merge_parallel_casts(graph: GraphFacts, pre: PrepassResult) -> None:
+    """Casts of one tensor to the same target type are one Cast: the first in graph order stays and
+    the others are removed (rknn-toolkit2 2.5.0 ``remove_parallel_cast``, probed:
+    x.Cast.ctx=int_arith.cast_t*: the first in graph order keeps the CPU row whatever the names, a
+    third copy goes too; float16 and float32 count as one type, RKNN computes both in float16; a
+    Cast to int32 beside one to float32 stays). Mamba's two Casts of its unsqueezed int64 mask."""
+    outputs = set(graph.outputs)
+    first: dict[tuple[str, str], NodeFact] = {}
+    for node in graph.nodes:  # graph order
+        to = _cast_to(node) if node.op_type == "Cast" and node.domain == "ai.onnx" else None
+        if to is None or node.graph or node.index in pre.folded or not node.inputs or not node.inputs[0] \
+                or any(o in outputs for o in node.outputs):
+            continue
+        key = (node.inputs[0], _CAST_CLASS.get(to, to))
+        kept = first.setdefault(key, node)
+        if kept is not node:
+            pre.folded[node.index] = (f"identical to Cast '{kept.name}' (same input, to {to}): parallel Casts "
+                                      "are merged into the first before placement")
 
 
 _INT32_MAX = 2 ** 31 - 1

@@ -35,6 +35,13 @@ INT_ARITH = (
     ("slice_part.cast_f32", "Slice", "slice_part", "cast_f32"),
     ("cast_twice.same", "Cast", "cast_twice", "two_casts"),
     ("cast_twice.differ", "Cast", "cast_twice", "two_casts.differ"),
+    # which copy RKNN keeps (remove_parallel_cast): the first in graph order or the first by name
+    ("cast_twice.same.second_first", "Cast", "cast_twice", "two_casts.swapped"),
+    # parallel Casts to an integer and to a float type: not the same Cast
+    ("cast_twice.int32_f32", "Cast", "cast_twice", "two_casts.int32"),
+    ("cast_thrice.same", "Cast", "cast_twice", "three_casts"),
+    # Mamba's mask: unsqueezed to (1, T, 1), then cast twice
+    ("cast_twice.same.r3", "Cast", "cast_twice", "two_casts.r3"),
 )
 
 
@@ -65,13 +72,26 @@ def _int_arith(form: str, reader: str, t: int = 16) -> GraphBuilder:
         start = -t if form == "slice_all" else -(t - 1)
         y = gb.node("Slice", [ids, gb.ints([start]), gb.ints([2 ** 62]), gb.ints([1]), gb.ints([1])],
                     name="focus_op")
-    else:  # cast_twice: two Casts of one int64 tensor, the same target type or not
-        a = gb.node("Cast", [ids], to=1, name="focus_op")
-        b = gb.node("Cast", [ids], to=1 if reader == "two_casts" else 10, name="focus_op_1")
-        if reader != "two_casts":
+    else:  # cast_twice: two (or three) Casts of one int64 tensor, the same target type or not
+        src = ids
+        if reader == "two_casts.r3":
+            src = gb.node("Unsqueeze", [ids, gb.ints([-1])], name="pre_unsqueeze")
+        if reader == "two_casts.swapped":  # the node named focus_op_1 comes first in the graph
+            b = gb.node("Cast", [src], to=1, name="focus_op_1")
+            a = gb.node("Cast", [src], to=1, name="focus_op")
+        else:
+            a = gb.node("Cast", [src], to=1, name="focus_op")
+            b = gb.node("Cast", [src], to={"two_casts.differ": 10, "two_casts.int32": 6}.get(reader, 1),
+                        name="focus_op_1")
+        if reader in ("two_casts.differ", "two_casts.int32"):
             b = gb.node("Cast", [b], to=1, name="post_back")
-        gb.output(gb.node("Mul", [gb.node("Mul", [a, gb.const(np.float32(0.5))], name="post_a"),
-                                  gb.node("Mul", [b, gb.const(np.float32(0.25))], name="post_b")], name="post_use"))
+        out = gb.node("Mul", [gb.node("Mul", [a, gb.const(np.float32(0.5))], name="post_a"),
+                              gb.node("Mul", [b, gb.const(np.float32(0.25))], name="post_b")], name="post_use")
+        if reader == "three_casts":
+            c = gb.node("Cast", [src], to=1, name="focus_op_2")
+            out = gb.node("Add", [out, gb.node("Mul", [c, gb.const(np.float32(0.125))], name="post_c")],
+                          name="post_sum")
+        gb.output(out)
         return gb
     if reader == "gather_idx":
         gb.output(gb.node("Gather", [gb.weight([64, 32]), y], axis=0, name="post_use"))
@@ -87,7 +107,8 @@ def _int_arith(form: str, reader: str, t: int = 16) -> GraphBuilder:
 def int_arith_extra(c: Collector) -> None:
     """Integer no-op arithmetic, merged constant offsets, full-range Slices and repeated Casts (INT_ARITH)."""
     for label, op, form, reader in INT_ARITH:
-        focus = ["focus_op"] + (["focus_op_1"] if form == "cast_twice" else [])
+        focus = ["focus_op"] + (["focus_op_1"] if form == "cast_twice" else []) \
+            + (["focus_op_2"] if reader == "three_casts" else [])
         c.add("x.%s.ctx=int_arith.%s.i64.r2" % (op, label), op, _int_arith(form, reader),
               kind="context", dtype="int64", focus=focus)
 
