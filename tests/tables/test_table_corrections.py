@@ -725,3 +725,25 @@ def test_rknn_parallel_casts_merge_into_the_first(catalog, label, cpu, merged):
                           / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
     recorded = next(r for r in results["probes"] if r["id"] == "x.Cast.ctx=int_arith.%s.i64.r2" % label)
     assert sorted(n for n, p in recorded["placement"].items() if n.startswith("focus_op") and p == "cpu") == cpu
+
+
+# -- RKNN 2.5.0 / rk3588: integer Transposes ------------------------------------------------------------
+
+@pytest.mark.parametrize("label", ["transpose.input.cast_f32", "transpose.input.gather_idx", "transpose.input.mul",
+                                   "transpose.mul.cast_f32", "transpose_rows.input.cast_f32",
+                                   "transpose_rows.input.gather_idx"])
+def test_rknn_integer_transpose_of_unit_axes_or_before_a_cast(catalog, label):
+    """probes x.Transpose.ctx=int_layout.* (rknn-toolkit2 2.5.0): an int64 Transpose moving only a size-1 axis
+    leaves no row, one read by a Cast moves behind it; a real int64 transpose into a Gather runs on the CPU.
+    The table's verdict is the recorded placement."""
+    from pytest_npucheck.probe.models_int_layout import INT_LAYOUT, _int_layout
+
+    _, op, producer, reader = next(rec for rec in INT_LAYOUT if rec[0] == label)
+    verdict, why = verdicts(catalog, RKNN, _int_layout(op, producer, reader))["focus_layout"]
+    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
+    recorded = next(r for r in results["probes"] if r["id"] == "x.Transpose.ctx=int_layout.%s.i64.r2" % label)
+    assert verdict == recorded["placement"]["focus_layout"] == ("cpu" if label.endswith("rows.input.gather_idx")
+                                                                  else "npu"), why
+    if verdict == "cpu":
+        assert "moves 2 blocks of axes" in why and "int64" in why

@@ -653,6 +653,18 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "affine_grid: fc -> view(-1, 2, 3) -> transpose) runs on the CPU as a "
                           "Reshape; the head transposes of attention blocks (rank 4, or rank 3 "
                           "with perm 1, 0, 2) stay on the NPU"),
+                   C("any_of", [r"Transpose\.perm=1_0\.i64", r"Transpose\..*\.i32",
+                                r"x\.Transpose\.ctx=int_layout\."],
+                     constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                               "allowed": ["float32", "float16", "bool"]}},
+                                  {"rule": "transpose_blocks", "params": {"max": 1}},
+                                  {"rule": "feeds_only", "params": {"ops": ["Cast"]}}],
+                     note="integer (int64/int32) data runs on the CPU, except a Transpose that moves only "
+                          "axes of size 1 (XLNet's input_ids.transpose(0, 1) of (1, T)), which leaves no "
+                          "row of its own whatever reads it (a Reshape at most, given to its reader), and one "
+                          "read only by Casts, which the compiler moves behind the Cast onto the NPU "
+                          "(swap_transpose_cast: x.Transpose.ctx=int_layout.*); (4, T) -> (T, 4) into an "
+                          "embedding's indices is a CPU Transpose"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
@@ -877,7 +889,8 @@ GENERIC = [
 ]
 GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
-                            "ai.onnx:Div", "ai.onnx:MatMul"] + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
+                            "ai.onnx:Div", "ai.onnx:MatMul", "ai.onnx:Transpose"] \
+    + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
 
 def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
     """Div -> Erf -> Add -> Mul(., erf + 1) -> Mul: the last Mul reads the first at this input."""
