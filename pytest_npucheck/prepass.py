@@ -52,6 +52,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
     if passes & {"eliminate_noop_arithmetic", "eliminate_noop_add_mul"}:
         _eliminate_noop_arithmetic(graph, pre, divide="eliminate_noop_arithmetic" in passes)
+    if "fuse_constant_offsets" in passes:  # after the no-ops: x + 0 is gone, not merged
+        _fuse_constant_offsets(graph, pre)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
     if "eliminate_unused_nodes" in passes:  # after every pass that removes readers
@@ -244,6 +246,45 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bo
             sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
             pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
             break
+
+
+def _constant_offset(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """``node`` is an integer ``x + c``, ``c + x`` or ``x - c`` with ``c`` a one-element constant."""
+    if node.op_type not in ("Add", "Sub") or node.domain != "ai.onnx" or node.graph or node.index in pre.folded \
+            or len(node.inputs) != 2 or not node.outputs:
+        return False
+    for k in ((0, 1) if node.op_type == "Add" else (1,)):
+        c = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
+        x = graph.tensor(node.inputs[1 - k])
+        if c is not None and c.const and c.value is not None and len(c.value) == 1 and x is not None \
+                and not x.const and x.dtype in _INTEGER:
+            return True
+    return False
+
+
+def _fuse_constant_offsets(graph: GraphFacts, pre: PrepassResult) -> None:
+    """An integer ``x + c1`` or ``x - c1`` (one-element constants) whose only reader, through removed
+    same-type Casts, is another such Add or Sub is merged into it (rknn-toolkit2 2.5.0: convert_sub_to_add,
+    then fuse_two_add; probed: x.{Add,Sub}.ctx=int_arith.{sub1,add1}.*: OPT's position ids ``- 1``
+    then ``+ 2`` leave one CPU Add, the second's; with a second reader of the first, or a Mul after it,
+    both stay)."""
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if not _constant_offset(graph, pre, node) or node.outputs[0] in outputs:
+            continue
+        readers, stack = [], [node.outputs[0]]
+        while stack:
+            for i in graph.consumers.get(stack.pop(), ()):
+                r = graph.nodes[i]
+                if _removed_as_its_input(graph, pre, r):
+                    if any(o in outputs for o in r.outputs):
+                        readers.append(r)  # a graph output: the value is needed as it is
+                    stack.extend(o for o in r.outputs[:1] if o)
+                else:
+                    readers.append(r)
+        if len(readers) == 1 and _constant_offset(graph, pre, readers[0]):
+            pre.folded[node.index] = (f"x {'+' if node.op_type == 'Add' else '-'} c followed by {readers[0].op_type} "
+                                      f"'{readers[0].name}' of a constant: merged into it before placement")
 
 
 def _value_key(graph: GraphFacts, name: str) -> Any:

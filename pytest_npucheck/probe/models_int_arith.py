@@ -30,6 +30,11 @@ INT_ARITH = (
     ("add2.one.cast_f32", "Add", "add2", "cast_f32"),
     ("argmax.add0.gather_rows", "Add", "argmax_add0", "gather_rows"),
     ("sub1.add2.gather_idx", "Sub", "sub1_add2", "gather_idx"),
+    # OPT's offsets again: which constant Add/Sub the compiler folds into the Add after it (fuse_two_add)
+    ("add1.add2.gather_idx", "Add", "add1_add2", "gather_idx"),
+    ("sub1.cast.add2.gather_idx", "Sub", "sub1_cast_add2", "gather_idx"),
+    ("sub1.add2.shared.gather_idx", "Sub", "sub1_add2_shared", "gather_idx"),
+    ("sub1.mul2.gather_idx", "Sub", "sub1_mul2", "gather_idx"),
     ("slice_all.gather_idx", "Slice", "slice_all", "gather_idx"),
     ("slice_all.cast_f32", "Slice", "slice_all", "cast_f32"),
     ("slice_part.cast_f32", "Slice", "slice_part", "cast_f32"),
@@ -68,6 +73,17 @@ def _int_arith(form: str, reader: str, t: int = 16) -> GraphBuilder:
     elif form == "sub1_add2":  # OPT: position ids - 1, then the embedding's offset + 2
         y = gb.node("Sub", [ids, one(1)], name="focus_op")
         y = gb.node("Add", [y, one(2)], name="post_add")
+    elif form == "add1_add2":
+        y = gb.node("Add", [gb.node("Add", [ids, one(1)], name="focus_op"), one(2)], name="post_add")
+    elif form == "sub1_cast_add2":  # an int64 -> int64 Cast between them (OPT's .long())
+        y = gb.node("Cast", [gb.node("Sub", [ids, one(1)], name="focus_op")], to=7, name="mid_cast")
+        y = gb.node("Add", [y, one(2)], name="post_add")
+    elif form == "sub1_add2_shared":  # the Sub has a second reader
+        s1 = gb.node("Sub", [ids, one(1)], name="focus_op")
+        gb.output(gb.node("Cast", [s1], to=1, name="post_other"))
+        y = gb.node("Add", [s1, one(2)], name="post_add")
+    elif form == "sub1_mul2":
+        y = gb.node("Mul", [gb.node("Sub", [ids, one(1)], name="focus_op"), one(2)], name="post_mul")
     elif form in ("slice_all", "slice_part"):  # mask[:, -T:] (all of it) or mask[:, -(T-1):]
         start = -t if form == "slice_all" else -(t - 1)
         y = gb.node("Slice", [ids, gb.ints([start]), gb.ints([2 ** 62]), gb.ints([1]), gb.ints([1])],

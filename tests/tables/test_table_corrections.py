@@ -207,10 +207,14 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     ("slice_all", "cast_f32", "folded"), ("slice_all", "gather_idx", "folded"),  # mask[:, -T:]
     ("add2", "cast_f32", "cpu"), ("slice_part", "cast_f32", "cpu"),               # real int64 work: CPU rows
     ("div1", "cast_f32", "cpu"),                                                   # RKNN keeps int64 x / 1
+    ("sub1_add2", "gather_idx", "folded"), ("add1_add2", "gather_idx", "folded"),  # merged into the + 2 after it
+    ("sub1_cast_add2", "gather_idx", "folded"),                                    # ... through an int64 Cast
+    ("sub1_add2_shared", "gather_idx", "cpu"), ("sub1_mul2", "gather_idx", "cpu"), # a second reader, a Mul: kept
 ])
 def test_rknn_integer_no_ops_are_removed(catalog, form, reader, want):
     """Integer index arithmetic that is a no-op leaves no layer row (x.*.ctx=int_arith.*, rknn-toolkit2 2.5.0):
-    the table's pre-passes remove it; the same ops that change the data stay on the CPU."""
+    the table's pre-passes remove it, and merge a constant offset into the one after it; the same ops that change
+    the data stay on the CPU."""
     from pytest_npucheck.probe.models_int_arith import _int_arith
 
     assert verdicts(catalog, RKNN, _int_arith(form, reader))["focus_op"][0] == want
@@ -362,7 +366,7 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
                                 "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten", "ai.onnx:Slice",
                                 "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile", "ai.onnx:And",
-                                "ai.onnx:ConstantOfShape", "ai.onnx:Cast"}),
+                                "ai.onnx:ConstantOfShape", "ai.onnx:Cast", "ai.onnx:Add", "ai.onnx:Sub"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])

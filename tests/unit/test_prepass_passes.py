@@ -174,3 +174,17 @@ def test_merge_parallel_casts_keeps_the_first_cast_of_a_type(toy_catalog):
     assert set(folded) == {"a_cast", "half"}, folded
     assert "identical to Cast 'second_name_first'" in folded["a_cast"]
     assert run_prepasses(facts, toy_catalog.table("toy@1.0/soc-a")).folded == {}
+
+
+@pytest.mark.parametrize("form,merged", [("sub1_add2", True), ("add1_add2", True), ("sub1_cast_add2", True),
+                                         ("sub1_add2_shared", False), ("sub1_mul2", False), ("add2", False)])
+def test_fuse_constant_offsets_merges_an_offset_into_the_next(toy_catalog, form, merged):
+    """fuse_constant_offsets (rknn 2.5.0, probes x.{Add,Sub}.ctx=int_arith.{add1,sub1}.*): an integer x - 1 read
+    only (through a same-type Cast) by a + 2 is merged into it; a second reader or a Mul keeps it."""
+    table = _with(toy_catalog.table("toy@1.0/soc-a"), "eliminate_identity", "fold_constants", "fuse_constant_offsets")
+    facts = facts_from_model(_int_arith(form, "gather_idx").build())
+    folded = {facts.nodes[i].name: why for i, why in run_prepasses(facts, table).folded.items()}
+    assert ("focus_op" in folded) == merged, folded
+    assert "post_add" not in folded
+    if merged:
+        assert "merged into it before placement" in folded["focus_op"]
