@@ -702,7 +702,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "channels last (Swin's patch merging), one two-axis Slice or a row and a column Slice "
                       "per quadrant, are fused into one stride-2 Conv (rewrite fuse_focus_slice2; probe "
                       "family x.Slice.ctx=s2d.*). Another quadrant order, two or three quadrants, or a "
-                      "Concat on another axis is not fused and the stride-2 row Slices run on the CPU"),
+                      "Concat on another axis is not fused and the stride-2 row Slices run on the CPU. "
+                      "Not expressed (errata, x.Slice.ctx=two_slices.*): a Slice whose only reader is a Slice "
+                      "of another axis is merged with it into one Slice named after the first (fuse_two_slice), "
+                      "on the CPU when either has a step other than 1 (LeViT's queries subsample x[:, ::2, ::2]: "
+                      "one CPU row, the first's); two Slices of one axis, or a first Slice with a second reader, "
+                      "stay two"),
                probes=[r"pattern\.focus"],
                note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1) but for the space-to-depth. "
                     "In a block that is not fused, the column Slice of a row-sliced quadrant ran on the NPU "
