@@ -46,10 +46,14 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _fold(graph, pre, constants="fold_constants" in passes, shapes="fold_shape_ops" in passes, ops=table.ops)
     if "eliminate_noop_expand_slice" in passes:  # after folding (an Expand to a folded Shape), before
         _eliminate_noop_expand_slice(graph, pre)  # merging (its readers then read what its twin's read)
+    if "merge_parallel_casts" in passes:  # after folding: a Cast of a constant is folded, not merged
+        _merge_parallel_casts(graph, pre)
     if "merge_identical_nodes" in passes:  # after folding: a folded node needs no merging, and its
         _merge_identical_nodes(graph, pre)  # outputs must be constants for the nodes that read them
     if passes & {"eliminate_noop_arithmetic", "eliminate_noop_add_mul"}:
         _eliminate_noop_arithmetic(graph, pre, divide="eliminate_noop_arithmetic" in passes)
+    if "fuse_constant_offsets" in passes:  # after the no-ops: x + 0 is gone, not merged
+        _fuse_constant_offsets(graph, pre)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
     if "eliminate_unused_nodes" in passes:  # after every pass that removes readers
@@ -100,6 +104,30 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             if node is not kept:
                 pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
                                           "attributes): merged into it before placement")
+
+
+#: target types a Cast's merge treats as one: RKNN computes float32 in float16 (x.Cast.ctx=int_arith.cast_twice.differ)
+_CAST_CLASS = {"float16": "float", "float32": "float"}
+
+
+def _merge_parallel_casts(graph: GraphFacts, pre: PrepassResult) -> None:
+    """Casts of one tensor to the same target type are one Cast: the first in graph order stays and
+    the others are removed (rknn-toolkit2 2.5.0 ``remove_parallel_cast``, probed:
+    x.Cast.ctx=int_arith.cast_t*: the first in graph order keeps the CPU row whatever the names, a
+    third copy goes too; float16 and float32 count as one type, RKNN computes both in float16; a
+    Cast to int32 beside one to float32 stays). Mamba's two Casts of its unsqueezed int64 mask."""
+    outputs = set(graph.outputs)
+    first: dict[tuple[str, str], NodeFact] = {}
+    for node in graph.nodes:  # graph order
+        to = _cast_to(node) if node.op_type == "Cast" and node.domain == "ai.onnx" else None
+        if to is None or node.graph or node.index in pre.folded or not node.inputs or not node.inputs[0] \
+                or any(o in outputs for o in node.outputs):
+            continue
+        key = (node.inputs[0], _CAST_CLASS.get(to, to))
+        kept = first.setdefault(key, node)
+        if kept is not node:
+            pre.folded[node.index] = (f"identical to Cast '{kept.name}' (same input, to {to}): parallel Casts "
+                                      "are merged into the first before placement")
 
 
 _INT32_MAX = 2 ** 31 - 1
@@ -218,6 +246,45 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bo
             sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
             pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
             break
+
+
+def _constant_offset(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> bool:
+    """``node`` is an integer ``x + c``, ``c + x`` or ``x - c`` with ``c`` a one-element constant."""
+    if node.op_type not in ("Add", "Sub") or node.domain != "ai.onnx" or node.graph or node.index in pre.folded \
+            or len(node.inputs) != 2 or not node.outputs:
+        return False
+    for k in ((0, 1) if node.op_type == "Add" else (1,)):
+        c = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
+        x = graph.tensor(node.inputs[1 - k])
+        if c is not None and c.const and c.value is not None and len(c.value) == 1 and x is not None \
+                and not x.const and x.dtype in _INTEGER:
+            return True
+    return False
+
+
+def _fuse_constant_offsets(graph: GraphFacts, pre: PrepassResult) -> None:
+    """An integer ``x + c1`` or ``x - c1`` (one-element constants) whose only reader, through removed
+    same-type Casts, is another such Add or Sub is merged into it (rknn-toolkit2 2.5.0: convert_sub_to_add,
+    then fuse_two_add; probed: x.{Add,Sub}.ctx=int_arith.{sub1,add1}.*: OPT's position ids ``- 1``
+    then ``+ 2`` leave one CPU Add, the second's; with a second reader of the first, or a Mul after it,
+    both stay)."""
+    outputs = set(graph.outputs)
+    for node in graph.nodes:
+        if not _constant_offset(graph, pre, node) or node.outputs[0] in outputs:
+            continue
+        readers, stack = [], [node.outputs[0]]
+        while stack:
+            for i in graph.consumers.get(stack.pop(), ()):
+                r = graph.nodes[i]
+                if _removed_as_its_input(graph, pre, r):
+                    if any(o in outputs for o in r.outputs):
+                        readers.append(r)  # a graph output: the value is needed as it is
+                    stack.extend(o for o in r.outputs[:1] if o)
+                else:
+                    readers.append(r)
+        if len(readers) == 1 and _constant_offset(graph, pre, readers[0]):
+            pre.folded[node.index] = (f"x {'+' if node.op_type == 'Add' else '-'} c followed by {readers[0].op_type} "
+                                      f"'{readers[0].name}' of a constant: merged into it before placement")
 
 
 def _value_key(graph: GraphFacts, name: str) -> Any:

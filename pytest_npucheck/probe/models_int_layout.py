@@ -33,6 +33,14 @@ INT_LAYOUT = (
     ("reshape.mul.cast_f32", "Reshape", "mul", "cast_f32"),
     ("squeeze.input.cast_f32", "Squeeze", "input", "cast_f32"),
     ("flatten.input.gather_idx", "Flatten", "input", "gather_idx"),
+    # XLNet's input_ids.transpose(0, 1): a Transpose of (1, T) that moves only a size-1 axis, and the
+    # same perm on (4, T), a real transpose
+    ("transpose.input.cast_f32", "Transpose", "input", "cast_f32"),
+    ("transpose.input.gather_idx", "Transpose", "input", "gather_idx"),
+    ("transpose.input.mul", "Transpose", "input", "mul"),
+    ("transpose.mul.cast_f32", "Transpose", "mul", "cast_f32"),
+    ("transpose_rows.input.cast_f32", "Transpose", "input", "cast_f32.rows"),
+    ("transpose_rows.input.gather_idx", "Transpose", "input", "gather_idx.rows"),
     # the shape unchanged: input_ids.view(-1, T) and token_type_ids.expand(1, T) at batch 1
     ("reshape_noop.input.gather_idx", "Reshape", "input", "gather_idx.noop"),
     ("reshape_noop.input.cast_f32", "Reshape", "input", "cast_f32.noop"),
@@ -43,11 +51,14 @@ INT_LAYOUT = (
 
 def _int_layout(op: str, producer: str, reader: str, dtype: str = "int64", t: int = 16) -> GraphBuilder:
     """``ids (1, T) [-> Mul/Add int] -> <op> -> <reader>``; the layout op's result has shape (1, 1, T) for
-    Unsqueeze/Reshape, (1, T) for Squeeze (of (1, 1, T)) and Flatten; a reader ending in ``.noop``: the op
-    (a Reshape or an Expand) writes the input's own shape (1, T)."""
+    Unsqueeze/Reshape, (1, T) for Squeeze (of (1, 1, T)) and Flatten, (T, 1) for Transpose; a reader ending
+    in ``.noop``: the op (a Reshape or an Expand) writes the input's own shape (1, T); in ``.rows``: ids is
+    (4, T)."""
     gb = GraphBuilder(17)
     np_t = np.int64 if dtype == "int64" else np.float32
-    shape = [1, 1, t] if op == "Squeeze" else [1, t]
+    rows = reader.endswith(".rows")  # a Transpose of (4, T): every axis larger than 1
+    reader = reader.removesuffix(".rows")
+    shape = [1, 1, t] if op == "Squeeze" else [4 if rows else 1, t]
     x = gb.input("ids", dtype, shape)
     if producer == "mul":
         x = gb.node("Mul", [x, gb.input("m", dtype, shape)], name="pre_mul")
@@ -61,6 +72,8 @@ def _int_layout(op: str, producer: str, reader: str, dtype: str = "int64", t: in
         y = gb.node("Unsqueeze", [x, gb.ints([0])], name="focus_layout")
     elif op == "Reshape":
         y = gb.node("Reshape", [x, gb.ints([1, 1, t])], name="focus_layout")
+    elif op == "Transpose":
+        y = gb.node("Transpose", [x], perm=[1, 0], name="focus_layout")
     elif op == "Squeeze":
         y = gb.node("Squeeze", [x, gb.ints([0])], name="focus_layout")
     else:

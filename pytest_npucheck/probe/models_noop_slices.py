@@ -34,4 +34,30 @@ def noop_slice_extra(c: Collector) -> None:
         c.add("x.Slice.ctx=noop.%s.f32.r%d" % (label, len(shape)), "Slice", gb, kind="context", focus=["focus_slice"])
 
 
-FAMILIES: list[Callable[[Collector], None]] = [noop_slice_extra]
+#: (label, input shape, (axis, start, step) of the first Slice, of the second, the first's result read
+#: elsewhere too): LeViT's queries subsample x[:, ::2, ::2] as two Slices (rknn fuse_two_slice)
+TWO_SLICES = (
+    ("levit.s=1x2x2x16", [1, 2, 2, 16], (1, 0, 2), (2, 0, 2), False),
+    ("levit.s=1x4x4x16", [1, 4, 4, 16], (1, 0, 2), (2, 0, 2), False),
+    ("crop_then_step2.s=1x4x4x16", [1, 4, 4, 16], (1, 1, 1), (2, 0, 2), False),
+    ("same_axis.s=1x8x4x16", [1, 8, 4, 16], (1, 0, 2), (1, 0, 2), False),
+    ("levit.shared.s=1x4x4x16", [1, 4, 4, 16], (1, 0, 2), (2, 0, 2), True),
+)
+
+
+def two_slices_extra(c: Collector) -> None:
+    """``Relu -> Slice -> Slice -> Relu`` (TWO_SLICES): which of two consecutive Slices keeps a row."""
+    for label, shape, first, second, shared in TWO_SLICES:
+        gb = GraphBuilder(17)
+        x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+        names = ("focus_slice", "focus_slice_2")
+        for (axis, start, step), name in zip((first, second), names):
+            x = gb.node("Slice", [x, gb.ints([start]), gb.ints([2 ** 62]), gb.ints([axis]), gb.ints([step])], name=name)
+            if shared and name == "focus_slice":
+                gb.output(gb.node("Relu", [x], name="post_other"))
+        gb.output(gb.node("Relu", [x], name="post_relu"))
+        c.add("x.Slice.ctx=two_slices.%s.f32.r%d" % (label, len(shape)), "Slice", gb, kind="context",
+              focus=list(names))
+
+
+FAMILIES: list[Callable[[Collector], None]] = [noop_slice_extra, two_slices_extra]

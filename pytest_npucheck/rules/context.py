@@ -551,9 +551,18 @@ def _input_behind_casts(graph: GraphFacts, tensor: str) -> Optional[str]:
     return None
 
 
+def _merged(graph: GraphFacts, index: int) -> bool:
+    """The pre-passes removed the node as a copy of another (``merge_parallel_casts``,
+    ``merge_identical_nodes``): its readers read the one kept."""
+    pre = getattr(graph, "pre", None)
+    return pre is not None and pre.folded.get(index, "").startswith("identical to ")
+
+
 def _is_bool_cast_of_input(graph: GraphFacts, node: NodeFact) -> bool:
+    """A bool Cast of a graph input; a removed one only when it was merged into a copy of itself."""
     return (node.op_type == "Cast" and int(node.attrs.get("to", 0)) == _BOOL and bool(node.inputs)
-            and not _removed(graph, node.index) and _input_behind_casts(graph, node.inputs[0]) is not None)
+            and (not _removed(graph, node.index) or _merged(graph, node.index))
+            and _input_behind_casts(graph, node.inputs[0]) is not None)
 
 
 def mask_chain_ends(graph: GraphFacts, node: NodeFact, through: Sequence[str] = MASK_PATH_OPS

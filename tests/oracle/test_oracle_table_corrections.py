@@ -174,6 +174,37 @@ def test_rknn_integer_no_ops_layout_ops_read_by_casts_and_uniform_where_masks(tm
         assert real[node] == want, key
         assert ("npu" if static[node] == "folded" else static[node]) == want, key
 
+@needs_rknn
+def test_rknn_parallel_casts_integer_transposes_and_constant_offsets(tmp_path):
+    """x.Cast.ctx=int_arith.cast_t*, x.Transpose.ctx=int_layout.*, x.Sub.ctx=int_arith.sub1.*: rknn-toolkit2
+    2.5.0 keeps the first in graph order of two Casts of one tensor, leaves no row for an int64 Transpose of a
+    size-1 axis but a CPU one for (4, T) -> (T, 4) into a Gather, and merges - 1 into a + 2 after it but not
+    into a * 2; the rk3588 table predicts each."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.matcher import match
+    from pytest_npucheck.probe.models_int_arith import _int_arith
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+    from pytest_npucheck.tables import Catalog
+
+    table = Catalog.discover().table("rknn@2.5.0/rk3588")
+    models = {"casts_swapped": (_int_arith("cast_twice", "two_casts.swapped"),
+                                {"focus_op_1": "cpu", "focus_op": "npu"}),
+              "transpose_unit": (_int_layout("Transpose", "input", "gather_idx"), {"focus_layout": "npu"}),
+              "transpose_rows": (_int_layout("Transpose", "input", "gather_idx.rows"), {"focus_layout": "cpu"}),
+              "sub1_add2": (_int_arith("sub1_add2", "gather_idx"), {"focus_op": "npu", "post_add": "cpu"}),
+              "sub1_mul2": (_int_arith("sub1_mul2", "gather_idx"), {"focus_op": "cpu"})}
+    paths = {k: _save(tmp_path, k, gb) for k, (gb, _) in models.items()}
+    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
+                                                         timeout=240)}
+    for key, (gb, want) in models.items():
+        assert res[key].status == "ok", (key, res[key].message)
+        real = rknn_oracle.onnx_placement(res[key], rknn_oracle.onnx_nodes(paths[key]))
+        static = {n.name: n.verdict for n in match(facts_from_model(gb.build()), table).nodes}
+        for node, where in want.items():
+            assert real[node] == where, (key, node)
+            assert ("npu" if static[node] == "folded" else static[node]) == where, (key, node)
+
+
 @pytest.mark.slow  # the hanging build costs its whole budget (one core until it is killed)
 def test_rknn_padding_mask_read_by_two_chains_never_finishes_building(tmp_path):
     """The encoder and cross-attention padding masks of one input: build() does not return (the build

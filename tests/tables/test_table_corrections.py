@@ -207,10 +207,14 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     ("slice_all", "cast_f32", "folded"), ("slice_all", "gather_idx", "folded"),  # mask[:, -T:]
     ("add2", "cast_f32", "cpu"), ("slice_part", "cast_f32", "cpu"),               # real int64 work: CPU rows
     ("div1", "cast_f32", "cpu"),                                                   # RKNN keeps int64 x / 1
+    ("sub1_add2", "gather_idx", "folded"), ("add1_add2", "gather_idx", "folded"),  # merged into the + 2 after it
+    ("sub1_cast_add2", "gather_idx", "folded"),                                    # ... through an int64 Cast
+    ("sub1_add2_shared", "gather_idx", "cpu"), ("sub1_mul2", "gather_idx", "cpu"), # a second reader, a Mul: kept
 ])
 def test_rknn_integer_no_ops_are_removed(catalog, form, reader, want):
     """Integer index arithmetic that is a no-op leaves no layer row (x.*.ctx=int_arith.*, rknn-toolkit2 2.5.0):
-    the table's pre-passes remove it; the same ops that change the data stay on the CPU."""
+    the table's pre-passes remove it, and merge a constant offset into the one after it; the same ops that change
+    the data stay on the CPU."""
     from pytest_npucheck.probe.models_int_arith import _int_arith
 
     assert verdicts(catalog, RKNN, _int_arith(form, reader))["focus_op"][0] == want
@@ -362,7 +366,7 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
                                 "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten", "ai.onnx:Slice",
                                 "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile", "ai.onnx:And",
-                                "ai.onnx:ConstantOfShape"}),
+                                "ai.onnx:ConstantOfShape", "ai.onnx:Cast", "ai.onnx:Add", "ai.onnx:Sub"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])
@@ -700,3 +704,50 @@ def test_rknn_and_with_an_all_true_constant_operand(catalog, label, want):
                           / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
     recorded = next(r for r in results["probes"] if r["id"] == "x.And.ctx=const_input.%s.bool.r4" % label)
     assert recorded["placement"]["focus_and"] == want
+
+
+# -- RKNN 2.5.0 / rk3588: parallel Casts of one tensor ------------------------------------------------
+
+@pytest.mark.parametrize("label,cpu,merged", [
+    ("cast_twice.same", ["focus_op"], ["focus_op_1"]),                  # Mamba's two Casts of its mask
+    ("cast_twice.same.second_first", ["focus_op_1"], ["focus_op"]),     # the first in graph order stays
+    ("cast_thrice.same", ["focus_op"], ["focus_op_1", "focus_op_2"]),
+    ("cast_twice.differ", ["focus_op"], ["focus_op_1"]),                # to float32 and to float16: one
+    ("cast_twice.same.r3", ["focus_op"], ["focus_op_1"]),               # behind an int64 Unsqueeze
+    ("cast_twice.int32_f32", ["focus_op", "focus_op_1"], []),           # to int32 and to float32: two
+])
+def test_rknn_parallel_casts_merge_into_the_first(catalog, label, cpu, merged):
+    """rknn-toolkit2 2.5.0 remove_parallel_cast (probes x.Cast.ctx=int_arith.cast_t*): Casts of one tensor
+    to one type leave the CPU row of the first in graph order (pre-pass merge_parallel_casts)."""
+    from pytest_npucheck.probe.models_int_arith import INT_ARITH, _int_arith
+
+    _, _, form, reader = next(rec for rec in INT_ARITH if rec[0] == label)
+    got = verdicts(catalog, RKNN, _int_arith(form, reader))
+    assert sorted(n for n in got if n.startswith("focus_op") and got[n][0] == "cpu") == cpu, got
+    assert all(got[n][0] == "folded" and "merged into the first" in got[n][1] for n in merged), got
+    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
+    recorded = next(r for r in results["probes"] if r["id"] == "x.Cast.ctx=int_arith.%s.i64.r2" % label)
+    assert sorted(n for n, p in recorded["placement"].items() if n.startswith("focus_op") and p == "cpu") == cpu
+
+
+# -- RKNN 2.5.0 / rk3588: integer Transposes ------------------------------------------------------------
+
+@pytest.mark.parametrize("label", ["transpose.input.cast_f32", "transpose.input.gather_idx", "transpose.input.mul",
+                                   "transpose.mul.cast_f32", "transpose_rows.input.cast_f32",
+                                   "transpose_rows.input.gather_idx"])
+def test_rknn_integer_transpose_of_unit_axes_or_before_a_cast(catalog, label):
+    """probes x.Transpose.ctx=int_layout.* (rknn-toolkit2 2.5.0): an int64 Transpose moving only a size-1 axis
+    leaves no row, one read by a Cast moves behind it; a real int64 transpose into a Gather runs on the CPU.
+    The table's verdict is the recorded placement."""
+    from pytest_npucheck.probe.models_int_layout import INT_LAYOUT, _int_layout
+
+    _, op, producer, reader = next(rec for rec in INT_LAYOUT if rec[0] == label)
+    verdict, why = verdicts(catalog, RKNN, _int_layout(op, producer, reader))["focus_layout"]
+    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
+                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
+    recorded = next(r for r in results["probes"] if r["id"] == "x.Transpose.ctx=int_layout.%s.i64.r2" % label)
+    assert verdict == recorded["placement"]["focus_layout"] == ("cpu" if label.endswith("rows.input.gather_idx")
+                                                                  else "npu"), why
+    if verdict == "cpu":
+        assert "moves 2 blocks of axes" in why and "int64" in why

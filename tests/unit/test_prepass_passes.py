@@ -153,3 +153,38 @@ def test_noop_layout_removes_a_forward_slice_that_keeps_its_input_shape(toy_cata
                                          const("a", [1 if step != -1 else 3], "int64"), const("st", [step], "int64")])
         pre = run_prepasses(facts_from_model(model), table)
         assert (1 in pre.folded) == removed, (shape, step, pre.folded)
+
+
+def test_merge_parallel_casts_keeps_the_first_cast_of_a_type(toy_catalog):
+    """merge_parallel_casts: Casts of one tensor to one type (float16 and float32 being one) go into the
+    first in graph order; a Cast to another type, of another tensor, or writing a graph output stays."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("Cast", ["ids"], ["b"], to=TensorProto.FLOAT, name="second_name_first"),
+             helper.make_node("Cast", ["ids"], ["a"], to=TensorProto.FLOAT, name="a_cast"),
+             helper.make_node("Cast", ["ids"], ["h"], to=TensorProto.FLOAT16, name="half"),
+             helper.make_node("Cast", ["ids"], ["i"], to=TensorProto.INT32, name="int32"),
+             helper.make_node("Cast", ["ids2"], ["c"], to=TensorProto.FLOAT, name="other_input"),
+             helper.make_node("Cast", ["ids"], ["out"], to=TensorProto.FLOAT, name="graph_output")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.INT64, [1, 4]) for n in ("ids", "ids2")],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4]) for n in ("c", "out")])
+    facts = facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+    folded = {facts.nodes[i].name: why for i, why in
+              run_prepasses(facts, _with(toy_catalog.table("toy@1.0/soc-a"), "merge_parallel_casts")).folded.items()}
+    assert set(folded) == {"a_cast", "half"}, folded
+    assert "identical to Cast 'second_name_first'" in folded["a_cast"]
+    assert run_prepasses(facts, toy_catalog.table("toy@1.0/soc-a")).folded == {}
+
+
+@pytest.mark.parametrize("form,merged", [("sub1_add2", True), ("add1_add2", True), ("sub1_cast_add2", True),
+                                         ("sub1_add2_shared", False), ("sub1_mul2", False), ("add2", False)])
+def test_fuse_constant_offsets_merges_an_offset_into_the_next(toy_catalog, form, merged):
+    """fuse_constant_offsets (rknn 2.5.0, probes x.{Add,Sub}.ctx=int_arith.{add1,sub1}.*): an integer x - 1 read
+    only (through a same-type Cast) by a + 2 is merged into it; a second reader or a Mul keeps it."""
+    table = _with(toy_catalog.table("toy@1.0/soc-a"), "eliminate_identity", "fold_constants", "fuse_constant_offsets")
+    facts = facts_from_model(_int_arith(form, "gather_idx").build())
+    folded = {facts.nodes[i].name: why for i, why in run_prepasses(facts, table).folded.items()}
+    assert ("focus_op" in folded) == merged, folded
+    assert "post_add" not in folded
+    if merged:
+        assert "merged into it before placement" in folded["focus_op"]

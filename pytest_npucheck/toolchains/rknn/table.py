@@ -653,6 +653,18 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "affine_grid: fc -> view(-1, 2, 3) -> transpose) runs on the CPU as a "
                           "Reshape; the head transposes of attention blocks (rank 4, or rank 3 "
                           "with perm 1, 0, 2) stay on the NPU"),
+                   C("any_of", [r"Transpose\.perm=1_0\.i64", r"Transpose\..*\.i32",
+                                r"x\.Transpose\.ctx=int_layout\."],
+                     constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                               "allowed": ["float32", "float16", "bool"]}},
+                                  {"rule": "transpose_blocks", "params": {"max": 1}},
+                                  {"rule": "feeds_only", "params": {"ops": ["Cast"]}}],
+                     note="integer (int64/int32) data runs on the CPU, except a Transpose that moves only "
+                          "axes of size 1 (XLNet's input_ids.transpose(0, 1) of (1, T)), which leaves no "
+                          "row of its own whatever reads it (a Reshape at most, given to its reader), and one "
+                          "read only by Casts, which the compiler moves behind the Cast onto the NPU "
+                          "(swap_transpose_cast: x.Transpose.ctx=int_layout.*); (4, T) -> (T, 4) into an "
+                          "embedding's indices is a CPU Transpose"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
@@ -690,7 +702,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "channels last (Swin's patch merging), one two-axis Slice or a row and a column Slice "
                       "per quadrant, are fused into one stride-2 Conv (rewrite fuse_focus_slice2; probe "
                       "family x.Slice.ctx=s2d.*). Another quadrant order, two or three quadrants, or a "
-                      "Concat on another axis is not fused and the stride-2 row Slices run on the CPU"),
+                      "Concat on another axis is not fused and the stride-2 row Slices run on the CPU. "
+                      "Not expressed (errata, x.Slice.ctx=two_slices.*): a Slice whose only reader is a Slice "
+                      "of another axis is merged with it into one Slice named after the first (fuse_two_slice), "
+                      "on the CPU when either has a step other than 1 (LeViT's queries subsample x[:, ::2, ::2]: "
+                      "one CPU row, the first's); two Slices of one axis, or a first Slice with a second reader, "
+                      "stay two"),
                probes=[r"pattern\.focus"],
                note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1) but for the space-to-depth. "
                     "In a block that is not fused, the column Slice of a row-sliced quadrant ran on the NPU "
@@ -877,7 +894,8 @@ GENERIC = [
 ]
 GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
-                            "ai.onnx:Div", "ai.onnx:MatMul"] + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
+                            "ai.onnx:Div", "ai.onnx:MatMul", "ai.onnx:Transpose"] \
+    + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
 
 def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
     """Div -> Erf -> Add -> Mul(., erf + 1) -> Mul: the last Mul reads the first at this input."""
@@ -1039,6 +1057,8 @@ PREPASS_PROBES = {
                        r"prepass\.const_transpose_weight", r"Range\.inputs=const"],
     "fold_shape_ops": [r"prepass\.shape_(gather_reshape\.f32|cast_arith|resize_sizes)",
                        r"ConstantOfShape\.shape=from_Shape"],
+    "merge_parallel_casts": [r"x\.Cast\.ctx=int_arith\.cast_t"],
+    "fuse_constant_offsets": [r"x\.(Add|Sub)\.ctx=int_arith\.(sub1|add1)\."],
     "eliminate_noop_add_mul": [r"x\.(Add|Sub|Mul|Div)\.ctx=int_arith\.(add0|sub0|mul1|div1|argmax)"],
     "eliminate_noop_layout": [r"x\.\w+\.ctx=int_layout\.\w+_noop", r"x\.Slice\.ctx=int_arith\.slice_all"],
     "fuse_conv_bn": [r"pattern\.conv_bn", r"pattern\.gemm_bn1d"],
@@ -1196,7 +1216,8 @@ def build_table(results: Mapping[str, Any]) -> dict[str, Any]:
         },
         "opsets": {"ai.onnx": [lo, hi]},
         **({"ir_version": ir_range} if ir_range else {}),
-        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "eliminate_noop_add_mul",
+        "prepasses": ["eliminate_identity", "fold_constants", "fold_shape_ops", "merge_parallel_casts",
+                      "eliminate_noop_add_mul", "fuse_constant_offsets",
                       "eliminate_noop_layout",
                       "fuse_conv_bn", "fuse_patterns"],
         "default_verdict": "cpu",
