@@ -85,14 +85,15 @@ def data_dependent_shapes(graph: GraphFacts, unfolded: set[int], seeds: Mapping[
             if info is None:
                 continue
             values[o] = label  # computed from the data-dependent result: its values are not known either
-            if not info.static:
-                continue
             got = inferred.get(o) if inferred is not None else None
-            if not info.shape:  # a scalar: no dim to depend on anything
+            if not info.shape:  # a scalar (no dim to depend on anything) or an unknown rank
                 continue
             if got is None or len(got) != len(info.shape):  # nothing learnt: every dim may depend
-                dims[o] = tuple(label for _ in info.shape)
+                dims[o] = tuple(d if isinstance(d, str) else label for d in info.shape)
             elif any(not isinstance(d, int) for d in got):
+                # also where the facts call the result dynamic already: a dim the facts know from values the
+                # compiler does not have (Longformer's window indices (2, 2, ?, 16), of which onnxruntime knows
+                # no dim) must not make the nodes after it static again
                 dims[o] = tuple(d if isinstance(d, int) else (d or label) for d in got)
     out: dict[str, TensorInfo] = {}
     for name, shape in dims.items():
