@@ -19,7 +19,7 @@ from pytest_npucheck.probe.models_noop_arithmetic import (NOOPS, NOOPS_DATADEP, 
                                                           _same_type_cast)
 from pytest_npucheck.probe.models_cpu_transposes import CPU_TRANSPOSES
 from pytest_npucheck.probe.models_cumsum_rank import CUMSUMS, _cumsum
-from pytest_npucheck.probe.models_datadep_contraction import CONTRACTIONS, _contraction
+from pytest_npucheck.probe.models_datadep_contraction import CONTRACTIONS, _contraction, _contraction_unknown_width
 from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
 from pytest_npucheck.probe.models_gather_index import GATHER_UNIT_AXIS, _gather_unit_axis
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
@@ -47,6 +47,10 @@ CASES += [(f"q.NonZero.ctx=duplicate_chain.expand_noop.{how}.f32.r2", _expand_me
 CASES += [(f"q.{op}.ctx=dead.{label}.r2", _dead, (op, dtype, also)) for label, op, dtype, also in DEAD]
 CASES += [(f"q.CumSum.ctx=rank.{label}.f32.r{len(shape)}", _cumsum, (shape, axis)) for label, shape, axis in CUMSUMS]
 CASES += [(f"q.Reshape.ctx=datadep_contraction.{kind}.f32.r2", _contraction, (kind,)) for kind in CONTRACTIONS]
+# the same contraction of rows widened to a width only the checker evaluates (a NonZero of a constant): the Reshape
+# after it has no static input for onnxruntime (Longformer/LED Reshape_68)
+CASES += [(f"q.Reshape.ctx=datadep_contraction.{kind}_unknown_width.f32.r2", _contraction_unknown_width, (kind,))
+          for kind in ("einsum", "matmul")]
 CASES += [(f"q.Transpose.ctx=cpu_island.{label}.{'datadep' if dyn else 'static'}.f32.r3", build, (dyn,))
           for label, build, _ in CPU_TRANSPOSES for dyn in (False, True)]
 # a Reshape target Concat with one computed element becomes a constant (VITS), with two, beside a -1 or read twice
