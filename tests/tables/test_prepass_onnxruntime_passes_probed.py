@@ -24,6 +24,7 @@ from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
 from pytest_npucheck.probe.models_gather_index import GATHER_UNIT_AXIS, _gather_unit_axis
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 from pytest_npucheck.probe.models_reshape_fusion import FORMS, _fusion
+from pytest_npucheck.probe.models_cnn_shapes import CNN_SHAPES, _cnn
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -56,6 +57,9 @@ CASES += [(f"q.Transpose.ctx=cpu_island.{label}.{'datadep' if dyn else 'static'}
 # a Reshape target Concat with one computed element becomes a constant (VITS), with two, beside a -1 or read twice
 # it stays a run-time target and the Reshape and the Sigmoid after it run on the CPU
 CASES += [(f"q.Reshape.ctx=fuse_target.{label}.f32.r3", _fusion, (label,)) for label in FORMS]
+# odd channel counts, grouped/depthwise/3-D convolutions, grouped ConvTranspose with output_padding, ceil_mode pools
+CASES += [(f"q.{op}.ctx=cnn_shapes.{label}.f32.r{len(shape)}", _cnn, (label,))
+          for label, (op, shape, _w, _a) in CNN_SHAPES.items()]
 
 
 @pytest.fixture(scope="module")
