@@ -32,6 +32,9 @@ class PrepassResult:
     # removed nodes whose result is their input 0 unchanged (eliminate_noop_layout): the context rules
     # look through them as through an eliminated Identity
     passed_on: set[int] = field(default_factory=set)
+    # node index -> the index of the identical node it was merged into (merge_identical_nodes): its readers
+    # read that node's outputs
+    merged: dict[int, int] = field(default_factory=dict)
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -56,6 +59,8 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
         _fuse_constant_offsets(graph, pre)
     if "eliminate_noop_layout" in passes:
         _eliminate_noop_layout(graph, pre)
+    if "fuse_reshape_target" in passes:  # after folding (its constant pieces) and merging, before
+        _fuse_reshape_target(graph, pre)  # eliminate_unused_nodes (the pieces' producers go with the Concat)
     if "eliminate_unused_nodes" in passes:  # after every pass that removes readers
         _eliminate_unused_nodes(graph, pre)
     if "fuse_conv_bn" in passes:
@@ -104,6 +109,7 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             if node is not kept:
                 pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
                                           "attributes): merged into it before placement")
+                pre.merged[node.index] = kept.index
 
 
 #: target types a Cast's merge treats as one: RKNN computes float32 in float16 (x.Cast.ctx=int_arith.cast_twice.differ)
@@ -192,6 +198,21 @@ def _eliminate_noop_expand_slice(graph: GraphFacts, pre: PrepassResult) -> None:
         pre.forwarded[node.outputs[0]] = pre.forwarded.get(node.inputs[0], node.inputs[0])
 
 
+def _merged_into(pre: PrepassResult) -> dict[int, list[int]]:
+    """{kept node index: the indices of the nodes merge_identical_nodes merged into it}."""
+    into: dict[int, list[int]] = {}
+    for idx, kept in pre.merged.items():
+        into.setdefault(kept, []).append(idx)
+    return into
+
+
+def _readers(graph: GraphFacts, into: Mapping[int, Sequence[int]], node: NodeFact) -> list[int]:
+    """The nodes that read ``node``'s outputs once identical nodes are merged: its own readers and those of
+    the nodes merged into it (``into``: :func:`_merged_into`)."""
+    twins = [node, *(graph.nodes[i] for i in into.get(node.index, ()))]
+    return [c for n in twins for o in n.outputs if o for c in graph.consumers.get(o, ())]
+
+
 def _eliminate_unused_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     """A node whose every reader is gone before placement without needing its value (a Shape or Size of
     its static result folded, a merged duplicate, a constant folded, or a node removed this way) and which
@@ -205,17 +226,157 @@ def _eliminate_unused_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     gone = {i for i, why in pre.folded.items()
             if graph.nodes[i].op_type in SHAPE_OPS or why.startswith("identical to ")
             or why.endswith("folded at compile time")}
-    for node in reversed(graph.nodes):  # readers before producers: chains go whole
-        if node.graph or node.subgraphs or node.index in gone or node.op_type in NONDETERMINISTIC or not node.outputs:
-            continue
-        readers = [c for o in node.outputs if o for c in graph.consumers.get(o, ())]
-        if not readers or any(o in outputs or o in in_bodies for o in node.outputs if o) \
-                or any(c not in gone for c in readers):
-            continue
-        gone.add(node.index)
-        if node.index not in pre.folded:
-            pre.folded[node.index] = "read only by nodes removed before placement: removed too"
+    into = _merged_into(pre)
+    changed = True
+    while changed:  # once more when a node merged into a later one let an earlier one go (its twin's readers)
+        changed = False
+        for node in reversed(graph.nodes):  # readers before producers: chains go whole
+            if node.graph or node.subgraphs or node.index in gone or node.op_type in NONDETERMINISTIC or not node.outputs:
+                continue
+            readers = _readers(graph, into, node)
+            if not readers or any(o in outputs or o in in_bodies for o in node.outputs if o) \
+                    or any(c not in gone for c in readers):
+                continue
+            gone.add(node.index)
+            changed = changed or bool(pre.merged)
+            if node.index not in pre.folded:
+                pre.folded[node.index] = "read only by nodes removed before placement: removed too"
 
+
+def _view_info(graph: GraphFacts, pre: PrepassResult, name: str) -> Optional[TensorInfo]:
+    return pre.const.get(name) or pre.shapes.get(name) or graph.tensor(name)
+
+
+def _copies_root_dim(graph: GraphFacts, pre: PrepassResult, name: str, root: str, position: int) -> bool:
+    """``name`` is ``Unsqueeze(Gather(Shape(t), position), [0])`` of a ``t`` that is the Reshape's input or
+    has its rank and, where both are static, its dims: onnxruntime writes 0 (copy that dim) for it."""
+    producer = graph.producer.get(name)
+    unsq = graph.nodes[producer] if producer is not None else None
+    if unsq is None or unsq.op_type != "Unsqueeze" or unsq.index in pre.folded or not unsq.inputs:
+        return False
+    axes = unsq.attrs.get("axes") if len(unsq.inputs) < 2 else _const_ints(graph, pre, unsq.inputs[1])
+    if axes is None or list(axes) != [0]:
+        return False
+    producer = graph.producer.get(unsq.inputs[0])
+    gather = graph.nodes[producer] if producer is not None else None
+    if gather is None or gather.op_type != "Gather" or len(gather.inputs) != 2 \
+            or _const_ints(graph, pre, gather.inputs[1]) != (position,):
+        return False
+    producer = graph.producer.get(gather.inputs[0])
+    shape = graph.nodes[producer] if producer is not None else None
+    if shape is None or shape.op_type != "Shape" or not shape.inputs or shape.attrs.get("start") or shape.attrs.get("end"):
+        return False
+    if shape.inputs[0] == root:
+        return True
+    mine, theirs = _view_info(graph, pre, shape.inputs[0]), _view_info(graph, pre, root)
+    if mine is None or theirs is None or mine.shape is None or theirs.shape is None \
+            or len(mine.shape) != len(theirs.shape):
+        return False
+    return all(a == b for a, b in zip(mine.shape, theirs.shape) if isinstance(a, int) and isinstance(b, int))
+
+
+def _reshape_target_value(graph: GraphFacts, pre: PrepassResult, concat: NodeFact, root: str) -> Optional[list[int]]:
+    """The constant a Reshape's Concat target becomes: constant pieces as they are, a piece reading dim k
+    of the input's Shape at position k as 0, one computed one-element piece as -1; None when more than
+    one element would be -1 (or a piece is neither)."""
+    values: list[int] = []
+    for name in concat.inputs:
+        known = _const_ints(graph, pre, name) if name else None
+        if known is not None:
+            values.extend(known)
+            continue
+        if _copies_root_dim(graph, pre, name, root, len(values)):
+            values.append(0)
+            continue
+        info = _view_info(graph, pre, name) if name else None
+        if info is None or info.shape is None or any(not isinstance(d, int) for d in info.shape):
+            return None
+        n = 1
+        for d in info.shape:
+            n *= d
+        if n != 1:
+            return None
+        values.append(-1)
+    return values if values.count(-1) <= 1 else None
+
+
+def _reshaped(src: Sequence[Any], target: Sequence[int], allowzero: bool) -> Optional[tuple[int, ...]]:
+    """The result shape of a Reshape of a static ``src`` to the constant ``target`` (None if invalid)."""
+    total = 1
+    for d in src:
+        total *= int(d)
+    dims: list[int] = []
+    for k, t in enumerate(target):
+        if t == 0 and not allowzero:
+            if k >= len(src):
+                return None
+            dims.append(int(src[k]))
+        else:
+            dims.append(int(t))
+    known = 1
+    for d in dims:
+        if d != -1:
+            known *= d
+    if -1 in dims:
+        if known <= 0 or total % known:
+            return None
+        dims[dims.index(-1)] = total // known
+    elif known != total:
+        return None
+    return tuple(dims)
+
+
+def _fuse_reshape_target(graph: GraphFacts, pre: PrepassResult) -> None:
+    """A Reshape whose target is a Concat read by nothing else, each of whose pieces is a constant
+    (after folding), a read of the same dim of its input's Shape (0) or a computed one-element tensor,
+    at most one element being computed or -1, gets the constant target with the computed element as
+    -1; the Concat is removed, and the nodes only it read go with it (eliminate_unused_nodes). A Reshape
+    of a static input then has a static result, and so have the nodes after it (onnxruntime's Reshape
+    fusion, probed: q.Reshape.ctx=fuse_target.*; VITS's ``x.view(a * b, 1)`` of sizes of a tensor with a
+    data-dependent dim). Any other Reshape whose target is not a constant to the compiler (two computed
+    elements, a computed one beside a -1, a Concat with a second reader; sizes read from the Shape of a
+    tensor with a data-dependent dim are not constants, even of its static dims) has a result shape
+    the compiler cannot get, and so have the nodes after it: dynamic, on the CPU."""
+    from .graph.data_shapes import data_dependent_shapes, refined_shapes
+
+    outputs = set(graph.outputs)
+    into = _merged_into(pre)
+    refined: dict[str, TensorInfo] = {}
+    runtime: dict[str, str] = {}
+    for node in graph.main_nodes_by_op.get("Reshape", ()):
+        if node.index in pre.folded or node.domain != "ai.onnx" or len(node.inputs) < 2 or not node.inputs[1] \
+                or not node.outputs or not node.outputs[0]:
+            continue
+        target = node.inputs[1]
+        if _is_const(graph, pre, target):
+            continue
+        producer = graph.producer.get(target)
+        concat = graph.nodes[producer] if producer is not None else None
+        value = None
+        if concat is not None and concat.op_type == "Concat" and not concat.graph and concat.index not in pre.folded \
+                and target not in outputs and len(_readers(graph, into, concat)) == 1 \
+                and int(concat.attrs.get("axis", 0) or 0) in (0, -1):
+            value = _reshape_target_value(graph, pre, concat, node.inputs[0])
+        out = graph.tensor(node.outputs[0])
+        if value is None:
+            if out is not None and out.static and node.outputs[0] not in pre.shapes:
+                runtime[out.name] = f"the run-time target of Reshape '{node.name}'"
+            continue
+        assert concat is not None
+        pre.folded[concat.index] = (f"the target of Reshape '{node.name}' becomes the constant {value} before "
+                                    "placement (its one computed element -1): folded at compile time")
+        src = _view_info(graph, pre, node.inputs[0]) if node.inputs[0] else None
+        if src is None or out is None or not src.static or out.static:
+            continue
+        shape = _reshaped(src.shape or (), value, bool(node.attrs.get("allowzero", 0)))
+        if shape is not None:
+            refined[out.name] = frozen_new(TensorInfo, name=out.name, dtype=out.dtype, shape=shape, const=False,
+                                           value=None)
+    if refined:
+        pre.shapes.update(refined)
+        pre.shapes.update(refined_shapes(graph, refined, pre.shapes))
+    if runtime:
+        pre.shapes.update(data_dependent_shapes(graph, set(), runtime, pre.shapes))
 
 #: op -> (its neutral constant, input positions that constant may take)
 _NEUTRAL = {"Add": (0, (0, 1)), "Mul": (1, (0, 1)), "Sub": (0, (1,)), "Div": (1, (1,))}
@@ -296,10 +457,11 @@ def _value_key(graph: GraphFacts, name: str) -> Any:
     if not name:
         return name
     producer = graph.producer.get(name)
-    if name not in graph.initializers and (producer is None or graph.nodes[producer].op_type != "Constant"):
+    constant_node = producer is not None and graph.nodes[producer].op_type == "Constant"
+    if name not in graph.initializers and not constant_node:
         return name
-    info = graph.tensors.get(name)
-    if info is None or not info.const or info.value is None:
+    info = graph.tensors.get(name)  # a Constant node's output the facts evaluated has its value, not const
+    if info is None or not (info.const or constant_node) or info.value is None:
         return name
     return ("const", info.dtype, info.shape, tuple(info.value))
 

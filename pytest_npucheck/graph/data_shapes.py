@@ -31,17 +31,32 @@ def _label(node: NodeFact) -> str:
     return f"{node.op_type} '{node.name}' result"
 
 
-def data_dependent_shapes(graph: GraphFacts, unfolded: set[int]) -> dict[str, TensorInfo]:
+def data_dependent_shapes(graph: GraphFacts, unfolded: set[int], seeds: Mapping[str, str] = {},
+                          known: Mapping[str, TensorInfo] = {}) -> dict[str, TensorInfo]:
     """{tensor: its TensorInfo with the dims that depend on the result of an unfolded data-shaped op
     replaced by that op's label}; ``unfolded``: indices of the DATA_SHAPED nodes the compiler
-    leaves to run time. Only tensors the facts call static are returned (the others are dynamic
-    in the facts already: graph._mark_dynamic)."""
+    leaves to run time. ``seeds``: {tensor: label} of other results whose every dim the compiler
+    leaves to run time (a Reshape to a target it cannot evaluate); ``known``: shapes found before
+    (data-dependent dims as labels) that the walk starts from. Only tensors the facts call static are
+    returned (the others are dynamic in the facts already: graph._mark_dynamic)."""
     from onnx import helper
 
-    dims: dict[str, tuple[Any, ...]] = {}  # tensor -> dims, a str where the dim depends on the data
+    # tensor -> dims, a str where the dim depends on the data
+    dims: dict[str, tuple[Any, ...]] = {name: tuple(info.shape) for name, info in known.items()
+                                        if info.shape is not None and any(isinstance(d, str) for d in info.shape)}
     values: dict[str, str] = {}  # tensors whose values depend on the data (a Shape of one) -> the label
+    for name, shape in dims.items():
+        values[name] = next(d for d in shape if isinstance(d, str))
     for node in graph.nodes:
         if node.graph:
+            continue
+        seeded = [o for o in node.outputs if o and o in seeds]
+        if seeded:
+            for o in seeded:
+                info = graph.tensor(o)
+                values[o] = seeds[o]
+                if info is not None and info.static and info.shape:
+                    dims[o] = tuple(seeds[o] for _ in info.shape)
             continue
         if node.index in unfolded and node.op_type in DATA_SHAPED:
             for k, axes in DATA_SHAPED[node.op_type].items():
@@ -70,14 +85,15 @@ def data_dependent_shapes(graph: GraphFacts, unfolded: set[int]) -> dict[str, Te
             if info is None:
                 continue
             values[o] = label  # computed from the data-dependent result: its values are not known either
-            if not info.static:
-                continue
             got = inferred.get(o) if inferred is not None else None
-            if not info.shape:  # a scalar: no dim to depend on anything
+            if not info.shape:  # a scalar (no dim to depend on anything) or an unknown rank
                 continue
             if got is None or len(got) != len(info.shape):  # nothing learnt: every dim may depend
-                dims[o] = tuple(label for _ in info.shape)
+                dims[o] = tuple(d if isinstance(d, str) else label for d in info.shape)
             elif any(not isinstance(d, int) for d in got):
+                # also where the facts call the result dynamic already: a dim the facts know from values the
+                # compiler does not have (Longformer's window indices (2, 2, ?, 16), of which onnxruntime knows
+                # no dim) must not make the nodes after it static again
                 dims[o] = tuple(d if isinstance(d, int) else (d or label) for d in got)
     out: dict[str, TensorInfo] = {}
     for name, shape in dims.items():
@@ -134,4 +150,35 @@ def _infer(graph: GraphFacts, node: NodeFact, dims: Mapping[str, tuple[Any, ...]
         _elem, shape = _decode(TypeProto.FromString(typ))
         if shape is not None:
             out[name] = shape
+    return out
+
+
+def refined_shapes(graph: GraphFacts, refined: Mapping[str, TensorInfo],
+                   known: Mapping[str, TensorInfo] = {}) -> dict[str, TensorInfo]:
+    """The static shapes the nodes after ``refined`` (tensors a compiler's rewrite gives a static shape the
+    facts could not: a Reshape whose computed target it makes a constant) get, by ONNX's inference node by
+    node; ``known``: shapes that override the facts (data-dependent dims as labels). Only tensors the facts
+    do not call static and inference makes static are returned."""
+    from onnx import helper
+
+    dims: dict[str, tuple[Any, ...]] = {name: tuple(info.shape) for name, info in known.items()
+                                        if info.shape is not None}
+    dims.update({name: tuple(info.shape or ()) for name, info in refined.items()})
+    out: dict[str, TensorInfo] = {}
+    reached = set(refined)
+    for node in graph.nodes:
+        if node.graph or not any(i in reached for i in node.inputs if i):
+            continue
+        todo = [o for o in node.outputs if o and (info := graph.tensor(o)) is not None and not info.static]
+        if not todo:
+            continue
+        inferred = _infer(graph, node, dims, {}, helper)
+        for o in todo:
+            got = inferred.get(o) if inferred is not None else None
+            info = graph.tensor(o)
+            if info is None or got is None or any(not isinstance(d, int) for d in got):
+                continue
+            dims[o] = tuple(got)
+            reached.add(o)
+            out[o] = _new(TensorInfo, name=o, dtype=info.dtype, shape=tuple(got), const=False, value=None)
     return out

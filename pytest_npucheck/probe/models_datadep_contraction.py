@@ -51,4 +51,35 @@ def datadep_contraction_extra(c: Collector) -> None:
               kind="context", focus=["focus_reshape", "post_sigmoid"])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [datadep_contraction_extra]
+def _contraction_unknown_width(kind: str) -> GraphBuilder:
+    """As _contraction, the contracted rows (1, N, 8) widened by a broadcast Add of (1, 1, W): W is the length of
+    the indices a NonZero of a constant (8 ones) gives, which the checker evaluates and onnxruntime does not (its
+    shape inference then knows no dim of the sum but the first), as Longformer's window indices."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [1, 16, 8])
+    picked = _dynamic_rows(gb, x)  # (1, N, 8)
+    rows = gb.node("ReduceSum", [picked, gb.ints([2])], keepdims=1, name="pre_rowsum")  # (1, N, 1)
+    idx = gb.node("NonZero", [gb.const(np.ones((1, 8), dtype=np.float32))], name="pre_const_nonzero")  # (2, 8)
+    width = gb.node("Gather", [idx, gb.const(np.int64(1))], axis=0, name="pre_width")  # (8,)
+    w = gb.node("Reshape", [gb.node("Cast", [width], to=1, name="pre_width_cast"), gb.ints([1, 1, -1])],
+                name="pre_width_rs")  # (1, 1, W)
+    a = gb.node("Add", [rows, w], name="pre_widen")  # (1, N, W)
+    b = gb.node("MatMul", [picked, gb.const((_RNG.standard_normal((8, 4)) * 0.2).astype(np.float32))],
+                name="pre_proj")  # (1, N, 4)
+    if kind == "einsum":
+        y = gb.node("Einsum", [a, b], equation="bnd,bne->bde", name="focus_op")  # (1, W, 4)
+    else:
+        y = gb.node("MatMul", [gb.node("Transpose", [a], perm=[0, 2, 1], name="pre_transpose"), b], name="focus_op")
+    r = gb.node("Reshape", [y, gb.ints([1, -1])], name="focus_reshape")
+    gb.output(gb.node("Sigmoid", [r], name="post_sigmoid"))
+    return gb
+
+
+def datadep_contraction_unknown_width_extra(c: Collector) -> None:
+    """An Einsum and a MatMul over NonZero-picked rows widened to a width only the checker knows, then a Reshape."""
+    for kind in ("einsum", "matmul"):
+        c.add("q.Reshape.ctx=datadep_contraction.%s_unknown_width.f32.r2" % kind, "Reshape",
+              _contraction_unknown_width(kind), kind="context", focus=["focus_op", "focus_reshape", "post_sigmoid"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [datadep_contraction_extra, datadep_contraction_unknown_width_extra]

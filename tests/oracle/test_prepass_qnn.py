@@ -112,3 +112,34 @@ def test_real_placement_of_the_evening_classes(tmp_path):
     assert real["gather6"].placement["focus_gather"] == "npu"
     assert real["island"].placement["focus_transpose_out"] == "cpu"
     assert "replaced by the CPU helper" in real["island"].via["focus_transpose_out"]
+
+
+@needs_qnn
+def test_real_placement_of_reshape_targets_and_shapes_onnxruntime_cannot_infer(tmp_path):
+    """Live, the classes of session 17: a Reshape whose Concat target has one computed element is fused to a
+    constant target and runs on the NPU (fuse_reshape_target), with two computed elements it stays on the CPU,
+    and the Reshape after a contraction of rows widened to a width only the checker evaluates has no shape
+    for onnxruntime (graph/data_shapes.py). Every node placed on the CPU or removed is called so."""
+    import onnx
+
+    from pytest_npucheck.probe.models_datadep_contraction import _contraction_unknown_width
+    from pytest_npucheck.probe.models_reshape_fusion import _fusion
+
+    models = {"vits": _fusion("vits").build(), "two": _fusion("two").build(),
+              "width": _contraction_unknown_width("einsum").build()}
+    jobs = []
+    for key, model in models.items():
+        path = tmp_path / f"{key}.onnx"
+        onnx.save(model, str(path))
+        jobs.append({"key": key, "path": str(path)})
+    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    for key, model in models.items():
+        assert real[key].status == "ok", key
+        got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+        placed = real[key].placement
+        assert {n for n, v in placed.items() if v == "cpu"} == {n for n in placed if got[n] == "cpu"}, key
+        assert {n for n, v in placed.items() if v == "folded"} == {n for n in placed if got[n] == "folded"}, key
+    assert real["vits"].placement["focus_concat"] == "folded" and real["vits"].placement["focus_reshape"] == "npu"
+    assert real["two"].placement["focus_reshape"] == "cpu"
+    assert real["width"].placement["focus_reshape"] == "cpu"

@@ -1,8 +1,9 @@
 """The QNN tables list the merge_identical_nodes, eliminate_noop_arithmetic, eliminate_same_type_casts and
 eliminate_noop_expand_slice pre-passes (revision-2 errata) and reproduce the recorded placement of the duplicates_extra,
 duplicate_chains_extra, partial_shape_extra, noop_extra, noop_datadep_extra, same_type_cast_extra,
-noop_layout_extra and noop_expand_merge_extra probes (pytest_npucheck/probe/models_common_subexpressions.py,
-models_data_dependent_shape.py, models_noop_arithmetic.py, models_noop_layout.py)."""
+noop_layout_extra, noop_expand_merge_extra and reshape_target_fusion_extra probes
+(pytest_npucheck/probe/models_common_subexpressions.py, models_data_dependent_shape.py, models_noop_arithmetic.py,
+models_noop_layout.py, models_reshape_fusion.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from pytest_npucheck.probe.models_noop_arithmetic import (NOOPS, NOOPS_DATADEP, 
                                                           _same_type_cast)
 from pytest_npucheck.probe.models_cpu_transposes import CPU_TRANSPOSES
 from pytest_npucheck.probe.models_cumsum_rank import CUMSUMS, _cumsum
-from pytest_npucheck.probe.models_datadep_contraction import CONTRACTIONS, _contraction
+from pytest_npucheck.probe.models_datadep_contraction import CONTRACTIONS, _contraction, _contraction_unknown_width
 from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
 from pytest_npucheck.probe.models_gather_index import GATHER_UNIT_AXIS, _gather_unit_axis
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
+from pytest_npucheck.probe.models_reshape_fusion import FORMS, _fusion
+from pytest_npucheck.probe.models_cnn_shapes import CNN_SHAPES, _cnn
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
 ROOT = bundled_tables_dir().parent
@@ -45,8 +48,18 @@ CASES += [(f"q.NonZero.ctx=duplicate_chain.expand_noop.{how}.f32.r2", _expand_me
 CASES += [(f"q.{op}.ctx=dead.{label}.r2", _dead, (op, dtype, also)) for label, op, dtype, also in DEAD]
 CASES += [(f"q.CumSum.ctx=rank.{label}.f32.r{len(shape)}", _cumsum, (shape, axis)) for label, shape, axis in CUMSUMS]
 CASES += [(f"q.Reshape.ctx=datadep_contraction.{kind}.f32.r2", _contraction, (kind,)) for kind in CONTRACTIONS]
+# the same contraction of rows widened to a width only the checker evaluates (a NonZero of a constant): the Reshape
+# after it has no static input for onnxruntime (Longformer/LED Reshape_68)
+CASES += [(f"q.Reshape.ctx=datadep_contraction.{kind}_unknown_width.f32.r2", _contraction_unknown_width, (kind,))
+          for kind in ("einsum", "matmul")]
 CASES += [(f"q.Transpose.ctx=cpu_island.{label}.{'datadep' if dyn else 'static'}.f32.r3", build, (dyn,))
           for label, build, _ in CPU_TRANSPOSES for dyn in (False, True)]
+# a Reshape target Concat with one computed element becomes a constant (VITS), with two, beside a -1 or read twice
+# it stays a run-time target and the Reshape and the Sigmoid after it run on the CPU
+CASES += [(f"q.Reshape.ctx=fuse_target.{label}.f32.r3", _fusion, (label,)) for label in FORMS]
+# odd channel counts, grouped/depthwise/3-D convolutions, grouped ConvTranspose with output_padding, ceil_mode pools
+CASES += [(f"q.{op}.ctx=cnn_shapes.{label}.f32.r{len(shape)}", _cnn, (label,))
+          for label, (op, shape, _w, _a) in CNN_SHAPES.items()]
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +74,7 @@ def test_table_reproduces_every_node_of_the_probe(catalog, arch, pid, build, arg
     [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
     table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
     assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts",
-            "eliminate_noop_expand_slice", "eliminate_unused_nodes"} <= set(table.prepasses)
+            "eliminate_noop_expand_slice", "eliminate_unused_nodes", "fuse_reshape_target"} <= set(table.prepasses)
     got = {n.name: n.verdict for n in match(facts_from_model(build(*args).build()), table).nodes}
     assert rec["status"] == "ok"
     # a node in no partition ('removed': a Transpose pair the layout transformation cancels) runs nowhere: NPU side

@@ -80,3 +80,44 @@ def test_attribute_defaults_of_newer_opsets_do_not_stop_the_inference():
     graph = helper.make_graph(nodes, "g", [], [helper.make_tensor_value_info("nzf", TensorProto.FLOAT, None)], [mask])
     dep = _dependent(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert dep["nzf"] == (2, LABEL)
+
+
+def test_a_dynamic_result_with_dims_known_only_from_the_facts_values_carries_the_dependence_on():
+    # rows a run-time NonZero picks (1, N, 1) plus indices a NonZero of a constant gives (1, 1, W): the facts know
+    # W = 8, onnxruntime does not; the contraction of the sum has no static shape for it, nor the Reshape's input
+    # (placed by onnxruntime-qnn: q.Reshape.ctx=datadep_contraction.*_unknown_width, Longformer's Reshape_68)
+    from pytest_npucheck.probe.models_datadep_contraction import _contraction_unknown_width
+
+    model = _contraction_unknown_width("matmul").build()
+    facts = facts_from_model(model)
+    assert not facts.tensor("pre_widen_out").static and facts.tensor("pre_widen_out").shape[2] == 8
+    assert facts.tensor("focus_op_out").static  # (1, 8, 4) in the facts
+    dep = _dependent(model)
+
+    def dynamic(shape):
+        return tuple("dyn" if isinstance(d, str) else d for d in shape)
+
+    assert dynamic(dep["pre_widen_out"]) == (1, "dyn", "dyn")
+    assert dynamic(dep["focus_op_out"]) == (1, "dyn", 4)
+    assert dynamic(dep["focus_reshape_out"]) == (1, "dyn")
+
+
+def test_seeded_results_and_refined_shapes():
+    # a seed is a result whose every dim the compiler leaves to run time; refined_shapes carries a shape a
+    # rewrite made static on to the nodes after it
+    from pytest_npucheck.graph.data_shapes import refined_shapes
+    from pytest_npucheck.graph.facts import TensorInfo
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Sigmoid", ["r"], ["y"], name="sig")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    facts = facts_from_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    seeded = {k: v.shape for k, v in data_dependent_shapes(facts, set(), {"r": "run-time r"}).items()}
+    assert seeded == {"r": ("run-time r", "run-time r"), "y": ("run-time r", "run-time r")}
+    nodes = [helper.make_node("Sigmoid", ["x"], ["y"], name="sig")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    facts = facts_from_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    got = refined_shapes(facts, {"x": TensorInfo("x", "float32", (4, 3), False, None)})
+    assert {k: v.shape for k, v in got.items()} == {"y": (4, 3)}

@@ -1,5 +1,5 @@
-"""prepass merge_identical_nodes, eliminate_noop_arithmetic and eliminate_noop_expand_slice: onnxruntime's
-common subexpression elimination and no-op eliminations (the other prepass
+"""prepass merge_identical_nodes, eliminate_noop_arithmetic, eliminate_noop_expand_slice and fuse_reshape_target:
+onnxruntime's common subexpression elimination, no-op eliminations and Reshape fusion (the other prepass
 tests: tests/unit/test_prepass.py, test_prepass_passes.py); the probes it reproduces are checked in
 tests/tables/test_prepass_onnxruntime_passes_probed.py."""
 
@@ -13,12 +13,13 @@ from onnx import TensorProto, helper
 
 from conftest import const, make_model
 
-from pytest_npucheck.graph import facts_from_model
+from pytest_npucheck.graph import GraphView, facts_from_model
 from pytest_npucheck.prepass import run_prepasses
 from pytest_npucheck.probe.models_common_subexpressions import _chains, _pair
 from pytest_npucheck.probe.models_noop_arithmetic import NOOPS, NOOPS_DATADEP, _noop, _noop_datadep
 from pytest_npucheck.probe.models_dead_nodes import DEAD, _dead
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
+from pytest_npucheck.probe.models_reshape_fusion import FORMS, _fusion
 
 
 @pytest.fixture
@@ -184,3 +185,55 @@ def test_a_node_read_through_a_removed_identity_or_fused_norm_stays(toy_catalog)
                        [("x", (1, ch, 8, 8))], ["y"], initializers=inits)
     folded = _folded_names(model, table)
     assert "relu" not in folded and "conv" not in folded and "ident" in folded
+
+
+_FUSE = ("fold_constants", "fold_shape_ops", "merge_identical_nodes", "fuse_reshape_target", "eliminate_unused_nodes")
+
+
+@pytest.mark.parametrize("label", list(FORMS))
+def test_a_reshape_target_with_one_computed_element_becomes_a_constant(toy_catalog, label):
+    # as onnxruntime-qnn placed them (probes q.Reshape.ctx=fuse_target.*): the Concat goes and the Reshape of a
+    # static input gets a static result when at most one element is computed (or -1) and nothing else reads
+    # the Concat; otherwise the target stays a run-time value and the Reshape and the Sigmoid have no shape
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=_FUSE)
+    model = _fusion(label).build()
+    facts = facts_from_model(model)
+    pre = run_prepasses(facts, table)
+    view = GraphView(facts, pre)
+    fused = label not in ("two", "minus_one", "shared")
+    folded = {facts.nodes[i].name: why for i, why in pre.folded.items()}
+    assert ("focus_concat" in folded) == fused, folded
+    for name in ("focus_reshape_out", "post_sigmoid_out"):
+        assert view.tensor(name).static == fused, (name, view.tensor(name))
+    if fused:
+        assert "becomes the constant" in folded["focus_concat"]
+        assert view.tensor("focus_reshape_out").shape == {"vits": (16, 1), "one_middle": (2, 8, 8),
+                                                          "two_plain": (1, 16, 8)}.get(label, (16, 8))
+    else:
+        assert "run-time target of Reshape 'focus_reshape'" in view.tensor("focus_reshape_out").shape[0]
+    without = dataclasses.replace(table, prepasses=tuple(p for p in _FUSE if p != "fuse_reshape_target"))
+    assert "focus_concat" not in _folded_names(model, without)
+
+
+def test_a_concat_merged_with_its_twins_has_their_readers_and_is_not_fused(toy_catalog):
+    # FastSpeech2's decoder: one Unsqueeze per layer of one computed size (equal axes Constants), one Concat per
+    # layer: onnxruntime merges the Unsqueezes, then the Concats, and the one Concat left has two readers
+    table = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=_FUSE)
+    axes = helper.make_tensor("axes", TensorProto.INT64, [1], [0])
+    nodes = [helper.make_node("NonZero", ["m"], ["nz"], name="nonzero"),
+             helper.make_node("Shape", ["nz"], ["shp"], name="shape"),
+             helper.make_node("Gather", ["shp", "one"], ["n"], name="gather", axis=0)]
+    for k in range(2):
+        nodes += [helper.make_node("Constant", [], [f"axes{k}"], name=f"axes{k}", value=axes),
+                  helper.make_node("Unsqueeze", ["n", f"axes{k}"], [f"u{k}"], name=f"unsqueeze{k}"),
+                  helper.make_node("Concat", [f"u{k}", "eight"], [f"t{k}"], name=f"concat{k}", axis=0),
+                  helper.make_node("Reshape", ["x", f"t{k}"], [f"y{k}"], name=f"reshape{k}")]
+    nodes.append(helper.make_node("Add", ["y0", "y1"], ["y"], name="add"))
+    model = make_model(nodes, [("x", (2, 8)), ("m", (4,))], ["y"],
+                       initializers=[const("one", 0, "int64"), const("eight", [8], "int64")])
+    folded = _folded_names(model, table)
+    assert "identical to Unsqueeze 'unsqueeze0'" in folded.get("unsqueeze1", "") or \
+        "identical to Unsqueeze 'unsqueeze1'" in folded.get("unsqueeze0", "")
+    kept = [n for n in ("concat0", "concat1") if n not in folded]
+    assert len(kept) == 1 and "identical to Concat" in folded[({"concat0", "concat1"} - set(kept)).pop()]
+    assert "shape" not in folded and "gather" not in folded
