@@ -61,6 +61,9 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> None:
     ctx.opset_imports = {o.domain: o.version for o in model.opset_import}
     scope = checker.C.LexicalScopeContext()
     seen: set[tuple[Any, ...]] = set()
+    # graph.build shares one attributes dict (and one set of explicit names) between the nodes of an
+    # op with the same attributes: their kinds are read once per pair (ids: the facts keep them alive)
+    kinds: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
     for fact, node in zip(main, protos):
         if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
             continue  # ONNX Runtime makes Constants initializers on load: it loads one with an extra attribute
@@ -68,8 +71,12 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> None:
         if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
             continue
         attrs = fact.explicit_attrs
-        signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs),
-                     tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs)) if attrs else ())
+        kind: Optional[tuple[tuple[str, str], ...]] = ()
+        if attrs:
+            kind = kinds.get((id(fact.attrs), id(attrs)))
+            if kind is None:
+                kind = kinds[id(fact.attrs), id(attrs)] = tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs))
+        signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs), kind)
         if signature in seen:
             continue
         seen.add(signature)

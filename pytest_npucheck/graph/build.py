@@ -266,6 +266,7 @@ class _Builder:
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
+        self._array_parts: dict[int, tuple[Any, Optional[str], tuple[int, ...], tuple[Any, ...]]] = {}  # folded_value
 
     # tensors
     def _decode(self, t: Any) -> Any:
@@ -355,11 +356,16 @@ class _Builder:
                     self.static)
 
     def folded_value(self, name: str, arr: Any) -> None:
-        """A node output the compiler computes at build time: its value is known."""
+        """A node output the compiler computes at build time: its value is known. ``arr`` is often
+        the array of other outputs too (folding makes equal values one array): read once."""
+        parts = self._array_parts.get(id(arr))
+        if parts is None or parts[0] is not arr:
+            parts = self._array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
+                                                  tuple(arr.reshape(-1).tolist()))
         old = self.tensors.get(name)
-        dtype = (old.dtype if old else None) or _np_dtype_name(arr)
-        self.tensors[name] = frozen_new(TensorInfo, name=name, dtype=dtype, shape=tuple(map(int, arr.shape)), const=False,
-                                  value=tuple(arr.reshape(-1).tolist()), static=True)
+        dtype = (old.dtype if old else None) or parts[1]
+        self.tensors[name] = frozen_new(TensorInfo, name=name, dtype=dtype, shape=parts[2], const=False, value=parts[3],
+                                        static=True)
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
         key = (op_type, domain, opset)
@@ -492,7 +498,9 @@ class _Builder:
         self.tensors[out] = TensorInfo(out, None, None, True, None)
 
 
+_NP_DTYPE_NAMES = frozenset({"float32", "float64", "int64", "int32", "bool", "float16", "int8", "uint8"})
+
+
 def _np_dtype_name(arr: Any) -> Optional[str]:
     name = str(arr.dtype)
-    return {"float32": "float32", "float64": "float64", "int64": "int64", "int32": "int32", "bool": "bool",
-            "float16": "float16", "int8": "int8", "uint8": "uint8"}.get(name)
+    return name if name in _NP_DTYPE_NAMES else None

@@ -127,24 +127,27 @@ class GraphFacts:
         """Names of the main-graph nodes where the checker lost a shape: an output of unknown rank or
         with a dim it could not work out (None), while every input's shape is known (a dim that
         depends on a dynamic input or on run-time values is known to be dynamic: DYNAMIC_DIM)."""
-        tensors = self.tensors
-
-        def lost(name: str) -> bool:
-            t = tensors.get(name)
-            return t is not None and (t.shape is None or None in t.shape)
-
-        return tuple(n.name for n in self.nodes if not n.graph and any(lost(o) for o in n.outputs if o)
-                     and not any(lost(i) for i in n.inputs if i))
+        # the tensors the checker lost a shape of, once (asked of every node's inputs and outputs)
+        lost = {name for name, t in self.tensors.items() if t.shape is None or None in t.shape}
+        lost.discard("")  # an omitted input or output
+        return tuple(n.name for n in self.nodes if not n.graph and not lost.isdisjoint(n.outputs)
+                     and lost.isdisjoint(n.inputs))
 
     def __post_init__(self) -> None:
         if not self.producer:
+            producer, consumers = self.producer, self.consumers
             for node in self.nodes:
+                index = node.index
                 for out in node.outputs:
                     if out:
-                        self.producer[out] = node.index
+                        producer[out] = index
                 for inp in node.inputs:
                     if inp:
-                        self.consumers.setdefault(inp, []).append(node.index)
+                        readers = consumers.get(inp)
+                        if readers is None:
+                            consumers[inp] = [index]
+                        else:
+                            readers.append(index)
 
 
 # A dim is an int (static), a str (dynamic: a symbolic dim of a graph input, or DYNAMIC_DIM for one that

@@ -67,7 +67,6 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     import numpy as np
     from onnx import helper
 
-    known: dict[str, Any] = dict(small)
     shapes: dict[str, tuple[int, ...]] = {}
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
     nodes = rows if rows is not None else _read_nodes(model.graph)  # each protobuf field read once
@@ -81,6 +80,11 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     out: dict[str, Any] = {}
     ndarray = np.ndarray
     opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
+    # every layer of a stack computes the same shape arithmetic from the same values: equal values
+    # are made one array (``_Values``), and a node is evaluated once per op, attributes and input arrays
+    values_of = _Values(np)
+    known: dict[str, Any] = {name: values_of.one(value) for name, value in small.items()}
+    evaluated: dict[tuple[Any, ...], Optional[list[Any]]] = {}
     for node, op, domain, inputs, outputs, attributes in nodes:
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
             continue
@@ -105,14 +109,37 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 if i and i not in known:
                     break
             else:
-                values = _evaluate(node, known, opset_list)
+                key = (op, tuple([a.SerializeToString() for a in attributes]),
+                       tuple([id(known[i]) if i else None for i in inputs]))
+                if key in evaluated:
+                    values = evaluated[key]
+                else:
+                    values = evaluated[key] = _evaluate(node, known, opset_list)
         if values is None:
             continue
         for name, value in zip(outputs, values):
             if name and value is not None and (value.size if type(value) is ndarray else np.size(value)) <= SMALL_CONSTANT:
-                known[name] = value
-                out[name] = value
+                known[name] = out[name] = values_of.one(value)
     return out
+
+
+class _Values:
+    """One array per distinct value (dtype, shape and bytes): the arrays live as long as this does,
+    so their ids key the evaluations of ``_fold_small_constants``. A value that is not an ndarray
+    is kept as it is (its id then keys nothing another value shares)."""
+
+    __slots__ = ("ndarray", "arrays", "kept")
+
+    def __init__(self, np: Any) -> None:
+        self.ndarray = np.ndarray
+        self.arrays: dict[tuple[Any, ...], Any] = {}
+        self.kept: list[Any] = []  # every value whose id is in a key stays alive: ids are never reused
+
+    def one(self, value: Any) -> Any:
+        if type(value) is not self.ndarray or value.dtype.hasobject:
+            self.kept.append(value)
+            return value
+        return self.arrays.setdefault((value.dtype.str, value.shape, value.tobytes()), value)
 
 
 def _constant_value(attributes: tuple[Any, ...], np: Any) -> Optional[list[Any]]:

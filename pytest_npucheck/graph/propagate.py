@@ -187,8 +187,12 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     # a Constant node's value is known to ONNX's inference already: only values folded from other
     # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
     constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
+    array_types: dict[int, tuple[Any, Type]] = {}  # folding makes equal values one array: typed once
     for name, arr in folded.items():
-        typ = _merge(_type_of(arr), types.get(name))
+        known_type = array_types.get(id(arr))
+        if known_type is None or known_type[0] is not arr:
+            known_type = array_types[id(arr)] = (arr, _type_of(arr))
+        typ = _merge(known_type[1], types.get(name))
         if typ is not None:
             types[name] = better[name] = typ
             changed.add(name)

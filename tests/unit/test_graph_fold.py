@@ -1,0 +1,66 @@
+"""Constant folding (graph/fold.py) evaluates repeated shape arithmetic once: tiny onnx.helper graphs, no torch."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import helper
+
+from conftest import const, make_model
+
+from pytest_npucheck.graph import facts_from_model, fold
+
+
+def _layers(values: list[tuple[list[float], list[float]]], dtype: str = "int64") -> object:
+    """One ``Add(a_k, b_k) -> Mul(., two)`` chain per (a, b) pair, each with initializers of its own
+    (as every layer of an exported stack has)."""
+    nodes, inits = [], [const("two", [2], dtype)]
+    for k, (a, b) in enumerate(values):
+        inits += [const(f"a{k}", a, dtype), const(f"b{k}", b, dtype)]
+        nodes += [helper.make_node("Add", [f"a{k}", f"b{k}"], [f"s{k}"]),
+                  helper.make_node("Mul", [f"s{k}", "two"], [f"m{k}"])]
+    return make_model(nodes, [], [f"m{k}" for k in range(len(values))], inits)
+
+
+def _folded(model, monkeypatch) -> tuple[dict, list]:
+    calls: list = []
+    evaluate = fold._evaluate
+
+    def counted(node, known, opset_list):
+        calls.append(node.output[0])
+        return evaluate(node, known, opset_list)
+
+    monkeypatch.setattr(fold, "_evaluate", counted)
+    small = fold._small_initializers(model.graph)
+    return fold._fold_small_constants(model, {"ai.onnx": 17}, small), calls
+
+
+def test_equal_layers_are_evaluated_once_with_every_output_folded(monkeypatch):
+    model = _layers([([1, 2], [3, 4])] * 3)
+    out, calls = _folded(model, monkeypatch)
+    assert calls == ["s0", "m0"]  # layers 1 and 2 reuse layer 0's evaluations
+    for k in range(3):
+        assert out[f"s{k}"].tolist() == [4, 6] and out[f"m{k}"].tolist() == [8, 12]
+    facts = facts_from_model(model)
+    assert [facts.tensors[f"m{k}"].value for k in range(3)] == [(8, 12)] * 3
+
+
+def test_different_values_and_dtypes_are_evaluated_apart(monkeypatch):
+    model = _layers([([1, 2], [3, 4]), ([1, 2], [3, 5]), ([1, 2], [3, 4])])
+    out, calls = _folded(model, monkeypatch)
+    assert calls == ["s0", "m0", "s1", "m1"]
+    assert [out[f"m{k}"].tolist() for k in range(3)] == [[8, 12], [8, 14], [8, 12]]
+    # float32 1.0 and int32 1065353216 have the same bytes: equal bytes of another dtype are another value
+    bits = int(np.array([1.0], dtype="float32").view("int32")[0])
+    for dtype, a, b in (("float32", [1.0], [1.0]), ("int32", [bits], [0])):
+        out, calls = _folded(_layers([(a, b)], dtype), monkeypatch)
+        assert out["s0"].dtype == np.dtype(dtype) and calls == ["s0", "m0"]
+
+
+def test_attributes_are_part_of_what_is_shared(monkeypatch):
+    inits = [const("x", [[1, 2], [3, 4]], "int64"), const("i", [0], "int64")]
+    nodes = [helper.make_node("Gather", ["x", "i"], ["g0"], axis=0),
+             helper.make_node("Gather", ["x", "i"], ["g1"], axis=1),
+             helper.make_node("Gather", ["x", "i"], ["g2"], axis=0)]
+    out, calls = _folded(make_model(nodes, [], ["g0", "g1", "g2"], inits), monkeypatch)
+    assert calls == ["g0", "g1"]
+    assert out["g0"].tolist() == out["g2"].tolist() == [[1, 2]] and out["g1"].tolist() == [[1], [3]]
