@@ -700,3 +700,45 @@ def test_rknn_and_with_an_all_true_constant_operand(catalog, label, want):
                           / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
     recorded = next(r for r in results["probes"] if r["id"] == "x.And.ctx=const_input.%s.bool.r4" % label)
     assert recorded["placement"]["focus_and"] == want
+
+
+# -- RKNN 2.5.0 / rk3588: mask Expands and bias Muls of fused attention ------------------------------
+
+def _recorded_focus(prefixes: list[str]) -> dict[str, tuple[str, str]]:
+    """probe id -> (focus node, placement the toolkit recorded) for the extra probes with these prefixes."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    out = {}
+    for r in json.loads(results.read_text())["probes"]:
+        if r["id"].startswith(tuple(prefixes)):
+            focus = r["focus"] if isinstance(r["focus"], list) else eval(r["focus"])  # noqa: S307 (recorded repr)
+            placement = r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"])  # noqa: S307
+            out[r["id"]] = (focus[0], placement[focus[0]])
+    return out
+
+
+@pytest.mark.parametrize("prefix,count,cpu", [
+    # Doge: the additive mask's Expand of a fused attention, through float Casts and a rank-5 Expand
+    ("x.Expand.ctx=sdpa_mask_cast.", 7, 7),
+    # Reformer (dynamo): an int64 -> bool Cast moved behind the Expand, only for int64 -> bool
+    ("x.Expand.ctx=mask_cast_swap.", 8, 5),
+    # WavLM: the gated position bias, a gate Reshaped from rank 4 and broadcast, in front of a fused attention
+    ("x.Mul.ctx=sdpa_bias.", 8, 1),
+    ("x.Add.ctx=sdpa_bias.", 2, 1),
+    # ... while a rank-3 broadcasting Mul alone stays on the NPU
+    ("x.Mul.ctx=bcast3.", 8, 0),
+])
+def test_rknn_mask_expand_and_bias_mul_match_every_recorded_probe(catalog, prefix, count, cpu):
+    """probes of models_mask_broadcast.py (rknn-toolkit2 2.5.0): the table predicts each focus node as the
+    toolkit placed it."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_focus([prefix])
+    assert len(recorded) == count and sum(p == "cpu" for _, p in recorded.values()) == cpu
+    probes = build_extra_probes([prefix])
+    assert sorted(p.id for p in probes) == sorted(recorded)
+    for probe in probes:
+        focus, want = recorded[probe.id]
+        node = next(n for n in match(facts_from_model(probe.model), catalog.table(RKNN)).nodes if n.name == focus)
+        assert node.verdict == want, (probe.id, [r.message for r in node.reasons])
