@@ -182,18 +182,22 @@ FLATTEN_PLANES = ((2, 2), (4, 4), (2, 4), (3, 3), (4, 6), (1, 1))
 FLATTEN_READERS = ("concat", "relu", "transpose", "instnorm")
 
 
-def _flatten3(h: int, w: int, reader: str, c: int = 4) -> GraphBuilder:
-    """``Conv -> Reshape (1, C, H * W) -> reader``; ``concat``: joined on the last axis to a second level
-    (a (1, C, 8, 8) map flattened), then a Sigmoid. The Reshape is ``focus_reshape``."""
+def _flatten3(h: int, w: int, reader: str, c: int = 4, levels: tuple[tuple[int, int], ...] = ((8, 8),)
+              ) -> GraphBuilder:
+    """``Conv -> Reshape (1, C, H * W) -> reader``; ``concat``: joined on the last axis after the other
+    ``levels`` (maps of these sizes, each a Conv's result flattened), then a Sigmoid. The Reshape is
+    ``focus_reshape``."""
     gb = GraphBuilder(17)
     x = gb.node("Conv", [gb.input("x", "float32", [1, 8, h, w]), gb.weight([c, 8, 3, 3]), gb.weight([c])],
                 pads=[1, 1, 1, 1], name="pre_conv")
     f = gb.node("Reshape", [x, gb.ints([1, c, h * w])], name="focus_reshape")
     if reader == "concat":
-        o = gb.node("Conv", [gb.input("x2", "float32", [1, 8, 8, 8]), gb.weight([c, 8, 3, 3]), gb.weight([c])],
-                    pads=[1, 1, 1, 1], name="pre_conv2")
-        o = gb.node("Reshape", [o, gb.ints([1, c, 64])], name="pre_reshape2")
-        y = gb.node("Sigmoid", [gb.node("Concat", [o, f], axis=2, name="post_concat")], name="post_sigmoid")
+        others = []
+        for i, (lh, lw) in enumerate(levels, start=2):
+            o = gb.node("Conv", [gb.input("x%d" % i, "float32", [1, 8, lh, lw]), gb.weight([c, 8, 3, 3]),
+                                 gb.weight([c])], pads=[1, 1, 1, 1], name="pre_conv%d" % i)
+            others.append(gb.node("Reshape", [o, gb.ints([1, c, lh * lw])], name="pre_reshape%d" % i))
+        y = gb.node("Sigmoid", [gb.node("Concat", [*others, f], axis=2, name="post_concat")], name="post_sigmoid")
     elif reader == "relu":
         y = gb.node("Relu", [f], name="post_relu")
     elif reader == "transpose":
@@ -229,11 +233,27 @@ def sdpa_bias_extra(c: Collector) -> None:
         c.add("x.%s.ctx=sdpa_bias.%s" % (op, label), op, _sdpa_bias(**kw), kind="context", focus=["focus_mul"])
 
 
+#: (the flattened map, the other levels of the Concat): rows of 4 (the FPN head), of 3, of 8
+FLATTEN_LEVELS = (
+    ((2, 2), ((16, 16), (8, 8), (4, 4))),
+    ((2, 2), ((4, 4),)),
+    ((3, 3), ((6, 6),)),
+    ((6, 6), ((3, 3),)),
+    ((4, 4), ((8, 8), (2, 2))),
+    ((2, 4), ((4, 8),)),
+    ((3, 8), ((4, 8),)),
+)
+
+
 def flatten3_extra(c: Collector) -> None:
     for h, w in FLATTEN_PLANES:
         for reader in FLATTEN_READERS:
             c.add("x.Reshape.ctx=flatten3.%dx%d.%s.f32.r4" % (h, w, reader), "Reshape", _flatten3(h, w, reader),
                   kind="context", focus=["focus_reshape"])
+    for (h, w), levels in FLATTEN_LEVELS:
+        label = "+".join("%dx%d" % lv for lv in levels)
+        c.add("x.Reshape.ctx=flatten3.%dx%d.concat.levels=%s.f32.r4" % (h, w, label), "Reshape",
+              _flatten3(h, w, "concat", levels=levels), kind="context", focus=["focus_reshape"])
 
 
 FAMILIES: list[Callable[[Collector], None]] = [sdpa_mask_cast_extra, mask_cast_swap_extra, bcast3_extra,

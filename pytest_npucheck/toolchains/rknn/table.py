@@ -616,6 +616,17 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
                  _plane("input"), _plane("output"),
+                 C("concat_flatten_plane", [r"x\.Reshape\.ctx=flatten3\.\w+\.concat\."], multiple_of=8,
+                   note="a Conv's (N, C, H, W) map flattened to (N, C, H * W) in front of a Concat of such "
+                        "flattenings on the last axis (an FPN head) is relaid as the Concat's rows: the compiler "
+                        "lays the Concat out as (N, C, L / g, g), g a map width that divides every input's length, "
+                        "the one leaving the fewest maps of another width (the earlier input on a tie), removes the flattening of a map g wide and runs any other as a Reshape of "
+                        "its H * W plane, on the CPU unless that is a multiple of 8 (maps of 2 x 2 and 8 x 8: "
+                        "rows of 2, both on the NPU; 3 x 3 and 8 x 8: rows of 1, the 3 x 3 one on the CPU; the FPN's "
+                        "16 x 16, 8 x 8, 4 x 4 and 2 x 2: rows of 4, the 2 x 2 one on the CPU; 8 x 8, 2 x 2 and 4 x 4: "
+                        "rows of 2; 6 x 6 and 3 x 3: rows of 3, the 6 x 6 one on the CPU; with no such width (8 x 8 "
+                        "and 3 x 3) the Concat relays its input itself, a row of its own glue: "
+                        "x.Reshape.ctx=flatten3.*.concat)"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                              [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
