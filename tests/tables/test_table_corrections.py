@@ -742,3 +742,32 @@ def test_rknn_mask_expand_and_bias_mul_match_every_recorded_probe(catalog, prefi
         focus, want = recorded[probe.id]
         node = next(n for n in match(facts_from_model(probe.model), catalog.table(RKNN)).nodes if n.name == focus)
         assert node.verdict == want, (probe.id, [r.message for r in node.reasons])
+
+
+def test_rknn_flattened_maps_into_a_concat_match_every_recorded_probe(catalog):
+    """probes x.Reshape.ctx=flatten3.*.concat* (rknn-toolkit2 2.5.0): every Reshape of them (the focus and
+    the other levels' flattenings) is predicted as the toolkit placed it, the FPN head's 2 x 2 level on the
+    CPU among them."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = "x.Reshape.ctx=flatten3."
+    recorded = {k: v for k, v in _recorded_placements([prefix]).items() if ".concat." in k}
+    probes = [p for p in build_extra_probes([prefix]) if ".concat." in p.id]
+    assert len(probes) == len(recorded) == 13
+    cpu = 0
+    for probe in probes:
+        nodes = match(facts_from_model(probe.model), catalog.table(RKNN)).nodes
+        for node in nodes:
+            if node.op_type == "Reshape":
+                assert node.verdict == recorded[probe.id][node.name], (probe.id, node.name,
+                                                                       [r.message for r in node.reasons])
+                cpu += node.verdict == "cpu"
+    assert cpu == 4
+
+
+def _recorded_placements(prefixes: list[str]) -> dict[str, dict[str, str]]:
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    return {r["id"]: (r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"]))  # noqa: S307
+            for r in json.loads(results.read_text())["probes"] if r["id"].startswith(tuple(prefixes))}
