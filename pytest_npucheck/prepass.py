@@ -406,6 +406,8 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bo
                 continue
             sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
             pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
+            if k == 1:  # its readers read its input 0: the context rules look through it (WavLM's bias * 1)
+                pre.passed_on.add(node.index)
             break
 
 

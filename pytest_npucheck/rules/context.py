@@ -503,6 +503,59 @@ def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], gra
     return "no Transpose next to it moves only axes of size 1"
 
 
+def _flattened_map(graph: GraphFacts, node: NodeFact) -> Optional[tuple[int, int]]:
+    """(H, W) when ``node`` is a Reshape of a static rank-4 (N, C, H, W) map to (N, C, H * W), else None."""
+    if node.op_type != "Reshape" or not node.inputs or not node.outputs:
+        return None
+    src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+    if src is None or out is None or src.shape is None or out.shape is None:
+        return None
+    if len(src.shape) != 4 or len(out.shape) != 3 or not all(isinstance(d, int) for d in (*src.shape, *out.shape)):
+        return None
+    n, c, h, w = src.shape
+    return (h, w) if tuple(out.shape) == (n, c, h * w) else None
+
+
+@rule("concat_flatten_plane", "context", local=False, words=_words)
+def rule_concat_flatten_plane(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a flattening of an (N, C, H, W) map to (N, C, H * W) read by a Concat of such flattenings on the last
+    axis keeps its map's width as the Concat's row, or holds a multiple of {multiple_of} elements.
+
+    The compiler lays the Concat out as (N, C, L / g, g), g a map width among its inputs that divides
+    every input's length, the one that leaves the fewest maps of another width (the earlier input on a
+    tie): a flattening whose map is g wide is removed, any other becomes a
+    Reshape of its H * W plane to (H * W / g, g), which runs on the CPU unless that is a multiple of
+    ``multiple_of``. With no such width (g = 1) the flattening stays and the Concat relays its input
+    itself (a row named after the Concat's input, the Concat's own glue): the flattening passes."""
+    hw = _flattened_map(graph, node)
+    if hw is None:
+        return None
+    h, w = hw
+    readers = [c for out in node.outputs if out for c in _consumers(graph, out)]
+    if not readers or any(c.op_type != "Concat" or int(c.attrs.get("axis", 0)) not in (-1, 2) for c in readers):
+        return None
+    multiple = int(params["multiple_of"])
+    for concat in readers:
+        maps = []
+        for t in concat.inputs:
+            producer = _producer(graph, t) if t else None
+            found = _flattened_map(graph, producer) if producer is not None else None
+            if found is None:
+                return None  # another kind of input: the layout is not known
+            maps.append(found)
+        lengths = [a * b for a, b in maps]
+        # the row: a map width dividing every length, the one that leaves the fewest maps to relay, the
+        # earlier input on a tie
+        fits = [(sum(b != w_ for _, b in maps), i, w_) for i, (_, w_) in enumerate(maps)
+                if all(n % w_ == 0 for n in lengths)]
+        row = min(fits)[2] if fits else 1
+        if row > 1 and w != row and (h * w) % multiple:
+            return (f"Concat '{concat.name}' joins flattened maps of {sorted(set(lengths), reverse=True)} elements, "
+                    f"laid out in rows of {row}: this {h} x {w} map is relaid to ({h * w // row}, {row}), a plane of "
+                    f"{h * w} elements, not a multiple of {multiple}")
+    return None
+
+
 @rule("sole_reader", "context", local=False, words=_words)
 def rule_sole_reader(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """it is the only node reading input {index}."""

@@ -751,3 +751,73 @@ def test_rknn_integer_transpose_of_unit_axes_or_before_a_cast(catalog, label):
                                                                   else "npu"), why
     if verdict == "cpu":
         assert "moves 2 blocks of axes" in why and "int64" in why
+
+# -- RKNN 2.5.0 / rk3588: mask Expands and bias Muls of fused attention ------------------------------
+
+def _recorded_focus(prefixes: list[str]) -> dict[str, tuple[str, str]]:
+    """probe id -> (focus node, placement the toolkit recorded) for the extra probes with these prefixes."""
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    out = {}
+    for r in json.loads(results.read_text())["probes"]:
+        if r["id"].startswith(tuple(prefixes)):
+            focus = r["focus"] if isinstance(r["focus"], list) else eval(r["focus"])  # noqa: S307 (recorded repr)
+            placement = r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"])  # noqa: S307
+            out[r["id"]] = (focus[0], placement[focus[0]])
+    return out
+
+
+@pytest.mark.parametrize("prefix,count,cpu", [
+    # Doge: the additive mask's Expand of a fused attention, through float Casts and a rank-5 Expand
+    ("x.Expand.ctx=sdpa_mask_cast.", 7, 7),
+    # Reformer (dynamo): an int64 -> bool Cast moved behind the Expand, only for int64 -> bool
+    ("x.Expand.ctx=mask_cast_swap.", 8, 5),
+    # WavLM: the gated position bias, a gate Reshaped from rank 4 and broadcast, in front of a fused attention
+    ("x.Mul.ctx=sdpa_bias.", 8, 1),
+    ("x.Add.ctx=sdpa_bias.", 2, 1),
+    # ... while a rank-3 broadcasting Mul alone stays on the NPU
+    ("x.Mul.ctx=bcast3.", 8, 0),
+])
+def test_rknn_mask_expand_and_bias_mul_match_every_recorded_probe(catalog, prefix, count, cpu):
+    """probes of models_mask_broadcast.py (rknn-toolkit2 2.5.0): the table predicts each focus node as the
+    toolkit placed it."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_focus([prefix])
+    assert len(recorded) == count and sum(p == "cpu" for _, p in recorded.values()) == cpu
+    probes = build_extra_probes([prefix])
+    assert sorted(p.id for p in probes) == sorted(recorded)
+    for probe in probes:
+        focus, want = recorded[probe.id]
+        node = next(n for n in match(facts_from_model(probe.model), catalog.table(RKNN)).nodes if n.name == focus)
+        assert node.verdict == want, (probe.id, [r.message for r in node.reasons])
+
+
+def test_rknn_flattened_maps_into_a_concat_match_every_recorded_probe(catalog):
+    """probes x.Reshape.ctx=flatten3.*.concat* (rknn-toolkit2 2.5.0): every Reshape of them (the focus and
+    the other levels' flattenings) is predicted as the toolkit placed it, the FPN head's 2 x 2 level on the
+    CPU among them."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = "x.Reshape.ctx=flatten3."
+    recorded = {k: v for k, v in _recorded_placements([prefix]).items() if ".concat." in k}
+    probes = [p for p in build_extra_probes([prefix]) if ".concat." in p.id]
+    assert len(probes) == len(recorded) == 13
+    cpu = 0
+    for probe in probes:
+        nodes = match(facts_from_model(probe.model), catalog.table(RKNN)).nodes
+        for node in nodes:
+            if node.op_type == "Reshape":
+                assert node.verdict == recorded[probe.id][node.name], (probe.id, node.name,
+                                                                       [r.message for r in node.reasons])
+                cpu += node.verdict == "cpu"
+    assert cpu == 4
+
+
+def _recorded_placements(prefixes: list[str]) -> dict[str, dict[str, str]]:
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    return {r["id"]: (r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"]))  # noqa: S307
+            for r in json.loads(results.read_text())["probes"] if r["id"].startswith(tuple(prefixes))}

@@ -693,6 +693,78 @@ def test_context_rules_look_through_a_layout_op_eliminate_noop_layout_removes():
     [without] = check_graph(facts, [_table([rule], op="Expand", prepasses=())])
     assert {n.name: n for n in without.nodes}["focus"].verdict == "npu"
 
+
+def test_context_rules_look_through_a_multiplication_by_one_eliminate_noop_add_mul_removes():
+    # Mul (focus) -> Mul by 1 -> MatMul: RKNN removes the x * 1, so the focus feeds the MatMul (WavLM's bias * 1)
+    nodes = [helper.make_node("Mul", ["a", "b"], ["m"], name="focus"),
+             helper.make_node("Mul", ["m", "one"], ["m1"], name="noop"),
+             helper.make_node("MatMul", ["m1", "q"], ["y"], name="mm")]
+    inits = [numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    model = _graph(nodes, [_vi("a", [1, 2, 4, 4]), _vi("b", [1, 2, 4, 4]), _vi("q", [1, 2, 4, 4])],
+                   [_vi("y", [1, 2, 4, 4])], inits)
+    rule = {"rule": "feeds_not", "params": {"path": ["MatMul"]}}
+    facts = facts_from_model(model)
+    [with_pass] = check_graph(facts, [_table([rule], op="Mul", prepasses=("eliminate_noop_add_mul",))])
+    by = {n.name: n for n in with_pass.nodes}
+    assert by["noop"].verdict == "folded"
+    assert by["focus"].verdict == "cpu" and "MatMul 'mm'" in _reasons(by["focus"])
+    [without] = check_graph(facts, [_table([rule], op="Mul", prepasses=())])
+    assert {n.name: n for n in without.nodes}["focus"].verdict == "npu"
+
+
+# -- concat_flatten_plane: flattened maps joined by a Concat (RKNN lays it out in rows) ----------------
+
+
+def _levels(*maps, c: int = 4):
+    """Relu of each (1, C, H, W) map -> Reshape (1, C, H * W) -> Concat on the last axis -> Relu."""
+    nodes, inputs, inits, flat = [], [], [], []
+    for i, (h, w) in enumerate(maps):
+        inputs.append(_vi("x%d" % i, [1, c, h, w]))
+        inits.append(numpy_helper.from_array(np.array([1, c, h * w], np.int64), "s%d" % i))
+        nodes += [helper.make_node("Relu", ["x%d" % i], ["r%d" % i], name="relu%d" % i),
+                  helper.make_node("Reshape", ["r%d" % i, "s%d" % i], ["f%d" % i], name="flat%dx%d" % (h, w))]
+        flat.append("f%d" % i)
+    total = sum(h * w for h, w in maps)
+    nodes += [helper.make_node("Concat", flat, ["cat"], name="cat", axis=2),
+              helper.make_node("Relu", ["cat"], ["y"], name="post")]
+    return _graph(nodes, inputs, [_vi("y", [1, c, total])], inits)
+
+
+@pytest.mark.parametrize("maps,cpu", [
+    (((16, 16), (8, 8), (4, 4), (2, 2)), {"flat2x2"}),  # the FPN head: rows of 4, the 2 x 2 map relaid
+    (((4, 4), (2, 2)), {"flat2x2"}),                    # rows of 4 (a tie with 2: the earlier map)
+    (((8, 8), (2, 2)), set()),                          # rows of 2: the 8 x 8 map relaid, 64 elements
+    (((8, 8), (2, 2), (4, 4)), set()),                  # rows of 2 (the tie goes to the earlier 2 x 2)
+    (((6, 6), (3, 3)), {"flat6x6"}),                    # rows of 3: 36 elements relaid
+    (((8, 8), (3, 3)), set()),                          # no common width: the Concat relays them itself
+])
+def test_concat_flatten_plane_by_the_concat_row(maps, cpu):
+    table = _table([{"rule": "concat_flatten_plane", "params": {"multiple_of": 8}}], op="Reshape", prepasses=())
+    [r] = check_graph(facts_from_model(_levels(*maps)), [table])
+    got = {n.name for n in r.nodes if n.op_type == "Reshape" and n.verdict == "cpu"}
+    assert got == cpu, [(n.name, _reasons(n)) for n in r.nodes]
+    for n in r.nodes:
+        if n.name in cpu:
+            assert "not a multiple of 8" in _reasons(n) and "Concat 'cat'" in _reasons(n)
+
+
+def test_concat_flatten_plane_leaves_other_readers_and_other_inputs_alone():
+    table = _table([{"rule": "concat_flatten_plane", "params": {"multiple_of": 8}}], op="Reshape", prepasses=())
+    # a flattening read by a Relu is not judged by this rule
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["f"], name="flat"),
+             helper.make_node("Relu", ["f"], ["y"], name="post")]
+    inits = [numpy_helper.from_array(np.array([1, 4, 4], np.int64), "s")]
+    [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", [1, 4, 2, 2])], [_vi("y", [1, 4, 4])], inits)), [table])
+    assert {n.name: n.verdict for n in r.nodes}["flat"] == "npu"
+    # a Concat with an input that is not a flattened map: its layout is not known, the rule passes
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["f"], name="flat"),
+             helper.make_node("Concat", ["z", "f"], ["y"], name="cat", axis=2)]
+    model = _graph(nodes, [_vi("x", [1, 4, 2, 2]), _vi("z", [1, 4, 16])], [_vi("y", [1, 4, 20])], inits)
+    [r] = check_graph(facts_from_model(model), [table])
+    assert {n.name: n.verdict for n in r.nodes}["flat"] == "npu"
+    assert not is_local("concat_flatten_plane", {"multiple_of": 8})
+
+
 # -- mask_cast_one_chain: one padding mask feeding two different chains (RKNN build hang) ----------
 
 

@@ -183,6 +183,29 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "is not found yet" % tensor)
 
 
+def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
+    """The element-wise op computing the additive bias of a fused attention from a gate of shape (B*H, T, 1)
+    Reshaped from rank 4, broadcast along its last axis (WavLM's gated relative position bias): CPU. One
+    constraint per input index, the gate being either operand."""
+    out = []
+    for index in (0, 1):
+        out.append(C("any_of", [r"x\.%s\.ctx=sdpa_bias\." % op],
+                     constraints=[
+                         {"rule": "feeds_not", "params": {"path": ["Add", "Softmax", "MatMul"], "skip": ["Cast", "Reshape"]}},
+                         {"rule": "dim", "params": {"tensor": "input", "index": index, "axis": -1, "min": 2}},
+                         {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": -1, "max": 1}},
+                         {"rule": "producer_pass", "params": {"index": index, "ops": ["Reshape"], "constraint": {
+                             "rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}}}}],
+                     note="the additive bias of an attention RKNN fuses into exSDPAttention (MatMul -> Add(bias) "
+                          "-> Softmax -> MatMul), computed by %s from a gate of shape (B*H, T, 1) that is a "
+                          "Reshape of a rank-4 (1, B*H, T, 1) result and broadcast along its last axis, runs on "
+                          "the CPU: the compiler keeps the gate's rank-4 layout and broadcasts over the batch "
+                          "axis (row '%s (1,2,12,1),(12,2,12,1)'; WavLM's gated relative position bias); the same "
+                          "gate computed in rank 3, a full (B*H, T, T) gate, or an attention that is not fused "
+                          "stayed on the NPU (x.%s.ctx=sdpa_bias.*)" % (op, op, op)))
+    return out
+
+
 def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers; with
@@ -252,11 +275,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "BitShift": E("cpu"),
     "Not": E("cpu", probes=[r"pattern\.equal_not_cast"]),
     # -- binary element-wise -------------------------------------------------------------------
-    "Add": E("npu", probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
+    "Add": E("npu", *_sdpa_bias_gate("Add"), probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
              note="int32 Add ran on the NPU in a probe (with CPU reshapes), but the generic "
                   "dtype rule predicts CPU for it."),
     "Sub": E("npu"),
-    "Mul": E("npu"),
+    "Mul": E("npu", *_sdpa_bias_gate("Mul")),
     "Div": E("npu",
              C("dtype", [r"x\.Div\.b=(const4|const_vec|dyn_pos)\.i64", r"Div\.b=same\.i64"],
                tensor="input", index=0, allowed=FLOATS,
@@ -593,6 +616,17 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
                  _plane("input"), _plane("output"),
+                 C("concat_flatten_plane", [r"x\.Reshape\.ctx=flatten3\.\w+\.concat\."], multiple_of=8,
+                   note="a Conv's (N, C, H, W) map flattened to (N, C, H * W) in front of a Concat of such "
+                        "flattenings on the last axis (an FPN head) is relaid as the Concat's rows: the compiler "
+                        "lays the Concat out as (N, C, L / g, g), g a map width that divides every input's length, "
+                        "the one leaving the fewest maps of another width (the earlier input on a tie), removes the flattening of a map g wide and runs any other as a Reshape of "
+                        "its H * W plane, on the CPU unless that is a multiple of 8 (maps of 2 x 2 and 8 x 8: "
+                        "rows of 2, both on the NPU; 3 x 3 and 8 x 8: rows of 1, the 3 x 3 one on the CPU; the FPN's "
+                        "16 x 16, 8 x 8, 4 x 4 and 2 x 2: rows of 4, the 2 x 2 one on the CPU; 8 x 8, 2 x 2 and 4 x 4: "
+                        "rows of 2; 6 x 6 and 3 x 3: rows of 3, the 6 x 6 one on the CPU; with no such width (8 x 8 "
+                        "and 3 x 3) the Concat relays its input itself, a row of its own glue: "
+                        "x.Reshape.ctx=flatten3.*.concat)"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                              [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
@@ -778,11 +812,25 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "them, joined to the per-head part by a Concat or written into the key by a ScatterND "
                        "as TorchScript exports DeepSeek-V3, its rotary ending in a Sub; a Cast before the "
                        "scores: x.Expand.ctx=kv_tail.*)"),
-                C("feeds_not", [r"x\.Expand\.ctx=attn_mask_"], path=["Add", "Softmax", "MatMul"],
-                  skip=["Reshape"],
+                C("feeds_not", [r"x\.Expand\.ctx=attn_mask_", r"x\.Expand\.ctx=sdpa_mask_cast\."],
+                  path=["Add", "Softmax", "MatMul"], skip=["Cast", "Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
                        "fuses the attention (MatMul -> Add(mask) -> Softmax -> MatMul) into "
-                       "exSDPAttention; without the second MatMul it stays on the NPU"),
+                       "exSDPAttention; without the second MatMul it stays on the NPU; float Casts to float "
+                       "between the Softmax and the MatMul or between the Expand and the Add (TorchScript's "
+                       "Doge: Softmax -> Cast -> Cast -> MatMul) do not stop the fusion, nor does a rank-5 "
+                       "Expand of the heads Reshaped back to rank 4 (x.Expand.ctx=sdpa_mask_cast.*)"),
+                C("producer_pass", [r"x\.Expand\.ctx=mask_cast_swap\.", r"x\.Reshape\.ctx=mask_cast\.i(64|32)\.bool\.\w+\.expand"],
+                  index=0, ops=["Cast"], skip=_MERGED_LAYOUT,
+                  constraint={"rule": "any_of", "params": {"constraints": [
+                      {"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                   "allowed": ["bool", "float16", "float32", "int32", "int8"]}},
+                      {"rule": "attr_not_in", "params": {"attr": "to", "values": [9]}}]}},
+                  note="behind an int64 -> bool Cast of a mask, through the layout ops between them (Unsqueeze, "
+                       "Reshape), the compiler moves the Cast after the Expand, which then runs on the int64 data "
+                       "on the CPU (the dynamo export of Reformer: Cast -> Unsqueeze -> Unsqueeze -> Expand -> "
+                       "Where); behind an int32 -> bool Cast, a Cast to float or a bool mask it stayed on the NPU "
+                       "(x.Expand.ctx=mask_cast_swap.*)"),
                 note="an Expand of axis 1 from size 1 over five axes whose axis 2 stays 1 (x.Expand.ctx="
                      "kv_repeat.head_axis) ran on the CPU (errata)."),
     "Tile": E("npu",
