@@ -39,15 +39,26 @@ SCALED_GEMM = (
     ("reshape.n=96.pre=rmsnorm.transB=1", {"reshape": True, "pre": "rmsnorm", "trans_b": 1}),
     ("reshape.n=96.pre=rmsnorm_pow", {"reshape": True, "pre": "rmsnorm_pow"}),
     ("reshape.n=96.pre=relu", {"reshape": True}),
+    ("reshape.n=96.pre=relu_rmsnorm", {"reshape": True, "pre": "rmsnorm", "norm_of": "relu"}),
+    ("reshape.n=96.pre=add_rmsnorm", {"reshape": True, "pre": "rmsnorm", "norm_of": "add"}),
+    ("reshape.n=32.pre=add_rmsnorm", {"reshape": True, "pre": "rmsnorm", "norm_of": "add", "n": 32}),
+    ("reshape.n=96.pre=add_rmsnorm_pow", {"reshape": True, "pre": "rmsnorm_pow", "norm_of": "add"}),
+    ("reshape.n=96.pre=add_rmsnorm.transB=1", {"reshape": True, "pre": "rmsnorm", "norm_of": "add", "trans_b": 1}),
 )
 
 
 def _scaled_gemm(n: int = 96, trans_b: int = 0, scale_shape: tuple[int, ...] = (K,), scale_first: bool = False,
-                 pre: str = "relu", reshape: bool = False) -> GraphBuilder:
+                 pre: str = "relu", reshape: bool = False, norm_of: str = "input") -> GraphBuilder:
     """``pre(x) -> Mul(., w) [-> Reshape to (-1, K)] -> Gemm(., B, bias) -> Reshape``; x is [16, K], or
-    [1, 16, K] with the Reshape."""
+    [1, 16, K] with the Reshape; the norm of the input itself, of ``Relu(x)`` or of ``x + x2`` (a
+    second input, as a residual sum)."""
     gb = GraphBuilder(17)
-    x = gb.input("x", "float32", [1, 16, K] if reshape else [16, K])
+    shape = [1, 16, K] if reshape else [16, K]
+    x = gb.input("x", "float32", shape)
+    if norm_of == "relu":
+        x = gb.node("Relu", [x], name="pre_act")
+    elif norm_of == "add":
+        x = gb.node("Add", [x, gb.input("x2", "float32", shape)], name="pre_residual")
     if pre == "relu":
         h = gb.node("Relu", [x], name="pre_relu")
     else:
