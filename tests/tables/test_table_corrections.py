@@ -362,7 +362,7 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
                                 "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten", "ai.onnx:Slice",
                                 "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile", "ai.onnx:And",
-                                "ai.onnx:ConstantOfShape"}),
+                                "ai.onnx:ConstantOfShape", "ai.onnx:Gemm"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])
@@ -700,3 +700,29 @@ def test_rknn_and_with_an_all_true_constant_operand(catalog, label, want):
                           / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
     recorded = next(r for r in results["probes"] if r["id"] == "x.And.ctx=const_input.%s.bool.r4" % label)
     assert recorded["placement"]["focus_and"] == want
+
+
+def _recorded_gemm_scale_probes() -> dict[str, str]:
+    """The compiler's status of each x.Gemm.ctx=input_scale.* probe (rknn-toolkit2 2.5.0 rk3588, recorded)."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    probes = json.loads(path.read_text(encoding="utf-8"))["probes"]
+    return {p["id"]: p["status"] for p in probes if p["id"].startswith("x.Gemm.ctx=input_scale.")}
+
+
+def test_rknn_gemm_behind_a_per_feature_mul_is_rejected_as_the_compiler_did(catalog):
+    """Every probe of gemm_input_scale_extra: the table calls the model unsupported exactly where build() failed."""
+    from pytest_npucheck.probe.models_gemm_scales import SCALED_GEMM, _scaled_gemm
+
+    recorded = _recorded_gemm_scale_probes()
+    assert len(recorded) == len(SCALED_GEMM)
+    assert sorted(set(recorded.values())) == ["build_failed", "ok"]
+    for label, kw in SCALED_GEMM:
+        status = recorded["x.Gemm.ctx=input_scale.%s.f32.r2" % label]
+        res = match(facts_from_model(_scaled_gemm(**kw).build()), catalog.table(RKNN))
+        gemm = next(n for n in res.nodes if n.name == "focus_gemm")
+        assert (gemm.verdict == "unsupported") == (status == "build_failed"), (label, status, gemm.verdict)
+        assert (res.verdict == "unsupported") == (status == "build_failed"), label
+        if status == "build_failed":
+            assert any("fuse_mul_into_gemm" in r.message for r in gemm.reasons)
