@@ -140,6 +140,14 @@ def _mask_cast_two_chains(graph: Any) -> list[str]:
             and rule_mask_cast_one_chain(n, {}, graph) is not None]
 
 
+def _constant_of_shape_default_value(graph: Any) -> list[str]:
+    """A ConstantOfShape without its ``value`` attribute (ONNX's default, a float32 zero; the dynamo
+    exporter leaves it out): rknn-toolkit2 2.5.0's load_onnx fails on the model ("'numpy.ndarray'
+    object has no attribute 'data_type'" in ``IRGraph.convert_to_fp32``), whatever the shape (probe
+    family ``x.ConstantOfShape.ctx=value=*``; the table's rule ``attr_present``). Returns them."""
+    return [n.name for n in graph.nodes if n.op_type == "ConstantOfShape" and "value" not in n.explicit_attrs]
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
@@ -152,6 +160,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
      "a padding mask whose bool Cast of the mask input feeds two different chains (encoder and cross-attention "
      "masks of one attention_mask): rknn-toolkit2 2.5.0's rewrite cvt_and_to_fp_mul removes the Cast with the "
      "first And and build() never returns"),
+    ("rknn", "constant_of_shape_default_value", _constant_of_shape_default_value,
+     "a ConstantOfShape without its value attribute (the ONNX default, float32 zero): rknn-toolkit2 2.5.0's "
+     "load_onnx fails on the model ('numpy.ndarray' object has no attribute 'data_type')"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
@@ -160,6 +171,8 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
 #: patterns that explain a compile that never ends: a ``timeout`` they explain is a rejection
 HANG_PATTERNS = frozenset({"mask_cast_two_chains"})
 
+#: a bare KeyError's message: the quoted name the compiler looked up and did not find
+_KEY_ERROR_RE = re.compile(r"""^['"](?P<tensor>[^'"]+)['"]$""")
 _UNRECOGNIZED_ATTR_RE = re.compile(r"Unrecognized attribute: (?P<attr>\w+) for operator (?P<op>\w+)")
 
 
@@ -169,7 +182,9 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     :data:`REJECTION_PATTERNS`; RKNN's own trace of the fuse rule that raised (``Rule: ... Op
     name: ...`` in the build log: ``rknn_rule:<rule>``; an empty tensor RKNN calls abnormal:
     ``empty_tensor``, its producer named: the toolchain's ``zoo`` hook); an attribute the toolkit's ONNX checker does not
-    know (``unknown_attribute:<op>.<attr>``); nodes named in the message; else ``("unexplained",
+    know (``unknown_attribute:<op>.<attr>``); nodes named in the message; a message that is only a
+    quoted tensor name (a KeyError of the compiler on a tensor it lost) names the node that
+    produces it, or else the nodes that read it (``tensor_in_message:<ops>``); else ``("unexplained",
     [], message head)``. The patterns of :data:`HANG_PATTERNS` explain a compile that ran out of
     its time budget (``timed_out``) only."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
@@ -196,6 +211,18 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
              and re.search(r"(?<![\w/.])" + re.escape(nm) + r"(?![\w/.])", message or "")]
     if named:
         return "named_in_message", named[:5], _message_head(message)
+    tensor = _KEY_ERROR_RE.match((message or "").strip())
+    if tensor:
+        name = tensor.group("tensor")
+        producer = _producer(graph, name)
+        readers = [producer] if producer is not None else [graph.nodes[c] for c in graph.consumers.get(name, [])]
+        readers = [n for n in readers if n.name and not n.graph]
+        if readers:
+            ops = "+".join(sorted({n.op_type for n in readers}))
+            role = "output" if producer is not None else "input"
+            return (f"tensor_in_message:{ops}", [n.name for n in readers][:5],
+                    f"the compiler lost the tensor {name}, {role} of {', '.join(n.name for n in readers[:3])} "
+                    "(a KeyError on its name)")
     return "unexplained", [], _message_head(message)
 
 

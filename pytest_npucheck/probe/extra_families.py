@@ -25,6 +25,7 @@ from pytest_npucheck.probe import (
     models_attention_rewrites,
     models_constant_defaults,
     models_einsum_equations,
+    models_gemm_scales,
     models_int_arith,
     models_int_layout,
     models_gathernd_reshape,
@@ -78,6 +79,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_pad_axes.FAMILIES,
     *models_and_const.FAMILIES,
     *models_mask_broadcast.FAMILIES,
+    *models_gemm_scales.FAMILIES,
 ]
 
 

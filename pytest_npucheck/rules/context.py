@@ -683,6 +683,44 @@ def rule_mask_cast_one_chain(node: NodeFact, params: Mapping[str, Any], graph: G
             "through layout ops: a second mask built from the same input")
 
 
+def _feature_scale(graph: GraphFacts, mul: NodeFact, features: int) -> Optional[str]:
+    """The constant of a Mul that scales the last axis of its other, computed, input by ``features``
+    values (shape [K] or [1, ..., 1, K]): its name, else None."""
+    if mul.op_type != "Mul" or len(mul.inputs) != 2:
+        return None
+    for i, name in enumerate(mul.inputs):
+        info = graph.tensor(name)
+        other = mul.inputs[1 - i]
+        if info is None or not info.const or info.shape is None or not info.shape:
+            continue
+        dims = list(info.shape)
+        if dims[-1] == features and all(d == 1 for d in dims[:-1]) and _producer(graph, other) is not None:
+            return name
+    return None
+
+
+@rule("gemm_scale_fold", "context", local=False, words=_words)
+def rule_gemm_scale_fold(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a Gemm with its weight stored [K, N] (transB=0, N != K) must not read a Mul by a per-feature [K] constant
+    (the compiler folds that scale into the weight along the wrong axis and build() fails)."""
+    if node.graph or len(node.inputs) < 2 or int(node.attrs.get("transB", 0) or 0) or int(node.attrs.get("transA", 0) or 0):
+        return None
+    weight = graph.tensor(node.inputs[1])
+    if weight is None or not weight.const or weight.shape is None or len(weight.shape) != 2:
+        return None
+    k, n = weight.shape
+    if not isinstance(k, int) or not isinstance(n, int) or k == n:
+        return None
+    mul = _producer(graph, node.inputs[0])
+    if mul is None or mul.op_type != "Mul":
+        return None
+    scale = _feature_scale(graph, mul, k)
+    if scale is None:
+        return None
+    return (f"it reads the Mul '{mul.name}' by the per-feature constant {scale!r} ({k} values), which the compiler "
+            f"folds into this Gemm's [{k}, {n}] weight along the wrong axis (fuse_mul_into_gemm): build() fails")
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None

@@ -228,3 +228,19 @@ def test_rknn_padding_mask_read_by_two_chains_never_finishes_building(tmp_path):
                                                               keep_logs=True)})
     assert res["two_chains"].status == "timeout", (res["two_chains"].status, res["two_chains"].message, budget)
     assert "cvt_and_to_fp_mul" in (res["two_chains"].log or "")
+
+
+@needs_rknn
+def test_rknn_gemm_behind_a_per_feature_mul_fails_build_unless_square_or_transposed(tmp_path):
+    """fuse_mul_into_gemm broadcasts a [K] scale along the wrong axis of a [K, N] weight (rule gemm_scale_fold)."""
+    from pytest_npucheck.probe.models_gemm_scales import _scaled_gemm
+
+    models = {"n96": _scaled_gemm(), "n96_scale_first": _scaled_gemm(scale_first=True),
+              "n32": _scaled_gemm(n=32), "n96_transB": _scaled_gemm(trans_b=1)}
+    jobs = [{"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()]
+    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
+    for k in ("n96", "n96_scale_first"):
+        assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
+        assert "could not be broadcast" in res[k].message
+    for k in ("n32", "n96_transB"):
+        assert res[k].status == "ok", (k, res[k].status, res[k].message)

@@ -366,7 +366,8 @@ def test_qnn_gathernd_by_dtype_and_index_rank(catalog, target, kw, want, says):
     ("rknn/2.5.0/rk3588.json", {"ai.onnx:Softmax", "ai.onnx:Where", "ai.onnx:Expand", "ai.onnx:Div",
                                 "ai.onnx:Reshape", "ai.onnx:Unsqueeze", "ai.onnx:Flatten", "ai.onnx:Slice",
                                 "ai.onnx:Einsum", "ai.onnx:Transpose", "ai.onnx:Tile", "ai.onnx:And",
-                                "ai.onnx:ConstantOfShape", "ai.onnx:Cast", "ai.onnx:Add", "ai.onnx:Sub"}),
+                                "ai.onnx:ConstantOfShape", "ai.onnx:Cast", "ai.onnx:Add", "ai.onnx:Sub",
+                                "ai.onnx:Gemm"}),
     ("qnn/2.51.0/htp-v73.json", {"ai.onnx:GatherND"}),
     ("qnn/2.51.0/htp-v68.json", {"ai.onnx:GatherND"}),
 ])
@@ -821,3 +822,29 @@ def _recorded_placements(prefixes: list[str]) -> dict[str, dict[str, str]]:
     results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
     return {r["id"]: (r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"]))  # noqa: S307
             for r in json.loads(results.read_text())["probes"] if r["id"].startswith(tuple(prefixes))}
+
+
+def _recorded_gemm_scale_probes() -> dict[str, str]:
+    """The compiler's status of each x.Gemm.ctx=input_scale.* probe (rknn-toolkit2 2.5.0 rk3588, recorded)."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    probes = json.loads(path.read_text(encoding="utf-8"))["probes"]
+    return {p["id"]: p["status"] for p in probes if p["id"].startswith("x.Gemm.ctx=input_scale.")}
+
+
+def test_rknn_gemm_behind_a_per_feature_mul_is_rejected_as_the_compiler_did(catalog):
+    """Every probe of gemm_input_scale_extra: the table calls the model unsupported exactly where build() failed."""
+    from pytest_npucheck.probe.models_gemm_scales import SCALED_GEMM, _scaled_gemm
+
+    recorded = _recorded_gemm_scale_probes()
+    assert len(recorded) == len(SCALED_GEMM)
+    assert sorted(set(recorded.values())) == ["build_failed", "ok"]
+    for label, kw in SCALED_GEMM:
+        status = recorded["x.Gemm.ctx=input_scale.%s.f32.r2" % label]
+        res = match(facts_from_model(_scaled_gemm(**kw).build()), catalog.table(RKNN))
+        gemm = next(n for n in res.nodes if n.name == "focus_gemm")
+        assert (gemm.verdict == "unsupported") == (status == "build_failed"), (label, status, gemm.verdict)
+        assert (res.verdict == "unsupported") == (status == "build_failed"), label
+        if status == "build_failed":
+            assert any("fuse_mul_into_gemm" in r.message for r in gemm.reasons)

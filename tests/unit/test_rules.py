@@ -721,3 +721,33 @@ def test_attr_present_fails_on_an_attribute_left_to_its_default():
 
     assert cos() == "value not written; the compiler needs the attribute itself, not its ONNX default"
     assert cos(value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])) is None
+
+
+def test_gemm_scale_fold_fails_a_kn_weight_behind_a_per_feature_mul():
+    """rknn-toolkit2 2.5.0 folds Mul(x, w[K]) into a following Gemm's [K, N] weight along the wrong axis."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def gemm(n=96, trans_b=0, scale_shape=(32,), scale_first=False, pre="Relu", between=None):
+        w = np.linspace(0.5, 1.5, int(np.prod(scale_shape)), dtype=np.float32).reshape(scale_shape)
+        b = np.ones((n, 32) if trans_b else (32, n), np.float32)
+        nodes = [helper.make_node(pre, ["x"], ["h"], name="pre"),
+                 helper.make_node("Mul", ["w", "h"] if scale_first else ["h", "w"], ["m"], name="scale")]
+        a = "m"
+        if between:
+            nodes.append(helper.make_node(between, ["m"], ["m2"], name="between")); a = "m2"
+        nodes.append(helper.make_node("Gemm", [a, "B"], ["y"], name="gemm", transB=trans_b))
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [const("w", w), const("B", b)])
+        facts = facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+        return RULES["gemm_scale_fold"].check([n for n in facts.nodes if n.name == "gemm"][0], {}, facts)
+
+    msg = gemm()
+    assert msg is not None and "'scale'" in msg and "[32, 96]" in msg
+    assert gemm(n=64) is not None and gemm(scale_shape=(1, 32)) is not None and gemm(scale_first=True) is not None
+    # builds: N == K, the weight stored [N, K] (transB=1), a Mul that is not per-feature, another op between
+    assert gemm(n=32) is None
+    assert gemm(trans_b=1) is None
+    assert gemm(scale_shape=(16, 32)) is None
+    assert gemm(between="Relu") is None

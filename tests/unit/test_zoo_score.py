@@ -340,8 +340,9 @@ def test_new_rejections_are_those_the_document_does_not_list(save):
 
 
 def test_an_empty_tensor_rknn_calls_abnormal_names_its_producer(save):
+    # value written, as TorchScript writes it (without it the load fails first: constant_of_shape_default_value)
     g = _graph(save, [helper.make_node("ConstantOfShape", ["shape"], ["/m/ConstantOfShape_output_0"],
-                                       name="/m/ConstantOfShape"),
+                                       name="/m/ConstantOfShape", value=helper.make_tensor("v", 1, [1], [0.0])),
                       helper.make_node("Concat", ["x", "/m/ConstantOfShape_output_0"], ["y"], name="/m/Concat", axis=1)],
                [("x", [1, 4, 32]), ("shape", [3])])
     message = "build: The shape of '/m/ConstantOfShape_output_0' is (1, 0, 32), it is abnormal!"
@@ -417,3 +418,36 @@ def test_a_timeout_a_hang_pattern_explains_is_a_rejection_the_static_check_predi
     assert (t["all"]["rejected"], t["all"]["rejections_predicted"], t["all"]["timed_out"]) == (2, 2, 1)
     assert t["timed_out"] == ["encoder.torchscript"]
     assert ("timeout", "mask_cast_two_chains") in {(r["status"], r["pattern"]) for r in t["rejections"]}
+
+
+def test_a_constant_of_shape_without_its_value_explains_rknns_load_failure(save):
+    def model(value: bool):
+        attrs = {"value": helper.make_tensor("v", 1, [1], [0.0])} if value else {}
+        return _graph(save, [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                             helper.make_node("ConstantOfShape", ["s"], ["z"], name="node_ConstantOfShape_1", **attrs),
+                             helper.make_node("Add", ["x", "z"], ["y"], name="add")], [("x", [1, 4, 8])])
+
+    message = "'numpy.ndarray' object has no attribute 'data_type'"
+    pid, nodes, text = zoo_score.explain_rejection("rknn", model(False), message)
+    assert (pid, nodes) == ("constant_of_shape_default_value", ["node_ConstantOfShape_1"]) and "load_onnx" in text
+    # the value written out (the TorchScript form): not the pattern
+    assert zoo_score.explain_rejection("rknn", model(True), message)[0] == "unexplained"
+    assert zoo_score.explain_rejection("qnn", model(False), message)[0] == "unexplained"
+
+
+def test_a_keyerror_on_a_tensor_names_the_node_that_makes_or_reads_it(save):
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="then_relu")], "then", [],
+                             [helper.make_tensor_value_info("t", 1, [1, 4])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"], name="else_neg")], "else", [],
+                              [helper.make_tensor_value_info("e", 1, [1, 4])])
+    g = _graph(save, [helper.make_node("If", ["onnx::If_7"], ["i"], name="/m/If", then_branch=then, else_branch=other),
+                      helper.make_node("Relu", ["i"], ["r"], name="/m/Relu"),
+                      helper.make_node("Add", ["r", "x"], ["y"], name="/m/Add")],
+               [("x", [1, 4])], [const("onnx::If_7", np.array(True))])
+    # an initializer the compiler lost: the nodes that read it
+    assert zoo_score.explain_rejection("rknn", g, "'onnx::If_7'")[:2] == ("tensor_in_message:If", ["/m/If"])
+    # a node output: the node that made it
+    assert zoo_score.explain_rejection("rknn", g, "'r'")[:2] == ("tensor_in_message:Relu", ["/m/Relu"])
+    # a quoted name the graph does not have, or a longer message quoting one: not this
+    assert zoo_score.explain_rejection("rknn", g, "'nowhere'")[0] == "unexplained"
+    assert zoo_score.explain_rejection("rknn", g, "cannot find 'r' in the map")[0] == "unexplained"

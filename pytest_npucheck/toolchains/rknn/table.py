@@ -407,7 +407,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
-    "Gemm": E("npu", probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
+    "Gemm": E("npu",
+              C("gemm_scale_fold", [r"x\.Gemm\.ctx=input_scale\."], "unsupported",
+                note="a Gemm whose weight is stored [K, N] (transB=0, N != K, as a GPT-2 Conv1D/addmm exports) "
+                     "reading a Mul by a per-feature [K] constant (the weight of a hand-written norm): the rewrite "
+                     "fuse_mul_into_gemm folds the scale into the weight along the wrong axis and build() raises "
+                     "('operands could not be broadcast together'); with transB=1 or N == K it builds"),
+              probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
     "Einsum": E("npu",
                 C("einsum_equation_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
                                          r"Einsum\.eq=", r"x\.Einsum\.ctx=letters\."],
