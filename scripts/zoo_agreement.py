@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["export", "compile", "score", "all"])
     p.add_argument("--root", type=Path, default=Path("/work/agree/zoo"))
-    p.add_argument("--zoo", choices=["all", "torch", "transformers"], default="all")
+    p.add_argument("--zoo", choices=["all", "torch", "transformers", "vision"], default="all")
     p.add_argument("--only", nargs="*", default=None, help="architecture names")
     p.add_argument("--exporters", nargs="*", default=list(EXPORTERS))
     p.add_argument("--toolchain", nargs="*", default=list(TARGETS), choices=list(TARGETS))

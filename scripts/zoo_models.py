@@ -1055,3 +1055,7 @@ def all_builders(which: str = "all") -> Iterator[tuple[str, Builder]]:
         yield from deployment_zoo()
     if which in ("all", "transformers"):
         yield from transformers_zoo()[0]
+    if which in ("all", "vision"):
+        import zoo_vision
+
+        yield from zoo_vision.vision_zoo()
