@@ -59,12 +59,12 @@ def import_vision() -> tuple[Any, Any]:
     import torch
     import torch.library
 
-    if "torchvision" in sys.modules and "timm" in sys.modules:
-        return sys.modules["torchvision"], sys.modules["timm"]
     where = libs_dir()
     if not os.path.isdir(os.path.join(where, "torchvision")) or not os.path.isdir(os.path.join(where, "timm")):
         raise NotImportable(f"torchvision and timm are not installed in {where} (set {LIBS_ENV}; "
                             f"pip install --no-deps --target {where} torchvision==0.28.0 pillow timm)")
+    if "torchvision" in sys.modules and "timm" in sys.modules:
+        return sys.modules["torchvision"], sys.modules["timm"]
     if where not in sys.path:
         sys.path.append(where)  # after the venv: never shadows one of its packages
 
