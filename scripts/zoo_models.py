@@ -288,7 +288,7 @@ def torch_zoo() -> list[tuple[str, Builder]]:
 
 
 # --------------------------------------------------------------------------------------------
-# torch.nn zoo: what deployment engineers ship (built from code; torchvision is not importable)
+# torch.nn zoo: what deployment engineers ship (built from code; torchvision's own: zoo_vision.py)
 # --------------------------------------------------------------------------------------------
 
 
