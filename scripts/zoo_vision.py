@@ -261,7 +261,7 @@ TIMM: tuple[tuple[str, dict[str, Any]], ...] = (
     ("mambaout_femto", {}),
     ("inception_next_atto", {}),
     ("rdnet_tiny", {}),
-    ("convmixer_768_32", {"depth": 4}),
+    ("convmixer_768_32", {}),  # its entry point sets depth itself
     ("poolformer_s12", {}),
     ("caformer_s18", {}),
     ("convformer_s18", {}),
