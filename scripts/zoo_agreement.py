@@ -1,7 +1,8 @@
 """Zoo-scale agreement of the static verdicts with the real compilers (issue #22).
 
 Builds every architecture the installed ``transformers`` can build from a small config, plus a
-torch.nn zoo (``scripts/zoo_models.py``), gives each non-degenerate weights, exports it with both
+torch.nn zoo (``scripts/zoo_models.py``) and the torchvision/timm vision family
+(``scripts/zoo_vision.py``, ``--zoo vision``), gives each non-degenerate weights, exports it with both
 exporters (TorchScript opset 17, dynamo opset 18), compiles every file with the real toolchains
 (rknn-toolkit2 fp16 via ``NPUCHECK_RKNN_PYTHON``; onnxruntime-qnn HTP fp16 via
 ``NPUCHECK_QNN_PYTHON``) in their long-lived, time-limited workers (a crash or hang costs one
@@ -456,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("step", choices=["export", "compile", "score", "all"])
     p.add_argument("--root", type=Path, default=Path("/work/agree/zoo"))
-    p.add_argument("--zoo", choices=["all", "torch", "transformers"], default="all")
+    p.add_argument("--zoo", choices=["all", "torch", "transformers", "vision"], default="all")
     p.add_argument("--only", nargs="*", default=None, help="architecture names")
     p.add_argument("--exporters", nargs="*", default=list(EXPORTERS))
     p.add_argument("--toolchain", nargs="*", default=list(TARGETS), choices=list(TARGETS))

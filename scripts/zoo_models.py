@@ -288,7 +288,7 @@ def torch_zoo() -> list[tuple[str, Builder]]:
 
 
 # --------------------------------------------------------------------------------------------
-# torch.nn zoo: what deployment engineers ship (built from code; torchvision is not importable)
+# torch.nn zoo: what deployment engineers ship (built from code; torchvision's own: zoo_vision.py)
 # --------------------------------------------------------------------------------------------
 
 
@@ -1055,3 +1055,7 @@ def all_builders(which: str = "all") -> Iterator[tuple[str, Builder]]:
         yield from deployment_zoo()
     if which in ("all", "transformers"):
         yield from transformers_zoo()[0]
+    if which in ("all", "vision"):
+        import zoo_vision
+
+        yield from zoo_vision.vision_zoo()
