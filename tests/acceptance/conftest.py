@@ -18,6 +18,7 @@ and runs as ``[n0]`` only; tests/README.md lists them. A test that compares a pl
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import shutil
@@ -168,25 +169,54 @@ def pytester(pytester: pytest.Pytester, run_mode: str, monkeypatch: pytest.Monke
     else:
         monkeypatch.delenv(EXPORT_CACHE_ENV, raising=False)
     extra = RUN_MODES[run_mode]
+    # runpytest() calls one of these two, as --runpytest says: wrapping them covers every run
+    runs = ("runpytest_inprocess", "runpytest_subprocess")
     if extra:
         pytest.importorskip("xdist")
         # the summary line counts deselected tests as a plain run does (child_plugins/xdist_deselected.py)
-        monkeypatch.syspath_prepend(str(CHILD_PLUGINS))  # in-process runs import it from here
-        # xdist starts a worker with the sys.path its controller had at start-up (xdist.plugin._sys_path):
-        # for an in-process run that is this process's, which lacks CHILD_PLUGINS (a subprocess run's
-        # controller has it from PYTHONPATH)
-        import xdist.plugin
-
-        startup_path = xdist.plugin._sys_path
-        if str(CHILD_PLUGINS) not in startup_path:
-            startup_path.insert(0, str(CHILD_PLUGINS))
-            request.addfinalizer(lambda: startup_path.remove(str(CHILD_PLUGINS)))
-        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHILD_PLUGINS),
-                                                                         os.environ.get("PYTHONPATH")])))
-        monkeypatch.setenv("PYTEST_PLUGINS", ",".join(N2_PLUGINS))
-        # the workers are forked from a warm process (warm_workers.py), not started cold
-        monkeypatch.setenv(ENV_WARM, request.getfixturevalue("warm_workers"))
-        # runpytest() calls one of these two, as --runpytest says: wrapping them covers every run
-        for name in ("runpytest_inprocess", "runpytest_subprocess"):
+        _load_child_plugins(monkeypatch, request, N2_PLUGINS)
+        for name in runs:
             setattr(pytester, name, _with_mode(getattr(pytester, name), extra))
+    else:
+        # a run that names its own workers (a test comparing a plain run with a -n 2 run itself) gets
+        # warm workers too; only its workers change, not its plugins or its summary
+        for name in runs:
+            setattr(pytester, name, _with_warm_workers(getattr(pytester, name), request))
     return pytester
+
+
+def _load_child_plugins(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest,
+                        plugins: tuple[str, ...]) -> None:
+    """Load ``plugins`` (modules of child_plugins/) in the controller and the workers of the runs made
+    while ``monkeypatch`` holds, and fork the workers warm unless NPUCHECK_TEST_WARM_WORKERS is already
+    set (=0: cold workers; a test sets it itself before its runs)."""
+    monkeypatch.syspath_prepend(str(CHILD_PLUGINS))  # in-process runs import them from here
+    # xdist starts a worker with the sys.path its controller had at start-up (xdist.plugin._sys_path):
+    # for an in-process run that is this process's, which lacks CHILD_PLUGINS (a subprocess run's
+    # controller has it from PYTHONPATH)
+    import xdist.plugin
+
+    startup_path = xdist.plugin._sys_path
+    if str(CHILD_PLUGINS) not in startup_path:
+        startup_path.insert(0, str(CHILD_PLUGINS))
+        request.addfinalizer(lambda: startup_path.remove(str(CHILD_PLUGINS)) if str(CHILD_PLUGINS) in startup_path
+                             else None)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(CHILD_PLUGINS),
+                                                                     os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("PYTEST_PLUGINS", ",".join(plugins))
+    # the workers are forked from a warm process (warm_workers.py), not started cold
+    if ENV_WARM not in os.environ:
+        monkeypatch.setenv(ENV_WARM, request.getfixturevalue("warm_workers"))
+
+
+def _with_warm_workers(run: Callable[..., Any], request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``run``, whose calls that name their own xdist workers (``-n 2``) fork them warm."""
+    @functools.wraps(run)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not any(_OWN_WORKERS.fullmatch(str(a)) for a in args) or importlib.util.find_spec("xdist") is None:
+            return run(*args, **kwargs)
+        with pytest.MonkeyPatch.context() as mp:
+            _load_child_plugins(mp, request, ("xdist_warm_workers",))
+            return run(*args, **kwargs)
+
+    return wrapper

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO, TOY_TABLES
 
+from acceptance.conftest import CHILD_PLUGINS, ENV_WARM
 from acceptance.test_merge_shards import NETS, TESTS, baseline_entries
 
 SECTION = (REPO / "docs" / "ci.md").read_text().split("## Sharded CI")[1].split("\n## ")[0]
@@ -97,7 +98,7 @@ def test_the_recipes_are_yaml_with_the_jobs_they_promise():
 
 
 @pytest.mark.slow  # four pytest processes with xdist workers, exporting the suite's models
-def test_the_recipe_commands_run_end_to_end(tmp_path):
+def test_the_recipe_commands_run_end_to_end(tmp_path, warm_workers):
     pytest.importorskip("xdist")
     github = BLOCKS[0]
     shard = "\n".join(_run_block(github, "NPU deployability (one shard)"))
@@ -109,6 +110,10 @@ def test_the_recipe_commands_run_end_to_end(tmp_path):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "NPU_SHARDS": "4", "PYTEST_ADDOPTS": ""}
     env.pop("PYTEST_XDIST_WORKER", None)
+    # the shards' `pytest -n auto` fork their workers warm, as the [n2] pytester runs do (conftest.py):
+    # the same pytest, xdist and plugin code in each worker, without a fresh interpreter importing torch
+    env.update({"PYTHONPATH": os.pathsep.join(filter(None, [str(CHILD_PLUGINS), env.get("PYTHONPATH")])),
+                "PYTEST_PLUGINS": "xdist_warm_workers", ENV_WARM: warm_workers})
     for k in range(1, 5):
         proc = subprocess.run(["bash", "-ec", shard], cwd=tmp_path, env={**env, "NPU_SHARD": str(k)},
                               capture_output=True, text=True, timeout=900)

@@ -69,37 +69,14 @@ def test_quiet_lists_only_what_fails_and_counts_the_rest(suite):
     assert "PASS test_q.py::test_clean" not in summary
     assert "npucheck: 2 tests passed on every target (3 passing target checks not listed under -q)" in summary
     assert "FAIL test_q.py::test_pads toy@1.0/soc-a: npu 1, cpu 1" in summary
+    # the whole -q summary, the same under -n 2 ([n2]: the controller prints it from the workers' reports)
+    assert [line for line in summary.splitlines() if line.strip(" =")] == [
+        "npucheck: 2 tests passed on every target (3 passing target checks not listed under -q)",
+        "FAIL test_q.py::test_pads toy@1.0/soc-a: npu 1, cpu 1, unsupported 0, folded 0 (1 new, 0 accepted "
+        "fallback(s))"]
     # without -q every target is listed
     r = suite.runpytest()
     assert "PASS test_q.py::test_clean[0] toy@1.0/soc-a: npu 2" in r.stdout.str()
-
-
-@pytest.mark.without_xdist(reason="compares a plain run with a -n 2 run itself")
-@pytest.mark.slow  # a -n 2 run: two workers that import torch and export
-def test_the_quiet_summary_is_the_same_under_xdist(suite):
-    pytest.importorskip("xdist")
-    suite.makepyfile(test_q='''
-        import pytest, torch
-        from nets import Clean, Pads
-
-        @pytest.mark.parametrize("i", range(2))
-        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a"], numerics=False)
-        def test_clean(npu_check, i):
-            npu_check(Clean().eval(), torch.randn(1, 3, 8, 8))
-
-        @pytest.mark.npu_deployable(targets=["toy@1.0/soc-a", "toy@1.1/soc-b"], numerics=False)
-        def test_pads(npu_check):
-            npu_check(Pads().eval(), torch.randn(1, 3, 8, 8))
-    ''')
-
-    def summary(*args):
-        r = suite.runpytest_subprocess("-q", *args)
-        r.assert_outcomes(passed=2, failed=1)
-        return r.stdout.str().split("npucheck summary")[1].split("short test summary")[0].strip()
-
-    serial = summary()
-    assert "npucheck: 2 tests passed on every target" in serial
-    assert summary("-n", "2") == serial
 
 
 @pytest.mark.without_xdist(reason="the progress line is the controller terminal's; an xdist worker has none, "

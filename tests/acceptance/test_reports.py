@@ -111,10 +111,19 @@ def suite(pytester):
     return pytester
 
 
+REPORT_FILES = ("--npu-report=json:{}/r.json", "--npu-report=md:{}/r.md", "--npu-report=html:{}/r.html",
+                "--junitxml={}/junit.xml")
+
+
+@pytest.mark.slow  # a plain run and a -n 2 run, each with every report format
+@pytest.mark.without_xdist(reason="it compares a plain run with a -n 2 run itself (every report file, the "
+                           "failure text of both)")
 def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_path):
-    r = suite.runpytest("--npu-report=json:out/r.json", "--npu-report=md:out/r.md", "--npu-report=html:out/r.html",
-                        "--junitxml=out/junit.xml")
+    r = suite.runpytest(*(f.format("out") for f in REPORT_FILES))
     r.assert_outcomes(passed=3, failed=1)
+    pytest.importorskip("xdist")
+    r2 = suite.runpytest("-n", "2", *(f.format("parallel") for f in REPORT_FILES))
+    r2.assert_outcomes(passed=3, failed=1)
     out = suite.path / "out"
     # JSON against its schema, with the gate per target
     doc = json.loads((out / "r.json").read_text())
@@ -129,12 +138,15 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert doc["baseline"]["stale"] == [] and doc["baseline"]["exists"]
     # the failure text: each fallback once, in graph order, marked NEW or accepted (issue 26.4: it listed
     # the NEW ones, the accepted ones, then every fallback again in a table)
-    text = r.stdout.str()
-    failure = text.split("= FAILURES =")[1].split("npucheck summary")[0]
-    new_row = re.search(rf"^  NEW +Pad +{new_node} +cpu ", failure, re.M)
-    acc_row = re.search(rf"^  accepted +Pad +{accepted_node} +cpu ", failure, re.M)
-    assert new_row and acc_row and acc_row.start() < new_row.start()  # the accepted pad comes first in the graph
-    assert len(re.findall(rf"\b{new_node}\b(?!,)", failure.split("fixes (")[0])) == 2  # its row and its reason
+    # (the same in the plain run and under -n 2, where the controller prints it from the workers' reports)
+    for text in (r.stdout.str(), r2.stdout.str()):
+        failure = text.split("= FAILURES =")[1].split("npucheck summary")[0]
+        new_row = re.search(rf"^  NEW +Pad +{new_node} +cpu ", failure, re.M)
+        acc_row = re.search(rf"^  accepted +Pad +{accepted_node} +cpu ", failure, re.M)
+        assert new_row and acc_row and acc_row.start() < new_row.start()  # the accepted pad comes first
+        assert len(re.findall(rf"\b{new_node}\b(?!,)", failure.split("fixes (")[0])) == 2  # its row and its reason
+        # the toy table is documentation only: the headline says so
+        assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}, documentation only]: FAIL" in text
     # JUnit: pytest's own writer carries the per-target properties
     root = ET.parse(out / "junit.xml").getroot()
     [case] = [c for c in root.iter("testcase") if c.get("name") == "test_two_pads"]
@@ -144,8 +156,6 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     assert re.fullmatch(r"[0-9a-f]{64}", props[f"npucheck[{T}].table_sha256"])
     # the table revision each target was checked against, in every report (a table without one is revision 1)
     assert props[f"npucheck[{T}].table_revision"] == "1" and a["table"]["revision"] == 1
-    # the toy table is documentation only: the headline says so
-    assert f"{T} [table revision 1, sha256 {a['table']['sha256'][:12]}, documentation only]: FAIL" in text
     assert props[f"npucheck[{T}].cpu"] == "2" and props[f"npucheck[{T}].new_fallbacks"] == "1"
     assert props[f"npucheck[{T}].accepted_fallbacks"] == "1"
     assert 0 < float(props[f"npucheck[{T}].npu_share_nodes"]) < 1
@@ -188,6 +198,32 @@ def test_every_report_format_validates_and_lists_new_fallbacks_first(suite, tmp_
     numerics_html = dom.split('<section id="numerics">')[1]
     assert '<tr class="emulated"><td>fp16 emulated (ONNX Runtime)</td>' in numerics_html
     assert f"<td>{rows.fmt(emu['metrics']['max_abs'])}</td>" in numerics_html
+    # under -n 2: the same report files, apart from their creation time and the exports' temporary paths
+    _assert_same_reports(suite.path / "out", suite.path / "parallel")
+
+
+def _assert_same_reports(one: Path, other: Path) -> None:
+    def load(d):
+        doc = json.loads((d / "r.json").read_text())
+        created = doc.pop("created")
+        for t in doc["tests"]:
+            t["export"].pop("path")  # temp dirs differ per process
+            t["export"].pop("cache_hit")  # the first run may export, the second reuses: not a result
+            for tr in t["targets"]:
+                tr["model"].pop("path")
+        return doc, created
+
+    (serial, c1), (parallel, c2) = load(one), load(other)
+    assert serial == parallel
+    for name in ("r.md", "r.html"):
+        assert _normalised(one / name, c1) == _normalised(other / name, c2)
+
+    def props(d):
+        root = ET.parse(d / "junit.xml").getroot()
+        return {c.get("name"): sorted((p.get("name"), p.get("value")) for p in c.iter("property"))
+                for c in root.iter("testcase")}
+
+    assert props(one) == props(other)
 
 
 NASTY = "<script>alert(1)</script>\x00\x1b[31m|`*_\n" + "x" * 10_000
@@ -252,38 +288,11 @@ def _normalised(path: Path, created: str) -> str:
     return path.read_text().replace(created, "CREATED").replace(md_report.esc(created), "CREATED")
 
 
-@pytest.mark.slow  # three -n 2 runs, each with two workers that import torch and export
-@pytest.mark.without_xdist(reason="it compares a plain run with a -n 2 run itself")
-def test_xdist_gives_identical_report_files_and_reports_a_crashed_worker(suite):
+@pytest.mark.slow  # two -n 2 runs, each with two workers that export
+@pytest.mark.without_xdist(reason="its runs name their own workers (-n 2): a worker that dies is the point")
+def test_a_crashed_worker_is_reported_in_every_report(suite):
     pytest.importorskip("xdist")
-    files = ("--npu-report=json:{}/r.json", "--npu-report=md:{}/r.md", "--npu-report=html:{}/r.html",
-             "--junitxml={}/junit.xml")
-    r1 = suite.runpytest_subprocess(*(f.format("serial") for f in files))
-    r2 = suite.runpytest_subprocess("-n", "2", *(f.format("parallel") for f in files))
-    r1.assert_outcomes(passed=3, failed=1)
-    r2.assert_outcomes(passed=3, failed=1)
-
-    def load(d):
-        doc = json.loads((suite.path / d / "r.json").read_text())
-        created = doc.pop("created")
-        for t in doc["tests"]:
-            t["export"].pop("path")  # temp dirs differ per process
-            for tr in t["targets"]:
-                tr["model"].pop("path")
-        return doc, created
-
-    (serial, c1), (parallel, c2) = load("serial"), load("parallel")
-    assert serial == parallel
-    for name in ("r.md", "r.html"):
-        assert _normalised(suite.path / "serial" / name, c1) == _normalised(suite.path / "parallel" / name, c2)
-
-    def props(d):
-        root = ET.parse(suite.path / d / "junit.xml").getroot()
-        return {c.get("name"): sorted((p.get("name"), p.get("value")) for p in c.iter("property"))
-                for c in root.iter("testcase")}
-
-    assert props("serial") == props("parallel")
-
+    files = REPORT_FILES
     # a worker that dies mid-test: the test is reported with status error in every report
     suite.makepyfile(test_crash='''
         import pytest, torch
