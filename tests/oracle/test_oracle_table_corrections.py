@@ -122,6 +122,7 @@ def test_rknn_merges_the_mask_lookup_chain_into_one_reshape_on_its_last_op(tmp_p
             assert real["focus_reshape"] == "cpu" and len(int64_rows) == 1
             assert all(real[n] == "npu" for n in layout if n != "focus_reshape")
 
+@needs_rknn
 def test_rknn_predicted_rejections(tmp_path):
     """LayerNorm over (C, H, W) with H a multiple of 8, BatchNormalization in training mode and
     attention with constant queries fail build(); the neighbouring forms the table keeps build."""
@@ -174,26 +175,30 @@ def test_rknn_integer_no_ops_layout_ops_read_by_casts_and_uniform_where_masks(tm
         assert real[node] == want, key
         assert ("npu" if static[node] == "folded" else static[node]) == want, key
 
-@pytest.mark.slow  # the hanging build costs its whole budget (one core until it is killed)
+@needs_rknn
 def test_rknn_padding_mask_read_by_two_chains_never_finishes_building(tmp_path):
     """The encoder and cross-attention padding masks of one input: build() does not return (the build
-    log stops after cvt_and_to_fp_mul) while the same model with one chain, or with two mask inputs,
-    builds in seconds; the static check calls the first rejected (probes x.And.ctx=mask_chains.*).
+    log stops in fuse_ops, after cvt_and_to_fp_mul) while the same model with one chain, or with two
+    mask inputs, builds; the static check calls the first rejected (probes x.And.ctx=mask_chains.*).
 
-    The two builds that finish are made first; the hanging one gets ten times the longer of their build
-    times (at least 45 s, at most 240 s): a budget measured on the same machine at the same load, so
-    the hang is told from a slow build without holding a core for four minutes."""
+    The hang is told from a slow build in CPU time, whatever the load: the two builds that finish
+    go through every rewrite and write their log as they go, each whole build in a fraction of a
+    CPU-second; the hanging one computes STALL CPU-s (at least five whole control builds) without
+    writing a line, and is killed then (``stall_cpu``), not after a wall-clock budget."""
     from pytest_npucheck.probe.models_attention_rewrites import _mask_chains
 
-    models = {"two_chains": _mask_chains(), "one_chain": _mask_chains(blocks="enc"),
-              "two_inputs": _mask_chains(casts="two_inputs")}
-    jobs = {k: {"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()}
-    res = {r.key: r for r in rknn_oracle.compile_models([jobs["one_chain"], jobs["two_inputs"]], "rk3588",
-                                                         timeout=240, keep_logs=True)}
-    assert res["one_chain"].status == "ok" and res["two_inputs"].status == "ok"
-    slowest = max(res["one_chain"].seconds or 24.0, res["two_inputs"].seconds or 24.0)
-    budget = min(240.0, max(45.0, 10 * slowest))
-    res.update({r.key: r for r in rknn_oracle.compile_models([jobs["two_chains"]], "rk3588", timeout=budget,
-                                                              keep_logs=True)})
-    assert res["two_chains"].status == "timeout", (res["two_chains"].status, res["two_chains"].message, budget)
-    assert "cvt_and_to_fp_mul" in (res["two_chains"].log or "")
+    stall = 5.0
+    models = {"one_chain": _mask_chains(blocks="enc"), "two_inputs": _mask_chains(casts="two_inputs"),
+              "two_chains": _mask_chains()}
+    jobs = [{"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()]
+    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=240, keep_logs=True,
+                                                         stall_cpu=stall)}
+    for key in ("one_chain", "two_inputs"):
+        assert res[key].status == "ok", (key, res[key].status, res[key].message)
+        assert "cvt_and_to_fp_mul" in res[key].log and "fuse_ops done" in res[key].log, key
+        assert 0 < res[key].extra["cpu_seconds"] <= stall / 5, (key, res[key].extra)
+    hang = res["two_chains"]
+    assert hang.status == "timeout", (hang.status, hang.message)
+    assert hang.extra["stalled_cpu_seconds"] >= stall, hang.extra
+    assert "wrote nothing to its log for" in hang.message and "a hang" in hang.message, hang.message
+    assert "cvt_and_to_fp_mul" in hang.log and "fuse_ops done" not in hang.log

@@ -330,13 +330,32 @@ def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] 
         stage=(event or {}).get("stage"), log=clean if keep_logs else None, extra=extra)
 
 
+def _stalled(current: Mapping[str, Any], pid: int, quiet: list[Any], stall_cpu: float) -> float | None:
+    """CPU seconds the worker ``pid`` has spent since the current model's log last grew, when that
+    is ``stall_cpu`` or more (a build that computes without writing anything: a hang); else None.
+    ``quiet`` is [the log's size when last seen, the worker's CPU seconds then], updated here."""
+    cpu = process_cpu_seconds(pid)
+    if cpu is None:
+        return None
+    try:
+        size = os.stat(current.get("log") or "").st_size
+    except OSError:
+        size = 0
+    if size != quiet[0] or quiet[1] is None:
+        quiet[:] = [size, cpu]
+        return None
+    silent = cpu - quiet[1]
+    return round(silent, 1) if silent >= stall_cpu else None
+
+
 def _tail(text: str, n: int = 20) -> str:
     return "\n".join(strip_ansi(text).strip().splitlines()[-n:])
 
 
 def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout: float,
                startup_timeout: float, config: Mapping[str, Any] | None, keep_logs: bool,
-               progress: Any = None, retries: int = 1) -> list[RknnResult]:
+               progress: Any = None, retries: int = 1,
+               stall_cpu: float | None = None) -> list[RknnResult]:
     """Compile ``jobs`` with as many worker processes (one after another) as crashes require."""
     results: dict[str, RknnResult] = {}
     earlier: dict[str, list[str]] = {}  # crash messages of the attempts that were retried
@@ -382,6 +401,7 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
             thread.start()
             current: dict[str, Any] | None = None
             current_cpu: float | None = None  # the worker's CPU seconds when the current model started
+            quiet: list[Any] = [0, None]  # the current model's log size, the worker's CPU when it last grew
             worker_info: dict[str, Any] = {}
             started = False
             deadline = time.monotonic() + startup_timeout
@@ -390,20 +410,33 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
             try:
                 while True:
                     remaining = deadline - time.monotonic()
+                    watch = stall_cpu is not None and current is not None
                     try:
-                        line = lines.get(timeout=max(remaining, 0.01))
+                        line = lines.get(timeout=max(min(remaining, 0.25) if watch else remaining, 0.01))
                     except queue.Empty:
+                        stalled = None
+                        if watch and time.monotonic() < deadline:
+                            stalled = _stalled(current, proc.pid, quiet, stall_cpu)
+                            if stalled is None:
+                                continue  # still writing to its log, or not yet that much CPU in silence
                         # timeout: of the model in flight, or of the start-up
                         if current is not None:
                             j = by_key[current["key"]]
                             used = process_cpu_seconds(proc.pid)
                             if used is not None and current_cpu is not None:
                                 used = round(used - current_cpu, 1)
-                            results[j.key] = _finish(
-                                j, "timeout", _read_text(current.get("log")), None, keep_logs,
-                                "rknn build did not finish within %.0f s" % timeout
-                                + ("" if used is None else " (%.0f CPU-s used)" % used))
+                            log_text = _read_text(current.get("log"))
+                            if stalled is not None:
+                                last = next((ln for ln in reversed(strip_ansi(log_text).splitlines()) if ln.strip()), "")
+                                why = ("rknn build wrote nothing to its log for %.1f CPU-s (it computes without "
+                                       "progress: a hang); its log stops at: %s" % (stalled, last.strip()[:200]))
+                            else:
+                                why = ("rknn build did not finish within %.0f s" % timeout
+                                       + ("" if used is None else " (%.0f CPU-s used)" % used))
+                            results[j.key] = _finish(j, "timeout", log_text, None, keep_logs, why)
                             results[j.key].extra["cpu_seconds"] = used
+                            if stalled is not None:
+                                results[j.key].extra["stalled_cpu_seconds"] = stalled
                             pending = [p for p in pending if p.key != j.key]
                             progressed = True
                             if progress:
@@ -454,11 +487,15 @@ def _run_batch(python: str, target_platform: str, jobs: list[ModelJob], timeout:
                     elif kind == "start":
                         current = ev
                         current_cpu = process_cpu_seconds(proc.pid)
+                        quiet[:] = [0, current_cpu]
                         deadline = time.monotonic() + timeout
                     elif kind == "result":
                         j = by_key[ev["key"]]
                         results[j.key] = _finish(j, ev.get("status", "build_failed"),
                                                  _read_text(ev.get("log")), ev, keep_logs)
+                        used = process_cpu_seconds(proc.pid)  # the worker is alive: it reports, then goes on
+                        if used is not None and current_cpu is not None:
+                            results[j.key].extra["cpu_seconds"] = round(used - current_cpu, 2)
                         pending = [p for p in pending if p.key != j.key]
                         current = None
                         progressed = True
@@ -506,6 +543,7 @@ def compile_models(
     keep_logs: bool = False,
     progress: Any = None,
     retries: int = 1,
+    stall_cpu: float | None = None,
 ) -> list[RknnResult]:
     """Compile ONNX models with rknn-toolkit2 (fp16 build) and report per-model placement.
 
@@ -528,6 +566,15 @@ def compile_models(
             crashes are not deterministic (2.5.0 aborted once in 90 builds here of a Pad with
             an ``axes`` input with "unsupport pads < 0"); the messages of the retried attempts
             are kept in ``extra["earlier_attempts"]``. Timeouts are not retried.
+        stall_cpu: CPU seconds a build may spend without writing to its build log (the toolkit
+            logs every rewrite and compiler pass as it goes). A build that spends that much CPU in
+            silence is killed and reported as ``timeout``, its message naming the silent CPU and
+            the log's last line (``extra["stalled_cpu_seconds"]``): a compiler loop is told from
+            a slow build in CPU time, whatever the load, and well before ``timeout``. Off (None)
+            by default: a large model's native compile can be silent for long.
+
+    A built, failed or timed-out model's ``extra["cpu_seconds"]`` is the CPU seconds the worker
+    spent on it (from its start to its result or timeout; None where ``/proc`` cannot tell).
 
     Returns:
         One :class:`RknnResult` per model, in input order.
@@ -545,7 +592,7 @@ def compile_models(
     workers = max(1, min(int(workers), len(jobs)))
     if workers == 1:
         return _run_batch(exe, target_platform, jobs, timeout, startup_timeout, config,
-                          keep_logs, progress, retries)
+                          keep_logs, progress, retries, stall_cpu)
     chunks = [jobs[i::workers] for i in range(workers)]
     outs: list[list[RknnResult] | BaseException] = [[] for _ in chunks]
     lock = threading.Lock()
@@ -558,7 +605,7 @@ def compile_models(
     def _run(n: int) -> None:
         try:
             outs[n] = _run_batch(exe, target_platform, chunks[n], timeout, startup_timeout,
-                                 config, keep_logs, _prog, retries)
+                                 config, keep_logs, _prog, retries, stall_cpu)
         except BaseException as exc:  # re-raised in the caller's thread
             outs[n] = exc
 
