@@ -29,14 +29,60 @@ def _save(tmp_path, name, gb) -> str:
     return str(path)
 
 
-@needs_rknn
-def test_rknn_softmax_limit_and_mask_where(tmp_path):
-    from pytest_npucheck.probe.models_attention_limits import _mask_path, _softmax_attention
+def _rknn_models() -> dict[str, dict[str, object]]:
+    """The models of the RKNN tests below (the hang's aside), by test, built from the probe families."""
+    from pytest_npucheck.probe.models_attention_limits import (_mask_lookup, _mask_path, _repeat_between,
+                                                                _softmax_attention)
+    from pytest_npucheck.probe.models_einsum_equations import _einsum
+    from pytest_npucheck.probe.models_int_arith import _int_arith
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+    from pytest_npucheck.probe.models_norm_limits import _norm_div
+    from pytest_npucheck.probe.models_rejections import (_bn_training, _const_query_attention, _layernorm_axes,
+                                                          _qkv_split)
+    from pytest_npucheck.probe.models_space_to_depth import _space_to_depth
 
-    jobs = [{"key": "scores257", "path": _save(tmp_path, "scores257", _softmax_attention("scores", 1, 257))},
-            {"key": "alone257", "path": _save(tmp_path, "alone257", _softmax_attention("alone", 1, 257))},
-            {"key": "where_bcast", "path": _save(tmp_path, "where_bcast", _mask_path(src="bool", layout="input"))}]
-    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
+    return {
+        "mqa": {"mqa": _repeat_between(), "gqa": _repeat_between(kv=2),
+                "grn_mlp": _norm_div(src="linear", tail="linear"), "grn_relu": _norm_div(src="linear"),
+                "mask": _mask_path(use="expand_where")},
+        "s2d": {"swin": _space_to_depth(), "rows_first": _space_to_depth(quads=((0, 0), (0, 1), (1, 0), (1, 1))),
+                "cvt_qk": _einsum("bhlk,bhtk->bhlt", [[1, 2, 16, 8], [1, 2, 16, 8]]),
+                "spaced": _einsum("b h l k, b h t k -> b h l t", [[1, 2, 16, 8], [1, 2, 16, 8]])},
+        "mask_lookup": {"cast": _mask_lookup(), "no_cast": _mask_lookup(maker="none"),
+                        "unsqueeze2": _mask_lookup(layout="unsqueeze2"), "bool": _mask_lookup(src="bool")},
+        "rejections": {"ln_h16": _layernorm_axes([1, 8, 16, 16], 1), "ln_h12": _layernorm_axes([1, 4, 12, 4], 1),
+                       "bn_train": _bn_training(), "bn_eval": _bn_training(outputs=1, src="conv", training=0),
+                       "q_const": _const_query_attention(n=1, mask="none"),
+                       "q_input": _const_query_attention(q="input"),
+                       "split_gemm": _qkv_split(), "split_matmul": _qkv_split(proj="matmul"),
+                       "split_gemm_softmax_cast": _qkv_split(softmax_cast=True)},
+        "int_noops": {"add0": _int_arith("add0", "gather_idx"), "add2": _int_arith("add2", "cast_f32"),
+                      "div1": _int_arith("div1", "cast_f32"), "slice_all": _int_arith("slice_all", "cast_f32"),
+                      "unsq_mul_cast": _int_layout("Unsqueeze", "mul", "cast_f32"),
+                      "sam": _einsum("bhwc,hkc->bhwk", [[2, 14, 14, 16], [14, 14, 16]]),
+                      "where_false": _mask_path(src="bool", layout="const_false", use="where_big_first")},
+        # last: where_bcast kills the worker (built once more in a fresh one, then reported crashed)
+        "softmax": {"scores257": _softmax_attention("scores", 1, 257), "alone257": _softmax_attention("alone", 1, 257),
+                    "where_bcast": _mask_path(src="bool", layout="input")},
+    }
+
+
+@pytest.fixture(scope="module")
+def rknn_builds(tmp_path_factory):
+    """Every model of this module's RKNN tests but the hang's, compiled in one rknn-toolkit2 run (each
+    ``compile_models`` call starts a worker that imports the toolkit, ~2.5 CPU-s; the tests used to
+    start six): {test: (models, {key: ONNX path}, {key: RknnResult})}."""
+    d = tmp_path_factory.mktemp("rknn-corrections")
+    models = _rknn_models()
+    paths = {t: {k: _save(d, f"{t}.{k}", gb) for k, gb in ms.items()} for t, ms in models.items()}
+    jobs = [{"key": f"{t}/{k}", "path": p} for t, ps in paths.items() for k, p in ps.items()]
+    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=240)}
+    return {t: (ms, paths[t], {k: res[f"{t}/{k}"] for k in ms}) for t, ms in models.items()}
+
+
+@needs_rknn
+def test_rknn_softmax_limit_and_mask_where(rknn_builds):
+    _, _, res = rknn_builds["softmax"]
     assert rknn_oracle.onnx_placement(res["scores257"])["focus_softmax"] == "npu"
     assert rknn_oracle.onnx_placement(res["alone257"])["focus_softmax"] == "cpu"
     assert res["where_bcast"].status in ("crashed", "build_failed"), res["where_bcast"].message
@@ -58,16 +104,8 @@ def test_qnn_gathernd_bool_data_and_rank5_indices(tmp_path):
 
 
 @needs_rknn
-def test_rknn_mqa_repeat_grn_div_and_mask_reshape(tmp_path):
-    from pytest_npucheck.probe.models_attention_limits import _mask_path, _repeat_between
-    from pytest_npucheck.probe.models_norm_limits import _norm_div
-
-    models = {"mqa": _repeat_between(), "gqa": _repeat_between(kv=2),
-              "grn_mlp": _norm_div(src="linear", tail="linear"), "grn_relu": _norm_div(src="linear"),
-              "mask": _mask_path(use="expand_where")}
-    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
-    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
-                                                         timeout=180)}
+def test_rknn_mqa_repeat_grn_div_and_mask_reshape(rknn_builds):
+    _, paths, res = rknn_builds["mqa"]
     place = {k: rknn_oracle.onnx_placement(r, rknn_oracle.onnx_nodes(paths[k])) for k, r in res.items()}
     assert place["mqa"]["focus_expand"] == "cpu" and place["gqa"]["focus_expand"] == "npu"
     assert place["grn_mlp"]["focus_div"] == "cpu" and place["grn_relu"]["focus_div"] == "npu"
@@ -76,16 +114,8 @@ def test_rknn_mqa_repeat_grn_div_and_mask_reshape(tmp_path):
 
 
 @needs_rknn
-def test_rknn_space_to_depth_and_einsum_letters(tmp_path):
-    from pytest_npucheck.probe.models_einsum_equations import _einsum
-    from pytest_npucheck.probe.models_space_to_depth import _space_to_depth
-
-    models = {"swin": _space_to_depth(), "rows_first": _space_to_depth(quads=((0, 0), (0, 1), (1, 0), (1, 1))),
-              "cvt_qk": _einsum("bhlk,bhtk->bhlt", [[1, 2, 16, 8], [1, 2, 16, 8]]),
-              "spaced": _einsum("b h l k, b h t k -> b h l t", [[1, 2, 16, 8], [1, 2, 16, 8]])}
-    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
-    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
-                                                         timeout=180)}
+def test_rknn_space_to_depth_and_einsum_letters(rknn_builds):
+    _, paths, res = rknn_builds["s2d"]
     place = {k: rknn_oracle.onnx_placement(r, rknn_oracle.onnx_nodes(paths[k])) for k, r in res.items()}
     assert all(place["swin"][n] == "npu" for n in place["swin"] if n.startswith("focus_"))
     assert any(r.op_type == "Conv" and r.full_name.endswith("post_concat_2conv") for r in res["swin"].rows)
@@ -94,21 +124,16 @@ def test_rknn_space_to_depth_and_einsum_letters(tmp_path):
 
 
 @needs_rknn
-def test_rknn_merges_the_mask_lookup_chain_into_one_reshape_on_its_last_op(tmp_path):
+def test_rknn_merges_the_mask_lookup_chain_into_one_reshape_on_its_last_op(rknn_builds):
     """TorchScript's padding-mask lookup with and without the Cast in front: rknn-toolkit2 merges the layout
     chain into one Reshape, an int64 CPU row named after the mask (swapped in front of the Cast) or after the
     chain's last op; both count on the last op, where the table puts the CPU verdict (x.Reshape.ctx=mask_lookup.*)."""
     from pytest_npucheck.graph import facts_from_model
     from pytest_npucheck.matcher import match
-    from pytest_npucheck.probe.models_attention_limits import _mask_lookup
     from pytest_npucheck.tables import Catalog
 
     table = Catalog.discover().table("rknn@2.5.0/rk3588")
-    models = {"cast": _mask_lookup(), "no_cast": _mask_lookup(maker="none"),
-              "unsqueeze2": _mask_lookup(layout="unsqueeze2"), "bool": _mask_lookup(src="bool")}
-    paths = {k: _save(tmp_path, k, gb) for k, gb in models.items()}
-    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
-                                                         timeout=180)}
+    models, paths, res = rknn_builds["mask_lookup"]
     for key, gb in models.items():
         assert res[key].status == "ok", res[key].message
         real = rknn_oracle.onnx_placement(res[key], rknn_oracle.onnx_nodes(paths[key]))
@@ -123,19 +148,10 @@ def test_rknn_merges_the_mask_lookup_chain_into_one_reshape_on_its_last_op(tmp_p
             assert all(real[n] == "npu" for n in layout if n != "focus_reshape")
 
 @needs_rknn
-def test_rknn_predicted_rejections(tmp_path):
+def test_rknn_predicted_rejections(rknn_builds):
     """LayerNorm over (C, H, W) with H a multiple of 8, BatchNormalization in training mode and
     attention with constant queries fail build(); the neighbouring forms the table keeps build."""
-    from pytest_npucheck.probe.models_rejections import (_bn_training, _const_query_attention, _layernorm_axes,
-                                                          _qkv_split)
-
-    models = {"ln_h16": _layernorm_axes([1, 8, 16, 16], 1), "ln_h12": _layernorm_axes([1, 4, 12, 4], 1),
-              "bn_train": _bn_training(), "bn_eval": _bn_training(outputs=1, src="conv", training=0),
-              "q_const": _const_query_attention(n=1, mask="none"), "q_input": _const_query_attention(q="input"),
-              "split_gemm": _qkv_split(), "split_matmul": _qkv_split(proj="matmul"),
-              "split_gemm_softmax_cast": _qkv_split(softmax_cast=True)}
-    jobs = [{"key": k, "path": _save(tmp_path, k, gb)} for k, gb in models.items()]
-    res = {r.key: r for r in rknn_oracle.compile_models(jobs, "rk3588", timeout=180)}
+    _, _, res = rknn_builds["rejections"]
     for k in ("ln_h16", "bn_train", "q_const", "split_gemm"):
         assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
     for k in ("ln_h12", "bn_eval", "q_input", "split_matmul", "split_gemm_softmax_cast"):
@@ -144,30 +160,22 @@ def test_rknn_predicted_rejections(tmp_path):
 
 
 @needs_rknn
-def test_rknn_integer_no_ops_layout_ops_read_by_casts_and_uniform_where_masks(tmp_path):
+def test_rknn_integer_no_ops_layout_ops_read_by_casts_and_uniform_where_masks(rknn_builds):
     """x.*.ctx=int_arith.*, int_layout.*.cast_*, x.Einsum.ctx=letters.sam_rel_h and x.Where.ctx=mask_cast.bool.bool.
     const_*: what rknn-toolkit2 2.5.0 does with them is what the rk3588 table predicts (no row for int64 x + 0,
     a whole-tensor Slice or an Unsqueeze read by a Cast; a CPU Div for x / 1 and a CPU Add for x + 2; SAM's
     Einsum on the NPU; a uniform constant mask builds)."""
     from pytest_npucheck.graph import facts_from_model
     from pytest_npucheck.matcher import match
-    from pytest_npucheck.probe.models_attention_limits import _mask_path
-    from pytest_npucheck.probe.models_einsum_equations import _einsum
-    from pytest_npucheck.probe.models_int_arith import _int_arith
-    from pytest_npucheck.probe.models_int_layout import _int_layout
     from pytest_npucheck.tables import Catalog
 
     table = Catalog.discover().table("rknn@2.5.0/rk3588")
-    models = {"add0": (_int_arith("add0", "gather_idx"), "focus_op", "npu"),
-              "add2": (_int_arith("add2", "cast_f32"), "focus_op", "cpu"),
-              "div1": (_int_arith("div1", "cast_f32"), "focus_op", "cpu"),
-              "slice_all": (_int_arith("slice_all", "cast_f32"), "focus_op", "npu"),
-              "unsq_mul_cast": (_int_layout("Unsqueeze", "mul", "cast_f32"), "focus_layout", "npu"),
-              "sam": (_einsum("bhwc,hkc->bhwk", [[2, 14, 14, 16], [14, 14, 16]]), "focus_einsum", "npu"),
-              "where_false": (_mask_path(src="bool", layout="const_false", use="where_big_first"), "post_where", "npu")}
-    paths = {k: _save(tmp_path, k, gb) for k, (gb, _, _) in models.items()}
-    res = {r.key: r for r in rknn_oracle.compile_models([{"key": k, "path": p} for k, p in paths.items()], "rk3588",
-                                                         timeout=240)}
+    built, paths, res = rknn_builds["int_noops"]
+    want_at = {"add0": ("focus_op", "npu"), "add2": ("focus_op", "cpu"), "div1": ("focus_op", "cpu"),
+               "slice_all": ("focus_op", "npu"), "unsq_mul_cast": ("focus_layout", "npu"),
+               "sam": ("focus_einsum", "npu"), "where_false": ("post_where", "npu")}
+    assert set(want_at) == set(built)
+    models = {k: (built[k], node, want) for k, (node, want) in want_at.items()}
     for key, (gb, node, want) in models.items():
         assert res[key].status == "ok", (key, res[key].message)
         real = rknn_oracle.onnx_placement(res[key], rknn_oracle.onnx_nodes(paths[key]))
