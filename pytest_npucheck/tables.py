@@ -415,6 +415,10 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
         raw = read_regular(path)  # a FIFO or a link to /dev/zero is an error naming the file, not a hang
     except OSError as exc:
         raise TableError(str(path), [f"cannot read: {exc.strerror or exc}"]) from None
+    sha = hashlib.sha256(raw).hexdigest()
+    key = _memo_key(path, sha, schema_path, rel)
+    if not full and key in _LOADED:
+        return _LOADED[key]
     try:
         data = parse_strict(path, raw)
     except JsonFileError as exc:
@@ -422,11 +426,39 @@ def load_table(path: Path, schema_path: Optional[Path] = None, rel: Optional[tup
         if text.startswith(str(path)):  # "<path>:<line>:<col>: invalid JSON: ..." keeps its line and column
             text = re.sub(r"^:(\d+):(\d+): ", r"line \1 column \2: ", text[len(str(path)):]).lstrip(": ")
         raise TableError(str(path), [text]) from None
-    sha = hashlib.sha256(raw).hexdigest()
-    problems = validate_table_data(data, path, schema_path, rel, schema=full or not _prevalidated(sha, schema_path))
+    schema = full or not _prevalidated(sha, schema_path)
+    problems = validate_table_data(data, path, schema_path, rel, schema=schema)
     if problems:
         raise TableError(str(path), problems)
-    return table_from_data(data, path, sha)
+    table = table_from_data(data, path, sha)
+    _LOADED.pop(key, None)
+    _LOADED[key] = table
+    while len(_LOADED) > _LOADED_MAX:
+        del _LOADED[next(iter(_LOADED))]
+    return table
+
+
+# -- the tables loaded in this process --------------------------------------------------------------
+# A process loads the same table many times: every Catalog (the CLI makes one to resolve its targets
+# and one per checked file; the plugin, the probe and table tools make their own) parses, validates
+# and converts it again (~40 ms for an RKNN table). A table is a frozen value of its file's bytes, the
+# schema's bytes, the place it was read from and the rules registered, so it is kept under exactly
+# those: the file and the schema are still read and hashed on every load, and an edited file (or
+# schema) is a different key, read and validated afresh. Only tables that loaded are kept (an invalid
+# file is validated again and fails again, naming its problems); ``full`` (an explicit validation:
+# `npucheck tables validate`) always validates.
+_LOADED: dict[tuple[Any, ...], Table] = {}
+_LOADED_MAX = 64
+
+
+def _memo_key(path: Path, sha: str, schema_path: Path, rel: Optional[tuple[str, str, str]]) -> tuple[Any, ...]:
+    from .rules import RULES
+
+    try:
+        schema_sha = hashlib.sha256(Path(schema_path).read_bytes()).hexdigest()
+    except OSError:
+        schema_sha = None
+    return (str(path), sha, str(schema_path), schema_sha, rel, frozenset(RULES))
 
 
 def table_from_data(data: Mapping[str, Any], path: Path = Path("<memory>"), sha256: Optional[str] = None) -> Table:
