@@ -52,4 +52,39 @@ def unroll_extra(c: Collector) -> None:
               focus=["focus_%s%d" % (k, b) for b in range(blocks) for k in ("split", "transpose", "merge")])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra]
+#: (label, rank-4 input, rank-6 shape, Transpose perm or None, op between the Transpose and the last Reshape)
+RANK6 = (
+    ("lead1.unit1.keep", (1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), None),
+    ("lead1.c8.keep", (1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), None),
+    ("lead2.unit1.keep", (2, 1, 64, 16), (2, 1, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), None),
+    ("lead1.c8.moved", (1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (1, 0, 2, 3, 4, 5), None),
+    ("lead1.c8.relu", (1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), "Relu"),
+    ("lead1.unit1.relu", (1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), "Relu"),
+    ("lead1.unit1.notranspose", (1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), None, "Relu"),
+)
+
+
+def _rank6(shape4: tuple[int, ...], shape6: tuple[int, ...], perm: tuple[int, ...] | None,
+           between: str | None) -> GraphBuilder:
+    """Relu -> Reshape to ``shape6`` -> [Transpose ``perm``] -> [``between``] -> Reshape back -> Relu."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", list(shape4))], name="pre_relu")
+    x = gb.node("Reshape", [x, gb.ints(list(shape6))], name="split6")
+    if perm is not None:
+        x = gb.node("Transpose", [x], perm=list(perm), name="transpose6")
+    if between:
+        x = gb.node(between, [x], name="between6")
+    x = gb.node("Reshape", [x, gb.ints(list(shape4))], name="merge6")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def rank6_chain_extra(c: Collector) -> None:
+    """Rank-6 Reshape -> Transpose -> Reshape chains: where the unit dim is, what sits between (RANK6)."""
+    for label, shape4, shape6, perm, between in RANK6:
+        focus = ["split6"] + (["transpose6"] if perm else []) + (["between6"] if between else []) + ["merge6"]
+        c.add("q.Reshape.ctx=rank6.%s.f32.r6" % label, "Reshape", _rank6(shape4, shape6, perm, between),
+              kind="context", focus=focus)
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra]

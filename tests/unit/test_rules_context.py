@@ -762,3 +762,45 @@ def test_mask_cast_one_chain_sees_the_mask_behind_a_cast_to_its_own_type():
     facts = facts_from_model(model)
     check = RULES["mask_cast_one_chain"]
     assert {n.name for n in facts.nodes if n.op_type == "And" and check.check(n, {}, facts)} == {"enc_and", "dec_and"}
+
+
+# -- QNN: rank-6 Reshape -> Transpose -> Reshape chains (q.Reshape.ctx=rank6.* probes) -------------
+
+
+def _rank6_chain(shape4, shape6, perm, between=None):
+    inits = [numpy_helper.from_array(np.array(shape6, dtype=np.int64), "s6"),
+             numpy_helper.from_array(np.array(shape4, dtype=np.int64), "s4")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Reshape", ["a", "s6"], ["b"], name="split6")]
+    last = "b"
+    if perm is not None:
+        nodes.append(helper.make_node("Transpose", [last], ["c"], name="transpose6", perm=list(perm)))
+        last = "c"
+    if between:
+        nodes.append(helper.make_node(between, [last], ["d"], name="between6"))
+        last = "d"
+    nodes += [helper.make_node("Reshape", [last, "s4"], ["e"], name="merge6"),
+              helper.make_node("Relu", ["e"], ["y"], name="post")]
+    return _graph(nodes, [_vi("x", list(shape4))], [_vi("y", list(shape4))], inits)
+
+
+@pytest.mark.parametrize("shape4, shape6, perm, between, want", [
+    # MViTv2's rel-pos relayout: leading 1 and a unit dim 1, both kept in place
+    ((1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), None, "npu"),
+    # a leading dim of 2: the unit dim 1 kept in place is enough
+    ((2, 1, 64, 16), (2, 1, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), None, "npu"),
+    # the Transpose moves the only unit dim: no rank-5 form
+    ((1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (1, 0, 2, 3, 4, 5), None, "cpu"),
+    # an element-wise op between the Transpose and the last Reshape breaks the chain
+    ((1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), "Relu", "cpu"),
+    # no Transpose at all (MViTv2's Reshape -> Add -> Reshape)
+    ((1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), None, "Relu", "cpu"),
+])
+def test_qnn_rank6_chain_needs_a_unit_dim_the_transpose_keeps(shape4, shape6, perm, between, want):
+    table = CATALOG.table("qnn@2.51.0/htp-v73")
+    [r] = check_graph(facts_from_model(_rank6_chain(shape4, shape6, perm, between)), [table])
+    chain = [n for n in r.nodes if n.name in ("split6", "transpose6", "between6", "merge6")]
+    assert chain and {n.verdict for n in chain} == {want}, [(n.name, n.verdict, _reasons(n)) for n in chain]
+    if want == "cpu":
+        split = [n for n in chain if n.name == "split6"][0]
+        assert [r.rule for r in split.reasons] == ["rank6_unit_dim_chain"], _reasons(split)

@@ -418,17 +418,19 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                    "; with rank 2-4 indices it ran on the NPU"),
         ]
         # rank-6 tensors whose leading dim is not 1 (Hiera's token unroll: q.Transpose.ctx=unroll.*)
-        lead = "a rank-6 tensor whose leading dim is not 1 (the second block of Hiera's token unroll, (4, 14, 2, 14, 2, C))"
         relu_split = [r"q\.Transpose\.ctx=unroll\.s16\.c8\.b2\.relu"]
+        chain6 = [r"q\.Reshape\.ctx=rank6\."]
+        r6note = ("HTP has no rank-6 Reshape or Transpose: the QNN EP builds a Reshape -> Transpose -> Reshape "
+                  "chain through rank-6 tensors in rank 5 when the Transpose keeps a dim of size 1 in place "
+                  "(Hiera's first unroll block (1, 28, 2, 28, 2, C), MViTv2's (1, 1, 56, 56, 14, 14), Swin's "
+                  "window partition; a leading dim above 1 with a unit dim elsewhere too); any other rank-6 "
+                  "Reshape or Transpose (Hiera's second block (4, 14, 2, 14, 2, C), a Transpose moving the "
+                  "unit dim, an element-wise op or Unsqueeze between them, MViTv2's rel-pos Adds) is not "
+                  "added to the QNN graph ('Failed to add node.')")
         rules["Transpose"]["constraints"] = list(rules["Transpose"]["constraints"]) + [
-            C("any_of", relu_split, constraints=[sub("rank", tensor="input", index=0, max=5),
-                                                 sub("dim", tensor="input", index=0, axis=0, max=1)],
-              note=lead + " is not added to the QNN graph ('Failed to add node.'); the first block, "
-                          "(1, 28, 2, 28, 2, C), and Swin's window partition run on the NPU")]
+            C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)]
         rules["Reshape"]["constraints"] = list(rules["Reshape"]["constraints"]) + [
-            C("any_of", relu_split, constraints=[sub("rank", tensor=t, index=0, max=5),
-                                                 sub("dim", tensor=t, index=0, axis=0, max=1)],
-              note=lead + " in or out: 'Failed to add node.'") for t in ("input", "output")] + [
+            C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)] + [
             C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
               constraints=[sub("rank", tensor="output", index=0, max=5),
                            sub("dim", tensor="output", index=0, axis=0, max=1),
