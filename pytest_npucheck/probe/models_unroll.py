@@ -87,4 +87,25 @@ def rank6_chain_extra(c: Collector) -> None:
               kind="context", focus=focus)
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra]
+def _rank6_matmul(bias: bool, const_b: bool) -> GraphBuilder:
+    """Relu -> MatMul of a rank-6 x (1, 2, 2, 4, 4, 16) by a (16, 24) matrix [-> Add bias] -> Sigmoid."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 2, 2, 4, 4, 16])], name="pre_relu")
+    b = gb.weight([16, 24]) if const_b else gb.node("Relu", [gb.input("w", "float32", [16, 24])], name="w_relu")
+    y = gb.node("MatMul", [x, b], name="focus_matmul")
+    if bias:
+        y = gb.node("Add", [y, gb.weight([24])], name="focus_bias")
+    gb.output(gb.node("Sigmoid", [y], name="post_sigmoid"))
+    return gb
+
+
+def rank6_matmul_extra(c: Collector) -> None:
+    """A MatMul of rank-6 activations: onnxruntime's MatMulAddFusion makes a constant-weight MatMul with a
+    bias Add a Gemm of the input flattened to 2-D (the Add names the Reshape back to rank 6)."""
+    for label, bias, const_b in (("bias.const", True, True), ("nobias.const", False, True),
+                                 ("bias.dyn", True, False)):
+        c.add("q.MatMul.ctx=rank6.%s.f32.r6" % label, "MatMul", _rank6_matmul(bias, const_b), kind="context",
+              focus=["focus_matmul"] + (["focus_bias"] if bias else []))
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra]

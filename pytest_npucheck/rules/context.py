@@ -438,7 +438,8 @@ def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
     op, read by anything else (or as another input: the indices of an embedding Gather) or a graph
     output, is the one the compiler keeps. With ``max_rank``, a result of higher rank (or of unknown
     rank) fails: RKNN merges a layout op of rank below 4 into the 4-D relayout its readers (a Cast) make
-    of their input, while a rank-4 result is a Reshape of its own."""
+    of their input, while a rank-4 result is a Reshape of its own. With ``any_input``, a reader may read
+    the result as any of its inputs (a bias Add written bias first)."""
     ops = frozenset(params["ops"])
     max_rank = params.get("max_rank")
     if max_rank is not None:
@@ -454,7 +455,8 @@ def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
             continue
         if not node.graph and _is_graph_output(graph, out):
             return f"its result '{out}' is a graph output"
-        readers.extend((c, _reads_as_data(graph, c, out)) for c in _consumers(graph, out))
+        readers.extend((c, bool(params.get("any_input")) or _reads_as_data(graph, c, out))
+                       for c in _consumers(graph, out))
     if not readers:
         return "nothing reads its result"
     others = list(dict.fromkeys(f"{c.op_type} '{c.name}'" + ("" if data else " (not as its input 0)")
@@ -674,7 +676,9 @@ def _rank(graph: GraphFacts, tensor: str) -> Optional[int]:
 
 
 def _sole_reader(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
-    readers = list(_consumers(graph, tensor))
+    """The one node reading ``tensor``, not counting readers the pre-passes folded away (the Shape of a
+    static tensor TorchScript reads to build a Reshape target)."""
+    readers = [c for c in _consumers(graph, tensor) if not _removed(graph, c.index)]
     if len(readers) != 1 or _is_graph_output(graph, tensor):
         return None
     return readers[0]

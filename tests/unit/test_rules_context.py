@@ -799,8 +799,32 @@ def _rank6_chain(shape4, shape6, perm, between=None):
 def test_qnn_rank6_chain_needs_a_unit_dim_the_transpose_keeps(shape4, shape6, perm, between, want):
     table = CATALOG.table("qnn@2.51.0/htp-v73")
     [r] = check_graph(facts_from_model(_rank6_chain(shape4, shape6, perm, between)), [table])
-    chain = [n for n in r.nodes if n.name in ("split6", "transpose6", "between6", "merge6")]
+    # the Reshapes; a lone rank-6 Transpose with a leading 1 keeps the leading-dim form (see the errata)
+    chain = [n for n in r.nodes if n.name in ("split6", "merge6") or (n.name == "transpose6" and want == "npu")]
     assert chain and {n.verdict for n in chain} == {want}, [(n.name, n.verdict, _reasons(n)) for n in chain]
     if want == "cpu":
         split = [n for n in chain if n.name == "split6"][0]
         assert [r.rule for r in split.reasons] == ["rank6_unit_dim_chain"], _reasons(split)
+
+
+def _rank6_matmul(bias_first):
+    inits = [numpy_helper.from_array(np.ones((16, 24), np.float32), "w"),
+             numpy_helper.from_array(np.ones((24,), np.float32), "bias")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("MatMul", ["a", "w"], ["m"], name="mm")]
+    if bias_first is not None:
+        nodes.append(helper.make_node("Add", ["bias", "m"] if bias_first else ["m", "bias"], ["b"], name="bias_add"))
+    nodes.append(helper.make_node("Sigmoid", [nodes[-1].output[0]], ["y"], name="post"))
+    return _graph(nodes, [_vi("x", [1, 2, 2, 4, 4, 16])], [_vi("y", [1, 2, 2, 4, 4, 24])], inits)
+
+
+@pytest.mark.parametrize("bias_first, want", [(True, "npu"), (False, "npu"), (None, "cpu")])
+def test_qnn_rank6_matmul_runs_as_a_gemm_only_with_its_bias_add(bias_first, want):
+    """q.MatMul.ctx=rank6.* probes: onnxruntime's MatMulAddFusion flattens the input of a MatMul + bias
+    Add to 2-D (the bias read as either input: TorchScript writes it first); a lone rank-6 MatMul fails."""
+    [r] = check_graph(facts_from_model(_rank6_matmul(bias_first)), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    mm = [n for n in r.nodes if n.name == "mm"][0]
+    assert mm.verdict == want, _reasons(mm)
+    for n in r.nodes:
+        if n.name == "bias_add":  # the Add names the Reshape back to rank 6: on the CPU
+            assert n.verdict == "cpu"

@@ -318,6 +318,14 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                              allowed=FLOATS,
                              note="an int64 MatMul is rejected ('Failed to add fused Matmul "
                                   "node.')"),
+                    *[C("any_of", [r"q\.MatMul\.ctx=rank6\."], constraints=[
+                        sub("rank", tensor=t, index=0, max=5), extra],
+                        note="a rank-6 MatMul runs on the NPU only as onnxruntime's MatMulAddFusion makes it: "
+                             "with a bias Add (constant or computed weight), a Gemm of the input flattened to "
+                             "2-D (the Add names the Reshape back to rank 6, which runs on the CPU); without "
+                             "the Add it is not added to the QNN graph ('Failed to add node.')")
+                      for t in ("input", "output")
+                      for extra in (sub("feeds_only", ops=["Add"], any_input=True),)],
                     probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                             r"prepass\.const_transpose_weight", r"opset\.\d+\.matmul"],
                     note="MatMul followed by Add of a 1-D constant is fused into Gemm by "
@@ -428,7 +436,13 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                   "unit dim, an element-wise op or Unsqueeze between them, MViTv2's rel-pos Adds) is not "
                   "added to the QNN graph ('Failed to add node.')")
         rules["Transpose"]["constraints"] = list(rules["Transpose"]["constraints"]) + [
-            C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)]
+            C("any_of", relu_split + chain6,
+              constraints=[sub("rank", tensor="input", index=0, max=5),
+                           sub("dim", tensor="input", index=0, axis=0, max=1),
+                           sub("rank6_unit_dim_chain")],
+              note=r6note + "; a rank-6 Transpose with a leading dim of 1 outside such a chain ran on the NPU "
+                            "in NesT (perm (3, 0, 4, 1, 2, 5) between a CPU Reshape and a CPU Split) but not "
+                            "in the q.Reshape.ctx=rank6.* probes (errata): the leading-dim form is kept")]
         rules["Reshape"]["constraints"] = list(rules["Reshape"]["constraints"]) + [
             C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)] + [
             C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
@@ -500,11 +514,11 @@ def generic_rules(version: str = "0") -> list[dict[str, Any]]:
                note="HTP ops take at most 5 dimensions (a rank-6 Add: 'Failed to add node.'); "
                     "Reshape and Transpose are exempt: rank-6 Reshape -> Transpose -> Reshape "
                     "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND"]),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND", "ai.onnx:MatMul"]),
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
                note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"
                     + (", and so is a Gather (its entry says when)" if gather6 else "")),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"] + gather6),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:MatMul"] + gather6),
         C("nonempty", [r"q\.(Slice|Split)\.ctx=empty\."], tensor="output", index="*",
           note="an op whose output is empty (a dim of size 0: the pass-through part of a partial "
                "rotary embedding whose rotary dims are the whole head) is not added to the QNN "
