@@ -108,4 +108,29 @@ def rank6_matmul_extra(c: Collector) -> None:
               focus=["focus_matmul"] + (["focus_bias"] if bias else []))
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra]
+def _bias_then_reshape(shape: tuple[int, ...], bias_first: bool) -> GraphBuilder:
+    """x (1, 4, 16, 24) @ (24, 48) + bias -> Reshape to ``shape`` -> Relu/Transpose -> ... -> Sigmoid."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 4, 16, 24])], name="pre_relu")
+    y = gb.node("MatMul", [x, gb.weight([24, 48])], name="focus_matmul")
+    bias = gb.weight([48])
+    y = gb.node("Add", [bias, y] if bias_first else [y, bias], name="focus_bias")
+    y = gb.node("Reshape", [y, gb.ints(list(shape))], name="focus_view")
+    if len(shape) == 6:  # NesT's qkv split: a Transpose that moves the 3 to the front, then the CPU
+        y = gb.node("Transpose", [y], perm=[3, 0, 4, 1, 2, 5], name="qkv_transpose")
+    gb.output(gb.node("Sigmoid", [y], name="post_sigmoid"))
+    return gb
+
+
+def matmul_bias_reshape_extra(c: Collector) -> None:
+    """MatMul + bias Add read by a Reshape: onnxruntime's MatMulAddFusion ends in a Reshape named after
+    the Add, which the Reshape after it merges into; the Add goes where that Reshape goes."""
+    for label, shape, bias_first in (("r6.bias_first", (1, 4, 16, 2, 3, 8), True),
+                                     ("r6.bias_last", (1, 4, 16, 2, 3, 8), False),
+                                     ("r5.bias_first", (1, 4, 16, 6, 8), True)):
+        c.add("q.Add.ctx=matmul_bias_reshape.%s.f32.r4" % label, "Add", _bias_then_reshape(shape, bias_first),
+              kind="context", focus=["focus_matmul", "focus_bias", "focus_view"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra,
+                                                   matmul_bias_reshape_extra]

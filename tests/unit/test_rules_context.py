@@ -828,3 +828,21 @@ def test_qnn_rank6_matmul_runs_as_a_gemm_only_with_its_bias_add(bias_first, want
     for n in r.nodes:
         if n.name == "bias_add":  # the Add names the Reshape back to rank 6: on the CPU
             assert n.verdict == "cpu"
+
+
+@pytest.mark.parametrize("shape, bias_first, want", [
+    ((1, 4, 16, 2, 3, 8), True, "cpu"), ((1, 4, 16, 2, 3, 8), False, "cpu"), ((1, 4, 16, 6, 8), True, "npu")])
+def test_qnn_matmul_bias_goes_where_the_reshape_after_it_goes(shape, bias_first, want):
+    """q.Add.ctx=matmul_bias_reshape.* probes (NesT's qkv projection): the Add names MatMulAddFusion's
+    Reshape back, which merges with the Reshape after it."""
+    inits = [numpy_helper.from_array(np.ones((24, 48), np.float32), "w"),
+             numpy_helper.from_array(np.ones((48,), np.float32), "bias"),
+             numpy_helper.from_array(np.array(shape, dtype=np.int64), "s")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Add", ["bias", "m"] if bias_first else ["m", "bias"], ["b"], name="bias_add"),
+             helper.make_node("Reshape", ["b", "s"], ["v"], name="view"),
+             helper.make_node("Sigmoid", ["v"], ["y"], name="post")]
+    model = _graph(nodes, [_vi("x", [1, 4, 16, 24])], [_vi("y", list(shape))], inits)
+    [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    got = {n.name: n.verdict for n in r.nodes}
+    assert (got["mm"], got["bias_add"], got["view"]) == ("npu", want, want), got

@@ -454,6 +454,19 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                    "onnxruntime merges into it, as TorchScript writes it): " + FINALIZE +
                    " (every exported Hiera); with an element-wise op between the blocks the second block "
                    "runs on the CPU instead")]
+        # a MatMul's bias Add read by a Reshape: MatMulAddFusion's output Reshape (named after the Add)
+        # merges with it, so the Add goes where a rank-6 Reshape goes (NesT's qkv projection)
+        bias_view = [r"q\.Add\.ctx=matmul_bias_reshape\."]
+        rules["Add"] = dict(rules.get("Add") or E("npu"))
+        rules["Add"]["constraints"] = list(rules["Add"].get("constraints", [])) + [
+            C("any_of", bias_view, constraints=[
+                sub("producer_not", index=i, chain=["MatMul"]),
+                sub("consumers_pass", ops=["Reshape"], constraint=sub("rank6_unit_dim_chain"))],
+              note="a MatMul's bias Add (the MatMul's result as input %d) read by a Reshape that runs on the "
+                   "CPU for its rank-6 result: onnxruntime's MatMulAddFusion turns the pair into a 2-D Gemm "
+                   "and a Reshape back named after the Add, which the Reshape after it merges into "
+                   "(placed on the CPU without a validation failure of its own)" % i)
+            for i in (0, 1)]
         rules["Pad"]["constraints"] = list(rules["Pad"]["constraints"]) + [
             C("dtype", [r"q\.Pad\.ctx=dtype\.int"], tensor="input", index=0, allowed=FLOATS,
               note="integer data (Longformer pads its int64 input ids to the attention window) is not added "
