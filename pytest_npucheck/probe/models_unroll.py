@@ -52,4 +52,85 @@ def unroll_extra(c: Collector) -> None:
               focus=["focus_%s%d" % (k, b) for b in range(blocks) for k in ("split", "transpose", "merge")])
 
 
-QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra]
+#: (label, rank-4 input, rank-6 shape, Transpose perm or None, op between the Transpose and the last Reshape)
+RANK6 = (
+    ("lead1.unit1.keep", (1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), None),
+    ("lead1.c8.keep", (1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), None),
+    ("lead2.unit1.keep", (2, 1, 64, 16), (2, 1, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), None),
+    ("lead1.c8.moved", (1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (1, 0, 2, 3, 4, 5), None),
+    ("lead1.c8.relu", (1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), "Relu"),
+    ("lead1.unit1.relu", (1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), "Relu"),
+    ("lead1.unit1.notranspose", (1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), None, "Relu"),
+)
+
+
+def _rank6(shape4: tuple[int, ...], shape6: tuple[int, ...], perm: tuple[int, ...] | None,
+           between: str | None) -> GraphBuilder:
+    """Relu -> Reshape to ``shape6`` -> [Transpose ``perm``] -> [``between``] -> Reshape back -> Relu."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", list(shape4))], name="pre_relu")
+    x = gb.node("Reshape", [x, gb.ints(list(shape6))], name="split6")
+    if perm is not None:
+        x = gb.node("Transpose", [x], perm=list(perm), name="transpose6")
+    if between:
+        x = gb.node(between, [x], name="between6")
+    x = gb.node("Reshape", [x, gb.ints(list(shape4))], name="merge6")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def rank6_chain_extra(c: Collector) -> None:
+    """Rank-6 Reshape -> Transpose -> Reshape chains: where the unit dim is, what sits between (RANK6)."""
+    for label, shape4, shape6, perm, between in RANK6:
+        focus = ["split6"] + (["transpose6"] if perm else []) + (["between6"] if between else []) + ["merge6"]
+        c.add("q.Reshape.ctx=rank6.%s.f32.r6" % label, "Reshape", _rank6(shape4, shape6, perm, between),
+              kind="context", focus=focus)
+
+
+def _rank6_matmul(bias: bool, const_b: bool) -> GraphBuilder:
+    """Relu -> MatMul of a rank-6 x (1, 2, 2, 4, 4, 16) by a (16, 24) matrix [-> Add bias] -> Sigmoid."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 2, 2, 4, 4, 16])], name="pre_relu")
+    b = gb.weight([16, 24]) if const_b else gb.node("Relu", [gb.input("w", "float32", [16, 24])], name="w_relu")
+    y = gb.node("MatMul", [x, b], name="focus_matmul")
+    if bias:
+        y = gb.node("Add", [y, gb.weight([24])], name="focus_bias")
+    gb.output(gb.node("Sigmoid", [y], name="post_sigmoid"))
+    return gb
+
+
+def rank6_matmul_extra(c: Collector) -> None:
+    """A MatMul of rank-6 activations: onnxruntime's MatMulAddFusion makes a constant-weight MatMul with a
+    bias Add a Gemm of the input flattened to 2-D (the Add names the Reshape back to rank 6)."""
+    for label, bias, const_b in (("bias.const", True, True), ("nobias.const", False, True),
+                                 ("bias.dyn", True, False)):
+        c.add("q.MatMul.ctx=rank6.%s.f32.r6" % label, "MatMul", _rank6_matmul(bias, const_b), kind="context",
+              focus=["focus_matmul"] + (["focus_bias"] if bias else []))
+
+
+def _bias_then_reshape(shape: tuple[int, ...], bias_first: bool) -> GraphBuilder:
+    """x (1, 4, 16, 24) @ (24, 48) + bias -> Reshape to ``shape`` -> Relu/Transpose -> ... -> Sigmoid."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 4, 16, 24])], name="pre_relu")
+    y = gb.node("MatMul", [x, gb.weight([24, 48])], name="focus_matmul")
+    bias = gb.weight([48])
+    y = gb.node("Add", [bias, y] if bias_first else [y, bias], name="focus_bias")
+    y = gb.node("Reshape", [y, gb.ints(list(shape))], name="focus_view")
+    if len(shape) == 6:  # NesT's qkv split: a Transpose that moves the 3 to the front, then the CPU
+        y = gb.node("Transpose", [y], perm=[3, 0, 4, 1, 2, 5], name="qkv_transpose")
+    gb.output(gb.node("Sigmoid", [y], name="post_sigmoid"))
+    return gb
+
+
+def matmul_bias_reshape_extra(c: Collector) -> None:
+    """MatMul + bias Add read by a Reshape: onnxruntime's MatMulAddFusion ends in a Reshape named after
+    the Add, which the Reshape after it merges into; the Add goes where that Reshape goes."""
+    for label, shape, bias_first in (("r6.bias_first", (1, 4, 16, 2, 3, 8), True),
+                                     ("r6.bias_last", (1, 4, 16, 2, 3, 8), False),
+                                     ("r5.bias_first", (1, 4, 16, 6, 8), True)):
+        c.add("q.Add.ctx=matmul_bias_reshape.%s.f32.r4" % label, "Add", _bias_then_reshape(shape, bias_first),
+              kind="context", focus=["focus_matmul", "focus_bias", "focus_view"])
+
+
+QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra,
+                                                   matmul_bias_reshape_extra]

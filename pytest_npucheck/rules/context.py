@@ -438,7 +438,8 @@ def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
     op, read by anything else (or as another input: the indices of an embedding Gather) or a graph
     output, is the one the compiler keeps. With ``max_rank``, a result of higher rank (or of unknown
     rank) fails: RKNN merges a layout op of rank below 4 into the 4-D relayout its readers (a Cast) make
-    of their input, while a rank-4 result is a Reshape of its own."""
+    of their input, while a rank-4 result is a Reshape of its own. With ``any_input``, a reader may read
+    the result as any of its inputs (a bias Add written bias first)."""
     ops = frozenset(params["ops"])
     max_rank = params.get("max_rank")
     if max_rank is not None:
@@ -454,7 +455,8 @@ def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
             continue
         if not node.graph and _is_graph_output(graph, out):
             return f"its result '{out}' is a graph output"
-        readers.extend((c, _reads_as_data(graph, c, out)) for c in _consumers(graph, out))
+        readers.extend((c, bool(params.get("any_input")) or _reads_as_data(graph, c, out))
+                       for c in _consumers(graph, out))
     if not readers:
         return "nothing reads its result"
     others = list(dict.fromkeys(f"{c.op_type} '{c.name}'" + ("" if data else " (not as its input 0)")
@@ -757,3 +759,64 @@ def describe_params(params: Mapping[str, Any]) -> dict[str, str]:
             text += " (with any of %s in between)" % fmt_set(params["skip"])
         out["path_text"] = text
     return out
+
+
+def _rank(graph: GraphFacts, tensor: str) -> Optional[int]:
+    info = graph.tensor(tensor) if tensor else None
+    return None if info is None or info.shape is None else len(info.shape)
+
+
+def _sole_reader(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
+    """The one node reading ``tensor``, not counting readers the pre-passes folded away (the Shape of a
+    static tensor TorchScript reads to build a Reshape target)."""
+    readers = [c for c in _consumers(graph, tensor) if not _removed(graph, c.index)]
+    if len(readers) != 1 or _is_graph_output(graph, tensor):
+        return None
+    return readers[0]
+
+
+@rule("rank6_unit_dim_chain", "context", local=False, words=_words)
+def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a rank-6 tensor in or out belongs to a Reshape -> Transpose -> Reshape chain whose Transpose keeps
+    a dim of size 1 in place: the compiler drops that dim and builds the chain in rank 5.
+
+    Nodes with no rank-6 input or output pass. The chain's rank-6 tensors must each have one reader,
+    the first Reshape's input and the last Reshape's result a rank of at most 5; a tensor of rank 7 or
+    more always fails. The first node may be a Gather with a rank-6 result (its own entry judges it)."""
+    data = [t for t in (node.inputs[:1] if node.op_type == "Reshape" else node.inputs) if t]
+    ranks = {t: _rank(graph, t) for t in data + [o for o in node.outputs if o]}
+    if not any(r is not None and r >= 6 for r in ranks.values()):
+        return None
+    high = max(r for r in ranks.values() if r is not None)
+    if high > 6:
+        return f"it has a rank-{high} tensor: dropping one unit dim cannot bring it to rank 5"
+    transpose: Optional[NodeFact] = None
+    if node.op_type == "Transpose":
+        transpose = node
+    elif node.op_type == "Reshape":
+        out, inp = node.outputs[0] if node.outputs else "", node.inputs[0] if node.inputs else ""
+        if (ranks.get(out) or 0) >= 6:
+            transpose = _sole_reader(graph, out)
+        elif (ranks.get(inp) or 0) >= 6:
+            transpose = _producer(graph, inp)
+            if transpose is not None and (not transpose.outputs
+                                          or _sole_reader(graph, transpose.outputs[0]) is not node):
+                transpose = None
+    if transpose is None or transpose.op_type != "Transpose":
+        return "it has a rank-6 tensor and is not part of a rank-6 Reshape -> Transpose -> Reshape chain"
+    first = _producer(graph, transpose.inputs[0]) if transpose.inputs else None
+    last = _sole_reader(graph, transpose.outputs[0]) if transpose.outputs else None
+    if (first is None or first.op_type not in ("Reshape", "Gather")
+            or _sole_reader(graph, first.outputs[0]) is not transpose or last is None or last.op_type != "Reshape"):
+        return (f"its Transpose '{transpose.name}' is not between two Reshapes that only it links "
+                "(a rank-6 Reshape -> Transpose -> Reshape chain)")
+    if (first.op_type == "Reshape" and (_rank(graph, first.inputs[0]) or 6) > 5) or (
+            (_rank(graph, last.outputs[0]) or 6) > 5):
+        return f"the chain through Transpose '{transpose.name}' starts or ends at rank 6"
+    info = graph.tensor(transpose.inputs[0])
+    perm = list(transpose.attrs.get("perm") or [])
+    shape = list(info.shape) if info is not None and info.shape is not None else []
+    if not any(i < len(perm) and perm[i] == i and d == 1 for i, d in enumerate(shape)):
+        return (f"Transpose '{transpose.name}' (perm {perm}) keeps no dim of size 1 in place in "
+                f"{tuple(shape)}: the chain cannot be built in rank 5")
+    return None

@@ -834,3 +834,87 @@ def test_mask_cast_one_chain_sees_the_mask_behind_a_cast_to_its_own_type():
     facts = facts_from_model(model)
     check = RULES["mask_cast_one_chain"]
     assert {n.name for n in facts.nodes if n.op_type == "And" and check.check(n, {}, facts)} == {"enc_and", "dec_and"}
+
+
+# -- QNN: rank-6 Reshape -> Transpose -> Reshape chains (q.Reshape.ctx=rank6.* probes) -------------
+
+
+def _rank6_chain(shape4, shape6, perm, between=None):
+    inits = [numpy_helper.from_array(np.array(shape6, dtype=np.int64), "s6"),
+             numpy_helper.from_array(np.array(shape4, dtype=np.int64), "s4")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Reshape", ["a", "s6"], ["b"], name="split6")]
+    last = "b"
+    if perm is not None:
+        nodes.append(helper.make_node("Transpose", [last], ["c"], name="transpose6", perm=list(perm)))
+        last = "c"
+    if between:
+        nodes.append(helper.make_node(between, [last], ["d"], name="between6"))
+        last = "d"
+    nodes += [helper.make_node("Reshape", [last, "s4"], ["e"], name="merge6"),
+              helper.make_node("Relu", ["e"], ["y"], name="post")]
+    return _graph(nodes, [_vi("x", list(shape4))], [_vi("y", list(shape4))], inits)
+
+
+@pytest.mark.parametrize("shape4, shape6, perm, between, want", [
+    # MViTv2's rel-pos relayout: leading 1 and a unit dim 1, both kept in place
+    ((1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), None, "npu"),
+    # a leading dim of 2: the unit dim 1 kept in place is enough
+    ((2, 1, 64, 16), (2, 1, 8, 8, 4, 4), (0, 1, 2, 4, 3, 5), None, "npu"),
+    # the Transpose moves the only unit dim: no rank-5 form
+    ((1, 8, 64, 16), (1, 8, 8, 8, 4, 4), (1, 0, 2, 3, 4, 5), None, "cpu"),
+    # an element-wise op between the Transpose and the last Reshape breaks the chain
+    ((1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), (0, 1, 2, 4, 3, 5), "Relu", "cpu"),
+    # no Transpose at all (MViTv2's Reshape -> Add -> Reshape)
+    ((1, 1, 3136, 196), (1, 1, 56, 56, 14, 14), None, "Relu", "cpu"),
+])
+def test_qnn_rank6_chain_needs_a_unit_dim_the_transpose_keeps(shape4, shape6, perm, between, want):
+    table = CATALOG.table("qnn@2.51.0/htp-v73")
+    [r] = check_graph(facts_from_model(_rank6_chain(shape4, shape6, perm, between)), [table])
+    # the Reshapes; a lone rank-6 Transpose with a leading 1 keeps the leading-dim form (see the errata)
+    chain = [n for n in r.nodes if n.name in ("split6", "merge6") or (n.name == "transpose6" and want == "npu")]
+    assert chain and {n.verdict for n in chain} == {want}, [(n.name, n.verdict, _reasons(n)) for n in chain]
+    if want == "cpu":
+        split = [n for n in chain if n.name == "split6"][0]
+        assert [r.rule for r in split.reasons] == ["rank6_unit_dim_chain"], _reasons(split)
+
+
+def _rank6_matmul(bias_first):
+    inits = [numpy_helper.from_array(np.ones((16, 24), np.float32), "w"),
+             numpy_helper.from_array(np.ones((24,), np.float32), "bias")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("MatMul", ["a", "w"], ["m"], name="mm")]
+    if bias_first is not None:
+        nodes.append(helper.make_node("Add", ["bias", "m"] if bias_first else ["m", "bias"], ["b"], name="bias_add"))
+    nodes.append(helper.make_node("Sigmoid", [nodes[-1].output[0]], ["y"], name="post"))
+    return _graph(nodes, [_vi("x", [1, 2, 2, 4, 4, 16])], [_vi("y", [1, 2, 2, 4, 4, 24])], inits)
+
+
+@pytest.mark.parametrize("bias_first, want", [(True, "npu"), (False, "npu"), (None, "cpu")])
+def test_qnn_rank6_matmul_runs_as_a_gemm_only_with_its_bias_add(bias_first, want):
+    """q.MatMul.ctx=rank6.* probes: onnxruntime's MatMulAddFusion flattens the input of a MatMul + bias
+    Add to 2-D (the bias read as either input: TorchScript writes it first); a lone rank-6 MatMul fails."""
+    [r] = check_graph(facts_from_model(_rank6_matmul(bias_first)), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    mm = [n for n in r.nodes if n.name == "mm"][0]
+    assert mm.verdict == want, _reasons(mm)
+    for n in r.nodes:
+        if n.name == "bias_add":  # the Add names the Reshape back to rank 6: on the CPU
+            assert n.verdict == "cpu"
+
+
+@pytest.mark.parametrize("shape, bias_first, want", [
+    ((1, 4, 16, 2, 3, 8), True, "cpu"), ((1, 4, 16, 2, 3, 8), False, "cpu"), ((1, 4, 16, 6, 8), True, "npu")])
+def test_qnn_matmul_bias_goes_where_the_reshape_after_it_goes(shape, bias_first, want):
+    """q.Add.ctx=matmul_bias_reshape.* probes (NesT's qkv projection): the Add names MatMulAddFusion's
+    Reshape back, which merges with the Reshape after it."""
+    inits = [numpy_helper.from_array(np.ones((24, 48), np.float32), "w"),
+             numpy_helper.from_array(np.ones((48,), np.float32), "bias"),
+             numpy_helper.from_array(np.array(shape, dtype=np.int64), "s")]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+             helper.make_node("Add", ["bias", "m"] if bias_first else ["m", "bias"], ["b"], name="bias_add"),
+             helper.make_node("Reshape", ["b", "s"], ["v"], name="view"),
+             helper.make_node("Sigmoid", ["v"], ["y"], name="post")]
+    model = _graph(nodes, [_vi("x", [1, 4, 16, 24])], [_vi("y", list(shape))], inits)
+    [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    got = {n.name: n.verdict for n in r.nodes}
+    assert (got["mm"], got["bias_add"], got["view"]) == ("npu", want, want), got

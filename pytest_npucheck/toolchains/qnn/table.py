@@ -318,6 +318,14 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                              allowed=FLOATS,
                              note="an int64 MatMul is rejected ('Failed to add fused Matmul "
                                   "node.')"),
+                    *[C("any_of", [r"q\.MatMul\.ctx=rank6\."], constraints=[
+                        sub("rank", tensor=t, index=0, max=5), extra],
+                        note="a rank-6 MatMul runs on the NPU only as onnxruntime's MatMulAddFusion makes it: "
+                             "with a bias Add (constant or computed weight), a Gemm of the input flattened to "
+                             "2-D (the Add names the Reshape back to rank 6, which runs on the CPU); without "
+                             "the Add it is not added to the QNN graph ('Failed to add node.')")
+                      for t in ("input", "output")
+                      for extra in (sub("feeds_only", ops=["Add"], any_input=True),)],
                     probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                             r"prepass\.const_transpose_weight", r"opset\.\d+\.matmul"],
                     note="MatMul followed by Add of a 1-D constant is fused into Gemm by "
@@ -418,17 +426,25 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                    "; with rank 2-4 indices it ran on the NPU"),
         ]
         # rank-6 tensors whose leading dim is not 1 (Hiera's token unroll: q.Transpose.ctx=unroll.*)
-        lead = "a rank-6 tensor whose leading dim is not 1 (the second block of Hiera's token unroll, (4, 14, 2, 14, 2, C))"
         relu_split = [r"q\.Transpose\.ctx=unroll\.s16\.c8\.b2\.relu"]
+        chain6 = [r"q\.Reshape\.ctx=rank6\."]
+        r6note = ("HTP has no rank-6 Reshape or Transpose: the QNN EP builds a Reshape -> Transpose -> Reshape "
+                  "chain through rank-6 tensors in rank 5 when the Transpose keeps a dim of size 1 in place "
+                  "(Hiera's first unroll block (1, 28, 2, 28, 2, C), MViTv2's (1, 1, 56, 56, 14, 14), Swin's "
+                  "window partition; a leading dim above 1 with a unit dim elsewhere too); any other rank-6 "
+                  "Reshape or Transpose (Hiera's second block (4, 14, 2, 14, 2, C), a Transpose moving the "
+                  "unit dim, an element-wise op or Unsqueeze between them, MViTv2's rel-pos Adds) is not "
+                  "added to the QNN graph ('Failed to add node.')")
         rules["Transpose"]["constraints"] = list(rules["Transpose"]["constraints"]) + [
-            C("any_of", relu_split, constraints=[sub("rank", tensor="input", index=0, max=5),
-                                                 sub("dim", tensor="input", index=0, axis=0, max=1)],
-              note=lead + " is not added to the QNN graph ('Failed to add node.'); the first block, "
-                          "(1, 28, 2, 28, 2, C), and Swin's window partition run on the NPU")]
+            C("any_of", relu_split + chain6,
+              constraints=[sub("rank", tensor="input", index=0, max=5),
+                           sub("dim", tensor="input", index=0, axis=0, max=1),
+                           sub("rank6_unit_dim_chain")],
+              note=r6note + "; a rank-6 Transpose with a leading dim of 1 outside such a chain ran on the NPU "
+                            "in NesT (perm (3, 0, 4, 1, 2, 5) between a CPU Reshape and a CPU Split) but not "
+                            "in the q.Reshape.ctx=rank6.* probes (errata): the leading-dim form is kept")]
         rules["Reshape"]["constraints"] = list(rules["Reshape"]["constraints"]) + [
-            C("any_of", relu_split, constraints=[sub("rank", tensor=t, index=0, max=5),
-                                                 sub("dim", tensor=t, index=0, axis=0, max=1)],
-              note=lead + " in or out: 'Failed to add node.'") for t in ("input", "output")] + [
+            C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)] + [
             C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
               constraints=[sub("rank", tensor="output", index=0, max=5),
                            sub("dim", tensor="output", index=0, axis=0, max=1),
@@ -438,6 +454,19 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                    "onnxruntime merges into it, as TorchScript writes it): " + FINALIZE +
                    " (every exported Hiera); with an element-wise op between the blocks the second block "
                    "runs on the CPU instead")]
+        # a MatMul's bias Add read by a Reshape: MatMulAddFusion's output Reshape (named after the Add)
+        # merges with it, so the Add goes where a rank-6 Reshape goes (NesT's qkv projection)
+        bias_view = [r"q\.Add\.ctx=matmul_bias_reshape\."]
+        rules["Add"] = dict(rules.get("Add") or E("npu"))
+        rules["Add"]["constraints"] = list(rules["Add"].get("constraints", [])) + [
+            C("any_of", bias_view, constraints=[
+                sub("producer_not", index=i, chain=["MatMul"]),
+                sub("consumers_pass", ops=["Reshape"], constraint=sub("rank6_unit_dim_chain"))],
+              note="a MatMul's bias Add (the MatMul's result as input %d) read by a Reshape that runs on the "
+                   "CPU for its rank-6 result: onnxruntime's MatMulAddFusion turns the pair into a 2-D Gemm "
+                   "and a Reshape back named after the Add, which the Reshape after it merges into "
+                   "(placed on the CPU without a validation failure of its own)" % i)
+            for i in (0, 1)]
         rules["Pad"]["constraints"] = list(rules["Pad"]["constraints"]) + [
             C("dtype", [r"q\.Pad\.ctx=dtype\.int"], tensor="input", index=0, allowed=FLOATS,
               note="integer data (Longformer pads its int64 input ids to the attention window) is not added "
@@ -498,11 +527,11 @@ def generic_rules(version: str = "0") -> list[dict[str, Any]]:
                note="HTP ops take at most 5 dimensions (a rank-6 Add: 'Failed to add node.'); "
                     "Reshape and Transpose are exempt: rank-6 Reshape -> Transpose -> Reshape "
                     "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND"]),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND", "ai.onnx:MatMul"]),
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
                note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"
                     + (", and so is a Gather (its entry says when)" if gather6 else "")),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose"] + gather6),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:MatMul"] + gather6),
         C("nonempty", [r"q\.(Slice|Split)\.ctx=empty\."], tensor="output", index="*",
           note="an op whose output is empty (a dim of size 0: the pass-through part of a partial "
                "rotary embedding whose rotary dims are the whole head) is not added to the QNN "
