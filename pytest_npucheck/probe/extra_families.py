@@ -6,7 +6,7 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
 ``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``,
-``models_pad_axes``, ``models_and_const``)
+``models_pad_axes``, ``models_and_const``, ``models_vision_heads``)
 lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
@@ -45,6 +45,7 @@ from pytest_npucheck.probe import (
     models_sdpa_mask,
     models_space_to_depth,
     models_tile_broadcast,
+    models_vision_heads,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -76,6 +77,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_constant_defaults.FAMILIES,
     *models_pad_axes.FAMILIES,
     *models_and_const.FAMILIES,
+    *models_vision_heads.FAMILIES,
 ]
 
 

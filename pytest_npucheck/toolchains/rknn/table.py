@@ -519,8 +519,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        {"rule": "attr_in", "params": {"attr": "count_include_pad", "values": [1]}}],
           note="padded average pools run on the CPU unless count_include_pad=1 (a padded pool "
                "with count_include_pad=1 ran on the NPU in the real-model check)"),
-        C("attr_in", [r"AveragePool\.k=\d\.s=2\.ceil=1"], attr="ceil_mode", values=[0],
-          note="ceil_mode=1 (partial windows) runs on the CPU"),
+        C("any_of", [r"AveragePool\.k=\d\.s=2\.ceil=1", r"x\.AveragePool\.ctx=ceil\."],
+          constraints=[{"rule": "attr_in", "params": {"attr": "count_include_pad", "values": [1]}},
+                       {"rule": "pool_whole_windows", "params": {}}],
+          note="ceil_mode=1 with count_include_pad=0 runs on the CPU when it leaves a partial last "
+               "window on some axis (ceil and floor give different output sizes: 'AveragePool "
+               "count_include_pad=0, fallback to cpu'); where every window is whole (timm's ResNet-D "
+               "downsample AvgPool2d(2, 2, ceil_mode=True) of an even map), or with "
+               "count_include_pad=1, it runs on the NPU"),
         C("attr_in", [r"AveragePool\.k=3\.auto_pad=SAME_UPPER"], attr="auto_pad",
           values=["NOTSET", "VALID"], note="SAME_* auto padding runs on the CPU")),
     "GlobalAveragePool": E("npu"),
@@ -616,9 +622,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "a 0 in the shape was an invalid model (512 elements to none), not a limit of the compiler."),
     "Flatten": E("npu", _int_layout([r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_lookup\.i64\.cast\.flatten"]),
-                 C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
-                          note="a Flatten that produces a graph output from another op's "
-                               "result runs on the CPU (the layout conversion back to NCHW)")),
+                 C("any_of", [r"x\.Flatten\.ctx="],
+                   constraints=[{"rule": "not_graph_output", "params": {"from_node": True}},
+                                {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": -1,
+                                                           "multiple_of": 8}}],
+                   note="a Flatten that produces a graph output from another op's result runs on "
+                        "the CPU (the layout conversion back to NCHW) unless its flattened size "
+                        "(the output's last dim) is a multiple of 8: a classifier head's "
+                        "(1, 1000, 1, 1) -> (1, 1000) stays on the NPU, (1, 10, 1, 1) -> (1, 10) "
+                        "does not")),
     "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
     "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",

@@ -1,0 +1,94 @@
+"""Vision-network pools and heads on RKNN (issue 22: torchvision/timm models nobody tuned on).
+
+Two forms the zoo's vision family showed the table getting wrong:
+
+* ``avgpool_ceil_extra`` (ids ``x.AveragePool.ctx=ceil.*``): timm's ResNet-D downsample
+  ``AvgPool2d(2, 2, ceil_mode=True, count_include_pad=False)``. ceil_mode only matters where a
+  window would hang over the input's end; the probes compare sizes where every window is whole
+  (ceil and floor give the same output) with sizes that leave a partial window, on one or both
+  axes, and count_include_pad 0 and 1.
+* ``flatten_output_extra`` (ids ``x.Flatten.ctx=graph_output.*``): a classifier head whose Flatten
+  produces the graph output (DLA / DPN's 1x1 Conv classifier, a global pool, a (1, C, 1, W) map),
+  over channel counts and widths, to find when the Flatten stays on the NPU.
+
+Built like the families of models_op_context.py and listed in FAMILIES.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from pytest_npucheck.probe.builder import Collector, GraphBuilder
+
+_RNG = np.random.default_rng(41)
+
+#: label -> (input shape, kernel, strides, count_include_pad)
+CEIL_POOLS: dict[str, tuple[list[int], list[int], list[int], int]] = {
+    "k2s2.16x16.cip0": ([1, 8, 16, 16], [2, 2], [2, 2], 0),
+    "k2s2.14x14.cip0": ([1, 24, 14, 14], [2, 2], [2, 2], 0),
+    "k2s2.15x15.cip0": ([1, 8, 15, 15], [2, 2], [2, 2], 0),
+    "k2s2.16x15.cip0": ([1, 8, 16, 15], [2, 2], [2, 2], 0),
+    "k3s2.17x17.cip0": ([1, 8, 17, 17], [3, 3], [2, 2], 0),
+    "k3s2.16x16.cip0": ([1, 8, 16, 16], [3, 3], [2, 2], 0),
+    "k2s2.16x16.cip1": ([1, 8, 16, 16], [2, 2], [2, 2], 1),
+    "k2s2.15x15.cip1": ([1, 8, 15, 15], [2, 2], [2, 2], 1),
+}
+
+
+def _ceil_pool(shape: list[int], k: list[int], s: list[int], cip: int) -> GraphBuilder:
+    """``x -> Relu -> AveragePool(ceil_mode=1) -> Relu``; the pool is ``focus_pool``."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+    y = gb.node("AveragePool", [x], name="focus_pool", kernel_shape=k, strides=s, ceil_mode=1,
+                count_include_pad=cip)
+    gb.output(gb.node("Relu", [y], name="post_relu"))
+    return gb
+
+
+def avgpool_ceil_extra(c: Collector) -> None:
+    for label, (shape, k, s, cip) in CEIL_POOLS.items():
+        c.add("x.AveragePool.ctx=ceil.%s.f32.r4" % label, "AveragePool", _ceil_pool(shape, k, s, cip),
+              kind="context", focus=["focus_pool"])
+
+
+#: label -> (head, input shape, output channels of the 1x1 Conv (None: no Conv))
+FLATTEN_HEADS: dict[str, tuple[str, list[int], Any]] = {
+    "conv1x1.c16.o1000": ("conv", [1, 16, 7, 7], 1000),
+    "conv1x1.c16.o10": ("conv", [1, 16, 7, 7], 10),
+    "conv1x1.c16.o16": ("conv", [1, 16, 7, 7], 16),
+    "conv1x1.c16.o12": ("conv", [1, 16, 7, 7], 12),
+    "gap.c16": ("gap", [1, 16, 7, 7], None),
+    "gap.c24": ("gap", [1, 24, 7, 7], None),
+    "gap.c10": ("gap", [1, 10, 7, 7], None),
+    "relu.c8.4x4": ("relu", [1, 8, 4, 4], None),
+    "relu.c16.1x1": ("relu", [1, 16, 1, 1], None),
+    "relu.c2.1x32": ("relu", [1, 2, 1, 32], None),
+    "relu.c3.1x32": ("relu", [1, 3, 1, 32], None),
+    "relu.c2.1x5": ("relu", [1, 2, 1, 5], None),
+}
+
+
+def _flatten_head(head: str, shape: list[int], out_ch: Any) -> GraphBuilder:
+    """``x -> Relu -> [GlobalAveragePool -> Conv 1x1 | GlobalAveragePool] -> Flatten`` (graph output);
+    the Flatten is ``focus_flatten``."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+    if head in ("conv", "gap"):
+        x = gb.node("GlobalAveragePool", [x], name="pre_gap")
+    if head == "conv":
+        w = gb.const((_RNG.standard_normal([out_ch, shape[1], 1, 1]) * 0.2).astype(np.float32))
+        b = gb.const((_RNG.standard_normal(out_ch) * 0.1).astype(np.float32))
+        x = gb.node("Conv", [x, w, b], name="pre_conv")
+    gb.output(gb.node("Flatten", [x], name="focus_flatten", axis=1))
+    return gb
+
+
+def flatten_output_extra(c: Collector) -> None:
+    for label, (head, shape, out_ch) in FLATTEN_HEADS.items():
+        c.add("x.Flatten.ctx=graph_output.%s.f32.r4" % label, "Flatten", _flatten_head(head, shape, out_ch),
+              kind="context", focus=["focus_flatten"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [avgpool_ceil_extra, flatten_output_extra]
