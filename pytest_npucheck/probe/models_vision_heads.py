@@ -92,3 +92,48 @@ def flatten_output_extra(c: Collector) -> None:
 
 
 FAMILIES: list[Callable[[Collector], None]] = [avgpool_ceil_extra, flatten_output_extra]
+
+
+#: label -> (input shape, keepdims)
+BATCH_REDUCES: dict[str, tuple[list[int], int]] = {
+    "2x1x1000.kd0": ([2, 1, 1000], 0),     # CrossViT: the mean of the two branches' logits
+    "4x1x16.kd0": ([4, 1, 16], 0),         # EfficientViM: the sum of the stages' logits
+    "3x5x8.kd0": ([3, 5, 8], 0),
+    "2x1x1000.kd1": ([2, 1, 1000], 1),
+    "1x8x16.kd1": ([1, 8, 16], 1),
+    "2x1x1x16.kd0": ([2, 1, 1, 16], 0),
+    "2x3x4x8.kd1": ([2, 3, 4, 8], 1),
+    "1x8x4x4.kd0": ([1, 8, 4, 4], 0),
+    "1x8x16x16.kd1": ([1, 8, 16, 16], 1),  # the main probe's shape (a graph input and output there: CPU)
+    "2x8x16x16.kd1": ([2, 8, 16, 16], 1),
+    "1x8x4x4.kd1": ([1, 8, 4, 4], 1),
+}
+
+
+def _batch_reduce(op: str, shape: list[int], keepdims: int, pre: bool = True) -> GraphBuilder:
+    """``x -> Relu -> Reduce<op>(axis 0) -> Relu`` (without ``pre``: of the graph input); the reduction
+    is ``focus_reduce``."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", shape)
+    if pre:
+        x = gb.node("Relu", [x], name="pre_relu")
+    if op == "ReduceSum":
+        y = gb.node(op, [x, gb.ints([0])], name="focus_reduce", keepdims=keepdims)
+    else:
+        y = gb.node(op, [x], name="focus_reduce", axes=[0], keepdims=keepdims)
+    gb.output(gb.node("Relu", [y], name="post_relu"))
+    return gb
+
+
+def reduce_batch_axis_extra(c: Collector) -> None:
+    for op in ("ReduceMean", "ReduceSum"):
+        for label, (shape, kd) in BATCH_REDUCES.items():
+            c.add("x.%s.ctx=axis0.%s.f32.r%d" % (op, label, len(shape)), op, _batch_reduce(op, shape, kd),
+                  kind="context", focus=["focus_reduce"])
+        for label in ("2x1x1000.kd0", "1x8x4x4.kd0", "2x3x4x8.kd1", "1x8x16x16.kd1"):
+            shape, kd = BATCH_REDUCES[label]
+            c.add("x.%s.ctx=axis0.input.%s.f32.r%d" % (op, label, len(shape)), op,
+                  _batch_reduce(op, shape, kd, pre=False), kind="context", focus=["focus_reduce"])
+
+
+FAMILIES.append(reduce_batch_axis_extra)

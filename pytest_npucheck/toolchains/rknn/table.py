@@ -47,6 +47,14 @@ DOC = "doc:rknn-op-support-2.3.2"
 # --------------------------------------------------------------------------------------------
 
 
+_REDUCE_AXIS0_NOTE = (
+    "reducing over axis 0 (the batch) runs on the NPU at ranks 2 to 4, with keepdims 0 or 1, of a graph "
+    "input or a computed tensor (CrossViT's mean and EfficientViM's sum of stacked logits: a Reshape to "
+    "(1, N, 1, X) and a 1x1 Conv); a size-1 axis kept (keepdims=1) is removed. Not expressible: that "
+    "no-op alone between a graph input and a graph output (the single-op probe *.axes=0.keepdims=1.f32.r4) "
+    "stays as a CPU row (self-check)")
+
+
 def C(rule: str, probes: Sequence[str] = (), else_: str = "cpu", note: str | None = None,
       source: str | None = None, before_rewrites: bool = False, **params: Any) -> dict[str, Any]:
     """A constraint; ``probes`` are probe-id regexes (expanded against the results)."""
@@ -480,20 +488,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "LogSoftmax": E("cpu", probes=[r"ctx\.LogSoftmax"]),
     # -- reductions --------------------------------------------------------------------------------
     "ReduceMean": E("npu",
-                    C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                      values=[1, 2, 3, 4],
-                      note="reducing over the batch axis of a rank-4 tensor runs on the CPU "
-                           "(errata: axis 0 of a rank-2 tensor, and all axes at once, ran on "
-                           "the NPU); 'axes' is the attribute or, from opset 18, input 1"),
                     C("const_input", [r"ReduceMean\.axes=dyn"], "unsupported", index=1,
                       note="non-constant axes make build() fail"),
-                    probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed"]),
-    "ReduceSum": E("npu",
-                   C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                     values=[1, 2, 3, 4],
-                     note="reducing over the batch axis of a rank-4 tensor runs on the CPU "
-                          "(errata: axis 0 of a rank-2 tensor, and all axes at once, ran on the "
-                          "NPU); 'axes' is input 1 from opset 13 (the attribute before)")),
+                    note=_REDUCE_AXIS0_NOTE,
+                    probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed", r"x\.ReduceMean\.ctx=axis0\."]),
+    "ReduceSum": E("npu", note=_REDUCE_AXIS0_NOTE, probes=[r"x\.ReduceSum\.ctx=axis0\."]),
     "ReduceL2": E("npu"),
     "ReduceMax": E("cpu", probes=[r"ctx\.ReduceMax"]),
     "ReduceMin": E("cpu"),
