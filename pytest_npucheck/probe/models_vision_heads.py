@@ -1,4 +1,4 @@
-"""Vision-network pools and heads on RKNN (issue 22: torchvision/timm models nobody tuned on).
+"""Vision-network pools, heads and batch reductions on RKNN (issue 22: torchvision/timm models nobody tuned on).
 
 Two forms the zoo's vision family showed the table getting wrong:
 
@@ -10,6 +10,9 @@ Two forms the zoo's vision family showed the table getting wrong:
 * ``flatten_output_extra`` (ids ``x.Flatten.ctx=graph_output.*``): a classifier head whose Flatten
   produces the graph output (DLA / DPN's 1x1 Conv classifier, a global pool, a (1, C, 1, W) map),
   over channel counts and widths, to find when the Flatten stays on the NPU.
+* ``reduce_batch_axis_extra`` (ids ``x.ReduceMean.ctx=axis0.*``, ``x.ReduceSum.ctx=axis0.*``): CrossViT's
+  mean and EfficientViM's sum of stacked (N, 1, classes) logits, a reduction over axis 0 at ranks 3 and 4,
+  batch 1 to 4, keepdims 0 and 1, of a computed tensor and of the graph input (``axis0.input.*``).
 
 Built like the families of models_op_context.py and listed in FAMILIES.
 """

@@ -810,3 +810,20 @@ def test_rknn_graph_output_flatten_runs_on_the_npu_when_its_row_is_a_multiple_of
     assert verdict == want, why
     if want == "cpu":
         assert "graph output" in why and "not a multiple of 8" in why
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+def test_rknn_reduce_over_the_batch_axis_matches_every_recorded_probe(catalog, op):
+    """x.<op>.ctx=axis0.* (CrossViT's mean, EfficientViM's sum of stacked logits): all on the NPU, and the
+    table says so; the one CPU case left, the no-op single-op probe, is in the self-check."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = f"x.{op}.ctx=axis0."
+    recorded = _recorded_vision_heads(prefix)
+    probes = build_extra_probes([prefix])
+    assert len(probes) == len(recorded) == 15 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        [node] = [n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_reduce"]
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+    self_check = "\n".join(map(str, catalog.table(RKNN).provenance["errata"]))
+    assert f"probe {op}.axes=0.keepdims=1.f32.r4" in self_check
