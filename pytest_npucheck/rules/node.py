@@ -589,6 +589,40 @@ def rule_identity_operand(node: NodeFact, params: Mapping[str, Any], graph: Grap
     return None
 
 
+@rule("pool_whole_windows", "shape", reads_values=False)
+def rule_pool_whole_windows(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """with ceil_mode=1, every pooling window lies wholly inside the (padded) input: ceil and floor give the same output size."""
+    present, ceil = _attr(node, "ceil_mode")
+    if not present or not ceil:
+        return None
+    auto = node.attrs.get("auto_pad", "NOTSET")
+    auto = auto.decode() if isinstance(auto, bytes) else auto
+    if auto not in ("NOTSET", None, ""):
+        return None  # auto_pad fixes the output size; ceil_mode does not apply
+    x = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    label = _Label("input", 0, node.inputs[0] if node.inputs else "")
+    if x is None or x.shape is None:
+        return _failed([], [_unknown(label)])
+    kernel = node.attrs.get("kernel_shape")
+    if not isinstance(kernel, (list, tuple)):
+        return None  # the schema requires kernel_shape; nothing to judge
+    spatial = list(x.shape[2:])
+    n = len(kernel)
+    strides = node.attrs.get("strides") or [1] * n
+    dil = node.attrs.get("dilations") or [1] * n
+    pads = node.attrs.get("pads") or [0] * (2 * n)
+    bad, unknown = [], []
+    for a, (size, k, s, d) in enumerate(zip(spatial, kernel, strides, dil)):
+        if not isinstance(size, int):
+            unknown.append(_unknown(label, f"dim {a + 2}"))
+            continue
+        span = size + pads[a] + pads[a + n] - ((k - 1) * d + 1)
+        if span >= 0 and span % s:
+            bad.append(f"{label} {_fmt_shape(x.shape)} dim {a + 2}: kernel {k}, stride {s} leave a partial "
+                       f"last window ({size + pads[a] + pads[a + n]} padded, ceil_mode=1)")
+    return _failed(bad, unknown)
+
+
 @rule("input_count", "structure", reads_values=False)
 def rule_input_count(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """the number of inputs must be in {range}."""

@@ -848,3 +848,79 @@ def test_rknn_gemm_behind_a_per_feature_mul_is_rejected_as_the_compiler_did(cata
         assert (res.verdict == "unsupported") == (status == "build_failed"), label
         if status == "build_failed":
             assert any("fuse_mul_into_gemm" in r.message for r in gemm.reasons)
+
+
+# -- RKNN 2.5.0 / rk3588: AveragePool ceil_mode=1, and a Flatten producing the graph output ---------
+
+def _recorded_vision_heads(prefix: str) -> dict[str, str]:
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
+    return {r["id"]: r["verdict"] for r in json.loads(results.read_text())["probes"] if r["id"].startswith(prefix)}
+
+
+@pytest.mark.parametrize("prefix,focus,count", [
+    ("x.AveragePool.ctx=ceil.", "focus_pool", 8),
+    ("x.Flatten.ctx=graph_output.", "focus_flatten", 12),
+])
+def test_rknn_vision_heads_match_every_recorded_probe(catalog, prefix, focus, count):
+    """Every probe of models_vision_heads.py is predicted as rknn-toolkit2 2.5.0 placed it, both ways."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads(prefix)
+    probes = build_extra_probes([prefix])
+    assert len(probes) == len(recorded) == count
+    assert set(recorded.values()) == {"cpu", "npu"}
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == focus) for p in probes}
+    assert got == recorded
+
+
+@pytest.mark.parametrize("label,want", [
+    ("k2s2.16x16.cip0", "npu"),   # timm's ResNet-D downsample AvgPool2d(2, 2, ceil_mode=True) of an even map
+    ("k3s2.17x17.cip0", "npu"),   # (17 - 3) / 2 whole
+    ("k2s2.15x15.cip0", "cpu"),   # a partial last window
+    ("k2s2.16x15.cip0", "cpu"),   # ... on one axis
+    ("k3s2.16x16.cip0", "cpu"),
+    ("k2s2.15x15.cip1", "npu"),   # count_include_pad=1 pools the partial window on the NPU
+])
+def test_rknn_averagepool_ceil_mode_cpu_only_with_a_partial_window(catalog, label, want):
+    from pytest_npucheck.probe.models_vision_heads import CEIL_POOLS, _ceil_pool
+
+    verdict, why = verdicts(catalog, RKNN, _ceil_pool(*CEIL_POOLS[label]))["focus_pool"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "leave a partial last window" in why and "count_include_pad=0 not in {1}" in why
+
+
+@pytest.mark.parametrize("label,want", [
+    ("conv1x1.c16.o1000", "npu"),  # DLA / DPN: a 1x1 Conv classifier of 1000 classes, then Flatten
+    ("relu.c2.1x32", "npu"),       # RADIO: (1, 2, 1, 32) -> (1, 64)
+    ("conv1x1.c16.o10", "cpu"),    # (1, 10): not a multiple of 8
+    ("gap.c10", "cpu"),
+    ("relu.c2.1x5", "cpu"),
+])
+def test_rknn_graph_output_flatten_runs_on_the_npu_when_its_row_is_a_multiple_of_8(catalog, label, want):
+    from pytest_npucheck.probe.models_vision_heads import FLATTEN_HEADS, _flatten_head
+
+    verdict, why = verdicts(catalog, RKNN, _flatten_head(*FLATTEN_HEADS[label]))["focus_flatten"]
+    assert verdict == want, why
+    if want == "cpu":
+        assert "graph output" in why and "not a multiple of 8" in why
+
+
+@pytest.mark.parametrize("op", ["ReduceMean", "ReduceSum"])
+def test_rknn_reduce_over_the_batch_axis_matches_every_recorded_probe(catalog, op):
+    """x.<op>.ctx=axis0.* (CrossViT's mean, EfficientViM's sum of stacked logits): all on the NPU, and the
+    table says so; the one CPU case left, the no-op single-op probe, is in the self-check."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = f"x.{op}.ctx=axis0."
+    recorded = _recorded_vision_heads(prefix)
+    probes = build_extra_probes([prefix])
+    assert len(probes) == len(recorded) == 15 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        [node] = [n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_reduce"]
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+    self_check = "\n".join(map(str, catalog.table(RKNN).provenance["errata"]))
+    assert f"probe {op}.axes=0.keepdims=1.f32.r4" in self_check

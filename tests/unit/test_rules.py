@@ -751,3 +751,34 @@ def test_gemm_scale_fold_fails_a_kn_weight_behind_a_per_feature_mul():
     assert gemm(trans_b=1) is None
     assert gemm(scale_shape=(16, 32)) is None
     assert gemm(between="Relu") is None
+
+def _pool_verdicts(shape, **attrs):
+    """Judge one AveragePool under a table whose only rule is pool_whole_windows."""
+    import json
+    from pathlib import Path
+
+    from pytest_npucheck.check import check_graph
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.tables import table_from_data
+
+    base = json.loads((Path(__file__).resolve().parents[2] / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    base["ops"] = {"ai.onnx:AveragePool": {"status": "npu", "source": "probe:rknn-2.5.0-rk3588", "constraints": [
+        {"rule": "pool_whole_windows", "params": {}, "else": "cpu"}]}}
+    base["generic_constraints"], base["patterns"], base["prepasses"] = [], [], []
+    m = make_model([helper.make_node("AveragePool", ["x"], ["y"], name="pool", **attrs)], [("x", shape)], ["y"])
+    [r] = check_graph(facts_from_model(m), [table_from_data(base)])
+    [node] = r.nodes
+    return node.verdict, "; ".join(x.message for x in node.reasons)
+
+
+def test_pool_whole_windows_fails_only_a_partial_ceil_window():
+    k2 = {"kernel_shape": [2, 2], "strides": [2, 2]}
+    assert _pool_verdicts((1, 8, 16, 16), ceil_mode=1, **k2)[0] == "npu"
+    assert _pool_verdicts((1, 8, 15, 15), ceil_mode=0, **k2)[0] == "npu"       # floor: no partial window
+    assert _pool_verdicts((1, 8, 15, 15), ceil_mode=1, auto_pad="SAME_UPPER", **k2)[0] == "npu"
+    verdict, why = _pool_verdicts((1, 8, 16, 15), ceil_mode=1, **k2)
+    assert verdict == "cpu"
+    assert why == "input 0 'x' (1, 8, 16, 15) dim 3: kernel 2, stride 2 leave a partial last window (15 padded, ceil_mode=1)"
+    # pads and dilations count: 15 + 1 + 1 - 3 = 14 is whole for stride 2; dilation 2 spans 5: 16 - 5 = 11 is not
+    assert _pool_verdicts((1, 8, 15, 15), ceil_mode=1, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0] == "npu"
+    assert _pool_verdicts((1, 8, 16, 16), ceil_mode=1, kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])[0] == "cpu"

@@ -47,6 +47,14 @@ DOC = "doc:rknn-op-support-2.3.2"
 # --------------------------------------------------------------------------------------------
 
 
+_REDUCE_AXIS0_NOTE = (
+    "reducing over axis 0 (the batch) runs on the NPU at ranks 2 to 4, with keepdims 0 or 1, of a graph "
+    "input or a computed tensor (CrossViT's mean and EfficientViM's sum of stacked logits: a Reshape to "
+    "(1, N, 1, X) and a 1x1 Conv); a size-1 axis kept (keepdims=1) is removed. Not expressible: that "
+    "no-op alone between a graph input and a graph output (the single-op probe *.axes=0.keepdims=1.f32.r4) "
+    "stays as a CPU row (self-check)")
+
+
 def C(rule: str, probes: Sequence[str] = (), else_: str = "cpu", note: str | None = None,
       source: str | None = None, before_rewrites: bool = False, **params: Any) -> dict[str, Any]:
     """A constraint; ``probes`` are probe-id regexes (expanded against the results)."""
@@ -509,20 +517,11 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "LogSoftmax": E("cpu", probes=[r"ctx\.LogSoftmax"]),
     # -- reductions --------------------------------------------------------------------------------
     "ReduceMean": E("npu",
-                    C("axis_in", [r"ReduceMean\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                      values=[1, 2, 3, 4],
-                      note="reducing over the batch axis of a rank-4 tensor runs on the CPU "
-                           "(errata: axis 0 of a rank-2 tensor, and all axes at once, ran on "
-                           "the NPU); 'axes' is the attribute or, from opset 18, input 1"),
                     C("const_input", [r"ReduceMean\.axes=dyn"], "unsupported", index=1,
                       note="non-constant axes make build() fail"),
-                    probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed"]),
-    "ReduceSum": E("npu",
-                   C("axis_in", [r"ReduceSum\.axes=0\.keepdims=1\.f32\.r4"], attr="axes",
-                     values=[1, 2, 3, 4],
-                     note="reducing over the batch axis of a rank-4 tensor runs on the CPU "
-                          "(errata: axis 0 of a rank-2 tensor, and all axes at once, ran on the "
-                          "NPU); 'axes' is input 1 from opset 13 (the attribute before)")),
+                    note=_REDUCE_AXIS0_NOTE,
+                    probes=[r"ctx\.ReduceMean", r"pattern\.layernorm_decomposed", r"x\.ReduceMean\.ctx=axis0\."]),
+    "ReduceSum": E("npu", note=_REDUCE_AXIS0_NOTE, probes=[r"x\.ReduceSum\.ctx=axis0\."]),
     "ReduceL2": E("npu"),
     "ReduceMax": E("cpu", probes=[r"ctx\.ReduceMax"]),
     "ReduceMin": E("cpu"),
@@ -548,8 +547,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        {"rule": "attr_in", "params": {"attr": "count_include_pad", "values": [1]}}],
           note="padded average pools run on the CPU unless count_include_pad=1 (a padded pool "
                "with count_include_pad=1 ran on the NPU in the real-model check)"),
-        C("attr_in", [r"AveragePool\.k=\d\.s=2\.ceil=1"], attr="ceil_mode", values=[0],
-          note="ceil_mode=1 (partial windows) runs on the CPU"),
+        C("any_of", [r"AveragePool\.k=\d\.s=2\.ceil=1", r"x\.AveragePool\.ctx=ceil\."],
+          constraints=[{"rule": "attr_in", "params": {"attr": "count_include_pad", "values": [1]}},
+                       {"rule": "pool_whole_windows", "params": {}}],
+          note="ceil_mode=1 with count_include_pad=0 runs on the CPU when it leaves a partial last "
+               "window on some axis (ceil and floor give different output sizes: 'AveragePool "
+               "count_include_pad=0, fallback to cpu'); where every window is whole (timm's ResNet-D "
+               "downsample AvgPool2d(2, 2, ceil_mode=True) of an even map), or with "
+               "count_include_pad=1, it runs on the NPU"),
         C("attr_in", [r"AveragePool\.k=3\.auto_pad=SAME_UPPER"], attr="auto_pad",
           values=["NOTSET", "VALID"], note="SAME_* auto padding runs on the CPU")),
     "GlobalAveragePool": E("npu"),
@@ -656,9 +661,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "a 0 in the shape was an invalid model (512 elements to none), not a limit of the compiler."),
     "Flatten": E("npu", _int_layout([r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_lookup\.i64\.cast\.flatten"]),
-                 C("not_graph_output", [r"x\.Flatten\.ctx="], from_node=True,
-                          note="a Flatten that produces a graph output from another op's "
-                               "result runs on the CPU (the layout conversion back to NCHW)")),
+                 C("any_of", [r"x\.Flatten\.ctx="],
+                   constraints=[{"rule": "not_graph_output", "params": {"from_node": True}},
+                                {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": -1,
+                                                           "multiple_of": 8}}],
+                   note="a Flatten that produces a graph output from another op's result runs on "
+                        "the CPU (the layout conversion back to NCHW) unless its flattened size "
+                        "(the output's last dim) is a multiple of 8: a classifier head's "
+                        "(1, 1000, 1, 1) -> (1, 1000) stays on the NPU, (1, 10, 1, 1) -> (1, 10) "
+                        "does not")),
     "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
     "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
