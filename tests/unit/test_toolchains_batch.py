@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,8 +13,8 @@ from pytest_npucheck.toolchains.qnn.adapter import ModelJob as QnnJob
 from pytest_npucheck.toolchains.rknn.adapter import ModelJob as RknnJob
 
 
-def test_jobs_from_paths_mappings_and_jobs_get_absolute_paths_positional_keys_and_own_dicts(tmp_path):
-    os.chdir(tmp_path)
+def test_jobs_from_paths_mappings_and_jobs_get_absolute_paths_positional_keys_and_own_dicts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     cfg = {"dynamic_input": [[1, 3]]}
     given = RknnJob(path="b.onnx", key="b", config=cfg, inference={"inputs": []})
     jobs = batch.normalise_jobs(["a.onnx", given, {"path": "c.onnx", "load": {"x": 1}}], RknnJob)
