@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..toolchains.batch import event, read_text, tail
+
 
 __all__ = ["PRECISIONS", "SimRun", "ToolchainUnavailable", "load_outputs", "read_text", "run_worker", "save_feeds"]
 
 PRECISIONS = ("fp16", "int8")
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
 class ToolchainUnavailable(RuntimeError):
@@ -95,17 +95,13 @@ def run_worker(python: str, worker: Path, job: dict[str, Any], tmp: str, timeout
     hello: dict[str, Any] = {}
     results: dict[str, dict[str, Any]] = {}
     for line in stdout.decode("utf-8", "replace").splitlines():
-        line = line.strip()
-        if not line.startswith("{"):
-            continue
-        try:
-            ev = json.loads(line)
-        except ValueError:
+        ev = event(line)
+        if ev is None:
             continue
         if ev.get("event") == "hello":
             hello = ev
         elif ev.get("event") == "fatal":
-            raise ToolchainUnavailable(str(ev.get("error")) + "\n" + _tail(ev.get("log")))
+            raise ToolchainUnavailable(str(ev.get("error")) + "\n" + tail(read_text(ev.get("log")), 15))
         elif ev.get("event") == "result":
             results[ev["key"]] = ev
     if not hello and not failure:
@@ -114,14 +110,6 @@ def run_worker(python: str, worker: Path, job: dict[str, Any], tmp: str, timeout
     if not failure and code not in (0, None):
         failure = f"crashed: the worker exited with code {code}"
     return hello, results, failure
-
-
-def _tail(path: Any, n: int = 15) -> str:
-    try:
-        with open(str(path), encoding="utf-8", errors="replace") as fh:
-            return "\n".join(_ANSI_RE.sub("", fh.read()).strip().splitlines()[-n:])
-    except OSError:
-        return ""
 
 
 def save_feeds(feeds: Mapping[str, Any], where: str) -> dict[str, str]:
@@ -140,13 +128,3 @@ def load_outputs(paths: Sequence[str], names: Sequence[str]) -> dict[str, Any]:
     import numpy as np
 
     return {n: np.load(p) for n, p in zip(names, paths)}
-
-
-def read_text(path: Any) -> str:
-    if not path:
-        return ""
-    try:
-        with open(str(path), encoding="utf-8", errors="replace") as fh:
-            return fh.read()
-    except OSError:
-        return ""

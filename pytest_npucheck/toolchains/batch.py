@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .venv import process_cpu_seconds
 
-__all__ = ["WorkerSpec", "normalise_jobs", "read_text", "run_batch", "run_pool", "strip_ansi", "tail"]
+__all__ = ["WorkerSpec", "event", "normalise_jobs", "read_text", "run_batch", "run_pool", "strip_ansi", "tail"]
 
 _ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
@@ -59,6 +59,18 @@ def read_text(path: str | None) -> str:
 def tail(text: str, n: int = 20) -> str:
     """The last ``n`` lines of ``text``, without ANSI codes."""
     return "\n".join(strip_ansi(text).strip().splitlines()[-n:])
+
+
+def event(line: str) -> dict[str, Any] | None:
+    """The JSON event a worker's stdout line carries, or None for anything else it printed."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        ev = json.loads(line)
+    except ValueError:
+        return None
+    return ev if isinstance(ev, dict) else None
 
 
 def normalise_jobs(models: Iterable[Any], job_type: type) -> list[Any]:
@@ -257,12 +269,8 @@ def run_batch(python: str, spec: WorkerSpec, jobs: Sequence[Any],
                             fatal = "%s worker exited with code %s before starting: %s" % (
                                 spec.name, proc.returncode, tail(read_text(stderr_path)))
                         break
-                    line = line.strip()
-                    if not line.startswith("{"):
-                        continue
-                    try:
-                        ev = json.loads(line)
-                    except ValueError:
+                    ev = event(line)
+                    if ev is None:
                         continue
                     kind = ev.get("event")
                     if kind == "hello":

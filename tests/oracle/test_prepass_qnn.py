@@ -19,10 +19,25 @@ needs_qnn = pytest.mark.skipif(not (os.environ.get(qnn_oracle.ENV_VAR) and os.ac
                                reason=f"set {qnn_oracle.ENV_VAR} (onnxruntime-qnn venv)")
 
 
-@needs_qnn
-def test_real_placement_agrees_on_casts_chains_empty_tensors_and_the_unroll(tmp_path):
+def _placed_and_judged(tmp_path, models, prefix=""):
+    """Each model (key -> ModelProto) saved and placed by onnxruntime-qnn (HTP v73, fp16), and judged by
+    the qnn@2.51.0/htp-v73 table: ({key: QnnResult}, {key: {node: static verdict}})."""
     import onnx
 
+    jobs = []
+    for key, model in models.items():
+        path = tmp_path / f"{prefix}{key}.onnx"
+        onnx.save(model, str(path))
+        jobs.append({"key": key, "path": str(path)})
+    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
+    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    judged = {key: {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+              for key, model in models.items()}
+    return real, judged
+
+
+@needs_qnn
+def test_real_placement_agrees_on_casts_chains_empty_tensors_and_the_unroll(tmp_path):
     from pytest_npucheck.probe.models_common_subexpressions import _chains
     from pytest_npucheck.probe.models_empty_tensors import _empty
     from pytest_npucheck.probe.models_noop_arithmetic import _same_type_cast
@@ -30,16 +45,10 @@ def test_real_placement_agrees_on_casts_chains_empty_tensors_and_the_unroll(tmp_
 
     models = {"cast": _same_type_cast("rmsnorm", True).build(), "chain": _chains("nonzero").build(),
               "empty": _empty("slice_concat", "Slice", 16).build(), "unroll": _unroll(16, 8, 2).build()}
-    jobs = []
-    for key, model in models.items():
-        path = tmp_path / f"{key}.onnx"
-        onnx.save(model, str(path))
-        jobs.append({"key": key, "path": str(path)})
-    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
-    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    real, judged = _placed_and_judged(tmp_path, models)
     for key in ("cast", "chain", "empty"):
         assert real[key].status == "ok", key
-        got = {n.name: n.verdict for n in match(facts_from_model(models[key]), table).nodes}
+        got = judged[key]
         leaves = {"cpu", "unsupported"}
         assert {n for n, v in real[key].placement.items() if v in leaves} == \
             {n for n in real[key].placement if got[n] in leaves}, key
@@ -48,28 +57,21 @@ def test_real_placement_agrees_on_casts_chains_empty_tensors_and_the_unroll(tmp_
     assert real["cast"].placement["focus_cast"] == "folded"  # the head Cast, whose other reader was fused
     assert real["empty"].reasons["focus_op"] == ["Failed to add node."]
     assert real["unroll"].status == "session_failed" and "QNN_COMMON_ERROR_MEM_ALLOC" in real["unroll"].message
-    assert match(facts_from_model(models["unroll"]), table).verdict == "unsupported"
+    assert match(facts_from_model(models["unroll"]), Catalog.discover().table("qnn@2.51.0/htp-v73")).verdict == "unsupported"
 
 
 @needs_qnn
 def test_real_placement_of_a_cast_to_int64_by_its_readers(tmp_path):
     """The Cast entry's revision-2 erratum, live: LongT5's mask cast to int64 runs on the NPU inside the
     graph and on the CPU once its result is also a graph output, as the table says."""
-    import onnx
 
     from pytest_npucheck.probe.models_int64_boundary import _cast_readers
 
     models = {key: _cast_readers("bool", key == "output").build() for key in ("inner", "output")}
-    jobs = []
-    for key, model in models.items():
-        path = tmp_path / f"cast_{key}.onnx"
-        onnx.save(model, str(path))
-        jobs.append({"key": key, "path": str(path)})
-    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
-    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    real, judged = _placed_and_judged(tmp_path, models, "cast_")
     for key, model in models.items():
         assert real[key].status == "ok", key
-        got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+        got = judged[key]
         assert {n: got[n] for n in real[key].placement} == real[key].placement, key
         assert real[key].placement["focus_cast"] == ("cpu" if key == "output" else "npu")
 
@@ -80,7 +82,6 @@ def test_real_placement_of_the_evening_classes(tmp_path):
     NonZero of the mask (eliminate_noop_expand_slice), a Pad read only by a Shape never reaches an EP
     (eliminate_unused_nodes), a rank-5 CumSum runs on the CPU, a rank-6 Gather read by a Transpose on the
     NPU, and a CPU island's Transpose is the CPU helper that replaced it (the adapter's pairing)."""
-    import onnx
 
     from pytest_npucheck.probe.models_cpu_transposes import _conv_module
     from pytest_npucheck.probe.models_cumsum_rank import _cumsum
@@ -94,16 +95,10 @@ def test_real_placement_of_the_evening_classes(tmp_path):
               "cumsum": _cumsum((1, 2, 1, 16, 8), -2).build(),
               "gather6": _gather_unit_axis([1, 16, 9, 16, 1], 4, np.array([[0]], np.int64), True).build(),
               "island": _conv_module(True).build()}
-    jobs = []
-    for key, model in models.items():
-        path = tmp_path / f"{key}.onnx"
-        onnx.save(model, str(path))
-        jobs.append({"key": key, "path": str(path)})
-    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
-    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    real, judged = _placed_and_judged(tmp_path, models)
     for key, model in models.items():
         assert real[key].status == "ok", key
-        got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+        got = judged[key]
         placed = qnn_oracle.onnx_placement(real[key])
         assert {n for n, v in placed.items() if v == "cpu"} == {n for n in placed if got[n] == "cpu"}, key
     assert real["merge"].placement["focus_nonzero0"] == "folded" and real["merge"].placement["focus_nonzero1"] == "cpu"
@@ -120,23 +115,16 @@ def test_real_placement_of_reshape_targets_and_shapes_onnxruntime_cannot_infer(t
     constant target and runs on the NPU (fuse_reshape_target), with two computed elements it stays on the CPU,
     and the Reshape after a contraction of rows widened to a width only the checker evaluates has no shape
     for onnxruntime (graph/data_shapes.py). Every node placed on the CPU or removed is called so."""
-    import onnx
 
     from pytest_npucheck.probe.models_datadep_contraction import _contraction_unknown_width
     from pytest_npucheck.probe.models_reshape_fusion import _fusion
 
     models = {"vits": _fusion("vits").build(), "two": _fusion("two").build(),
               "width": _contraction_unknown_width("einsum").build()}
-    jobs = []
-    for key, model in models.items():
-        path = tmp_path / f"{key}.onnx"
-        onnx.save(model, str(path))
-        jobs.append({"key": key, "path": str(path)})
-    real = {r.key: r for r in qnn_oracle.place_models(jobs, 73, precision="fp16")}
-    table = Catalog.discover().table("qnn@2.51.0/htp-v73")
+    real, judged = _placed_and_judged(tmp_path, models)
     for key, model in models.items():
         assert real[key].status == "ok", key
-        got = {n.name: n.verdict for n in match(facts_from_model(model), table).nodes}
+        got = judged[key]
         placed = real[key].placement
         assert {n for n, v in placed.items() if v == "cpu"} == {n for n in placed if got[n] == "cpu"}, key
         assert {n for n, v in placed.items() if v == "folded"} == {n for n in placed if got[n] == "folded"}, key

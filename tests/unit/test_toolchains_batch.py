@@ -85,3 +85,10 @@ def test_the_pool_raises_a_shares_exception_after_every_share_ended():
     with pytest.raises(RuntimeError, match="k1 cannot start"):
         batch.run_pool(jobs, 2, run_chunk)
     assert ended == ["k0"]
+
+
+def test_an_event_is_a_json_object_line_and_anything_else_a_worker_prints_is_not():
+    assert batch.event('  {"event": "result", "key": "m0"}\n') == {"event": "result", "key": "m0"}
+    for line in ("I RKNN: loading", "{not json", "[1, 2]", "", '{"a": 1'):
+        assert batch.event(line) is None, line
+    assert batch.event("[1]") is None and batch.event('{"event": "done"} ') == {"event": "done"}
