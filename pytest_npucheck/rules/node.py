@@ -508,19 +508,26 @@ def rule_const_value_range(node: NodeFact, params: Mapping[str, Any], graph: Gra
     return None
 
 
+def _const_ints_input(node: NodeFact, graph: GraphFacts, i: int, what: str) -> tuple[Optional[list[int]], Optional[str]]:
+    """(the integers of constant input ``i``, None), or (None, why it has none): the input named ``what``."""
+    if len(node.inputs) <= i or not node.inputs[i]:
+        return None, f"it has no {what} input"
+    t = graph.tensor(node.inputs[i])
+    if t is None or not t.const or t.value is None:
+        return None, f"input {i} '{node.inputs[i]}' ({what}) is not a constant known statically"
+    return [int(v) for v in t.value], None
+
+
 @rule("tile_broadcast", "shape")
 def rule_tile_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """every axis it repeats (repeat > 1 in constant input 1) has size 1 in input 0: the Tile is a broadcast."""
-    if len(node.inputs) < 2 or not node.inputs[1]:
-        return "it has no repeats input"
-    reps = graph.tensor(node.inputs[1])
-    if reps is None or not reps.const or reps.value is None:
-        return f"input 1 '{node.inputs[1]}' (repeats) is not a constant known statically"
+    repeats, why = _const_ints_input(node, graph, 1, "repeats")
+    if repeats is None:
+        return why
     src = graph.tensor(node.inputs[0])
     label = _Label("input", 0, node.inputs[0])
     if src is None or src.shape is None:
         return _failed([], [_unknown(label)])
-    repeats = [int(v) for v in reps.value]
     if len(repeats) != len(src.shape):
         return f"repeats {fmt_value(repeats)} do not match the rank of {label}"
     unknown = [_unknown(label) for r, d in zip(repeats, src.shape) if r > 1 and d is None][:1]
@@ -537,17 +544,14 @@ def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: Grap
     present, mode = _attr(node, "mode")
     if present and _norm(mode) != "constant":
         return None
-    if len(node.inputs) < 2 or not node.inputs[1]:
-        return "it has no pads input"
-    pads = graph.tensor(node.inputs[1])
-    if pads is None or not pads.const or pads.value is None:
-        return f"input 1 '{node.inputs[1]}' (pads) is not a constant known statically"
+    values, why = _const_ints_input(node, graph, 1, "pads")
+    if values is None:
+        return why
     src = graph.tensor(node.inputs[0])
     label = _Label("input", 0, node.inputs[0])
     if src is None or src.shape is None:
         return _failed([], [_unknown(label)])
     rank = len(src.shape)
-    values = [int(v) for v in pads.value]
     if rank not in (2, 3, 4) or rank not in params.get("ranks", (2, 3, 4)) or len(values) != 2 * rank:
         return None
     axis = 0 if rank == 2 else 1
