@@ -522,7 +522,6 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
     prefixes = sorted(set(names) | set(producer) | set(consumers), key=len, reverse=True)
     op_type = {n["name"]: n.get("op_type") for n in nodes}
     outputs = {n["name"]: [t for t in n.get("outputs", ()) or () if t] for n in nodes}
-    inputs = {n["name"]: list(n.get("inputs", ()) or ()) for n in nodes}
     direct_nodes = {d for d in (row_node(r, names) for r in result.rows if not r.is_io) if d is not None}
     out: dict[str, dict[str, list[str]]] = {}
     for r in result.rows:
