@@ -68,8 +68,6 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> None:
         if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
             continue  # ONNX Runtime makes Constants initializers on load: it loads one with an extra attribute
         domain = "" if fact.domain == "ai.onnx" else fact.domain
-        if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
-            continue
         attrs = fact.explicit_attrs
         kind: Optional[tuple[tuple[str, str], ...]] = ()
         if attrs:
@@ -77,9 +75,11 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> None:
             if kind is None:
                 kind = kinds[id(fact.attrs), id(attrs)] = tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs))
         signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs), kind)
-        if signature in seen:
+        if signature in seen:  # checked, or skipped for want of a schema (op, domain and opset are in it)
             continue
         seen.add(signature)
+        if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
+            continue
         try:
             checker.C.check_node(node.SerializeToString(), ctx, scope)
         except Exception as exc:  # noqa: BLE001 - ValidationError; its text says what is wrong

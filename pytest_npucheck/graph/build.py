@@ -80,7 +80,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         known = dict(small)
         known.update(folded)
         better, more = refine(inferred.graph, rows, opsets, int(model.ir_version), known, folded,
-                              everything=error is not None)
+                              everything=error is not None, raw_types=builder.raw_types)
         for name, tp in better.items():
             builder.refine_type(name, tp)
         folded = {**folded, **more}
@@ -130,15 +130,18 @@ def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inp
             continue
         ins = node.inputs
         op = node.op_type
+        # any(i in runtime for i in ins) as a set operation: no generator per node
         if node.domain != DEFAULT_DOMAIN:
-            value_dep = shape_dep = any(i in runtime for i in ins)
+            value_dep = shape_dep = not runtime.isdisjoint(ins)
         elif op in ("Shape", "Size"):
             value_dep, shape_dep = bool(ins) and ins[0] in varying, False
         else:
-            value_dep = any(i in runtime for i in ins)
-            shape_dep = op in _SHAPE_FROM_DATA or any(ins[k] in runtime for k in _SHAPE_FROM_VALUES.get(op, ())
-                                                      if k < len(ins))
-        shape_dep = shape_dep or any(i in varying for i in ins)
+            value_dep = not runtime.isdisjoint(ins)
+            shape_dep = op in _SHAPE_FROM_DATA or (value_dep and op in _SHAPE_FROM_VALUES and any(
+                ins[k] in runtime for k in _SHAPE_FROM_VALUES[op] if k < len(ins)))
+        shape_dep = shape_dep or not varying.isdisjoint(ins)
+        if not (value_dep or shape_dep):
+            continue
         for o in outs:
             if not o:
                 continue
@@ -267,6 +270,9 @@ class _Builder:
         self._types: dict[bytes, Any] = {} if types is None else types
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
         self._array_parts: dict[int, tuple[Any, Optional[str], tuple[int, ...], tuple[Any, ...]]] = {}  # folded_value
+        # (name, serialized TypeProto, ValueInfoProto) of the main graph's value_infos and outputs,
+        # in order, when the walk serialized them (for propagate.refine)
+        self.raw_types: Optional[list[tuple[str, bytes, Any]]] = None
 
     # tensors
     def _decode(self, t: Any) -> Any:
@@ -398,15 +404,36 @@ class _Builder:
                 self._value_info(vi)
         static = self.static if prefix == "" else None
         if value_infos is None:  # each type decoded once per distinct TypeProto (self._decode, inlined)
-            get, decode = self._types.get, self._decode
-            value_infos = [(vi.name, get((t := vi.type).SerializeToString()) or decode(t))
-                           for vi in graph.value_info[:] + graph.output[:]]
+            types, decode = self._types, self._decode_type
+            raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in graph.value_info[:] + graph.output[:]]
+            if prefix == "":
+                self.raw_types = raw  # for propagate.refine, which decodes the same bytes its own way
+            value_infos = []
+            for name, key, vi in raw:
+                typ = types.get(key)
+                if typ is None:
+                    typ = types[key] = decode(vi.type)
+                value_infos.append((name, typ))
         initializers, typed = self.initializers, self._typed
-        for name, typ in value_infos:
-            if name not in initializers:
-                typed(name, typ, static)
-            elif static is not None and typ[2]:
-                static.add(name)
+        if static is not None:
+            # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
+            # (never constants) so far, so _typed's check for a constant is not needed
+            tensors, new = self.tensors, object.__new__
+            for name, typ in value_infos:
+                if typ[2]:
+                    static.add(name)
+                if name in initializers:
+                    continue
+                if typ is _NOT_A_TENSOR:
+                    tensors.setdefault(name, TensorInfo(name, None, None))
+                    continue
+                info = new(TensorInfo)  # as _typed makes it
+                info.__dict__.update(name=name, dtype=typ[0], shape=typ[1], const=False, value=None, static=typ[3])
+                tensors[name] = info
+        else:
+            for name, typ in value_infos:
+                if name not in initializers:
+                    typed(name, typ, static)
         for node, op_type, domain, inputs, outputs, attributes in (rows if rows is not None else _read_nodes(graph)):
             self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix, attributes)
 
@@ -476,13 +503,15 @@ class _Builder:
 
     def _constant_node(self, out: str, attributes: tuple[Any, ...], prefix: str = "") -> None:
         for a in attributes:
-            if a.name == "value" and a.type == self.onnx.AttributeProto.TENSOR:
+            if a.name == "value" and a.type == 4:  # AttributeProto.TENSOR
                 if prefix == "" and out in self.folded:
                     # folding decoded this tensor already: folded_value() gives the output its shape and
                     # value from that array once the walk is done; until then it is a constant of this dtype
                     t = a.t
-                    self.tensors[out] = frozen_new(TensorInfo, name=out, dtype=dtype_name(t.data_type), shape=tuple(t.dims),
-                                             const=True, value=None)
+                    info = object.__new__(TensorInfo)  # frozen_new(TensorInfo, ...) inlined (a third of the nodes)
+                    info.__dict__.update(name=out, dtype=_DTYPE_NAMES.get(t.data_type), shape=tuple(t.dims[:]),
+                                         const=True, value=None)
+                    self.tensors[out] = info
                     return
                 self._const(out, a.t)
                 return

@@ -160,13 +160,16 @@ def _type_of(arr: Any) -> Type:
 
 def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], ir_version: int,
            known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
-           default_domain: str = "ai.onnx") -> tuple[dict[str, Type], dict[str, Any]]:
+           default_domain: str = "ai.onnx", raw_types: Optional[list[tuple[str, bytes, Any]]] = None,
+           ) -> tuple[dict[str, Type], dict[str, Any]]:
     """((elem type, dims) of every main-graph value this walk typed better, values it folded).
 
     ``graph``: the inferred GraphProto; ``rows``: its nodes as ``protobuf._read_nodes`` gives them;
     ``known``: {name: array} of small initializers and the values folded so far (extended in place);
     ``folded``: the node outputs folded before this walk (their values are news to ONNX inference);
     ``everything``: visit every node (the first inference failed as a whole and typed nothing).
+    ``raw_types``: (name, serialized TypeProto, ValueInfoProto) of the graph's value_infos and
+    outputs, in order, if the caller serialized them already (``build._Builder.raw_types``).
     """
     import numpy as np
     from onnx import helper, numpy_helper
@@ -174,8 +177,16 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
 
     codec = _Types()
     types: dict[str, Type] = {}
-    for vi in graph.input[:] + graph.value_info[:] + graph.output[:]:
-        types[vi.name] = codec.decode(vi.type.SerializeToString())
+    decode = codec.decode
+    for vi in graph.input[:] if raw_types is not None else graph.input[:] + graph.value_info[:] + graph.output[:]:
+        types[vi.name] = decode(vi.type.SerializeToString())
+    if raw_types is not None:  # the graph walk serialized each value_info's type already
+        decoded = codec.decoded
+        for name, raw, vi in raw_types:
+            typ = decoded.get(raw)
+            if typ is None:
+                typ = decoded[raw] = _decode(vi.type)
+            types[name] = typ
     for init in graph.initializer:
         types[init.name] = (init.data_type, tuple(init.dims[:]))
     changed: set[str] = set()
