@@ -87,8 +87,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         if error is not None and builder.fully_inferred():
             error = None  # node by node, every shape was found
     if folded:
-        for name, arr in folded.items():
-            builder.folded_value(name, arr)
+        builder.folded_values(folded)
     g = inferred.graph
     inputs = tuple(i.name for i in g.input if i.name not in builder.initializers)
     dynamic_rank: frozenset[str] = frozenset()
@@ -268,8 +267,10 @@ class _Builder:
         self.initializers: set[str] = set()
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
+        # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
+        self._templates: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
-        self._array_parts: dict[int, tuple[Any, Optional[str], tuple[int, ...], tuple[Any, ...]]] = {}  # folded_value
+        self._array_parts: dict[int, tuple[Any, Optional[str], tuple[int, ...], tuple[Any, ...]]] = {}  # folded_values
         # (name, serialized TypeProto, ValueInfoProto) of the main graph's value_infos and outputs,
         # in order, when the walk serialized them (for propagate.refine)
         self.raw_types: Optional[list[tuple[str, bytes, Any]]] = None
@@ -361,17 +362,20 @@ class _Builder:
         self._typed(name, (dtype_name(elem) if elem else None, shape, bool(elem) and shape_static, shape_static),
                     self.static)
 
-    def folded_value(self, name: str, arr: Any) -> None:
-        """A node output the compiler computes at build time: its value is known. ``arr`` is often
-        the array of other outputs too (folding makes equal values one array): read once."""
-        parts = self._array_parts.get(id(arr))
-        if parts is None or parts[0] is not arr:
-            parts = self._array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
-                                                  tuple(arr.reshape(-1).tolist()))
-        old = self.tensors.get(name)
-        dtype = (old.dtype if old else None) or parts[1]
-        self.tensors[name] = frozen_new(TensorInfo, name=name, dtype=dtype, shape=parts[2], const=False, value=parts[3],
-                                        static=True)
+    def folded_values(self, folded: Mapping[str, Any]) -> None:
+        """Node outputs the compiler computes at build time: their values are known. An array is
+        often the value of many outputs (folding makes equal values one array): read once."""
+        array_parts, tensors, new = self._array_parts, self.tensors, object.__new__
+        for name, arr in folded.items():
+            parts = array_parts.get(id(arr))
+            if parts is None or parts[0] is not arr:
+                parts = array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
+                                                tuple(arr.reshape(-1).tolist()))
+            old = tensors.get(name)
+            info = new(TensorInfo)  # frozen_new(TensorInfo, ...) inlined
+            info.__dict__.update(name=name, dtype=(old.dtype if old else None) or parts[1], shape=parts[2],
+                                 const=False, value=parts[3], static=True)
+            tensors[name] = info
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
         key = (op_type, domain, opset)
@@ -434,8 +438,57 @@ class _Builder:
             for name, typ in value_infos:
                 if name not in initializers:
                     typed(name, typ, static)
-        for node, op_type, domain, inputs, outputs, attributes in (rows if rows is not None else _read_nodes(graph)):
+        rows = rows if rows is not None else _read_nodes(graph)
+        if prefix == "":
+            self._main_nodes(rows)
+            return
+        for node, op_type, domain, inputs, outputs, attributes in rows:
             self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix, attributes)
+
+    def _main_nodes(self, rows: list[tuple[Any, ...]]) -> None:
+        """The NodeFacts of the main graph's nodes: what ``_node`` makes, with the fields that
+        depend only on a node's signature (op, domain, attribute bytes: the opset, the attributes
+        with their defaults, the key) made once per signature and copied into each node's fact,
+        which adds only its own (index, name, inputs, outputs, source). A node with a body goes
+        through ``_node`` (its body's nodes follow it)."""
+        nodes, opsets, templates, attr_cache = self.nodes, self.opsets, self._templates, self._attr_cache
+        append, new, source = nodes.append, object.__new__, _source
+        for node, op_type, domain, inputs, outputs, attributes in rows:
+            domain = domain or DEFAULT_DOMAIN
+            parts: Optional[list[Any]] = []
+            for a in attributes:  # as _node keys its attribute cache
+                kind = a.type
+                if kind == 4:  # AttributeProto.TENSOR: decoded as "<tensor>" whatever it holds
+                    parts.append(a.name)  # type: ignore[union-attr]
+                elif kind in _GRAPH_TYPES:
+                    parts = None
+                    break
+                else:
+                    parts.append(a.SerializeToString())  # type: ignore[union-attr]
+            if parts is None:
+                self._node(node, op_type, domain, inputs, outputs, "", attributes)
+                continue
+            signature = (op_type, domain, tuple(parts))
+            template = templates.get(signature)
+            if template is None:
+                opset = opsets.get(domain, 0)
+                key = (op_type, domain, opset, signature[2])
+                known = attr_cache.get(key)
+                if known is None:
+                    known = attr_cache[key] = self._attributes(op_type, attributes, domain, opset, [])
+                attrs, explicit, defaults = known
+                template = templates[signature] = dict(
+                    op_type=op_type, domain=domain, attrs=attrs, explicit_attrs=explicit, defaults=defaults, graph="",
+                    opset=opset, subgraphs=(), key=f"{domain}:{op_type}")
+            index = len(nodes)
+            name = node.name or f"{op_type}_{index}"
+            if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
+                self._constant_node(outputs[0], attributes, "")
+            fact = new(NodeFact)  # frozen_new(NodeFact, ...) inlined
+            fields = fact.__dict__
+            fields.update(template)
+            fields.update(index=index, name=name, inputs=inputs, outputs=outputs, source=source(node, name))
+            append(fact)
 
     def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
               prefix: str, attributes: tuple[Any, ...]) -> None:
@@ -505,7 +558,7 @@ class _Builder:
         for a in attributes:
             if a.name == "value" and a.type == 4:  # AttributeProto.TENSOR
                 if prefix == "" and out in self.folded:
-                    # folding decoded this tensor already: folded_value() gives the output its shape and
+                    # folding decoded this tensor already: folded_values() gives the output its shape and
                     # value from that array once the walk is done; until then it is a constant of this dtype
                     t = a.t
                     info = object.__new__(TensorInfo)  # frozen_new(TensorInfo, ...) inlined (a third of the nodes)

@@ -85,6 +85,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     values_of = _Values(np)
     known: dict[str, Any] = {name: values_of.one(value) for name, value in small.items()}
     evaluated: dict[tuple[Any, ...], Optional[list[Any]]] = {}
+    constants: dict[bytes, Any] = {}  # a Constant's one attribute, serialized: its value (values_of's array)
     for node, op, domain, inputs, outputs, attributes in nodes:
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
             continue
@@ -101,7 +102,20 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 end = min(max(end + r if end < 0 else end, 0), r)
                 values = [np.array(dims[start:end], dtype=np.int64)]
         elif op == "Constant":
+            # one Constant per layer holds each value: a value is read once per attribute bytes, and
+            # the nodes that repeat them get that one array (values_of.one gave it to the first)
+            ckey = attributes[0].SerializeToString() if len(attributes) == 1 and len(outputs) == 1 and outputs[0] \
+                else None
+            if ckey is not None:
+                same = constants.get(ckey)
+                if same is not None:
+                    known[outputs[0]] = out[outputs[0]] = same
+                    continue
             values = _constant_value(attributes, np) or _evaluate(node, known, opset_list)
+            if ckey is not None and values and type(value := values[0]) is ndarray and not value.dtype.hasobject:
+                if value.size <= SMALL_CONSTANT:
+                    constants[ckey] = known[outputs[0]] = out[outputs[0]] = values_of.one(value)
+                continue
         elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
             values = [known[inputs[0]]]
         elif inputs:
