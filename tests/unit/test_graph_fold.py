@@ -64,3 +64,47 @@ def test_attributes_are_part_of_what_is_shared(monkeypatch):
     out, calls = _folded(make_model(nodes, [], ["g0", "g1", "g2"], inits), monkeypatch)
     assert calls == ["g0", "g1"]
     assert out["g0"].tolist() == out["g2"].tolist() == [[1, 2]] and out["g1"].tolist() == [[1], [3]]
+
+
+def _constants(values: list[tuple[list, str]]) -> object:
+    """One Constant node per (values, dtype), each read by an Identity (as every layer's shape
+    arithmetic repeats its constants)."""
+    nodes = []
+    for k, (v, dtype) in enumerate(values):
+        nodes += [helper.make_node("Constant", [], [f"c{k}"], value=const(f"v{k}", v, dtype)),
+                  helper.make_node("Identity", [f"c{k}"], [f"y{k}"])]
+    return make_model(nodes, [], [f"y{k}" for k in range(len(values))])
+
+
+def test_equal_constants_are_read_once_and_shared(monkeypatch):
+    read: list = []
+    constant_value = fold._constant_value
+
+    def counted(attributes, np_module):
+        read.append(attributes[0].t.name)
+        return constant_value(attributes, np_module)
+
+    monkeypatch.setattr(fold, "_constant_value", counted)
+    # the tensor's name is part of the attribute bytes: equal values under one name, as exporters write
+    model = _constants([([1, 2], "int64")] * 3)
+    for k, n in enumerate(model.graph.node[::2]):
+        n.attribute[0].t.name = "v"
+    out, _ = _folded(model, monkeypatch)
+    assert read == ["v"]  # the second and third Constants reuse the first one's array
+    assert out["c0"] is out["c1"] is out["c2"] and out["c0"].tolist() == [1, 2]
+    facts = facts_from_model(model)
+    assert [facts.tensors[f"c{k}"].value for k in range(3)] == [(1, 2)] * 3
+    assert {facts.tensors[f"c{k}"].dtype for k in range(3)} == {"int64"}
+
+
+def test_constants_differing_in_value_or_dtype_are_read_apart(monkeypatch):
+    bits = int(np.array([1.0], dtype="float32").view("int32")[0])
+    model = _constants([([1, 2], "int64"), ([1, 3], "int64"), ([1.0], "float32"), ([bits], "int32")])
+    for n in model.graph.node[::2]:
+        n.attribute[0].t.name = "v"
+    out, _ = _folded(model, monkeypatch)
+    assert [out[f"c{k}"].tolist() for k in range(4)] == [[1, 2], [1, 3], [1.0], [bits]]
+    assert [str(out[f"c{k}"].dtype) for k in range(4)] == ["int64", "int64", "float32", "int32"]
+    facts = facts_from_model(model)
+    assert [facts.tensors[f"c{k}"].dtype for k in range(4)] == ["int64", "int64", "float32", "int32"]
+    assert [facts.tensors[f"c{k}"].value for k in range(4)] == [(1, 2), (1, 3), (1.0,), (bits,)]

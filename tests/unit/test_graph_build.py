@@ -1,0 +1,65 @@
+"""graph/build.py: the NodeFacts of one signature share what the signature decides; tiny onnx.helper graphs, no torch."""
+
+from __future__ import annotations
+
+from onnx import TensorProto, helper
+
+from conftest import make_model
+
+from pytest_npucheck.graph import facts_from_model
+
+
+def _softmaxes(*axes: int, op: str = "Softmax") -> object:
+    nodes = [helper.make_node(op, ["x" if k == 0 else f"y{k - 1}"], [f"y{k}"], name=f"/layer{k}/{op}", axis=a)
+             for k, a in enumerate(axes)]
+    return make_model(nodes, [("x", [2, 3])], [f"y{len(axes) - 1}"])
+
+
+def test_nodes_of_one_signature_share_their_facts_and_keep_their_own():
+    facts = facts_from_model(_softmaxes(1, 1, 1))
+    a, b, c = facts.nodes
+    assert a.attrs is b.attrs is c.attrs and a.attrs == {"axis": 1}
+    assert a.explicit_attrs is b.explicit_attrs == frozenset({"axis"})
+    assert a.defaults is b.defaults and a.key == b.key == "ai.onnx:Softmax" and a.opset == b.opset == 17
+    # what is a node's own is its own
+    assert [n.index for n in facts.nodes] == [0, 1, 2]
+    assert [n.name for n in facts.nodes] == ["/layer0/Softmax", "/layer1/Softmax", "/layer2/Softmax"]
+    assert [n.inputs for n in facts.nodes] == [("x",), ("y0",), ("y1",)]
+    assert [n.outputs for n in facts.nodes] == [("y0",), ("y1",), ("y2",)]
+    assert [n.source.module for n in facts.nodes] == ["layer0", "layer1", "layer2"]
+
+
+def test_nodes_differing_in_one_field_do_not_share():
+    facts = facts_from_model(_softmaxes(1, 0, 1))
+    a, b, c = facts.nodes
+    assert a.attrs is c.attrs and a.attrs is not b.attrs
+    assert (a.attrs, b.attrs) == ({"axis": 1}, {"axis": 0})
+    # another op with the same attribute bytes
+    model = _softmaxes(1, 1)
+    model.graph.node[1].op_type = "LogSoftmax"
+    first, second = facts_from_model(model).nodes
+    assert first.attrs is not second.attrs and (first.key, second.key) == ("ai.onnx:Softmax", "ai.onnx:LogSoftmax")
+    # an attribute set explicitly to its default is not the default left out
+    model = make_model([helper.make_node("Softmax", ["x"], ["y0"]),
+                        helper.make_node("Softmax", ["y0"], ["y1"], axis=-1)], [("x", [2, 3])], ["y1"])
+    left_out, explicit = facts_from_model(model).nodes
+    assert left_out.attrs == explicit.attrs == {"axis": -1}
+    assert left_out.explicit_attrs == frozenset() and explicit.explicit_attrs == frozenset({"axis"})
+
+
+def test_a_node_with_a_body_is_followed_by_its_body_and_the_graph_goes_on():
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="inner")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r0"),
+             helper.make_node("ReduceMax", ["x"], ["m"], name="max", keepdims=0),
+             helper.make_node("Cast", ["m"], ["c"], name="cast", to=TensorProto.BOOL),
+             helper.make_node("If", ["c"], ["b"], name="if", then_branch=then, else_branch=then),
+             helper.make_node("Relu", ["b"], ["z"], name="r1")]
+    facts = facts_from_model(make_model(nodes, [("x", [2, 3])], ["z", "a"]))
+    assert [(n.index, n.name, n.graph) for n in facts.nodes] == [
+        (0, "r0", ""), (1, "max", ""), (2, "cast", ""), (3, "if", ""),
+        (4, "inner", "if/else_branch"), (5, "inner", "if/then_branch"), (6, "r1", "")]  # attributes by name
+    r0, inner, r1 = facts.nodes[0], facts.nodes[4], facts.nodes[6]
+    assert r0.attrs is r1.attrs and r0.graph == r1.graph == "" and r0.subgraphs == r1.subgraphs == ()
+    assert facts.nodes[3].subgraphs == ("if/else_branch", "if/then_branch") and inner.op_type == "Relu"
+    assert facts.producer["z"] == 6 and facts.consumers["b"] == [6]
