@@ -96,8 +96,11 @@ def _decode(tp: Any) -> Type:
     return tt.elem_type, tuple(dims)
 
 
+_is_int = int.__instancecheck__  # dims are int, str or None (never bool): type(d) is int, in C
+
+
 def _static(typ: Optional[Type]) -> bool:
-    return typ is not None and bool(typ[0]) and typ[1] is not None and all(type(d) is int for d in typ[1])
+    return typ is not None and bool(typ[0]) and typ[1] is not None and all(map(_is_int, typ[1]))
 
 
 def _merge(new: Optional[Type], old: Optional[Type]) -> Optional[Type]:
@@ -199,11 +202,18 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
     constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
     array_types: dict[int, tuple[Any, Type]] = {}  # folding makes equal values one array: typed once
+    # and merged once per (array's type, type so far): both are shared objects (one decoded type per
+    # distinct TypeProto), kept alive in the memo so that their ids key it
+    merges: dict[tuple[int, int], tuple[Type, Optional[Type], Optional[Type]]] = {}
     for name, arr in folded.items():
         known_type = array_types.get(id(arr))
         if known_type is None or known_type[0] is not arr:
             known_type = array_types[id(arr)] = (arr, _type_of(arr))
-        typ = _merge(known_type[1], types.get(name))
+        new_type, old_type = known_type[1], types.get(name)
+        merged = merges.get((id(new_type), id(old_type)))
+        if merged is None or merged[0] is not new_type or merged[1] is not old_type:
+            merged = merges[id(new_type), id(old_type)] = (new_type, old_type, _merge(new_type, old_type))
+        typ = merged[2]
         if typ is not None:
             types[name] = better[name] = typ
             changed.add(name)
@@ -220,8 +230,19 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             continue
         default = domain in ("", default_domain)
         evaluated = False
-        if default and op not in NOT_FOLDED and not all((not o) or o in known for o in outputs) \
-                and all((not i) or i in known for i in inputs):
+        foldable = default and op not in NOT_FOLDED
+        if foldable:  # not all((not o) or o in known for o in outputs) and all((not i) or i in known ...)
+            for o in outputs:
+                if o and o not in known:
+                    break
+            else:
+                foldable = False  # every output known already
+        if foldable:
+            for i in inputs:
+                if i and i not in known:
+                    foldable = False
+                    break
+        if foldable:
             args = [known[i] for i in inputs if i]
             size = predicted_numel(op, args) if op in _GROWING else None
             values = _evaluate(node, known, opset_list) if size is None or size <= SMALL_CONSTANT else None
