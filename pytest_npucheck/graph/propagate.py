@@ -223,6 +223,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
     opset_map = {"" if d == default_domain else d: v for d, v in opsets.items() if v}
     data_bytes: dict[str, bytes] = {}
+    inferences: dict[tuple[Any, ...], tuple[tuple[Any, ...], Optional[tuple[Optional[bytes], ...]]]] = {}
     changed.discard("")  # an omitted input is never news: any(i and i in changed ...) is then isdisjoint
     isdisjoint = changed.isdisjoint
     for node, op, domain, inputs, outputs, _attributes in rows:
@@ -289,19 +290,32 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         if schema is None:  # an op without a schema (a custom domain): nothing to infer
             continue
         in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
-        data = {}
-        for i in inputs:
-            if i and i in known:
-                raw = data_bytes.get(i)
-                if raw is None:
-                    raw = data_bytes[i] = numpy_helper.from_array(known[i], i).SerializeToString()
-                data[i] = raw
-        try:
-            inferred = schema._infer_node_outputs(node.SerializeToString(), in_types, data, {}, opset_map, ir_version)
-        except Exception:  # noqa: BLE001 - an inference error: nothing learnt
+        # what ONNX's inference of a node sees, but for names: its op, attributes, and per input
+        # position the type and the value (an array by identity: folding makes equal values one);
+        # every layer of a stack asks the same question, which is answered once
+        values = tuple(known.get(i) if i else None for i in inputs)
+        signature = (op, domain, tuple([a.SerializeToString() for a in _attributes]),
+                     tuple(in_types.get(i) if i else None for i in inputs), tuple(map(id, values)),
+                     tuple(not o for o in outputs))
+        answer = inferences.get(signature)
+        if answer is None:
+            data = {}
+            for i in inputs:
+                if i and i in known:
+                    raw = data_bytes.get(i)
+                    if raw is None:
+                        raw = data_bytes[i] = numpy_helper.from_array(known[i], i).SerializeToString()
+                    data[i] = raw
+            try:
+                inferred = schema._infer_node_outputs(node.SerializeToString(), in_types, data, {}, opset_map,
+                                                      ir_version)
+                raws: Optional[tuple[Optional[bytes], ...]] = tuple(inferred.get(o) if o else None for o in outputs)
+            except Exception:  # noqa: BLE001 - an inference error: nothing learnt
+                raws = None
+            answer = inferences[signature] = (values, raws)  # values: the arrays whose ids key it, kept alive
+        if answer[1] is None:
             continue
-        for name in outputs:
-            raw = inferred.get(name) if name else None
+        for name, raw in zip(outputs, answer[1]):
             typ = _merge(codec.decode(raw), types.get(name)) if raw is not None else None
             if typ is not None:
                 types[name] = better[name] = typ

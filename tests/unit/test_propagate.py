@@ -220,3 +220,41 @@ def test_the_quick_types_are_onnx_inference_s():
     # a broadcast that does not fit is left to ONNX
     assert quick_type("Add", helper.make_node("Add", ["a", "b"], ["o"]), ("a", "b"),
                       {"a": (TensorProto.FLOAT, (2, 3)), "b": (TensorProto.FLOAT, (4,))}) is None
+
+
+class _CountedSchema:
+    """An OpSchema whose node inference is counted (the walk's one call into ONNX per question)."""
+
+    def __init__(self, schema, calls):
+        self.schema, self.calls = schema, calls
+
+    def _infer_node_outputs(self, node_bytes, *args):
+        self.calls.append(onnx.NodeProto.FromString(node_bytes).name)
+        return self.schema._infer_node_outputs(node_bytes, *args)
+
+
+def _inferred_apart(model, monkeypatch) -> tuple[object, list]:
+    from pytest_npucheck.graph import propagate
+
+    calls: list = []
+    op_schema = propagate.op_schema
+    monkeypatch.setattr(propagate, "op_schema", lambda *a: (s := op_schema(*a)) and _CountedSchema(s, calls))
+    return facts_from_model(model), calls
+
+
+def test_layers_asking_onnx_the_same_question_are_inferred_once(monkeypatch):
+    # three window views of one input: their Reshapes see the same types and the same folded target
+    nodes = [n for k in range(3) for n in _window_view("x", f"l{k}_", f"y{k}")]
+    model = make_model(nodes, [("x", [1, 8, 12, 3])], ["y0", "y1", "y2"], _CONSTS)
+    facts, calls = _inferred_apart(model, monkeypatch)
+    assert calls == ["l0_reshape"]
+    assert [facts.tensors[f"y{k}"].shape for k in range(3)] == [(2, 4, 3, 12)] * 3
+
+
+def test_layers_differing_in_a_type_or_a_value_are_inferred_apart(monkeypatch):
+    # another input shape (so another folded target), then the first one again
+    nodes = (_window_view("x", "l0_", "y0") + _window_view("z", "l1_", "y1") + _window_view("x", "l2_", "y2"))
+    model = make_model(nodes, [("x", [1, 8, 12, 3]), ("z", [1, 16, 12, 3])], ["y0", "y1", "y2"], _CONSTS)
+    facts, calls = _inferred_apart(model, monkeypatch)
+    assert calls == ["l0_reshape", "l1_reshape"]
+    assert [facts.tensors[f"y{k}"].shape for k in range(3)] == [(2, 4, 3, 12), (4, 4, 3, 12), (2, 4, 3, 12)]
