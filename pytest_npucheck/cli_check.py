@@ -71,7 +71,7 @@ def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixe
             from .report.text import render_target
 
             entry["text"] = "\n".join(line for r in results for line in render_target(r, all_nodes=all_nodes))
-        entry["passed"] = all(r.passed for r in results)
+        entry["passed"] = all(t["passed"] for t in entry["targets"])  # TargetResult.passed, as to_json said it
     except NpuCheckError as exc:
         entry["error"] = {"kind": "input", "message": str(exc)}
     except Exception as exc:  # noqa: BLE001 - reported as exit 3 by the caller, never as a verdict

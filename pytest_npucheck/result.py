@@ -111,6 +111,12 @@ class TargetResult:
             counts[n.verdict] += 1
         return counts
 
+    def _passed_verdict(self, counts: Mapping[str, int]) -> tuple[bool, str]:
+        """``passed`` and ``verdict`` from the ``summary`` counts (one pass over the nodes, not three)."""
+        issues = bool(self.model_issues)
+        verdict = "unsupported" if issues or counts["unsupported"] else "cpu" if counts["cpu"] else "npu"
+        return not issues and not counts["cpu"] and not counts["unsupported"], verdict
+
     @property
     def passed(self) -> bool:
         return not self.model_issues and not any(n.falls_back for n in self.nodes)
@@ -132,13 +138,15 @@ class TargetResult:
             return self._to_json()
 
     def _to_json(self) -> dict[str, Any]:
+        summary = self.summary
+        passed, verdict = self._passed_verdict(summary)
         return {
             "target": self.target,
             "table": dict(self.table),
             "model": dict(self.model),
-            "passed": self.passed,
-            "verdict": self.verdict,
-            "summary": self.summary,
+            "passed": passed,
+            "verdict": verdict,
+            "summary": summary,
             "model_issues": [r.to_json() for r in self.model_issues],
             "notes": list(self.notes),
             "partition": self.partition.to_json() if self.partition is not None else None,
