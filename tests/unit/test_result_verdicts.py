@@ -48,3 +48,18 @@ def test_a_checked_file_gives_the_same_json_as_its_result(judge):
     doc = res.to_json()
     assert {n["name"]: n["verdict"] for n in doc["nodes"]} == {n.name: n.verdict for n in res.nodes}
     assert doc["verdict"] == res.verdict != "npu" and doc["summary"] == res.summary
+
+
+def test_json_passed_and_verdict_are_the_properties_for_every_mix():
+    """to_json counts the verdicts once (summary) and derives passed and verdict from the counts: the same
+    as the properties, which read the nodes, for each mix of verdicts with and without a model issue."""
+    issue = Reason("ir_version", "IR version 10 is not loaded", "unsupported", "model")
+    mixes = [(), ("npu",), ("npu", "folded"), ("folded", "cpu"), ("npu", "unsupported"), ("cpu", "unsupported", "npu")]
+    seen = set()
+    for verdicts in mixes:
+        for issues in ((), (issue,)):
+            res = _result(*verdicts, issues=issues)
+            doc = res.to_json()
+            assert (doc["passed"], doc["verdict"], doc["summary"]) == (res.passed, res.verdict, res.summary)
+            seen.add((doc["passed"], doc["verdict"]))
+    assert seen == {(True, "npu"), (False, "cpu"), (False, "unsupported")}
