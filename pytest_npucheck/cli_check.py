@@ -66,7 +66,7 @@ def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixe
             from .fixes import with_fixes
 
             results = [with_fixes(r, Path(path), catalog.table(t)) for r, t in zip(results, targets)]
-        entry["targets"] = [r.to_json() for r in results]
+        entry["targets"] = [r.to_json(nodes_text=not text) for r in results]  # a JSON run: only jsonio.dumps reads them
         if text:
             from .report.text import render_target
 

@@ -155,6 +155,20 @@ def _encode(value: Any) -> str:
 _LONG_LIST = 8  # lists of objects longer than this print one compact element per line
 
 
+def compact(value: Any) -> str:
+    """The compact text ``dumps`` writes for ``value`` as an element of a long list (one line)."""
+    return _encode(value)
+
+
+class EncodedList(list):  # type: ignore[type-arg]
+    """A list of objects, each already as its compact JSON text (``compact``): ``dumps`` writes it as it
+    would write the list of the objects themselves, without encoding them again. What makes the texts
+    can share one text between equal objects (the nodes of a report: most of each node's entry repeats
+    from layer to layer). Only ``dumps`` knows it: a plain ``json.dumps`` would write strings."""
+
+    __slots__ = ()
+
+
 def dumps(data: Any) -> str:
     """Serialise for files we write: stable key order, strict (NaN is an error).
 
@@ -177,6 +191,12 @@ def dumps(data: Any) -> str:
 def _emit(value: Any, indent: str, parts: list[str]) -> None:
     encode = _encode
     inner = indent + "  "
+    if type(value) is EncodedList:
+        if len(value) > _LONG_LIST:  # one compact element per line: the texts as they are
+            parts.append("[\n" + inner + (",\n" + inner).join(value) + "\n" + indent + "]")
+        else:  # a short list prints its objects indented: from the objects
+            _emit([json.loads(v) for v in value], indent, parts)
+        return
     if isinstance(value, dict) and value:
         sep = "{\n"
         for key, item in value.items():
