@@ -172,7 +172,7 @@ def _nodes_text(nodes: tuple[NodeResult, ...]) -> Any:
     middles: dict[tuple[Any, ...], str] = {}
     sources: dict[int, str] = {}
     out = jsonio.EncodedList()
-    append = out.append
+    append = out.texts.append
     for n in nodes:
         key = (n.op_type, n.domain, n.verdict, n.reasons, n.graph, n.fused_into)
         middle = middles.get(key)

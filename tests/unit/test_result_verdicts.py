@@ -89,6 +89,9 @@ def test_nodes_as_text_are_written_as_the_nodes_themselves():
         text = dumps(res.to_json(nodes_text=True))
         assert text == dumps(res.to_json())
         assert [n["name"] for n in json.loads(text)["nodes"]] == [n.name for n in nodes[:count]]
+        # more than eight targets: dumps writes each target on one line, the nodes inside it too
+        many = [dict(res.to_json(nodes_text=True), target=f"t{i}") for i in range(9)]
+        assert dumps({"targets": many}) == dumps({"targets": [dict(res.to_json(), target=f"t{i}") for i in range(9)]})
 
 
 def test_a_checked_files_nodes_as_text_are_its_nodes(judge):
