@@ -180,7 +180,7 @@ def _encode(value: Any) -> str:
     if _C_ENCODE is None or isinstance(value, (str, int, float)) or value is None:
         return _ENCODER.encode(value)
     return "".join(_C_ENCODE(value, 0))
-_LONG_LIST = 8  # lists of objects longer than this print one compact element per line
+_LONG_LIST = LONG_LIST = 8  # lists of objects longer than this print one compact element per line
 
 
 def compact(value: Any) -> str:
