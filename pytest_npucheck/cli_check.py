@@ -51,10 +51,11 @@ def expand_inputs(inputs: Sequence[str]) -> list[Path]:
 
 
 def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixes: bool,
-              all_nodes: bool, text: bool = True) -> dict[str, Any]:
+              all_nodes: bool, text: bool = True, nodes_text: bool = False) -> dict[str, Any]:
     """One file's entry of the document, plus its text section (`text`, only when ``text``: a JSON
     run prints none) and a traceback for an internal error (`traceback`). Runs in a worker process:
-    everything in and out is plain data."""
+    everything in and out is plain data. ``nodes_text``: the targets' nodes as their JSON text
+    (``TargetResult.to_json(nodes_text=True)``), for a document only ``jsonio.dumps`` writes."""
     entry: dict[str, Any] = {"path": path, "targets": []}
     try:
         from .check import check_file
@@ -66,12 +67,12 @@ def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixe
             from .fixes import with_fixes
 
             results = [with_fixes(r, Path(path), catalog.table(t)) for r, t in zip(results, targets)]
-        entry["targets"] = [r.to_json() for r in results]
+        entry["targets"] = [r.to_json(nodes_text=nodes_text) for r in results]
         if text:
             from .report.text import render_target
 
             entry["text"] = "\n".join(line for r in results for line in render_target(r, all_nodes=all_nodes))
-        entry["passed"] = all(r.passed for r in results)
+        entry["passed"] = all(t["passed"] for t in entry["targets"])  # TargetResult.passed, as to_json said it
     except NpuCheckError as exc:
         entry["error"] = {"kind": "input", "message": str(exc)}
     except Exception as exc:  # noqa: BLE001 - reported as exit 3 by the caller, never as a verdict
@@ -88,8 +89,14 @@ def check_many(files: Sequence[Path], targets: Sequence[str], table_dirs: Sequen
     ``text``: render each file's text section (False when only the JSON document is printed).
     One file or one job runs in this process. Each file keeps the check's own isolation and timeout
     (graph facts are computed in an isolated child with its time limit)."""
+    from .jsonio import LONG_LIST
+
     jobs = default_jobs() if jobs is None else jobs
-    args = [(os.fspath(f), list(targets), list(table_dirs), fixes, all_nodes, text) for f in files]
+    # a JSON run (no text) writes the document with jsonio.dumps only: the nodes go as their text where
+    # they get a line each (at most LONG_LIST files and targets; else dumps writes each file or target
+    # on one line, and would read the texts back)
+    nodes_text = not text and len(files) <= LONG_LIST and len(targets) <= LONG_LIST
+    args = [(os.fspath(f), list(targets), list(table_dirs), fixes, all_nodes, text, nodes_text) for f in files]
     if jobs <= 1 or len(args) <= 1:
         return [check_one(*a) for a in args]
     import multiprocessing

@@ -8,7 +8,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import NpuCheckError
 
@@ -138,11 +138,39 @@ def parse_strict(path: Path, raw: bytes) -> Any:
         raise JsonFileError(f"{path}: invalid JSON: {exc}") from None
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "))
+class EncodedList:
+    """A list of objects, each already as its compact JSON text (``compact``): ``dumps`` writes it as it
+    would write the list of the objects themselves, without encoding them again where the list gets
+    lines of its own (a target's nodes). What makes the texts can share one text between equal objects
+    (the nodes of a report: most of each node's entry repeats from layer to layer). Inside an element
+    that ``dumps`` writes compactly (a document of more than eight targets or files) it is written from
+    the objects read back from the texts: the same text. Not a list, so that no encoder mistakes it for
+    a list of strings; only ``dumps`` writes it (``json.dumps`` refuses it)."""
+
+    __slots__ = ("texts",)
+
+    def __init__(self, texts: Iterable[str] = ()) -> None:
+        self.texts = list(texts)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def objects(self) -> list[Any]:
+        return [json.loads(t) for t in self.texts]
+
+
+def _default(value: Any) -> Any:
+    """The C encoder's hook for what it does not know: an EncodedList as its objects."""
+    if type(value) is EncodedList:
+        return value.objects()
+    return json.JSONEncoder.default(_ENCODER, value)  # its TypeError
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(", ", ": "), default=_default)
 try:  # JSONEncoder.encode builds a new C encoder per call: for 9,000 small pieces, build it once
     from json.encoder import c_make_encoder, encode_basestring
 
-    _C_ENCODE = c_make_encoder(None, _ENCODER.default, encode_basestring, None, ": ", ", ", False, False, False) \
+    _C_ENCODE = c_make_encoder(None, _default, encode_basestring, None, ": ", ", ", False, False, False) \
         if c_make_encoder is not None else None
 except ImportError:  # pragma: no cover - CPython always has the C encoder
     _C_ENCODE = None
@@ -152,7 +180,12 @@ def _encode(value: Any) -> str:
     if _C_ENCODE is None or isinstance(value, (str, int, float)) or value is None:
         return _ENCODER.encode(value)
     return "".join(_C_ENCODE(value, 0))
-_LONG_LIST = 8  # lists of objects longer than this print one compact element per line
+_LONG_LIST = LONG_LIST = 8  # lists of objects longer than this print one compact element per line
+
+
+def compact(value: Any) -> str:
+    """The compact text ``dumps`` writes for ``value`` as an element of a long list (one line)."""
+    return _encode(value)
 
 
 def dumps(data: Any) -> str:
@@ -177,6 +210,12 @@ def dumps(data: Any) -> str:
 def _emit(value: Any, indent: str, parts: list[str]) -> None:
     encode = _encode
     inner = indent + "  "
+    if type(value) is EncodedList:
+        if len(value) > _LONG_LIST:  # one compact element per line: the texts as they are
+            parts.append("[\n" + inner + (",\n" + inner).join(value.texts) + "\n" + indent + "]")
+        else:  # a short list prints its objects indented: from the objects
+            _emit(value.objects(), indent, parts)
+        return
     if isinstance(value, dict) and value:
         sep = "{\n"
         for key, item in value.items():

@@ -264,6 +264,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
     results = []
     folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
+    # the ops with a before_rewrites constraint: only their folded or fused nodes are judged again
+    rewritten = frozenset(k for k, e in table.ops.items() if any(c.before_rewrites for c in e.constraints))
     for node in graph.nodes:
         fused_into = None
         if node.index in folded:
@@ -291,7 +293,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                                                           "op", source_basis(pattern.source), pattern.source)]
         else:
             verdict, reasons = judge(node)
-        if verdict in ("folded", "npu", "cpu") and (node.index in folded or node.index in pre.fused):
+        if node.key in rewritten and verdict in ("folded", "npu", "cpu") and (
+                node.index in folded or node.index in pre.fused):
             rejected = _before_rewrites_reasons(node, table, view)
             if rejected:
                 verdict, reasons = "unsupported", [*rejected, *reasons]

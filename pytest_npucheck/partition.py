@@ -175,26 +175,34 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
     names: dict[int, str] = {}
     live: list[NodeFact] = []
     producer: dict[str, int] = {}
+    devices: set[str] = set()
+    ordered, last = True, -1  # live in index order (graph.build numbers the nodes in order: no sort needed)
     for n in graph.nodes:  # the main graph's judged nodes, in one pass (9,000 in a large transformer)
         r = by_index.get(n.index)
         if r is None or n.graph:
             continue
         i = n.index
         names[i] = n.name
-        d = device[i] = None if r.verdict == "folded" else NPU if r.verdict == "npu" else CPU
+        verdict = r.verdict
+        d = device[i] = None if verdict == "folded" else NPU if verdict == "npu" else CPU
         if d is not None:
             live.append(n)
+            devices.add(d)
+            if i <= last:
+                ordered = False
+            last = i
             for out in n.outputs:
                 if out:
                     producer[out] = i
     part = Partition()
     preds: dict[int, set[int]] = {}
     succs: dict[int, set[int]] = {}
-    if len({device[n.index] for n in live}) <= 1 and _in_topological_order(live, producer):
+    if len(devices) <= 1 and _in_topological_order(live, producer):
         # one device (every verdict npu, the usual passing model, or every one cpu): the greedy walk
         # (_greedy_order) would visit the nodes in index order, and nothing crosses between devices
         if live:
-            part.segments.append((device[live[0].index], [names[n.index] for n in sorted(live, key=_index)]))  # type: ignore[arg-type]
+            part.segments.append((device[live[0].index], [names[n.index] for n in  # type: ignore[arg-type]
+                                                          (live if ordered else sorted(live, key=_index))]))
         mixed = False
     else:
         mixed = True
@@ -230,8 +238,13 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
                 per_node.setdefault(end, []).append(t)
     # MACs and node shares
     macs_of: dict[int, int] = {}
+    tensor = view.tensor
     for n in live:
-        macs = macs_of[n.index] = node_macs(n, view)
+        if n.op_type in _MAC_OPS:
+            macs = node_macs(n, view)
+        else:  # node_macs of the other ops, inlined (one per output element; most nodes of a graph)
+            macs = _numel(tensor(n.outputs[0]) if n.outputs and n.outputs[0] else None) or 0
+        macs_of[n.index] = macs
         part.macs_total += macs
         part.nodes_total += 1
         if device[n.index] == NPU:

@@ -8,7 +8,8 @@ target. Which passes run, and in which order, is listed per table (``prepasses``
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Optional, Sequence
+from itertools import chain
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, GraphView, NodeFact, TensorInfo, dtype_name,
                     frozen_new)
@@ -70,6 +71,21 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     return pre
 
 
+def _main_nodes(graph: GraphFacts, ops: Iterable[str]) -> Sequence[NodeFact]:
+    """The main graph's nodes of the given op types, in graph order: what a pre-pass that judges
+    only those ops (and never a body's nodes) visits, without a look at each of the graph's other
+    nodes (26,394 in issue 29's encoder, a few hundred of them Casts)."""
+    by_op = graph.main_nodes_by_op
+    lists = [by_op[op] for op in sorted(ops) if op in by_op]
+    if len(lists) == 1:
+        return lists[0]
+    return sorted(chain.from_iterable(lists), key=_node_index)
+
+
+def _node_index(node: NodeFact) -> int:
+    return node.index
+
+
 def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     """Common subexpression elimination: of the main-graph nodes with the same op, inputs and
     attributes, one stays and the others are removed (onnxruntime, probed: which one stays is its
@@ -124,7 +140,7 @@ def _merge_parallel_casts(graph: GraphFacts, pre: PrepassResult) -> None:
     Cast to int32 beside one to float32 stays). Mamba's two Casts of its unsqueezed int64 mask."""
     outputs = set(graph.outputs)
     first: dict[tuple[str, str], NodeFact] = {}
-    for node in graph.nodes:  # graph order
+    for node in _main_nodes(graph, ("Cast",)):  # graph order
         to = _cast_to(node) if node.op_type == "Cast" and node.domain == "ai.onnx" else None
         if to is None or node.graph or node.index in pre.folded or not node.inputs or not node.inputs[0] \
                 or any(o in outputs for o in node.outputs):
@@ -186,7 +202,7 @@ def _eliminate_noop_expand_slice(graph: GraphFacts, pre: PrepassResult) -> None:
     NonZero of the mask (q.NonZero.ctx=duplicate_chain.expand_noop.*). A node producing a graph output
     is kept."""
     outputs = set(graph.outputs)
-    for node in graph.nodes:
+    for node in _main_nodes(graph, ("Expand", "Slice")):
         if node.op_type not in ("Expand", "Slice") or node.graph or node.domain != "ai.onnx" \
                 or node.index in pre.folded or not node.inputs or not node.inputs[0] or not node.outputs \
                 or not node.outputs[0] or node.outputs[0] in outputs:
@@ -391,7 +407,7 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bo
     (pre-pass ``eliminate_noop_add_mul``, rknn-toolkit2 2.5.0) keeps ``x / 1``: RKNN removes int64
     ``x + 0``, ``x - 0`` and ``x * 1`` (x.*.ctx=int_arith.*) but runs JetMoE's int64 ``indices / 1`` on the CPU."""
     outputs = set(graph.outputs)
-    for node in graph.nodes:
+    for node in _main_nodes(graph, _NEUTRAL):
         spec = _NEUTRAL.get(node.op_type) if divide or node.op_type != "Div" else None
         if spec is None or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
                 or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
@@ -432,7 +448,7 @@ def _fuse_constant_offsets(graph: GraphFacts, pre: PrepassResult) -> None:
     then ``+ 2`` leave one CPU Add, the second's; with a second reader of the first, or a Mul after it,
     both stay)."""
     outputs = set(graph.outputs)
-    for node in graph.nodes:
+    for node in _main_nodes(graph, ("Add", "Sub")):
         if not _constant_offset(graph, pre, node) or node.outputs[0] in outputs:
             continue
         readers, stack = [], [node.outputs[0]]
@@ -488,7 +504,7 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
     x.Slice.ctx=noop.*; ``mask[:, -T:]``, x.Slice.ctx=int_arith.slice_all.*). A node producing a graph output is kept.
     The context rules look through the removed nodes (``passed_on``)."""
     outputs = set(graph.outputs)
-    for node in graph.nodes:
+    for node in _main_nodes(graph, _NOOP_LAYOUT):
         if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
                 or not node.inputs or not node.inputs[0] or not node.outputs or node.outputs[0] in outputs:
             continue

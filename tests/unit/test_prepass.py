@@ -52,3 +52,30 @@ def test_a_removed_cast_passes_its_constant_on():
     nodes = _verdicts(m, "rknn@2.5.0/rk3588")
     assert {k: v.verdict for k, v in nodes.items()} == {"shape": "folded", "cast_same": "folded", "concat": "folded",
                                                         "reshape": "npu"}
+
+
+def test_the_noop_passes_visit_the_main_graphs_nodes_of_their_ops_in_graph_order():
+    """eliminate_noop_add_mul and eliminate_noop_layout visit only the ops they remove (prepass._main_nodes),
+    interleaved ops in graph order, and never a body's node: x + 0 inside an If's branch stays."""
+    from pytest_npucheck.prepass import run_prepasses
+
+    zero, one = (helper.make_tensor(n, TensorProto.FLOAT, [1], [v]) for n, v in (("zero", 0.0), ("one", 1.0)))
+    body = helper.make_graph([helper.make_node("Add", ["x", "zero"], ["b"], name="body_add")], "then", [],
+                             [helper.make_tensor_value_info("b", TensorProto.FLOAT, [1, 16])])
+    nodes = [helper.make_node("Mul", ["x", "one"], ["m"], name="mul_one"),
+             helper.make_node("Reshape", ["m", "shape"], ["r"], name="reshape_same"),
+             helper.make_node("Add", ["r", "zero"], ["a"], name="add_zero"),
+             helper.make_node("Relu", ["a"], ["h"], name="relu"),
+             helper.make_node("Mul", ["h", "one"], ["y0"], name="mul_one_2"),
+             helper.make_node("Relu", ["y0"], ["y1"], name="relu_2"),
+             helper.make_node("If", ["cond"], ["y2"], name="if", then_branch=body, else_branch=body)]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+                                       helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, [1, 16]) for o in ("y1", "y2")],
+                          initializer=[zero, one, helper.make_tensor("shape", TensorProto.INT64, [2], [1, 16])])
+    facts = facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    pre = run_prepasses(facts, Catalog.discover().table("rknn@2.5.0/rk3588"))
+    name = {n.index: n.name for n in facts.nodes}
+    removed = [name[i] for i in pre.folded if name[i] not in ("zero", "one", "shape")]
+    assert removed == ["mul_one", "add_zero", "mul_one_2", "reshape_same"]  # the arithmetic pass, then the layout pass
+    assert "body_add" in name.values() and "body_add" not in removed
