@@ -723,6 +723,58 @@ def rule_gemm_scale_fold(node: NodeFact, params: Mapping[str, Any], graph: Graph
             f"folds into this Gemm's [{k}, {n}] weight along the wrong axis (fuse_mul_into_gemm): build() fails")
 
 
+def _linear_head(graph: GraphFacts, node: Optional[NodeFact]) -> Optional[tuple[str, str]]:
+    """``(source, result)`` of a linear layer by a constant weight: ``Gemm(a, W[, b])`` or ``MatMul(a, W)`` with
+    its bias ``Add`` of a constant when it has one. ``source`` is ``a``, or the input of a BatchNormalization
+    computing ``a`` (the compiler folds that BN into the layer); else None."""
+    if node is None or node.graph or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
+        return None
+    if node.op_type == "Gemm" and int(node.attrs.get("transA", 0) or 0):
+        return None
+    weight = graph.tensor(node.inputs[1])
+    if weight is None or not weight.const:
+        return None
+    result = node.outputs[0]
+    readers = list(_consumers(graph, result))
+    if node.op_type == "MatMul" and len(readers) == 1 and readers[0].op_type == "Add" and len(readers[0].inputs) == 2:
+        other = [t for t in readers[0].inputs if t != result]
+        info = graph.tensor(other[0]) if other else None
+        if info is not None and info.const:
+            result = readers[0].outputs[0]
+    source = node.inputs[0]
+    pre = _producer(graph, source)
+    if pre is not None and pre.op_type == "BatchNormalization" and pre.inputs:
+        source = pre.inputs[0]
+    return source, result
+
+
+@rule("linear_pair_add", "context", local=False, words=_words)
+def rule_linear_pair_add(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its result (a layer by a constant weight) is not added to the result of another Gemm/MatMul by a constant
+    weight reading the same input (two linear heads of one input summed, as a distilled classifier's
+    ``(head(x) + head_dist(x)) / 2``: the compiler turns both into 1x1 Convs and its rewrite fuse_conv_conv_add
+    fails)."""
+    mine = _linear_head(graph, node)
+    if mine is None:
+        return None
+    source, result = mine
+    for add in _consumers(graph, result):
+        if add.op_type != "Add" or len(add.inputs) != 2:
+            continue
+        other = add.inputs[1] if add.inputs[0] == result else add.inputs[0]
+        producer = _producer(graph, other)
+        if producer is not None and producer.op_type == "Add":  # a MatMul's bias Add
+            inner = [_producer(graph, t) for t in producer.inputs]
+            producer = next((p for p in inner if p is not None and p.op_type == "MatMul"), producer)
+        theirs = _linear_head(graph, producer)
+        if producer is None or producer.index == node.index or theirs is None or theirs[0] != source:
+            continue
+        return (f"its result and that of {producer.op_type} '{producer.name}', both by a constant weight and reading "
+                f"{source!r}, are added by '{add.name}': the compiler turns both into 1x1 Convs and its rewrite "
+                "fuse_conv_conv_add fails (build() raises)")
+    return None
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None
