@@ -159,6 +159,18 @@ def _linear_pair_add(graph: Any) -> list[str]:
             and rule_linear_pair_add(n, {}, graph) is not None]
 
 
+def _tile_transpose_perm(graph: Any) -> list[str]:
+    """BoTNet's tiled relative-position logits: a Transpose (0, 3, 1, 4, 2) or (0, 3, 2, 1, 4) of an Expand of a
+    unit dim a Reshape inserted into a Slice of the last axis or a MatMul: rknn-toolkit2 2.5.0's rewrite
+    ``reduce_tp_in_mesh_forward`` raises (probe family ``x.Transpose.ctx=rel_pos_tile``; the table's rule
+    ``tile_transpose_perm``, whose parameters this uses). Returns the Transposes."""
+    from ..rules.context import rule_tile_transpose_perm
+
+    params = {"perms": [[0, 3, 1, 4, 2], [0, 3, 2, 1, 4]], "sources": ["Slice", "MatMul"], "through": ["Relu"]}
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "Transpose"
+            and rule_tile_transpose_perm(n, params, graph) is not None]
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
@@ -177,6 +189,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "linear_pair_add", _linear_pair_add,
      "two linear layers by constant weights reading one input with their results added (two classifier heads "
      "summed): rknn-toolkit2 2.5.0 turns both into 1x1 Convs and its rewrite fuse_conv_conv_add raises"),
+    ("rknn", "tile_transpose_perm", _tile_transpose_perm,
+     "a Transpose (0, 3, 1, 4, 2) of the Expand of a Reshape of a sliced logit (BoTNet's relative-position "
+     "logits): rknn-toolkit2 2.5.0's rewrite reduce_tp_in_mesh_forward raises"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),

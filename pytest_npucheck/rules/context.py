@@ -775,6 +775,56 @@ def rule_linear_pair_add(node: NodeFact, params: Mapping[str, Any], graph: Graph
     return None
 
 
+def _slices_last_axis(graph: GraphFacts, node: NodeFact) -> bool:
+    """A Slice whose only sliced axis is the last one of its input."""
+    info = graph.tensor(node.inputs[0]) if node.inputs else None
+    axes_info = graph.tensor(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    if info is None or info.shape is None or axes_info is None or axes_info.value is None:
+        return False
+    axes = [int(a) for a in axes_info.value]
+    rank = len(info.shape)
+    return len(axes) == 1 and axes[0] % rank == rank - 1
+
+
+def _tile_words(params: Mapping[str, Any]) -> dict[str, str]:
+    return {**describe_params(params),
+            "perms_text": " or ".join("(%s)" % ", ".join(str(a) for a in p) for p in params.get("perms", ())),
+            "sources_text": fmt_set(params.get("sources", ())), "through_text": fmt_set(params.get("through", ()))}
+
+
+@rule("tile_transpose_perm", "context", local=False, words=_tile_words)
+def rule_tile_transpose_perm(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a Transpose by {perms_text} does not read an Expand that broadcasts a unit dim of a Reshape, with a
+    leading dim above 1, of a {sources_text} (a Slice of the last axis; through {through_text}): BoTNet's tiled
+    relative-position logits; the compiler's rewrite reduce_tp_in_mesh_forward fails (build() raises)."""
+    perm = [int(a) for a in (node.attrs.get("perm") or [])]
+    if node.graph or perm not in [list(p) for p in params.get("perms", ())] or not node.inputs:
+        return None
+    expand = _producer(graph, node.inputs[0])
+    if expand is None or expand.op_type != "Expand" or not expand.inputs:
+        return None
+    reshape = _producer(graph, expand.inputs[0])
+    if reshape is None or reshape.op_type != "Reshape" or not reshape.inputs:
+        return None
+    small, big = graph.tensor(reshape.outputs[0]), graph.tensor(expand.outputs[0])
+    if small is None or big is None or small.shape is None or big.shape is None or len(small.shape) != len(big.shape):
+        return None
+    if not isinstance(big.shape[0], int) or big.shape[0] <= 1:
+        return None
+    if not any(a == 1 and isinstance(b, int) and b > 1 for a, b in zip(small.shape, big.shape)):
+        return None
+    source = _producer(graph, reshape.inputs[0])
+    while source is not None and source.op_type in params.get("through", ()) and source.inputs:
+        source = _producer(graph, source.inputs[0])
+    if source is None or source.op_type not in params.get("sources", ()):
+        return None
+    if source.op_type == "Slice" and not _slices_last_axis(graph, source):
+        return None
+    return (f"it permutes by {tuple(perm)} the Expand '{expand.name}' of the Reshape '{reshape.name}' of the "
+            f"{source.op_type} '{source.name}' (a tiled relative-position logit): the compiler's rewrite "
+            "reduce_tp_in_mesh_forward fails on it (build() raises)")
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None

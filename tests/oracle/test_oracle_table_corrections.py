@@ -35,6 +35,7 @@ def _rknn_models() -> dict[str, dict[str, object]]:
                                                                 _softmax_attention)
     from pytest_npucheck.probe.models_einsum_equations import _einsum
     from pytest_npucheck.probe.models_dual_heads import _dual_head
+    from pytest_npucheck.probe.models_rel_pos_tile import _rel_pos_tile
     from pytest_npucheck.probe.models_gemm_scales import _scaled_gemm
     from pytest_npucheck.probe.models_int_arith import _int_arith
     from pytest_npucheck.probe.models_int_layout import _int_layout
@@ -70,6 +71,8 @@ def _rknn_models() -> dict[str, dict[str, object]]:
                        "sub1_mul2": _int_arith("sub1_mul2", "gather_idx")},
         "dual_head": {"same": _dual_head(k=32, n=16), "same_bn": _dual_head(k=32, n=16, pre="bn"),
                       "two_inputs": _dual_head(k=32, n=16, inputs=2), "sub": _dual_head(k=32, n=16, combine="Sub")},
+        "rel_pos_tile": {"height": _rel_pos_tile(n=8), "width": _rel_pos_tile(n=8, perm=(0, 1, 3, 2, 4)),
+                         "batch1": _rel_pos_tile(n=8, b=1)},
         "gemm_scale": {"n96": _scaled_gemm(), "n96_scale_first": _scaled_gemm(scale_first=True),
                        "n32": _scaled_gemm(n=32), "n96_transB": _scaled_gemm(trans_b=1)},
         # last: where_bcast kills the worker (built once more in a fresh one, then reported crashed)
@@ -258,6 +261,17 @@ def test_rknn_two_linear_heads_of_one_input_added_fail_build(rknn_builds):
         assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
         assert "unsliceable" in res[k].message, (k, res[k].message)
     for k in ("two_inputs", "sub"):
+        assert res[k].status == "ok", (k, res[k].status, res[k].message)
+
+
+@needs_rknn
+def test_rknn_botnets_tiled_height_logits_fail_build(rknn_builds):
+    """reduce_tp_in_mesh_forward raises on Slice -> Reshape [B, H, 1, W, W] -> Expand -> Transpose(0, 3, 1, 4, 2)
+    (rule tile_transpose_perm); the width perm and batch 1 build."""
+    _, _, res = rknn_builds["rel_pos_tile"]
+    assert res["height"].status == "build_failed", (res["height"].status, res["height"].message)
+    assert "is not in list" in res["height"].message
+    for k in ("width", "batch1"):
         assert res[k].status == "ok", (k, res[k].status, res[k].message)
 
 

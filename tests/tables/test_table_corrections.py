@@ -948,3 +948,26 @@ def test_rknn_two_linear_heads_of_one_input_added_are_rejected_as_the_compiler_d
         assert (res.verdict == "unsupported") == failed, probe.id
         if failed:
             assert any("fuse_conv_conv_add" in r.message for r in focus.reasons)
+
+
+def test_rknn_botnets_tiled_height_logits_are_rejected_as_the_compiler_did(catalog):
+    """Every probe of rel_pos_tile_extra: the table calls the model unsupported exactly where build() failed
+    (rknn-toolkit2 2.5.0's reduce_tp_in_mesh_forward)."""
+    from pathlib import Path
+
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = "x.Transpose.ctx=rel_pos_tile."
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
+                if p["id"].startswith(prefix)}
+    probes = build_extra_probes([prefix])
+    assert len(probes) == len(recorded) == 21
+    assert sorted(recorded.values()).count("build_failed") == 9
+    for probe in probes:
+        failed = recorded[probe.id] == "build_failed"
+        res = match(facts_from_model(probe.model), catalog.table(RKNN))
+        assert (res.verdict == "unsupported") == failed, (probe.id, recorded[probe.id], res.verdict)
+        if failed:
+            [focus] = [n for n in res.nodes if n.name == probe.focus[0]]
+            assert focus.verdict == "unsupported" and any("reduce_tp_in_mesh_forward" in r.message for r in focus.reasons)

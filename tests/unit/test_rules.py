@@ -827,3 +827,27 @@ def test_pool_whole_windows_fails_only_a_partial_ceil_window():
     # pads and dilations count: 15 + 1 + 1 - 3 = 14 is whole for stride 2; dilation 2 spans 5: 16 - 5 = 11 is not
     assert _pool_verdicts((1, 8, 15, 15), ceil_mode=1, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0] == "npu"
     assert _pool_verdicts((1, 8, 16, 16), ceil_mode=1, kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])[0] == "cpu"
+
+
+def test_tile_transpose_perm_fails_botnets_tiled_height_logits():
+    """rknn-toolkit2 2.5.0's reduce_tp_in_mesh_forward raises on Slice -> Reshape (unit dim) -> Expand -> Transpose(0,3,1,4,2)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.probe.models_rel_pos_tile import _rel_pos_tile
+    from pytest_npucheck.rules import RULES
+
+    params = {"perms": [[0, 3, 1, 4, 2], [0, 3, 2, 1, 4]], "sources": ["Slice", "MatMul"], "through": ["Relu"]}
+
+    def check(**kw):
+        facts = facts_from_model(_rel_pos_tile(**kw).build())
+        [tp] = [n for n in facts.nodes if n.name == "focus_transpose"]
+        return RULES["tile_transpose_perm"].check(tp, params, facts)
+
+    msg = check()
+    assert msg is not None and "(0, 3, 1, 4, 2)" in msg and "'tile_expand'" in msg and "Slice 'src_slice'" in msg
+    assert "reduce_tp_in_mesh_forward" in msg
+    for kw in ({"b": 2}, {"n": 8}, {"perm": (0, 3, 2, 1, 4)}, {"src": "slice_relu"}, {"src": "matmul"}, {"start": 0}):
+        assert check(**kw) is not None, kw
+    # builds: batch 1, the width perm, a Slice of the middle axis, a graph input or its Relu, no Expand
+    for kw in ({"b": 1}, {"perm": (0, 1, 3, 2, 4)}, {"perm": (0, 3, 4, 1, 2)}, {"slice_axis": 1}, {"src": "input"},
+               {"src": "relu"}, {"expand": False}):
+        assert check(**kw) is None, kw

@@ -114,6 +114,17 @@ def test_two_classifier_heads_of_one_input_added_explain_rknns_fuse_conv_conv_ad
     assert zoo_score.explain_rejection("rknn", heads("x2"), "'NoneType' object is unsliceable")[0] == "unexplained"
 
 
+def test_botnets_tiled_height_logits_explain_rknns_reduce_tp_in_mesh(save):
+    from pytest_npucheck.probe.models_rel_pos_tile import _rel_pos_tile
+
+    failing = graph_facts(save(_rel_pos_tile(n=8).build()))
+    pid, nodes, text = zoo_score.explain_rejection("rknn", failing, "3 is not in list")
+    assert (pid, nodes) == ("tile_transpose_perm", ["focus_transpose"]) and "reduce_tp_in_mesh_forward" in text
+    # the width half (perm 0, 1, 3, 2, 4) builds: not the pattern
+    width = graph_facts(save(_rel_pos_tile(n=8, perm=(0, 1, 3, 2, 4)).build()))
+    assert zoo_score.explain_rejection("rknn", width, "3 is not in list")[0] == "unexplained"
+
+
 def test_rejection_from_rknns_rule_trace_and_unknown_attributes(save):
     g = _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
                       helper.make_node("Softmax", ["r"], ["y"], name="node_sm")], [("x", [1, 4])])

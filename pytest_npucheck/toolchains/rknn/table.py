@@ -726,6 +726,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "read only by Casts, which the compiler moves behind the Cast onto the NPU "
                           "(swap_transpose_cast: x.Transpose.ctx=int_layout.*); (4, T) -> (T, 4) into an "
                           "embedding's indices is a CPU Transpose"),
+                   C("tile_transpose_perm", [r"x\.Transpose\.ctx=rel_pos_tile\."], "unsupported",
+                     perms=[[0, 3, 1, 4, 2], [0, 3, 2, 1, 4]], sources=["Slice", "MatMul"], through=["Relu"],
+                     note="BoTNet's tiled relative-position logits (timm rel_logits_1d for the height axis: "
+                          "x_pad[:, :W, win - 1:].reshape(B, H, 1, W, win).expand(...).permute(0, 3, 1, 4, 2)) make "
+                          "build() fail: rewrite reduce_tp_in_mesh_forward raises ('3 is not in list') for perms "
+                          "(0, 3, 1, 4, 2) and (0, 3, 2, 1, 4), B 2 or 4, W 8 or 16, a Slice of the last axis at any "
+                          "offset, behind a Relu, or a MatMul in its place; B = 1, the width perm (0, 1, 3, 2, 4) and "
+                          "four other perms, no Expand, a Slice of the middle axis, a graph input or its Relu build. "
+                          "Only the probed perms and sources are listed"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
