@@ -148,6 +148,29 @@ def _constant_of_shape_default_value(graph: Any) -> list[str]:
     return [n.name for n in graph.nodes if n.op_type == "ConstantOfShape" and "value" not in n.explicit_attrs]
 
 
+def _linear_pair_add(graph: Any) -> list[str]:
+    """Two linear layers by constant weights (Gemm, or MatMul with its bias Add) reading one input, directly or
+    through a BatchNormalization each, with their results added (a distilled classifier's ``(head(x) +
+    head_dist(x)) / 2``): rknn-toolkit2 2.5.0's rewrite ``fuse_conv_conv_add`` raises (probe family
+    ``x.Gemm.ctx=dual_head``; the table's rule ``linear_pair_add``). Returns both layers."""
+    from ..rules.context import rule_linear_pair_add
+
+    return [n.name for n in graph.nodes if not n.graph and n.op_type in ("Gemm", "MatMul")
+            and rule_linear_pair_add(n, {}, graph) is not None]
+
+
+def _tile_transpose_perm(graph: Any) -> list[str]:
+    """BoTNet's tiled relative-position logits: a Transpose (0, 3, 1, 4, 2) or (0, 3, 2, 1, 4) of an Expand of a
+    unit dim a Reshape inserted into a Slice of the last axis or a MatMul: rknn-toolkit2 2.5.0's rewrite
+    ``reduce_tp_in_mesh_forward`` raises (probe family ``x.Transpose.ctx=rel_pos_tile``; the table's rule
+    ``tile_transpose_perm``, whose parameters this uses). Returns the Transposes."""
+    from ..rules.context import rule_tile_transpose_perm
+
+    params = {"perms": [[0, 3, 1, 4, 2], [0, 3, 2, 1, 4]], "sources": ["Slice", "MatMul"], "through": ["Relu"]}
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "Transpose"
+            and rule_tile_transpose_perm(n, params, graph) is not None]
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
@@ -163,6 +186,12 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "constant_of_shape_default_value", _constant_of_shape_default_value,
      "a ConstantOfShape without its value attribute (the ONNX default, float32 zero): rknn-toolkit2 2.5.0's "
      "load_onnx fails on the model ('numpy.ndarray' object has no attribute 'data_type')"),
+    ("rknn", "linear_pair_add", _linear_pair_add,
+     "two linear layers by constant weights reading one input with their results added (two classifier heads "
+     "summed): rknn-toolkit2 2.5.0 turns both into 1x1 Convs and its rewrite fuse_conv_conv_add raises"),
+    ("rknn", "tile_transpose_perm", _tile_transpose_perm,
+     "a Transpose (0, 3, 1, 4, 2) of the Expand of a Reshape of a sliced logit (BoTNet's relative-position "
+     "logits): rknn-toolkit2 2.5.0's rewrite reduce_tp_in_mesh_forward raises"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),

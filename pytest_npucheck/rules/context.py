@@ -723,6 +723,108 @@ def rule_gemm_scale_fold(node: NodeFact, params: Mapping[str, Any], graph: Graph
             f"folds into this Gemm's [{k}, {n}] weight along the wrong axis (fuse_mul_into_gemm): build() fails")
 
 
+def _linear_head(graph: GraphFacts, node: Optional[NodeFact]) -> Optional[tuple[str, str]]:
+    """``(source, result)`` of a linear layer by a constant weight: ``Gemm(a, W[, b])`` or ``MatMul(a, W)`` with
+    its bias ``Add`` of a constant when it has one. ``source`` is ``a``, or the input of a BatchNormalization
+    computing ``a`` (the compiler folds that BN into the layer); else None."""
+    if node is None or node.graph or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
+        return None
+    if node.op_type == "Gemm" and int(node.attrs.get("transA", 0) or 0):
+        return None
+    weight = graph.tensor(node.inputs[1])
+    if weight is None or not weight.const:
+        return None
+    result = node.outputs[0]
+    readers = list(_consumers(graph, result))
+    if node.op_type == "MatMul" and len(readers) == 1 and readers[0].op_type == "Add" and len(readers[0].inputs) == 2:
+        other = [t for t in readers[0].inputs if t != result]
+        info = graph.tensor(other[0]) if other else None
+        if info is not None and info.const:
+            result = readers[0].outputs[0]
+    source = node.inputs[0]
+    pre = _producer(graph, source)
+    if pre is not None and pre.op_type == "BatchNormalization" and pre.inputs:
+        source = pre.inputs[0]
+    return source, result
+
+
+@rule("linear_pair_add", "context", local=False, words=_words)
+def rule_linear_pair_add(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its result (a layer by a constant weight) is not added to the result of another Gemm/MatMul by a constant
+    weight reading the same input (two linear heads of one input summed, as a distilled classifier's
+    ``(head(x) + head_dist(x)) / 2``: the compiler turns both into 1x1 Convs and its rewrite fuse_conv_conv_add
+    fails)."""
+    mine = _linear_head(graph, node)
+    if mine is None:
+        return None
+    source, result = mine
+    for add in _consumers(graph, result):
+        if add.op_type != "Add" or len(add.inputs) != 2:
+            continue
+        other = add.inputs[1] if add.inputs[0] == result else add.inputs[0]
+        producer = _producer(graph, other)
+        if producer is not None and producer.op_type == "Add":  # a MatMul's bias Add
+            inner = [_producer(graph, t) for t in producer.inputs]
+            producer = next((p for p in inner if p is not None and p.op_type == "MatMul"), producer)
+        theirs = _linear_head(graph, producer)
+        if producer is None or producer.index == node.index or theirs is None or theirs[0] != source:
+            continue
+        return (f"its result and that of {producer.op_type} '{producer.name}', both by a constant weight and reading "
+                f"{source!r}, are added by '{add.name}': the compiler turns both into 1x1 Convs and its rewrite "
+                "fuse_conv_conv_add fails (build() raises)")
+    return None
+
+
+def _slices_last_axis(graph: GraphFacts, node: NodeFact) -> bool:
+    """A Slice whose only sliced axis is the last one of its input."""
+    info = graph.tensor(node.inputs[0]) if node.inputs else None
+    axes_info = graph.tensor(node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    if info is None or info.shape is None or axes_info is None or axes_info.value is None:
+        return False
+    axes = [int(a) for a in axes_info.value]
+    rank = len(info.shape)
+    return len(axes) == 1 and axes[0] % rank == rank - 1
+
+
+def _tile_words(params: Mapping[str, Any]) -> dict[str, str]:
+    return {**describe_params(params),
+            "perms_text": " or ".join("(%s)" % ", ".join(str(a) for a in p) for p in params.get("perms", ())),
+            "sources_text": fmt_set(params.get("sources", ())), "through_text": fmt_set(params.get("through", ()))}
+
+
+@rule("tile_transpose_perm", "context", local=False, words=_tile_words)
+def rule_tile_transpose_perm(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a Transpose by {perms_text} does not read an Expand that broadcasts a unit dim of a Reshape, with a
+    leading dim above 1, of a {sources_text} (a Slice of the last axis; through {through_text}): BoTNet's tiled
+    relative-position logits; the compiler's rewrite reduce_tp_in_mesh_forward fails (build() raises)."""
+    perm = [int(a) for a in (node.attrs.get("perm") or [])]
+    if node.graph or perm not in [list(p) for p in params.get("perms", ())] or not node.inputs:
+        return None
+    expand = _producer(graph, node.inputs[0])
+    if expand is None or expand.op_type != "Expand" or not expand.inputs:
+        return None
+    reshape = _producer(graph, expand.inputs[0])
+    if reshape is None or reshape.op_type != "Reshape" or not reshape.inputs:
+        return None
+    small, big = graph.tensor(reshape.outputs[0]), graph.tensor(expand.outputs[0])
+    if small is None or big is None or small.shape is None or big.shape is None or len(small.shape) != len(big.shape):
+        return None
+    if not isinstance(big.shape[0], int) or big.shape[0] <= 1:
+        return None
+    if not any(a == 1 and isinstance(b, int) and b > 1 for a, b in zip(small.shape, big.shape)):
+        return None
+    source = _producer(graph, reshape.inputs[0])
+    while source is not None and source.op_type in params.get("through", ()) and source.inputs:
+        source = _producer(graph, source.inputs[0])
+    if source is None or source.op_type not in params.get("sources", ()):
+        return None
+    if source.op_type == "Slice" and not _slices_last_axis(graph, source):
+        return None
+    return (f"it permutes by {tuple(perm)} the Expand '{expand.name}' of the Reshape '{reshape.name}' of the "
+            f"{source.op_type} '{source.name}' (a tiled relative-position logit): the compiler's rewrite "
+            "reduce_tp_in_mesh_forward fails on it (build() raises)")
+
+
 def _computed(graph: GraphFacts, node: NodeFact) -> bool:
     """Input 0 is computed by a node (not a graph input or a constant)."""
     return bool(node.inputs) and _producer(graph, node.inputs[0]) is not None

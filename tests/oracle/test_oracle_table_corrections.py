@@ -34,6 +34,8 @@ def _rknn_models() -> dict[str, dict[str, object]]:
     from pytest_npucheck.probe.models_attention_limits import (_mask_lookup, _mask_path, _repeat_between,
                                                                 _softmax_attention)
     from pytest_npucheck.probe.models_einsum_equations import _einsum
+    from pytest_npucheck.probe.models_dual_heads import _dual_head
+    from pytest_npucheck.probe.models_rel_pos_tile import _rel_pos_tile
     from pytest_npucheck.probe.models_gemm_scales import _scaled_gemm
     from pytest_npucheck.probe.models_int_arith import _int_arith
     from pytest_npucheck.probe.models_int_layout import _int_layout
@@ -67,6 +69,10 @@ def _rknn_models() -> dict[str, dict[str, object]]:
                        "transpose_rows": _int_layout("Transpose", "input", "gather_idx.rows"),
                        "sub1_add2": _int_arith("sub1_add2", "gather_idx"),
                        "sub1_mul2": _int_arith("sub1_mul2", "gather_idx")},
+        "dual_head": {"same": _dual_head(k=32, n=16), "same_bn": _dual_head(k=32, n=16, pre="bn"),
+                      "two_inputs": _dual_head(k=32, n=16, inputs=2), "sub": _dual_head(k=32, n=16, combine="Sub")},
+        "rel_pos_tile": {"height": _rel_pos_tile(n=8), "width": _rel_pos_tile(n=8, perm=(0, 1, 3, 2, 4)),
+                         "batch1": _rel_pos_tile(n=8, b=1)},
         "gemm_scale": {"n96": _scaled_gemm(), "n96_scale_first": _scaled_gemm(scale_first=True),
                        "n32": _scaled_gemm(n=32), "n96_transB": _scaled_gemm(trans_b=1)},
         # last: where_bcast kills the worker (built once more in a fresh one, then reported crashed)
@@ -244,6 +250,29 @@ def test_rknn_padding_mask_read_by_two_chains_never_finishes_building(tmp_path):
     assert hang.extra["stalled_cpu_seconds"] >= stall, hang.extra
     assert "wrote nothing to its log for" in hang.message and "a hang" in hang.message, hang.message
     assert "cvt_and_to_fp_mul" in hang.log and "fuse_ops done" not in hang.log
+
+
+@needs_rknn
+def test_rknn_two_linear_heads_of_one_input_added_fail_build(rknn_builds):
+    """fuse_conv_conv_add raises on Gemm(x, W1) + Gemm(x, W2), also with a BatchNormalization per head (rule
+    linear_pair_add); two inputs, or a Sub of the two heads, build."""
+    _, _, res = rknn_builds["dual_head"]
+    for k in ("same", "same_bn"):
+        assert res[k].status == "build_failed", (k, res[k].status, res[k].message)
+        assert "unsliceable" in res[k].message, (k, res[k].message)
+    for k in ("two_inputs", "sub"):
+        assert res[k].status == "ok", (k, res[k].status, res[k].message)
+
+
+@needs_rknn
+def test_rknn_botnets_tiled_height_logits_fail_build(rknn_builds):
+    """reduce_tp_in_mesh_forward raises on Slice -> Reshape [B, H, 1, W, W] -> Expand -> Transpose(0, 3, 1, 4, 2)
+    (rule tile_transpose_perm); the width perm and batch 1 build."""
+    _, _, res = rknn_builds["rel_pos_tile"]
+    assert res["height"].status == "build_failed", (res["height"].status, res["height"].message)
+    assert "is not in list" in res["height"].message
+    for k in ("width", "batch1"):
+        assert res[k].status == "ok", (k, res[k].status, res[k].message)
 
 
 @needs_rknn

@@ -924,3 +924,50 @@ def test_rknn_reduce_over_the_batch_axis_matches_every_recorded_probe(catalog, o
         assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
     self_check = "\n".join(map(str, catalog.table(RKNN).provenance["errata"]))
     assert f"probe {op}.axes=0.keepdims=1.f32.r4" in self_check
+
+
+def test_rknn_two_linear_heads_of_one_input_added_are_rejected_as_the_compiler_did(catalog):
+    """Every probe of dual_head_extra: the table calls the model unsupported exactly where build() failed
+    (rknn-toolkit2 2.5.0's fuse_conv_conv_add), on the head the probe focuses."""
+    from pathlib import Path
+
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefixes = ("x.Gemm.ctx=dual_head.", "x.MatMul.ctx=dual_head.", "x.Conv.ctx=dual_head.")
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
+                if p["id"].startswith(prefixes)}
+    probes = build_extra_probes(list(prefixes))
+    assert len(probes) == len(recorded) == 20
+    assert sorted(set(recorded.values())) == ["build_failed", "ok"]
+    for probe in probes:
+        failed = recorded[probe.id] == "build_failed"
+        res = match(facts_from_model(probe.model), catalog.table(RKNN))
+        [focus] = [n for n in res.nodes if n.name == probe.focus[0]]
+        assert (focus.verdict == "unsupported") == failed, (probe.id, recorded[probe.id], focus.verdict)
+        assert (res.verdict == "unsupported") == failed, probe.id
+        if failed:
+            assert any("fuse_conv_conv_add" in r.message for r in focus.reasons)
+
+
+def test_rknn_botnets_tiled_height_logits_are_rejected_as_the_compiler_did(catalog):
+    """Every probe of rel_pos_tile_extra: the table calls the model unsupported exactly where build() failed
+    (rknn-toolkit2 2.5.0's reduce_tp_in_mesh_forward)."""
+    from pathlib import Path
+
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = "x.Transpose.ctx=rel_pos_tile."
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
+                if p["id"].startswith(prefix)}
+    probes = build_extra_probes([prefix])
+    assert len(probes) == len(recorded) == 21
+    assert sorted(recorded.values()).count("build_failed") == 9
+    for probe in probes:
+        failed = recorded[probe.id] == "build_failed"
+        res = match(facts_from_model(probe.model), catalog.table(RKNN))
+        assert (res.verdict == "unsupported") == failed, (probe.id, recorded[probe.id], res.verdict)
+        if failed:
+            [focus] = [n for n in res.nodes if n.name == probe.focus[0]]
+            assert focus.verdict == "unsupported" and any("reduce_tp_in_mesh_forward" in r.message for r in focus.reasons)

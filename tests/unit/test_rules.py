@@ -752,6 +752,51 @@ def test_gemm_scale_fold_fails_a_kn_weight_behind_a_per_feature_mul():
     assert gemm(scale_shape=(16, 32)) is None
     assert gemm(between="Relu") is None
 
+
+def test_linear_pair_add_fails_two_linear_heads_of_one_input_added():
+    """rknn-toolkit2 2.5.0's fuse_conv_conv_add raises on Gemm(x, W1) + Gemm(x, W2) (a distilled classifier's head)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def heads(combine="Add", inputs=1, matmul=False, bn=False, weight2_input=False):
+        nodes, inits = [], [const("w0", np.ones((16, 32), np.float32)), const("w1", np.ones((16, 32), np.float32)),
+                            const("b", np.ones(16, np.float32))]
+        if bn:
+            inits += [const(n, np.ones(32, np.float32)) for n in ("s", "o", "mu", "var")]
+        outs = []
+        for h in range(2):
+            a = "x2" if inputs == 2 and h == 1 else "x"
+            if bn:
+                nodes.append(helper.make_node("BatchNormalization", [a, "s", "o", "mu", "var"], [f"bn{h}"], name=f"bn{h}"))
+                a = f"bn{h}"
+            w = "xw" if weight2_input and h == 1 else f"w{h}"
+            if matmul:
+                inits.append(const(f"wt{h}", np.ones((32, 16), np.float32)))
+                nodes += [helper.make_node("MatMul", [a, "xw" if w == "xw" else f"wt{h}"], [f"m{h}"], name=f"head{h}"),
+                          helper.make_node("Add", [f"m{h}", "b"], [f"y{h}"], name=f"bias{h}")]
+            else:
+                nodes.append(helper.make_node("Gemm", [a, w, "b"], [f"y{h}"], name=f"head{h}", transB=1))
+            outs.append(f"y{h}")
+        nodes.append(helper.make_node(combine, outs, ["y"], name="sum"))
+        ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32])]
+        if inputs == 2:
+            ins.append(helper.make_tensor_value_info("x2", TensorProto.FLOAT, [1, 32]))
+        if weight2_input:
+            ins.append(helper.make_tensor_value_info("xw", TensorProto.FLOAT, [16, 32] if not matmul else [32, 16]))
+        g = helper.make_graph(nodes, "g", ins, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        facts = facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
+        return [RULES["linear_pair_add"].check(n, {}, facts) for n in facts.nodes if n.name in ("head0", "head1")]
+
+    first, second = heads()
+    assert first is not None and "Gemm 'head1'" in first and "'sum'" in first and "fuse_conv_conv_add" in first
+    assert second is not None and "Gemm 'head0'" in second
+    assert all(m is not None for m in heads(matmul=True))  # MatMul + bias Add, as rank-3 Linears export
+    assert all(m is not None for m in heads(bn=True))  # a BatchNormalization per head, folded into the layer
+    # builds: Sub or Mul of the two, two different inputs, a head whose weight is computed
+    assert heads(combine="Sub") == [None, None] and heads(combine="Mul") == [None, None]
+    assert heads(inputs=2) == [None, None]
+    assert heads(weight2_input=True) == [None, None]
+
 def _pool_verdicts(shape, **attrs):
     """Judge one AveragePool under a table whose only rule is pool_whole_windows."""
     import json
@@ -782,3 +827,27 @@ def test_pool_whole_windows_fails_only_a_partial_ceil_window():
     # pads and dilations count: 15 + 1 + 1 - 3 = 14 is whole for stride 2; dilation 2 spans 5: 16 - 5 = 11 is not
     assert _pool_verdicts((1, 8, 15, 15), ceil_mode=1, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0] == "npu"
     assert _pool_verdicts((1, 8, 16, 16), ceil_mode=1, kernel_shape=[3, 3], strides=[2, 2], dilations=[2, 2])[0] == "cpu"
+
+
+def test_tile_transpose_perm_fails_botnets_tiled_height_logits():
+    """rknn-toolkit2 2.5.0's reduce_tp_in_mesh_forward raises on Slice -> Reshape (unit dim) -> Expand -> Transpose(0,3,1,4,2)."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.probe.models_rel_pos_tile import _rel_pos_tile
+    from pytest_npucheck.rules import RULES
+
+    params = {"perms": [[0, 3, 1, 4, 2], [0, 3, 2, 1, 4]], "sources": ["Slice", "MatMul"], "through": ["Relu"]}
+
+    def check(**kw):
+        facts = facts_from_model(_rel_pos_tile(**kw).build())
+        [tp] = [n for n in facts.nodes if n.name == "focus_transpose"]
+        return RULES["tile_transpose_perm"].check(tp, params, facts)
+
+    msg = check()
+    assert msg is not None and "(0, 3, 1, 4, 2)" in msg and "'tile_expand'" in msg and "Slice 'src_slice'" in msg
+    assert "reduce_tp_in_mesh_forward" in msg
+    for kw in ({"b": 2}, {"n": 8}, {"perm": (0, 3, 2, 1, 4)}, {"src": "slice_relu"}, {"src": "matmul"}, {"start": 0}):
+        assert check(**kw) is not None, kw
+    # builds: batch 1, the width perm, a Slice of the middle axis, a graph input or its Relu, no Expand
+    for kw in ({"b": 1}, {"perm": (0, 1, 3, 2, 4)}, {"perm": (0, 3, 4, 1, 2)}, {"slice_axis": 1}, {"src": "input"},
+               {"src": "relu"}, {"expand": False}):
+        assert check(**kw) is None, kw

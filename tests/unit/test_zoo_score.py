@@ -98,6 +98,33 @@ def test_constant_query_attention_with_any_number_of_queries(save):
     assert zoo_score.explain_rejection("rknn", attention(1, False), "")[0] == "unexplained"
 
 
+def test_two_classifier_heads_of_one_input_added_explain_rknns_fuse_conv_conv_add(save):
+    def heads(second_input: str):
+        nodes = [helper.make_node("Gemm", ["x", "w0", "b"], ["y0"], name="head", transB=1),
+                 helper.make_node("Gemm", [second_input, "w1", "b"], ["y1"], name="head_dist", transB=1),
+                 helper.make_node("Add", ["y0", "y1"], ["s"], name="sum"),
+                 helper.make_node("Div", ["s", "two"], ["y"], name="mean")]
+        inits = [const("w0", np.ones((10, 8), "float32")), const("w1", np.ones((10, 8), "float32")),
+                 const("b", np.ones(10, "float32")), const("two", np.float32(2.0))]
+        return _graph(save, nodes, [("x", [1, 8]), ("x2", [1, 8])], inits)
+
+    pid, nodes, text = zoo_score.explain_rejection("rknn", heads("x"), "'NoneType' object is unsliceable")
+    assert (pid, nodes) == ("linear_pair_add", ["head", "head_dist"]) and "fuse_conv_conv_add" in text
+    # DeiT's distilled head reads two different tokens: it builds, not the pattern
+    assert zoo_score.explain_rejection("rknn", heads("x2"), "'NoneType' object is unsliceable")[0] == "unexplained"
+
+
+def test_botnets_tiled_height_logits_explain_rknns_reduce_tp_in_mesh(save):
+    from pytest_npucheck.probe.models_rel_pos_tile import _rel_pos_tile
+
+    failing = graph_facts(save(_rel_pos_tile(n=8).build()))
+    pid, nodes, text = zoo_score.explain_rejection("rknn", failing, "3 is not in list")
+    assert (pid, nodes) == ("tile_transpose_perm", ["focus_transpose"]) and "reduce_tp_in_mesh_forward" in text
+    # the width half (perm 0, 1, 3, 2, 4) builds: not the pattern
+    width = graph_facts(save(_rel_pos_tile(n=8, perm=(0, 1, 3, 2, 4)).build()))
+    assert zoo_score.explain_rejection("rknn", width, "3 is not in list")[0] == "unexplained"
+
+
 def test_rejection_from_rknns_rule_trace_and_unknown_attributes(save):
     g = _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
                       helper.make_node("Softmax", ["r"], ["y"], name="node_sm")], [("x", [1, 4])])

@@ -412,6 +412,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "16 queries, 1 or 2 heads, with and without the mask and the scale; the same attention "
                        "with queries computed from an input (also a constant plus the input) runs on the NPU "
                        "(exSDPAttention); with constant keys too the whole attention is folded"),
+                C("linear_pair_add", [r"x\.MatMul\.ctx=dual_head\."], "unsupported",
+                  note="see Gemm: two MatMuls by constant weights (with their bias Adds) of one input, added, "
+                       "make build() fail in fuse_conv_conv_add"),
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
@@ -421,6 +424,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                      "reading a Mul by a per-feature [K] constant (the weight of a hand-written norm): the rewrite "
                      "fuse_mul_into_gemm folds the scale into the weight along the wrong axis and build() raises "
                      "('operands could not be broadcast together'); with transB=1 or N == K it builds"),
+              C("linear_pair_add", [r"x\.Gemm\.ctx=dual_head\."], "unsupported",
+                note="two linear layers by constant weights reading one input (directly or through a BatchNormalization "
+                     "each) with their results added, as a distilled classifier's (head(x) + head_dist(x)) / 2 "
+                     "exports (timm RepViT, EfficientFormer, LeViT): the compiler turns both into 1x1 Convs and "
+                     "its rewrite fuse_conv_conv_add raises ('NoneType' object is unsliceable), for Gemm and "
+                     "MatMul + bias, rank 2 or 3, any K and N, with or without bias or Div; Sub or Mul of the "
+                     "two, two different inputs, one head, and two real Convs build"),
               probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
     "Einsum": E("npu",
                 C("einsum_equation_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
@@ -435,7 +445,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "forms are listed: an unlisted form is predicted CPU"),
                 note="the probed equations were lowered to NPU MatMul/Transpose/Mul."),
     # -- convolution -------------------------------------------------------------------------------
-    "Conv": E("npu", probes=[r"pattern\.conv_", r"opset\.\d+\.conv"],
+    "Conv": E("npu", probes=[r"pattern\.conv_", r"opset\.\d+\.conv", r"x\.Conv\.ctx=dual_head\."],
               note="the published RK3588 limits (kernel <= 31, stride <= 7, pads <= 15, "
                    "dilation <= 31; doc 2.3.2 sec. 3.2.5) are not placement limits in 2.5.0: "
                    "kernel 32, stride 8, pads 16 and dilation 32 compile to several NPU ops "
@@ -716,6 +726,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "read only by Casts, which the compiler moves behind the Cast onto the NPU "
                           "(swap_transpose_cast: x.Transpose.ctx=int_layout.*); (4, T) -> (T, 4) into an "
                           "embedding's indices is a CPU Transpose"),
+                   C("tile_transpose_perm", [r"x\.Transpose\.ctx=rel_pos_tile\."], "unsupported",
+                     perms=[[0, 3, 1, 4, 2], [0, 3, 2, 1, 4]], sources=["Slice", "MatMul"], through=["Relu"],
+                     note="BoTNet's tiled relative-position logits (timm rel_logits_1d for the height axis: "
+                          "x_pad[:, :W, win - 1:].reshape(B, H, 1, W, win).expand(...).permute(0, 3, 1, 4, 2)) make "
+                          "build() fail: rewrite reduce_tp_in_mesh_forward raises ('3 is not in list') for perms "
+                          "(0, 3, 1, 4, 2) and (0, 3, 2, 1, 4), B 2 or 4, W 8 or 16, a Slice of the last axis at any "
+                          "offset, behind a Relu, or a MatMul in its place; B = 1, the width perm (0, 1, 3, 2, 4) and "
+                          "four other perms, no Expand, a Slice of the middle axis, a graph input or its Relu build. "
+                          "Only the probed perms and sources are listed"),
                    probes=[r"ctx\.Transpose", r"pattern\.channel_shuffle",
                            r"pattern\.pixel_shuffle"],
                    note="the documented RK3588 h*w <= 8192 limit for some perms (doc 2.3.2) "
