@@ -64,4 +64,39 @@ def heads_extra(c: Collector) -> None:
                       _heads(direction, h, d, s, ctx), kind="context", focus=["focus_reshape"])
 
 
-FAMILIES: list[Callable[[Collector], None]] = [heads_extra]
+def _heads_transposed(direction: str, h: int, d: int, s: int, other: str) -> GraphBuilder:
+    """The Reshape next to the Transpose(0, 1, 3, 2) of attention's (1, h, L, d) layout. merge: ``Relu ->
+    Transpose -> Reshape (1, h d, s, s) -> other``; split: ``Relu -> Reshape (1, h, d, L) -> Transpose -> other``,
+    ``other`` a Relu, a Mul with a second (1, h, L, d) input (CoaT's ``q * conv_v``) or a MatMul with a (d, d)
+    weight."""
+    gb = GraphBuilder(17)
+    L = s * s
+    if direction == "merge":
+        x = gb.node("Relu", [gb.input("x", "float32", [1, h, L, d])], name="pre_relu")
+        t = gb.node("Transpose", [x], perm=[0, 1, 3, 2], name="pre_transpose")
+        y = gb.node("Reshape", [t, gb.ints([1, h * d, s, s])], name="focus_reshape")
+        gb.output(gb.node("Relu", [y], name="post_relu"))
+        return gb
+    x = gb.node("Relu", [gb.input("x", "float32", [1, h * d, s, s])], name="pre_relu")
+    y = gb.node("Reshape", [x, gb.ints([1, h, d, L])], name="focus_reshape")
+    t = gb.node("Transpose", [y], perm=[0, 1, 3, 2], name="post_transpose")
+    if other == "mul":
+        q = gb.node("Relu", [gb.input("q", "float32", [1, h, L, d])], name="q_relu")
+        t = gb.node("Mul", [q, t], name="post_mul")
+    elif other == "matmul":
+        t = gb.node("MatMul", [t, gb.weight([d, d])], name="post_matmul")
+    gb.output(gb.node("Relu", [t], name="post_relu"))
+    return gb
+
+
+def heads_transposed_extra(c: Collector) -> None:
+    """Merges behind and splits in front of attention's Transpose(0, 1, 3, 2), for each HEADS row."""
+    for h, d, s in HEADS:
+        c.add("x.Reshape.ctx=heads_t.merge.h=%d.d=%d.s=%d.f32.r4" % (h, d, s), "Reshape",
+              _heads_transposed("merge", h, d, s, ""), kind="context", focus=["focus_reshape"])
+        for other in ("relu", "mul", "matmul"):
+            c.add("x.Reshape.ctx=heads_t.split.h=%d.d=%d.s=%d.%s.f32.r4" % (h, d, s, other), "Reshape",
+                  _heads_transposed("split", h, d, s, other), kind="context", focus=["focus_reshape"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [heads_extra, heads_transposed_extra]

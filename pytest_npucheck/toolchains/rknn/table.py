@@ -168,9 +168,12 @@ def _plane(tensor: str) -> dict[str, Any]:
     sides = ("input", "output")
     # the heads of a (1, C, H, W) map merged back, (1, h, d, H W) -> (1, h d, H, W): the output plane does not
     # count when both channel dims are multiples of 8 (x.Reshape.ctx=heads.merge.*; the split keeps its input rule)
-    heads = ([{"rule": "channels_multiple_of", "params": {"multiple_of": 8}}] if tensor == "output" else [])
+    # or when it reads attention's Transpose (0, 1, 3, 2) of (1, h, L, d) with d a multiple of 8, whatever h
+    # (x.Reshape.ctx=heads_t.merge.*)
+    heads = ([{"rule": "channels_multiple_of", "params": {"multiple_of": 8}},
+              {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else [])
     return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
-                        r"x\.Reshape\.ctx=heads\."],
+                        r"x\.Reshape\.ctx=heads(_t)?\."],
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -200,8 +203,11 @@ _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads 
                "both channel dims were multiples of 8 (h = 8, 16 with d = 3 to 40, planes 7 x 7 and 14 x 14), on "
                "the CPU with h = 2 or 4 (x.Reshape.ctx=heads.merge.*); the split (1, h d, H, W) -> (1, h, d, H W) ran "
                "on the CPU by its input plane whatever h, between Relus or behind a Conv, and on the NPU in front of "
-               "a Transpose(0, 1, 3, 2) when d was a multiple of 8 (x.Reshape.ctx=heads.split.*.transpose: not "
-               "expressed, the compiler moves that Transpose through the ops after it in networks)")
+               "a Transpose(0, 1, 3, 2) when d was a multiple of 8, whatever read the Transpose "
+               "(x.Reshape.ctx=heads.split.*.transpose, heads_t.split.*: not expressed, in CoaT the compiler moved "
+               "that Transpose through the Mul after it and ran the split on the CPU); behind attention's "
+               "Transpose(0, 1, 3, 2) of (1, h, L, d) the merge ran on the NPU when d was a multiple of 8, whatever "
+               "h ((4, 96), (2, 8); CoAtNet, CPU-Bone), and on the CPU at (4, 5), (2, 2) (x.Reshape.ctx=heads_t.merge.*)")
 
 
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
