@@ -7,7 +7,7 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
 ``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``,
 ``models_pad_axes``, ``models_and_const``, ``models_mask_broadcast``, ``models_gemm_scales``, ``models_vision_heads``,
-``models_reshape_heads``)
+``models_reshape_heads``, ``models_window_transposes``)
 lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
@@ -50,6 +50,7 @@ from pytest_npucheck.probe import (
     models_space_to_depth,
     models_tile_broadcast,
     models_vision_heads,
+    models_window_transposes,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -85,6 +86,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_gemm_scales.FAMILIES,
     *models_vision_heads.FAMILIES,
     *models_reshape_heads.FAMILIES,
+    *models_window_transposes.FAMILIES,
 ]
 
 
