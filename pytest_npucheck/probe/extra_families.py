@@ -6,7 +6,8 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_tile_broadcast``, ``models_kv_repeat_paths``, ``models_int_layout``, ``models_gathernd_reshape``,
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
 ``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``,
-``models_pad_axes``, ``models_and_const``, ``models_mask_broadcast``, ``models_gemm_scales``, ``models_vision_heads``, ``models_dual_heads``, ``models_rel_pos_tile``)
+``models_pad_axes``, ``models_and_const``, ``models_mask_broadcast``, ``models_gemm_scales``, ``models_vision_heads``, ``models_dual_heads``, ``models_rel_pos_tile``,
+``models_reshape_heads``, ``models_window_transposes``)
 lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
@@ -41,6 +42,7 @@ from pytest_npucheck.probe import (
     models_pool_transposes,
     models_pow_exponents,
     models_rejections,
+    models_reshape_heads,
     models_reshape_planes,
     models_rmsnorm_masks,
     models_rnn_layout,
@@ -50,6 +52,7 @@ from pytest_npucheck.probe import (
     models_vision_heads,
     models_dual_heads,
     models_rel_pos_tile,
+    models_window_transposes,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -86,6 +89,8 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_vision_heads.FAMILIES,
     *models_dual_heads.FAMILIES,
     *models_rel_pos_tile.FAMILIES,
+    *models_reshape_heads.FAMILIES,
+    *models_window_transposes.FAMILIES,
 ]
 
 

@@ -922,3 +922,28 @@ def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: 
         return (f"Transpose '{transpose.name}' (perm {perm}) keeps no dim of size 1 in place in "
                 f"{tuple(shape)}: the chain cannot be built in rank 5")
     return None
+
+
+@rule("behind_heads_transpose", "context", local=False)
+def rule_behind_heads_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input 0 is computed by a rank-4 Transpose (0, 1, 3, 2) whose result's dim 2 is a multiple of
+    {multiple_of}: attention's (1, h, L, d) read back as (1, h, d, L) with the head width d whole fp16 groups,
+    which the compiler folds into the layout change after it."""
+    step = int(params["multiple_of"])
+    producer = _producer(graph, node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if producer is None or producer.op_type != "Transpose":
+        what = "a graph input or a constant" if producer is None else f"computed by {producer.op_type} '{producer.name}'"
+        return f"input 0 is {what}, not by a Transpose (0, 1, 3, 2)"
+    if list(producer.attrs.get("perm") or ()) != [0, 1, 3, 2]:
+        return f"input 0 is computed by Transpose '{producer.name}' with perm {list(producer.attrs.get('perm') or ())}"
+    info = graph.tensor(producer.outputs[0]) if producer.outputs and producer.outputs[0] else None
+    if info is None or info.shape is None:
+        return ShapeUnknown(f"the shape of Transpose '{producer.name}''s result is unknown")
+    if len(info.shape) != 4:
+        return f"Transpose '{producer.name}''s result has rank {len(info.shape)}, not 4"
+    d = info.shape[2]
+    if not isinstance(d, int):
+        return f"dim 2 of Transpose '{producer.name}''s result is {d!r} (not static)"
+    if d % step:
+        return f"input 0 is computed by Transpose '{producer.name}' (0, 1, 3, 2) whose result's dim 2 is {d}, not a multiple of {step}"
+    return None

@@ -680,6 +680,21 @@ def rule_elements_multiple_of(node: NodeFact, params: Mapping[str, Any], graph: 
     return _failed(bad, unknown)
 
 
+@rule("channels_multiple_of", "shape", reads_values=False)
+def rule_channels_multiple_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """dim 1 (the channels) of input 0 and of output 0 must both be a multiple of {multiple_of}."""
+    bad, unknown = [], []
+    for kind in ("input", "output"):
+        for label, info in _tensors(node, graph, kind, 0):
+            if info is None or info.shape is None or len(info.shape) < 2 or info.shape[1] is None:
+                unknown.append(_unknown(label, "dim 1"))
+            elif not isinstance(info.shape[1], int):
+                bad.append(f"{label} dim 1 is {_fmt_dim(info.shape[1])} (not static)")
+            elif info.shape[1] % params["multiple_of"]:
+                bad.append(f"{label} dim 1 is {info.shape[1]}, not a multiple of {params['multiple_of']}")
+    return _failed(bad, unknown)
+
+
 @rule("attr_absent", "attribute", reads_values=False)
 def rule_attr_absent(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """attributes {attrs} must not be written at all (not even with their default value)."""

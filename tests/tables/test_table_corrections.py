@@ -567,6 +567,48 @@ def test_rknn_mobilevit_unfold_by_patches_per_side(catalog, n, want):
     assert verdict == want, why
 
 
+@pytest.mark.parametrize("ctx", ["relu.relu", "conv.relu"])
+def test_rknn_head_merge_and_split_match_every_recorded_probe(catalog, ctx):
+    """models_reshape_heads.py: (1, h, d, H W) -> (1, h d, H, W) ran on the NPU whatever the output plane at
+    h = 8, 16 and on the CPU at h = 2, 4; the split (1, h d, H, W) -> (1, h, d, H W) on the CPU by its input
+    plane (7 x 7, 14 x 14, 5 x 5, 3 x 3), whatever h: the table predicts each as the compiler placed it."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = {k: v for k, v in _recorded_vision_heads("x.Reshape.ctx=heads.").items() if ".%s." % ctx in k}
+    probes = [p for p in build_extra_probes(["x.Reshape.ctx=heads."]) if p.id in recorded]
+    assert len(probes) == len(recorded) == 18
+    assert {v for k, v in recorded.items() if ".merge." in k} == {"cpu", "npu"}
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == "focus_reshape") for p in probes}
+    # the one the table does not reproduce (self-check): the merge at d = 3, whose input plane 3 x 49 also
+    # fails the input-plane rule, ran on the NPU
+    odd = "x.Reshape.ctx=heads.merge.h=8.d=3.s=7.%s.f32.r4" % ctx
+    assert recorded[odd] == "npu" and got[odd] == "cpu"
+    assert {k: v for k, v in got.items() if k != odd} == {k: v for k, v in recorded.items() if k != odd}
+    merge = next(p for p in probes if ".merge.h=4.d=96." in p.id)
+    [node] = [n for n in match(facts_from_model(merge.model), catalog.table(RKNN)).nodes if n.name == "focus_reshape"]
+    assert "input 0 'pre_relu_out' dim 1 is 4, not a multiple of 8" in "; ".join(r.message for r in node.reasons) \
+        or "input 0 'pre_conv_out' dim 1 is 4, not a multiple of 8" in "; ".join(r.message for r in node.reasons)
+
+
+def test_rknn_head_merge_behind_attentions_transpose_matches_every_recorded_probe(catalog):
+    """models_reshape_heads.py: behind a Transpose (0, 1, 3, 2) of (1, h, L, d) the merge ran on the NPU when d
+    or h was a multiple of 8 ((4, 96), (2, 8) at h = 2, 4), on the CPU at (4, 5), (2, 2); the table predicts
+    each but the d = 3 one (its 3 x 49 input plane: self-check)."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=heads_t.merge.")
+    probes = build_extra_probes(["x.Reshape.ctx=heads_t.merge."])
+    assert len(probes) == len(recorded) == 9
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == "focus_reshape") for p in probes}
+    odd = "x.Reshape.ctx=heads_t.merge.h=8.d=3.s=7.f32.r4"
+    assert recorded[odd] == "npu" and got.pop(odd) == "cpu"
+    del recorded[odd]
+    assert got == recorded and set(got.values()) == {"cpu", "npu"}
+    assert got["x.Reshape.ctx=heads_t.merge.h=4.d=96.s=14.f32.r4"] == "npu"
+
+
 # -- RKNN 2.5.0 / rk3588: FSMT's masked Softmax (exSoftmaxMask on the CPU) -----------------------------
 
 @pytest.mark.parametrize("mask,merge,const,want", [

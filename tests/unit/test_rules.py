@@ -851,3 +851,18 @@ def test_tile_transpose_perm_fails_botnets_tiled_height_logits():
     for kw in ({"b": 1}, {"perm": (0, 1, 3, 2, 4)}, {"perm": (0, 3, 4, 1, 2)}, {"slice_axis": 1}, {"src": "input"},
                {"src": "relu"}, {"expand": False}):
         assert check(**kw) is None, kw
+def test_channels_multiple_of():
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def reshape(src, dst):
+        m = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="r")], [("x", src)], ["y"],
+                       [const("shape", dst, "int64")])
+        facts = facts_from_model(m)
+        return RULES["channels_multiple_of"].check(facts.nodes[0], {"multiple_of": 8}, facts)
+
+    assert reshape((1, 8, 32, 196), (1, 256, 14, 14)) is None   # CoaT's heads merged back on the map
+    assert reshape((1, 4, 96, 196), (1, 384, 14, 14)) == "input 0 'x' dim 1 is 4, not a multiple of 8"
+    assert reshape((1, 16, 4, 4), (32, 2, 2, 2)) == "output 0 'y' dim 1 is 2, not a multiple of 8"
+    assert RULES["channels_multiple_of"].describe({"multiple_of": 8}) == \
+        "dim 1 (the channels) of input 0 and of output 0 must both be a multiple of 8."

@@ -918,3 +918,29 @@ def test_qnn_matmul_bias_goes_where_the_reshape_after_it_goes(shape, bias_first,
     [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
     got = {n.name: n.verdict for n in r.nodes}
     assert (got["mm"], got["bias_add"], got["view"]) == ("npu", want, want), got
+
+
+def _heads_merge(h, d, side, perm=(0, 1, 3, 2)):
+    """Relu -> Transpose(perm) of attention's (1, h, L, d) -> Reshape to (1, h d, side, side)."""
+    L = side * side
+    src = [1, h, L, d] if list(perm) == [0, 1, 3, 2] else [1, h, d, L]
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("Transpose", ["r"], ["t"], name="swap", perm=list(perm)),
+             helper.make_node("Reshape", ["t", "shape"], ["y"], name="merge")]
+    inits = [numpy_helper.from_array(np.array([1, h * d, side, side], np.int64), "shape")]
+    return facts_from_model(_graph(nodes, [_vi("x", src)], [_vi("y", [1, h * d, side, side])], inits))
+
+
+@pytest.mark.parametrize("h,d,perm,want", [
+    (4, 96, (0, 1, 3, 2), None), (2, 8, (0, 1, 3, 2), None),   # d whole fp16 groups, whatever h
+    (4, 5, (0, 1, 3, 2), "whose result's dim 2 is 5, not a multiple of 8"),
+    (8, 32, (0, 1, 2, 3), "with perm [0, 1, 2, 3]"),
+])
+def test_behind_heads_transpose(h, d, perm, want):
+    facts = _heads_merge(h, d, 7, perm)
+    merge = next(n for n in facts.nodes if n.name == "merge")
+    got = RULES["behind_heads_transpose"].check(merge, {"multiple_of": 8}, facts)
+    assert got is None if want is None else want in got
+    relu = next(n for n in facts.nodes if n.name == "swap")  # read from a graph input's Relu, not a Transpose
+    assert "computed by Relu 'relu', not by a Transpose" in RULES["behind_heads_transpose"].check(relu, {"multiple_of": 8}, facts)
+    assert not is_local("behind_heads_transpose", {"multiple_of": 8})

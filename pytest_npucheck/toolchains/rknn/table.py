@@ -166,7 +166,14 @@ def _plane(tensor: str) -> dict[str, Any]:
     # (x.Reshape.ctx=sdpa_mask.*), and so did ViT's and PoolFormer's flattening of a Conv's 2 x 2 map to rank 3
     # in front of a Transpose or an InstanceNormalization, which a Relu -> Reshape -> Relu probe ran on the CPU
     sides = ("input", "output")
-    return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\."],
+    # the heads of a (1, C, H, W) map merged back, (1, h, d, H W) -> (1, h d, H, W): the output plane does not
+    # count when both channel dims are multiples of 8 (x.Reshape.ctx=heads.merge.*; the split keeps its input rule)
+    # or when it reads attention's Transpose (0, 1, 3, 2) of (1, h, L, d) with d a multiple of 8, whatever h
+    # (x.Reshape.ctx=heads_t.merge.*)
+    heads = ([{"rule": "channels_multiple_of", "params": {"multiple_of": 8}},
+              {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else [])
+    return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
+                        r"x\.Reshape\.ctx=heads(_t)?\."],
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -174,7 +181,7 @@ def _plane(tensor: str) -> dict[str, Any]:
                           {"rule": "elements_max", "params": {"tensor": tensor, "index": 0, "axes": [2, 3], "max": 1}},
                           {"rule": "beside_trivial_transpose", "params": {}},
                           {"rule": "elements_multiple_of", "params": {"tensor": tensor, "index": 0, "axes": [2, 3],
-                                                                      "multiple_of": 8}}],
+                                                                      "multiple_of": 8}}, *heads],
              note="a float Reshape between two rank-4 tensors runs on the CPU unless its %s's last two dims hold a "
                   "multiple of 8 elements, or one: (1, 2, 19, 10) -> (1, 2, 10, 19), (1, 2, 18, 10) -> (1, 2, 10, 18), "
                   "(1, 16, 4, 4) -> (32, 2, 2, 2) and back, (1, 4, 5, 5) -> (1, 2, 2, 25) ran on the CPU, "
@@ -188,7 +195,19 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
                   "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
                   "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
-                  "is not found yet" % tensor)
+                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else ""))
+
+
+_HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads of a convolutional attention "
+               "put back on the map: CoaT, CoAtNet, EfficientViT) ran on the NPU whatever its output plane when "
+               "both channel dims were multiples of 8 (h = 8, 16 with d = 3 to 40, planes 7 x 7 and 14 x 14), on "
+               "the CPU with h = 2 or 4 (x.Reshape.ctx=heads.merge.*); the split (1, h d, H, W) -> (1, h, d, H W) ran "
+               "on the CPU by its input plane whatever h, between Relus or behind a Conv, and on the NPU in front of "
+               "a Transpose(0, 1, 3, 2) when d was a multiple of 8, whatever read the Transpose "
+               "(x.Reshape.ctx=heads.split.*.transpose, heads_t.split.*: not expressed, in CoaT the compiler moved "
+               "that Transpose through the Mul after it and ran the split on the CPU); behind attention's "
+               "Transpose(0, 1, 3, 2) of (1, h, L, d) the merge ran on the NPU when d was a multiple of 8, whatever "
+               "h ((4, 96), (2, 8); CoAtNet, CPU-Bone), and on the CPU at (4, 5), (2, 2) (x.Reshape.ctx=heads_t.merge.*)")
 
 
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
