@@ -44,6 +44,7 @@ from pytest_npucheck.probe import (
     models_reshape_planes,
     models_rmsnorm_masks,
     models_rnn_layout,
+    models_sdpa_head_broadcast,
     models_sdpa_mask,
     models_space_to_depth,
     models_tile_broadcast,
@@ -82,6 +83,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_mask_broadcast.FAMILIES,
     *models_gemm_scales.FAMILIES,
     *models_vision_heads.FAMILIES,
+    *models_sdpa_head_broadcast.FAMILIES,
 ]
 
 

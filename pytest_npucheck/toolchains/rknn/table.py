@@ -412,6 +412,21 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "16 queries, 1 or 2 heads, with and without the mask and the scale; the same attention "
                        "with queries computed from an input (also a constant plus the input) runs on the NPU "
                        "(exSDPAttention); with constant keys too the whole attention is folded"),
+                C("any_of", [r"x\.MatMul\.ctx=sdpa_bcast\."], "cpu",
+                  constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
+                               {"rule": "dim", "params": {"tensor": "input", "index": 1, "axis": -3, "min": 2}},
+                               {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -3, "max": 1}},
+                               {"rule": "feeds_not", "params": {"path": ["Softmax", "MatMul"],
+                                                                "skip": ["Add", "Div", "Mul"]}}],
+                  note="multi-query attention written as a broadcast (timm's MobileNetV4 hybrid blocks): the "
+                       "scores MatMul reads queries (1, H, N, d) and keys with one head (1, 1, d, M); "
+                       "fuse_matmul_softmax_matmul_to_sdpa makes exSDPAttention (NPU) and inserts a CPU Expand "
+                       "of the keys (and of the values when the output MatMul broadcasts them too), named after "
+                       "the key tensor: the scores MatMul's work on the CPU. With H heads of keys, without the "
+                       "output MatMul (no fusion: exMatMul broadcasts on the NPU) it stays on the NPU; a "
+                       "broadcast of the values alone leaves a CPU Expand that the output MatMul's NPU "
+                       "exSDPAttention row outweighs (x.MatMul.ctx=sdpa_bcast.*: 2, 4 and 8 query heads, "
+                       "d 16 and 64, with and without the scale)"),
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
