@@ -46,6 +46,7 @@ from pytest_npucheck.probe import (
     models_rnn_layout,
     models_sdpa_head_broadcast,
     models_sdpa_mask,
+    models_seq_map_reshape,
     models_space_to_depth,
     models_tile_broadcast,
     models_vision_heads,
@@ -84,6 +85,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_gemm_scales.FAMILIES,
     *models_vision_heads.FAMILIES,
     *models_sdpa_head_broadcast.FAMILIES,
+    *models_seq_map_reshape.FAMILIES,
 ]
 
 

@@ -642,6 +642,27 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
                  _plane("input"), _plane("output"),
+                 C("any_of", [r"x\.Reshape\.ctx=seq_map\.to_map\."],
+                   constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                                {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "min": 5}},
+                                {"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                             "allowed": ["int64", "int32", "bool"]}},
+                                {"rule": "beside_trivial_transpose", "params": {}},
+                                {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 1,
+                                                           "multiple_of": 8}},
+                                {"rule": "elements_max", "params": {"tensor": "output", "index": 0, "axes": [2, 3],
+                                                                    "max": 1}},
+                                {"rule": "elements_multiple_of", "params": {"tensor": "output", "index": 0,
+                                                                            "axes": [2, 3], "multiple_of": 8}}],
+                   note="a float sequence (N, C, L), which the compiler lays out as (N, C, 1, L), viewed as a map "
+                        "(N, C', H, W) runs on the CPU unless C' or H * W is a multiple of 8, or H * W is 1 "
+                        "(the zoo's GroupNorm, (1, 30, 1568) -> (1, 240, 14, 14), and ECA's (1, 1, 256) -> "
+                        "(1, 256, 1, 1) ran on the NPU; EfficientViM's "
+                        "(1, 147, 196) -> (1, 147, 14, 14) between a Conv1d and a depthwise Conv: CPU; 7, 12, 20, 147 "
+                        "and 150 channels with 7 x 7, 10 x 10, 14 x 14 maps on the CPU, 8, 16, 24, 40, 48, 128 and 144 "
+                        "channels, or 16 x 16 maps, on the NPU, between Convs or Relus: x.Reshape.ctx=seq_map.to_map.*)"),
                  C("concat_flatten_plane", [r"x\.Reshape\.ctx=flatten3\.\w+\.concat\."], multiple_of=8,
                    note="a Conv's (N, C, H, W) map flattened to (N, C, H * W) in front of a Concat of such "
                         "flattenings on the last axis (an FPN head) is relaid as the Concat's rows: the compiler "
