@@ -40,6 +40,7 @@ from pytest_npucheck.probe import (
     models_pattern_branches,
     models_pool_transposes,
     models_pow_exponents,
+    models_rank5_broadcast,
     models_rejections,
     models_reshape_planes,
     models_rmsnorm_masks,
@@ -86,6 +87,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_vision_heads.FAMILIES,
     *models_sdpa_head_broadcast.FAMILIES,
     *models_seq_map_reshape.FAMILIES,
+    *models_rank5_broadcast.FAMILIES,
 ]
 
 

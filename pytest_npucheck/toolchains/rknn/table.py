@@ -841,6 +841,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
                   note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
                        "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
+                C("not_rank5_axis1_broadcast", [r"x\.Expand\.ctx=rank5_axis1\.", r"x\.Expand\.ctx=kv_repeat\.head_axis\."],
+                  note="a rank-5 broadcast of axis 1 (1 -> n) behind a leading axis of size 1, axis 2 kept, runs on the CPU: the "
+                       "compiler drops the leading axis and expands the batch axis of a rank-4 tensor (GCViT's global "
+                       "query (1, 1, 7, 7, C) tiled over the windows: 'Expand (1, 7, 7, C) -> (B, 7, 7, C)' CPU); with "
+                       "axis 0 of size 2, axis 2 repeated too, or axis 2 alone it ran on the NPU, as Tile and as Expand "
+                       "(x.{Tile,Expand}.ctx=rank5_axis1.*, x.Expand.ctx=kv_repeat.head_axis)"),
                 C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
@@ -894,11 +900,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="only rank-4 tiles ran on the NPU, and tiles of any rank that repeat only axes of size 1 "
                      "(a broadcast: SwiftFormer's (1, 1, C) query tiled over the tokens became an NPU Expand, "
                      "repeats of ones were removed; x.Tile.ctx=broadcast.*)"),
-              C("any_of", [r"Tile\.repeats=2_1_1_1", r"x\.Tile\.ctx=broadcast\.r[23]\.axis0"],
+              C("any_of", [r"Tile\.repeats=2_1_1_1", r"x\.Tile\.ctx=broadcast\.r[23]\.axis0",
+                           r"x\.Tile\.ctx=rank5_axis1\.a1\.batch2"],
                 constraints=[{"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 0, "max": 1}},
-                             {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}}],
-                note="tiling the batch axis runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
-                     "as the Expand it becomes does)"),
+                             {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                             {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
+                note="tiling the batch axis (1 -> n) runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
+                     "as the Expand it becomes does; a batch of 2 that is not repeated, tiled on axis 1, ran on "
+                     "the NPU: x.Tile.ctx=rank5_axis1.a1.batch2)"),
+              C("not_rank5_axis1_broadcast", [r"x\.Tile\.ctx=rank5_axis1\."],
+                note="a rank-5 broadcast of axis 1 (1 -> n) behind a leading axis of size 1, axis 2 kept, runs on the CPU: the "
+                       "compiler drops the leading axis and expands the batch axis of a rank-4 tensor (GCViT's global "
+                       "query (1, 1, 7, 7, C) tiled over the windows: 'Expand (1, 7, 7, C) -> (B, 7, 7, C)' CPU); with "
+                       "axis 0 of size 2, axis 2 repeated too, or axis 2 alone it ran on the NPU, as Tile and as Expand "
+                       "(x.{Tile,Expand}.ctx=rank5_axis1.*, x.Expand.ctx=kv_repeat.head_axis)"),
               C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_(repeat|heads)\."],
                 constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                              {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
