@@ -924,3 +924,53 @@ def test_rknn_reduce_over_the_batch_axis_matches_every_recorded_probe(catalog, o
         assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
     self_check = "\n".join(map(str, catalog.table(RKNN).provenance["errata"]))
     assert f"probe {op}.axes=0.keepdims=1.f32.r4" in self_check
+
+
+# -- RKNN 2.5.0 / rk3588: multi-query attention written as a broadcast (MobileNetV4) -----------------
+
+@pytest.mark.parametrize("kw,want", [
+    ({"heads": 4, "kv": 1}, "cpu"),                     # the SDPA rewrite's Expand of the keys: on the CPU
+    ({"heads": 8, "kv": 1, "scale": False}, "cpu"),
+    ({"heads": 4, "kv": 1, "v_heads": 4}, "cpu"),       # the keys alone broadcast
+    ({"heads": 4, "kv": 1, "k_heads": 4}, "npu"),       # the values alone: the output MatMul's NPU attention row
+    ({"heads": 4, "kv": 4}, "npu"),
+    ({"heads": 1, "kv": 1}, "npu"),
+    ({"heads": 4, "kv": 1, "pv": False}, "npu"),        # no output MatMul, no fusion: exMatMul broadcasts
+])
+def test_rknn_scores_matmul_of_a_broadcast_multi_query_attention(catalog, kw, want):
+    from pytest_npucheck.probe.models_sdpa_head_broadcast import _attention
+
+    v = verdicts(catalog, RKNN, _attention(**kw))
+    assert v["focus_scores"][0] == want, v["focus_scores"][1]
+    assert v["focus_softmax"][0] == "npu"
+    if kw.get("pv", True):
+        assert v["focus_pv"][0] == "npu"
+
+
+# -- RKNN 2.5.0 / rk3588: a sequence viewed as a map (EfficientViM) -----------------------------------
+
+@pytest.mark.parametrize("ch,h,direction,around,want", [
+    (147, 14, "to_map", "conv", "cpu"), (150, 14, "to_map", "conv", "cpu"), (20, 10, "to_map", "conv", "cpu"),
+    (147, 14, "to_map", "relu", "cpu"),
+    (128, 14, "to_map", "conv", "npu"), (24, 14, "to_map", "conv", "npu"), (147, 16, "to_map", "conv", "npu"),
+    (147, 14, "to_seq", "conv", "npu"),
+])
+def test_rknn_sequence_to_map_reshape_by_channels_and_plane(catalog, ch, h, direction, around, want):
+    from pytest_npucheck.probe.models_seq_map_reshape import _seq_map
+
+    verdict, why = verdicts(catalog, RKNN, _seq_map(ch, h, h, direction, around))["focus_reshape"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: a rank-5 broadcast of axis 1 behind a leading 1 (GCViT) --------------------
+
+@pytest.mark.parametrize("op", ["Tile", "Expand"])
+@pytest.mark.parametrize("label,want", [
+    ("gcvit", "cpu"), ("a1", "cpu"), ("a1.plane", "cpu"), ("a1.batch2", "npu"), ("a1a2", "npu"), ("a2", "npu"),
+])
+def test_rknn_rank5_broadcast_of_axis1(catalog, op, label, want):
+    from pytest_npucheck.probe.models_rank5_broadcast import RANK5_AXIS1, _broadcast
+
+    shape, repeats = next((s, r) for name, s, r in RANK5_AXIS1 if name == label)
+    verdict, why = verdicts(catalog, RKNN, _broadcast(op, shape, repeats))["focus_op"]
+    assert verdict == want, why
