@@ -51,6 +51,7 @@ from pytest_npucheck.probe import (
     models_space_to_depth,
     models_tile_broadcast,
     models_vision_heads,
+    models_window_partition,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -88,6 +89,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_sdpa_head_broadcast.FAMILIES,
     *models_seq_map_reshape.FAMILIES,
     *models_rank5_broadcast.FAMILIES,
+    *models_window_partition.FAMILIES,
 ]
 
 

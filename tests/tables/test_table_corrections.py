@@ -974,3 +974,20 @@ def test_rknn_rank5_broadcast_of_axis1(catalog, op, label, want):
     shape, repeats = next((s, r) for name, s, r in RANK5_AXIS1 if name == label)
     verdict, why = verdicts(catalog, RKNN, _broadcast(op, shape, repeats))["focus_op"]
     assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: a channels-last window partition or reverse (EfficientViT-M) ----------------
+
+@pytest.mark.parametrize("w,n,c,direction,want", [
+    (7, 2, 64, "partition", "cpu"), (5, 2, 64, "partition", "cpu"), (7, 4, 16, "partition", "cpu"),
+    (8, 2, 64, "partition", "npu"), (4, 4, 16, "partition", "npu"),
+    (7, 2, 64, "reverse", "cpu"), (5, 2, 64, "reverse", "cpu"),
+    (7, 4, 16, "reverse", "npu"),     # back to a 28 x 28 map: 784 elements, whole 8-element groups
+    (8, 2, 64, "reverse", "npu"),
+])
+def test_rknn_window_merge_reshape_by_plane(catalog, w, n, c, direction, want):
+    from pytest_npucheck.probe.models_window_partition import _window
+
+    v = verdicts(catalog, RKNN, _window(w, n, c, direction))
+    assert v["focus_merge"][0] == want, v["focus_merge"][1]
+    assert v["focus_split"][0] == "npu" and v["focus_swap"][0] == "npu"

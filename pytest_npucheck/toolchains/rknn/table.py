@@ -663,6 +663,25 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "(1, 147, 196) -> (1, 147, 14, 14) between a Conv1d and a depthwise Conv: CPU; 7, 12, 20, 147 "
                         "and 150 channels with 7 x 7, 10 x 10, 14 x 14 maps on the CPU, 8, 16, 24, 40, 48, 128 and 144 "
                         "channels, or 16 x 16 maps, on the NPU, between Convs or Relus: x.Reshape.ctx=seq_map.to_map.*)"),
+                 C("any_of", [r"x\.Reshape\.ctx=window\."],
+                   constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 5}},
+                                {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 7}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "min": 5}},
+                                {"rule": "producer_not", "params": {"index": 0, "chain": ["Transpose"]}},
+                                {"rule": "feeds_not", "params": {"path": ["Transpose"]}},
+                                {"rule": "elements_multiple_of", "params": {"tensor": "output", "index": 0,
+                                                                            "axes": [1, 2], "multiple_of": 8}}],
+                   note="a channels-last window partition or reverse between Transposes (EfficientViT-M: "
+                        "(1, H, W, C) -> Reshape (1, H/w, w, W/w, w, C) -> Transpose (0, 1, 3, 2, 4, 5) -> Reshape "
+                        "(nW, w, w, C) -> Transpose to channels first, and back): the compiler merges the chain and "
+                        "runs the closing rank-6 -> rank-4 Reshape as a Reshape of the channels-first (h, w) plane, "
+                        "on the CPU unless that plane (dims 1 and 2 of the channels-last result: w x w for the "
+                        "partition, H x W for the reverse) holds a multiple of 8 elements (windows of 5 and 7, maps "
+                        "of 10 x 10 and 14 x 14 on the CPU; windows of 4 and 8, a 28 x 28 map on the NPU: "
+                        "x.Reshape.ctx=window.*; the rank-5 Transpose the compiler makes of the Transposes around "
+                        "it ran on the CPU in every probe, while the zoo's EfficientViT-M partition kept its "
+                        "Transpose on the NPU: not judged)"),
                  C("concat_flatten_plane", [r"x\.Reshape\.ctx=flatten3\.\w+\.concat\."], multiple_of=8,
                    note="a Conv's (N, C, H, W) map flattened to (N, C, H * W) in front of a Concat of such "
                         "flattenings on the last axis (an FPN head) is relaid as the Concat's rows: the compiler "
