@@ -28,15 +28,20 @@ SEQ_MAP = (
     (147, 16, 16, "to_seq", "conv"), (147, 14, 14, "to_seq", "relu"), (128, 14, 14, "to_seq", "relu"),
     (24, 14, 14, "to_map", "conv"), (40, 14, 14, "to_map", "conv"), (8, 14, 14, "to_map", "conv"),
     (16, 14, 14, "to_map", "conv"), (48, 7, 7, "to_map", "conv"), (24, 10, 10, "to_map", "relu"),
+    # SwiftFormer: the tokens (1, L, C) transposed to (1, C, L) and viewed as the map
+    (220, 7, 7, "to_map", "transpose"), (112, 14, 14, "to_map", "transpose"), (147, 14, 14, "to_map", "transpose"),
 )
 
 
 def _seq_map(ch: int, h: int, w: int, direction: str, around: str) -> GraphBuilder:
     """``to_map``: x (1, 32, H W) -> [Conv1d 1x1 to C | Relu] -> Reshape (1, C, H, W) -> [depthwise Conv 3x3 |
-    Relu]; ``to_seq``: x (1, 32, H, W) -> [Conv 1x1 to C | Relu] -> Reshape (1, C, H W) -> [Conv1d 1x1 | Relu]."""
+    Relu], or (``transpose``) x (1, H W, C) -> Transpose -> Reshape (1, C, H, W) -> Relu; ``to_seq``: x (1, 32, H, W) -> [Conv 1x1 to C | Relu] -> Reshape (1, C, H W) -> [Conv1d 1x1 | Relu]."""
     gb = GraphBuilder(17)
     c_in = 32 if around == "conv" else ch
-    if direction == "to_map":
+    if direction == "to_map" and around == "transpose":
+        x = gb.node("Transpose", [gb.input("x", "float32", [1, h * w, ch])], perm=[0, 2, 1], name="pre_tp")
+        y = gb.node("Relu", [gb.node("Reshape", [x, gb.ints([1, ch, h, w])], name="focus_reshape")], name="post_relu")
+    elif direction == "to_map":
         x = gb.input("x", "float32", [1, c_in, h * w])
         if around == "conv":
             x = gb.node("Conv", [x, gb.weight([ch, c_in, 1])], kernel_shape=[1], name="pre_conv")

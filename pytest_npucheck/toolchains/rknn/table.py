@@ -662,7 +662,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "(1, 256, 1, 1) ran on the NPU; EfficientViM's "
                         "(1, 147, 196) -> (1, 147, 14, 14) between a Conv1d and a depthwise Conv: CPU; 7, 12, 20, 147 "
                         "and 150 channels with 7 x 7, 10 x 10, 14 x 14 maps on the CPU, 8, 16, 24, 40, 48, 128 and 144 "
-                        "channels, or 16 x 16 maps, on the NPU, between Convs or Relus: x.Reshape.ctx=seq_map.to_map.*)"),
+                        "channels, or 16 x 16 maps, on the NPU, between Convs or Relus, and behind the Transpose of SwiftFormer's "
+                        "tokens (1, L, C) -> (1, C, L): 220 channels on 7 x 7 and 147 on 14 x 14 CPU, 112 NPU: "
+                        "x.Reshape.ctx=seq_map.to_map.*)"),
                  C("any_of", [r"x\.Reshape\.ctx=window\."],
                    constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 5}},
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 7}},
