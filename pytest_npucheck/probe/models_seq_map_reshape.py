@@ -30,6 +30,8 @@ SEQ_MAP = (
     (16, 14, 14, "to_map", "conv"), (48, 7, 7, "to_map", "conv"), (24, 10, 10, "to_map", "relu"),
     # SwiftFormer: the tokens (1, L, C) transposed to (1, C, L) and viewed as the map
     (220, 7, 7, "to_map", "transpose"), (112, 14, 14, "to_map", "transpose"), (147, 14, 14, "to_map", "transpose"),
+    # Longformer's (2, 255, 255) -> (2, 1, 255, 255): a rank-3 tensor given a channel axis of one
+    (1, 255, 255, "unsqueeze", "relu"), (1, 14, 14, "unsqueeze", "relu"), (1, 16, 16, "unsqueeze", "relu"),
 )
 
 
@@ -38,7 +40,10 @@ def _seq_map(ch: int, h: int, w: int, direction: str, around: str) -> GraphBuild
     Relu], or (``transpose``) x (1, H W, C) -> Transpose -> Reshape (1, C, H, W) -> Relu; ``to_seq``: x (1, 32, H, W) -> [Conv 1x1 to C | Relu] -> Reshape (1, C, H W) -> [Conv1d 1x1 | Relu]."""
     gb = GraphBuilder(17)
     c_in = 32 if around == "conv" else ch
-    if direction == "to_map" and around == "transpose":
+    if direction == "unsqueeze":  # x (2, H, W) -> Relu -> Reshape (2, 1, H, W) -> Relu
+        x = gb.node("Relu", [gb.input("x", "float32", [2, h, w])], name="pre_relu")
+        y = gb.node("Relu", [gb.node("Reshape", [x, gb.ints([2, 1, h, w])], name="focus_reshape")], name="post_relu")
+    elif direction == "to_map" and around == "transpose":
         x = gb.node("Transpose", [gb.input("x", "float32", [1, h * w, ch])], perm=[0, 2, 1], name="pre_tp")
         y = gb.node("Relu", [gb.node("Reshape", [x, gb.ints([1, ch, h, w])], name="focus_reshape")], name="post_relu")
     elif direction == "to_map":
@@ -71,7 +76,7 @@ def _seq_map(ch: int, h: int, w: int, direction: str, around: str) -> GraphBuild
 def seq_map_extra(c: Collector) -> None:
     """Sequence <-> map Reshapes (SEQ_MAP)."""
     for ch, h, w, direction, around in SEQ_MAP:
-        rank = 3 if direction == "to_map" else 4
+        rank = 4 if direction == "to_seq" else 3
         c.add("x.Reshape.ctx=seq_map.%s.c=%d.%dx%d.%s.f32.r%d" % (direction, ch, h, w, around, rank), "Reshape",
               _seq_map(ch, h, w, direction, around), kind="context", focus=["focus_reshape"])
 

@@ -954,6 +954,8 @@ def test_rknn_scores_matmul_of_a_broadcast_multi_query_attention(catalog, kw, wa
     (147, 14, "to_map", "relu", "cpu"),
     (128, 14, "to_map", "conv", "npu"), (24, 14, "to_map", "conv", "npu"), (147, 16, "to_map", "conv", "npu"),
     (147, 14, "to_seq", "conv", "npu"),
+    (220, 7, "to_map", "transpose", "cpu"), (112, 14, "to_map", "transpose", "npu"),   # SwiftFormer's tokens
+    (1, 255, "unsqueeze", "relu", "cpu"), (1, 16, "unsqueeze", "relu", "npu"),         # Longformer's (2, 1, 255, 255)
 ])
 def test_rknn_sequence_to_map_reshape_by_channels_and_plane(catalog, ch, h, direction, around, want):
     from pytest_npucheck.probe.models_seq_map_reshape import _seq_map
