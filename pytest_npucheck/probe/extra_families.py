@@ -41,18 +41,22 @@ from pytest_npucheck.probe import (
     models_pattern_branches,
     models_pool_transposes,
     models_pow_exponents,
+    models_rank5_broadcast,
     models_rejections,
     models_reshape_heads,
     models_reshape_planes,
     models_rmsnorm_masks,
     models_rnn_layout,
+    models_sdpa_head_broadcast,
     models_sdpa_mask,
+    models_seq_map_reshape,
     models_space_to_depth,
     models_tile_broadcast,
     models_vision_heads,
     models_dual_heads,
     models_rel_pos_tile,
     models_window_transposes,
+    models_window_partition,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -91,6 +95,10 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_rel_pos_tile.FAMILIES,
     *models_reshape_heads.FAMILIES,
     *models_window_transposes.FAMILIES,
+    *models_sdpa_head_broadcast.FAMILIES,
+    *models_seq_map_reshape.FAMILIES,
+    *models_rank5_broadcast.FAMILIES,
+    *models_window_partition.FAMILIES,
 ]
 
 

@@ -538,6 +538,25 @@ def rule_tile_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return _failed([], unknown)
 
 
+@rule("not_rank5_axis1_broadcast", "shape", reads_values=False)
+def rule_not_rank5_axis1_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is not a rank-5 broadcast of axis 1 behind a leading axis of size 1 with axis 2 kept (the compiler drops
+    axis 0 and expands the batch axis of a rank-4 tensor)."""
+    src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0]) if node.outputs else None
+    if src is None or src.shape is None or out is None or out.shape is None:
+        return _failed([], [_unknown(_Label("input" if src is None or src.shape is None else "output", 0,
+                                            node.inputs[0] if src is None or src.shape is None else node.outputs[0]))])
+    if len(src.shape) != 5 or len(out.shape) != 5:
+        return None
+    (a0, a1, a2), (b1, b2) = src.shape[:3], out.shape[1:3]
+    if None in (a0, a1, a2, b1, b2) or not all(isinstance(d, int) for d in (a0, a1, a2, b1, b2)):
+        return _failed([], [f"dims 0..2 of input 0 '{node.inputs[0]}' or output 0 '{node.outputs[0]}' are not static"])
+    if a0 == 1 and a1 == 1 and b1 > 1 and b2 == a2:
+        return (f"input 0 '{node.inputs[0]}' {_fmt_shape(src.shape)} is broadcast to {_fmt_shape(out.shape)} on axis 1 "
+                f"only: without its leading axis of size 1 that is a batch expansion")
+    return None
+
+
 @rule("pad_channel_tail", "constant")
 def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """a constant-mode Pad whose rank is in {ranks} that pads the end but not the start of the channel axis (axis 1 at rank 3 and 4, axis 0 at rank 2) needs a channel count that is a multiple of {multiple}."""

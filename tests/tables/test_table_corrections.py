@@ -1013,3 +1013,70 @@ def test_rknn_botnets_tiled_height_logits_are_rejected_as_the_compiler_did(catal
         if failed:
             [focus] = [n for n in res.nodes if n.name == probe.focus[0]]
             assert focus.verdict == "unsupported" and any("reduce_tp_in_mesh_forward" in r.message for r in focus.reasons)
+# -- RKNN 2.5.0 / rk3588: multi-query attention written as a broadcast (MobileNetV4) -----------------
+
+@pytest.mark.parametrize("kw,want", [
+    ({"heads": 4, "kv": 1}, "cpu"),                     # the SDPA rewrite's Expand of the keys: on the CPU
+    ({"heads": 8, "kv": 1, "scale": False}, "cpu"),
+    ({"heads": 4, "kv": 1, "v_heads": 4}, "cpu"),       # the keys alone broadcast
+    ({"heads": 4, "kv": 1, "k_heads": 4}, "npu"),       # the values alone: the output MatMul's NPU attention row
+    ({"heads": 4, "kv": 4}, "npu"),
+    ({"heads": 1, "kv": 1}, "npu"),
+    ({"heads": 4, "kv": 1, "pv": False}, "npu"),        # no output MatMul, no fusion: exMatMul broadcasts
+])
+def test_rknn_scores_matmul_of_a_broadcast_multi_query_attention(catalog, kw, want):
+    from pytest_npucheck.probe.models_sdpa_head_broadcast import _attention
+
+    v = verdicts(catalog, RKNN, _attention(**kw))
+    assert v["focus_scores"][0] == want, v["focus_scores"][1]
+    assert v["focus_softmax"][0] == "npu"
+    if kw.get("pv", True):
+        assert v["focus_pv"][0] == "npu"
+
+
+# -- RKNN 2.5.0 / rk3588: a sequence viewed as a map (EfficientViM) -----------------------------------
+
+@pytest.mark.parametrize("ch,h,direction,around,want", [
+    (147, 14, "to_map", "conv", "cpu"), (150, 14, "to_map", "conv", "cpu"), (20, 10, "to_map", "conv", "cpu"),
+    (147, 14, "to_map", "relu", "cpu"),
+    (128, 14, "to_map", "conv", "npu"), (24, 14, "to_map", "conv", "npu"), (147, 16, "to_map", "conv", "npu"),
+    (147, 14, "to_seq", "conv", "npu"),
+    (220, 7, "to_map", "transpose", "cpu"), (112, 14, "to_map", "transpose", "npu"),   # SwiftFormer's tokens
+    (1, 255, "unsqueeze", "relu", "cpu"), (1, 16, "unsqueeze", "relu", "npu"),         # Longformer's (2, 1, 255, 255)
+])
+def test_rknn_sequence_to_map_reshape_by_channels_and_plane(catalog, ch, h, direction, around, want):
+    from pytest_npucheck.probe.models_seq_map_reshape import _seq_map
+
+    verdict, why = verdicts(catalog, RKNN, _seq_map(ch, h, h, direction, around))["focus_reshape"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: a rank-5 broadcast of axis 1 behind a leading 1 (GCViT) --------------------
+
+@pytest.mark.parametrize("op", ["Tile", "Expand"])
+@pytest.mark.parametrize("label,want", [
+    ("gcvit", "cpu"), ("a1", "cpu"), ("a1.plane", "cpu"), ("a1.batch2", "npu"), ("a1a2", "npu"), ("a2", "npu"),
+])
+def test_rknn_rank5_broadcast_of_axis1(catalog, op, label, want):
+    from pytest_npucheck.probe.models_rank5_broadcast import RANK5_AXIS1, _broadcast
+
+    shape, repeats = next((s, r) for name, s, r in RANK5_AXIS1 if name == label)
+    verdict, why = verdicts(catalog, RKNN, _broadcast(op, shape, repeats))["focus_op"]
+    assert verdict == want, why
+
+
+# -- RKNN 2.5.0 / rk3588: a channels-last window partition or reverse (EfficientViT-M) ----------------
+
+@pytest.mark.parametrize("w,n,c,direction,want", [
+    (7, 2, 64, "partition", "cpu"), (5, 2, 64, "partition", "cpu"), (7, 4, 16, "partition", "cpu"),
+    (8, 2, 64, "partition", "npu"), (4, 4, 16, "partition", "npu"),
+    (7, 2, 64, "reverse", "cpu"), (5, 2, 64, "reverse", "cpu"),
+    (7, 4, 16, "reverse", "npu"),     # back to a 28 x 28 map: 784 elements, whole 8-element groups
+    (8, 2, 64, "reverse", "npu"),
+])
+def test_rknn_window_merge_reshape_by_plane(catalog, w, n, c, direction, want):
+    from pytest_npucheck.probe.models_window_partition import _window
+
+    v = verdicts(catalog, RKNN, _window(w, n, c, direction))
+    assert v["focus_merge"][0] == want, v["focus_merge"][1]
+    assert v["focus_split"][0] == "npu" and v["focus_swap"][0] == "npu"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper
 
 from conftest import const, make_model
@@ -866,3 +867,36 @@ def test_channels_multiple_of():
     assert reshape((1, 16, 4, 4), (32, 2, 2, 2)) == "output 0 'y' dim 1 is 2, not a multiple of 8"
     assert RULES["channels_multiple_of"].describe({"multiple_of": 8}) == \
         "dim 1 (the channels) of input 0 and of output 0 must both be a multiple of 8."
+def _broadcast_verdict(op, shape, out):
+    """Judge one rank-5 Expand (shape ``out``) or Tile (repeats ``out / shape``) under a table whose only rule is
+    not_rank5_axis1_broadcast."""
+    import json
+    from pathlib import Path
+
+    from pytest_npucheck.check import check_graph
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.tables import table_from_data
+
+    base = json.loads((Path(__file__).resolve().parents[2] / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    base["ops"] = {"ai.onnx:" + op: {"status": "npu", "source": "probe:rknn-2.5.0-rk3588", "constraints": [
+        {"rule": "not_rank5_axis1_broadcast", "params": {}, "else": "cpu"}]}}
+    base["generic_constraints"], base["patterns"], base["prepasses"] = [], [], []
+    arg = out if op == "Expand" else [o // i for o, i in zip(out, shape)]
+    m = make_model([helper.make_node(op, ["x", "arg"], ["y"], name="b")], [("x", shape)], ["y"],
+                   [const("arg", arg, "int64")])
+    verdicts = {n.name: (n.verdict, "; ".join(x.message for x in n.reasons))
+                for n in check_graph(facts_from_model(m), [table_from_data(base)])[0].nodes}
+    return verdicts["b"]
+
+
+@pytest.mark.parametrize("op", ["Expand", "Tile"])
+def test_not_rank5_axis1_broadcast_fails_only_axis_1_behind_a_leading_one(op):
+    verdict, why = _broadcast_verdict(op, (1, 1, 7, 7, 16), (1, 8, 7, 7, 16))   # GCViT's global query
+    assert verdict == "cpu"
+    assert why == ("input 0 'x' (1, 1, 7, 7, 16) is broadcast to (1, 8, 7, 7, 16) on axis 1 only: without its "
+                   "leading axis of size 1 that is a batch expansion")
+    assert _broadcast_verdict(op, (1, 1, 1, 8, 8), (1, 4, 1, 8, 8))[0] == "cpu"
+    assert _broadcast_verdict(op, (2, 1, 4, 8, 8), (2, 4, 4, 8, 8))[0] == "npu"   # axis 0 is not 1
+    assert _broadcast_verdict(op, (1, 1, 1, 8, 8), (1, 2, 4, 8, 8))[0] == "npu"   # axis 2 repeated too
+    assert _broadcast_verdict(op, (1, 2, 1, 8, 8), (1, 2, 4, 8, 8))[0] == "npu"   # axis 2 alone
+    assert _broadcast_verdict(op, (1, 1, 8, 8), (1, 4, 8, 8))[0] == "npu"         # rank 4

@@ -279,6 +279,33 @@ def test_a_row_named_after_none_of_its_origins_goes_to_the_origin_of_its_op_type
     assert placement == {"/m/Cast": "cpu", "/m/And": "npu", "/m/Expand": "npu"}
 
 
+
+def test_an_sdpa_rewrite_row_named_after_a_tensor_goes_to_the_origins_that_read_it():
+    """timm's MobileNetV4 multi-query attention: ``MatMul(q, k) -> Softmax -> MatMul(p, v)`` with one key/value
+    head broadcast over the query heads. fuse_matmul_softmax_matmul_to_sdpa turns the three into exSDPAttention
+    (named after the output MatMul) and adds CPU Expands named after the key and value tensors: the key's is the
+    scores MatMul's, the value's the output MatMul's (outweighed there by its NPU attention row), none the
+    Softmax's."""
+    log = ("D fuse_ops results:\n"
+           "D     fuse_matmul_softmax_matmul_to_sdpa: remove node = ['/a/MatMul', '/a/Softmax', '/a/MatMul_1'], "
+           "add node = ['/a/Mul_1_output_0_expand', '/a/Unsqueeze_1_output_0_tp_expand', '/a/MatMul_1_2sdpa']\n"
+           "D fuse_ops done.\n")
+    nodes = [{"name": "/a/MatMul", "op_type": "MatMul", "inputs": ["q", "/a/Mul_1_output_0"], "outputs": ["s"]},
+             {"name": "/a/Softmax", "op_type": "Softmax", "inputs": ["s"], "outputs": ["p"]},
+             {"name": "/a/MatMul_1", "op_type": "MatMul", "inputs": ["p", "/a/Unsqueeze_1_output_0"],
+              "outputs": ["o"]}]
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(1, "Expand", "CPU", "Expand:/a/Mul_1_output_0_expand"),
+        _row(2, "Expand", "CPU", "Expand:/a/Unsqueeze_1_output_0_tp_expand"),
+        _row(3, "exSDPAttention", "NPU", "exSDPAttention:/a/MatMul_1_2sdpa")])
+    lineage = rknn.rewrite_lineage(log)
+    attr = rknn.attribute_rows(res, nodes, lineage)
+    assert attr["/a/MatMul"] == {"cpu_rewrites": ["Expand:/a/Mul_1_output_0_expand"]}
+    assert "/a/Softmax" not in attr
+    assert attr["/a/MatMul_1"]["cpu_rewrites"] == ["Expand:/a/Unsqueeze_1_output_0_tp_expand"]
+    assert rknn.onnx_placement(res, nodes, lineage) == {"/a/MatMul": "cpu", "/a/Softmax": "npu", "/a/MatMul_1": "npu"}
+
+
 def _summary_with_classes(disagreements_per_model):
     """A summary over one scored record per model, each with the given disagreements."""
     recs = [{"arch": arch, "exporter": "torchscript", "toolchain": "rknn", "target": "rknn@2.5.0/rk3588",

@@ -543,7 +543,7 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
             # named after none of them (after a graph input: ``<mask>_rs_cast``): the origins of the row's own
             # op type (the mask's Cast, not the Expand that a rewrite of the And behind it absorbed)
             same = [t for t in traced if op_type.get(t) == r.op_type]
-            traced = own or same or traced
+            traced = own or same or _readers_of_named(nm, traced, consumers) or traced
         if traced:
             for origin in sorted(traced):
                 out.setdefault(origin, {}).setdefault(kind + "_rewrites", []).append(r.full_name)
@@ -576,6 +576,17 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                 break
         out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
+
+
+def _readers_of_named(row_name: str, traced: Sequence[str], consumers: Mapping[str, list[str]]) -> list[str]:
+    """The origins among ``traced`` that read the tensor a rewrite row is named after (the longest tensor
+    name that prefixes ``row_name``): the Expand that fuse_matmul_softmax_matmul_to_sdpa inserts for a
+    broadcast key, ``<k>_expand``, is the scores MatMul's, not the Softmax's (issue 22, MobileNetV4)."""
+    best = ""
+    for t in consumers:
+        if len(t) > len(best) and row_name.startswith(t) and row_name[len(t):len(t) + 1] in ("_", "#", "-"):
+            best = t
+    return [n for n in traced if n in consumers.get(best, ())] if best else []
 
 
 def _swapped_into(owner: str, row_op: str, op_type: Mapping[str, Any], outputs: Mapping[str, list[str]],

@@ -434,6 +434,21 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 C("linear_pair_add", [r"x\.MatMul\.ctx=dual_head\."], "unsupported",
                   note="see Gemm: two MatMuls by constant weights (with their bias Adds) of one input, added, "
                        "make build() fail in fuse_conv_conv_add"),
+                C("any_of", [r"x\.MatMul\.ctx=sdpa_bcast\."], "cpu",
+                  constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 3}},
+                               {"rule": "dim", "params": {"tensor": "input", "index": 1, "axis": -3, "min": 2}},
+                               {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -3, "max": 1}},
+                               {"rule": "feeds_not", "params": {"path": ["Softmax", "MatMul"],
+                                                                "skip": ["Add", "Div", "Mul"]}}],
+                  note="multi-query attention written as a broadcast (timm's MobileNetV4 hybrid blocks): the "
+                       "scores MatMul reads queries (1, H, N, d) and keys with one head (1, 1, d, M); "
+                       "fuse_matmul_softmax_matmul_to_sdpa makes exSDPAttention (NPU) and inserts a CPU Expand "
+                       "of the keys (and of the values when the output MatMul broadcasts them too), named after "
+                       "the key tensor: the scores MatMul's work on the CPU. With H heads of keys, without the "
+                       "output MatMul (no fusion: exMatMul broadcasts on the NPU) it stays on the NPU; a "
+                       "broadcast of the values alone leaves a CPU Expand that the output MatMul's NPU "
+                       "exSDPAttention row outweighs (x.MatMul.ctx=sdpa_bcast.*: 2, 4 and 8 query heads, "
+                       "d 16 and 64, with and without the scale)"),
                 probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                         r"prepass\.const_transpose_weight"],
                 note="constant right operand -> Conv, dynamic -> exMatMul; both on the NPU."),
@@ -656,6 +671,48 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
                  _plane("input"), _plane("output"),
+                 C("any_of", [r"x\.Reshape\.ctx=seq_map\.to_map\."],
+                   constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                                {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "min": 5}},
+                                {"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                             "allowed": ["int64", "int32", "bool"]}},
+                                {"rule": "beside_trivial_transpose", "params": {}},
+                                {"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 1,
+                                                           "multiple_of": 8}},
+                                {"rule": "elements_max", "params": {"tensor": "output", "index": 0, "axes": [2, 3],
+                                                                    "max": 1}},
+                                {"rule": "elements_multiple_of", "params": {"tensor": "output", "index": 0,
+                                                                            "axes": [2, 3], "multiple_of": 8}}],
+                   note="a float sequence (N, C, L), which the compiler lays out as (N, C, 1, L), viewed as a map "
+                        "(N, C', H, W) runs on the CPU unless C' or H * W is a multiple of 8, or H * W is 1 "
+                        "(the zoo's GroupNorm, (1, 30, 1568) -> (1, 240, 14, 14), and ECA's (1, 1, 256) -> "
+                        "(1, 256, 1, 1) ran on the NPU; EfficientViM's "
+                        "(1, 147, 196) -> (1, 147, 14, 14) between a Conv1d and a depthwise Conv: CPU; 7, 12, 20, 147 "
+                        "and 150 channels with 7 x 7, 10 x 10, 14 x 14 maps on the CPU, 8, 16, 24, 40, 48, 128 and 144 "
+                        "channels, or 16 x 16 maps, on the NPU, between Convs or Relus, and behind the Transpose of SwiftFormer's "
+                        "tokens (1, L, C) -> (1, C, L): 220 channels on 7 x 7 and 147 on 14 x 14 CPU, 112 NPU: "
+                        "x.Reshape.ctx=seq_map.to_map.*)"),
+                 C("any_of", [r"x\.Reshape\.ctx=window\."],
+                   constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 5}},
+                                {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 7}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 3}},
+                                {"rule": "rank", "params": {"tensor": "output", "index": 0, "min": 5}},
+                                {"rule": "producer_not", "params": {"index": 0, "chain": ["Transpose"]}},
+                                {"rule": "feeds_not", "params": {"path": ["Transpose"]}},
+                                {"rule": "elements_multiple_of", "params": {"tensor": "output", "index": 0,
+                                                                            "axes": [1, 2], "multiple_of": 8}}],
+                   note="a channels-last window partition or reverse between Transposes (EfficientViT-M: "
+                        "(1, H, W, C) -> Reshape (1, H/w, w, W/w, w, C) -> Transpose (0, 1, 3, 2, 4, 5) -> Reshape "
+                        "(nW, w, w, C) -> Transpose to channels first, and back): the compiler merges the chain and "
+                        "runs the closing rank-6 -> rank-4 Reshape as a Reshape of the channels-first (h, w) plane, "
+                        "on the CPU unless that plane (dims 1 and 2 of the channels-last result: w x w for the "
+                        "partition, H x W for the reverse) holds a multiple of 8 elements (windows of 5 and 7, maps "
+                        "of 10 x 10 and 14 x 14 on the CPU; windows of 4 and 8, a 28 x 28 map on the NPU: "
+                        "x.Reshape.ctx=window.*; the rank-5 Transpose the compiler makes of the Transposes around "
+                        "it ran on the CPU in every probe, while the zoo's EfficientViT-M partition kept its "
+                        "Transpose on the NPU: not judged)"),
                  C("concat_flatten_plane", [r"x\.Reshape\.ctx=flatten3\.\w+\.concat\."], multiple_of=8,
                    note="a Conv's (N, C, H, W) map flattened to (N, C, H * W) in front of a Concat of such "
                         "flattenings on the last axis (an FPN head) is relaid as the Concat's rows: the compiler "
@@ -843,6 +900,12 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
                   note="expanding axis 0 (1 -> n) of a rank-3 to rank-5 tensor runs on the CPU (a batch "
                        "expansion); a rank-2 or rank-1 input expanded on axis 0 ran on the NPU"),
+                C("not_rank5_axis1_broadcast", [r"x\.Expand\.ctx=rank5_axis1\.", r"x\.Expand\.ctx=kv_repeat\.head_axis\."],
+                  note="a rank-5 broadcast of axis 1 (1 -> n) behind a leading axis of size 1, axis 2 kept, runs on the CPU: the "
+                       "compiler drops the leading axis and expands the batch axis of a rank-4 tensor (GCViT's global "
+                       "query (1, 1, 7, 7, C) tiled over the windows: 'Expand (1, 7, 7, C) -> (B, 7, 7, C)' CPU); with "
+                       "axis 0 of size 2, axis 2 repeated too, or axis 2 alone it ran on the NPU, as Tile and as Expand "
+                       "(x.{Tile,Expand}.ctx=rank5_axis1.*, x.Expand.ctx=kv_repeat.head_axis)"),
                 C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
@@ -896,11 +959,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                 note="only rank-4 tiles ran on the NPU, and tiles of any rank that repeat only axes of size 1 "
                      "(a broadcast: SwiftFormer's (1, 1, C) query tiled over the tokens became an NPU Expand, "
                      "repeats of ones were removed; x.Tile.ctx=broadcast.*)"),
-              C("any_of", [r"Tile\.repeats=2_1_1_1", r"x\.Tile\.ctx=broadcast\.r[23]\.axis0"],
+              C("any_of", [r"Tile\.repeats=2_1_1_1", r"x\.Tile\.ctx=broadcast\.r[23]\.axis0",
+                           r"x\.Tile\.ctx=rank5_axis1\.a1\.batch2"],
                 constraints=[{"rule": "dim", "params": {"tensor": "output", "index": 0, "axis": 0, "max": 1}},
-                             {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}}],
-                note="tiling the batch axis runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
-                     "as the Expand it becomes does)"),
+                             {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 2}},
+                             {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 0, "min": 2}}],
+                note="tiling the batch axis (1 -> n) runs on the CPU (a rank-2 broadcast of axis 0 ran on the NPU, "
+                     "as the Expand it becomes does; a batch of 2 that is not repeated, tiled on axis 1, ran on "
+                     "the NPU: x.Tile.ctx=rank5_axis1.a1.batch2)"),
+              C("not_rank5_axis1_broadcast", [r"x\.Tile\.ctx=rank5_axis1\."],
+                note="a rank-5 broadcast of axis 1 (1 -> n) behind a leading axis of size 1, axis 2 kept, runs on the CPU: the "
+                       "compiler drops the leading axis and expands the batch axis of a rank-4 tensor (GCViT's global "
+                       "query (1, 1, 7, 7, C) tiled over the windows: 'Expand (1, 7, 7, C) -> (B, 7, 7, C)' CPU); with "
+                       "axis 0 of size 2, axis 2 repeated too, or axis 2 alone it ran on the NPU, as Tile and as Expand "
+                       "(x.{Tile,Expand}.ctx=rank5_axis1.*, x.Expand.ctx=kv_repeat.head_axis)"),
               C("any_of", [r"x\.Tile\.ctx=broadcast\.kv_(repeat|heads)\."],
                 constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                              {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
