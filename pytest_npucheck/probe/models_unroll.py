@@ -132,5 +132,39 @@ def matmul_bias_reshape_extra(c: Collector) -> None:
               kind="context", focus=["focus_matmul", "focus_bias", "focus_view"])
 
 
+#: (label, rank-6 shape, Transpose perm, bias Add after the MatMul): Twins-SVT's locally-grouped attention
+#: partitions (1, 56, 56, C) into (1, 8, 7, 8, 7, C) windows, swaps the middle axes and projects qkv
+RANK6_GEMM = (
+    ("keep.bias", (1, 8, 7, 8, 7, 16), (0, 1, 3, 2, 4, 5), True),
+    ("keep.nobias", (1, 8, 7, 8, 7, 16), (0, 1, 3, 2, 4, 5), False),
+    ("moved.bias", (1, 8, 7, 8, 7, 16), (1, 0, 3, 2, 4, 5), True),
+    ("lead2.keep.bias", (2, 4, 7, 1, 7, 16), (0, 1, 3, 2, 4, 5), True),
+)
+
+
+def _rank6_gemm(shape6: tuple[int, ...], perm: tuple[int, ...], bias: bool) -> GraphBuilder:
+    """Relu -> Reshape to ``shape6`` -> Transpose ``perm`` -> MatMul by a (C, 3C) weight [-> Add bias] ->
+    Reshape to (rows, 3C) -> Relu."""
+    gb = GraphBuilder(17)
+    b, h, wh, w, ww, ch = shape6
+    x = gb.node("Relu", [gb.input("x", "float32", [b, h * wh, w * ww, ch])], name="pre_relu")
+    x = gb.node("Reshape", [x, gb.ints(list(shape6))], name="split6")
+    x = gb.node("Transpose", [x], perm=list(perm), name="transpose6")
+    x = gb.node("MatMul", [x, gb.weight([ch, 3 * ch])], name="focus_matmul")
+    if bias:
+        x = gb.node("Add", [gb.weight([3 * ch]), x], name="focus_bias")
+    x = gb.node("Reshape", [x, gb.ints([-1, 3 * ch])], name="merge2")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def rank6_gemm_chain_extra(c: Collector) -> None:
+    """A rank-6 Reshape -> Transpose read by a MatMul (RANK6_GEMM): with a bias Add, MatMulAddFusion flattens
+    the MatMul's input to 2-D, a Reshape that ends the chain as a Reshape back would."""
+    for label, shape6, perm, bias in RANK6_GEMM:
+        c.add("q.Reshape.ctx=rank6_gemm.%s.f32.r6" % label, "Reshape", _rank6_gemm(shape6, perm, bias),
+              kind="context", focus=["split6", "transpose6", "focus_matmul"] + (["focus_bias"] if bias else []))
+
+
 QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra,
-                                                   matmul_bias_reshape_extra]
+                                                   matmul_bias_reshape_extra, rank6_gemm_chain_extra]

@@ -879,6 +879,44 @@ def test_qnn_rank6_chain_needs_a_unit_dim_the_transpose_keeps(shape4, shape6, pe
         assert [r.rule for r in split.reasons] == ["rank6_unit_dim_chain"], _reasons(split)
 
 
+def _rank6_gemm_chain(shape6, perm, bias):
+    b, h, wh, w, ww, ch = shape6
+    inits = [numpy_helper.from_array(np.array(shape6, dtype=np.int64), "s6"),
+             numpy_helper.from_array(np.ones((ch, 3 * ch), np.float32), "w"),
+             numpy_helper.from_array(np.ones((3 * ch,), np.float32), "bias"),
+             numpy_helper.from_array(np.array([-1, 3 * ch], dtype=np.int64), "s2")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Reshape", ["a", "s6"], ["r"], name="split6"),
+             helper.make_node("Transpose", ["r"], ["t"], name="transpose6", perm=list(perm)),
+             helper.make_node("MatMul", ["t", "w"], ["m"], name="mm")]
+    last = "m"
+    if bias:
+        nodes.append(helper.make_node("Add", ["bias", "m"], ["q"], name="bias_add"))
+        last = "q"
+    nodes += [helper.make_node("Reshape", [last, "s2"], ["e"], name="merge2"),
+              helper.make_node("Relu", ["e"], ["y"], name="post")]
+    rows = b * h * wh * w * ww
+    return _graph(nodes, [_vi("x", [b, h * wh, w * ww, ch])], [_vi("y", [rows, 3 * ch])], inits)
+
+
+@pytest.mark.parametrize("perm, bias, want", [
+    # Twins-SVT's window partition read by the qkv projection: MatMulAddFusion's 2-D input Reshape ends the chain
+    ((0, 1, 3, 2, 4, 5), True, "npu"),
+    # no bias Add: no Gemm, no Reshape after the Transpose
+    ((0, 1, 3, 2, 4, 5), False, "cpu"),
+    # the Transpose moves the unit dim
+    ((1, 0, 3, 2, 4, 5), True, "cpu"),
+])
+def test_qnn_rank6_chain_may_end_in_a_matmul_with_its_bias_add(perm, bias, want):
+    """q.Reshape.ctx=rank6_gemm.* probes (v73 and v68): Reshape -> Transpose -> MatMul + bias Add builds."""
+    model = _rank6_gemm_chain((1, 8, 7, 8, 7, 16), perm, bias)
+    [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    split = [n for n in r.nodes if n.name == "split6"][0]
+    assert split.verdict == want, _reasons(split)
+    if want == "cpu":
+        assert "rank6_unit_dim_chain" in [x.rule for x in split.reasons], _reasons(split)
+
+
 def _rank6_matmul(bias_first):
     inits = [numpy_helper.from_array(np.ones((16, 24), np.float32), "w"),
              numpy_helper.from_array(np.ones((24,), np.float32), "bias")]
