@@ -166,5 +166,43 @@ def rank6_gemm_chain_extra(c: Collector) -> None:
               kind="context", focus=["split6", "transpose6", "focus_matmul"] + (["focus_bias"] if bias else []))
 
 
+#: (label, rank of the tensor the first Reshape reads, what sits between the two Reshapes): MViTv2's rel-pos
+#: bias, added in rank 6 and reshaped back to (1, 1, 3136, 196), then Expanded to its own shape and reshaped
+#: again for the ScatterND that writes it into the attention
+MERGED_RESHAPES = (
+    ("r6.direct", 6, None),
+    ("r6.noop_expand", 6, "Expand"),
+    ("r6.relu", 6, "Relu"),
+    ("r5.direct", 5, None),
+)
+
+
+def _merged_reshapes(rank: int, between: str | None) -> GraphBuilder:
+    """x (1, 1, 64, 16) -> Reshape to rank ``rank`` -> Sigmoid -> Reshape back -> [``between``] -> Reshape to
+    (1, 64, 16) -> Relu. The Sigmoid of a rank-6 tensor fails, so the Reshape back reads a CPU result."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 1, 64, 16])], name="pre_relu")
+    shape = [1, 1, 8, 8, 4, 4] if rank == 6 else [1, 8, 8, 4, 4]
+    x = gb.node("Reshape", [x, gb.ints(shape)], name="split")
+    x = gb.node("Sigmoid", [x], name="mid_sigmoid")
+    x = gb.node("Reshape", [x, gb.ints([1, 1, 64, 16])], name="back")
+    if between == "Expand":
+        x = gb.node("Expand", [x, gb.ints([1, 1, 64, 16])], name="noop_expand")
+    elif between:
+        x = gb.node(between, [x], name="between")
+    x = gb.node("Reshape", [x, gb.ints([1, 64, 16])], name="focus_reshape")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def merged_reshapes_extra(c: Collector) -> None:
+    """A Reshape reading a Reshape (directly or through a no-op Expand): onnxruntime merges the two, so the second
+    goes where a Reshape of the first one's input goes (MERGED_RESHAPES)."""
+    for label, rank, between in MERGED_RESHAPES:
+        c.add("q.Reshape.ctx=merged.%s.f32.r4" % label, "Reshape", _merged_reshapes(rank, between), kind="context",
+              focus=["back", "focus_reshape"] + (["noop_expand"] if between == "Expand" else []))
+
+
 QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra,
-                                                   matmul_bias_reshape_extra, rank6_gemm_chain_extra]
+                                                   matmul_bias_reshape_extra, rank6_gemm_chain_extra,
+                                                   merged_reshapes_extra]

@@ -825,9 +825,17 @@ def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: 
     last may be a MatMul by a rank-2 matrix whose only reader is a bias Add (onnxruntime's MatMulAddFusion
     flattens its input to 2-D with a Reshape of its own: Twins-SVT's window projection). A Reshape of such a
     MatMul's bias Add reshapes the Gemm's 2-D result (the fusion's Reshape back merges into it): only its
-    result counts."""
-    data = [t for t in (node.inputs[:1] if node.op_type == "Reshape" else node.inputs) if t]
-    if _reads_gemm_result(graph, node):
+    result counts. A Reshape that is the only reader of another Reshape (directly or through a no-op the
+    pre-passes removed) is merged with it by onnxruntime: the merged Reshape reads the first one's input
+    (MViTv2's rel-pos bias reshaped back from rank 6, Expanded to its own shape and reshaped again)."""
+    src = node  # the Reshape whose input this one reads once onnxruntime merges contiguous Reshapes
+    if node.op_type == "Reshape" and node.inputs:
+        prev = _producer(graph, node.inputs[0])
+        if (prev is not None and prev.op_type == "Reshape" and prev.outputs
+                and _sole_reader(graph, prev.outputs[0]) is node):
+            src = prev
+    data = [t for t in (src.inputs[:1] if node.op_type == "Reshape" else node.inputs) if t]
+    if _reads_gemm_result(graph, src):
         data = []  # it reshapes the Gemm's 2-D result
     ranks = {t: _rank(graph, t) for t in data + [o for o in node.outputs if o]}
     if not any(r is not None and r >= 6 for r in ranks.values()):
@@ -839,15 +847,18 @@ def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: 
     if node.op_type == "Transpose":
         transpose = node
     elif node.op_type == "Reshape":
-        out, inp = node.outputs[0] if node.outputs else "", node.inputs[0] if node.inputs else ""
+        out, inp = node.outputs[0] if node.outputs else "", src.inputs[0] if src.inputs else ""
         if (ranks.get(out) or 0) >= 6:
             transpose = _sole_reader(graph, out)
         elif (ranks.get(inp) or 0) >= 6:
             transpose = _producer(graph, inp)
             if transpose is not None and (not transpose.outputs
-                                          or _sole_reader(graph, transpose.outputs[0]) is not node):
+                                          or _sole_reader(graph, transpose.outputs[0]) is not src):
                 transpose = None
     if transpose is None or transpose.op_type != "Transpose":
+        if src is not node:
+            return (f"onnxruntime merges it with the Reshape '{src.name}' it reads, and the merged Reshape has a "
+                    "rank-6 tensor outside a rank-6 Reshape -> Transpose -> Reshape chain")
         return "it has a rank-6 tensor and is not part of a rank-6 Reshape -> Transpose -> Reshape chain"
     first = _producer(graph, transpose.inputs[0]) if transpose.inputs else None
     last = _sole_reader(graph, transpose.outputs[0]) if transpose.outputs else None

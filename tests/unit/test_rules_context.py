@@ -917,6 +917,39 @@ def test_qnn_rank6_chain_may_end_in_a_matmul_with_its_bias_add(perm, bias, want)
         assert "rank6_unit_dim_chain" in [x.rule for x in split.reasons], _reasons(split)
 
 
+@pytest.mark.parametrize("rank, between, want", [
+    ((6), None, "cpu"),          # merged with the Reshape back from rank 6 (which fails)
+    ((6), "Expand", "cpu"),      # through a no-op Expand onnxruntime removes first
+    ((6), "Relu", "npu"),        # an op between: no merge
+    ((5), None, "npu"),          # the first Reshape reads rank 5: nothing fails
+])
+def test_qnn_a_reshape_merged_with_a_failing_rank6_reshape_fails_with_it(rank, between, want):
+    """q.Reshape.ctx=merged.* probes (v73 and v68; MViTv2's rel-pos bias Reshape -> Expand -> Reshape)."""
+    shape = [1, 1, 8, 8, 4, 4] if rank == 6 else [1, 8, 8, 4, 4]
+    inits = [numpy_helper.from_array(np.array(shape, dtype=np.int64), "s6"),
+             numpy_helper.from_array(np.array([1, 1, 64, 16], dtype=np.int64), "s4"),
+             numpy_helper.from_array(np.array([1, 64, 16], dtype=np.int64), "s3")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Reshape", ["a", "s6"], ["b"], name="split"),
+             helper.make_node("Sigmoid", ["b"], ["c"], name="mid"),
+             helper.make_node("Reshape", ["c", "s4"], ["d"], name="back")]
+    last = "d"
+    if between == "Expand":
+        nodes.append(helper.make_node("Expand", ["d", "s4"], ["e"], name="between"))
+        last = "e"
+    elif between:
+        nodes.append(helper.make_node(between, ["d"], ["e"], name="between"))
+        last = "e"
+    nodes += [helper.make_node("Reshape", [last, "s3"], ["f"], name="focus"),
+              helper.make_node("Relu", ["f"], ["y"], name="post")]
+    model = _graph(nodes, [_vi("x", [1, 1, 64, 16])], [_vi("y", [1, 64, 16])], inits)
+    [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    focus = [n for n in r.nodes if n.name == "focus"][0]
+    assert focus.verdict == want, _reasons(focus)
+    if want == "cpu":
+        assert "rank6_unit_dim_chain" in [x.rule for x in focus.reasons], _reasons(focus)
+
+
 def _rank6_matmul(bias_first):
     inits = [numpy_helper.from_array(np.ones((16, 24), np.float32), "w"),
              numpy_helper.from_array(np.ones((24,), np.float32), "bias")]

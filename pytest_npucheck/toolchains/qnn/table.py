@@ -427,7 +427,7 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
         ]
         # rank-6 tensors whose leading dim is not 1 (Hiera's token unroll: q.Transpose.ctx=unroll.*)
         relu_split = [r"q\.Transpose\.ctx=unroll\.s16\.c8\.b2\.relu"]
-        chain6 = [r"q\.Reshape\.ctx=rank6\.", r"q\.Reshape\.ctx=rank6_gemm\."]
+        chain6 = [r"q\.Reshape\.ctx=rank6\.", r"q\.Reshape\.ctx=rank6_gemm\.", r"q\.Reshape\.ctx=merged\."]
         r6note = ("HTP has no rank-6 Reshape or Transpose: the QNN EP builds a Reshape -> Transpose -> Reshape "
                   "chain through rank-6 tensors in rank 5 when the Transpose keeps a dim of size 1 in place "
                   "(Hiera's first unroll block (1, 28, 2, 28, 2, C), MViTv2's (1, 1, 56, 56, 14, 14), Swin's "
