@@ -203,6 +203,50 @@ def merged_reshapes_extra(c: Collector) -> None:
               focus=["back", "focus_reshape"] + (["noop_expand"] if between == "Expand" else []))
 
 
+#: (label, rank-4 input, high-rank shape, Transpose perm): Swin3D's window partition, (1, 8, 56, 56, 96) as
+#: (1, 4, 2, 8, 7, 8, 7, 96) with the window axes moved together, every leading dim 1 kept in place
+HIGH_RANK = (
+    ("r8.lead1", (1, 8, 56, 96), (1, 4, 2, 8, 7, 8, 7, 96), (0, 1, 3, 5, 2, 4, 6, 7)),
+    ("r7.lead1", (1, 8, 56, 96), (1, 8, 8, 7, 8, 7, 96), (0, 1, 2, 4, 3, 5, 6)),
+    ("r7.lead1.unit2", (1, 8, 56, 96), (1, 1, 8, 7, 64, 7, 12), (0, 1, 2, 4, 3, 5, 6)),
+)
+
+
+def high_rank_chain_extra(c: Collector) -> None:
+    """Reshape -> Transpose -> Reshape through rank 7 and 8 with a leading 1 (and a second unit dim) kept in place
+    (HIGH_RANK): dropping one unit dim cannot bring them to rank 5."""
+    for label, shape4, shape_hi, perm in HIGH_RANK:
+        c.add("q.Transpose.ctx=high_rank.%s.f32.r%d" % (label, len(shape_hi)), "Transpose",
+              _rank6(shape4, shape_hi, perm, None), kind="context", focus=["split6", "transpose6", "merge6"])
+
+
+#: (label, input shape, bias Add): Swin3D's patch merging projects (1, 4, 14, 14, 384) to 192 without a bias
+MATMUL_RANK = (
+    ("r5.nobias", (1, 4, 14, 14, 384), False),
+    ("r5.bias", (1, 4, 14, 14, 384), True),
+    ("r5.small.nobias", (1, 2, 4, 4, 32), False),
+    ("r4.nobias", (4, 14, 14, 384), False),
+)
+
+
+def _matmul_rank(shape: tuple[int, ...], bias: bool) -> GraphBuilder:
+    """Relu -> MatMul by a (C, C/2) weight [-> Add bias] -> Relu."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", list(shape))], name="pre_relu")
+    x = gb.node("MatMul", [x, gb.weight([shape[-1], shape[-1] // 2])], name="focus_matmul")
+    if bias:
+        x = gb.node("Add", [x, gb.weight([shape[-1] // 2])], name="focus_bias")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def matmul_rank_extra(c: Collector) -> None:
+    """A MatMul of rank-5 activations by a constant matrix, with and without a bias Add (MATMUL_RANK)."""
+    for label, shape, bias in MATMUL_RANK:
+        c.add("q.MatMul.ctx=rank.%s.f32.r%d" % (label, len(shape)), "MatMul", _matmul_rank(shape, bias),
+              kind="context", focus=["focus_matmul"] + (["focus_bias"] if bias else []))
+
+
 QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra,
                                                    matmul_bias_reshape_extra, rank6_gemm_chain_extra,
-                                                   merged_reshapes_extra]
+                                                   merged_reshapes_extra, high_rank_chain_extra, matmul_rank_extra]

@@ -950,6 +950,35 @@ def test_qnn_a_reshape_merged_with_a_failing_rank6_reshape_fails_with_it(rank, b
         assert "rank6_unit_dim_chain" in [x.rule for x in focus.reasons], _reasons(focus)
 
 
+@pytest.mark.parametrize("shape4, shape_hi, perm", [
+    ((1, 8, 56, 96), (1, 4, 2, 8, 7, 8, 7, 96), (0, 1, 3, 5, 2, 4, 6, 7)),
+    ((1, 8, 56, 96), (1, 1, 8, 7, 64, 7, 12), (0, 1, 2, 4, 3, 5, 6)),
+])
+def test_qnn_rank7_and_rank8_transposes_run_on_the_cpu_whatever_their_leading_dims(shape4, shape_hi, perm):
+    """q.Transpose.ctx=high_rank.* probes (v73 and v68): Swin3D's rank-8 window partition."""
+    [r] = check_graph(facts_from_model(_rank6_chain(shape4, shape_hi, perm)), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    got = {n.name: n.verdict for n in r.nodes}
+    assert (got["split6"], got["transpose6"], got["merge6"]) == ("cpu", "cpu", "cpu"), got
+
+
+@pytest.mark.parametrize("shape, bias, want", [
+    ((1, 4, 14, 14, 384), False, "cpu"), ((1, 4, 14, 14, 384), True, "npu"), ((4, 14, 14, 384), False, "npu")])
+def test_qnn_rank5_matmul_by_a_matrix_needs_its_bias_add(shape, bias, want):
+    """q.MatMul.ctx=rank.* probes (v73 and v68): Swin3D's patch-merging reduction without a bias fails."""
+    c = shape[-1]
+    inits = [numpy_helper.from_array(np.ones((c, c // 2), np.float32), "w"),
+             numpy_helper.from_array(np.ones((c // 2,), np.float32), "bias")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"), helper.make_node("MatMul", ["a", "w"], ["m"], name="mm")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["m", "bias"], ["b"], name="bias_add"))
+    nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="post"))
+    out = list(shape[:-1]) + [c // 2]
+    [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", list(shape))], [_vi("y", out)], inits)),
+                      [CATALOG.table("qnn@2.51.0/htp-v73")])
+    mm = [n for n in r.nodes if n.name == "mm"][0]
+    assert mm.verdict == want, _reasons(mm)
+
+
 def _rank6_matmul(bias_first):
     inits = [numpy_helper.from_array(np.ones((16, 24), np.float32), "w"),
              numpy_helper.from_array(np.ones((24,), np.float32), "bias")]

@@ -326,6 +326,13 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                              "the Add it is not added to the QNN graph ('Failed to add node.')")
                       for t in ("input", "output")
                       for extra in (sub("feeds_only", ops=["Add"], any_input=True),)],
+                    C("any_of", [r"q\.MatMul\.ctx=rank\."], constraints=[
+                        sub("rank", tensor="input", index=0, max=4), sub("rank", tensor="input", index=1, min=3),
+                        sub("feeds_only", ops=["Add"], any_input=True)],
+                      note="a rank-5 input times a matrix (rank 2) is not added without a bias Add ('Failed to add "
+                           "fused Matmul node.': Swin3D's patch-merging reduction (1, 4, 14, 14, 384) x (384, 192)); "
+                           "with the bias Add it is onnxruntime's 2-D Gemm, on the NPU; rank-4 inputs, and rank 5 "
+                           "times rank 5, ran on the NPU"),
                     probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                             r"prepass\.const_transpose_weight", r"opset\.\d+\.matmul"],
                     note="MatMul followed by Add of a 1-D constant is fused into Gemm by "
@@ -444,7 +451,11 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                            sub("rank6_unit_dim_chain")],
               note=r6note + "; a rank-6 Transpose with a leading dim of 1 outside such a chain ran on the NPU "
                             "in NesT (perm (3, 0, 4, 1, 2, 5) between a CPU Reshape and a CPU Split) but not "
-                            "in the q.Reshape.ctx=rank6.* probes (errata): the leading-dim form is kept")]
+                            "in the q.Reshape.ctx=rank6.* probes (errata): the leading-dim form is kept"),
+            C("rank", [r"q\.Transpose\.ctx=high_rank\."], tensor="input", index=0, max=6,
+              note="rank 7 or 8 runs on the CPU whatever its leading dims ('Failed to add node.': Swin3D's window "
+                   "partition (1, 4, 2, 8, 7, 8, 7, 96) with every leading 1 kept in place; dropping one unit dim "
+                   "cannot bring it to rank 5)")]
         rules["Reshape"]["constraints"] = list(rules["Reshape"]["constraints"]) + [
             C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)] + [
             C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
