@@ -211,6 +211,7 @@ def _eliminate_noop_expand_slice(graph: GraphFacts, pre: PrepassResult) -> None:
         if why is None:
             continue
         pre.folded[node.index] = why
+        pre.passed_on.add(node.index)  # the context rules look through it (MViTv2's Reshape -> Expand -> Reshape)
         pre.forwarded[node.outputs[0]] = pre.forwarded.get(node.inputs[0], node.inputs[0])
 
 

@@ -132,5 +132,121 @@ def matmul_bias_reshape_extra(c: Collector) -> None:
               kind="context", focus=["focus_matmul", "focus_bias", "focus_view"])
 
 
+#: (label, rank-6 shape, Transpose perm, bias Add after the MatMul): Twins-SVT's locally-grouped attention
+#: partitions (1, 56, 56, C) into (1, 8, 7, 8, 7, C) windows, swaps the middle axes and projects qkv
+RANK6_GEMM = (
+    ("keep.bias", (1, 8, 7, 8, 7, 16), (0, 1, 3, 2, 4, 5), True),
+    ("keep.nobias", (1, 8, 7, 8, 7, 16), (0, 1, 3, 2, 4, 5), False),
+    ("moved.bias", (1, 8, 7, 8, 7, 16), (1, 0, 3, 2, 4, 5), True),
+    ("lead2.keep.bias", (2, 4, 7, 1, 7, 16), (0, 1, 3, 2, 4, 5), True),
+)
+
+
+def _rank6_gemm(shape6: tuple[int, ...], perm: tuple[int, ...], bias: bool) -> GraphBuilder:
+    """Relu -> Reshape to ``shape6`` -> Transpose ``perm`` -> MatMul by a (C, 3C) weight [-> Add bias] ->
+    Reshape to (rows, 3C) -> Relu."""
+    gb = GraphBuilder(17)
+    b, h, wh, w, ww, ch = shape6
+    x = gb.node("Relu", [gb.input("x", "float32", [b, h * wh, w * ww, ch])], name="pre_relu")
+    x = gb.node("Reshape", [x, gb.ints(list(shape6))], name="split6")
+    x = gb.node("Transpose", [x], perm=list(perm), name="transpose6")
+    x = gb.node("MatMul", [x, gb.weight([ch, 3 * ch])], name="focus_matmul")
+    if bias:
+        x = gb.node("Add", [gb.weight([3 * ch]), x], name="focus_bias")
+    x = gb.node("Reshape", [x, gb.ints([-1, 3 * ch])], name="merge2")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def rank6_gemm_chain_extra(c: Collector) -> None:
+    """A rank-6 Reshape -> Transpose read by a MatMul (RANK6_GEMM): with a bias Add, MatMulAddFusion flattens
+    the MatMul's input to 2-D, a Reshape that ends the chain as a Reshape back would."""
+    for label, shape6, perm, bias in RANK6_GEMM:
+        c.add("q.Reshape.ctx=rank6_gemm.%s.f32.r6" % label, "Reshape", _rank6_gemm(shape6, perm, bias),
+              kind="context", focus=["split6", "transpose6", "focus_matmul"] + (["focus_bias"] if bias else []))
+
+
+#: (label, rank of the tensor the first Reshape reads, what sits between the two Reshapes): MViTv2's rel-pos
+#: bias, added in rank 6 and reshaped back to (1, 1, 3136, 196), then Expanded to its own shape and reshaped
+#: again for the ScatterND that writes it into the attention
+MERGED_RESHAPES = (
+    ("r6.direct", 6, None),
+    ("r6.noop_expand", 6, "Expand"),
+    ("r6.relu", 6, "Relu"),
+    ("r5.direct", 5, None),
+)
+
+
+def _merged_reshapes(rank: int, between: str | None) -> GraphBuilder:
+    """x (1, 1, 64, 16) -> Reshape to rank ``rank`` -> Sigmoid -> Reshape back -> [``between``] -> Reshape to
+    (1, 64, 16) -> Relu. The Sigmoid of a rank-6 tensor fails, so the Reshape back reads a CPU result."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", [1, 1, 64, 16])], name="pre_relu")
+    shape = [1, 1, 8, 8, 4, 4] if rank == 6 else [1, 8, 8, 4, 4]
+    x = gb.node("Reshape", [x, gb.ints(shape)], name="split")
+    x = gb.node("Sigmoid", [x], name="mid_sigmoid")
+    x = gb.node("Reshape", [x, gb.ints([1, 1, 64, 16])], name="back")
+    if between == "Expand":
+        x = gb.node("Expand", [x, gb.ints([1, 1, 64, 16])], name="noop_expand")
+    elif between:
+        x = gb.node(between, [x], name="between")
+    x = gb.node("Reshape", [x, gb.ints([1, 64, 16])], name="focus_reshape")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def merged_reshapes_extra(c: Collector) -> None:
+    """A Reshape reading a Reshape (directly or through a no-op Expand): onnxruntime merges the two, so the second
+    goes where a Reshape of the first one's input goes (MERGED_RESHAPES)."""
+    for label, rank, between in MERGED_RESHAPES:
+        c.add("q.Reshape.ctx=merged.%s.f32.r4" % label, "Reshape", _merged_reshapes(rank, between), kind="context",
+              focus=["back", "focus_reshape"] + (["noop_expand"] if between == "Expand" else []))
+
+
+#: (label, rank-4 input, high-rank shape, Transpose perm): Swin3D's window partition, (1, 8, 56, 56, 96) as
+#: (1, 4, 2, 8, 7, 8, 7, 96) with the window axes moved together, every leading dim 1 kept in place
+HIGH_RANK = (
+    ("r8.lead1", (1, 8, 56, 96), (1, 4, 2, 8, 7, 8, 7, 96), (0, 1, 3, 5, 2, 4, 6, 7)),
+    ("r7.lead1", (1, 8, 56, 96), (1, 8, 8, 7, 8, 7, 96), (0, 1, 2, 4, 3, 5, 6)),
+    ("r7.lead1.unit2", (1, 8, 56, 96), (1, 1, 8, 7, 64, 7, 12), (0, 1, 2, 4, 3, 5, 6)),
+)
+
+
+def high_rank_chain_extra(c: Collector) -> None:
+    """Reshape -> Transpose -> Reshape through rank 7 and 8 with a leading 1 (and a second unit dim) kept in place
+    (HIGH_RANK): dropping one unit dim cannot bring them to rank 5."""
+    for label, shape4, shape_hi, perm in HIGH_RANK:
+        c.add("q.Transpose.ctx=high_rank.%s.f32.r%d" % (label, len(shape_hi)), "Transpose",
+              _rank6(shape4, shape_hi, perm, None), kind="context", focus=["split6", "transpose6", "merge6"])
+
+
+#: (label, input shape, bias Add): Swin3D's patch merging projects (1, 4, 14, 14, 384) to 192 without a bias
+MATMUL_RANK = (
+    ("r5.nobias", (1, 4, 14, 14, 384), False),
+    ("r5.bias", (1, 4, 14, 14, 384), True),
+    ("r5.small.nobias", (1, 2, 4, 4, 32), False),
+    ("r4.nobias", (4, 14, 14, 384), False),
+)
+
+
+def _matmul_rank(shape: tuple[int, ...], bias: bool) -> GraphBuilder:
+    """Relu -> MatMul by a (C, C/2) weight [-> Add bias] -> Relu."""
+    gb = GraphBuilder(17)
+    x = gb.node("Relu", [gb.input("x", "float32", list(shape))], name="pre_relu")
+    x = gb.node("MatMul", [x, gb.weight([shape[-1], shape[-1] // 2])], name="focus_matmul")
+    if bias:
+        x = gb.node("Add", [x, gb.weight([shape[-1] // 2])], name="focus_bias")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def matmul_rank_extra(c: Collector) -> None:
+    """A MatMul of rank-5 activations by a constant matrix, with and without a bias Add (MATMUL_RANK)."""
+    for label, shape, bias in MATMUL_RANK:
+        c.add("q.MatMul.ctx=rank.%s.f32.r%d" % (label, len(shape)), "MatMul", _matmul_rank(shape, bias),
+              kind="context", focus=["focus_matmul"] + (["focus_bias"] if bias else []))
+
+
 QNN_FAMILIES: list[Callable[[Collector], None]] = [unroll_extra, rank6_chain_extra, rank6_matmul_extra,
-                                                   matmul_bias_reshape_extra]
+                                                   matmul_bias_reshape_extra, rank6_gemm_chain_extra,
+                                                   merged_reshapes_extra, high_rank_chain_extra, matmul_rank_extra]

@@ -877,6 +877,45 @@ def _sole_reader(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
     return readers[0]
 
 
+def _gemm_flattens(graph: GraphFacts, node: NodeFact, tensor: str) -> bool:
+    """``node`` is a MatMul of ``tensor`` by a rank-2 matrix whose only reader is an Add: onnxruntime's
+    MatMulAddFusion makes the pair a Gemm of ``tensor`` flattened to 2-D by a Reshape of its own (probes
+    q.Reshape.ctx=rank6_gemm.*, q.MatMul.ctx=rank6.*)."""
+    if node.op_type != "MatMul" or len(node.inputs) < 2 or node.inputs[0] != tensor or not node.outputs:
+        return False
+    reader = _sole_reader(graph, node.outputs[0])
+    return reader is not None and reader.op_type == "Add" and _rank(graph, node.inputs[1]) == 2
+
+
+def _reads_gemm_result(graph: GraphFacts, node: NodeFact) -> bool:
+    """``node`` is a Reshape of a MatMul's bias Add that MatMulAddFusion makes a Gemm (:func:`_gemm_flattens`) and
+    that only it reads: the fusion's Reshape back merges into it, so it reshapes the Gemm's 2-D result."""
+    if node.op_type != "Reshape" or not node.inputs:
+        return False
+    add = _producer(graph, node.inputs[0])
+    if add is None or add.op_type != "Add" or not add.outputs or _sole_reader(graph, add.outputs[0]) is not node:
+        return False
+    for t in add.inputs:
+        mm = _producer(graph, t) if t else None
+        if mm is not None and mm.op_type == "MatMul" and _gemm_flattens(graph, mm, mm.inputs[0]):
+            return True
+    return False
+
+
+@rule("matmul_add_gemm", "context", local=False, words=_words)
+def rule_matmul_add_gemm(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is the bias Add of a MatMul by a rank-2 matrix that only it reads, and a Reshape is its only reader:
+    the compiler's MatMulAddFusion makes the pair a Gemm of 2-D tensors whose Reshape back merges into that
+    Reshape (what rank the Add has in the graph does not reach the device)."""
+    if node.op_type != "Add" or not node.outputs:
+        return "it is not an Add"
+    reader = _sole_reader(graph, node.outputs[0])
+    if reader is None or not _reads_gemm_result(graph, reader):
+        return ("it is not a MatMul's bias Add read only by a Reshape (onnxruntime's MatMulAddFusion would make "
+                "it a 2-D Gemm)")
+    return None
+
+
 @rule("rank6_unit_dim_chain", "context", local=False, words=_words)
 def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """a rank-6 tensor in or out belongs to a Reshape -> Transpose -> Reshape chain whose Transpose keeps
@@ -884,8 +923,22 @@ def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: 
 
     Nodes with no rank-6 input or output pass. The chain's rank-6 tensors must each have one reader,
     the first Reshape's input and the last Reshape's result a rank of at most 5; a tensor of rank 7 or
-    more always fails. The first node may be a Gather with a rank-6 result (its own entry judges it)."""
-    data = [t for t in (node.inputs[:1] if node.op_type == "Reshape" else node.inputs) if t]
+    more always fails. The first node may be a Gather with a rank-6 result (its own entry judges it); the
+    last may be a MatMul by a rank-2 matrix whose only reader is a bias Add (onnxruntime's MatMulAddFusion
+    flattens its input to 2-D with a Reshape of its own: Twins-SVT's window projection). A Reshape of such a
+    MatMul's bias Add reshapes the Gemm's 2-D result (the fusion's Reshape back merges into it): only its
+    result counts. A Reshape that is the only reader of another Reshape (directly or through a no-op the
+    pre-passes removed) is merged with it by onnxruntime: the merged Reshape reads the first one's input
+    (MViTv2's rel-pos bias reshaped back from rank 6, Expanded to its own shape and reshaped again)."""
+    src = node  # the Reshape whose input this one reads once onnxruntime merges contiguous Reshapes
+    if node.op_type == "Reshape" and node.inputs:
+        prev = _producer(graph, node.inputs[0])
+        if (prev is not None and prev.op_type == "Reshape" and prev.outputs
+                and _sole_reader(graph, prev.outputs[0]) is node):
+            src = prev
+    data = [t for t in (src.inputs[:1] if node.op_type == "Reshape" else node.inputs) if t]
+    if _reads_gemm_result(graph, src):
+        data = []  # it reshapes the Gemm's 2-D result
     ranks = {t: _rank(graph, t) for t in data + [o for o in node.outputs if o]}
     if not any(r is not None and r >= 6 for r in ranks.values()):
         return None
@@ -896,24 +949,31 @@ def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: 
     if node.op_type == "Transpose":
         transpose = node
     elif node.op_type == "Reshape":
-        out, inp = node.outputs[0] if node.outputs else "", node.inputs[0] if node.inputs else ""
+        out, inp = node.outputs[0] if node.outputs else "", src.inputs[0] if src.inputs else ""
         if (ranks.get(out) or 0) >= 6:
             transpose = _sole_reader(graph, out)
         elif (ranks.get(inp) or 0) >= 6:
             transpose = _producer(graph, inp)
             if transpose is not None and (not transpose.outputs
-                                          or _sole_reader(graph, transpose.outputs[0]) is not node):
+                                          or _sole_reader(graph, transpose.outputs[0]) is not src):
                 transpose = None
     if transpose is None or transpose.op_type != "Transpose":
+        if src is not node:
+            return (f"onnxruntime merges it with the Reshape '{src.name}' it reads, and the merged Reshape has a "
+                    "rank-6 tensor outside a rank-6 Reshape -> Transpose -> Reshape chain")
         return "it has a rank-6 tensor and is not part of a rank-6 Reshape -> Transpose -> Reshape chain"
     first = _producer(graph, transpose.inputs[0]) if transpose.inputs else None
     last = _sole_reader(graph, transpose.outputs[0]) if transpose.outputs else None
+    gemm = last is not None and _gemm_flattens(graph, last, transpose.outputs[0])
     if (first is None or first.op_type not in ("Reshape", "Gather")
-            or _sole_reader(graph, first.outputs[0]) is not transpose or last is None or last.op_type != "Reshape"):
+            or _sole_reader(graph, first.outputs[0]) is not transpose or last is None
+            or (last.op_type != "Reshape" and not gemm)):
         return (f"its Transpose '{transpose.name}' is not between two Reshapes that only it links "
-                "(a rank-6 Reshape -> Transpose -> Reshape chain)")
-    if (first.op_type == "Reshape" and (_rank(graph, first.inputs[0]) or 6) > 5) or (
-            (_rank(graph, last.outputs[0]) or 6) > 5):
+                "(a rank-6 Reshape -> Transpose -> Reshape chain; a MatMul with a bias Add, which "
+                "onnxruntime makes a Gemm of the input flattened to 2-D, counts as the last Reshape)")
+    if (first.op_type == "Reshape" and not _reads_gemm_result(graph, first)
+            and (_rank(graph, first.inputs[0]) or 6) > 5) or (
+            not gemm and (_rank(graph, last.outputs[0]) or 6) > 5):
         return f"the chain through Transpose '{transpose.name}' starts or ends at rank 6"
     info = graph.tensor(transpose.inputs[0])
     perm = list(transpose.attrs.get("perm") or [])

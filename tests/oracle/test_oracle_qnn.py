@@ -159,6 +159,48 @@ def test_map_placement_a_removed_node_whose_reader_stays_was_eliminated() -> Non
     assert m["via"]["mul"] == "fused into inv (Div)"
 
 
+def test_map_placement_a_folded_shape_computation_is_folded_when_a_fusion_took_its_value() -> None:
+    """Twins-SVT's window attention (timm twins_svt_small, TorchScript): the target of the Reshape after
+    the qkv MatMul is computed from the Shape of a Pad whose pads are constants. onnxruntime folds the
+    chain (the same Cast also feeds an earlier Reshape target, which stays an initializer), then merges
+    MatMulAddFusion's Reshape back with that Reshape into a new one with a new constant target. The
+    shape chain ran at load time: folded, not "fused into" the CPU Reshape; the Add is fused into it."""
+    nodes = [_n("pad", "Pad", ["x", "pads"], ["p"]),
+             _n("shape", "Shape", ["p"], ["s"]),
+             _n("gather", "Gather", ["s", "i1"], ["h"]),
+             _n("div", "Div", ["h", "seven"], ["d"]),
+             _n("cast", "Cast", ["d"], ["c"]),
+             _n("unsq", "Unsqueeze", ["c", "ax"], ["u"]),
+             _n("concat", "Concat", ["one", "u", "seven1"], ["t1"]),    # folded: its value stays
+             _n("rs", "Reshape", ["p", "t1"], ["r"]),
+             _n("mm", "MatMul", ["r", "w"], ["m"]),
+             _n("add", "Add", ["b", "m"], ["a"]),
+             _n("mul", "Mul", ["c", "c"], ["cc"]),                      # folded too (constant inputs)
+             _n("unsq2", "Unsqueeze", ["cc", "ax"], ["u2"]),
+             _n("concat2", "Concat", ["one", "u2", "k"], ["t2"]),
+             _n("rs2", "Reshape", ["a", "t2"], ["out"])]
+    l1 = {"nodes": [_n("pad", "Pad", ["x", "pads"], ["p"]),
+                    _n("rs", "Reshape", ["p", "t1"], ["r"]),
+                    _n("gemm_input_reshape", "Reshape", ["r", "gs"], ["g"]),
+                    _n("mm/MatMulAddFusion", "Gemm", ["g", "w", "b"], ["ga"]),
+                    _n("gemm_output_reshape_new_reshape", "Reshape", ["ga", "new_shape"], ["out"])],
+          "initializers": ["pads", "t1", "gs", "w", "b", "new_shape"], "inputs": ["x"]}
+    assignment = [{"ep": "QNNExecutionProvider", "nodes": [
+        {"name": n, "op_type": "x"} for n in ("pad", "rs", "gemm_input_reshape", "mm/MatMulAddFusion")]},
+        {"ep": "CPUExecutionProvider", "nodes": [{"name": "gemm_output_reshape_new_reshape",
+                                                  "op_type": "Reshape"}]}]
+    m = oracle.map_placement(nodes, assignment, l1)
+    assert m["placement"] == {"pad": "npu", "shape": "folded", "gather": "folded", "div": "folded",
+                              "cast": "folded", "unsq": "folded", "concat": "folded", "rs": "npu",
+                              "mm": "npu", "add": "cpu", "mul": "folded", "unsq2": "folded",
+                              "concat2": "folded", "rs2": "cpu"}
+    assert m["via"]["shape"] == m["via"]["concat2"] == "constant-folded by onnxruntime before partitioning"
+    assert m["via"]["add"] == "fused into gemm_output_reshape_new_reshape (Reshape)"
+    # without the graph inputs nothing tells an initializer from data: only what reaches a folded value
+    m2 = oracle.map_placement(nodes, assignment, {k: v for k, v in l1.items() if k != "inputs"})
+    assert (m2["placement"]["cast"], m2["placement"]["concat2"]) == ("folded", "cpu")
+
+
 def test_map_placement_prefers_own_name_and_folds_constants() -> None:
     """A function op the CPU-only optimized graph inlined, but the QNN EP took whole, is
     placed by its own name; a Constant node is data."""

@@ -131,3 +131,73 @@ def test_real_placement_of_reshape_targets_and_shapes_onnxruntime_cannot_infer(t
     assert real["vits"].placement["focus_concat"] == "folded" and real["vits"].placement["focus_reshape"] == "npu"
     assert real["two"].placement["focus_reshape"] == "cpu"
     assert real["width"].placement["focus_reshape"] == "cpu"
+
+
+def _twins_window_attention():
+    """Twins-SVT's locally-grouped attention as TorchScript writes it, cut down: x (1, 56, 56, 16) padded by
+    constant pads, the window count read back from the Shape of the Pad (Shape -> Gather -> Div -> Cast ->
+    Unsqueeze -> Concat), the rank-6 window partition, the qkv MatMul + bias and its Reshape to rank 5."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def i64(name, v):
+        return numpy_helper.from_array(np.array(v, dtype=np.int64), name)
+
+    inits = [i64("pads", [0, 0, 0, 0, 0, 0, 0, 0]), i64("one", 1), i64("two", 2), i64("seven", 7),
+             i64("ax0", [0]), i64("c1", [1]), i64("c7", [7]), i64("c16", [16]), i64("c49", [49]), i64("c48", [48]),
+             numpy_helper.from_array(np.random.default_rng(0).standard_normal((16, 48)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.linspace(-1, 1, 48, dtype=np.float32), "bias")]
+    nodes = [helper.make_node("Relu", ["x"], ["xr"], name="pre"),
+             helper.make_node("Pad", ["xr", "pads"], ["p"], name="Pad"),
+             helper.make_node("Shape", ["p"], ["s"], name="Shape_1"),
+             helper.make_node("Gather", ["s", "one"], ["h"], name="Gather_1", axis=0),
+             helper.make_node("Div", ["h", "seven"], ["hd"], name="Div"),
+             helper.make_node("Cast", ["hd"], ["hc"], name="Cast_2", to=TensorProto.INT64),
+             helper.make_node("Shape", ["p"], ["s2"], name="Shape_2"),
+             helper.make_node("Gather", ["s2", "two"], ["w_"], name="Gather_2", axis=0),
+             helper.make_node("Div", ["w_", "seven"], ["wd"], name="Div_1"),
+             helper.make_node("Cast", ["wd"], ["wc"], name="Cast_4", to=TensorProto.INT64),
+             helper.make_node("Unsqueeze", ["hc", "ax0"], ["uh"], name="Unsqueeze_4"),
+             helper.make_node("Unsqueeze", ["wc", "ax0"], ["uw"], name="Unsqueeze_5"),
+             helper.make_node("Concat", ["c1", "uh", "c7", "uw", "c7", "c16"], ["t3"], name="Concat_3", axis=0),
+             helper.make_node("Reshape", ["p", "t3"], ["r3"], name="Reshape_3"),
+             helper.make_node("Transpose", ["r3"], ["t1"], name="Transpose_1", perm=[0, 1, 3, 2, 4, 5]),
+             helper.make_node("MatMul", ["t1", "w"], ["m"], name="qkv/MatMul"),
+             helper.make_node("Add", ["bias", "m"], ["a"], name="qkv/Add"),
+             helper.make_node("Mul", ["hc", "wc"], ["nw"], name="Mul"),
+             helper.make_node("Unsqueeze", ["nw", "ax0"], ["un"], name="Unsqueeze_6"),
+             helper.make_node("Concat", ["c1", "un", "c49", "c48"], ["t4"], name="Concat_4", axis=0),
+             helper.make_node("Reshape", ["a", "t4"], ["r4"], name="Reshape_4"),
+             helper.make_node("Relu", ["r4"], ["y"], name="post")]
+    graph = helper.make_graph(nodes, "twins_window", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 56, 56, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 64, 49, 48])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@needs_qnn
+def test_real_placement_of_the_vision_window_forms(tmp_path):
+    """Live, the classes of session 18 (probe families in probe/models_unroll.py): Twins-SVT's window partition read
+    by the qkv MatMul + bias runs on the NPU, and the shape computation onnxruntime folds is mapped folded, not to the
+    Reshape a fusion merged its value into; a Reshape merged with a CPU rank-6 Reshape back, a rank-8 chain and a
+    rank-5 MatMul by a matrix without its bias run on the CPU. The table calls every one of these nodes so."""
+    from pytest_npucheck.probe.models_unroll import _matmul_rank, _merged_reshapes, _rank6, _rank6_gemm
+
+    models = {"twins": _twins_window_attention(),
+              "gemm_chain": _rank6_gemm((1, 8, 7, 8, 7, 16), (0, 1, 3, 2, 4, 5), True).build(),
+              "merged": _merged_reshapes(6, "Relu").build(),
+              "merged_direct": _merged_reshapes(6, None).build(),
+              "rank8": _rank6((1, 8, 56, 96), (1, 4, 2, 8, 7, 8, 7, 96), (0, 1, 3, 5, 2, 4, 6, 7), None).build(),
+              "mm_r5": _matmul_rank((1, 2, 4, 4, 32), False).build(),
+              "mm_r5_bias": _matmul_rank((1, 2, 4, 4, 32), True).build()}
+    real, judged = _placed_and_judged(tmp_path, models, prefix="vision_")
+    for key in models:
+        assert real[key].status == "ok", key
+        placed, got = real[key].placement, judged[key]
+        assert {n for n, v in placed.items() if v == "cpu"} == {n for n in placed if got[n] == "cpu"}, (key, placed, got)
+    twins = real["twins"].placement
+    assert [twins[n] for n in ("Reshape_3", "Transpose_1", "qkv/MatMul")] == ["npu", "npu", "npu"], twins
+    assert {twins[n] for n in ("Shape_1", "Gather_1", "Div", "Cast_2", "Mul", "Unsqueeze_6", "Concat_4")} == {"folded"}, twins
+    assert real["gemm_chain"].placement["split6"] == "npu"
+    assert real["merged_direct"].placement["focus_reshape"] == "cpu" and real["merged"].placement["focus_reshape"] == "npu"
+    assert real["rank8"].placement["transpose6"] == "cpu"
+    assert real["mm_r5"].placement["focus_matmul"] == "cpu" and real["mm_r5_bias"].placement["focus_matmul"] == "npu"

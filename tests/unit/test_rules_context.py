@@ -879,6 +879,106 @@ def test_qnn_rank6_chain_needs_a_unit_dim_the_transpose_keeps(shape4, shape6, pe
         assert [r.rule for r in split.reasons] == ["rank6_unit_dim_chain"], _reasons(split)
 
 
+def _rank6_gemm_chain(shape6, perm, bias):
+    b, h, wh, w, ww, ch = shape6
+    inits = [numpy_helper.from_array(np.array(shape6, dtype=np.int64), "s6"),
+             numpy_helper.from_array(np.ones((ch, 3 * ch), np.float32), "w"),
+             numpy_helper.from_array(np.ones((3 * ch,), np.float32), "bias"),
+             numpy_helper.from_array(np.array([-1, 3 * ch], dtype=np.int64), "s2")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Reshape", ["a", "s6"], ["r"], name="split6"),
+             helper.make_node("Transpose", ["r"], ["t"], name="transpose6", perm=list(perm)),
+             helper.make_node("MatMul", ["t", "w"], ["m"], name="mm")]
+    last = "m"
+    if bias:
+        nodes.append(helper.make_node("Add", ["bias", "m"], ["q"], name="bias_add"))
+        last = "q"
+    nodes += [helper.make_node("Reshape", [last, "s2"], ["e"], name="merge2"),
+              helper.make_node("Relu", ["e"], ["y"], name="post")]
+    rows = b * h * wh * w * ww
+    return _graph(nodes, [_vi("x", [b, h * wh, w * ww, ch])], [_vi("y", [rows, 3 * ch])], inits)
+
+
+@pytest.mark.parametrize("perm, bias, want", [
+    # Twins-SVT's window partition read by the qkv projection: MatMulAddFusion's 2-D input Reshape ends the chain
+    ((0, 1, 3, 2, 4, 5), True, "npu"),
+    # no bias Add: no Gemm, no Reshape after the Transpose
+    ((0, 1, 3, 2, 4, 5), False, "cpu"),
+    # the Transpose moves the unit dim
+    ((1, 0, 3, 2, 4, 5), True, "cpu"),
+])
+def test_qnn_rank6_chain_may_end_in_a_matmul_with_its_bias_add(perm, bias, want):
+    """q.Reshape.ctx=rank6_gemm.* probes (v73 and v68): Reshape -> Transpose -> MatMul + bias Add builds."""
+    model = _rank6_gemm_chain((1, 8, 7, 8, 7, 16), perm, bias)
+    [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    split = [n for n in r.nodes if n.name == "split6"][0]
+    assert split.verdict == want, _reasons(split)
+    if want == "cpu":
+        assert "rank6_unit_dim_chain" in [x.rule for x in split.reasons], _reasons(split)
+
+
+@pytest.mark.parametrize("rank, between, want", [
+    ((6), None, "cpu"),          # merged with the Reshape back from rank 6 (which fails)
+    ((6), "Expand", "cpu"),      # through a no-op Expand onnxruntime removes first
+    ((6), "Relu", "npu"),        # an op between: no merge
+    ((5), None, "npu"),          # the first Reshape reads rank 5: nothing fails
+])
+def test_qnn_a_reshape_merged_with_a_failing_rank6_reshape_fails_with_it(rank, between, want):
+    """q.Reshape.ctx=merged.* probes (v73 and v68; MViTv2's rel-pos bias Reshape -> Expand -> Reshape)."""
+    shape = [1, 1, 8, 8, 4, 4] if rank == 6 else [1, 8, 8, 4, 4]
+    inits = [numpy_helper.from_array(np.array(shape, dtype=np.int64), "s6"),
+             numpy_helper.from_array(np.array([1, 1, 64, 16], dtype=np.int64), "s4"),
+             numpy_helper.from_array(np.array([1, 64, 16], dtype=np.int64), "s3")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"),
+             helper.make_node("Reshape", ["a", "s6"], ["b"], name="split"),
+             helper.make_node("Sigmoid", ["b"], ["c"], name="mid"),
+             helper.make_node("Reshape", ["c", "s4"], ["d"], name="back")]
+    last = "d"
+    if between == "Expand":
+        nodes.append(helper.make_node("Expand", ["d", "s4"], ["e"], name="between"))
+        last = "e"
+    elif between:
+        nodes.append(helper.make_node(between, ["d"], ["e"], name="between"))
+        last = "e"
+    nodes += [helper.make_node("Reshape", [last, "s3"], ["f"], name="focus"),
+              helper.make_node("Relu", ["f"], ["y"], name="post")]
+    model = _graph(nodes, [_vi("x", [1, 1, 64, 16])], [_vi("y", [1, 64, 16])], inits)
+    [r] = check_graph(facts_from_model(model), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    focus = [n for n in r.nodes if n.name == "focus"][0]
+    assert focus.verdict == want, _reasons(focus)
+    if want == "cpu":
+        assert "rank6_unit_dim_chain" in [x.rule for x in focus.reasons], _reasons(focus)
+
+
+@pytest.mark.parametrize("shape4, shape_hi, perm", [
+    ((1, 8, 56, 96), (1, 4, 2, 8, 7, 8, 7, 96), (0, 1, 3, 5, 2, 4, 6, 7)),
+    ((1, 8, 56, 96), (1, 1, 8, 7, 64, 7, 12), (0, 1, 2, 4, 3, 5, 6)),
+])
+def test_qnn_rank7_and_rank8_transposes_run_on_the_cpu_whatever_their_leading_dims(shape4, shape_hi, perm):
+    """q.Transpose.ctx=high_rank.* probes (v73 and v68): Swin3D's rank-8 window partition."""
+    [r] = check_graph(facts_from_model(_rank6_chain(shape4, shape_hi, perm)), [CATALOG.table("qnn@2.51.0/htp-v73")])
+    got = {n.name: n.verdict for n in r.nodes}
+    assert (got["split6"], got["transpose6"], got["merge6"]) == ("cpu", "cpu", "cpu"), got
+
+
+@pytest.mark.parametrize("shape, bias, want", [
+    ((1, 4, 14, 14, 384), False, "cpu"), ((1, 4, 14, 14, 384), True, "npu"), ((4, 14, 14, 384), False, "npu")])
+def test_qnn_rank5_matmul_by_a_matrix_needs_its_bias_add(shape, bias, want):
+    """q.MatMul.ctx=rank.* probes (v73 and v68): Swin3D's patch-merging reduction without a bias fails."""
+    c = shape[-1]
+    inits = [numpy_helper.from_array(np.ones((c, c // 2), np.float32), "w"),
+             numpy_helper.from_array(np.ones((c // 2,), np.float32), "bias")]
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="pre"), helper.make_node("MatMul", ["a", "w"], ["m"], name="mm")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["m", "bias"], ["b"], name="bias_add"))
+    nodes.append(helper.make_node("Relu", [nodes[-1].output[0]], ["y"], name="post"))
+    out = list(shape[:-1]) + [c // 2]
+    [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", list(shape))], [_vi("y", out)], inits)),
+                      [CATALOG.table("qnn@2.51.0/htp-v73")])
+    mm = [n for n in r.nodes if n.name == "mm"][0]
+    assert mm.verdict == want, _reasons(mm)
+
+
 def _rank6_matmul(bias_first):
     inits = [numpy_helper.from_array(np.ones((16, 24), np.float32), "w"),
              numpy_helper.from_array(np.ones((24,), np.float32), "bias")]

@@ -277,6 +277,76 @@ def _ep_verdict(ep: str) -> str:
     return ep
 
 
+# ops whose result depends only on their input's shape, not its values
+_SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
+
+
+def _constant_folded(sess: Sequence[Mapping[str, Any]], vanished: Sequence[bool],
+                     l1_inits: set[str], l1: Mapping[str, Any] | None) -> list[bool]:
+    """Which vanished session nodes onnxruntime computed at load time (constant folding).
+
+    A vanished node whose output became an initializer of the optimized graph was folded, and so was
+    a vanished Shape or Size (onnxruntime removes one only when its input's shape is static). So was
+    every vanished producer of a folded node's inputs (a node is folded only when all its inputs
+    are constants), except through the data input of Shape/Size, which reads only the (static)
+    shape; and every vanished node whose inputs are all constants (initializers, Constant nodes,
+    folded results). This tells a shape computation whose folded value a later fusion took into a
+    new constant of its own (TorchScript's ``Shape -> Gather -> Div -> Cast -> Unsqueeze ->
+    Concat`` target of a Reshape merged with MatMulAddFusion's Reshape back) from the nodes that
+    fusion really absorbed.
+    """
+    n = len(sess)
+    producer: dict[str, int] = {}
+    for i, nd in enumerate(sess):
+        for t in nd.get("outputs", ()):
+            if t:
+                producer.setdefault(t, i)
+    graph_inputs = set(l1.get("inputs") or ()) if l1 else set()
+    know_inputs = bool(l1 and l1.get("inputs") is not None)
+    folded = [False] * n
+    const_t: set[str] = set(l1_inits)
+    for i, nd in enumerate(sess):
+        if nd.get("op_type") == "Constant" and nd.get("domain", "") in ("", "ai.onnx"):
+            const_t.update(t for t in nd.get("outputs", ()) if t)
+        for t in nd.get("inputs", ()):
+            # an unproduced tensor that is not a graph input is an initializer of the model
+            if t and know_inputs and t not in producer and t not in graph_inputs:
+                const_t.add(t)
+    for i, nd in enumerate(sess):
+        # a Shape or Size onnxruntime removed read a static shape (constant folding, or a fusion that
+        # made the shape computation a constant): it never runs
+        if vanished[i] and (nd.get("op_type") in _SHAPE_ONLY_OPS
+                            or any(t in l1_inits for t in nd.get("outputs", ()) if t)):
+            folded[i] = True
+            const_t.update(t for t in nd.get("outputs", ()) if t)
+    changed = True
+    while changed:
+        changed = False
+        for i, nd in enumerate(sess):
+            if not vanished[i]:
+                continue
+            if folded[i]:
+                if nd.get("op_type") in _SHAPE_ONLY_OPS:
+                    continue
+                for t in nd.get("inputs", ()):
+                    j = producer.get(t) if t else None
+                    if j is not None and vanished[j] and not folded[j]:
+                        folded[j] = changed = True
+                    if t and t not in const_t:
+                        const_t.add(t)
+                        changed = True
+            else:
+                ins = [t for t in nd.get("inputs", ()) if t]
+                if ins and all(t in const_t for t in ins):
+                    folded[i] = changed = True
+            if folded[i]:
+                for t in nd.get("outputs", ()):
+                    if t and t not in const_t:
+                        const_t.add(t)
+                        changed = True
+    return folded
+
+
 def map_placement(nodes: Sequence[Mapping[str, Any]],
                   assignment: Sequence[Mapping[str, Any]],
                   l1: Mapping[str, Any] | None = None,
@@ -354,6 +424,7 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
                 sess_consumers.setdefault(t, []).append(i)
     vanished = [sess_names[i] not in l1_by_name or not sess[i].get("name") for i in
                 range(len(sess))]
+    const_folded = _constant_folded(sess, vanished, l1_inits, l1)
 
     def walk(i: int, seen: set[int]) -> tuple[str, int | None]:
         """Follow a vanished node's outputs: ('fused', l1 index) / ('folded', None) /
@@ -427,6 +498,12 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
             if pref:
                 idx, how = pref[0], "fused into %s (%s)" % (l1_names[pref[0]],
                                                             l1_nodes[pref[0]]["op_type"])
+            elif const_folded[i]:
+                # its value was computed at load (a shape computation a later fusion's new constant
+                # absorbed, e.g. the target of MatMulAddFusion's Reshape back merged with the next
+                # Reshape): it runs nowhere, whatever its readers became
+                kind, idx = "folded", None
+                how = "constant-folded by onnxruntime before partitioning"
             elif n.get("op_type") in ("Identity", "Dropout") and not any(
                     t in l1_producer for t in n.get("outputs", ()) if t):
                 kind, idx = "eliminated", None  # its consumers read its input now

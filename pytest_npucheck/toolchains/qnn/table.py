@@ -326,6 +326,13 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                              "the Add it is not added to the QNN graph ('Failed to add node.')")
                       for t in ("input", "output")
                       for extra in (sub("feeds_only", ops=["Add"], any_input=True),)],
+                    C("any_of", [r"q\.MatMul\.ctx=rank\."], constraints=[
+                        sub("rank", tensor="input", index=0, max=4), sub("rank", tensor="input", index=1, min=3),
+                        sub("feeds_only", ops=["Add"], any_input=True)],
+                      note="a rank-5 input times a matrix (rank 2) is not added without a bias Add ('Failed to add "
+                           "fused Matmul node.': Swin3D's patch-merging reduction (1, 4, 14, 14, 384) x (384, 192)); "
+                           "with the bias Add it is onnxruntime's 2-D Gemm, on the NPU; rank-4 inputs, and rank 5 "
+                           "times rank 5, ran on the NPU"),
                     probes=[r"pattern\.matmul_add", r"pattern\.attention", r"pattern\.sdpa",
                             r"prepass\.const_transpose_weight", r"opset\.\d+\.matmul"],
                     note="MatMul followed by Add of a 1-D constant is fused into Gemm by "
@@ -427,11 +434,13 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
         ]
         # rank-6 tensors whose leading dim is not 1 (Hiera's token unroll: q.Transpose.ctx=unroll.*)
         relu_split = [r"q\.Transpose\.ctx=unroll\.s16\.c8\.b2\.relu"]
-        chain6 = [r"q\.Reshape\.ctx=rank6\."]
+        chain6 = [r"q\.Reshape\.ctx=rank6\.", r"q\.Reshape\.ctx=rank6_gemm\.", r"q\.Reshape\.ctx=merged\."]
         r6note = ("HTP has no rank-6 Reshape or Transpose: the QNN EP builds a Reshape -> Transpose -> Reshape "
                   "chain through rank-6 tensors in rank 5 when the Transpose keeps a dim of size 1 in place "
                   "(Hiera's first unroll block (1, 28, 2, 28, 2, C), MViTv2's (1, 1, 56, 56, 14, 14), Swin's "
-                  "window partition; a leading dim above 1 with a unit dim elsewhere too); any other rank-6 "
+                  "window partition; a leading dim above 1 with a unit dim elsewhere too), and when the chain ends in "
+                  "a MatMul by a matrix with a bias Add, whose input onnxruntime's MatMulAddFusion flattens to "
+                  "2-D (Twins-SVT's window qkv projection); any other rank-6 "
                   "Reshape or Transpose (Hiera's second block (4, 14, 2, 14, 2, C), a Transpose moving the "
                   "unit dim, an element-wise op or Unsqueeze between them, MViTv2's rel-pos Adds) is not "
                   "added to the QNN graph ('Failed to add node.')")
@@ -442,7 +451,11 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                            sub("rank6_unit_dim_chain")],
               note=r6note + "; a rank-6 Transpose with a leading dim of 1 outside such a chain ran on the NPU "
                             "in NesT (perm (3, 0, 4, 1, 2, 5) between a CPU Reshape and a CPU Split) but not "
-                            "in the q.Reshape.ctx=rank6.* probes (errata): the leading-dim form is kept")]
+                            "in the q.Reshape.ctx=rank6.* probes (errata): the leading-dim form is kept"),
+            C("rank", [r"q\.Transpose\.ctx=high_rank\."], tensor="input", index=0, max=6,
+              note="rank 7 or 8 runs on the CPU whatever its leading dims ('Failed to add node.': Swin3D's window "
+                   "partition (1, 4, 2, 8, 7, 8, 7, 96) with every leading 1 kept in place; dropping one unit dim "
+                   "cannot bring it to rank 5)")]
         rules["Reshape"]["constraints"] = list(rules["Reshape"]["constraints"]) + [
             C("rank6_unit_dim_chain", relu_split + chain6, note=r6note)] + [
             C("any_of", [r"q\.Transpose\.ctx=unroll\.s\d+\.c\d+\.b[23]\.f32"], "unsupported",
@@ -458,7 +471,14 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
         # merges with it, so the Add goes where a rank-6 Reshape goes (NesT's qkv projection)
         bias_view = [r"q\.Add\.ctx=matmul_bias_reshape\."]
         rules["Add"] = dict(rules.get("Add") or E("npu"))
+        gemm_bias = [r"q\.Reshape\.ctx=rank6_gemm\.", r"q\.ctx\.r6\.add", r"q\.MatMul\.ctx=rank6\."]
         rules["Add"]["constraints"] = list(rules["Add"].get("constraints", [])) + [
+            C("any_of", gemm_bias, constraints=[sub("rank", tensor=t, index="*", max=5), sub("matmul_add_gemm")],
+              note="HTP ops take and produce at most 5 dimensions (a rank-6 Add: 'Failed to add node.'), except a "
+                   "MatMul's bias Add that only a Reshape reads: MatMulAddFusion makes the pair a 2-D Gemm and "
+                   "its Reshape back merges into that Reshape, whose own rank decides (Twins-SVT's qkv "
+                   "projection of rank-6 windows followed by a Reshape to 2-D ran on the NPU)")
+            for t in ("input", "output")] + [
             C("any_of", bias_view, constraints=[
                 sub("producer_not", index=i, chain=["MatMul"]),
                 sub("consumers_pass", ops=["Reshape"], constraint=sub("rank6_unit_dim_chain"))],
@@ -514,6 +534,8 @@ def generic_rules(version: str = "0") -> list[dict[str, Any]]:
     """Constraints for every node (``version``: the QNN SDK version the table is for)."""
     # 2.51.0: a Gather's rank-6 result read by a Transpose runs on the NPU (its own entry judges it)
     gather6 = ["ai.onnx:Gather"] if _vkey(version) >= (2, 51) else []
+    # 2.51.0: an Add is judged by its own entry, which knows MatMulAddFusion's bias Add (q.Reshape.ctx=rank6_gemm.*)
+    add6 = ["ai.onnx:Add"] if _vkey(version) >= (2, 51) else []
     return [
         C("static_shape", [r"dynamic\.(batch|hw|unknown_dim|seq)\.(conv_relu|matmul_softmax)",
                            r"prepass\.shape_gather_reshape\.dynbatch",
@@ -527,11 +549,11 @@ def generic_rules(version: str = "0") -> list[dict[str, Any]]:
                note="HTP ops take at most 5 dimensions (a rank-6 Add: 'Failed to add node.'); "
                     "Reshape and Transpose are exempt: rank-6 Reshape -> Transpose -> Reshape "
                     "chains run on the NPU (q.ctx.r6.window_partition, ...)"),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND", "ai.onnx:MatMul"]),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:ScatterND", "ai.onnx:MatMul"] + add6),
         dict(C("rank", [r"q\.ctx\.r6\.add"], tensor="output", index="*", max=5,
                note="HTP ops produce at most 5 dimensions; Reshape and Transpose are exempt"
                     + (", and so is a Gather (its entry says when)" if gather6 else "")),
-             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:MatMul"] + gather6),
+             except_ops=["ai.onnx:Reshape", "ai.onnx:Transpose", "ai.onnx:MatMul"] + gather6 + add6),
         C("nonempty", [r"q\.(Slice|Split)\.ctx=empty\."], tensor="output", index="*",
           note="an op whose output is empty (a dim of size 0: the pass-through part of a partial "
                "rotary embedding whose rotary dims are the whole head) is not added to the QNN "
