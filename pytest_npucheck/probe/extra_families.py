@@ -7,7 +7,7 @@ Each topic module (``models_op_context``, ``models_layout``, ``models_pool_trans
 ``models_int_arith``, ``models_norm_bias``, ``models_pattern_branches``, ``models_reshape_planes``,
 ``models_pow_exponents``, ``models_noop_slices``, ``models_attention_rewrites``, ``models_constant_defaults``,
 ``models_pad_axes``, ``models_and_const``, ``models_mask_broadcast``, ``models_gemm_scales``, ``models_vision_heads``, ``models_dual_heads``, ``models_rel_pos_tile``,
-``models_reshape_heads``, ``models_window_transposes``)
+``models_reshape_heads``)
 lists its
 families in ``FAMILIES``; the order here is
 the order the probes are built in, which fixes the random constants each one draws (:mod:`.builder`).
@@ -55,7 +55,6 @@ from pytest_npucheck.probe import (
     models_vision_heads,
     models_dual_heads,
     models_rel_pos_tile,
-    models_window_transposes,
     models_window_partition,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
@@ -94,7 +93,6 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_dual_heads.FAMILIES,
     *models_rel_pos_tile.FAMILIES,
     *models_reshape_heads.FAMILIES,
-    *models_window_transposes.FAMILIES,
     *models_sdpa_head_broadcast.FAMILIES,
     *models_seq_map_reshape.FAMILIES,
     *models_rank5_broadcast.FAMILIES,
