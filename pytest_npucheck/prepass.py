@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SHAPE_OPS, GraphFacts, GraphView, NodeFact, TensorInfo, dtype_name,
-                    frozen_new)
+from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SEQUENCE_OUTPUT, SHAPE_OPS, GraphFacts, GraphView, NodeFact,
+                    TensorInfo, dtype_name, frozen_new)
 from .tables import Constraint, OpEntry, Pattern, Table
 
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
@@ -93,7 +93,8 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     the outputs of two merged nodes are identical too, so identical chains merge whole (three
     ``NonZero -> Transpose -> GatherND`` chains of one mask: q.NonZero.ctx=duplicate_chain).
     Small initializers are compared by value (the axes of two ReduceSums, each its own initializer).
-    Nodes with a graph output, a body or a non-deterministic op are never merged."""
+    Nodes with a graph output, a body or a non-deterministic op are never merged; nodes without inputs
+    are (the 51 SequenceEmpty of a TorchScript MViT-v2 become one, which runs on the CPU)."""
     outputs = set(graph.outputs)
     groups: dict[tuple[Any, ...], list[NodeFact]] = {}
     same: dict[str, str] = {}  # output of a merged node -> the output of the first node of its set
@@ -102,7 +103,7 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             same[node.outputs[0]] = same.get(node.inputs[0], node.inputs[0])  # removed: its readers read its input
             continue
         if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
-                or not node.inputs or any(o in outputs for o in node.outputs):
+                or (not node.inputs and node.op_type == "Constant") or any(o in outputs for o in node.outputs):
             continue
         try:
             attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
@@ -676,8 +677,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                     const[out] = replace(tensors.get(out) or TensorInfo(out, "int64", None), const=True, value=value)
                 folded[node.index] = f"{op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
-        if not constants or op_type in NONDETERMINISTIC:
-            continue
+        if not constants or op_type in NONDETERMINISTIC or op_type in SEQUENCE_OUTPUT:
+            continue  # a sequence is no constant tensor: judged like any node (onnxruntime's SequenceEmpty)
         if op_type != "Constant":
             for name in node.inputs:  # _is_const of every input, inlined (run for every node of every table)
                 if name and name not in const:

@@ -20,14 +20,15 @@ from .facts import (DEFAULT_DOMAIN, DTYPE_SIZES, DYNAMIC_DIM, SMALL_CONSTANT, Gr
 from .frozen import frozen_new
 from .gc_pause import paused_gc
 from .location import SourceLocation, format_location
-from .ops import CONTROL_FLOW, IDENTITY_OPS, NONDETERMINISTIC, NOT_FOLDED, SHAPE_OPS
+from .ops import CONTROL_FLOW, IDENTITY_OPS, NONDETERMINISTIC, NOT_FOLDED, SEQUENCE_OUTPUT, SHAPE_OPS
 from .protobuf import Kept, load_model_proto
 from .schema import op_schema
 from .view import GraphView
 
 __all__ = [
     "CONTROL_FLOW", "DEFAULT_DOMAIN", "DTYPE_SIZES", "DYNAMIC_DIM", "GraphFacts", "GraphView", "IDENTITY_OPS", "Kept",
-    "NONDETERMINISTIC", "NOT_FOLDED", "NodeFact", "SHAPE_OPS", "SMALL_CONSTANT", "SourceLocation", "TensorInfo",
+    "NONDETERMINISTIC", "NOT_FOLDED", "NodeFact", "SEQUENCE_OUTPUT", "SHAPE_OPS", "SMALL_CONSTANT", "SourceLocation",
+    "TensorInfo",
     "clear_caches", "dtype_name", "facts_from_model", "format_location", "frozen_new", "iter_main_nodes",
     "load_graph", "load_model_proto", "op_schema", "paused_gc", "tensor_bytes",
 ]

@@ -20,6 +20,11 @@ CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 # control flow and sequence construction
 NOT_FOLDED = NONDETERMINISTIC | {"If", "Loop", "Scan", "SequenceConstruct"}
 
+# ops whose output is a sequence, not a tensor: a compiler's constant folding makes tensors (onnxruntime folds
+# only a node whose every output is a tensor: a SequenceEmpty stays, q.shape.ctx=opaque_source.*)
+SEQUENCE_OUTPUT = frozenset({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase",
+                             "SplitToSequence"})
+
 # input positions whose values (not only their shapes) decide an op's output shape
 SHAPE_FROM_VALUES: dict[str, tuple[int, ...]] = {
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),

@@ -159,6 +159,43 @@ def test_map_placement_a_removed_node_whose_reader_stays_was_eliminated() -> Non
     assert m["via"]["mul"] == "fused into inv (Div)"
 
 
+def test_map_placement_a_noop_expand_between_merged_reshapes_is_eliminated_not_fused(tmp_path) -> None:
+    """MViTv2's rel-pos bias (timm mvitv2_tiny, TorchScript): Reshape -> Expand to its own shape -> Reshape.
+    onnxruntime's ExpandElimination removes the Expand, then ReshapeFusion merges the two Reshapes into a new one
+    on the CPU (q.Reshape.ctx=merged.r6.noop_expand; with ExpandElimination disabled the Expand stays and nothing
+    merges). The Expand ran nowhere: folded, while the Reshape after it is fused into the CPU Reshape."""
+    from onnx import helper, numpy_helper, save
+    import numpy as np
+
+    nodes = [_n("back", "Reshape", ["x", "t1"], ["r"]),
+             _n("noop_expand", "Expand", ["r", "own"], ["e"]),
+             _n("focus_reshape", "Reshape", ["e", "t2"], ["y"])]
+    l1 = {"nodes": [_n("back_new_reshape", "Reshape", ["x", "t3"], ["y"])],
+          "initializers": ["t3"], "inputs": ["x"]}
+    assignment = [{"ep": "CPUExecutionProvider", "nodes": [{"name": "back_new_reshape", "op_type": "Reshape"}]}]
+    before = oracle.map_placement(nodes, assignment, l1)
+    assert before["placement"]["noop_expand"] == "cpu"  # walked to the CPU Reshape its reader became
+    m = oracle.map_placement(nodes, assignment, l1, noops={"noop_expand"})
+    assert m["placement"] == {"back": "cpu", "noop_expand": "folded", "focus_reshape": "cpu"}
+    assert m["via"]["noop_expand"] == "eliminated by onnxruntime before partitioning"
+    # which Expands are no-ops: the facts' static shapes of the file (an Expand that widens is not)
+    inits = [numpy_helper.from_array(np.array(v, dtype=np.int64), k)
+             for k, v in (("t1", [2, 3, 4]), ("own", [2, 3, 4]), ("wide", [2, 2, 3, 4]), ("t2", [6, 4]))]
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Reshape", ["x", "t1"], ["r"], name="back"),
+         helper.make_node("Expand", ["r", "own"], ["e"], name="noop_expand"),
+         helper.make_node("Expand", ["r", "wide"], ["w"], name="widen"),
+         helper.make_node("Reshape", ["e", "t2"], ["y"], name="focus_reshape")], "g",
+        [helper.make_tensor_value_info("x", 1, [24])],
+        [helper.make_tensor_value_info("y", 1, None), helper.make_tensor_value_info("w", 1, None)], inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    save(model, tmp_path / "m.onnx")
+    file_nodes = [_n(n.name, n.op_type, list(n.input), list(n.output)) for n in model.graph.node]
+    assert oracle.noop_expands(tmp_path / "m.onnx", file_nodes, l1) == {"noop_expand"}
+    # nothing vanished: the file is not read
+    assert oracle.noop_expands(tmp_path / "missing.onnx", file_nodes, {"nodes": file_nodes}) == set()
+
+
 def test_map_placement_a_folded_shape_computation_is_folded_when_a_fusion_took_its_value() -> None:
     """Twins-SVT's window attention (timm twins_svt_small, TorchScript): the target of the Reshape after
     the qkv MatMul is computed from the Shape of a Pad whose pads are constants. onnxruntime folds the

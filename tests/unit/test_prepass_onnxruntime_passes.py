@@ -237,3 +237,29 @@ def test_a_concat_merged_with_its_twins_has_their_readers_and_is_not_fused(toy_c
     kept = [n for n in ("concat0", "concat1") if n not in folded]
     assert len(kept) == 1 and "identical to Concat" in folded[({"concat0", "concat1"} - set(kept)).pop()]
     assert "shape" not in folded and "gather" not in folded
+
+
+def _sequence_split(n: int):
+    """n copies of TorchScript's split through a sequence: SequenceEmpty -> SequenceInsert x -> SequenceAt 0 -> Relu."""
+    nodes = []
+    for k in range(n):
+        nodes += [helper.make_node("SequenceEmpty", [], [f"s{k}"], name=f"empty{k}", dtype=TensorProto.FLOAT),
+                  helper.make_node("SequenceInsert", [f"s{k}", "x"], [f"t{k}"], name=f"insert{k}"),
+                  helper.make_node("SequenceAt", [f"t{k}", "zero"], [f"a{k}"], name=f"at{k}"),
+                  helper.make_node("Relu", [f"a{k}"], [f"y{k}"], name=f"relu{k}")]
+    return make_model(nodes, [("x", (1, 8))], [f"y{k}" for k in range(n)], [const("zero", 0, "int64")])
+
+
+def test_a_sequence_is_never_folded_and_identical_sequence_empties_merge(toy_catalog):
+    # onnxruntime folds only nodes whose outputs are tensors: MViT-v2's 51 SequenceEmpty become one (its CSE), which
+    # runs on the CPU (q.shape.ctx=opaque_source.*, tv_mvit_v2_s's /inner/blocks.0/attn/pool_q/SequenceEmpty)
+    fold = dataclasses.replace(toy_catalog.table("toy@1.0/soc-a"), prepasses=("fold_constants",))
+    assert _folded_names(_sequence_split(1), fold) == {}
+    both = dataclasses.replace(fold, prepasses=("fold_constants", "merge_identical_nodes"))
+    folded = _folded_names(_sequence_split(3), both)
+    assert len([k for k in folded if k.startswith("empty")]) == 2
+    [kept] = {f"empty{k}" for k in range(3)} - set(folded)
+    assert all(f"identical to SequenceEmpty '{kept}'" in why for k, why in folded.items() if k.startswith("empty"))
+    # the SequenceInserts read different sequences before the merge and the same one after it: merged too
+    assert sorted(k for k in folded if k.startswith("insert")) == sorted(f"insert{k}" for k in range(3)
+                                                                          if f"empty{k}" != kept)

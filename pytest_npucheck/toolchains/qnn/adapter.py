@@ -42,7 +42,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from .. import batch
 from ..batch import strip_ansi
@@ -352,6 +352,7 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
                   l1: Mapping[str, Any] | None = None,
                   validations: Sequence[Validation] = (),
                   session_nodes: Sequence[Mapping[str, Any]] | None = None,
+                  noops: Collection[str] = (),
                   ) -> dict[str, Any]:
     """Per-ONNX-node placement from the session's EP assignment.
 
@@ -363,6 +364,10 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
         validations: parsed validation records (for the reason texts).
         session_nodes: nodes of the model handed to ORT when it differs from ``nodes`` (the
             QDQ model of an int8 run); ONNX nodes are matched to it by name.
+        noops: names of nodes whose output is their input 0 unchanged (an Expand to its input's own
+            shape: :func:`noop_expands`); one that vanished was eliminated (ExpandElimination), not
+            fused into the node its readers became (a Reshape it sat between merged with the one
+            before it: MViTv2's rel-pos bias, q.Reshape.ctx=merged.r6.noop_expand).
 
     Returns:
         ``{"placement": {node: verdict}, "via": {node: how}, "reasons": {node: [text]},
@@ -504,7 +509,7 @@ def map_placement(nodes: Sequence[Mapping[str, Any]],
                 # Reshape): it runs nowhere, whatever its readers became
                 kind, idx = "folded", None
                 how = "constant-folded by onnxruntime before partitioning"
-            elif n.get("op_type") in ("Identity", "Dropout") and not any(
+            elif (n.get("op_type") in ("Identity", "Dropout") or name in noops) and not any(
                     t in l1_producer for t in n.get("outputs", ()) if t):
                 kind, idx = "eliminated", None  # its consumers read its input now
                 how = "eliminated by onnxruntime before partitioning"
@@ -642,6 +647,33 @@ def cpu_helper_replacements(nodes: Sequence[Mapping[str, Any]], placement: Mappi
     return out
 
 
+def noop_expands(path: str | os.PathLike[str], nodes: Sequence[Mapping[str, Any]],
+                 l1: Mapping[str, Any] | None) -> set[str]:
+    """Names of the Expand nodes of the model at ``path`` that onnxruntime's basic optimizations
+    removed and whose output shape is their input's, both static (the graph facts' shapes): no-ops,
+    which onnxruntime eliminates (ExpandElimination) before any fusion. The facts are read only when
+    an Expand vanished."""
+    if not l1 or l1.get("nodes") is None:
+        return set()
+    kept = {n.get("name") for n in l1["nodes"]}
+    gone = [n for n in nodes if n.get("op_type") == "Expand" and n.get("name") and n["name"] not in kept]
+    if not gone:
+        return set()
+    from ...check import graph_facts
+
+    try:
+        graph = graph_facts(Path(path))
+    except Exception:  # noqa: BLE001 - no facts: the placement is mapped as before
+        return set()
+    out = set()
+    for n in gone:
+        src = graph.tensor(n["inputs"][0]) if n.get("inputs") else None
+        dst = graph.tensor(n["outputs"][0]) if n.get("outputs") else None
+        if src is not None and dst is not None and src.static and dst.static and src.shape == dst.shape:
+            out.add(n["name"])
+    return out
+
+
 def onnx_placement(result: QnnResult) -> dict[str, str]:
     """Per-ONNX-node verdict for :func:`pytest_npucheck.oracles.compare.compare`.
 
@@ -690,7 +722,7 @@ def _finish(job: ModelJob, status: str, log_text: str, event: Mapping[str, Any] 
     res.op_types = {n: nd.get("op_type", "") for n, nd in zip(_display_names(nodes), nodes)}
     if status == "ok":
         m = map_placement(nodes, res.assignment, ev.get("l1"), validations,
-                          ev.get("session_nodes"))
+                          ev.get("session_nodes"), noop_expands(job.path, nodes, ev.get("l1")))
         res.placement, res.via, res.reasons, res.helpers = (m["placement"], m["via"],
                                                              m["reasons"], m["helpers"])
         if ev.get("assignment_error"):

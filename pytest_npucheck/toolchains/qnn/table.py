@@ -583,17 +583,26 @@ def patterns(verdicts: Mapping[str, str],
         ids = [i for i in verdicts if re.match(rx, i)]
         return ids if ids and all(verdicts[i] == "npu" for i in ids) else []
 
+    # the node unit is formed only where the QNN EP gets the shapes: behind a Loop, a sequence or a
+    # data-dependent dim (q.shape.ctx=opaque_source.*) each node is judged alone ('Cannot get shape';
+    # the Erf is no HTP op)
+    shaped = [{"rule": "static_shape", "params": {"tensors": "all"}}]
+    opaque = r"q\.shape\.ctx=opaque_source\..*\.gelu\."
+
     def gelu(name: str, first: str, what: str, probes: list[str]) -> dict[str, Any]:
         return {
             "name": name, "fused_op": "Gelu", "status": "npu",
             "description": "GELU written as %s -> Erf -> Add 1 -> Mul -> Mul (x and 0.5 in "
                            "either order); the QNN EP groups it into one Gelu node unit on "
-                           "the NPU (a lone Erf runs on the CPU)" % what,
-            "nodes": [{"id": "scale", "op": first}, {"id": "erf", "op": "Erf", "after": ["scale"]},
+                           "the NPU (a lone Erf runs on the CPU), where the shape of its input is "
+                           "static: behind a Loop, a sequence or a data-dependent dim its nodes "
+                           "run on the CPU ('Cannot get shape')" % what,
+            "nodes": [{"id": "scale", "op": first, "constraints": shaped},
+                      {"id": "erf", "op": "Erf", "after": ["scale"]},
                       {"id": "add", "op": "Add", "after": ["erf"]},
                       {"id": "mul", "op": "Mul", "after": ["add"]},
                       {"id": "mul2", "op": "Mul", "after": ["mul"]}],
-            "_probes": probes}
+            "_probes": probes + [opaque]}
     def gelu_ts(name: str, first: str, what: str, probes: list[str]) -> dict[str, Any]:
         # only TorchScript's order fused: ... -> Mul(x, a) -> Mul(m, 0.5); the dynamo exporter's
         # ... -> Mul(0.5, a) -> Mul(x, h) has the previous Mul at input 1 of the last one
@@ -635,11 +644,12 @@ def patterns(verdicts: Mapping[str, str],
                                "%s -> Erf -> Add 1 and Mul(x, 0.5), joined by one Mul (either operand "
                                "order); the QNN EP groups it into one Gelu node unit on the NPU. "
                                "Without the half, x * (1 + erf), the Erf runs on the CPU" % what,
-                "nodes": [{"id": "scale", "op": first}, {"id": "erf", "op": "Erf", "after": ["scale"]},
+                "nodes": [{"id": "scale", "op": first, "constraints": shaped},
+                          {"id": "erf", "op": "Erf", "after": ["scale"]},
                           {"id": "add", "op": "Add", "after": ["erf"]},
                           {"id": "half", "op": "Mul", "same_input_as": "scale"},
                           {"id": "mul", "op": "Mul", "after": ["half", "add"]}],
-                "_probes": [rx]})
+                "_probes": [rx, opaque]})
     rms = "q.pattern.rmsnorm.%s.f32.r3"
     if (verdicts.get(rms % "recip.w_first") == "unsupported"
             and all(verdicts.get(rms % t) == "npu" for t in ("recip.w_second", "div.w_first"))):
