@@ -171,6 +171,17 @@ def _tile_transpose_perm(graph: Any) -> list[str]:
             and rule_tile_transpose_perm(n, params, graph) is not None]
 
 
+def _conv_channel_split(graph: Any) -> list[str]:
+    """SKNet's selective-kernel attention: a Reshape of a Conv's (N, C, H, W) result, H or W of 1, to a rank-5
+    (N, a, C / a, H, W): onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 fp16) fails to finalise the graph
+    (QNN_COMMON_ERROR_MEM_ALLOC; probe family ``q.Reshape.ctx=conv_split``, the table's rule
+    ``not_conv_channel_split``, whose v73 parameters this uses). Returns the Reshapes."""
+    from ..rules.context import rule_not_conv_channel_split
+
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "Reshape"
+            and rule_not_conv_channel_split(n, {"axes": [2, 3]}, graph) is not None]
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
@@ -195,6 +206,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
+    ("qnn", "conv_channel_split", _conv_channel_split,
+     "a Conv's (N, C, H, W) result with a unit plane dim reshaped to (N, a, C / a, H, W) (SKNet's selective-kernel "
+     "attention) fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
 ]
 
 #: patterns that explain a compile that never ends: a ``timeout`` they explain is a rejection

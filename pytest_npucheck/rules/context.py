@@ -984,6 +984,31 @@ def rule_rank6_unit_dim_chain(node: NodeFact, params: Mapping[str, Any], graph: 
     return None
 
 
+@rule("not_conv_channel_split", "context", local=False)
+def rule_not_conv_channel_split(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it does not split the channels of a Conv's (N, C, H, W) result into a rank-5 (N, a, C / a, H, W) whose
+    plane, kept last, has a dim of 1 at input axis {axes}: the compiler cannot finalize that graph.
+
+    Selective-kernel attention (timm SKNet) reshapes its 1x1 fc_select Conv to (N, paths, C, 1, 1). A plane
+    without such a unit dim, a rank-4 or rank-6 target, another layout of the same elements, or a producer
+    that is not a Conv (a pooling, an activation) pass."""
+    if node.op_type != "Reshape" or not node.inputs or not node.outputs:
+        return None
+    producer = _producer(graph, node.inputs[0])
+    if producer is None or producer.op_type != "Conv":
+        return None
+    src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+    if src is None or out is None or not src.static or not out.static:
+        return None
+    s, o = tuple(src.shape or ()), tuple(out.shape or ())
+    axes = [int(a) for a in params.get("axes", (2, 3))]
+    if len(s) != 4 or len(o) != 5 or not any(s[a] == 1 for a in axes) or o[0] != s[0] or o[3:] != s[2:] \
+            or o[1] * o[2] != s[1]:
+        return None
+    return (f"it splits the channels of Conv '{producer.name}' {s} into {o}, keeping the {s[2]} x {s[3]} "
+            "plane last (the QNN graph fails to finalize: QNN_COMMON_ERROR_MEM_ALLOC)")
+
+
 @rule("behind_heads_transpose", "context", local=False)
 def rule_behind_heads_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input 0 is computed by a rank-4 Transpose (0, 1, 3, 2) whose result's dim 2 is a multiple of

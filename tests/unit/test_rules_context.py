@@ -1044,3 +1044,21 @@ def test_behind_heads_transpose(h, d, perm, want):
     relu = next(n for n in facts.nodes if n.name == "swap")  # read from a graph input's Relu, not a Transpose
     assert "computed by Relu 'relu', not by a Transpose" in RULES["behind_heads_transpose"].check(relu, {"multiple_of": 8}, facts)
     assert not is_local("behind_heads_transpose", {"multiple_of": 8})
+
+
+@pytest.mark.parametrize("label,axes,fails", [
+    ("conv.hw1x1.p2", [2, 3], True), ("conv.hw1x1.lead1", [2, 3], True), ("conv.hw2x1.p2", [2, 3], True),
+    ("conv.hw2x1.p2", [2], False), ("conv.hw1x2.p2", [2], True), ("conv.hw2x2.p2", [2, 3], False),
+    ("conv.hw1x1.rank4", [2, 3], False), ("conv.hw1x1.rank6", [2, 3], False),
+    ("conv.hw1x1.plane_moved", [2, 3], False), ("conv.hw1x1.other_layout", [2, 3], False),
+    ("gap.hw1x1.p2", [2, 3], False), ("sigmoid.hw1x1.p2", [2, 3], False)])
+def test_not_conv_channel_split_fails_a_rank5_split_of_a_conv_plane_with_a_unit_dim(label, axes, fails):
+    # as onnxruntime-qnn 2.7.0 placed q.Reshape.ctx=conv_split.* (v73: a unit H or W fails, v68: a unit H)
+    from pytest_npucheck.probe.models_conv_channel_split import _split
+
+    facts = facts_from_model(_split(label).build())
+    [reshape] = [n for n in facts.nodes if n.op_type == "Reshape"]
+    msg = RULES["not_conv_channel_split"].check(reshape, {"axes": axes}, facts)
+    assert (msg is not None) == fails
+    if fails:
+        assert "splits the channels of Conv 'pre_conv'" in msg and "QNN_COMMON_ERROR_MEM_ALLOC" in msg

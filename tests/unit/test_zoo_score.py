@@ -81,6 +81,17 @@ def test_rejection_patterns_name_the_node(save):
     # x * rsqrt(...) * w (weight second) builds: not the pattern
     assert zoo_score.explain_rejection("qnn", rmsnorm(False), "Failed to finalize")[0] == "unexplained"
 
+    def sk_attention(plane: int):  # timm SKNet's fc_select Conv split into (N, paths, C, H, W)
+        return _graph(save, [helper.make_node("Conv", ["x", "w"], ["c"], name="fc_select", kernel_shape=[1, 1]),
+                             helper.make_node("Reshape", ["c", "t"], ["r"], name="split"),
+                             helper.make_node("Softmax", ["r"], ["y"], name="softmax", axis=1)],
+                      [("x", [1, 16, plane, plane])],
+                      [const("w", [[[[0.1]]] * 16] * 128), const("t", [1, 2, 64, plane, plane], "int64")])
+
+    assert zoo_score.explain_rejection("qnn", sk_attention(1), "Failed to finalize")[:2] == ("conv_channel_split",
+                                                                                             ["split"])
+    assert zoo_score.explain_rejection("qnn", sk_attention(2), "Failed to finalize")[0] == "unexplained"
+
 
 def test_constant_query_attention_with_any_number_of_queries(save):
     def attention(queries: int, learned: bool):

@@ -113,6 +113,14 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
     ``arch`` is the HTP architecture, ``version`` the QNN SDK version the backend reports
     (rules that changed between the probed versions are selected with it).
     """
+    # 2.51.0: a Conv's channels split into rank 5 around a unit plane dim fails to finalize
+    conv_split = [] if _vkey(version) < (2, 51) else [
+        C("not_conv_channel_split", [r"q\.Reshape\.ctx=conv_split\."], "unsupported",
+          axes=[2, 3] if arch >= 73 else [2],
+          note="a Conv's (N, C, H, W) result with H (v68; H or W on v73) of 1 split into (N, a, C / a, H, W): "
+               "'Failed to finalize QNN graph ... QNN_COMMON_ERROR_MEM_ALLOC', the session is not created (timm "
+               "SKNet's selective-kernel attention); a plane without such a unit dim, a rank-4 target or a "
+               "pooling's result build (q.Reshape.ctx=conv_split.*)")]
     rules: dict[str, dict[str, Any]] = {
         # -- element-wise ops whose rank-5 form the backend rejects -------------------------
         "Tanh": E("npu", rank4("Tanh")),
@@ -271,6 +279,7 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                                    "'allowzero' attribute is not supported by QNN.\" (the "
                                    "dynamo exporter writes allowzero=1 on every Reshape; "
                                    "without a 0 in the shape they run on the NPU)"),
+                     *conv_split,
                      note="a non-constant target shape runs on the CPU ('Cannot get shape'; "
                           "generic static_shape rule), an output of rank 6 too (generic rank "
                           "rule)."),
