@@ -609,6 +609,30 @@ def test_rknn_head_merge_behind_attentions_transpose_matches_every_recorded_prob
     assert got["x.Reshape.ctx=heads_t.merge.h=4.d=96.s=14.f32.r4"] == "npu"
 
 
+def test_rknn_head_split_in_front_of_attention_matches_the_recorded_probes(catalog):
+    """models_heads_split.py: the split (1, k h d, H, W) -> (1, h, k d, H W) read by attention (CoAtNet's Slices
+    of axis 2, CPU-Bone's and EfficientViT-B0's Transpose then Slices of axis 3) ran on the NPU whatever the
+    map's plane when k d was a multiple of 8; CoaT's Transpose -> Mul of a second transposed operand -> MatMul
+    on the CPU at every size. The table predicts each but the Mul or Add read by a Relu (NPU, left cpu) and the
+    d = 5, 3 splits in front of softmax attention (a CPU row named after the split's result, 'focus_reshape_out_rs',
+    that the adapter counts as glue: self-check)."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=heads_split.")
+    probes = build_extra_probes(["x.Reshape.ctx=heads_split."])
+    assert len(probes) == len(recorded) == 42
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == "focus_reshape") for p in probes}
+    odd = {k for k in recorded if recorded[k] == "npu" and (".t_mul_t.h" in k or ".t_add_t." in k or
+                                                          ".d=5." in k or ".d=3." in k)}
+    assert len(odd) == 14 and all(got[k] == "cpu" for k in odd)
+    assert {k: v for k, v in got.items() if k not in odd} == {k: v for k, v in recorded.items() if k not in odd}
+    assert {v for k, v in got.items() if k not in odd} == {"cpu", "npu"}
+    for form in ("slice_sdpa", "t_slice_sdpa", "t_slice_linear"):
+        assert got["x.Reshape.ctx=heads_split.%s.h=4.d=32.s=14.f32.r4" % form] == "npu"
+    assert recorded["x.Reshape.ctx=heads_split.t_mul_t_mm.h=4.d=32.s=14.f32.r4"] == "cpu"
+
+
 # -- RKNN 2.5.0 / rk3588: FSMT's masked Softmax (exSoftmaxMask on the CPU) -----------------------------
 
 @pytest.mark.parametrize("mask,merge,const,want", [

@@ -1044,3 +1044,38 @@ def test_behind_heads_transpose(h, d, perm, want):
     relu = next(n for n in facts.nodes if n.name == "swap")  # read from a graph input's Relu, not a Transpose
     assert "computed by Relu 'relu', not by a Transpose" in RULES["behind_heads_transpose"].check(relu, {"multiple_of": 8}, facts)
     assert not is_local("behind_heads_transpose", {"multiple_of": 8})
+
+
+@pytest.mark.parametrize("form,d,want", [
+    ("slice_sdpa", 32, None), ("t_slice_sdpa", 16, None), ("t_slice_linear", 8, None),
+    ("t_slice_linear", 5, "dim 2 of output 0 'focus_reshape_out' is 15, not a multiple of 8"),
+    ("t_mul_t_mm", 32, "Mul 'post_mul' reads Transpose 'post_t''s result with the computed 'q_t_out'"),
+])
+def test_splits_heads_for_attention(form, d, want):
+    """CoAtNet, CPU-Bone and EfficientViT-B0 split q, k, v heads for attention (NPU); CoaT's split is read by a
+    Mul of two transposed operands, whose Transposes the compiler moves behind it (CPU)."""
+    from pytest_npucheck.probe.models_heads_split import _heads_split
+
+    facts = facts_from_model(_heads_split(form, 4, d, 7).build())
+    split = next(n for n in facts.nodes if n.name == "focus_reshape")
+    got = RULES["splits_heads_for_attention"].check(split, {"multiple_of": 8}, facts)
+    assert got is None if want is None else want in got
+    assert not is_local("splits_heads_for_attention", {"multiple_of": 8})
+
+
+def test_splits_heads_for_attention_looks_through_one_element_scales_only():
+    """A scale of one element (TorchScript computes it from the head width) between the split and attention's
+    MatMul is looked through; a Mul by a full tensor is not."""
+    def facts(scale_shape):
+        nodes = [helper.make_node("Reshape", ["x", "s"], ["h"], name="split"),
+                 helper.make_node("Mul", ["h", "k"], ["m"], name="scale"),
+                 helper.make_node("MatMul", ["m", "w"], ["y"], name="mm")]
+        inits = [numpy_helper.from_array(np.array([1, 2, 8, 49], np.int64), "s"),
+                 numpy_helper.from_array(np.ones([49, 8], np.float32), "w")]
+        return facts_from_model(_graph(nodes, [_vi("x", [1, 16, 7, 7]), _vi("k", scale_shape)],
+                                       [_vi("y", [1, 2, 8, 8])], inits))
+
+    for shape, want in (([1], None), ([1, 2, 8, 49], "Mul 'scale' reads it with 'k', not a one-element scale")):
+        f = facts(shape)
+        got = RULES["splits_heads_for_attention"].check(f.nodes[0], {"multiple_of": 8}, f)
+        assert got is None if want is None else want in got

@@ -171,9 +171,12 @@ def _plane(tensor: str) -> dict[str, Any]:
     # or when it reads attention's Transpose (0, 1, 3, 2) of (1, h, L, d) with d a multiple of 8, whatever h
     # (x.Reshape.ctx=heads_t.merge.*)
     heads = ([{"rule": "channels_multiple_of", "params": {"multiple_of": 8}},
-              {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else [])
+              {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else
+             # the split (1, h d, H, W) -> (1, h, d, H W) of a map into heads read by attention (CoAtNet, CPU-Bone,
+             # EfficientViT-B0: x.Reshape.ctx=heads_split.*): the input plane does not count
+             [{"rule": "splits_heads_for_attention", "params": {"multiple_of": 8}}])
     return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
-                        r"x\.Reshape\.ctx=heads(_t)?\."],
+                        r"x\.Reshape\.ctx=heads(_t|_split)?\."],
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -195,7 +198,7 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
                   "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
                   "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
-                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else ""))
+                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else _SPLIT_NOTE))
 
 
 _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads of a convolutional attention "
@@ -208,6 +211,17 @@ _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads 
                "that Transpose through the Mul after it and ran the split on the CPU); behind attention's "
                "Transpose(0, 1, 3, 2) of (1, h, L, d) the merge ran on the NPU when d was a multiple of 8, whatever "
                "h ((4, 96), (2, 8); CoAtNet, CPU-Bone), and on the CPU at (4, 5), (2, 2) (x.Reshape.ctx=heads_t.merge.*)")
+
+
+_SPLIT_NOTE = ("; the split of a map into attention heads, (1, k h d, H, W) -> (1, h, k d, H W), ran on the NPU "
+               "whatever its input plane when k d was a multiple of 8 and every path from it reached attention's "
+               "Transpose (0, 1, 3, 2) or a MatMul (through Slices of q, k and v on axis 2 or 3 and scalings): the "
+               "compiler lays the heads on the batch axis, (h, k d, 1, H W); CoAtNet's softmax attention slicing "
+               "axis 2, CPU-Bone's transposing first, EfficientViT-B0's ReLU linear attention, h = 2 to 8, d = 8 "
+               "to 40, 5 x 5 to 14 x 14 maps (x.Reshape.ctx=heads_split.*); on the CPU at k d = 15, 9, 5, 3, between "
+               "Relus, and when the Transpose is read by a Mul or Add with a second transposed operand that a "
+               "MatMul reads (the compiler moves both Transposes behind the Mul and leaves the split bare: CoaT's "
+               "q * conv(v)); that Mul read by a Relu ran on the NPU (not expressed)")
 
 
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
