@@ -201,6 +201,45 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     assert got["post_cast"][0] == "cpu"
 
 
+def test_rknn_int64_layout_op_read_by_integer_cpu_ops_is_merged_into_their_relayout(catalog):
+    """models_int_layout_readers.py (rknn-toolkit2 2.5.0): an int64 Unsqueeze/Reshape of rank below 4 read by an
+    Expand, a TopK or a Div leaves no row of its own (JetMoE's router); the table reproduces every recorded probe,
+    and read as an embedding Gather's indices the same op stays cpu."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    recorded = _recorded_vision_heads("x.Unsqueeze.ctx=int_readers.") | _recorded_vision_heads("x.Reshape.ctx=int_readers.")
+    probes = build_extra_probes(["x.Unsqueeze.ctx=int_readers.", "x.Reshape.ctx=int_readers."])
+    assert len(probes) == len(recorded) == 20 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        node = next(n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_layout")
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+    assert verdicts(catalog, RKNN, _int_layout("Unsqueeze", "input", "gather_idx"))["focus_layout"][0] == "cpu"
+
+
+def test_rknn_mask_swap_needs_a_mask_cast_not_an_integer_one(catalog):
+    """An int64 -> int64 Cast (rknn-toolkit2 removes it: remove_invalid_cast) in front of an Unsqueeze read by an
+    int64 Expand is no mask Cast: the Unsqueeze passes; behind an int64 -> float Cast, read by a float Expand,
+    the layout op is moved in front of the Cast onto int64 data, CPU (x.Reshape.ctx=mask_cast.*)."""
+    from onnx import TensorProto, helper
+
+    def model(to):
+        nodes = [helper.make_node("Cast", ["ids"], ["c"], name="cast", to=to),
+                 helper.make_node("Unsqueeze", ["c", "ax"], ["u"], name="unsq"),
+                 helper.make_node("Expand", ["u", "shape"], ["y"], name="expand")]
+        inits = [helper.make_tensor("ax", TensorProto.INT64, [1], [1]),
+                 helper.make_tensor("shape", TensorProto.INT64, [2], [16, 32])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [16])],
+                              [helper.make_tensor_value_info("y", to, [16, 32])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    def unsq(to):
+        return next(n for n in match(facts_from_model(model(to)), catalog.table(RKNN)).nodes if n.name == "unsq")
+
+    assert unsq(TensorProto.INT64).verdict == "npu"
+    assert unsq(TensorProto.FLOAT).verdict == "cpu"
+
+
 @pytest.mark.parametrize("form,reader,want", [
     ("add0", "gather_idx", "folded"), ("add0", "cast_f32", "folded"), ("sub0", "cast_f32", "folded"),
     ("mul1", "cast_f32", "folded"), ("argmax_add0", "gather_rows", "folded"),   # CLIP's pooled-token index

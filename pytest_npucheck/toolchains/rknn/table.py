@@ -142,8 +142,12 @@ def _mask_swap(probes: Sequence[str]) -> dict[str, Any]:
                                       "constraint": {"rule": "dtype",
                                                      "params": {"tensor": "input", "index": 0,
                                                                 "allowed": ["bool", "float16", "float32"]}}}},
-                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
-             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE)
+                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}},
+                          # integer data in: no mask Cast in front (an int64 -> int64 Cast, which the compiler
+                          # removes: JetMoE's router); the integer-layout rule judges it
+                          {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["int64", "int32"]}}],
+             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE + "; a layout op whose input is itself integer (behind an int64 -> "
+                  "int64 Cast, which the compiler removes: JetMoE's router) has no mask Cast to move in front of")
 
 
 _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a chain of layout ops RKNN merges into one "
@@ -247,17 +251,35 @@ def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
     return out
 
 
-def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
+def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), reader_probes: Sequence[str] = ()
+                ) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers; with
-    ``cast_probes`` also when only Casts read its result of rank below 4."""
+    ``cast_probes`` also when only Casts read its result of rank below 4; with ``reader_probes`` also
+    when only the integer ops of _INT_RELAYOUT_READERS (and Shape) read it."""
     alternatives: list[dict[str, Any]] = [
         {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
         {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
     if cast_probes:
         alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
-    return C("any_of", list(probes) + list(cast_probes), constraints=alternatives,
-             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else ""))
+    if reader_probes:
+        alternatives.append({"rule": "feeds_only", "params": {"ops": _INT_RELAYOUT_READERS, "max_rank": 3}})
+    return C("any_of", list(probes) + list(cast_probes) + list(reader_probes), constraints=alternatives,
+             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else "")
+             + (_INT_READERS_NOTE if reader_probes else ""))
+
+
+#: integer ops that make a 4-D relayout of their input (unsqueeze_to_4d_<op>) into which RKNN merges a layout op of
+#: rank below 4 in front of them (x.{Unsqueeze,Reshape}.ctx=int_readers.*, int_layout.unsqueeze.input.mul); a Shape
+#: reads only the static shape (fold_constant). Not a Gather reading it as indices: that is a CPU Reshape of its own
+_INT_RELAYOUT_READERS = ["Cast", "Div", "Expand", "Mul", "Shape", "TopK"]
+
+_INT_READERS_NOTE = ("; so does one of rank below 4 read only by int64 Expand, TopK, Div or Mul ops (and Shape): "
+                     "JetMoE's router Reshape (16, 1) -> (16) of TopK's indices in front of a second TopK and its "
+                     "Unsqueeze (16) -> (16, 1) in front of an Expand left no row (x.{Unsqueeze,Reshape}.ctx="
+                     "int_readers.*: Unsqueeze and Reshape between a graph input or TopK's indices and an Expand, "
+                     "a TopK, a Div, 10 and 16 indices; the reader's relayout 'Reshape <result>_rs' is its glue), "
+                     "while as the indices of a Gather it is a CPU Reshape of its own")
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -739,7 +761,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "and 3 x 3) the Concat relays its input itself, a row of its own glue: "
                         "x.Reshape.ctx=flatten3.*.concat)"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
-                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
+                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"],
+                             [r"x\.Reshape\.ctx=int_readers\."]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
@@ -773,7 +796,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
     "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
-                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"]),
+                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"],
+                                      [r"x\.Unsqueeze\.ctx=int_(readers\.|layout\.unsqueeze\.input\.mul)"]),
                    _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
                    C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
