@@ -58,6 +58,7 @@ from pytest_npucheck.probe import (
     models_window_partition,
     models_heads_split,
     models_int_layout_readers,
+    models_batch_fold_reshape,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -101,6 +102,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_window_partition.FAMILIES,
     *models_heads_split.FAMILIES,
     *models_int_layout_readers.FAMILIES,
+    *models_batch_fold_reshape.FAMILIES,
 ]
 
 

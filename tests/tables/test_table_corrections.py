@@ -201,6 +201,28 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     assert got["post_cast"][0] == "cpu"
 
 
+def test_rknn_rows_folded_into_the_batch_match_every_recorded_probe(catalog):
+    """models_batch_fold_reshape.py (rknn-toolkit2 2.5.0): (1, A, B, W) -> (A B, 1, 1, W) and (A, 1, B, W) ran on
+    the NPU in all 24 probes (RAFT's coords per pixel, output plane 1 x W); the table predicts each, and a fold
+    that changes the last dim is still judged by the planes."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+    from pytest_npucheck.probe.models_batch_fold_reshape import _batch_fold
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=batch_fold.")
+    probes = build_extra_probes(["x.Reshape.ctx=batch_fold."])
+    assert len(probes) == len(recorded) == 24 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        node = next(n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_reshape")
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+    import numpy as np
+    from onnx import numpy_helper
+
+    gb = _batch_fold(7, 7, 2, "relu.relu", False)
+    shape = next(i for i in gb.inits if list(i.dims) == [4])
+    shape.CopyFrom(numpy_helper.from_array(np.array([49, 1, 2, 1], np.int64), shape.name))  # the last dim changed
+    assert verdicts(catalog, RKNN, gb)["focus_reshape"][0] == "cpu"
+
+
 def test_rknn_int64_layout_op_read_by_integer_cpu_ops_is_merged_into_their_relayout(catalog):
     """models_int_layout_readers.py (rknn-toolkit2 2.5.0): an int64 Unsqueeze/Reshape of rank below 4 read by an
     Expand, a TopK or a Div leaves no row of its own (JetMoE's router); the table reproduces every recorded probe,

@@ -179,8 +179,11 @@ def _plane(tensor: str) -> dict[str, Any]:
              # the split (1, h d, H, W) -> (1, h, d, H W) of a map into heads read by attention (CoAtNet, CPU-Bone,
              # EfficientViT-B0: x.Reshape.ctx=heads_split.*): the input plane does not count
              [{"rule": "splits_heads_for_attention", "params": {"multiple_of": 8}}])
+    # the rows of a channels-last (1, A, B, W) map folded into the batch, (A B, 1, 1, W) (RAFT's coords per pixel):
+    # NPU whatever either plane (x.Reshape.ctx=batch_fold.*)
+    heads.append({"rule": "folds_rows_into_batch", "params": {}})
     return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
-                        r"x\.Reshape\.ctx=heads(_t|_split)?\."],
+                        r"x\.Reshape\.ctx=heads(_t|_split)?\.", r"x\.Reshape\.ctx=batch_fold\."],
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -202,7 +205,7 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
                   "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
                   "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
-                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else _SPLIT_NOTE))
+                  "is not found yet%s%s" % (tensor, _HEADS_NOTE if tensor == "output" else _SPLIT_NOTE, _FOLD_NOTE))
 
 
 _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads of a convolutional attention "
@@ -226,6 +229,12 @@ _SPLIT_NOTE = ("; the split of a map into attention heads, (1, k h d, H, W) -> (
                "Relus, and when the Transpose is read by a Mul or Add with a second transposed operand that a "
                "MatMul reads (the compiler moves both Transposes behind the Mul and leaves the split bare: CoaT's "
                "q * conv(v)); that Mul read by a Relu ran on the NPU (not expressed)")
+
+
+_FOLD_NOTE = ("; a channels-last (1, A, B, W) map whose rows are folded into the batch, (A B, 1, 1, W) or (A, 1, B, W) "
+              "(RAFT's coords.reshape(B H W, 1, 1, 2)), ran on the NPU whatever either plane: W = 2, 3, 7, 8 on 16 x 16, "
+              "7 x 7, 5 x 3 and 4 x 4 maps, behind a Relu or RAFT's Transpose (0, 2, 3, 1), read by a Relu or a broadcast "
+              "Add (x.Reshape.ctx=batch_fold.*)")
 
 
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
