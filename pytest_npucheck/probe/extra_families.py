@@ -59,6 +59,7 @@ from pytest_npucheck.probe import (
     models_heads_split,
     models_int_layout_readers,
     models_batch_fold_reshape,
+    models_rank6_merge,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -103,6 +104,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_heads_split.FAMILIES,
     *models_int_layout_readers.FAMILIES,
     *models_batch_fold_reshape.FAMILIES,
+    *models_rank6_merge.FAMILIES,
 ]
 
 

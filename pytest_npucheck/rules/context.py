@@ -1084,3 +1084,29 @@ def rule_splits_heads_for_attention(node: NodeFact, params: Mapping[str, Any], g
     if not isinstance(d, int) or d % step:
         return f"dim 2 of output 0 '{out}' is {d!r}, not a multiple of {step}"
     return _heads_split_path(graph, out)
+
+
+@rule("rank6_sum_plane", "context", local=False)
+def rule_rank6_sum_plane(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a rank-6 input 0 that an Add of two computed operands makes, viewed as rank 4, holds a multiple of
+    {multiple_of} elements in its last two dims: the compiler lays the sum out as (N, the middle dims, d4, d5)
+    and runs the Reshape back to rank 4 as a Reshape of that (d4, d5) plane (MViTv2's decomposed relative
+    position bias, attn.view(B, h, qh, qw, kh, kw) + rel_h + rel_w)."""
+    src = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    dst = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
+    # only a known rank-6 -> rank-4 view is judged: any other Reshape passes (the plane rules judge rank 4)
+    if src is None or src.shape is None or dst is None or dst.shape is None or len(src.shape) != 6 or len(dst.shape) != 4:
+        return None
+    add = _producer(graph, node.inputs[0])
+    if add is None or add.op_type != "Add" or len(add.inputs) != 2 or any(
+            not i or _producer(graph, i) is None for i in add.inputs):
+        return None
+    d4, d5 = src.shape[4], src.shape[5]
+    if not isinstance(d4, int) or not isinstance(d5, int):
+        return ShapeUnknown(f"dims 4 and 5 of input 0 are {d4!r}, {d5!r}")
+    step = int(params["multiple_of"])
+    if (d4 * d5) % step:
+        return (f"input 0 {tuple(src.shape)} is the sum of Add '{add.name}' of two computed tensors: the compiler "
+                f"lays it out with a ({d4}, {d5}) plane of {d4 * d5} elements, not a multiple of {step}, and runs "
+                "the Reshape back to rank 4 on the CPU")
+    return None

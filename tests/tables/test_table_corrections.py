@@ -223,6 +223,24 @@ def test_rknn_rows_folded_into_the_batch_match_every_recorded_probe(catalog):
     assert verdicts(catalog, RKNN, gb)["focus_reshape"][0] == "cpu"
 
 
+def test_rknn_rank6_sums_viewed_back_as_rank4_match_the_recorded_probes(catalog):
+    """models_rank6_merge.py (rknn-toolkit2 2.5.0): MViTv2's decomposed relative position bias, a rank-6 sum of two
+    computed tensors viewed back as rank 4, ran on the CPU unless its (s, s) plane held a multiple of 8 elements;
+    the table predicts each but two Relu-only views (CPU at s = 7, 5: self-check)."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=rank6_merge.")
+    probes = build_extra_probes(["x.Reshape.ctx=rank6_merge."])
+    assert len(probes) == len(recorded) == 24
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == "focus_reshape") for p in probes}
+    odd = {"x.Reshape.ctx=rank6_merge.relu.h=4.s=%d.f32.r6" % s for s in (7, 5)}
+    assert all(recorded[k] == "cpu" and got[k] == "npu" for k in odd)
+    assert {k: v for k, v in got.items() if k not in odd} == {k: v for k, v in recorded.items() if k not in odd}
+    assert {recorded["x.Reshape.ctx=rank6_merge.relpos_in.h=4.s=%d.f32.r6" % s] for s in (14, 7, 6, 5)} == {"cpu"}
+    assert {recorded["x.Reshape.ctx=rank6_merge.relpos_in.h=%d.s=%d.f32.r6" % hs] for hs in ((4, 8), (4, 4), (1, 16))} == {"npu"}
+
+
 def test_rknn_int64_layout_op_read_by_integer_cpu_ops_is_merged_into_their_relayout(catalog):
     """models_int_layout_readers.py (rknn-toolkit2 2.5.0): an int64 Unsqueeze/Reshape of rank below 4 read by an
     Expand, a TopK or a Div leaves no row of its own (JetMoE's router); the table reproduces every recorded probe,

@@ -1079,3 +1079,19 @@ def test_splits_heads_for_attention_looks_through_one_element_scales_only():
         f = facts(shape)
         got = RULES["splits_heads_for_attention"].check(f.nodes[0], {"multiple_of": 8}, f)
         assert got is None if want is None else want in got
+
+
+@pytest.mark.parametrize("s,const_bias,want", [
+    (14, False, "a (14, 14) plane of 196 elements, not a multiple of 8"), (8, False, None),
+    (14, True, None),   # a constant bias: the compiler folds the chain, nothing to judge
+])
+def test_rank6_sum_plane(s, const_bias, want):
+    """MViTv2's attn.view(B, h, s, s, s, s) + rel_h + rel_w viewed back as (B, h, s s, s s)."""
+    from pytest_npucheck.probe.models_rank6_merge import _rank6_merge
+
+    facts = facts_from_model(_rank6_merge("relpos" if const_bias else "relpos_in", 4, s).build())
+    node = next(n for n in facts.nodes if n.name == "focus_reshape")
+    got = RULES["rank6_sum_plane"].check(node, {"multiple_of": 8}, facts)
+    assert got is None if want is None else want in got
+    view = next(n for n in facts.nodes if n.name == "pre_view")  # rank 4 -> rank 6: not judged
+    assert RULES["rank6_sum_plane"].check(view, {"multiple_of": 8}, facts) is None

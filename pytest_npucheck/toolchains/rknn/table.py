@@ -713,6 +713,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Upsample": E("npu", note="opset-9 Upsample is compiled as an NPU Resize."),
     # -- layout ------------------------------------------------------------------------------------
     "Reshape": E("npu",
+                 C("rank6_sum_plane", [r"x\.Reshape\.ctx=rank6_merge\."], multiple_of=8,
+                   note="a rank-6 sum of two computed tensors viewed back as rank 4 (MViTv2's decomposed relative "
+                        "position bias: attn.view(B, h, s, s, s, s) + rel_h + rel_w, then view(B, h, s s, s s)) runs on "
+                        "the CPU unless the last two dims hold a multiple of 8 elements: the compiler lays the sum out "
+                        "as (B, h s s, s, s) and the Reshape back is a Reshape of that plane (row 'Reshape (1,784,14,14) "
+                        "-> (1,4,196,196)' CPU at s = 14, 7, 6, 5, NPU at s = 8, 4, 16: x.Reshape.ctx=rank6_merge."
+                        "relpos_in.*); with constant biases the compiler folds the chain and no Reshape is left "
+                        "(relpos.*), and a Relu of a rank-6 input viewed as rank 4 ran on the CPU at s = 7, 5 and on the "
+                        "NPU at 14, 6 (relu.*: not expressed)"),
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
                  _plane("input"), _plane("output"),
