@@ -60,6 +60,7 @@ from pytest_npucheck.probe import (
     models_int_layout_readers,
     models_batch_fold_reshape,
     models_rank6_merge,
+    models_einsum_relpos5,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -105,6 +106,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_int_layout_readers.FAMILIES,
     *models_batch_fold_reshape.FAMILIES,
     *models_rank6_merge.FAMILIES,
+    *models_einsum_relpos5.FAMILIES,
 ]
 
 

@@ -241,6 +241,19 @@ def test_rknn_rank6_sums_viewed_back_as_rank4_match_the_recorded_probes(catalog)
     assert {recorded["x.Reshape.ctx=rank6_merge.relpos_in.h=%d.s=%d.f32.r6" % hs] for hs in ((4, 8), (4, 4), (1, 16))} == {"npu"}
 
 
+def test_rknn_mvitv2_rank5_relative_position_einsums_match_the_recorded_probes(catalog):
+    """models_einsum_relpos5.py (rknn-toolkit2 2.5.0): MViTv2's 'byhwc,hkc->byhwk' and 'byhwc,wkc->byhwk' ran on the
+    NPU at every size probed; the table predicts each."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Einsum.ctx=relpos5.")
+    probes = build_extra_probes(["x.Einsum.ctx=relpos5."])
+    assert len(probes) == len(recorded) == 6 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        node = next(n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_einsum")
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+
+
 def test_rknn_int64_layout_op_read_by_integer_cpu_ops_is_merged_into_their_relayout(catalog):
     """models_int_layout_readers.py (rknn-toolkit2 2.5.0): an int64 Unsqueeze/Reshape of rank below 4 read by an
     Expand, a TopK or a Div leaves no row of its own (JetMoE's router); the table reproduces every recorded probe,

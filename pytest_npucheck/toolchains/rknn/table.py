@@ -117,7 +117,9 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "b
               # PEGASUS-X's block-local attention with global tokens, SAM's relative positions
               # (x.Einsum.ctx=letters.pegasus_x_*, sam_rel_*)
               "BHNKF,BHGF->BHNKG", "BHNKF,BHNXF->BHNKX", "BHNKG,BHGF->BHNKF", "BHNKX,BHNXF->BHNKF",
-              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk"]
+              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk",
+              # MViTv2's rank-5 relative positions (x.Einsum.ctx=relpos5.*)
+              "byhwc,hkc->byhwk", "byhwc,wkc->byhwk"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
@@ -513,7 +515,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
               probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
     "Einsum": E("npu",
                 C("einsum_equation_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
-                                         r"Einsum\.eq=", r"x\.Einsum\.ctx=letters\."],
+                                         r"Einsum\.eq=", r"x\.Einsum\.ctx=letters\.", r"x\.Einsum\.ctx=relpos5\."],
                   values=EINSUM_NPU,
                   note="an equation with spaces between the subscript letters ('b i d, b j d -> "
                        "b i j', as einops-style torch.einsum calls write it) or before a comma ('bhlk , bhtk "
