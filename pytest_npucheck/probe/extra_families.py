@@ -56,6 +56,11 @@ from pytest_npucheck.probe import (
     models_dual_heads,
     models_rel_pos_tile,
     models_window_partition,
+    models_heads_split,
+    models_int_layout_readers,
+    models_batch_fold_reshape,
+    models_rank6_merge,
+    models_einsum_relpos5,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -97,6 +102,11 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_seq_map_reshape.FAMILIES,
     *models_rank5_broadcast.FAMILIES,
     *models_window_partition.FAMILIES,
+    *models_heads_split.FAMILIES,
+    *models_int_layout_readers.FAMILIES,
+    *models_batch_fold_reshape.FAMILIES,
+    *models_rank6_merge.FAMILIES,
+    *models_einsum_relpos5.FAMILIES,
 ]
 
 

@@ -1032,3 +1032,106 @@ def rule_behind_heads_transpose(node: NodeFact, params: Mapping[str, Any], graph
     if d % step:
         return f"input 0 is computed by Transpose '{producer.name}' (0, 1, 3, 2) whose result's dim 2 is {d}, not a multiple of {step}"
     return None
+
+
+#: element-wise ops of two operands: a Transpose (0, 1, 3, 2) of the heads read by one of them together with
+#: another computed tensor is moved behind it by the compiler (reduce_tp_in_mesh_forward)
+_HEADS_BINARY = frozenset({"Add", "Sub", "Mul", "Div"})
+
+
+def _is_scale(graph: GraphFacts, tensor: str) -> bool:
+    """``tensor`` holds one element (a constant scale, or one TorchScript computes from the head width)."""
+    info = graph.tensor(tensor) if tensor else None
+    if info is None:
+        return False
+    if info.value is not None:
+        return len(info.value) == 1
+    return info.shape is not None and all(isinstance(d, int) and d == 1 for d in info.shape)
+
+
+def _heads_split_path(graph: GraphFacts, tensor: str, depth: int = 0) -> Optional[str]:
+    """Why the heads in ``tensor`` do not reach attention's Transpose (0, 1, 3, 2) or MatMul on every path
+    (None when they do), looking through Slices of axis 2 or 3 and Mul/Div by a one-element scale."""
+    readers = [c for c in _consumers(graph, tensor) if not _removed(graph, c.index) and c.op_type not in ("Shape", "Size")]
+    if _is_graph_output(graph, tensor):
+        return f"'{tensor}' is a graph output"
+    if not readers:
+        return f"'{tensor}' has no reader"
+    for c in readers:
+        if depth > 8:
+            return f"the path to attention through {c.op_type} '{c.name}' is longer than 8 ops"
+        if c.op_type == "MatMul":
+            continue
+        if c.op_type == "Slice":
+            axes = _const_ints(graph, c.inputs[3]) if len(c.inputs) > 3 and c.inputs[3] else None
+            if axes is None or any(a % 4 not in (2, 3) for a in axes):
+                return f"Slice '{c.name}' does not slice axis 2 or 3 by constant axes"
+            why = _heads_split_path(graph, c.outputs[0], depth + 1)
+        elif c.op_type in ("Mul", "Div") and len(c.inputs) == 2:
+            other = c.inputs[1] if c.inputs[0] == tensor else c.inputs[0]
+            if not _is_scale(graph, other):
+                return f"{c.op_type} '{c.name}' reads it with '{other}', not a one-element scale"
+            why = _heads_split_path(graph, c.outputs[0], depth + 1)
+        elif c.op_type == "Transpose":
+            perm = list(c.attrs.get("perm") or ())
+            if perm != [0, 1, 3, 2]:
+                return f"Transpose '{c.name}' has perm {perm}, not (0, 1, 3, 2)"
+            for r in _consumers(graph, c.outputs[0]):
+                if r.op_type in _HEADS_BINARY and len(r.inputs) == 2:
+                    other = r.inputs[1] if r.inputs[0] == c.outputs[0] else r.inputs[0]
+                    if other and _producer(graph, other) is not None and not _is_scale(graph, other):
+                        return (f"{r.op_type} '{r.name}' reads Transpose '{c.name}''s result with the computed "
+                                f"'{other}': the compiler moves the Transpose behind the {r.op_type} and leaves "
+                                "the split bare (CoaT)")
+            continue
+        else:
+            return f"it reaches {c.op_type} '{c.name}', not attention's Transpose (0, 1, 3, 2) or MatMul"
+        if why:
+            return why
+    return None
+
+
+@rule("splits_heads_for_attention", "context", local=False)
+def rule_splits_heads_for_attention(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """output 0 is a rank-4 (N, h, D, L) with D a multiple of {multiple_of} read, on every path (through
+    Slices of axis 2 or 3 and Mul/Div by a one-element scale), by attention's Transpose (0, 1, 3, 2) or a
+    MatMul, and no such Transpose is read by an element-wise op with a second computed operand of more than
+    one element: the split of a map into attention heads, which the compiler lays out with the heads on the
+    batch axis, (h, D, 1, L), whatever the map's plane."""
+    step = int(params["multiple_of"])
+    out = node.outputs[0] if node.outputs else ""
+    info = graph.tensor(out) if out else None
+    if info is None or info.shape is None:
+        return ShapeUnknown(f"the shape of output 0 '{out}' is unknown")
+    if len(info.shape) != 4:
+        return f"output 0 '{out}' has rank {len(info.shape)}, not 4"
+    d = info.shape[2]
+    if not isinstance(d, int) or d % step:
+        return f"dim 2 of output 0 '{out}' is {d!r}, not a multiple of {step}"
+    return _heads_split_path(graph, out)
+
+
+@rule("rank6_sum_plane", "context", local=False)
+def rule_rank6_sum_plane(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a rank-6 input 0 that an Add of two computed operands makes, viewed as rank 4, holds a multiple of
+    {multiple_of} elements in its last two dims: the compiler lays the sum out as (N, the middle dims, d4, d5)
+    and runs the Reshape back to rank 4 as a Reshape of that (d4, d5) plane (MViTv2's decomposed relative
+    position bias, attn.view(B, h, qh, qw, kh, kw) + rel_h + rel_w)."""
+    src = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    dst = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
+    # only a known rank-6 -> rank-4 view is judged: any other Reshape passes (the plane rules judge rank 4)
+    if src is None or src.shape is None or dst is None or dst.shape is None or len(src.shape) != 6 or len(dst.shape) != 4:
+        return None
+    add = _producer(graph, node.inputs[0])
+    if add is None or add.op_type != "Add" or len(add.inputs) != 2 or any(
+            not i or _producer(graph, i) is None for i in add.inputs):
+        return None
+    d4, d5 = src.shape[4], src.shape[5]
+    if not isinstance(d4, int) or not isinstance(d5, int):
+        return ShapeUnknown(f"dims 4 and 5 of input 0 are {d4!r}, {d5!r}")
+    step = int(params["multiple_of"])
+    if (d4 * d5) % step:
+        return (f"input 0 {tuple(src.shape)} is the sum of Add '{add.name}' of two computed tensors: the compiler "
+                f"lays it out with a ({d4}, {d5}) plane of {d4 * d5} elements, not a multiple of {step}, and runs "
+                "the Reshape back to rank 4 on the CPU")
+    return None

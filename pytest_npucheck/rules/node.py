@@ -788,3 +788,21 @@ def rule_any_of(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) ->
     # an alternative that failed only for a shape the checker could not work out might hold: the
     # composite cannot decide either (reported as shape_unknown, like a plain rule)
     return ShapeUnknown(text) if any(type(m) is ShapeUnknown for m in failures) else text
+
+
+@rule("folds_rows_into_batch", "shape", reads_values=False)
+def rule_folds_rows_into_batch(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """input 0 is a rank-4 (1, A, B, W) and output 0 a rank-4 (A B, 1, 1, W) or (A, 1, B, W): the rows of a
+    channels-last map folded into the batch, its last dim kept (one W-vector per position), which the compiler
+    runs as a relayout of the batch whatever the planes."""
+    src = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    dst = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
+    if src is None or src.shape is None or dst is None or dst.shape is None:
+        return ShapeUnknown("the shape of input 0 or output 0 is unknown")
+    a, b = tuple(src.shape), tuple(dst.shape)
+    if len(a) != 4 or len(b) != 4 or not all(isinstance(d, int) for d in a + b):
+        return f"input 0 {_fmt_shape(a)} and output 0 {_fmt_shape(b)} are not both static rank 4"
+    if a[0] != 1 or b[3] != a[3] or b[1] != 1 or b not in ((a[1] * a[2], 1, 1, a[3]), (a[1], 1, a[2], a[3])):
+        return (f"{_fmt_shape(a)} -> {_fmt_shape(b)} does not fold the rows of a (1, A, B, W) map into the batch "
+                "as (A B, 1, 1, W) or (A, 1, B, W)")
+    return None

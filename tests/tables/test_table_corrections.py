@@ -201,6 +201,98 @@ def test_rknn_int64_layout_op_read_by_a_cast_is_merged_into_its_relayout(catalog
     assert got["post_cast"][0] == "cpu"
 
 
+def test_rknn_rows_folded_into_the_batch_match_every_recorded_probe(catalog):
+    """models_batch_fold_reshape.py (rknn-toolkit2 2.5.0): (1, A, B, W) -> (A B, 1, 1, W) and (A, 1, B, W) ran on
+    the NPU in all 24 probes (RAFT's coords per pixel, output plane 1 x W); the table predicts each, and a fold
+    that changes the last dim is still judged by the planes."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+    from pytest_npucheck.probe.models_batch_fold_reshape import _batch_fold
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=batch_fold.")
+    probes = build_extra_probes(["x.Reshape.ctx=batch_fold."])
+    assert len(probes) == len(recorded) == 24 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        node = next(n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_reshape")
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+    import numpy as np
+    from onnx import numpy_helper
+
+    gb = _batch_fold(7, 7, 2, "relu.relu", False)
+    shape = next(i for i in gb.inits if list(i.dims) == [4])
+    shape.CopyFrom(numpy_helper.from_array(np.array([49, 1, 2, 1], np.int64), shape.name))  # the last dim changed
+    assert verdicts(catalog, RKNN, gb)["focus_reshape"][0] == "cpu"
+
+
+def test_rknn_rank6_sums_viewed_back_as_rank4_match_the_recorded_probes(catalog):
+    """models_rank6_merge.py (rknn-toolkit2 2.5.0): MViTv2's decomposed relative position bias, a rank-6 sum of two
+    computed tensors viewed back as rank 4, ran on the CPU unless its (s, s) plane held a multiple of 8 elements;
+    the table predicts each but two Relu-only views (CPU at s = 7, 5: self-check)."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=rank6_merge.")
+    probes = build_extra_probes(["x.Reshape.ctx=rank6_merge."])
+    assert len(probes) == len(recorded) == 24
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == "focus_reshape") for p in probes}
+    odd = {"x.Reshape.ctx=rank6_merge.relu.h=4.s=%d.f32.r6" % s for s in (7, 5)}
+    assert all(recorded[k] == "cpu" and got[k] == "npu" for k in odd)
+    assert {k: v for k, v in got.items() if k not in odd} == {k: v for k, v in recorded.items() if k not in odd}
+    assert {recorded["x.Reshape.ctx=rank6_merge.relpos_in.h=4.s=%d.f32.r6" % s] for s in (14, 7, 6, 5)} == {"cpu"}
+    assert {recorded["x.Reshape.ctx=rank6_merge.relpos_in.h=%d.s=%d.f32.r6" % hs] for hs in ((4, 8), (4, 4), (1, 16))} == {"npu"}
+
+
+def test_rknn_mvitv2_rank5_relative_position_einsums_match_the_recorded_probes(catalog):
+    """models_einsum_relpos5.py (rknn-toolkit2 2.5.0): MViTv2's 'byhwc,hkc->byhwk' and 'byhwc,wkc->byhwk' ran on the
+    NPU at every size probed; the table predicts each."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Einsum.ctx=relpos5.")
+    probes = build_extra_probes(["x.Einsum.ctx=relpos5."])
+    assert len(probes) == len(recorded) == 6 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        node = next(n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_einsum")
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+
+
+def test_rknn_int64_layout_op_read_by_integer_cpu_ops_is_merged_into_their_relayout(catalog):
+    """models_int_layout_readers.py (rknn-toolkit2 2.5.0): an int64 Unsqueeze/Reshape of rank below 4 read by an
+    Expand, a TopK or a Div leaves no row of its own (JetMoE's router); the table reproduces every recorded probe,
+    and read as an embedding Gather's indices the same op stays cpu."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    recorded = _recorded_vision_heads("x.Unsqueeze.ctx=int_readers.") | _recorded_vision_heads("x.Reshape.ctx=int_readers.")
+    probes = build_extra_probes(["x.Unsqueeze.ctx=int_readers.", "x.Reshape.ctx=int_readers."])
+    assert len(probes) == len(recorded) == 20 and set(recorded.values()) == {"npu"}
+    for p in probes:
+        node = next(n for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes if n.name == "focus_layout")
+        assert node.verdict == "npu", (p.id, [r.message for r in node.reasons])
+    assert verdicts(catalog, RKNN, _int_layout("Unsqueeze", "input", "gather_idx"))["focus_layout"][0] == "cpu"
+
+
+def test_rknn_mask_swap_needs_a_mask_cast_not_an_integer_one(catalog):
+    """An int64 -> int64 Cast (rknn-toolkit2 removes it: remove_invalid_cast) in front of an Unsqueeze read by an
+    int64 Expand is no mask Cast: the Unsqueeze passes; behind an int64 -> float Cast, read by a float Expand,
+    the layout op is moved in front of the Cast onto int64 data, CPU (x.Reshape.ctx=mask_cast.*)."""
+    from onnx import TensorProto, helper
+
+    def model(to):
+        nodes = [helper.make_node("Cast", ["ids"], ["c"], name="cast", to=to),
+                 helper.make_node("Unsqueeze", ["c", "ax"], ["u"], name="unsq"),
+                 helper.make_node("Expand", ["u", "shape"], ["y"], name="expand")]
+        inits = [helper.make_tensor("ax", TensorProto.INT64, [1], [1]),
+                 helper.make_tensor("shape", TensorProto.INT64, [2], [16, 32])]
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [16])],
+                              [helper.make_tensor_value_info("y", to, [16, 32])], inits)
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+    def unsq(to):
+        return next(n for n in match(facts_from_model(model(to)), catalog.table(RKNN)).nodes if n.name == "unsq")
+
+    assert unsq(TensorProto.INT64).verdict == "npu"
+    assert unsq(TensorProto.FLOAT).verdict == "cpu"
+
+
 @pytest.mark.parametrize("form,reader,want", [
     ("add0", "gather_idx", "folded"), ("add0", "cast_f32", "folded"), ("sub0", "cast_f32", "folded"),
     ("mul1", "cast_f32", "folded"), ("argmax_add0", "gather_rows", "folded"),   # CLIP's pooled-token index
@@ -607,6 +699,30 @@ def test_rknn_head_merge_behind_attentions_transpose_matches_every_recorded_prob
     del recorded[odd]
     assert got == recorded and set(got.values()) == {"cpu", "npu"}
     assert got["x.Reshape.ctx=heads_t.merge.h=4.d=96.s=14.f32.r4"] == "npu"
+
+
+def test_rknn_head_split_in_front_of_attention_matches_the_recorded_probes(catalog):
+    """models_heads_split.py: the split (1, k h d, H, W) -> (1, h, k d, H W) read by attention (CoAtNet's Slices
+    of axis 2, CPU-Bone's and EfficientViT-B0's Transpose then Slices of axis 3) ran on the NPU whatever the
+    map's plane when k d was a multiple of 8; CoaT's Transpose -> Mul of a second transposed operand -> MatMul
+    on the CPU at every size. The table predicts each but the Mul or Add read by a Relu (NPU, left cpu) and the
+    d = 5, 3 splits in front of softmax attention (a CPU row named after the split's result, 'focus_reshape_out_rs',
+    that the adapter counts as glue: self-check)."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    recorded = _recorded_vision_heads("x.Reshape.ctx=heads_split.")
+    probes = build_extra_probes(["x.Reshape.ctx=heads_split."])
+    assert len(probes) == len(recorded) == 42
+    got = {p.id: next(n.verdict for n in match(facts_from_model(p.model), catalog.table(RKNN)).nodes
+                      if n.name == "focus_reshape") for p in probes}
+    odd = {k for k in recorded if recorded[k] == "npu" and (".t_mul_t.h" in k or ".t_add_t." in k or
+                                                          ".d=5." in k or ".d=3." in k)}
+    assert len(odd) == 14 and all(got[k] == "cpu" for k in odd)
+    assert {k: v for k, v in got.items() if k not in odd} == {k: v for k, v in recorded.items() if k not in odd}
+    assert {v for k, v in got.items() if k not in odd} == {"cpu", "npu"}
+    for form in ("slice_sdpa", "t_slice_sdpa", "t_slice_linear"):
+        assert got["x.Reshape.ctx=heads_split.%s.h=4.d=32.s=14.f32.r4" % form] == "npu"
+    assert recorded["x.Reshape.ctx=heads_split.t_mul_t_mm.h=4.d=32.s=14.f32.r4"] == "cpu"
 
 
 # -- RKNN 2.5.0 / rk3588: FSMT's masked Softmax (exSoftmaxMask on the CPU) -----------------------------

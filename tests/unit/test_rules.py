@@ -900,3 +900,23 @@ def test_not_rank5_axis1_broadcast_fails_only_axis_1_behind_a_leading_one(op):
     assert _broadcast_verdict(op, (1, 1, 1, 8, 8), (1, 2, 4, 8, 8))[0] == "npu"   # axis 2 repeated too
     assert _broadcast_verdict(op, (1, 2, 1, 8, 8), (1, 2, 4, 8, 8))[0] == "npu"   # axis 2 alone
     assert _broadcast_verdict(op, (1, 1, 8, 8), (1, 4, 8, 8))[0] == "npu"         # rank 4
+
+
+def test_folds_rows_into_batch():
+    """RAFT's coords.reshape(B H W, 1, 1, 2): the rows of a channels-last map folded into the batch, the last
+    dim kept; anything else is judged by the planes."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.rules import RULES
+
+    def check(src, dst):
+        m = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"], name="fold")], [("x", src)], ["y"],
+                       [const("shape", dst, "int64")])
+        facts = facts_from_model(m)
+        return RULES["folds_rows_into_batch"].check(facts.nodes[0], {}, facts)
+
+    assert check([1, 16, 16, 2], [256, 1, 1, 2]) is None
+    assert check([1, 7, 5, 3], [7, 1, 5, 3]) is None
+    assert "does not fold the rows" in check([1, 16, 16, 2], [128, 1, 1, 4])   # the last dim changed
+    assert "does not fold the rows" in check([2, 16, 16, 2], [512, 1, 1, 2])   # a batch of 2
+    assert "does not fold the rows" in check([1, 16, 16, 2], [16, 16, 1, 2])
+    assert "not both static rank 4" in check([1, 16, 2], [16, 1, 2])

@@ -1062,3 +1062,54 @@ def test_not_conv_channel_split_fails_a_rank5_split_of_a_conv_plane_with_a_unit_
     assert (msg is not None) == fails
     if fails:
         assert "splits the channels of Conv 'pre_conv'" in msg and "QNN_COMMON_ERROR_MEM_ALLOC" in msg
+
+
+@pytest.mark.parametrize("form,d,want", [
+    ("slice_sdpa", 32, None), ("t_slice_sdpa", 16, None), ("t_slice_linear", 8, None),
+    ("t_slice_linear", 5, "dim 2 of output 0 'focus_reshape_out' is 15, not a multiple of 8"),
+    ("t_mul_t_mm", 32, "Mul 'post_mul' reads Transpose 'post_t''s result with the computed 'q_t_out'"),
+])
+def test_splits_heads_for_attention(form, d, want):
+    """CoAtNet, CPU-Bone and EfficientViT-B0 split q, k, v heads for attention (NPU); CoaT's split is read by a
+    Mul of two transposed operands, whose Transposes the compiler moves behind it (CPU)."""
+    from pytest_npucheck.probe.models_heads_split import _heads_split
+
+    facts = facts_from_model(_heads_split(form, 4, d, 7).build())
+    split = next(n for n in facts.nodes if n.name == "focus_reshape")
+    got = RULES["splits_heads_for_attention"].check(split, {"multiple_of": 8}, facts)
+    assert got is None if want is None else want in got
+    assert not is_local("splits_heads_for_attention", {"multiple_of": 8})
+
+
+def test_splits_heads_for_attention_looks_through_one_element_scales_only():
+    """A scale of one element (TorchScript computes it from the head width) between the split and attention's
+    MatMul is looked through; a Mul by a full tensor is not."""
+    def facts(scale_shape):
+        nodes = [helper.make_node("Reshape", ["x", "s"], ["h"], name="split"),
+                 helper.make_node("Mul", ["h", "k"], ["m"], name="scale"),
+                 helper.make_node("MatMul", ["m", "w"], ["y"], name="mm")]
+        inits = [numpy_helper.from_array(np.array([1, 2, 8, 49], np.int64), "s"),
+                 numpy_helper.from_array(np.ones([49, 8], np.float32), "w")]
+        return facts_from_model(_graph(nodes, [_vi("x", [1, 16, 7, 7]), _vi("k", scale_shape)],
+                                       [_vi("y", [1, 2, 8, 8])], inits))
+
+    for shape, want in (([1], None), ([1, 2, 8, 49], "Mul 'scale' reads it with 'k', not a one-element scale")):
+        f = facts(shape)
+        got = RULES["splits_heads_for_attention"].check(f.nodes[0], {"multiple_of": 8}, f)
+        assert got is None if want is None else want in got
+
+
+@pytest.mark.parametrize("s,const_bias,want", [
+    (14, False, "a (14, 14) plane of 196 elements, not a multiple of 8"), (8, False, None),
+    (14, True, None),   # a constant bias: the compiler folds the chain, nothing to judge
+])
+def test_rank6_sum_plane(s, const_bias, want):
+    """MViTv2's attn.view(B, h, s, s, s, s) + rel_h + rel_w viewed back as (B, h, s s, s s)."""
+    from pytest_npucheck.probe.models_rank6_merge import _rank6_merge
+
+    facts = facts_from_model(_rank6_merge("relpos" if const_bias else "relpos_in", 4, s).build())
+    node = next(n for n in facts.nodes if n.name == "focus_reshape")
+    got = RULES["rank6_sum_plane"].check(node, {"multiple_of": 8}, facts)
+    assert got is None if want is None else want in got
+    view = next(n for n in facts.nodes if n.name == "pre_view")  # rank 4 -> rank 6: not judged
+    assert RULES["rank6_sum_plane"].check(view, {"multiple_of": 8}, facts) is None

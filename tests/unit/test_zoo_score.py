@@ -317,6 +317,33 @@ def test_an_sdpa_rewrite_row_named_after_a_tensor_goes_to_the_origins_that_read_
     assert rknn.onnx_placement(res, nodes, lineage) == {"/a/MatMul": "cpu", "/a/Softmax": "npu", "/a/MatMul_1": "npu"}
 
 
+def test_reshapes_moved_behind_a_concat_count_on_the_reshapes_not_on_the_concat():
+    """torchvision's RAFT correlation lookup: four ``Reshape (256, 1, 7, 7) -> (1, 16, 16, 49)`` read by one
+    Concat. reduce_reshape_op_around_concat concatenates first and runs one CPU Reshape named after the
+    Concat's output (``<concat>_output_0-rs``); the Concat keeps its NPU row. The CPU Reshape is the four
+    Reshapes' work; without a row of its own named after it, a Reshape merged elsewhere stays as it was."""
+    log = ("D fuse_ops results:\n"
+           "D     reduce_reshape_op_around_concat: remove node = ['/r/Reshape_5', '/r/Reshape_6', '/r/Concat_6'], "
+           "add node = ['/r/Concat_6', '/r/Concat_6_output_0-rs']\nD fuse_ops done.\n")
+    nodes = [{"name": "/r/Reshape_5", "op_type": "Reshape", "inputs": ["a", "s"], "outputs": ["/r/Reshape_5_output_0"]},
+             {"name": "/r/Reshape_6", "op_type": "Reshape", "inputs": ["b", "s"], "outputs": ["/r/Reshape_6_output_0"]},
+             {"name": "/r/Concat_6", "op_type": "Concat", "inputs": ["/r/Reshape_5_output_0", "/r/Reshape_6_output_0"],
+              "outputs": ["/r/Concat_6_output_0"]}]
+    lineage = rknn.rewrite_lineage(log)
+    for target, want in (("CPU", "cpu"), ("NPU", "npu")):
+        res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+            _row(1, "Concat", "NPU", "Concat:/r/Concat_6"),
+            _row(2, "Reshape", target, "Reshape:/r/Concat_6_output_0-rs")])
+        attr = rknn.attribute_rows(res, nodes, lineage)
+        assert attr["/r/Concat_6"] == {"npu": ["Concat:/r/Concat_6"]}
+        assert rknn.onnx_placement(res, nodes, lineage) == {
+            "/r/Reshape_5": want, "/r/Reshape_6": want, "/r/Concat_6": "npu"}
+    # the Concat without a row of its own: the Reshape row named after its output stays the Concat's
+    res = rknn.RknnResult(key="k", path="m.onnx", status="ok", rows=[
+        _row(2, "Reshape", "CPU", "Reshape:/r/Concat_6_output_0-rs")])
+    assert "/r/Reshape_5" not in rknn.attribute_rows(res, nodes, lineage)
+
+
 def _summary_with_classes(disagreements_per_model):
     """A summary over one scored record per model, each with the given disagreements."""
     recs = [{"arch": arch, "exporter": "torchscript", "toolchain": "rknn", "target": "rknn@2.5.0/rk3588",

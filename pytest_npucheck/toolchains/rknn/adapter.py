@@ -543,6 +543,7 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
             # named after none of them (after a graph input: ``<mask>_rs_cast``): the origins of the row's own
             # op type (the mask's Cast, not the Expand that a rewrite of the And behind it absorbed)
             same = [t for t in traced if op_type.get(t) == r.op_type]
+            own = _moved_behind(own, same, r.op_type, op_type, direct_nodes)
             traced = own or same or _readers_of_named(nm, traced, consumers) or traced
         if traced:
             for origin in sorted(traced):
@@ -576,6 +577,21 @@ def attribute_rows(result: RknnResult, nodes: Sequence[str] | Sequence[Mapping[s
                 break
         out.setdefault(owner or "", {}).setdefault(kind + suffix, []).append(r.full_name)
     return out
+
+
+def _moved_behind(own: list[str], same: list[str], row_op: str, op_type: Mapping[str, Any],
+                  direct_nodes: set[str]) -> list[str]:
+    """``own`` (the origins a rewrite row is named after), or ``[]`` when the row is layout work the
+    rewrite moved behind them: every node it is named after has a row of its own of another op type,
+    and the origins of the row's op type have none. reduce_reshape_op_around_concat moves the Reshapes
+    in front of a Concat behind it as one Reshape named after the Concat's output
+    (``Reshape:<concat>_output_0-rs``), the Concat keeping its row: that Reshape is the Reshapes' work
+    (RAFT's correlation lookup, issue 22), not the Concat's."""
+    if not own or not same or any(s in direct_nodes for s in same):
+        return own
+    if all(o in direct_nodes and op_type.get(o) != row_op for o in own):
+        return []
+    return own
 
 
 def _readers_of_named(row_name: str, traced: Sequence[str], consumers: Mapping[str, list[str]]) -> list[str]:

@@ -117,7 +117,9 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "b
               # PEGASUS-X's block-local attention with global tokens, SAM's relative positions
               # (x.Einsum.ctx=letters.pegasus_x_*, sam_rel_*)
               "BHNKF,BHGF->BHNKG", "BHNKF,BHNXF->BHNKX", "BHNKG,BHGF->BHNKF", "BHNKX,BHNXF->BHNKF",
-              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk"]
+              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk",
+              # MViTv2's rank-5 relative positions (x.Einsum.ctx=relpos5.*)
+              "byhwc,hkc->byhwk", "byhwc,wkc->byhwk"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
@@ -142,8 +144,12 @@ def _mask_swap(probes: Sequence[str]) -> dict[str, Any]:
                                       "constraint": {"rule": "dtype",
                                                      "params": {"tensor": "input", "index": 0,
                                                                 "allowed": ["bool", "float16", "float32"]}}}},
-                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
-             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE)
+                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}},
+                          # integer data in: no mask Cast in front (an int64 -> int64 Cast, which the compiler
+                          # removes: JetMoE's router); the integer-layout rule judges it
+                          {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["int64", "int32"]}}],
+             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE + "; a layout op whose input is itself integer (behind an int64 -> "
+                  "int64 Cast, which the compiler removes: JetMoE's router) has no mask Cast to move in front of")
 
 
 _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a chain of layout ops RKNN merges into one "
@@ -171,9 +177,15 @@ def _plane(tensor: str) -> dict[str, Any]:
     # or when it reads attention's Transpose (0, 1, 3, 2) of (1, h, L, d) with d a multiple of 8, whatever h
     # (x.Reshape.ctx=heads_t.merge.*)
     heads = ([{"rule": "channels_multiple_of", "params": {"multiple_of": 8}},
-              {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else [])
+              {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else
+             # the split (1, h d, H, W) -> (1, h, d, H W) of a map into heads read by attention (CoAtNet, CPU-Bone,
+             # EfficientViT-B0: x.Reshape.ctx=heads_split.*): the input plane does not count
+             [{"rule": "splits_heads_for_attention", "params": {"multiple_of": 8}}])
+    # the rows of a channels-last (1, A, B, W) map folded into the batch, (A B, 1, 1, W) (RAFT's coords per pixel):
+    # NPU whatever either plane (x.Reshape.ctx=batch_fold.*)
+    heads.append({"rule": "folds_rows_into_batch", "params": {}})
     return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
-                        r"x\.Reshape\.ctx=heads(_t)?\."],
+                        r"x\.Reshape\.ctx=heads(_t|_split)?\.", r"x\.Reshape\.ctx=batch_fold\."],
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -195,7 +207,7 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
                   "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
                   "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
-                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else ""))
+                  "is not found yet%s%s" % (tensor, _HEADS_NOTE if tensor == "output" else _SPLIT_NOTE, _FOLD_NOTE))
 
 
 _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads of a convolutional attention "
@@ -208,6 +220,23 @@ _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads 
                "that Transpose through the Mul after it and ran the split on the CPU); behind attention's "
                "Transpose(0, 1, 3, 2) of (1, h, L, d) the merge ran on the NPU when d was a multiple of 8, whatever "
                "h ((4, 96), (2, 8); CoAtNet, CPU-Bone), and on the CPU at (4, 5), (2, 2) (x.Reshape.ctx=heads_t.merge.*)")
+
+
+_SPLIT_NOTE = ("; the split of a map into attention heads, (1, k h d, H, W) -> (1, h, k d, H W), ran on the NPU "
+               "whatever its input plane when k d was a multiple of 8 and every path from it reached attention's "
+               "Transpose (0, 1, 3, 2) or a MatMul (through Slices of q, k and v on axis 2 or 3 and scalings): the "
+               "compiler lays the heads on the batch axis, (h, k d, 1, H W); CoAtNet's softmax attention slicing "
+               "axis 2, CPU-Bone's transposing first, EfficientViT-B0's ReLU linear attention, h = 2 to 8, d = 8 "
+               "to 40, 5 x 5 to 14 x 14 maps (x.Reshape.ctx=heads_split.*); on the CPU at k d = 15, 9, 5, 3, between "
+               "Relus, and when the Transpose is read by a Mul or Add with a second transposed operand that a "
+               "MatMul reads (the compiler moves both Transposes behind the Mul and leaves the split bare: CoaT's "
+               "q * conv(v)); that Mul read by a Relu ran on the NPU (not expressed)")
+
+
+_FOLD_NOTE = ("; a channels-last (1, A, B, W) map whose rows are folded into the batch, (A B, 1, 1, W) or (A, 1, B, W) "
+              "(RAFT's coords.reshape(B H W, 1, 1, 2)), ran on the NPU whatever either plane: W = 2, 3, 7, 8 on 16 x 16, "
+              "7 x 7, 5 x 3 and 4 x 4 maps, behind a Relu or RAFT's Transpose (0, 2, 3, 1), read by a Relu or a broadcast "
+              "Add (x.Reshape.ctx=batch_fold.*)")
 
 
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
@@ -233,17 +262,35 @@ def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
     return out
 
 
-def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
+def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), reader_probes: Sequence[str] = ()
+                ) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers; with
-    ``cast_probes`` also when only Casts read its result of rank below 4."""
+    ``cast_probes`` also when only Casts read its result of rank below 4; with ``reader_probes`` also
+    when only the integer ops of _INT_RELAYOUT_READERS (and Shape) read it."""
     alternatives: list[dict[str, Any]] = [
         {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
         {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
     if cast_probes:
         alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
-    return C("any_of", list(probes) + list(cast_probes), constraints=alternatives,
-             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else ""))
+    if reader_probes:
+        alternatives.append({"rule": "feeds_only", "params": {"ops": _INT_RELAYOUT_READERS, "max_rank": 3}})
+    return C("any_of", list(probes) + list(cast_probes) + list(reader_probes), constraints=alternatives,
+             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else "")
+             + (_INT_READERS_NOTE if reader_probes else ""))
+
+
+#: integer ops that make a 4-D relayout of their input (unsqueeze_to_4d_<op>) into which RKNN merges a layout op of
+#: rank below 4 in front of them (x.{Unsqueeze,Reshape}.ctx=int_readers.*, int_layout.unsqueeze.input.mul); a Shape
+#: reads only the static shape (fold_constant). Not a Gather reading it as indices: that is a CPU Reshape of its own
+_INT_RELAYOUT_READERS = ["Cast", "Div", "Expand", "Mul", "Shape", "TopK"]
+
+_INT_READERS_NOTE = ("; so does one of rank below 4 read only by int64 Expand, TopK, Div or Mul ops (and Shape): "
+                     "JetMoE's router Reshape (16, 1) -> (16) of TopK's indices in front of a second TopK and its "
+                     "Unsqueeze (16) -> (16, 1) in front of an Expand left no row (x.{Unsqueeze,Reshape}.ctx="
+                     "int_readers.*: Unsqueeze and Reshape between a graph input or TopK's indices and an Expand, "
+                     "a TopK, a Div, 10 and 16 indices; the reader's relayout 'Reshape <result>_rs' is its glue), "
+                     "while as the indices of a Gather it is a CPU Reshape of its own")
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -468,7 +515,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
               probes=[r"pattern\.gemm_bn1d", r"pattern\.classifier_head"]),
     "Einsum": E("npu",
                 C("einsum_equation_in", [r"x\.Einsum\..*spaces=yes", r"x\.Einsum\..*spaces=(no|arrow|comma)",
-                                         r"Einsum\.eq=", r"x\.Einsum\.ctx=letters\."],
+                                         r"Einsum\.eq=", r"x\.Einsum\.ctx=letters\.", r"x\.Einsum\.ctx=relpos5\."],
                   values=EINSUM_NPU,
                   note="an equation with spaces between the subscript letters ('b i d, b j d -> "
                        "b i j', as einops-style torch.einsum calls write it) or before a comma ('bhlk , bhtk "
@@ -668,6 +715,15 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Upsample": E("npu", note="opset-9 Upsample is compiled as an NPU Resize."),
     # -- layout ------------------------------------------------------------------------------------
     "Reshape": E("npu",
+                 C("rank6_sum_plane", [r"x\.Reshape\.ctx=rank6_merge\."], multiple_of=8,
+                   note="a rank-6 sum of two computed tensors viewed back as rank 4 (MViTv2's decomposed relative "
+                        "position bias: attn.view(B, h, s, s, s, s) + rel_h + rel_w, then view(B, h, s s, s s)) runs on "
+                        "the CPU unless the last two dims hold a multiple of 8 elements: the compiler lays the sum out "
+                        "as (B, h s s, s, s) and the Reshape back is a Reshape of that plane (row 'Reshape (1,784,14,14) "
+                        "-> (1,4,196,196)' CPU at s = 14, 7, 6, 5, NPU at s = 8, 4, 16: x.Reshape.ctx=rank6_merge."
+                        "relpos_in.*); with constant biases the compiler folds the chain and no Reshape is left "
+                        "(relpos.*), and a Relu of a rank-6 input viewed as rank 4 ran on the CPU at s = 7, 5 and on the "
+                        "NPU at 14, 6 (relu.*: not expressed)"),
                  C("const_input", [r"Reshape\.shape=dyn"], "unsupported", index=1,
                    note="a non-constant shape makes build() fail"),
                  _plane("input"), _plane("output"),
@@ -725,7 +781,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "and 3 x 3) the Concat relays its input itself, a row of its own glue: "
                         "x.Reshape.ctx=flatten3.*.concat)"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
-                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
+                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"],
+                             [r"x\.Reshape\.ctx=int_readers\."]),
                  _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
@@ -759,7 +816,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
     "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
-                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"]),
+                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"],
+                                      [r"x\.Unsqueeze\.ctx=int_(readers\.|layout\.unsqueeze\.input\.mul)"]),
                    _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
                    C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
                             from_node=True,
