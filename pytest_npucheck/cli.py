@@ -162,13 +162,13 @@ def _end_process(status: int) -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):  # a closed or broken stream: the interpreter's exit says so, as before
+    except (OSError, ValueError, AttributeError):  # a closed, broken or missing stream: the ordinary exit, as before
         return
     run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return
     os._exit(status)
 
