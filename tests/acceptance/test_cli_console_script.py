@@ -38,3 +38,49 @@ def test_console_script_table_commands():
     assert {c["subject"] for c in doc["changes"] if c["kind"] == "status"} == changed
     r = subprocess.run([exe, "probe", "toy", "--version", "1.0"], capture_output=True, text=True)
     assert r.returncode == 2 and r.stdout == "" and "unknown toolchain 'toy' for probing" in r.stderr
+
+
+_ENDING = """
+import atexit, os, sys, threading
+from pytest_npucheck.cli import main
+
+class Heap:
+    def __del__(self, write=os.write):  # sys.stdout is gone by then: the file descriptor
+        write(1, b"torn down\\n")
+
+heap = Heap()  # freed by the interpreter's teardown, never by the command
+atexit.register(print, "exit function ran", flush=True)
+if sys.argv[1] == "thread":
+    threading.Thread(target=threading.main_thread().join).start()  # ends when the main thread does
+sys.argv[1:2] = []
+sys.exit(main())
+"""
+
+
+def test_a_command_ends_without_tearing_its_heap_down(tmp_path):
+    """Run as the program (``main()`` without arguments), a command ends once its output is flushed
+    and the exit functions ran (``cli._end_process``): the report, then the exit function's line,
+    the command's exit status, and no teardown (the object's ``__del__`` never runs). With another
+    thread still running the process ends the ordinary way, the teardown included. Called with
+    arguments (``main([...])``, as the unit tests do) it returns."""
+    import onnx
+    from onnx import helper
+
+    from conftest import const, make_model
+
+    m = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], name="/down1/Pad", mode="reflect")],
+                   [("x", (1, 3, 8, 8))], ["y"], [const("pads", [0, 0, 1, 1, 0, 0, 1, 1], "int64")])
+    path = tmp_path / "reflect.onnx"
+    onnx.save(m, path)
+    args = ["--tables", str(TOY_TABLES), "check", str(path), "--target", "toy@1.0/soc-a", "--format", "json"]
+    fast = subprocess.run([sys.executable, "-c", _ENDING, "plain", *args], capture_output=True, text=True)
+    assert fast.returncode == 1, fast.stderr  # a fallback: the command's own status
+    report, _, rest = fast.stdout.rpartition("}\n")
+    assert json.loads(report + "}")["exit_status"] == 1
+    assert rest == "exit function ran\n"
+    ordinary = subprocess.run([sys.executable, "-c", _ENDING, "thread", *args], capture_output=True, text=True)
+    assert ordinary.returncode == 1, ordinary.stderr
+    assert ordinary.stdout.endswith("}\nexit function ran\ntorn down\n")
+    returns = subprocess.run([sys.executable, "-c", "import sys\nfrom pytest_npucheck.cli import main\n"
+                              f"print('status', main({args!r}))"], capture_output=True, text=True)
+    assert returns.returncode == 0 and returns.stdout.endswith("\nstatus 1\n")

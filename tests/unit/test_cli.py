@@ -115,3 +115,40 @@ def test_long_reports_group_causes_and_cap_rows(capsys, save):
     assert "... and 20 more nodes" in out
     code, out, _ = run(capsys, "check", str(path), "-t", "toy@1.0", "--all-nodes")
     assert "sin59" in out and "more nodes" not in out
+
+
+class _Ended(Exception):
+    pass
+
+
+def test_run_as_the_program_ends_the_process_after_the_exit_functions(monkeypatch, capsys, reflect_model):
+    """``main()`` without arguments (the console script) ends the process itself once the report is
+    written and the exit functions ran (``cli._end_process``, os._exit here recorded): with the
+    command's status. With arguments, or with a profiler set (``python -m cProfile`` writes its
+    figures after the program returns), it returns the status."""
+    import atexit
+    import os
+    import sys
+
+    import pytest_npucheck.cli as cli
+
+    events: list[object] = []
+
+    def end(status):
+        events.append(("os._exit", status))
+        raise _Ended
+
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: events.append("exit functions"))
+    monkeypatch.setattr(os, "_exit", end)
+    monkeypatch.setattr(sys, "argv", ["npucheck", "--tables", str(TOY_TABLES), "check", str(reflect_model),
+                                      "--target", "toy@1.0/soc-a", "--format", "json"])
+    monkeypatch.setattr(sys, "gettrace", lambda: None)  # a coverage run's tracer is not the point here
+    with pytest.raises(_Ended):
+        cli.main()
+    assert json.loads(capsys.readouterr().out)["exit_status"] == 1
+    assert events == ["exit functions", ("os._exit", 1)]
+    events.clear()
+    assert main(sys.argv[1:]) == 1 and events == []
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "getprofile", lambda: object())
+    assert cli.main() == 1 and events == []
