@@ -302,7 +302,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "BitShift": E("cpu"),
     "Not": E("cpu", probes=[r"pattern\.equal_not_cast"]),
     # -- binary element-wise -------------------------------------------------------------------
-    "Add": E("npu", *_sdpa_bias_gate("Add"), probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
+    "Add": E("npu", *_sdpa_bias_gate("Add"),
+             C("any_of", [r"x\.Add\.ctx=sdpa_bias_bcast\.", r"x\.Add\.ctx=bias5\."],
+               constraints=[{"rule": "feeds_not", "params": {"path": ["Add", "Softmax", ["Einsum", "MatMul"]],
+                                                             "skip": ["Cast", "Reshape", "Transpose"]}},
+                            {"rule": "not_const_head_broadcast", "params": {}}],
+               note="the bias of a fused attention (its result added to the scores of an Einsum or MatMul, "
+                    "then Softmax -> Einsum/MatMul) made at rank 5 of a constant (1, 1, H, q, k) position bias "
+                    "and a computed mask of size 1 on the head axis runs on the CPU in fp32 (row 'Add "
+                    "(2,8,1,24),(1,8,1,24) FLOAT'): the compiler lays it out like the scores, heads on the "
+                    "batch axis, and broadcasts the mask over it (LongT5's local attention). With a computed "
+                    "bias, the mask given every head, two blocks on axis 1, at rank 4, added to the scores "
+                    "first, or without the attention behind it the Add ran on the NPU "
+                    "(x.Add.ctx=sdpa_bias_bcast.*, x.Add.ctx=bias5.*)"),
+             probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
              note="int32 Add ran on the NPU in a probe (with CPU reshapes), but the generic "
                   "dtype rule predicts CPU for it."),
     "Sub": E("npu"),
@@ -610,8 +623,23 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                note="non-constant pads make build() fail ('need to be constant')"),
              C("attr_in", [r"Pad\.mode=wrap"], attr="mode", values=["constant", "reflect", "edge"],
                note="wrap (opset 19) runs on the CPU"),
-             C("rank", [r"Pad\.mode=\w+\.pads=hw\.f32\.r5"], tensor="input", index=0, max=4,
-               note="rank-5 Pad runs on the CPU"),
+             C("any_of", [r"Pad\.mode=\w+\.pads=hw\.f32\.r5", r"x\.Pad\.ctx=one_axis\.[\w.]+\.f32\.r5"],
+               constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 4}},
+                            {"rule": "pad_rank5_one_axis", "params": {}}],
+               note="a rank-5 Pad runs on the CPU unless axis 0 has size 1 and one other axis is padded: the "
+                    "compiler drops axis 0 and pads a rank-4 tensor on the NPU (LongT5's key/value blocks padded "
+                    "on axis 1 of (1, 1, blk, H, d), axes 1, 2 and 4 of (1, 1, 16, 2, 8) and (1, 4, 4, 8, 8): "
+                    "x.Pad.ctx=one_axis.*.f32.r5); three axes of (1, 4, 4, 8, 8), or axis 1 of a batch of 2, "
+                    "ran on the CPU"),
+             C("any_of", [r"x\.Pad\.ctx=one_axis\.[\w.]+\.i64", r"x\.Pad\.ctx=block_mask\."],
+               constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                         "allowed": ["float32", "float16", "bool"]}},
+                            {"rule": "pad_not_channel_axis", "params": {}}],
+               note="integer (int64) data pads on the NPU unless the channel axis is padded (axis 0 at rank 2, "
+                    "axis 1 at rank 3 and 4: the compiler's (N, C, 1, W) layout), into a Cast or as the graph "
+                    "output, a rank-3 channel axis of size 1 excepted (LongT5's block mask: the padding mask "
+                    "padded to whole blocks, (1, 1, blk) padded by a block on each side of axis 1; "
+                    "x.Pad.ctx=one_axis.*.i64, x.Pad.ctx=block_mask.*; the generic integer rule excepts Pad)"),
              C("rank", [r"Pad\.mode=\w+\.pads=hw\.axes=2_3"], tensor="input", index=3, max=0,
                note="giving the opset-18 axes input (input 3, a 1-D tensor, so this rank "
                     "check fails whenever it is present) moves the Pad to the CPU"),
@@ -1067,7 +1095,7 @@ GENERIC = [
       tensor="input", index=0, allowed=["float32", "float16", "bool"],
       note="integer (int64/int32) data tensors run on the CPU; bool data moves on the NPU"),
 ]
-GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
+GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size", "ai.onnx:Pad",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
                             "ai.onnx:Div", "ai.onnx:MatMul", "ai.onnx:Transpose"] \
     + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
