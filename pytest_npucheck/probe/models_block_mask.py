@@ -231,4 +231,42 @@ def pad_axes_extra(c: Collector) -> None:
                   _pad_axis(shape, axis, "int64", tail), kind="context", dtype="int64", focus=["focus_pad"])
 
 
-FAMILIES: list[Callable[[Collector], None]] = [block_mask_extra, bias5_extra, sdpa_bias_extra, pad_axes_extra]
+def _window_close(w: int, n: int, c: int, direction: str, pad: int) -> GraphBuilder:
+    """EfficientViT-M's window attention: x (1, C, S, S) -> Transpose to channels last [-> Pad of ``pad`` rows
+    and columns at the end (0: a zero Pad, -1: none)] -> Reshape (1, n, w, n, w, C) -> Transpose (0, 1, 3, 2, 4,
+    5) -> Reshape (n n, w, w, C) -> focus_close Transpose (0, 3, 1, 2) -> Relu (``partition``); ``reverse``: x
+    (n n, C, w, w) -> Transpose (0, 2, 3, 1) -> Reshape (1, n, n, w, w, C) -> Transpose -> Reshape (1, n w, n w,
+    C) -> focus_close Transpose (0, 3, 1, 2) -> Relu."""
+    gb = GraphBuilder(17)
+    s = n * w
+    if direction == "partition":
+        x = gb.node("Relu", [gb.input("x", "float32", [1, c, s - max(pad, 0), s - max(pad, 0)])], name="pre_relu")
+        x = gb.node("Transpose", [x], perm=[0, 2, 3, 1], name="pre_nhwc")
+        if pad >= 0:
+            x = gb.node("Pad", [x, gb.ints([0, 0, 0, 0, 0, pad, pad, 0]), gb.const(np.array(0.0, dtype=np.float32))],
+                        name="pre_pad", mode="constant")
+        x = gb.node("Reshape", [x, gb.ints([1, n, w, n, w, c])], name="pre_split")
+        x = gb.node("Transpose", [x], perm=[0, 1, 3, 2, 4, 5], name="pre_swap")
+        x = gb.node("Reshape", [x, gb.ints([n * n, w, w, c])], name="pre_merge")
+    else:
+        x = gb.node("Relu", [gb.input("x", "float32", [n * n, c, w, w])], name="pre_relu")
+        x = gb.node("Transpose", [x], perm=[0, 2, 3, 1], name="pre_nhwc")
+        x = gb.node("Reshape", [x, gb.ints([1, n, n, w, w, c])], name="pre_split")
+        x = gb.node("Transpose", [x], perm=[0, 1, 3, 2, 4, 5], name="pre_swap")
+        x = gb.node("Reshape", [x, gb.ints([1, s, s, c])], name="pre_merge")
+    x = gb.node("Transpose", [x], perm=[0, 3, 1, 2], name="focus_close")
+    gb.output(gb.node("Relu", [x], name="post_relu"))
+    return gb
+
+
+def window_close_extra(c: Collector) -> None:
+    """The channels-first Transpose closing a window partition (with a zero Pad, a real Pad, none) or reverse."""
+    for w, n, ch in ((7, 2, 64), (4, 2, 16), (8, 2, 32)):
+        for direction, pad in (("partition", 0), ("partition", 1), ("partition", -1), ("reverse", -1)):
+            tag = direction + {0: ".pad0", 1: ".pad1", -1: ""}[pad]
+            c.add("x.Transpose.ctx=window_close.%s.w=%d.n=%d.c=%d.f32.r4" % (tag, w, n, ch), "Transpose",
+                  _window_close(w, n, ch, direction, pad), kind="context", focus=["focus_close"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [block_mask_extra, bias5_extra, sdpa_bias_extra, pad_axes_extra,
+                                               window_close_extra]

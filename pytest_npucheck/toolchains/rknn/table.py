@@ -793,7 +793,23 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                             from_node=True,
                             note="an Unsqueeze of a computed tensor that feeds ScatterElements "
                                  "(a CPU op) runs on the CPU as a Reshape")),
-    "Transpose": E("npu", C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
+    "Transpose": E("npu", C("any_of", [r"x\.Transpose\.ctx=window_close\."],
+                            constraints=[
+                                {"rule": "attr_not_in", "params": {"attr": "perm", "values": [[0, 3, 1, 2]]}},
+                                {"rule": "producer_not", "params": {"index": 0,
+                                                                    "chain": ["Reshape", "Transpose", "Reshape"]}},
+                                {"rule": "producer_pass", "params": {"index": 0, "ops": ["Reshape"], "constraint": {
+                                    "rule": "rank", "params": {"tensor": "input", "index": 0, "max": 5}}}},
+                                {"rule": "producer_is", "params": {"index": 0,
+                                                                   "chain": ["Reshape", "Transpose", "Reshape", "Pad"]}}],
+                            note="the Transpose (0, 3, 1, 2) back to channels first that closes a channels-last "
+                                 "window partition or reverse (Reshape to rank 6 -> Transpose -> Reshape to rank 4: "
+                                 "EfficientViT-M's local window attention) runs on the CPU: the compiler merges the "
+                                 "chain into a rank-5 CPU Transpose named after it (row 'Transpose <close>#1 "
+                                 "(2,2,64,7,7) -> (64,2,7,2,7)'), for windows of 4, 7 and 8; a partition that starts "
+                                 "with a Pad (zero or not) becomes an NPU exWindow instead and the Transpose stays "
+                                 "on the NPU (x.Transpose.ctx=window_close.*)"),
+                   C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
                                        r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
                             constraints=[
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0,
