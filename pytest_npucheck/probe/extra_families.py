@@ -58,6 +58,7 @@ from pytest_npucheck.probe import (
     models_window_partition,
     models_block_mask,
     models_mul_gemm,
+    models_squeeze_nd,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -101,6 +102,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_window_partition.FAMILIES,
     *models_block_mask.FAMILIES,
     *models_mul_gemm.FAMILIES,
+    *models_squeeze_nd.FAMILIES,
 ]
 
 

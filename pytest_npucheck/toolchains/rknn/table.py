@@ -210,6 +210,17 @@ _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads 
                "h ((4, 96), (2, 8); CoAtNet, CPU-Bone), and on the CPU at (4, 5), (2, 2) (x.Reshape.ctx=heads_t.merge.*)")
 
 
+def _squeeze_nd(op: str) -> dict[str, Any]:
+    """A rank-6 Add/Sub with a constant operand: rknn-toolkit2 2.5.0's rewrite squeeze_nd_add raises."""
+    return C("any_of", [r"x\.%s\.ctx=squeeze_nd\." % op], "unsupported",
+             constraints=[{"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 5}},
+                          {"rule": "computed_input", "params": {"index": [0, 1]}}],
+             note="a rank-6 %s with a constant operand (a per-channel bias, a full tensor or a scalar, first or "
+                  "second; Twins-SVT's qkv bias on (1, h, w, ws, ws, C) windows) makes build() fail: the rewrite "
+                  "squeeze_nd_add raises ('IRGraph' object has no attribute 'node_use_target_const'); at rank 5 "
+                  "and 4, with two computed operands, or a Mul, it builds (x.{Add,Mul,Sub}.ctx=squeeze_nd.*)" % op)
+
+
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
     """The element-wise op computing the additive bias of a fused attention from a gate of shape (B*H, T, 1)
     Reshaped from rank 4, broadcast along its last axis (WavLM's gated relative position bias): CPU. One
@@ -302,7 +313,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "BitShift": E("cpu"),
     "Not": E("cpu", probes=[r"pattern\.equal_not_cast"]),
     # -- binary element-wise -------------------------------------------------------------------
-    "Add": E("npu", *_sdpa_bias_gate("Add"),
+    "Add": E("npu", _squeeze_nd("Add"), *_sdpa_bias_gate("Add"),
              C("any_of", [r"x\.Add\.ctx=sdpa_bias_bcast\.", r"x\.Add\.ctx=bias5\."],
                constraints=[{"rule": "feeds_not", "params": {"path": ["Add", "Softmax", ["Einsum", "MatMul"]],
                                                              "skip": ["Cast", "Reshape", "Transpose"]}},
@@ -318,7 +329,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
              probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
              note="int32 Add ran on the NPU in a probe (with CPU reshapes), but the generic "
                   "dtype rule predicts CPU for it."),
-    "Sub": E("npu"),
+    "Sub": E("npu", _squeeze_nd("Sub")),
     "Mul": E("npu", *_sdpa_bias_gate("Mul")),
     "Div": E("npu",
              C("dtype", [r"x\.Div\.b=(const4|const_vec|dyn_pos)\.i64", r"Div\.b=same\.i64"],

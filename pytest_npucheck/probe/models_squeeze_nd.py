@@ -1,0 +1,59 @@
+"""Element-wise ops with a constant on tensors of rank 5 and 6, on RKNN (issue 22, Twins-SVT).
+
+timm's Twins-SVT applies its qkv Linear to the windows viewed as (1, h, w, ws, ws, C): a MatMul and the bias
+Add at rank 6, the bias the Add's first input. rknn-toolkit2 2.5.0's rewrite ``squeeze_nd_add``
+(``_p_squeeze_nd_elementwise_op``) raises on it ("'IRGraph' object has no attribute 'node_use_target_const'"),
+build() fails. The family varies the rank (4, 5, 6), the constant's side, the producer (MatMul, Relu), the op
+(Add, Mul, Sub) and the constant's shape (per-channel vector, full, scalar; or a computed operand).
+
+Ids ``x.{Add,Mul,Sub}.ctx=squeeze_nd.*``; listed in FAMILIES.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from pytest_npucheck.probe.builder import Collector, GraphBuilder, rand
+
+#: (label, input shape)
+SHAPES = (("twins", [1, 8, 8, 7, 7, 32]), ("small6", [1, 2, 2, 4, 4, 16]), ("r5", [1, 4, 7, 7, 32]),
+          ("r4", [1, 8, 49, 32]))
+
+
+def _squeeze_nd(op: str, shape: list[int], first: bool, producer: str, const: str) -> GraphBuilder:
+    """x -> pre (MatMul by a (C, C) weight, or Relu) -> focus_op(constant, .) or (., constant) -> Relu."""
+    gb = GraphBuilder(17)
+    c = shape[-1]
+    x = gb.input("x", "float32", shape)
+    if producer == "matmul":
+        x = gb.node("MatMul", [x, gb.const(rand([c, c]))], name="pre_matmul")
+    else:
+        x = gb.node("Relu", [x], name="pre_relu")
+    if const == "computed":
+        k = gb.node("Sigmoid", [gb.input("y", "float32", [c])], name="pre_other")
+    else:
+        k = gb.const(rand({"vec": [c], "full": shape, "scalar": []}[const]) + 1.0)
+    y = gb.node(op, [k, x] if first else [x, k], name="focus_op")
+    gb.output(gb.node("Relu", [y], name="post_relu"))
+    return gb
+
+
+def squeeze_nd_extra(c: Collector) -> None:
+    """Add/Mul with a constant at ranks 4 to 6."""
+    cases = [("Add", "twins", True, "matmul", "vec"), ("Add", "twins", False, "matmul", "vec"),
+             ("Add", "twins", True, "relu", "vec"), ("Add", "twins", False, "relu", "vec"),
+             ("Add", "small6", True, "matmul", "vec"), ("Add", "small6", False, "matmul", "vec"),
+             ("Add", "small6", True, "matmul", "full"), ("Add", "small6", True, "matmul", "scalar"),
+             ("Mul", "small6", True, "matmul", "vec"), ("Mul", "small6", False, "matmul", "vec"),
+             ("Add", "r5", True, "matmul", "vec"), ("Add", "r5", False, "matmul", "vec"),
+             ("Add", "r4", True, "matmul", "vec"), ("Add", "r4", False, "matmul", "vec"),
+             ("Add", "small6", True, "matmul", "computed"), ("Sub", "small6", False, "matmul", "vec")]
+    shapes = dict(SHAPES)
+    for op, label, first, producer, const in cases:
+        shape = shapes[label]
+        c.add("x.%s.ctx=squeeze_nd.%s.%s.%s.%s.f32.r%d" % (op, label, "const_first" if first else "const_second",
+                                                         producer, const, len(shape)),
+              op, _squeeze_nd(op, shape, first, producer, const), kind="context", focus=["focus_op"])
+
+
+FAMILIES: list[Callable[[Collector], None]] = [squeeze_nd_extra]
