@@ -57,3 +57,37 @@ def squeeze_nd_extra(c: Collector) -> None:
 
 
 FAMILIES: list[Callable[[Collector], None]] = [squeeze_nd_extra]
+
+
+#: (label, input (B, h, w, C), heads): MaxViT-rw's window attention qkv on (windows, h, w, C)
+QKV4 = (("maxvit", [64, 8, 8, 32], 1), ("b4", [4, 8, 8, 32], 1), ("b1", [1, 8, 8, 32], 1), ("b64.h2", [64, 8, 8, 32], 2),
+        ("b16.w4", [16, 4, 4, 32], 1))
+
+
+def _qkv4(shape: list[int], heads: int, bias: bool, after: str) -> GraphBuilder:
+    """x (B, h, w, C) -> Relu -> focus_mm MatMul (C, 3C) [-> focus_bias Add(bias (3C,))] -> ``after``: "reshape"
+    (B, h w, heads, 3C / heads) -> Transpose (0, 2, 1, 3) -> Relu, or "relu"."""
+    gb = GraphBuilder(17)
+    b, h, w, c = shape
+    x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+    y = gb.node("MatMul", [x, gb.const(rand([c, 3 * c]))], name="focus_mm")
+    if bias:
+        y = gb.node("Add", [y, gb.const(rand([3 * c]))], name="focus_bias")
+    if after == "reshape":
+        y = gb.node("Reshape", [y, gb.ints([b, h * w, heads, 3 * c // heads])], name="focus_rs")
+        y = gb.node("Transpose", [y], perm=[0, 2, 1, 3], name="post_tp")
+    gb.output(gb.node("Relu", [y], name="post_relu"))
+    return gb
+
+
+def qkv4_extra(c: Collector) -> None:
+    """MaxViT-rw's qkv Linear of rank-4 windows, with and without its bias and the head Reshape."""
+    for label, shape, heads in QKV4:
+        for bias, after in ((True, "reshape"), (False, "reshape"), (True, "relu")):
+            if label != "maxvit" and not (bias and after == "reshape"):
+                continue
+            c.add("x.Add.ctx=qkv4.%s.%s.%s.f32.r4" % (label, "bias" if bias else "no_bias", after), "Add",
+                  _qkv4(shape, heads, bias, after), kind="context", focus=["focus_mm", "focus_bias", "focus_rs"])
+
+
+FAMILIES.append(qkv4_extra)
