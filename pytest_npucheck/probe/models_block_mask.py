@@ -195,7 +195,8 @@ def sdpa_bias_extra(c: Collector) -> None:
 #: of (1, nb, blk, H, d) with nb = 1) and rank 2-4 Pads of one axis, int64 (the block mask)
 PAD_AXES_F32 = (("b1.axis1", [1, 1, 16, 2, 8], 1), ("b2.axis1", [1, 2, 16, 2, 8], 1), ("b1.axis2", [1, 1, 16, 2, 8], 2),
                 ("b1.axis4", [1, 1, 16, 2, 8], 4), ("c4.axis1", [1, 4, 4, 8, 8], 1), ("c4.axis4", [1, 4, 4, 8, 8], 4),
-                ("batch2.axis1", [2, 1, 16, 2, 8], 1))
+                ("batch2.axis1", [2, 1, 16, 2, 8], 1), ("c4.none", [1, 4, 8, 8, 16], -1),
+                ("c3.none", [1, 3, 8, 16, 16], -1))
 PAD_AXES_I64 = (("r2.axis1", [1, 20], 1), ("r2.axis0", [3, 8], 0), ("r2c3.axis1", [3, 8], 1),
                 ("r3c1.axis1", [1, 1, 16], 1), ("r3c3.axis1", [1, 3, 16], 1), ("r3c3.axis2", [1, 3, 16], 2),
                 ("r4.axis1", [1, 3, 4, 16], 1), ("r4.axis2", [1, 3, 4, 16], 2), ("r4.axis3", [1, 3, 4, 16], 3))
@@ -207,7 +208,8 @@ def _pad_axis(shape: list[int], axis: int, dtype: str, tail: str) -> GraphBuilde
     gb = GraphBuilder(17)
     r = len(shape)
     pads = [0] * (2 * r)
-    pads[axis] = pads[r + axis] = 1
+    if axis >= 0:  # -1: a Pad of zeros (Swin3D's window padding where the map is a whole number of windows)
+        pads[axis] = pads[r + axis] = 1
     if dtype == "float32":
         x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
         p = gb.node("Pad", [x, gb.ints(pads), gb.const(np.array(0.0, dtype=np.float32))], name="focus_pad",

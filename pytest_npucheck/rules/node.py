@@ -617,7 +617,7 @@ def rule_pad_not_channel_axis(node: NodeFact, params: Mapping[str, Any], graph: 
 
 @rule("pad_rank5_one_axis", "constant")
 def rule_pad_rank5_one_axis(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
-    """a rank-5 Pad has axis 0 of size 1 and pads one other axis only (the compiler drops axis 0 and pads a rank-4 tensor)."""
+    """a rank-5 Pad has axis 0 of size 1 and pads at most one other axis (the compiler drops axis 0 and pads a rank-4 tensor; a Pad of zeros leaves no row)."""
     values, src, why = _pads_and_input(node, graph)
     if values is None or src is None:
         return why

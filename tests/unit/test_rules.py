@@ -109,6 +109,7 @@ def test_pad_rank5_one_axis_needs_batch_1_and_one_padded_axis():
     assert why == "input 0 'x' (2, 1, 16, 2, 8) is padded on axes [1] by [0, 1, 0, 0, 0, 0, 1, 0, 0, 0]"
     assert _pad_verdict((1, 4, 4, 8, 8), [0, 0, 1, 1, 1, 0, 0, 1, 1, 1], "pad_rank5_one_axis")[0] == "cpu"
     assert _pad_verdict((1, 3, 4, 16), [0, 0, 1, 0, 0, 0, 1, 0], "pad_rank5_one_axis")[0] == "cpu"    # rank 4
+    assert _pad_verdict((1, 4, 7, 7, 384), [0] * 10, "pad_rank5_one_axis")[0] == "npu"           # Swin3D's zeros
 
 
 def _bias_verdict(const_shape, mask_shape, const_first=True, both_computed=False):

@@ -640,8 +640,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                note="a rank-5 Pad runs on the CPU unless axis 0 has size 1 and one other axis is padded: the "
                     "compiler drops axis 0 and pads a rank-4 tensor on the NPU (LongT5's key/value blocks padded "
                     "on axis 1 of (1, 1, blk, H, d), axes 1, 2 and 4 of (1, 1, 16, 2, 8) and (1, 4, 4, 8, 8): "
-                    "x.Pad.ctx=one_axis.*.f32.r5); three axes of (1, 4, 4, 8, 8), or axis 1 of a batch of 2, "
-                    "ran on the CPU"),
+                    "x.Pad.ctx=one_axis.*.f32.r5); a rank-5 Pad of zeros leaves no row (Swin3D's window padding of a map "
+                    "that holds whole windows; x.Pad.ctx=one_axis.c*.none); three axes of (1, 4, 4, 8, 8), or axis 1 "
+                    "of a batch of 2, ran on the CPU"),
              C("any_of", [r"x\.Pad\.ctx=one_axis\.[\w.]+\.i64", r"x\.Pad\.ctx=block_mask\."],
                constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
                                                          "allowed": ["float32", "float16", "bool"]}},
