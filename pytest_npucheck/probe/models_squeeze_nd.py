@@ -91,3 +91,41 @@ def qkv4_extra(c: Collector) -> None:
 
 
 FAMILIES.append(qkv4_extra)
+
+
+#: (label, heads, query map side, key map side): MViTv2's decomposed relative positions
+RELPOS6 = (("h1.q8.k4", 1, 8, 4), ("h1.q8.k7", 1, 8, 7), ("h2.q8.k4", 2, 8, 4), ("h2.q8.k7", 2, 8, 7),
+           ("h1.q8.k8", 1, 8, 8), ("h1.q8.k14", 1, 8, 14), ("h1.q7.k7", 1, 7, 7), ("h1.q4.k2", 1, 4, 2))
+
+
+def _relpos6(heads: int, q: int, k: int, adds: bool, expand: bool = False) -> GraphBuilder:
+    """scores (1, heads, q q, k k) -> Reshape (1, heads, q, q, k, k) [-> Add (., ., ., ., k, 1) -> Add (., ., ., ., 1,
+    k): the height and width terms, computed] (``adds``; else a Relu) -> focus_merge Reshape (1, heads, q q, k k) ->
+    Softmax."""
+    gb = GraphBuilder(17)
+    s = gb.node("Relu", [gb.input("s", "float32", [1, heads, q * q, k * k])], name="pre_relu")
+    x = gb.node("Reshape", [s, gb.ints([1, heads, q, q, k, k])], name="pre_split")
+    if adds:
+        rh = gb.node("Relu", [gb.input("rh", "float32", [1, heads, q, q, k, 1])], name="pre_rh")
+        rw = gb.node("Relu", [gb.input("rw", "float32", [1, heads, q, q, 1, k])], name="pre_rw")
+        x = gb.node("Add", [gb.node("Add", [x, rh], name="pre_add_h"), rw], name="pre_add_w")
+    else:
+        x = gb.node("Relu", [x], name="pre_relu6")
+    x = gb.node("Reshape", [x, gb.ints([1, heads, q * q, k * k])], name="focus_merge")
+    if expand:  # timm's attn[:, :, sp:, sp:] = ...: an Expand to the same shape in front of a ScatterND
+        x = gb.node("Expand", [x, gb.ints([1, heads, q * q, k * k])], name="post_expand")
+    gb.output(gb.node("Softmax", [x], axis=-1, name="post_softmax"))
+    return gb
+
+
+def relpos6_extra(c: Collector) -> None:
+    """The rank-6 -> rank-4 merge of MViTv2's relative-position scores (RELPOS6), with the two Adds and with a Relu."""
+    for label, heads, q, k in RELPOS6:
+        for adds, expand in ((True, False), (False, False), (True, True)):
+            if (not adds or expand) and label not in ("h1.q8.k7", "h1.q8.k4"):
+                continue
+            c.add("x.Reshape.ctx=relpos6.%s.%s%s.f32.r6" % (label, "adds" if adds else "relu", ".expand" if expand else ""),
+                  "Reshape", _relpos6(heads, q, k, adds, expand), kind="context", focus=["focus_merge"])
+
+
+FAMILIES.append(relpos6_extra)
