@@ -129,3 +129,23 @@ def relpos6_extra(c: Collector) -> None:
 
 
 FAMILIES.append(relpos6_extra)
+
+
+#: MViTv2's decomposed relative positions (timm cal_rel_pos_type): the query map (B, heads, qh, qw, C) against the
+#: (q, k, C) position tables, height and width; the zoo's sizes (56 x 56 queries, 14 keys) and smaller
+MVIT_EQUATIONS = (("mvit_rel_h", "byhwc,hkc->byhwk", [[1, 1, 56, 56, 96], [56, 14, 96]]),
+                  ("mvit_rel_w", "byhwc,wkc->byhwk", [[1, 1, 56, 56, 96], [56, 14, 96]]),
+                  ("mvit_rel_h.small", "byhwc,hkc->byhwk", [[1, 2, 8, 8, 16], [8, 4, 16]]),
+                  ("mvit_rel_w.small", "byhwc,wkc->byhwk", [[1, 2, 8, 8, 16], [8, 4, 16]]))
+
+
+def mvit_einsum_extra(c: Collector) -> None:
+    """MVIT_EQUATIONS, between Relus (as ``x.Einsum.ctx=letters.*``)."""
+    from pytest_npucheck.probe.models_einsum_equations import _einsum
+
+    for label, eq, shapes in MVIT_EQUATIONS:
+        c.add("x.Einsum.ctx=letters.%s.f32.r%d" % (label, len(shapes[0])), "Einsum", _einsum(eq, shapes),
+              kind="context", attributes={"equation": eq}, focus=["focus_einsum"])
+
+
+FAMILIES.append(mvit_einsum_extra)

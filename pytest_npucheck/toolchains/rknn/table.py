@@ -117,7 +117,9 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "b
               # PEGASUS-X's block-local attention with global tokens, SAM's relative positions
               # (x.Einsum.ctx=letters.pegasus_x_*, sam_rel_*)
               "BHNKF,BHGF->BHNKG", "BHNKF,BHNXF->BHNKX", "BHNKG,BHGF->BHNKF", "BHNKX,BHNXF->BHNKF",
-              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk"]
+              "bhwc,hkc->bhwk", "bhwc,wkc->bhwk",
+              # MViTv2's decomposed relative positions (x.Einsum.ctx=letters.mvit_rel_*)
+              "byhwc,hkc->byhwk", "byhwc,wkc->byhwk"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
                    "mask (int64/int32 -> bool/float Cast, Equal of an int64 mask: x.Reshape.ctx=mask_cast.*, "
