@@ -149,3 +149,41 @@ def mvit_einsum_extra(c: Collector) -> None:
 
 
 FAMILIES.append(mvit_einsum_extra)
+
+
+#: (label, channels, map side): MViTv2's pooled keys/values (1, C, h, w) -> (1, 1, C, h w)
+POOL_FLAT = (("c96.14", 96, 14), ("c96.7", 96, 7), ("c16.5", 16, 5), ("c16.8", 16, 8), ("c12.7", 12, 7))
+#: the same with the heads in the batch, (h, C, s, s) -> (1, h, C, s s) (MViTv2's later stages)
+POOL_FLAT_HEADS = (("h2.c96.14", 2, 96, 14), ("h4.c96.7", 4, 96, 7), ("h2.c12.7", 2, 12, 7))
+
+
+def _pool_flat(c: int, s: int, after: str, heads: int = 1) -> GraphBuilder:
+    """x (1, C, s, s) -> depthwise Conv 3x3 -> focus_flat Reshape (1, 1, C, s s) -> Transpose (0, 1, 3, 2) ->
+    LayerNormalization (``after`` "ln", MViTv2's norm_k) or Relu ("relu")."""
+    gb = GraphBuilder(17)
+    x = gb.input("x", "float32", [heads, c, s, s])
+    x = gb.node("Conv", [x, gb.const(rand([c, 1, 3, 3]))], group=c, kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                name="pre_conv")
+    x = gb.node("Reshape", [x, gb.ints([1, heads, c, s * s])], name="focus_flat")
+    x = gb.node("Transpose", [x], perm=[0, 1, 3, 2], name="post_tp")
+    if after == "ln":
+        x = gb.node("LayerNormalization", [x, gb.const(rand([c]) + 1.0), gb.const(rand([c]))], axis=-1,
+                    epsilon=1e-6, name="post_ln")
+    else:
+        x = gb.node("Relu", [x], name="post_relu")
+    gb.output(x)
+    return gb
+
+
+def pool_flat_extra(c: Collector) -> None:
+    """POOL_FLAT behind a depthwise Conv, in front of a Transpose and a LayerNorm or a Relu."""
+    for label, ch, s in POOL_FLAT:
+        for after in ("ln", "relu"):
+            c.add("x.Reshape.ctx=pool_flat.%s.%s.f32.r4" % (label, after), "Reshape", _pool_flat(ch, s, after),
+                  kind="context", focus=["focus_flat"])
+    for label, heads, ch, s in POOL_FLAT_HEADS:
+        c.add("x.Reshape.ctx=pool_flat.%s.ln.f32.r4" % label, "Reshape", _pool_flat(ch, s, "ln", heads),
+              kind="context", focus=["focus_flat"])
+
+
+FAMILIES.append(pool_flat_extra)

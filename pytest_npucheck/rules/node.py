@@ -657,6 +657,24 @@ def rule_not_const_head_broadcast(node: NodeFact, params: Mapping[str, Any], gra
     return None
 
 
+@rule("plane_flatten_channels", "shape", reads_values=False)
+def rule_plane_flatten_channels(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it flattens the (h, w) plane of a (N, C, h, w) input into (N, 1, C, h w), (1, N, C, h w) or (N, C, 1, h w) with C a multiple of {multiple_of} (the compiler keeps the channels)."""
+    src = graph.tensor(node.inputs[0]) if node.inputs else None
+    out = graph.tensor(node.outputs[0]) if node.outputs else None
+    if src is None or src.shape is None or out is None or out.shape is None:
+        return _unknown(_Label("input", 0, node.inputs[0] if node.inputs else ""))
+    a, b = list(src.shape), list(out.shape)
+    if len(a) != 4 or len(b) != 4 or not all(isinstance(d, int) for d in a + b):
+        return f"input 0 {_fmt_shape(src.shape)} -> output 0 {_fmt_shape(out.shape)} is not a static rank-4 Reshape"
+    n, c, h, w = a
+    if b not in ([n, 1, c, h * w], [1, n, c, h * w], [n, c, 1, h * w]):
+        return f"output 0 {_fmt_shape(out.shape)} is not the (h, w) plane of input 0 {_fmt_shape(src.shape)} flattened"
+    if c % int(params["multiple_of"]):
+        return f"input 0 {_fmt_shape(src.shape)} has {c} channels, not a multiple of {params['multiple_of']}"
+    return None
+
+
 @rule("identity_operand", "constant")
 def rule_identity_operand(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """no input of a two-input op is a constant of all {value} that does not broadcast the other input (the op would compute the other input unchanged)."""

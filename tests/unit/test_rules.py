@@ -133,6 +133,23 @@ def test_not_const_head_broadcast_fails_a_constant_bias_over_a_one_head_mask():
     assert _bias_verdict((1, 2, 8, 24), (1, 1, 8, 24))[0] == "npu"                            # rank 4
 
 
+def _flatten_verdict(shape, target):
+    """One float Reshape of ``shape`` to ``target`` under a table whose only Reshape rule is plane_flatten_channels."""
+    return _rk3588_verdict([helper.make_node("Reshape", ["x", "t"], ["y"], name="r")], [("x", shape)],
+                           [const("t", target, "int64")], "Reshape",
+                           {"rule": "plane_flatten_channels", "params": {"multiple_of": 8}}, "r")
+
+
+def test_plane_flatten_channels_needs_a_flattened_plane_and_whole_channel_groups():
+    assert _flatten_verdict((1, 96, 14, 14), [1, 1, 96, 196])[0] == "npu"      # MViTv2's pooled keys
+    assert _flatten_verdict((2, 96, 14, 14), [1, 2, 96, 196])[0] == "npu"      # heads in the batch
+    assert _flatten_verdict((1, 16, 5, 5), [1, 16, 1, 25])[0] == "npu"
+    assert _flatten_verdict((1, 12, 7, 7), [1, 1, 12, 49]) == (
+        "cpu", "input 0 (1, 12, 7, 7) has 12 channels, not a multiple of 8")
+    assert _flatten_verdict((1, 16, 4, 4), [1, 32, 2, 4]) == (
+        "cpu", "output 0 (1, 32, 2, 4) is not the (h, w) plane of input 0 (1, 16, 4, 4) flattened")
+
+
 def test_dtype_rule(judge):
     m = make_model([conv()], [("x", (1, 3, 16, 16))], ["y"],
                    [const("w", [[[[0.1] * 3] * 3] * 3] * 8, "float64"), const("b", [0.0] * 8, "float64")],

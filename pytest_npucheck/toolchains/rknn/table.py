@@ -174,8 +174,11 @@ def _plane(tensor: str) -> dict[str, Any]:
     # (x.Reshape.ctx=heads_t.merge.*)
     heads = ([{"rule": "channels_multiple_of", "params": {"multiple_of": 8}},
               {"rule": "behind_heads_transpose", "params": {"multiple_of": 8}}] if tensor == "output" else [])
+    # MViTv2's pooled keys/values (1, C, h, w) -> (1, 1, C, h w): a flattening of the plane that keeps the channels,
+    # on the NPU whatever the plane when C is a multiple of 8 (x.Reshape.ctx=pool_flat.*)
+    flat = [{"rule": "plane_flatten_channels", "params": {"multiple_of": 8}}] if tensor == "input" else []
     return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
-                        r"x\.Reshape\.ctx=heads(_t)?\."],
+                        r"x\.Reshape\.ctx=heads(_t)?\."] + ([r"x\.Reshape\.ctx=pool_flat\."] if tensor == "input" else []),
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -183,7 +186,7 @@ def _plane(tensor: str) -> dict[str, Any]:
                           {"rule": "elements_max", "params": {"tensor": tensor, "index": 0, "axes": [2, 3], "max": 1}},
                           {"rule": "beside_trivial_transpose", "params": {}},
                           {"rule": "elements_multiple_of", "params": {"tensor": tensor, "index": 0, "axes": [2, 3],
-                                                                      "multiple_of": 8}}, *heads],
+                                                                      "multiple_of": 8}}, *heads, *flat],
              note="a float Reshape between two rank-4 tensors runs on the CPU unless its %s's last two dims hold a "
                   "multiple of 8 elements, or one: (1, 2, 19, 10) -> (1, 2, 10, 19), (1, 2, 18, 10) -> (1, 2, 10, 18), "
                   "(1, 16, 4, 4) -> (32, 2, 2, 2) and back, (1, 4, 5, 5) -> (1, 2, 2, 25) ran on the CPU, "
@@ -197,7 +200,13 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
                   "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
                   "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
-                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else ""))
+                  "is not found yet%s" % (tensor, _HEADS_NOTE if tensor == "output" else _FLAT_NOTE))
+
+
+_FLAT_NOTE = ("; a flattening of the plane that keeps the channels, (1, C, h, w) -> (1, 1, C, h w) (MViTv2's pooled "
+              "keys and values, laid out as (1, C, 1, h w)), ran on the NPU behind a depthwise Conv whatever its "
+              "plane (14 x 14, 7 x 7, 5 x 5) when C was a multiple of 8 (96, 16), on the CPU at C = 12 with 7 x 7, "
+              "and so with the heads in the batch, (h, C, s, s) -> (1, h, C, s s) (x.Reshape.ctx=pool_flat.*)")
 
 
 _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads of a convolutional attention "
