@@ -61,6 +61,9 @@ from pytest_npucheck.probe import (
     models_batch_fold_reshape,
     models_rank6_merge,
     models_einsum_relpos5,
+    models_block_mask,
+    models_mul_gemm,
+    models_squeeze_nd,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -107,6 +110,9 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_batch_fold_reshape.FAMILIES,
     *models_rank6_merge.FAMILIES,
     *models_einsum_relpos5.FAMILIES,
+    *models_block_mask.FAMILIES,
+    *models_mul_gemm.FAMILIES,
+    *models_squeeze_nd.FAMILIES,
 ]
 
 

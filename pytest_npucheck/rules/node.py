@@ -586,6 +586,95 @@ def rule_pad_channel_tail(node: NodeFact, params: Mapping[str, Any], graph: Grap
     return None
 
 
+def _pads_and_input(node: NodeFact, graph: GraphFacts) -> tuple[Optional[list[int]], Optional[TensorInfo], Optional[str]]:
+    """(the constant pads, the data input, None) of a Pad, or (None, None, why not)."""
+    values, why = _const_ints_input(node, graph, 1, "pads")
+    if values is None:
+        return None, None, why
+    src = graph.tensor(node.inputs[0])
+    if src is None or src.shape is None or any(not isinstance(d, int) for d in src.shape):
+        return None, None, _unknown(_Label("input", 0, node.inputs[0]))
+    if len(values) != 2 * len(src.shape):
+        return None, None, f"pads {fmt_value(values)} do not match the rank of input 0 '{node.inputs[0]}'"
+    return values, src, None
+
+
+@rule("pad_not_channel_axis", "constant")
+def rule_pad_not_channel_axis(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a Pad of rank 2 to 4 pads no channel axis (axis 0 at rank 2, axis 1 at rank 3 and 4, where the compiler keeps the channels) but a channel axis of size 1 at rank 3."""
+    values, src, why = _pads_and_input(node, graph)
+    if values is None or src is None:
+        return why
+    rank = len(src.shape)
+    if rank not in (2, 3, 4):
+        return f"input 0 '{node.inputs[0]}' has rank {rank}, not 2 to 4"
+    axis = 0 if rank == 2 else 1
+    if (values[axis] or values[axis + rank]) and not (rank == 3 and src.shape[axis] == 1):
+        return (f"pads {fmt_value(values)} pad axis {axis} of input 0 '{node.inputs[0]}' {_fmt_shape(src.shape)}, "
+                f"the channel axis")
+    return None
+
+
+@rule("pad_rank5_one_axis", "constant")
+def rule_pad_rank5_one_axis(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """a rank-5 Pad has axis 0 of size 1 and pads at most one other axis (the compiler drops axis 0 and pads a rank-4 tensor; a Pad of zeros leaves no row)."""
+    values, src, why = _pads_and_input(node, graph)
+    if values is None or src is None:
+        return why
+    rank = len(src.shape)
+    if rank != 5:
+        return f"input 0 '{node.inputs[0]}' has rank {rank}, not 5"
+    padded = [a for a in range(rank) if values[a] or values[a + rank]]
+    if src.shape[0] != 1 or len(padded) > 1 or 0 in padded:
+        return (f"input 0 '{node.inputs[0]}' {_fmt_shape(src.shape)} is padded on axes {fmt_value(padded)} by "
+                f"{fmt_value(values)}")
+    return None
+
+
+@rule("not_const_head_broadcast", "shape", reads_values=False)
+def rule_not_const_head_broadcast(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it does not combine, at rank 5 with output axes 0 and 1 of size 1, a constant whose axis 2 is above 1 with a computed operand of size 1 on axis 2 (the compiler makes axis 2 the batch axis and broadcasts the computed operand over it)."""
+    out = graph.tensor(node.outputs[0]) if node.outputs else None
+    if out is None or out.shape is None:
+        return _unknown(_Label("output", 0, node.outputs[0] if node.outputs else ""))
+    if len(out.shape) != 5 or out.shape[0] != 1 or out.shape[1] != 1:
+        return None
+    infos = [graph.tensor(t) if t else None for t in node.inputs[:2]]
+    if len(infos) != 2 or any(i is None or i.shape is None for i in infos):
+        return _failed([], [_unknown(_Label("input", k, t)) for k, t in enumerate(node.inputs[:2])])
+    for k in (0, 1):
+        const, other = infos[k], infos[1 - k]
+        assert const is not None and other is not None
+        cs, os_ = list(const.shape), list(other.shape)
+        if not const.const or other.const or len(cs) < 3:
+            continue
+        c2 = cs[len(cs) - 3]
+        o2 = os_[len(os_) - 3] if len(os_) >= 3 else 1
+        if isinstance(c2, int) and c2 > 1 and o2 == 1:
+            return (f"constant input {k} '{node.inputs[k]}' {_fmt_shape(const.shape)} meets computed input {1 - k} "
+                    f"'{node.inputs[1 - k]}' {_fmt_shape(other.shape)}, broadcast over axis 2 of the rank-5 result "
+                    f"{_fmt_shape(out.shape)}")
+    return None
+
+
+@rule("plane_flatten_channels", "shape", reads_values=False)
+def rule_plane_flatten_channels(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it flattens the (h, w) plane of a (N, C, h, w) input into (N, 1, C, h w), (1, N, C, h w) or (N, C, 1, h w) with C a multiple of {multiple_of} (the compiler keeps the channels)."""
+    src = graph.tensor(node.inputs[0]) if node.inputs else None
+    out = graph.tensor(node.outputs[0]) if node.outputs else None
+    if src is None or src.shape is None or out is None or out.shape is None:
+        return _unknown(_Label("input", 0, node.inputs[0] if node.inputs else ""))
+    a, b = list(src.shape), list(out.shape)
+    if len(a) != 4 or len(b) != 4 or not all(isinstance(d, int) for d in a + b):
+        return f"input 0 {_fmt_shape(src.shape)} -> output 0 {_fmt_shape(out.shape)} is not a static rank-4 Reshape"
+    n, c, h, w = a
+    if b not in ([n, 1, c, h * w], [1, n, c, h * w], [n, c, 1, h * w]):
+        return f"output 0 {_fmt_shape(out.shape)} is not the (h, w) plane of input 0 {_fmt_shape(src.shape)} flattened"
+    if c % int(params["multiple_of"]):
+        return f"input 0 {_fmt_shape(src.shape)} has {c} channels, not a multiple of {params['multiple_of']}"
+    return None
+
+
 @rule("identity_operand", "constant")
 def rule_identity_operand(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """no input of a two-input op is a constant of all {value} that does not broadcast the other input (the op would compute the other input unchanged)."""

@@ -61,6 +61,95 @@ def test_pad_with_runtime_pads_is_unsupported(judge):
     assert any(x.rule == "const_input" and "computed at run time" in x.message for x in r["p"].reasons)
 
 
+def _rk3588_verdict(nodes, inputs, inits, op, constraint, focus, dtype=None):
+    """Judge ``focus`` under a copy of the bundled rk3588 table whose only rule on ``op`` is ``constraint``."""
+    import json
+    from pathlib import Path
+
+    from pytest_npucheck.check import check_graph
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.tables import table_from_data
+
+    base = json.loads((Path(__file__).resolve().parents[2] / "op_support_tables/rknn/2.5.0/rk3588.json").read_text())
+    base["ops"] = {"ai.onnx:" + op: {"status": "npu", "source": "probe:rknn-2.5.0-rk3588",
+                                     "constraints": [{**constraint, "else": "cpu"}]}}
+    base["generic_constraints"], base["patterns"], base["prepasses"] = [], [], []
+    m = make_model(nodes, inputs, ["y"], inits, dtype=dtype)
+    verdicts = {n.name: (n.verdict, "; ".join(x.message for x in n.reasons))
+                for n in check_graph(facts_from_model(m), [table_from_data(base)])[0].nodes}
+    return verdicts[focus]
+
+
+def _pad_verdict(shape, pads, rule):
+    """One int64 constant Pad of ``shape`` by ``pads`` under the named Pad rule ``rule``."""
+    return _rk3588_verdict([helper.make_node("Pad", ["x", "pads"], ["y"], name="p")], [("x", shape)],
+                           [const("pads", pads, "int64")], "Pad", {"rule": rule, "params": {}}, "p",
+                           dtype=TensorProto.INT64)
+
+
+def test_pad_not_channel_axis_fails_a_padded_channel_axis():
+    verdict, why = _pad_verdict((1, 3, 16), [0, 1, 0, 0, 1, 0], "pad_not_channel_axis")
+    assert verdict == "cpu"
+    assert why == "pads [0, 1, 0, 0, 1, 0] pad axis 1 of input 0 'x' (1, 3, 16), the channel axis"
+    assert _pad_verdict((1, 3, 16), [0, 0, 1, 0, 0, 1], "pad_not_channel_axis")[0] == "npu"      # the last axis
+    assert _pad_verdict((1, 1, 16), [0, 1, 0, 0, 1, 0], "pad_not_channel_axis")[0] == "npu"      # LongT5: one block
+    assert _pad_verdict((1, 16), [0, 0, 0, 112], "pad_not_channel_axis")[0] == "npu"             # the mask to blocks
+    assert _pad_verdict((3, 8), [1, 0, 1, 0], "pad_not_channel_axis")[0] == "cpu"                # rank 2: axis 0
+    assert _pad_verdict((1, 3, 4, 16), [0, 1, 0, 0, 0, 1, 0, 0], "pad_not_channel_axis")[0] == "cpu"
+    assert _pad_verdict((1, 3, 4, 16), [0, 0, 1, 0, 0, 0, 1, 0], "pad_not_channel_axis")[0] == "npu"
+    assert _pad_verdict((1, 1, 3, 4, 16), [0] * 10, "pad_not_channel_axis") == (
+        "cpu", "input 0 'x' has rank 5, not 2 to 4")
+
+
+def test_pad_rank5_one_axis_needs_batch_1_and_one_padded_axis():
+    one = [0, 1, 0, 0, 0, 0, 1, 0, 0, 0]
+    assert _pad_verdict((1, 1, 16, 2, 8), one, "pad_rank5_one_axis")[0] == "npu"                 # LongT5's blocks
+    verdict, why = _pad_verdict((2, 1, 16, 2, 8), one, "pad_rank5_one_axis")
+    assert verdict == "cpu"
+    assert why == "input 0 'x' (2, 1, 16, 2, 8) is padded on axes [1] by [0, 1, 0, 0, 0, 0, 1, 0, 0, 0]"
+    assert _pad_verdict((1, 4, 4, 8, 8), [0, 0, 1, 1, 1, 0, 0, 1, 1, 1], "pad_rank5_one_axis")[0] == "cpu"
+    assert _pad_verdict((1, 3, 4, 16), [0, 0, 1, 0, 0, 0, 1, 0], "pad_rank5_one_axis")[0] == "cpu"    # rank 4
+    assert _pad_verdict((1, 4, 7, 7, 384), [0] * 10, "pad_rank5_one_axis")[0] == "npu"           # Swin3D's zeros
+
+
+def _bias_verdict(const_shape, mask_shape, const_first=True, both_computed=False):
+    """``Add(constant of const_shape, Relu(mask))`` under a table whose only Add rule is not_const_head_broadcast."""
+    relu = helper.make_node("Relu", ["m"], ["mr"], name="r")
+    inputs = [("m", mask_shape)] + ([("c", const_shape)] if both_computed else [])
+    inits = [] if both_computed else [const("c", np.full(const_shape, 0.5))]
+    add = helper.make_node("Add", ["c", "mr"] if const_first else ["mr", "c"], ["y"], name="a")
+    return _rk3588_verdict([relu, add], inputs, inits, "Add", {"rule": "not_const_head_broadcast", "params": {}}, "a")
+
+
+def test_not_const_head_broadcast_fails_a_constant_bias_over_a_one_head_mask():
+    verdict, why = _bias_verdict((1, 1, 2, 8, 24), (1, 1, 1, 8, 24))   # LongT5's local attention bias
+    assert verdict == "cpu"
+    assert why == ("constant input 0 'c' (1, 1, 2, 8, 24) meets computed input 1 'mr' (1, 1, 1, 8, 24), broadcast "
+                   "over axis 2 of the rank-5 result (1, 1, 2, 8, 24)")
+    assert _bias_verdict((1, 1, 2, 8, 24), (1, 1, 1, 8, 24), const_first=False)[0] == "cpu"
+    assert _bias_verdict((1, 1, 2, 8, 24), (1, 1, 1, 8, 24), both_computed=True)[0] == "npu"   # computed bias
+    assert _bias_verdict((1, 1, 2, 8, 24), (1, 1, 2, 8, 24))[0] == "npu"                      # mask per head
+    assert _bias_verdict((1, 1, 2, 8, 24), (1, 2, 1, 8, 24))[0] == "npu"                      # two blocks
+    assert _bias_verdict((1, 2, 8, 24), (1, 1, 8, 24))[0] == "npu"                            # rank 4
+
+
+def _flatten_verdict(shape, target):
+    """One float Reshape of ``shape`` to ``target`` under a table whose only Reshape rule is plane_flatten_channels."""
+    return _rk3588_verdict([helper.make_node("Reshape", ["x", "t"], ["y"], name="r")], [("x", shape)],
+                           [const("t", target, "int64")], "Reshape",
+                           {"rule": "plane_flatten_channels", "params": {"multiple_of": 8}}, "r")
+
+
+def test_plane_flatten_channels_needs_a_flattened_plane_and_whole_channel_groups():
+    assert _flatten_verdict((1, 96, 14, 14), [1, 1, 96, 196])[0] == "npu"      # MViTv2's pooled keys
+    assert _flatten_verdict((2, 96, 14, 14), [1, 2, 96, 196])[0] == "npu"      # heads in the batch
+    assert _flatten_verdict((1, 16, 5, 5), [1, 16, 1, 25])[0] == "npu"
+    assert _flatten_verdict((1, 12, 7, 7), [1, 1, 12, 49]) == (
+        "cpu", "input 0 (1, 12, 7, 7) has 12 channels, not a multiple of 8")
+    assert _flatten_verdict((1, 16, 4, 4), [1, 32, 2, 4]) == (
+        "cpu", "output 0 (1, 32, 2, 4) is not the (h, w) plane of input 0 (1, 16, 4, 4) flattened")
+
+
 def test_dtype_rule(judge):
     m = make_model([conv()], [("x", (1, 3, 16, 16))], ["y"],
                    [const("w", [[[[0.1] * 3] * 3] * 3] * 8, "float64"), const("b", [0.0] * 8, "float64")],

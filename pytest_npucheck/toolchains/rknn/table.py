@@ -118,7 +118,7 @@ EINSUM_NPU = ["bij,bjk->bik", "bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij->ji", "b
               # (x.Einsum.ctx=letters.pegasus_x_*, sam_rel_*)
               "BHNKF,BHGF->BHNKG", "BHNKF,BHNXF->BHNKX", "BHNKG,BHGF->BHNKF", "BHNKX,BHNXF->BHNKF",
               "bhwc,hkc->bhwk", "bhwc,wkc->bhwk",
-              # MViTv2's rank-5 relative positions (x.Einsum.ctx=relpos5.*)
+              # MViTv2's rank-5 relative positions (x.Einsum.ctx=relpos5.*, x.Einsum.ctx=letters.mvit_rel_*)
               "byhwc,hkc->byhwk", "byhwc,wkc->byhwk"]
 
 _MASK_SWAP_NOTE = ("on a mask path the compiler moves the layout change in front of the integer op that makes the "
@@ -184,8 +184,12 @@ def _plane(tensor: str) -> dict[str, Any]:
     # the rows of a channels-last (1, A, B, W) map folded into the batch, (A B, 1, 1, W) (RAFT's coords per pixel):
     # NPU whatever either plane (x.Reshape.ctx=batch_fold.*)
     heads.append({"rule": "folds_rows_into_batch", "params": {}})
+    # MViTv2's pooled keys/values (1, C, h, w) -> (1, 1, C, h w): a flattening of the plane that keeps the channels,
+    # on the NPU whatever the plane when C is a multiple of 8 (x.Reshape.ctx=pool_flat.*)
+    flat = [{"rule": "plane_flatten_channels", "params": {"multiple_of": 8}}] if tensor == "input" else []
     return C("any_of", [r"x\.Reshape\.ctx=plane(_unfold)?\.", r"x\.Reshape\.ctx=sdpa_mask\.",
-                        r"x\.Reshape\.ctx=heads(_t|_split)?\.", r"x\.Reshape\.ctx=batch_fold\."],
+                        r"x\.Reshape\.ctx=heads(_t|_split)?\.", r"x\.Reshape\.ctx=batch_fold\."]
+             + ([r"x\.Reshape\.ctx=pool_flat\."] if tensor == "input" else []),
              constraints=[*({"rule": "rank", "params": {"tensor": side, "index": 0, "max": 3}} for side in sides),
                           *({"rule": "rank", "params": {"tensor": side, "index": 0, "min": 5}} for side in sides),
                           {"rule": "dtype", "params": {"tensor": tensor, "index": 0,
@@ -193,7 +197,7 @@ def _plane(tensor: str) -> dict[str, Any]:
                           {"rule": "elements_max", "params": {"tensor": tensor, "index": 0, "axes": [2, 3], "max": 1}},
                           {"rule": "beside_trivial_transpose", "params": {}},
                           {"rule": "elements_multiple_of", "params": {"tensor": tensor, "index": 0, "axes": [2, 3],
-                                                                      "multiple_of": 8}}, *heads],
+                                                                      "multiple_of": 8}}, *heads, *flat],
              note="a float Reshape between two rank-4 tensors runs on the CPU unless its %s's last two dims hold a "
                   "multiple of 8 elements, or one: (1, 2, 19, 10) -> (1, 2, 10, 19), (1, 2, 18, 10) -> (1, 2, 10, 18), "
                   "(1, 16, 4, 4) -> (32, 2, 2, 2) and back, (1, 4, 5, 5) -> (1, 2, 2, 25) ran on the CPU, "
@@ -207,7 +211,13 @@ def _plane(tensor: str) -> dict[str, Any]:
                   "(x.Reshape.ctx=sdpa_mask.*), and a Conv's 2 x 2 map flattened to rank 3 ran on the NPU in front of "
                   "a Transpose (ViT) or an InstanceNormalization (PoolFormer), while (1, 4, 2, 2) -> (1, 4, 4) between "
                   "two Relus and an FPN head's flattening in front of a Concat ran on the CPU: what decides that "
-                  "is not found yet%s%s" % (tensor, _HEADS_NOTE if tensor == "output" else _SPLIT_NOTE, _FOLD_NOTE))
+                  "is not found yet%s%s" % (tensor, _HEADS_NOTE if tensor == "output" else _SPLIT_NOTE + _FLAT_NOTE, _FOLD_NOTE))
+
+
+_FLAT_NOTE = ("; a flattening of the plane that keeps the channels, (1, C, h, w) -> (1, 1, C, h w) (MViTv2's pooled "
+              "keys and values, laid out as (1, C, 1, h w)), ran on the NPU behind a depthwise Conv whatever its "
+              "plane (14 x 14, 7 x 7, 5 x 5) when C was a multiple of 8 (96, 16), on the CPU at C = 12 with 7 x 7, "
+              "and so with the heads in the batch, (h, C, s, s) -> (1, h, C, s s) (x.Reshape.ctx=pool_flat.*)")
 
 
 _HEADS_NOTE = ("; a rank-4 (1, h, d, H W) merged into (1, h d, H, W) (the heads of a convolutional attention "
@@ -237,6 +247,24 @@ _FOLD_NOTE = ("; a channels-last (1, A, B, W) map whose rows are folded into the
               "(RAFT's coords.reshape(B H W, 1, 1, 2)), ran on the NPU whatever either plane: W = 2, 3, 7, 8 on 16 x 16, "
               "7 x 7, 5 x 3 and 4 x 4 maps, behind a Relu or RAFT's Transpose (0, 2, 3, 1), read by a Relu or a broadcast "
               "Add (x.Reshape.ctx=batch_fold.*)")
+
+
+def _squeeze_nd(op: str) -> dict[str, Any]:
+    """A rank-6 Add/Sub with a constant operand: rknn-toolkit2 2.5.0's rewrite squeeze_nd_add raises."""
+    return C("any_of", [r"x\.%s\.ctx=squeeze_nd\." % op], "unsupported",
+             constraints=[{"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 5}},
+                          {"rule": "computed_input", "params": {"index": [0, 1]}},
+                          # behind a Reshape to rank 6 (through other Adds/Subs), it builds: MViTv2's relative
+                          # position terms (x.Reshape.ctx=rank6_merge.relpos.*, x.Add.ctx=squeeze_nd_b.reshape.*)
+                          *({"rule": "producer_is", "params": {"index": i, "chain": ["Reshape"], "skip": ["Add", "Sub"]}}
+                            for i in (0, 1))],
+             note="a rank-6 %s with a constant operand (a per-channel bias, a full tensor or a scalar, first or "
+                  "second; Twins-SVT's qkv bias on (1, h, w, ws, ws, C) windows) makes build() fail when a MatMul "
+                  "or a Relu computes the other operand: the rewrite squeeze_nd_add raises ('IRGraph' object has "
+                  "no attribute 'node_use_target_const'); at rank 5 and 4, with two computed operands, a Mul, or "
+                  "the other operand a Reshape of a rank-4 map to rank 6 (also through other Adds of constants: "
+                  "MViTv2's relative positions), it builds (x.{Add,Mul,Sub}.ctx=squeeze_nd.*, squeeze_nd_b.*, "
+                  "x.Reshape.ctx=rank6_merge.relpos.*)" % op)
 
 
 def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
@@ -349,10 +377,23 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "BitShift": E("cpu"),
     "Not": E("cpu", probes=[r"pattern\.equal_not_cast"]),
     # -- binary element-wise -------------------------------------------------------------------
-    "Add": E("npu", *_sdpa_bias_gate("Add"), probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
+    "Add": E("npu", _squeeze_nd("Add"), *_sdpa_bias_gate("Add"),
+             C("any_of", [r"x\.Add\.ctx=sdpa_bias_bcast\.", r"x\.Add\.ctx=bias5\."],
+               constraints=[{"rule": "feeds_not", "params": {"path": ["Add", "Softmax", ["Einsum", "MatMul"]],
+                                                             "skip": ["Cast", "Reshape", "Transpose"]}},
+                            {"rule": "not_const_head_broadcast", "params": {}}],
+               note="the bias of a fused attention (its result added to the scores of an Einsum or MatMul, "
+                    "then Softmax -> Einsum/MatMul) made at rank 5 of a constant (1, 1, H, q, k) position bias "
+                    "and a computed mask of size 1 on the head axis runs on the CPU in fp32 (row 'Add "
+                    "(2,8,1,24),(1,8,1,24) FLOAT'): the compiler lays it out like the scores, heads on the "
+                    "batch axis, and broadcasts the mask over it (LongT5's local attention). With a computed "
+                    "bias, the mask given every head, two blocks on axis 1, at rank 4, added to the scores "
+                    "first, or without the attention behind it the Add ran on the NPU "
+                    "(x.Add.ctx=sdpa_bias_bcast.*, x.Add.ctx=bias5.*)"),
+             probes=[r"pattern\.conv_add", r"pattern\.matmul_add"],
              note="int32 Add ran on the NPU in a probe (with CPU reshapes), but the generic "
                   "dtype rule predicts CPU for it."),
-    "Sub": E("npu"),
+    "Sub": E("npu", _squeeze_nd("Sub")),
     "Mul": E("npu", *_sdpa_bias_gate("Mul")),
     "Div": E("npu",
              C("dtype", [r"x\.Div\.b=(const4|const_vec|dyn_pos)\.i64", r"Div\.b=same\.i64"],
@@ -657,8 +698,24 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                note="non-constant pads make build() fail ('need to be constant')"),
              C("attr_in", [r"Pad\.mode=wrap"], attr="mode", values=["constant", "reflect", "edge"],
                note="wrap (opset 19) runs on the CPU"),
-             C("rank", [r"Pad\.mode=\w+\.pads=hw\.f32\.r5"], tensor="input", index=0, max=4,
-               note="rank-5 Pad runs on the CPU"),
+             C("any_of", [r"Pad\.mode=\w+\.pads=hw\.f32\.r5", r"x\.Pad\.ctx=one_axis\.[\w.]+\.f32\.r5"],
+               constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 4}},
+                            {"rule": "pad_rank5_one_axis", "params": {}}],
+               note="a rank-5 Pad runs on the CPU unless axis 0 has size 1 and one other axis is padded: the "
+                    "compiler drops axis 0 and pads a rank-4 tensor on the NPU (LongT5's key/value blocks padded "
+                    "on axis 1 of (1, 1, blk, H, d), axes 1, 2 and 4 of (1, 1, 16, 2, 8) and (1, 4, 4, 8, 8): "
+                    "x.Pad.ctx=one_axis.*.f32.r5); a rank-5 Pad of zeros leaves no row (Swin3D's window padding of a map "
+                    "that holds whole windows; x.Pad.ctx=one_axis.c*.none); three axes of (1, 4, 4, 8, 8), or axis 1 "
+                    "of a batch of 2, ran on the CPU"),
+             C("any_of", [r"x\.Pad\.ctx=one_axis\.[\w.]+\.i64", r"x\.Pad\.ctx=block_mask\."],
+               constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                         "allowed": ["float32", "float16", "bool"]}},
+                            {"rule": "pad_not_channel_axis", "params": {}}],
+               note="integer (int64) data pads on the NPU unless the channel axis is padded (axis 0 at rank 2, "
+                    "axis 1 at rank 3 and 4: the compiler's (N, C, 1, W) layout), into a Cast or as the graph "
+                    "output, a rank-3 channel axis of size 1 excepted (LongT5's block mask: the padding mask "
+                    "padded to whole blocks, (1, 1, blk) padded by a block on each side of axis 1; "
+                    "x.Pad.ctx=one_axis.*.i64, x.Pad.ctx=block_mask.*; the generic integer rule excepts Pad)"),
              C("rank", [r"Pad\.mode=\w+\.pads=hw\.axes=2_3"], tensor="input", index=3, max=0,
                note="giving the opset-18 axes input (input 3, a 1-D tensor, so this rank "
                     "check fails whenever it is present) moves the Pad to the CPU"),
@@ -823,7 +880,23 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                             from_node=True,
                             note="an Unsqueeze of a computed tensor that feeds ScatterElements "
                                  "(a CPU op) runs on the CPU as a Reshape")),
-    "Transpose": E("npu", C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
+    "Transpose": E("npu", C("any_of", [r"x\.Transpose\.ctx=window_close\."],
+                            constraints=[
+                                {"rule": "attr_not_in", "params": {"attr": "perm", "values": [[0, 3, 1, 2]]}},
+                                {"rule": "producer_not", "params": {"index": 0,
+                                                                    "chain": ["Reshape", "Transpose", "Reshape"]}},
+                                {"rule": "producer_pass", "params": {"index": 0, "ops": ["Reshape"], "constraint": {
+                                    "rule": "rank", "params": {"tensor": "input", "index": 0, "max": 5}}}},
+                                {"rule": "producer_is", "params": {"index": 0,
+                                                                   "chain": ["Reshape", "Transpose", "Reshape", "Pad"]}}],
+                            note="the Transpose (0, 3, 1, 2) back to channels first that closes a channels-last "
+                                 "window partition or reverse (Reshape to rank 6 -> Transpose -> Reshape to rank 4: "
+                                 "EfficientViT-M's local window attention) runs on the CPU: the compiler merges the "
+                                 "chain into a rank-5 CPU Transpose named after it (row 'Transpose <close>#1 "
+                                 "(2,2,64,7,7) -> (64,2,7,2,7)'), for windows of 4, 7 and 8; a partition that starts "
+                                 "with a Pad (zero or not) becomes an NPU exWindow instead and the Transpose stays "
+                                 "on the NPU (x.Transpose.ctx=window_close.*)"),
+                   C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
                                        r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
                             constraints=[
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0,
@@ -1125,7 +1198,7 @@ GENERIC = [
       tensor="input", index=0, allowed=["float32", "float16", "bool"],
       note="integer (int64/int32) data tensors run on the CPU; bool data moves on the NPU"),
 ]
-GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size",
+GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size", "ai.onnx:Pad",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
                             "ai.onnx:Div", "ai.onnx:MatMul", "ai.onnx:Transpose"] \
     + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
