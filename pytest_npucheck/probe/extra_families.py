@@ -56,6 +56,7 @@ from pytest_npucheck.probe import (
     models_dual_heads,
     models_rel_pos_tile,
     models_window_partition,
+    models_scatter_updates,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -97,6 +98,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_seq_map_reshape.FAMILIES,
     *models_rank5_broadcast.FAMILIES,
     *models_window_partition.FAMILIES,
+    *models_scatter_updates.FAMILIES,
 ]
 
 

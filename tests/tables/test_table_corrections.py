@@ -9,6 +9,7 @@ each erratum.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -1080,3 +1081,30 @@ def test_rknn_window_merge_reshape_by_plane(catalog, w, n, c, direction, want):
     v = verdicts(catalog, RKNN, _window(w, n, c, direction))
     assert v["focus_merge"][0] == want, v["focus_merge"][1]
     assert v["focus_split"][0] == "npu" and v["focus_swap"][0] == "npu"
+
+
+# -- RKNN 2.5.0 / rk3588: an Unsqueeze making the updates of a ScatterElements -----------------------
+
+def _recorded_rknn_extra() -> dict[str, dict]:
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    return {p["id"]: p for p in json.loads(path.read_text())["probes"]}
+
+
+def test_rknn_scatter_updates_unsqueeze_by_last_axis(catalog):
+    """Every probe of the family: the table's verdict is the placement rknn-toolkit2 2.5.0 recorded (CPU only
+    when the last axis is not a multiple of 8 and the compiler relays the tensor: a computed rank-2 input, or
+    any input unsqueezed to rank 5; MiniCPM-OCR's (1, 32, 1, 64) -> (1, 32, 1, 1, 64) on the NPU)."""
+    from pytest_npucheck.probe.models_scatter_updates import PRODUCERS, SCATTER_UPDATES, _scatter_updates
+
+    recorded = _recorded_rknn_extra()
+    seen = {"cpu": 0, "npu": 0}
+    for label, shape, axis in SCATTER_UPDATES:
+        for pre in PRODUCERS:
+            pid = "x.Unsqueeze.ctx=scatter_upd.%s.%s.f32.r%d" % (pre, label, len(shape))
+            real = recorded[pid]["placement"]["focus_unsqueeze"]
+            verdict, why = verdicts(catalog, RKNN, _scatter_updates(list(shape), axis, pre))["focus_unsqueeze"]
+            assert verdict == real, (pid, why)
+            seen[real] += 1
+    assert seen == {"cpu": 10, "npu": 20}
+    verdict, why = verdicts(catalog, RKNN, _scatter_updates([1, 32, 1, 17], 2, "input"))["focus_unsqueeze"]
+    assert verdict == "cpu" and "ScatterElements" in why and "17" in why, why

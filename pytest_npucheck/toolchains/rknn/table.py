@@ -761,10 +761,28 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
                                        r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"]),
                    _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
-                   C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
-                            from_node=True,
-                            note="an Unsqueeze of a computed tensor that feeds ScatterElements "
-                                 "(a CPU op) runs on the CPU as a Reshape")),
+                   C("any_of", [r"x\.Unsqueeze\.axes=2\.ctx=", r"x\.Unsqueeze\.ctx=scatter_upd\."],
+                     constraints=[{"rule": "feeds_not", "params": {"path": ["ScatterElements"], "from_node": True}},
+                                  {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1,
+                                                             "multiple_of": 8}},
+                                  {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 3}}],
+                     note="an Unsqueeze of a computed rank-2 tensor that makes the updates of a ScatterElements "
+                          "(a CPU op) runs on the CPU as a Reshape when the last axis is not a multiple of 8: the "
+                          "compiler holds the tensor as (1, 1, 1, W) and relays it for the CPU op (SimpleBaseline's "
+                          "17 keypoints, (1, 17) -> (1, 17, 1) or (1, 1, 17), behind a Sub or a Relu: CPU; 16 or 64 "
+                          "on the NPU; a graph input read directly on the NPU: x.Unsqueeze.ctx=scatter_upd.*)"),
+                   C("any_of", [r"x\.Unsqueeze\.axes=2\.ctx=", r"x\.Unsqueeze\.ctx=scatter_upd\."],
+                     constraints=[{"rule": "feeds_not", "params": {"path": ["ScatterElements"]}},
+                                  {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1,
+                                                             "multiple_of": 8}},
+                                  {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 4}}],
+                     note="an Unsqueeze to rank 5 that makes the updates of a ScatterElements runs on the CPU when "
+                          "the last axis is not a multiple of 8, computed or a graph input ((1, 32, 1, 17) and "
+                          "(1, 3, 1, 17) -> (.., 1, 17): CPU); with 64 on the last axis it stays on the NPU (the "
+                          "dynamo select_scatter of MiniCPM-OCR's gated delta rule, (1, 32, 1, 64) -> "
+                          "(1, 32, 1, 1, 64) behind a Concat), and a rank-3 input unsqueezed to rank 4 "
+                          "((1, 4, 17) -> (1, 4, 1, 17), the compiler's own 4-D layout of it) on the NPU whatever "
+                          "its last axis (x.Unsqueeze.ctx=scatter_upd.*)")),
     "Transpose": E("npu", C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
                                        r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
                             constraints=[
