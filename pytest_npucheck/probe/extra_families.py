@@ -57,6 +57,7 @@ from pytest_npucheck.probe import (
     models_rel_pos_tile,
     models_window_partition,
     models_scatter_updates,
+    models_gather_ids,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -99,6 +100,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_rank5_broadcast.FAMILIES,
     *models_window_partition.FAMILIES,
     *models_scatter_updates.FAMILIES,
+    *models_gather_ids.FAMILIES,
 ]
 
 

@@ -483,6 +483,51 @@ def _reads_as_data(graph: GraphFacts, reader: NodeFact, tensor: str) -> bool:
     return bool(reader.inputs) and reader.inputs[0] in feeds and not any(i in feeds for i in reader.inputs[1:])
 
 
+def _names_of(graph: GraphFacts, tensor: str) -> set[str]:
+    """``tensor`` and the names it goes by behind nodes the pre-passes eliminated."""
+    names, stack = {tensor}, [tensor]
+    while stack:
+        t = stack.pop()
+        for index in graph.consumers.get(t, ()):
+            n = graph.nodes[index]
+            if _passes_on(graph, n):
+                for o in n.outputs[:1]:
+                    if o and o not in names:
+                        names.add(o)
+                        stack.append(o)
+    return names
+
+
+@rule("computed_indices", "context", local=False, words=_words)
+def rule_computed_indices(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its input 0 is computed by another node (not a graph input or a constant) and every node reading its result is one of {ops_text}, reading it as its indices (input 1 only).
+
+    RKNN keeps an integer layout op in front of an embedding Gather's indices on the NPU (row 'Reshape
+    INT64 NPU') when another op computed its input, and runs it on the CPU when it reads a graph input."""
+    if not _computed(graph, node):
+        src = node.inputs[0] if node.inputs else ""
+        return f"input 0 '{src}' is a graph input or a constant"
+    ops = frozenset(params["ops"])
+    others: list[str] = []
+    for out in node.outputs[:1]:
+        if not out:
+            continue
+        if not node.graph and _is_graph_output(graph, out):
+            return f"its result '{out}' is a graph output"
+        names = _names_of(graph, out)
+        for c in _consumers(graph, out):
+            as_indices = (c.op_type in ops and len(c.inputs) > 1 and c.inputs[1] in names
+                          and not any(i in names for i in c.inputs[:1] + c.inputs[2:]))
+            if not as_indices:
+                others.append(f"{c.op_type} '{c.name}'")
+    if not others and any(True for out in node.outputs[:1] if out for _ in _consumers(graph, out)):
+        return None
+    if not others:
+        return "nothing reads its result"
+    return "its result is read by " + ", ".join(dict.fromkeys(others[:4])) + (
+        f" and {len(others) - 4} more" if len(others) > 4 else "") + " (not as its indices)"
+
+
 @rule("beside_trivial_transpose", "context", local=False, words=_words)
 def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its input comes from, or its result goes to, a Transpose that moves only axes of size 1 (a reshape the compiler merges it with)."""

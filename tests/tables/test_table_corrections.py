@@ -1108,3 +1108,29 @@ def test_rknn_scatter_updates_unsqueeze_by_last_axis(catalog):
     assert seen == {"cpu": 10, "npu": 20}
     verdict, why = verdicts(catalog, RKNN, _scatter_updates([1, 32, 1, 17], 2, "input"))["focus_unsqueeze"]
     assert verdict == "cpu" and "ScatterElements" in why and "17" in why, why
+
+
+# -- RKNN 2.5.0 / rk3588: integer layout ops making an embedding Gather's indices --------------------
+
+def test_rknn_gather_ids_layout_op_by_its_producer(catalog):
+    """Every probe of the family: the table's verdict is the placement rknn-toolkit2 2.5.0 recorded (NPU when
+    another op computed the ids, CPU when the layout op reads a graph input; Kosmos-2.5's position ids)."""
+    from pytest_npucheck.probe.models_gather_ids import GATHER_IDS_OPS, LENGTHS, PRODUCERS, _gather_ids
+
+    recorded = _recorded_rknn_extra()
+    seen = {"cpu": 0, "npu": 0}
+    for label, op, in_shape, out_shape in GATHER_IDS_OPS:
+        for producer in PRODUCERS:
+            for t in LENGTHS:
+                pid = "x.%s.ctx=gather_ids.%s.%s.t=%d.i64.r%d" % (op, label, producer, t, len(in_shape))
+                real = recorded[pid]["placement"]["focus_layout"]
+                verdict, why = verdicts(catalog, RKNN, _gather_ids(op, in_shape, out_shape, producer, t))["focus_layout"]
+                assert verdict == real, (pid, why)
+                seen[real] += 1
+    assert seen == {"cpu": 8, "npu": 40}
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    for producer in ("mul", "add"):  # the older probes behind an int64 Mul and Add, once in the self-check's list
+        pid = "x.Unsqueeze.ctx=int_layout.unsqueeze.%s.gather_idx.i64.r2" % producer
+        verdict, why = verdicts(catalog, RKNN, _int_layout("Unsqueeze", producer, "gather_idx"))["focus_layout"]
+        assert verdict == recorded[pid]["placement"]["focus_layout"] == "npu", why

@@ -426,6 +426,43 @@ def test_feeds_only_passes_the_layout_ops_merged_into_their_readers():
     assert not is_local("feeds_only", {"ops": ["Reshape"]})
 
 
+def test_computed_indices_passes_a_computed_int_layout_op_read_only_as_gather_indices():
+    """RKNN keeps an int64 Reshape of computed position ids in front of an embedding Gather on the NPU and runs
+    one of a graph input on the CPU (x.*.ctx=gather_ids.*): the rule asks both, and names what fails."""
+    rule = {"rule": "computed_indices", "params": {"ops": ["Gather"]}, "else": "cpu"}
+    s = numpy_helper.from_array(np.array([16], np.int64), "s")
+    two = numpy_helper.from_array(np.array(2, np.int64), "two")
+    w = numpy_helper.from_array(np.zeros([64, 4], np.float32), "w")
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 16])
+
+    def verdict(pre, reader):
+        nodes, src = [], "ids"
+        if pre:
+            nodes.append(helper.make_node("Add", ["ids", "two"], ["p"], name="pre"))
+            nodes.append(helper.make_node("Cast", ["p"], ["pc"], name="same", to=TensorProto.INT64))
+            src = "pc"
+        nodes.append(helper.make_node("Reshape", [src, "s"], ["r"], name="flat"))
+        if reader == "indices":
+            nodes.append(helper.make_node("Gather", ["w", "r"], ["y"], name="emb"))
+            out = _vi("y", [16, 4])
+        else:  # the Reshape's result read as a Gather's data
+            nodes.append(helper.make_node("Gather", ["r", "two"], ["y"], name="emb"))
+            out = helper.make_tensor_value_info("y", TensorProto.INT64, [])
+        [r] = check_graph(facts_from_model(_graph(nodes, [ids], [out], [s, two, w])), [_table([rule], op="Reshape")])
+        node = {n.name: n for n in r.nodes}["flat"]
+        return node.verdict, _reasons(node)
+
+    assert verdict(True, "indices") == ("npu", "")
+    v, why = verdict(False, "indices")
+    assert v == "cpu" and "input 0 'ids' is a graph input or a constant" in why
+    v, why = verdict(True, "data")
+    assert v == "cpu" and "its result is read by Gather 'emb' (not as its indices)" in why
+    assert RULES["computed_indices"].describe({"ops": ["Gather"]}).startswith(
+        "its input 0 is computed by another node (not a graph input or a constant) and every node reading its "
+        "result is one of {'Gather'}, reading it as its indices")
+    assert not is_local("computed_indices", {"ops": ["Gather"]})
+
+
 def test_feeds_only_with_max_rank_passes_a_layout_op_below_that_rank():
     """RKNN merges an int64 Unsqueeze of rank below 4 into the 4-D relayout its Cast reader makes of its input
     (x.Unsqueeze.ctx=int_layout.*.cast_*); a rank-4 result is a Reshape of its own: ``max_rank`` tells them

@@ -133,17 +133,31 @@ _MASK_CHAIN_NOTE = ("; a chain of layout ops after that op (TorchScript's paddin
                     "verdict lands on that last op, the ops merged into it pass")
 
 
-def _mask_swap(probes: Sequence[str]) -> dict[str, Any]:
+#: an integer layout op whose input another op computed and whose result only embedding Gathers read as
+#: their indices: 'Reshape INT64 NPU' (x.{Reshape,Unsqueeze,Squeeze}.ctx=gather_ids.*)
+_GATHER_IDS = {"rule": "computed_indices", "params": {"ops": ["Gather"]}}
+
+_GATHER_IDS_NOTE = ("; in front of the indices of an embedding Gather (its only readers) it runs on the NPU (row "
+                    "'Reshape INT64 NPU') when another op computed its input (an int64 Add, Mul, CumSum, a Cast "
+                    "to int64: Kosmos-2.5's position ids flattened (1, T) -> (T,)), and on the CPU when it reads a "
+                    "graph input, whatever its rank or length (x.{Reshape,Unsqueeze,Squeeze}.ctx=gather_ids.*)")
+
+
+def _mask_swap(probes: Sequence[str], gather_ids: Sequence[str] = ()) -> dict[str, Any]:
     """The mask-swap constraint of a layout op: CPU when a chain of layout ops reaches back to an integer
-    Cast/Equal and this op is the chain's last (its readers are not layout ops RKNN merges it into)."""
-    return C("any_of", probes,
-             constraints=[{"rule": "producer_pass",
-                           "params": {"index": 0, "ops": ["Cast", "Equal"], "skip": _MERGED_LAYOUT,
-                                      "constraint": {"rule": "dtype",
-                                                     "params": {"tensor": "input", "index": 0,
-                                                                "allowed": ["bool", "float16", "float32"]}}}},
-                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}],
-             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE)
+    Cast/Equal and this op is the chain's last (its readers are not layout ops RKNN merges it into); with
+    ``gather_ids`` (probe patterns), a computed input read only as a Gather's indices passes."""
+    alternatives: list[dict[str, Any]] = [
+        {"rule": "producer_pass",
+         "params": {"index": 0, "ops": ["Cast", "Equal"], "skip": _MERGED_LAYOUT,
+                    "constraint": {"rule": "dtype",
+                                   "params": {"tensor": "input", "index": 0,
+                                              "allowed": ["bool", "float16", "float32"]}}}},
+        {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
+    if gather_ids:
+        alternatives.append(_GATHER_IDS)
+    return C("any_of", list(probes) + list(gather_ids), constraints=alternatives,
+             note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE + (_GATHER_IDS_NOTE if gather_ids else ""))
 
 
 _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a chain of layout ops RKNN merges into one "
@@ -233,17 +247,22 @@ def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
     return out
 
 
-def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = ()) -> dict[str, Any]:
+def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), gather_ids: Sequence[str] = ()
+                ) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers; with
-    ``cast_probes`` also when only Casts read its result of rank below 4."""
+    ``cast_probes`` also when only Casts read its result of rank below 4; with ``gather_ids`` also when
+    another op computed its input and only Gathers read its result, as their indices."""
     alternatives: list[dict[str, Any]] = [
         {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
         {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
     if cast_probes:
         alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
-    return C("any_of", list(probes) + list(cast_probes), constraints=alternatives,
-             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else ""))
+    if gather_ids:
+        alternatives.append(_GATHER_IDS)
+    return C("any_of", list(probes) + list(cast_probes) + list(gather_ids), constraints=alternatives,
+             note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else "")
+             + (_GATHER_IDS_NOTE if gather_ids else ""))
 
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
@@ -725,8 +744,9 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "and 3 x 3) the Concat relays its input itself, a row of its own glue: "
                         "x.Reshape.ctx=flatten3.*.concat)"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
-                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"]),
-                 _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
+                             [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"],
+                             [r"x\.Reshape\.ctx=gather_ids\."]),
+                 _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."], [r"x\.Reshape\.ctx=gather_ids\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
                                 {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}},
@@ -756,11 +776,14 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "(the output's last dim) is a multiple of 8: a classifier head's "
                         "(1, 1000, 1, 1) -> (1, 1000) stays on the NPU, (1, 10, 1, 1) -> (1, 10) "
                         "does not")),
-    "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
+    "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"],
+                                    [r"x\.Squeeze\.ctx=gather_ids\."])),
     "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
-                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"]),
-                   _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
+                                       r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"],
+                                      [r"x\.Unsqueeze\.ctx=(gather_ids|int_layout\.unsqueeze\.\w+\.gather_idx)\."]),
+                   _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"],
+                              [r"x\.Unsqueeze\.ctx=(gather_ids|int_layout\.unsqueeze\.\w+\.gather_idx)\."]),
                    C("any_of", [r"x\.Unsqueeze\.axes=2\.ctx=", r"x\.Unsqueeze\.ctx=scatter_upd\."],
                      constraints=[{"rule": "feeds_not", "params": {"path": ["ScatterElements"], "from_node": True}},
                                   {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1,
