@@ -58,6 +58,7 @@ from pytest_npucheck.probe import (
     models_window_partition,
     models_scatter_updates,
     models_gather_ids,
+    models_token_unroll,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -101,6 +102,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_window_partition.FAMILIES,
     *models_scatter_updates.FAMILIES,
     *models_gather_ids.FAMILIES,
+    *models_token_unroll.FAMILIES,
 ]
 
 

@@ -528,6 +528,41 @@ def rule_computed_indices(node: NodeFact, params: Mapping[str, Any], graph: Grap
         f" and {len(others) - 4} more" if len(others) > 4 else "") + " (not as its indices)"
 
 
+#: the Transpose of a window unroll: (B, H/k, k, W/k, k, C) -> (B, k, k, H/k, W/k, C)
+_UNROLL_PERM = (0, 2, 4, 1, 3, 5)
+
+
+def _shape(graph: GraphFacts, tensor: str) -> Optional[tuple[Any, ...]]:
+    info = graph.tensor(tensor) if tensor else None
+    return None if info is None or info.shape is None else tuple(info.shape)
+
+
+@rule("window_unroll", "context", local=False, words=_words)
+def rule_window_unroll(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is the first block of a window unroll: a Transpose (0, 2, 4, 1, 3, 5) of a Reshape that splits both spatial axes of a (B, H, W, C) map into (B, H/k, k, W/k, k, C), a map that is not the merged result of an earlier such block, read only by Reshapes (the compiler makes an NPU exWindow of it)."""  # noqa: E501
+    if tuple(node.attrs.get("perm") or ()) != _UNROLL_PERM or not node.inputs:
+        return f"perm {list(node.attrs.get('perm') or [])} is not {list(_UNROLL_PERM)}"
+    split = _producer(graph, node.inputs[0])
+    if split is None or split.op_type != "Reshape" or not split.inputs:
+        return "input 0 is not computed by a Reshape"
+    six, four = _shape(graph, node.inputs[0]), _shape(graph, split.inputs[0])
+    if six is None or four is None or len(six) != 6 or len(four) != 4 or not all(isinstance(d, int) for d in six + four):
+        return f"the Reshape '{split.name}' does not split a rank-4 map of static shape into rank 6"
+    if (six[0], six[1] * six[2], six[3] * six[4], six[5]) != four or six[2] != six[4]:
+        return f"the Reshape '{split.name}' {list(four)} -> {list(six)} does not split both spatial axes by one stride"
+    source = _producer(graph, split.inputs[0])
+    if source is not None and source.op_type == "Reshape" and source.inputs:
+        before = _shape(graph, source.inputs[0])
+        if before is not None and len(before) == 6:
+            return f"its map is the merged result '{source.name}' of an earlier rank-6 block"
+    # a Shape the pre-passes folded (TorchScript reads the static shape to build the next Reshape) does not count
+    readers = [c for out in node.outputs[:1] if out for c in _consumers(graph, out) if not _removed(graph, c.index)]
+    others = [f"{c.op_type} '{c.name}'" for c in readers if c.op_type != "Reshape"]
+    if not readers or others or _is_graph_output(graph, node.outputs[0]):
+        return "its result is read by " + (", ".join(others) if others else "no Reshape only")
+    return None
+
+
 @rule("beside_trivial_transpose", "context", local=False, words=_words)
 def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its input comes from, or its result goes to, a Transpose that moves only axes of size 1 (a reshape the compiler merges it with)."""

@@ -1134,3 +1134,28 @@ def test_rknn_gather_ids_layout_op_by_its_producer(catalog):
         pid = "x.Unsqueeze.ctx=int_layout.unsqueeze.%s.gather_idx.i64.r2" % producer
         verdict, why = verdicts(catalog, RKNN, _int_layout("Unsqueeze", producer, "gather_idx"))["focus_layout"]
         assert verdict == recorded[pid]["placement"]["focus_layout"] == "npu", why
+
+
+# -- RKNN 2.5.0 / rk3588: the first block of a window unroll (Hiera) ---------------------------------
+
+def test_rknn_window_unroll_first_block_runs_as_exwindow(catalog):
+    """The first unroll block of every probe is NPU, as rknn-toolkit2 2.5.0 recorded it (exWindow); the later
+    rank-6 blocks, NPU in 6 of the probes and CPU in 4, stay cpu."""
+    from pytest_npucheck.probe.models_token_unroll import SOURCES, UNROLL, UNROLL_ONE, _token_unroll
+
+    recorded = _recorded_rknn_extra()
+    cases = [(label, side, ch, blocks, 2, 1) for label, side, ch, blocks in UNROLL]
+    cases += [(label, side, ch, 1, k, n) for label, side, ch, k, n in UNROLL_ONE]
+    later = {"cpu": 0, "npu": 0}
+    for label, side, ch, blocks, k, n in cases:
+        for source in SOURCES:
+            pid = "x.Transpose.ctx=unroll.%s.%s.f32.r6" % (source, label)
+            v = verdicts(catalog, RKNN, _token_unroll(side, ch, blocks, source, k, n))
+            real = recorded[pid]["placement"]
+            assert v["focus_transpose0"][0] == real["focus_transpose0"] == "npu", (pid, v["focus_transpose0"][1])
+            for b in range(1, blocks):
+                verdict, why = v["focus_transpose%d" % b]
+                if "moves" in why:  # a rank-6 block the size-1 axes do not reduce to 4 blocks
+                    assert verdict == "cpu" and "is the merged result" in why, (pid, why)
+                    later[real["focus_transpose%d" % b]] += 1
+    assert later == {"cpu": 4, "npu": 6}

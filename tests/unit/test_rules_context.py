@@ -463,6 +463,42 @@ def test_computed_indices_passes_a_computed_int_layout_op_read_only_as_gather_in
     assert not is_local("computed_indices", {"ops": ["Gather"]})
 
 
+def test_window_unroll_passes_the_first_block_only():
+    """Hiera's unroll: the first Reshape -> Transpose (0, 2, 4, 1, 3, 5) -> Reshape block of a (1, 8, 8, 4) map
+    passes (RKNN's exWindow), the second block (its map the merged result of the first) fails and says why, and
+    so do another perm and a Transpose read by something else than a Reshape."""
+    rule = {"rule": "window_unroll", "params": {}, "else": "cpu"}
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def graph(perm=(0, 2, 4, 1, 3, 5), tail="Reshape"):
+        inits = [ints("s6a", [1, 4, 2, 4, 2, 4]), ints("m4a", [4, 4, 4, 4]), ints("s6b", [4, 2, 2, 2, 2, 4]),
+                 ints("m4b", [16, 2, 2, 4])]
+        nodes = [helper.make_node("Relu", ["x"], ["r"], name="pre"),
+                 helper.make_node("Reshape", ["r", "s6a"], ["a6"], name="split0"),
+                 helper.make_node("Transpose", ["a6"], ["t0"], name="t0", perm=list(perm))]
+        if tail == "Reshape":
+            nodes += [helper.make_node("Reshape", ["t0", "m4a"], ["m0"], name="merge0"),
+                      helper.make_node("Reshape", ["m0", "s6b"], ["b6"], name="split1"),
+                      helper.make_node("Transpose", ["b6"], ["t1"], name="t1", perm=[0, 2, 4, 1, 3, 5]),
+                      helper.make_node("Reshape", ["t1", "m4b"], ["y"], name="merge1")]
+            out = _vi("y", [16, 2, 2, 4])
+        else:
+            nodes.append(helper.make_node("Relu", ["t0"], ["y"], name="post"))
+            out = _vi("y", [1, 2, 2, 4, 4, 4] if tuple(perm) == (0, 2, 4, 1, 3, 5) else None)
+        [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", [1, 8, 8, 4])], [out], inits)),
+                          [_table([rule], op="Transpose")])
+        return {n.name: (n.verdict, _reasons(n)) for n in r.nodes}
+
+    got = graph()
+    assert got["t0"] == ("npu", "")
+    assert got["t1"][0] == "cpu" and "its map is the merged result 'merge0' of an earlier rank-6 block" in got["t1"][1]
+    assert "is not [0, 2, 4, 1, 3, 5]" in graph(perm=(0, 1, 3, 2, 4, 5))["t0"][1]
+    assert "its result is read by Relu 'post'" in graph(tail="Relu")["t0"][1]
+    assert not is_local("window_unroll", {})
+
+
 def test_feeds_only_with_max_rank_passes_a_layout_op_below_that_rank():
     """RKNN merges an int64 Unsqueeze of rank below 4 into the 4-D relayout its Cast reader makes of its input
     (x.Unsqueeze.ctx=int_layout.*.cast_*); a rank-4 result is a Reshape of its own: ``max_rank`` tells them

@@ -807,19 +807,27 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "((1, 4, 17) -> (1, 4, 1, 17), the compiler's own 4-D layout of it) on the NPU whatever "
                           "its last axis (x.Unsqueeze.ctx=scatter_upd.*)")),
     "Transpose": E("npu", C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
-                                       r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
+                                       r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6",
+                                       r"x\.Transpose\.ctx=unroll\."],
                             constraints=[
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0,
                                                             "max": 5}},
-                                {"rule": "transpose_blocks", "params": {"max": 4}}],
+                                {"rule": "transpose_blocks", "params": {"max": 4}},
+                                {"rule": "window_unroll", "params": {}}],
                             note="a rank-6 transpose runs on the NPU when it moves at most 4 blocks of "
                                  "axes once size-1 axes are dropped and axes that stay neighbours are "
                                  "merged (Swin's window partition/reverse, perm 0,1,3,2,4,5; Hiera's q/k/v "
                                  "split, perm 3,0,4,2,1,5 on (1, N, T, 3, 1, d); 3-block perms at batch 2), "
                                  "else on the CPU (two swaps 0,1,3,2,5,4 of six non-1 axes, pixel-shuffle-"
-                                 "like perms, Hiera's q/k/v perm without size-1 axes). Not expressed: "
-                                 "Hiera's unroll (perm 0,2,4,1,3,5 of (1, H/s, s, W/s, s, C), 5 blocks) "
-                                 "runs on the NPU as exWindow between its Reshapes"),
+                                 "like perms, Hiera's q/k/v perm without size-1 axes), except the first block "
+                                 "of a window unroll: Hiera's perm 0,2,4,1,3,5 of a Reshape (B, H, W, C) -> "
+                                 "(B, H/k, k, W/k, k, C), read by Reshapes, runs on the NPU as exWindow (strides "
+                                 "2, 4 and 7, batch 1 and 2, 8 to 32 channels, a channels-last input or Hiera's "
+                                 "tokens of a channels-first map: x.Transpose.ctx=unroll.*). The next blocks "
+                                 "(the map the merged result of a block) are not judged: the compiler made "
+                                 "another exWindow of 6 of the 10 probed and a CPU rank-6 Transpose of 4, "
+                                 "depending on the blocks after (2 blocks of 56 x 56 CPU, 3 blocks NPU); they "
+                                 "stay CPU"),
                    C("any_of", [r"x\.Transpose\.perm=0_2_1\.ctx=gemm_reshape"],
                      constraints=[{"rule": "producer_not", "params": {"index": 0,
                                                                       "chain": ["Reshape", "Gemm"]}},
