@@ -59,6 +59,7 @@ from pytest_npucheck.probe import (
     models_scatter_updates,
     models_gather_ids,
     models_token_unroll,
+    models_slice_pairs,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -103,6 +104,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_scatter_updates.FAMILIES,
     *models_gather_ids.FAMILIES,
     *models_token_unroll.FAMILIES,
+    *models_slice_pairs.FAMILIES,
 ]
 
 

@@ -563,6 +563,54 @@ def rule_window_unroll(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
     return None
 
 
+def _slice_axes_steps(graph: GraphFacts, node: NodeFact) -> Optional[tuple[set[int], tuple[int, ...]]]:
+    """A Slice's axes (normalised; None when not constant or absent) and steps (1 when absent)."""
+    rank = _rank(graph, node.inputs[0]) if node.inputs else None
+    axes = _const_ints(graph, node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    if axes is None or rank is None:
+        return None
+    has_steps = len(node.inputs) > 4 and node.inputs[4]
+    steps = _const_ints(graph, node.inputs[4]) if has_steps else tuple(1 for _ in axes)
+    if steps is None:
+        return None
+    return {a % rank for a in axes}, steps
+
+
+def _merged_slice_pair(graph: GraphFacts, first: NodeFact, second: NodeFact) -> bool:
+    """RKNN's fuse_two_slice: ``first`` is a Slice only ``second``, a Slice of other axes, reads (as its data)."""
+    if first.op_type != "Slice" or second.op_type != "Slice" or not first.outputs or not second.inputs:
+        return False
+    if second.inputs[0] != first.outputs[0] and _producer(graph, second.inputs[0]) is not first:
+        return False
+    if _sole_reader(graph, first.outputs[0]) is not second:
+        return False
+    a, b = _slice_axes_steps(graph, first), _slice_axes_steps(graph, second)
+    return a is not None and b is not None and not (a[0] & b[0])
+
+
+@rule("second_of_slice_pair", "context", local=False, words=_words)
+def rule_second_of_slice_pair(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its input is a Slice of other axes that only it reads: the compiler merges the two into one Slice named after the first, which carries the pair's placement."""  # noqa: E501
+    first = _producer(graph, node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if first is not None and _merged_slice_pair(graph, first, node):
+        return None
+    return "input 0 is not computed by a Slice of other axes that only this Slice reads"
+
+
+@rule("slice_pair_steps", "context", local=False, words=_words)
+def rule_slice_pair_steps(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """when its only reader is a Slice of other axes (the compiler merges the two into one Slice named after this one), that reader's steps are all 1."""  # noqa: E501
+    reader = _sole_reader(graph, node.outputs[0]) if node.outputs and node.outputs[0] else None
+    if reader is None or not _merged_slice_pair(graph, node, reader):
+        return None
+    got = _slice_axes_steps(graph, reader)
+    steps = got[1] if got is not None else ()
+    if all(s == 1 for s in steps):
+        return None
+    return (f"its only reader, Slice '{reader.name}' of other axes, has steps {list(steps)}: the compiler "
+            "merges the two into one Slice with a step other than 1")
+
+
 @rule("beside_trivial_transpose", "context", local=False, words=_words)
 def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its input comes from, or its result goes to, a Transpose that moves only axes of size 1 (a reshape the compiler merges it with)."""

@@ -1159,3 +1159,38 @@ def test_rknn_window_unroll_first_block_runs_as_exwindow(catalog):
                     assert verdict == "cpu" and "is the merged result" in why, (pid, why)
                     later[real["focus_transpose%d" % b]] += 1
     assert later == {"cpu": 4, "npu": 6}
+
+
+# -- RKNN 2.5.0 / rk3588: two Slices of one tensor on different axes (LeViT's x[:, ::2, ::2]) ---------
+
+def test_rknn_slice_pair_judged_as_the_merged_slice(catalog):
+    """Every probe of both families: the table's verdicts of the two Slices are the placements rknn-toolkit2
+    2.5.0 recorded (the merged pair on the first Slice, by both steps; Slices of one axis each by its own)."""
+    from pytest_npucheck.probe.builder import GraphBuilder
+    from pytest_npucheck.probe.models_noop_slices import TWO_SLICES
+    from pytest_npucheck.probe.models_slice_pairs import SLICE_PAIRS, _slice_pair
+
+    def shared_pair(shape, first, second):  # the first Slice also read by a Relu: not merged
+        gb = GraphBuilder(17)
+        x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+        for (axis, start, step), name in zip((first, second), ("focus_slice", "focus_slice_2")):
+            x = gb.node("Slice", [x, gb.ints([start]), gb.ints([2 ** 62]), gb.ints([axis]), gb.ints([step])],
+                        name=name)
+            if name == "focus_slice":
+                gb.output(gb.node("Relu", [x], name="post_other"))
+        gb.output(gb.node("Relu", [x], name="post_relu"))
+        return gb
+
+    recorded = _recorded_rknn_extra()
+    cases = [("two_slices." + label, shape, first, second, shared) for label, shape, first, second, shared in TWO_SLICES]
+    cases += [("slice_pair." + label, shape, first, second, False) for label, shape, first, second in SLICE_PAIRS]
+    firsts = {"cpu": 0, "npu": 0}
+    for label, shape, first, second, shared in cases:
+        pid = "x.Slice.ctx=%s.f32.r%d" % (label, len(shape))
+        v = verdicts(catalog, RKNN, (shared_pair if shared else _slice_pair)(shape, first, second))
+        for name in ("focus_slice", "focus_slice_2"):
+            assert v[name][0] == recorded[pid]["placement"][name], (pid, name, v[name][1])
+        firsts[v["focus_slice"][0]] += 1
+    assert firsts == {"cpu": 9, "npu": 2}
+    v = verdicts(catalog, RKNN, _slice_pair([1, 4, 4, 16], (1, 1, 1), (2, 0, 2)))  # a crop in front of a stride
+    assert "has steps [2]: the compiler merges the two into one Slice" in v["focus_slice"][1]

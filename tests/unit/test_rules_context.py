@@ -499,6 +499,40 @@ def test_window_unroll_passes_the_first_block_only():
     assert not is_local("window_unroll", {})
 
 
+def test_slice_pair_rules_judge_two_slices_of_other_axes_as_one():
+    """x[:, 1:, ::2] as two Slices: the second passes (second_of_slice_pair), the first fails by the second's
+    step (slice_pair_steps); on one axis, or with the first read elsewhere too, neither rule sees a pair."""
+    second = {"rule": "any_of", "params": {"constraints": [
+        {"rule": "const_value_range", "params": {"index": 4, "min": 1, "max": 1}},
+        {"rule": "second_of_slice_pair", "params": {}}]}, "else": "cpu"}  # as the RKNN table writes it
+    steps = {"rule": "slice_pair_steps", "params": {}, "else": "cpu"}
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def graph(axis2=2, shared=False):
+        inits = [ints("b1", [1]), ints("b0", [0]), ints("e", [2 ** 62]), ints("a1", [1]), ints("a2", [axis2]),
+                 ints("st1", [1]), ints("st2", [2])]
+        nodes = [helper.make_node("Slice", ["x", "b1", "e", "a1", "st1"], ["s1"], name="crop"),
+                 helper.make_node("Slice", ["s1", "b0", "e", "a2", "st2"], ["y"], name="stride")]
+        outs = [_vi("y", None)]
+        if shared:
+            nodes.append(helper.make_node("Relu", ["s1"], ["z"], name="other"))
+            outs.append(_vi("z", None))
+        [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", [1, 4, 4, 16])], outs, inits)),
+                          [_table([second, steps], op="Slice")])
+        return {n.name: (n.verdict, _reasons(n)) for n in r.nodes}
+
+    got = graph()
+    assert got["stride"] == ("npu", "")
+    assert got["crop"][0] == "cpu" and "its only reader, Slice 'stride' of other axes, has steps [2]" in got["crop"][1]
+    for kw in ({"axis2": 1}, {"shared": True}):
+        got = graph(**kw)
+        assert got["crop"] == ("npu", "")
+        assert got["stride"][0] == "cpu" and "is not computed by a Slice of other axes" in got["stride"][1]
+    assert not is_local("second_of_slice_pair", {}) and not is_local("slice_pair_steps", {})
+
+
 def test_feeds_only_with_max_rank_passes_a_layout_op_below_that_rank():
     """RKNN merges an int64 Unsqueeze of rank below 4 into the 4-D relayout its Cast reader makes of its input
     (x.Unsqueeze.ctx=int_layout.*.cast_*); a rank-4 result is a Reshape of its own: ``max_rank`` tells them

@@ -887,9 +887,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  note="non-constant starts/ends/axes/steps make build() fail"),
                C("any_of", [r"Slice\.axis=\w+\.step=(2|3)\.f32\.r[234]",
                             r"Slice\.axes=2_3\.step=2", r"Slice\.axis=1\.step=m1\.f32\.r4",
-                            r"ctx\.Slice", r"x\.Slice\.ctx=s2d\."],
+                            r"ctx\.Slice", r"x\.Slice\.ctx=s2d\.", r"x\.Slice\.ctx=(two_slices|slice_pair)\."],
                  constraints=[{"rule": "const_value_range", "params": {"index": 4, "min": 1, "max": 1}},
-                              {"rule": "space_to_depth", "params": {}}],
+                              {"rule": "space_to_depth", "params": {}},
+                              {"rule": "second_of_slice_pair", "params": {}}],
                  note="steps other than 1 run on the CPU (errata: a reversing step -1 on the "
                       "last axis of a rank-3 tensor ran on the NPU), except the Slices of a space-to-depth: "
                       "the four stride-2 quadrants of one rank-4 tensor concatenated in the order (0, 0), "
@@ -898,11 +899,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "per quadrant, are fused into one stride-2 Conv (rewrite fuse_focus_slice2; probe "
                       "family x.Slice.ctx=s2d.*). Another quadrant order, two or three quadrants, or a "
                       "Concat on another axis is not fused and the stride-2 row Slices run on the CPU. "
-                      "Not expressed (errata, x.Slice.ctx=two_slices.*): a Slice whose only reader is a Slice "
-                      "of another axis is merged with it into one Slice named after the first (fuse_two_slice), "
-                      "on the CPU when either has a step other than 1 (LeViT's queries subsample x[:, ::2, ::2]: "
-                      "one CPU row, the first's); two Slices of one axis, or a first Slice with a second reader, "
-                      "stay two"),
+                      "A Slice whose only reader is a Slice of other axes is merged with it into one Slice named "
+                      "after the first (fuse_two_slice): the second passes here, the first is judged by both "
+                      "steps (the constraint below); two Slices of one axis, or a first Slice with a second "
+                      "reader, stay two, each judged by its own step (x.Slice.ctx=two_slices.*, slice_pair.*)"),
+               C("slice_pair_steps", [r"x\.Slice\.ctx=(two_slices|slice_pair)\."],
+                 note="a Slice read only by a Slice of other axes runs on the CPU when that reader's step is not "
+                      "1: the compiler merges the pair into one Slice named after the first (LeViT's queries "
+                      "subsample x[:, ::2, ::2] as two Slices; a crop then a stride, the stride first, rank 3 and "
+                      "4, either axis order: one CPU row, the first's; two crops: NPU; x.Slice.ctx=two_slices.*, "
+                      "slice_pair.*)"),
                probes=[r"pattern\.focus"],
                note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1) but for the space-to-depth. "
                     "In a block that is not fused, the column Slice of a row-sliced quadrant ran on the NPU "
