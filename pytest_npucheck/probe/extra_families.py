@@ -60,6 +60,7 @@ from pytest_npucheck.probe import (
     models_gather_ids,
     models_token_unroll,
     models_slice_pairs,
+    models_kv_repeat_inputs,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -105,6 +106,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_gather_ids.FAMILIES,
     *models_token_unroll.FAMILIES,
     *models_slice_pairs.FAMILIES,
+    *models_kv_repeat_inputs.FAMILIES,
 ]
 
 

@@ -961,7 +961,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "query (1, 1, 7, 7, C) tiled over the windows: 'Expand (1, 7, 7, C) -> (B, 7, 7, C)' CPU); with "
                        "axis 0 of size 2, axis 2 repeated too, or axis 2 alone it ran on the NPU, as Tile and as Expand "
                        "(x.{Tile,Expand}.ctx=rank5_axis1.*, x.Expand.ctx=kv_repeat.head_axis)"),
-                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail)\."],
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail|kv_shared|kv_norm)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                    "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
@@ -984,7 +984,13 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "(multi-head latent attention's rotary part of the key, one head expanded over all of "
                        "them, joined to the per-head part by a Concat or written into the key by a ScatterND "
                        "as TorchScript exports DeepSeek-V3, its rotary ending in a Sub; a Cast before the "
-                       "scores: x.Expand.ctx=kv_tail.*)"),
+                       "scores: x.Expand.ctx=kv_tail.*), whether or not the key and value Expands read one shape "
+                       "constant, as dynamo writes it (x.Expand.ctx=kv_shared.*), and behind an RMSNorm written "
+                       "with Reciprocal or Div (x.Expand.ctx=kv_norm.*). Not expressed: the dynamo exports of "
+                       "FLINT, OLMo-2 and OLMo-3 ran the value repeat on the NPU (the key repeat on the CPU); cut "
+                       "down on the compiler, that held only while their input RMSNorm wrote rsqrt as Reciprocal, "
+                       "which the compiler does not fuse (replace_rms_norm fuses the Div form, and the value "
+                       "repeat went to the CPU), but a Llama block behind either form kept both repeats on the CPU"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_", r"x\.Expand\.ctx=sdpa_mask_cast\."],
                   path=["Add", "Softmax", "MatMul"], skip=["Cast", "Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
