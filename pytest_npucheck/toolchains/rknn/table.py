@@ -912,7 +912,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                probes=[r"pattern\.focus"],
                note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1) but for the space-to-depth. "
                     "In a block that is not fused, the column Slice of a row-sliced quadrant ran on the NPU "
-                    "(x.Slice.ctx=s2d.*.quads=2) while the table says CPU. A Concat with a fifth input after "
+                    "(x.Slice.ctx=s2d.*.quads=2): it is the second of a merged Slice pair. A Concat with a fifth input after "
                     "the four quadrants, or nine stride-3 pieces, made build() fail (x.Slice.ctx=s2d.*."
                     "extra_input, step=3). A lone rank-5 Slice "
                     "became a CPU Gather in the probes (errata), but rank-5 slices that "
