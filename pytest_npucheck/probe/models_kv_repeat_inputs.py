@@ -61,37 +61,55 @@ KV_NORM = (
 NORMS = ("reciprocal", "div", "none")
 
 
-def _kv_norm(heads: int, tokens: int, k_pre: str, norm: str) -> GraphBuilder:
-    """``llama_attention`` (one K/V head, d = 16) behind an RMSNorm of x: Pow 2 -> ReduceMean -> Add eps -> Sqrt ->
-    Reciprocal (``reciprocal``) or Div(1, .) (``div``) -> Mul(x, .) -> Mul(weight, .); ``none``: no norm."""
+def _rms_norm(gb: GraphBuilder, src: str, prefix: str, form: str, width: int) -> list:
+    """The nodes of an RMSNorm of ``src`` over its last axis (``width``): Pow 2 -> ReduceMean -> Add eps -> Sqrt ->
+    Reciprocal (``reciprocal``) or Div(1, .) (``div``) -> Mul(src, .) -> Mul(weight, .), result ``<prefix>out``."""
+    p = prefix
+    gb.inits.extend([numpy_helper.from_array(np.array(2.0, np.float32), p + "two"),
+                     numpy_helper.from_array(np.array(1e-6, np.float32), p + "eps"),
+                     numpy_helper.from_array(np.array(1.0, np.float32), p + "one"),
+                     numpy_helper.from_array(np.linspace(0.5, 1.5, width, dtype=np.float32), p + "weight")])
+    return [helper.make_node("Pow", [src, p + "two"], [p + "sq"], name=p + "pow"),
+            helper.make_node("ReduceMean", [p + "sq"], [p + "mean"], name=p + "mean", axes=[-1], keepdims=1),
+            helper.make_node("Add", [p + "mean", p + "eps"], [p + "var"], name=p + "add"),
+            helper.make_node("Sqrt", [p + "var"], [p + "std"], name=p + "sqrt"),
+            helper.make_node("Reciprocal", [p + "std"], [p + "inv"], name=p + "rsqrt") if form == "reciprocal"
+            else helper.make_node("Div", [p + "one", p + "std"], [p + "inv"], name=p + "rsqrt"),
+            helper.make_node("Mul", [src, p + "inv"], [p + "x"], name=p + "scale"),
+            helper.make_node("Mul", [p + "weight", p + "x"], [p + "out"], name=p + "weight_mul")]
+
+
+def _kv_norm(heads: int, tokens: int, k_pre: str, norm: str, qk: str = "none") -> GraphBuilder:
+    """``llama_attention`` (one K/V head, d = 16) behind an RMSNorm of x (:func:`_rms_norm` of ``norm`` form;
+    ``none``: no norm), with per-head RMSNorms of q and k (OLMo-2, Qwen3, FLINT) of ``qk`` form between their
+    Reshape to heads and their Transpose."""
     gb = llama_attention(tokens=tokens, dim=16 * heads, q_heads=heads, kv_heads=1, k_pre=k_pre, q_rot=False)
-    if norm == "none":
-        return gb
-    inits = [numpy_helper.from_array(np.array(2.0, np.float32), "norm_two"),
-             numpy_helper.from_array(np.array(1e-6, np.float32), "norm_eps"),
-             numpy_helper.from_array(np.array(1.0, np.float32), "norm_one"),
-             numpy_helper.from_array(np.linspace(0.5, 1.5, 16 * heads, dtype=np.float32), "norm_weight")]
-    nodes = [helper.make_node("Pow", ["x", "norm_two"], ["norm_sq"], name="norm_pow"),
-             helper.make_node("ReduceMean", ["norm_sq"], ["norm_mean"], name="norm_mean", axes=[-1], keepdims=1),
-             helper.make_node("Add", ["norm_mean", "norm_eps"], ["norm_var"], name="norm_add"),
-             helper.make_node("Sqrt", ["norm_var"], ["norm_std"], name="norm_sqrt"),
-             helper.make_node("Reciprocal", ["norm_std"], ["norm_inv"], name="norm_rsqrt") if norm == "reciprocal"
-             else helper.make_node("Div", ["norm_one", "norm_std"], ["norm_inv"], name="norm_rsqrt"),
-             helper.make_node("Mul", ["x", "norm_inv"], ["norm_x"], name="norm_scale"),
-             helper.make_node("Mul", ["norm_weight", "norm_x"], ["norm_out"], name="norm_weight_mul")]
-    for n in gb.nodes:  # the projections read the norm's result instead of x
-        n.input[:] = ["norm_out" if i == "x" else i for i in n.input]
-    gb.nodes[:0] = nodes
-    gb.inits.extend(inits)
+    if norm != "none":
+        nodes = _rms_norm(gb, "x", "norm_", norm, 16 * heads)
+        for n in gb.nodes:  # the projections read the norm's result instead of x
+            n.input[:] = ["norm_out" if i == "x" else i for i in n.input]
+        gb.nodes[:0] = nodes
+    if qk != "none":
+        for nm in ("q", "k"):
+            t = next(n for n in gb.nodes if n.name == nm + "_heads")
+            nodes = _rms_norm(gb, t.input[0], nm + "norm_", qk, 16)
+            t.input[0] = nm + "norm_out"
+            i = gb.nodes.index(t)
+            gb.nodes[i:i] = nodes
     return gb
 
 
 def kv_norm_extra(c: Collector) -> None:
-    """KV_NORM behind each of NORMS."""
+    """KV_NORM behind each of NORMS; then the first of KV_NORM with q/k norms too, each form of both norms."""
     for label, heads, tokens, k_pre in KV_NORM:
         for norm in NORMS:
             c.add("x.Expand.ctx=kv_norm.%s.%s.f32.r5" % (norm, label), "Expand", _kv_norm(heads, tokens, k_pre, norm),
                   kind="context", focus=["k_expand", "v_expand"])
+    label, heads, tokens, k_pre = KV_NORM[0]
+    for norm in ("reciprocal", "div"):
+        for qk in ("reciprocal", "div"):
+            c.add("x.Expand.ctx=kv_norm.%s.qk=%s.%s.f32.r5" % (norm, qk, label), "Expand",
+                  _kv_norm(heads, tokens, k_pre, norm, qk), kind="context", focus=["k_expand", "v_expand"])
 
 
 FAMILIES: list[Callable[[Collector], None]] = [kv_shared_extra, kv_norm_extra]

@@ -990,7 +990,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "FLINT, OLMo-2 and OLMo-3 ran the value repeat on the NPU (the key repeat on the CPU); cut "
                        "down on the compiler, that held only while their input RMSNorm wrote rsqrt as Reciprocal, "
                        "which the compiler does not fuse (replace_rms_norm fuses the Div form, and the value "
-                       "repeat went to the CPU), but a Llama block behind either form kept both repeats on the CPU"),
+                       "repeat went to the CPU), and its per-head q/k norms too; a Llama block with both norms "
+                       "in the Reciprocal form ran one of its repeats on the NPU as an expansion of axis 2, the "
+                       "key's (x.Expand.ctx=kv_norm.reciprocal.qk=reciprocal.*, in the self-check list), with "
+                       "either in the Div form none: which repeat is not told by the graph"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_", r"x\.Expand\.ctx=sdpa_mask_cast\."],
                   path=["Add", "Softmax", "MatMul"], skip=["Cast", "Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
