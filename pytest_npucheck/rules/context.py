@@ -508,24 +508,22 @@ def rule_computed_indices(node: NodeFact, params: Mapping[str, Any], graph: Grap
         src = node.inputs[0] if node.inputs else ""
         return f"input 0 '{src}' is a graph input or a constant"
     ops = frozenset(params["ops"])
-    others: list[str] = []
-    for out in node.outputs[:1]:
-        if not out:
-            continue
-        if not node.graph and _is_graph_output(graph, out):
-            return f"its result '{out}' is a graph output"
-        names = _names_of(graph, out)
-        for c in _consumers(graph, out):
-            as_indices = (c.op_type in ops and len(c.inputs) > 1 and c.inputs[1] in names
-                          and not any(i in names for i in c.inputs[:1] + c.inputs[2:]))
-            if not as_indices:
-                others.append(f"{c.op_type} '{c.name}'")
-    if not others and any(True for out in node.outputs[:1] if out for _ in _consumers(graph, out)):
-        return None
-    if not others:
+    out = node.outputs[0] if node.outputs else ""
+    if not out:
+        return "it has no result"
+    if not node.graph and _is_graph_output(graph, out):
+        return f"its result '{out}' is a graph output"
+    names = _names_of(graph, out)
+    readers = [c for c in _consumers(graph, out) if not _removed(graph, c.index)]
+    if not readers:
         return "nothing reads its result"
-    return "its result is read by " + ", ".join(dict.fromkeys(others[:4])) + (
-        f" and {len(others) - 4} more" if len(others) > 4 else "") + " (not as its indices)"
+    others = [f"{c.op_type} '{c.name}'" for c in readers
+              if not (c.op_type in ops and len(c.inputs) > 1 and c.inputs[1] in names
+                      and not any(i in names for i in c.inputs[:1] + c.inputs[2:]))]
+    if not others:
+        return None
+    shown = ", ".join(dict.fromkeys(others[:4])) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return f"its result is read by {shown} (not as its indices)"
 
 
 #: the Transpose of a window unroll: (B, H/k, k, W/k, k, C) -> (B, k, k, H/k, W/k, C)
