@@ -64,6 +64,11 @@ from pytest_npucheck.probe import (
     models_block_mask,
     models_mul_gemm,
     models_squeeze_nd,
+    models_scatter_updates,
+    models_gather_ids,
+    models_token_unroll,
+    models_slice_pairs,
+    models_kv_repeat_inputs,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -113,6 +118,11 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_block_mask.FAMILIES,
     *models_mul_gemm.FAMILIES,
     *models_squeeze_nd.FAMILIES,
+    *models_scatter_updates.FAMILIES,
+    *models_gather_ids.FAMILIES,
+    *models_token_unroll.FAMILIES,
+    *models_slice_pairs.FAMILIES,
+    *models_kv_repeat_inputs.FAMILIES,
 ]
 
 

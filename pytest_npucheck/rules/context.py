@@ -483,6 +483,132 @@ def _reads_as_data(graph: GraphFacts, reader: NodeFact, tensor: str) -> bool:
     return bool(reader.inputs) and reader.inputs[0] in feeds and not any(i in feeds for i in reader.inputs[1:])
 
 
+def _names_of(graph: GraphFacts, tensor: str) -> set[str]:
+    """``tensor`` and the names it goes by behind nodes the pre-passes eliminated."""
+    names, stack = {tensor}, [tensor]
+    while stack:
+        t = stack.pop()
+        for index in graph.consumers.get(t, ()):
+            n = graph.nodes[index]
+            if _passes_on(graph, n):
+                for o in n.outputs[:1]:
+                    if o and o not in names:
+                        names.add(o)
+                        stack.append(o)
+    return names
+
+
+@rule("computed_indices", "context", local=False, words=_words)
+def rule_computed_indices(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its input 0 is computed by another node (not a graph input or a constant) and every node reading its result is one of {ops_text}, reading it as its indices (input 1 only).
+
+    RKNN keeps an integer layout op in front of an embedding Gather's indices on the NPU (row 'Reshape
+    INT64 NPU') when another op computed its input, and runs it on the CPU when it reads a graph input."""
+    if not _computed(graph, node):
+        src = node.inputs[0] if node.inputs else ""
+        return f"input 0 '{src}' is a graph input or a constant"
+    ops = frozenset(params["ops"])
+    out = node.outputs[0] if node.outputs else ""
+    if not out:
+        return "it has no result"
+    if not node.graph and _is_graph_output(graph, out):
+        return f"its result '{out}' is a graph output"
+    names = _names_of(graph, out)
+    readers = [c for c in _consumers(graph, out) if not _removed(graph, c.index)]
+    if not readers:
+        return "nothing reads its result"
+    others = [f"{c.op_type} '{c.name}'" for c in readers
+              if not (c.op_type in ops and len(c.inputs) > 1 and c.inputs[1] in names
+                      and not any(i in names for i in c.inputs[:1] + c.inputs[2:]))]
+    if not others:
+        return None
+    shown = ", ".join(dict.fromkeys(others[:4])) + (f" and {len(others) - 4} more" if len(others) > 4 else "")
+    return f"its result is read by {shown} (not as its indices)"
+
+
+#: the Transpose of a window unroll: (B, H/k, k, W/k, k, C) -> (B, k, k, H/k, W/k, C)
+_UNROLL_PERM = (0, 2, 4, 1, 3, 5)
+
+
+def _shape(graph: GraphFacts, tensor: str) -> Optional[tuple[Any, ...]]:
+    info = graph.tensor(tensor) if tensor else None
+    return None if info is None or info.shape is None else tuple(info.shape)
+
+
+@rule("window_unroll", "context", local=False, words=_words)
+def rule_window_unroll(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is the first block of a window unroll: a Transpose (0, 2, 4, 1, 3, 5) of a Reshape that splits both spatial axes of a (B, H, W, C) map into (B, H/k, k, W/k, k, C), a map that is not the merged result of an earlier such block, read only by Reshapes (the compiler makes an NPU exWindow of it)."""  # noqa: E501
+    if tuple(node.attrs.get("perm") or ()) != _UNROLL_PERM or not node.inputs:
+        return f"perm {list(node.attrs.get('perm') or [])} is not {list(_UNROLL_PERM)}"
+    split = _producer(graph, node.inputs[0])
+    if split is None or split.op_type != "Reshape" or not split.inputs:
+        return "input 0 is not computed by a Reshape"
+    six, four = _shape(graph, node.inputs[0]), _shape(graph, split.inputs[0])
+    if six is None or four is None or len(six) != 6 or len(four) != 4 or not all(isinstance(d, int) for d in six + four):
+        return f"the Reshape '{split.name}' does not split a rank-4 map of static shape into rank 6"
+    if (six[0], six[1] * six[2], six[3] * six[4], six[5]) != four or six[2] != six[4]:
+        return f"the Reshape '{split.name}' {list(four)} -> {list(six)} does not split both spatial axes by one stride"
+    source = _producer(graph, split.inputs[0])
+    if source is not None and source.op_type == "Reshape" and source.inputs:
+        before = _shape(graph, source.inputs[0])
+        if before is not None and len(before) == 6:
+            return f"its map is the merged result '{source.name}' of an earlier rank-6 block"
+    # a Shape the pre-passes folded (TorchScript reads the static shape to build the next Reshape) does not count
+    readers = [c for out in node.outputs[:1] if out for c in _consumers(graph, out) if not _removed(graph, c.index)]
+    others = [f"{c.op_type} '{c.name}'" for c in readers if c.op_type != "Reshape"]
+    if not readers or others or _is_graph_output(graph, node.outputs[0]):
+        return "its result is read by " + (", ".join(others) if others else "no Reshape only")
+    return None
+
+
+def _slice_axes_steps(graph: GraphFacts, node: NodeFact) -> Optional[tuple[set[int], tuple[int, ...]]]:
+    """A Slice's axes (normalised; None when not constant or absent) and steps (1 when absent)."""
+    rank = _rank(graph, node.inputs[0]) if node.inputs else None
+    axes = _const_ints(graph, node.inputs[3]) if len(node.inputs) > 3 and node.inputs[3] else None
+    if axes is None or rank is None:
+        return None
+    has_steps = len(node.inputs) > 4 and node.inputs[4]
+    steps = _const_ints(graph, node.inputs[4]) if has_steps else tuple(1 for _ in axes)
+    if steps is None:
+        return None
+    return {a % rank for a in axes}, steps
+
+
+def _merged_slice_pair(graph: GraphFacts, first: NodeFact, second: NodeFact) -> bool:
+    """RKNN's fuse_two_slice: ``first`` is a Slice only ``second``, a Slice of other axes, reads (as its data)."""
+    if first.op_type != "Slice" or second.op_type != "Slice" or not first.outputs or not second.inputs:
+        return False
+    if second.inputs[0] != first.outputs[0] and _producer(graph, second.inputs[0]) is not first:
+        return False
+    if _sole_reader(graph, first.outputs[0]) is not second:
+        return False
+    a, b = _slice_axes_steps(graph, first), _slice_axes_steps(graph, second)
+    return a is not None and b is not None and not (a[0] & b[0])
+
+
+@rule("second_of_slice_pair", "context", local=False, words=_words)
+def rule_second_of_slice_pair(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """its input is a Slice of other axes that only it reads: the compiler merges the two into one Slice named after the first, which carries the pair's placement."""  # noqa: E501
+    first = _producer(graph, node.inputs[0]) if node.inputs and node.inputs[0] else None
+    if first is not None and _merged_slice_pair(graph, first, node):
+        return None
+    return "input 0 is not computed by a Slice of other axes that only this Slice reads"
+
+
+@rule("slice_pair_steps", "context", local=False, words=_words)
+def rule_slice_pair_steps(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """when its only reader is a Slice of other axes (the compiler merges the two into one Slice named after this one), that reader's steps are all 1."""  # noqa: E501
+    reader = _sole_reader(graph, node.outputs[0]) if node.outputs and node.outputs[0] else None
+    if reader is None or not _merged_slice_pair(graph, node, reader):
+        return None
+    got = _slice_axes_steps(graph, reader)
+    steps = got[1] if got is not None else ()
+    if all(s == 1 for s in steps):
+        return None
+    return (f"its only reader, Slice '{reader.name}' of other axes, has steps {list(steps)}: the compiler "
+            "merges the two into one Slice with a step other than 1")
+
+
 @rule("beside_trivial_transpose", "context", local=False, words=_words)
 def rule_beside_trivial_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its input comes from, or its result goes to, a Transpose that moves only axes of size 1 (a reshape the compiler merges it with)."""

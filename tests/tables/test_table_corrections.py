@@ -9,6 +9,7 @@ each erratum.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -1196,3 +1197,116 @@ def test_rknn_window_merge_reshape_by_plane(catalog, w, n, c, direction, want):
     v = verdicts(catalog, RKNN, _window(w, n, c, direction))
     assert v["focus_merge"][0] == want, v["focus_merge"][1]
     assert v["focus_split"][0] == "npu" and v["focus_swap"][0] == "npu"
+
+
+# -- RKNN 2.5.0 / rk3588: an Unsqueeze making the updates of a ScatterElements -----------------------
+
+def _recorded_rknn_extra() -> dict[str, dict]:
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    return {p["id"]: p for p in json.loads(path.read_text())["probes"]}
+
+
+def test_rknn_scatter_updates_unsqueeze_by_last_axis(catalog):
+    """Every probe of the family: the table's verdict is the placement rknn-toolkit2 2.5.0 recorded (CPU only
+    when the last axis is not a multiple of 8 and the compiler relays the tensor: a computed rank-2 input, or
+    any input unsqueezed to rank 5; MiniCPM-OCR's (1, 32, 1, 64) -> (1, 32, 1, 1, 64) on the NPU)."""
+    from pytest_npucheck.probe.models_scatter_updates import PRODUCERS, SCATTER_UPDATES, _scatter_updates
+
+    recorded = _recorded_rknn_extra()
+    seen = {"cpu": 0, "npu": 0}
+    for label, shape, axis in SCATTER_UPDATES:
+        for pre in PRODUCERS:
+            pid = "x.Unsqueeze.ctx=scatter_upd.%s.%s.f32.r%d" % (pre, label, len(shape))
+            real = recorded[pid]["placement"]["focus_unsqueeze"]
+            verdict, why = verdicts(catalog, RKNN, _scatter_updates(list(shape), axis, pre))["focus_unsqueeze"]
+            assert verdict == real, (pid, why)
+            seen[real] += 1
+    assert seen == {"cpu": 10, "npu": 20}
+    verdict, why = verdicts(catalog, RKNN, _scatter_updates([1, 32, 1, 17], 2, "input"))["focus_unsqueeze"]
+    assert verdict == "cpu" and "ScatterElements" in why and "17" in why, why
+
+
+# -- RKNN 2.5.0 / rk3588: integer layout ops making an embedding Gather's indices --------------------
+
+def test_rknn_gather_ids_layout_op_by_its_producer(catalog):
+    """Every probe of the family: the table's verdict is the placement rknn-toolkit2 2.5.0 recorded (NPU when
+    another op computed the ids, CPU when the layout op reads a graph input; Kosmos-2.5's position ids)."""
+    from pytest_npucheck.probe.models_gather_ids import GATHER_IDS_OPS, LENGTHS, PRODUCERS, _gather_ids
+
+    recorded = _recorded_rknn_extra()
+    seen = {"cpu": 0, "npu": 0}
+    for label, op, in_shape, out_shape in GATHER_IDS_OPS:
+        for producer in PRODUCERS:
+            for t in LENGTHS:
+                pid = "x.%s.ctx=gather_ids.%s.%s.t=%d.i64.r%d" % (op, label, producer, t, len(in_shape))
+                real = recorded[pid]["placement"]["focus_layout"]
+                verdict, why = verdicts(catalog, RKNN, _gather_ids(op, in_shape, out_shape, producer, t))["focus_layout"]
+                assert verdict == real, (pid, why)
+                seen[real] += 1
+    assert seen == {"cpu": 8, "npu": 40}
+    from pytest_npucheck.probe.models_int_layout import _int_layout
+
+    for producer in ("mul", "add"):  # the older probes behind an int64 Mul and Add, once in the self-check's list
+        pid = "x.Unsqueeze.ctx=int_layout.unsqueeze.%s.gather_idx.i64.r2" % producer
+        verdict, why = verdicts(catalog, RKNN, _int_layout("Unsqueeze", producer, "gather_idx"))["focus_layout"]
+        assert verdict == recorded[pid]["placement"]["focus_layout"] == "npu", why
+
+
+# -- RKNN 2.5.0 / rk3588: the first block of a window unroll (Hiera) ---------------------------------
+
+def test_rknn_window_unroll_first_block_runs_as_exwindow(catalog):
+    """The first unroll block of every probe is NPU, as rknn-toolkit2 2.5.0 recorded it (exWindow); the later
+    rank-6 blocks, NPU in 6 of the probes and CPU in 4, stay cpu."""
+    from pytest_npucheck.probe.models_token_unroll import SOURCES, UNROLL, UNROLL_ONE, _token_unroll
+
+    recorded = _recorded_rknn_extra()
+    cases = [(label, side, ch, blocks, 2, 1) for label, side, ch, blocks in UNROLL]
+    cases += [(label, side, ch, 1, k, n) for label, side, ch, k, n in UNROLL_ONE]
+    later = {"cpu": 0, "npu": 0}
+    for label, side, ch, blocks, k, n in cases:
+        for source in SOURCES:
+            pid = "x.Transpose.ctx=unroll.%s.%s.f32.r6" % (source, label)
+            v = verdicts(catalog, RKNN, _token_unroll(side, ch, blocks, source, k, n))
+            real = recorded[pid]["placement"]
+            assert v["focus_transpose0"][0] == real["focus_transpose0"] == "npu", (pid, v["focus_transpose0"][1])
+            for b in range(1, blocks):
+                verdict, why = v["focus_transpose%d" % b]
+                if "moves" in why:  # a rank-6 block the size-1 axes do not reduce to 4 blocks
+                    assert verdict == "cpu" and "is the merged result" in why, (pid, why)
+                    later[real["focus_transpose%d" % b]] += 1
+    assert later == {"cpu": 4, "npu": 6}
+
+
+# -- RKNN 2.5.0 / rk3588: two Slices of one tensor on different axes (LeViT's x[:, ::2, ::2]) ---------
+
+def test_rknn_slice_pair_judged_as_the_merged_slice(catalog):
+    """Every probe of both families: the table's verdicts of the two Slices are the placements rknn-toolkit2
+    2.5.0 recorded (the merged pair on the first Slice, by both steps; Slices of one axis each by its own)."""
+    from pytest_npucheck.probe.builder import GraphBuilder
+    from pytest_npucheck.probe.models_noop_slices import TWO_SLICES
+    from pytest_npucheck.probe.models_slice_pairs import SLICE_PAIRS, _slice_pair
+
+    def shared_pair(shape, first, second):  # the first Slice also read by a Relu: not merged
+        gb = GraphBuilder(17)
+        x = gb.node("Relu", [gb.input("x", "float32", shape)], name="pre_relu")
+        for (axis, start, step), name in zip((first, second), ("focus_slice", "focus_slice_2")):
+            x = gb.node("Slice", [x, gb.ints([start]), gb.ints([2 ** 62]), gb.ints([axis]), gb.ints([step])],
+                        name=name)
+            if name == "focus_slice":
+                gb.output(gb.node("Relu", [x], name="post_other"))
+        gb.output(gb.node("Relu", [x], name="post_relu"))
+        return gb
+
+    recorded = _recorded_rknn_extra()
+    cases = [("two_slices." + label, shape, first, second, shared) for label, shape, first, second, shared in TWO_SLICES]
+    cases += [("slice_pair." + label, shape, first, second, False) for label, shape, first, second in SLICE_PAIRS]
+    firsts = {"cpu": 0, "npu": 0}
+    for label, shape, first, second, shared in cases:
+        pid = "x.Slice.ctx=%s.f32.r%d" % (label, len(shape))
+        v = verdicts(catalog, RKNN, (shared_pair if shared else _slice_pair)(shape, first, second))
+        for name in ("focus_slice", "focus_slice_2"):
+            assert v[name][0] == recorded[pid]["placement"][name], (pid, name, v[name][1])
+        firsts[v["focus_slice"][0]] += 1
+    assert firsts == {"cpu": 9, "npu": 2}
+    v = verdicts(catalog, RKNN, _slice_pair([1, 4, 4, 16], (1, 1, 1), (2, 0, 2)))  # a crop in front of a stride
+    assert "has steps [2]: the compiler merges the two into one Slice" in v["focus_slice"][1]

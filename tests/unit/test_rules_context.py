@@ -426,6 +426,113 @@ def test_feeds_only_passes_the_layout_ops_merged_into_their_readers():
     assert not is_local("feeds_only", {"ops": ["Reshape"]})
 
 
+def test_computed_indices_passes_a_computed_int_layout_op_read_only_as_gather_indices():
+    """RKNN keeps an int64 Reshape of computed position ids in front of an embedding Gather on the NPU and runs
+    one of a graph input on the CPU (x.*.ctx=gather_ids.*): the rule asks both, and names what fails."""
+    rule = {"rule": "computed_indices", "params": {"ops": ["Gather"]}, "else": "cpu"}
+    s = numpy_helper.from_array(np.array([16], np.int64), "s")
+    two = numpy_helper.from_array(np.array(2, np.int64), "two")
+    w = numpy_helper.from_array(np.zeros([64, 4], np.float32), "w")
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 16])
+
+    def verdict(pre, reader):
+        nodes, src = [], "ids"
+        if pre:
+            nodes.append(helper.make_node("Add", ["ids", "two"], ["p"], name="pre"))
+            nodes.append(helper.make_node("Cast", ["p"], ["pc"], name="same", to=TensorProto.INT64))
+            src = "pc"
+        nodes.append(helper.make_node("Reshape", [src, "s"], ["r"], name="flat"))
+        if reader == "indices":
+            nodes.append(helper.make_node("Gather", ["w", "r"], ["y"], name="emb"))
+            out = _vi("y", [16, 4])
+        else:  # the Reshape's result read as a Gather's data
+            nodes.append(helper.make_node("Gather", ["r", "two"], ["y"], name="emb"))
+            out = helper.make_tensor_value_info("y", TensorProto.INT64, [])
+        [r] = check_graph(facts_from_model(_graph(nodes, [ids], [out], [s, two, w])), [_table([rule], op="Reshape")])
+        node = {n.name: n for n in r.nodes}["flat"]
+        return node.verdict, _reasons(node)
+
+    assert verdict(True, "indices") == ("npu", "")
+    v, why = verdict(False, "indices")
+    assert v == "cpu" and "input 0 'ids' is a graph input or a constant" in why
+    v, why = verdict(True, "data")
+    assert v == "cpu" and "its result is read by Gather 'emb' (not as its indices)" in why
+    assert RULES["computed_indices"].describe({"ops": ["Gather"]}).startswith(
+        "its input 0 is computed by another node (not a graph input or a constant) and every node reading its "
+        "result is one of {'Gather'}, reading it as its indices")
+    assert not is_local("computed_indices", {"ops": ["Gather"]})
+
+
+def test_window_unroll_passes_the_first_block_only():
+    """Hiera's unroll: the first Reshape -> Transpose (0, 2, 4, 1, 3, 5) -> Reshape block of a (1, 8, 8, 4) map
+    passes (RKNN's exWindow), the second block (its map the merged result of the first) fails and says why, and
+    so do another perm and a Transpose read by something else than a Reshape."""
+    rule = {"rule": "window_unroll", "params": {}, "else": "cpu"}
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def graph(perm=(0, 2, 4, 1, 3, 5), tail="Reshape"):
+        inits = [ints("s6a", [1, 4, 2, 4, 2, 4]), ints("m4a", [4, 4, 4, 4]), ints("s6b", [4, 2, 2, 2, 2, 4]),
+                 ints("m4b", [16, 2, 2, 4])]
+        nodes = [helper.make_node("Relu", ["x"], ["r"], name="pre"),
+                 helper.make_node("Reshape", ["r", "s6a"], ["a6"], name="split0"),
+                 helper.make_node("Transpose", ["a6"], ["t0"], name="t0", perm=list(perm))]
+        if tail == "Reshape":
+            nodes += [helper.make_node("Reshape", ["t0", "m4a"], ["m0"], name="merge0"),
+                      helper.make_node("Reshape", ["m0", "s6b"], ["b6"], name="split1"),
+                      helper.make_node("Transpose", ["b6"], ["t1"], name="t1", perm=[0, 2, 4, 1, 3, 5]),
+                      helper.make_node("Reshape", ["t1", "m4b"], ["y"], name="merge1")]
+            out = _vi("y", [16, 2, 2, 4])
+        else:
+            nodes.append(helper.make_node("Relu", ["t0"], ["y"], name="post"))
+            out = _vi("y", [1, 2, 2, 4, 4, 4] if tuple(perm) == (0, 2, 4, 1, 3, 5) else None)
+        [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", [1, 8, 8, 4])], [out], inits)),
+                          [_table([rule], op="Transpose")])
+        return {n.name: (n.verdict, _reasons(n)) for n in r.nodes}
+
+    got = graph()
+    assert got["t0"] == ("npu", "")
+    assert got["t1"][0] == "cpu" and "its map is the merged result 'merge0' of an earlier rank-6 block" in got["t1"][1]
+    assert "is not [0, 2, 4, 1, 3, 5]" in graph(perm=(0, 1, 3, 2, 4, 5))["t0"][1]
+    assert "its result is read by Relu 'post'" in graph(tail="Relu")["t0"][1]
+    assert not is_local("window_unroll", {})
+
+
+def test_slice_pair_rules_judge_two_slices_of_other_axes_as_one():
+    """x[:, 1:, ::2] as two Slices: the second passes (second_of_slice_pair), the first fails by the second's
+    step (slice_pair_steps); on one axis, or with the first read elsewhere too, neither rule sees a pair."""
+    second = {"rule": "any_of", "params": {"constraints": [
+        {"rule": "const_value_range", "params": {"index": 4, "min": 1, "max": 1}},
+        {"rule": "second_of_slice_pair", "params": {}}]}, "else": "cpu"}  # as the RKNN table writes it
+    steps = {"rule": "slice_pair_steps", "params": {}, "else": "cpu"}
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def graph(axis2=2, shared=False):
+        inits = [ints("b1", [1]), ints("b0", [0]), ints("e", [2 ** 62]), ints("a1", [1]), ints("a2", [axis2]),
+                 ints("st1", [1]), ints("st2", [2])]
+        nodes = [helper.make_node("Slice", ["x", "b1", "e", "a1", "st1"], ["s1"], name="crop"),
+                 helper.make_node("Slice", ["s1", "b0", "e", "a2", "st2"], ["y"], name="stride")]
+        outs = [_vi("y", None)]
+        if shared:
+            nodes.append(helper.make_node("Relu", ["s1"], ["z"], name="other"))
+            outs.append(_vi("z", None))
+        [r] = check_graph(facts_from_model(_graph(nodes, [_vi("x", [1, 4, 4, 16])], outs, inits)),
+                          [_table([second, steps], op="Slice")])
+        return {n.name: (n.verdict, _reasons(n)) for n in r.nodes}
+
+    got = graph()
+    assert got["stride"] == ("npu", "")
+    assert got["crop"][0] == "cpu" and "its only reader, Slice 'stride' of other axes, has steps [2]" in got["crop"][1]
+    for kw in ({"axis2": 1}, {"shared": True}):
+        got = graph(**kw)
+        assert got["crop"] == ("npu", "")
+        assert got["stride"][0] == "cpu" and "is not computed by a Slice of other axes" in got["stride"][1]
+    assert not is_local("second_of_slice_pair", {}) and not is_local("slice_pair_steps", {})
+
+
 def test_feeds_only_with_max_rank_passes_a_layout_op_below_that_rank():
     """RKNN merges an int64 Unsqueeze of rank below 4 into the 4-D relayout its Cast reader makes of its input
     (x.Unsqueeze.ctx=int_layout.*.cast_*); a rank-4 result is a Reshape of its own: ``max_rank`` tells them

@@ -135,21 +135,36 @@ _MASK_CHAIN_NOTE = ("; a chain of layout ops after that op (TorchScript's paddin
                     "verdict lands on that last op, the ops merged into it pass")
 
 
-def _mask_swap(probes: Sequence[str]) -> dict[str, Any]:
+#: an integer layout op whose input another op computed and whose result only embedding Gathers read as
+#: their indices: 'Reshape INT64 NPU' (x.{Reshape,Unsqueeze,Squeeze}.ctx=gather_ids.*)
+_GATHER_IDS = {"rule": "computed_indices", "params": {"ops": ["Gather"]}}
+
+_GATHER_IDS_NOTE = ("; in front of the indices of an embedding Gather (its only readers) it runs on the NPU (row "
+                    "'Reshape INT64 NPU') when another op computed its input (an int64 Add, Mul, CumSum, a Cast "
+                    "to int64: Kosmos-2.5's position ids flattened (1, T) -> (T,)), and on the CPU when it reads a "
+                    "graph input, whatever its rank or length (x.{Reshape,Unsqueeze,Squeeze}.ctx=gather_ids.*)")
+
+
+def _mask_swap(probes: Sequence[str], gather_ids: Sequence[str] = ()) -> dict[str, Any]:
     """The mask-swap constraint of a layout op: CPU when a chain of layout ops reaches back to an integer
-    Cast/Equal and this op is the chain's last (its readers are not layout ops RKNN merges it into)."""
-    return C("any_of", probes,
-             constraints=[{"rule": "producer_pass",
-                           "params": {"index": 0, "ops": ["Cast", "Equal"], "skip": _MERGED_LAYOUT,
-                                      "constraint": {"rule": "dtype",
-                                                     "params": {"tensor": "input", "index": 0,
-                                                                "allowed": ["bool", "float16", "float32"]}}}},
-                          {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}},
-                          # integer data in: no mask Cast in front (an int64 -> int64 Cast, which the compiler
-                          # removes: JetMoE's router); the integer-layout rule judges it
-                          {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["int64", "int32"]}}],
+    Cast/Equal and this op is the chain's last (its readers are not layout ops RKNN merges it into); with
+    ``gather_ids`` (probe patterns), a computed input read only as a Gather's indices passes."""
+    alternatives: list[dict[str, Any]] = [
+        {"rule": "producer_pass",
+         "params": {"index": 0, "ops": ["Cast", "Equal"], "skip": _MERGED_LAYOUT,
+                    "constraint": {"rule": "dtype",
+                                   "params": {"tensor": "input", "index": 0,
+                                              "allowed": ["bool", "float16", "float32"]}}}},
+        {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}},
+        # integer data in: no mask Cast in front (an int64 -> int64 Cast, which the compiler
+        # removes: JetMoE's router); the integer-layout rule judges it
+        {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["int64", "int32"]}}]
+    if gather_ids:
+        alternatives.append(_GATHER_IDS)
+    return C("any_of", list(probes) + list(gather_ids), constraints=alternatives,
              note=_MASK_SWAP_NOTE + _MASK_CHAIN_NOTE + "; a layout op whose input is itself integer (behind an int64 -> "
-                  "int64 Cast, which the compiler removes: JetMoE's router) has no mask Cast to move in front of")
+                  "int64 Cast, which the compiler removes: JetMoE's router) has no mask Cast to move in front of"
+                  + (_GATHER_IDS_NOTE if gather_ids else ""))
 
 
 _INT_LAYOUT_NOTE = ("integer (int64/int32) data runs on the CPU, except in a chain of layout ops RKNN merges into one "
@@ -290,12 +305,13 @@ def _sdpa_bias_gate(op: str) -> list[dict[str, Any]]:
     return out
 
 
-def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), reader_probes: Sequence[str] = ()
-                ) -> dict[str, Any]:
+def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), reader_probes: Sequence[str] = (),
+                gather_ids: Sequence[str] = ()) -> dict[str, Any]:
     """The generic dtype rule of a layout op RKNN merges with the layout ops reading it (it is excepted
     from the generic rule): integer data passes when the op is merged into its readers; with
     ``cast_probes`` also when only Casts read its result of rank below 4; with ``reader_probes`` also
-    when only the integer ops of _INT_RELAYOUT_READERS (and Shape) read it."""
+    when only the integer ops of _INT_RELAYOUT_READERS (and Shape) read it; with ``gather_ids`` also when
+    another op computed its input and only Gathers read its result, as their indices."""
     alternatives: list[dict[str, Any]] = [
         {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
         {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
@@ -303,9 +319,12 @@ def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), reader_p
         alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
     if reader_probes:
         alternatives.append({"rule": "feeds_only", "params": {"ops": _INT_RELAYOUT_READERS, "max_rank": 3}})
-    return C("any_of", list(probes) + list(cast_probes) + list(reader_probes), constraints=alternatives,
+    if gather_ids:
+        alternatives.append(_GATHER_IDS)
+    return C("any_of", list(probes) + list(cast_probes) + list(reader_probes) + list(gather_ids),
+             constraints=alternatives,
              note=_INT_LAYOUT_NOTE + (_INT_CAST_NOTE if cast_probes else "")
-             + (_INT_READERS_NOTE if reader_probes else ""))
+             + (_INT_READERS_NOTE if reader_probes else "") + (_GATHER_IDS_NOTE if gather_ids else ""))
 
 
 #: integer ops that make a 4-D relayout of their input (unsqueeze_to_4d_<op>) into which RKNN merges a layout op of
@@ -839,8 +858,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "x.Reshape.ctx=flatten3.*.concat)"),
                  _int_layout([r"Reshape\.case=r2_to_r1\.i64", r"Reshape\..*\.i32", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                              [r"x\.Reshape\.ctx=int_layout\.reshape\.(input|mul)\.cast_"],
-                             [r"x\.Reshape\.ctx=int_readers\."]),
-                 _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."]),
+                             [r"x\.Reshape\.ctx=int_readers\."], gather_ids=[r"x\.Reshape\.ctx=gather_ids\."]),
+                 _mask_swap([r"x\.Reshape\.ctx=mask_(cast|head|lookup)\."], [r"x\.Reshape\.ctx=gather_ids\."]),
                  C("any_of", [r"x\.Reshape\.ctx=gemm_(logsoftmax|none)", r"x\.Reshape\.ctx=rnn_head\."],
                    constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Gemm"]}},
                                 {"rule": "feeds_not", "params": {"path": ["LogSoftmax"]}},
@@ -870,16 +889,37 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "(the output's last dim) is a multiple of 8: a classifier head's "
                         "(1, 1000, 1, 1) -> (1, 1000) stays on the NPU, (1, 10, 1, 1) -> (1, 10) "
                         "does not")),
-    "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"])),
+    "Squeeze": E("npu", _int_layout([], [r"x\.Squeeze\.ctx=int_layout\.squeeze\.input\.cast_"],
+                                    gather_ids=[r"x\.Squeeze\.ctx=gather_ids\."])),
     "Unsqueeze": E("npu", _int_layout([r"Unsqueeze\.axes=0\.i(64|32)", r"x\.Reshape\.ctx=mask_lookup\.i64\.(flatten|unsqueeze2)"],
                                       [r"x\.Unsqueeze\.ctx=int_layout\.unsqueeze\.(input|mul)\.cast_",
                                        r"x\.Unsqueeze\.axes=\d\.shape=\w+\.post=cast\.i64"],
-                                      [r"x\.Unsqueeze\.ctx=int_(readers\.|layout\.unsqueeze\.input\.mul)"]),
-                   _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"]),
-                   C("feeds_not", [r"x\.Unsqueeze\.axes=2\.ctx="], path=["ScatterElements"],
-                            from_node=True,
-                            note="an Unsqueeze of a computed tensor that feeds ScatterElements "
-                                 "(a CPU op) runs on the CPU as a Reshape")),
+                                      [r"x\.Unsqueeze\.ctx=int_(readers\.|layout\.unsqueeze\.input\.mul)"],
+                                      gather_ids=[r"x\.Unsqueeze\.ctx=(gather_ids|int_layout\.unsqueeze\.\w+\.gather_idx)\."]),
+                   _mask_swap([r"x\.Reshape\.ctx=mask_cast\.i64\.\w+\.unsqueeze"],
+                              [r"x\.Unsqueeze\.ctx=(gather_ids|int_layout\.unsqueeze\.\w+\.gather_idx)\."]),
+                   C("any_of", [r"x\.Unsqueeze\.axes=2\.ctx=", r"x\.Unsqueeze\.ctx=scatter_upd\."],
+                     constraints=[{"rule": "feeds_not", "params": {"path": ["ScatterElements"], "from_node": True}},
+                                  {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1,
+                                                             "multiple_of": 8}},
+                                  {"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 3}}],
+                     note="an Unsqueeze of a computed rank-2 tensor that makes the updates of a ScatterElements "
+                          "(a CPU op) runs on the CPU as a Reshape when the last axis is not a multiple of 8: the "
+                          "compiler holds the tensor as (1, 1, 1, W) and relays it for the CPU op (SimpleBaseline's "
+                          "17 keypoints, (1, 17) -> (1, 17, 1) or (1, 1, 17), behind a Sub or a Relu: CPU; 16 or 64 "
+                          "on the NPU; a graph input read directly on the NPU: x.Unsqueeze.ctx=scatter_upd.*)"),
+                   C("any_of", [r"x\.Unsqueeze\.axes=2\.ctx=", r"x\.Unsqueeze\.ctx=scatter_upd\."],
+                     constraints=[{"rule": "feeds_not", "params": {"path": ["ScatterElements"]}},
+                                  {"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": -1,
+                                                             "multiple_of": 8}},
+                                  {"rule": "rank", "params": {"tensor": "output", "index": 0, "max": 4}}],
+                     note="an Unsqueeze to rank 5 that makes the updates of a ScatterElements runs on the CPU when "
+                          "the last axis is not a multiple of 8, computed or a graph input ((1, 32, 1, 17) and "
+                          "(1, 3, 1, 17) -> (.., 1, 17): CPU); with 64 on the last axis it stays on the NPU (the "
+                          "dynamo select_scatter of MiniCPM-OCR's gated delta rule, (1, 32, 1, 64) -> "
+                          "(1, 32, 1, 1, 64) behind a Concat), and a rank-3 input unsqueezed to rank 4 "
+                          "((1, 4, 17) -> (1, 4, 1, 17), the compiler's own 4-D layout of it) on the NPU whatever "
+                          "its last axis (x.Unsqueeze.ctx=scatter_upd.*)")),
     "Transpose": E("npu", C("any_of", [r"x\.Transpose\.ctx=window_close\."],
                             constraints=[
                                 {"rule": "attr_not_in", "params": {"attr": "perm", "values": [[0, 3, 1, 2]]}},
@@ -897,19 +937,27 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                                  "with a Pad (zero or not) becomes an NPU exWindow instead and the Transpose stays "
                                  "on the NPU (x.Transpose.ctx=window_close.*)"),
                    C("any_of", [r"Transpose\.perm=[\d_]+\.f32\.r6",
-                                       r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6"],
+                                       r"x\.Transpose\.perm=[\d_]+\.shape=[\d_]+\.f32\.r6",
+                                r"x\.Transpose\.ctx=unroll\."],
                             constraints=[
                                 {"rule": "rank", "params": {"tensor": "input", "index": 0,
                                                             "max": 5}},
-                                {"rule": "transpose_blocks", "params": {"max": 4}}],
+                                {"rule": "transpose_blocks", "params": {"max": 4}},
+                                {"rule": "window_unroll", "params": {}}],
                             note="a rank-6 transpose runs on the NPU when it moves at most 4 blocks of "
                                  "axes once size-1 axes are dropped and axes that stay neighbours are "
                                  "merged (Swin's window partition/reverse, perm 0,1,3,2,4,5; Hiera's q/k/v "
                                  "split, perm 3,0,4,2,1,5 on (1, N, T, 3, 1, d); 3-block perms at batch 2), "
                                  "else on the CPU (two swaps 0,1,3,2,5,4 of six non-1 axes, pixel-shuffle-"
-                                 "like perms, Hiera's q/k/v perm without size-1 axes). Not expressed: "
-                                 "Hiera's unroll (perm 0,2,4,1,3,5 of (1, H/s, s, W/s, s, C), 5 blocks) "
-                                 "runs on the NPU as exWindow between its Reshapes"),
+                                 "like perms, Hiera's q/k/v perm without size-1 axes), except the first block "
+                                 "of a window unroll: Hiera's perm 0,2,4,1,3,5 of a Reshape (B, H, W, C) -> "
+                                 "(B, H/k, k, W/k, k, C), read by Reshapes, runs on the NPU as exWindow (strides "
+                                 "2, 4 and 7, batch 1 and 2, 8 to 32 channels, a channels-last input or Hiera's "
+                                 "tokens of a channels-first map: x.Transpose.ctx=unroll.*). The next blocks "
+                                 "(the map the merged result of a block) are not judged: the compiler made "
+                                 "another exWindow of 6 of the 10 probed and a CPU rank-6 Transpose of 4, "
+                                 "depending on the blocks after (2 blocks of 56 x 56 CPU, 3 blocks NPU); they "
+                                 "stay CPU"),
                    C("any_of", [r"x\.Transpose\.perm=0_2_1\.ctx=gemm_reshape"],
                      constraints=[{"rule": "producer_not", "params": {"index": 0,
                                                                       "chain": ["Reshape", "Gemm"]}},
@@ -969,9 +1017,10 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                  note="non-constant starts/ends/axes/steps make build() fail"),
                C("any_of", [r"Slice\.axis=\w+\.step=(2|3)\.f32\.r[234]",
                             r"Slice\.axes=2_3\.step=2", r"Slice\.axis=1\.step=m1\.f32\.r4",
-                            r"ctx\.Slice", r"x\.Slice\.ctx=s2d\."],
+                            r"ctx\.Slice", r"x\.Slice\.ctx=s2d\.", r"x\.Slice\.ctx=(two_slices|slice_pair)\."],
                  constraints=[{"rule": "const_value_range", "params": {"index": 4, "min": 1, "max": 1}},
-                              {"rule": "space_to_depth", "params": {}}],
+                              {"rule": "space_to_depth", "params": {}},
+                              {"rule": "second_of_slice_pair", "params": {}}],
                  note="steps other than 1 run on the CPU (errata: a reversing step -1 on the "
                       "last axis of a rank-3 tensor ran on the NPU), except the Slices of a space-to-depth: "
                       "the four stride-2 quadrants of one rank-4 tensor concatenated in the order (0, 0), "
@@ -980,15 +1029,20 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                       "per quadrant, are fused into one stride-2 Conv (rewrite fuse_focus_slice2; probe "
                       "family x.Slice.ctx=s2d.*). Another quadrant order, two or three quadrants, or a "
                       "Concat on another axis is not fused and the stride-2 row Slices run on the CPU. "
-                      "Not expressed (errata, x.Slice.ctx=two_slices.*): a Slice whose only reader is a Slice "
-                      "of another axis is merged with it into one Slice named after the first (fuse_two_slice), "
-                      "on the CPU when either has a step other than 1 (LeViT's queries subsample x[:, ::2, ::2]: "
-                      "one CPU row, the first's); two Slices of one axis, or a first Slice with a second reader, "
-                      "stay two"),
+                      "A Slice whose only reader is a Slice of other axes is merged with it into one Slice named "
+                      "after the first (fuse_two_slice): the second passes here, the first is judged by both "
+                      "steps (the constraint below); two Slices of one axis, or a first Slice with a second "
+                      "reader, stay two, each judged by its own step (x.Slice.ctx=two_slices.*, slice_pair.*)"),
+               C("slice_pair_steps", [r"x\.Slice\.ctx=(two_slices|slice_pair)\."],
+                 note="a Slice read only by a Slice of other axes runs on the CPU when that reader's step is not "
+                      "1: the compiler merges the pair into one Slice named after the first (LeViT's queries "
+                      "subsample x[:, ::2, ::2] as two Slices; a crop then a stride, the stride first, rank 3 and "
+                      "4, either axis order: one CPU row, the first's; two crops: NPU; x.Slice.ctx=two_slices.*, "
+                      "slice_pair.*)"),
                probes=[r"pattern\.focus"],
                note="matches doc 2.3.2 sec. 3.2.55 (steps must be 1) but for the space-to-depth. "
                     "In a block that is not fused, the column Slice of a row-sliced quadrant ran on the NPU "
-                    "(x.Slice.ctx=s2d.*.quads=2) while the table says CPU. A Concat with a fifth input after "
+                    "(x.Slice.ctx=s2d.*.quads=2): it is the second of a merged Slice pair. A Concat with a fifth input after "
                     "the four quadrants, or nine stride-3 pieces, made build() fail (x.Slice.ctx=s2d.*."
                     "extra_input, step=3). A lone rank-5 Slice "
                     "became a CPU Gather in the probes (errata), but rank-5 slices that "
@@ -1037,7 +1091,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "query (1, 1, 7, 7, C) tiled over the windows: 'Expand (1, 7, 7, C) -> (B, 7, 7, C)' CPU); with "
                        "axis 0 of size 2, axis 2 repeated too, or axis 2 alone it ran on the NPU, as Tile and as Expand "
                        "(x.{Tile,Expand}.ctx=rank5_axis1.*, x.Expand.ctx=kv_repeat.head_axis)"),
-                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail)\."],
+                C("any_of", [r"x\.Expand\.ctx=(repeat_between|kv_repeat|gqa_k|kv_path|kv_tail|kv_shared|kv_norm)\."],
                   constraints=[{"rule": "dim", "params": {"tensor": "input", "index": 0, "axis": 1, "min": 2}},
                                {"rule": "producer_not", "params": {"index": 0, "chain": ["MatMul"], "skip": [
                                    "Add", "Cast", "Concat", "Div", "Mul", "Neg", "Pow", "Reciprocal", "ReduceMean",
@@ -1060,7 +1114,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "(multi-head latent attention's rotary part of the key, one head expanded over all of "
                        "them, joined to the per-head part by a Concat or written into the key by a ScatterND "
                        "as TorchScript exports DeepSeek-V3, its rotary ending in a Sub; a Cast before the "
-                       "scores: x.Expand.ctx=kv_tail.*)"),
+                       "scores: x.Expand.ctx=kv_tail.*), whether or not the key and value Expands read one shape "
+                       "constant, as dynamo writes it (x.Expand.ctx=kv_shared.*), and behind an RMSNorm written "
+                       "with Reciprocal or Div (x.Expand.ctx=kv_norm.*). Not expressed: the dynamo exports of "
+                       "FLINT, OLMo-2 and OLMo-3 ran the value repeat on the NPU (the key repeat on the CPU); cut "
+                       "down on the compiler, that held only while their input RMSNorm wrote rsqrt as Reciprocal, "
+                       "which the compiler does not fuse (replace_rms_norm fuses the Div form, and the value "
+                       "repeat went to the CPU), and its per-head q/k norms too; a Llama block with both norms "
+                       "in the Reciprocal form ran one of its repeats on the NPU as an expansion of axis 2, the "
+                       "key's (x.Expand.ctx=kv_norm.reciprocal.qk=reciprocal.*, in the self-check list), with "
+                       "either in the Div form none: which repeat is not told by the graph"),
                 C("feeds_not", [r"x\.Expand\.ctx=attn_mask_", r"x\.Expand\.ctx=sdpa_mask_cast\."],
                   path=["Add", "Softmax", "MatMul"], skip=["Cast", "Reshape"],
                   note="the Expand of an additive attention mask runs on the CPU when RKNN "
