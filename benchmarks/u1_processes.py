@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -85,9 +86,10 @@ def _one(suite: Path, wrapper: Path, prefix: list[str], args: list[str]) -> dict
         wrapper.write_text(f"#!/bin/sh\nexec /usr/bin/time -a -o {times} -f '%U %S' {sys.executable} \"$@\"\n")
         wrapper.chmod(0o755)
         env = {**os.environ, "BENCH_OUT": out, "PYTHONPATH": os.pathsep.join([*prefix, str(suite)])}
-        c = _cpu_children()
+        c, t = _cpu_children(), time.perf_counter()
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", *args], cwd=suite, env=env,
                        capture_output=True, text=True)
+        wall = time.perf_counter() - t
         _reap()
         total = _cpu_children() - c
         procs = {}
@@ -98,7 +100,7 @@ def _one(suite: Path, wrapper: Path, prefix: list[str], args: list[str]) -> dict
                 "tests": p["finished"] - p.get("collected", p["start"]), "to_atexit": p["atexit"] - p["finished"]}
         workers = sorted(sum(map(float, line.split())) for line in times.read_text().splitlines()) \
             if times.exists() else []
-        return {"total": total, "workers_total": workers, "controller_total": total - sum(workers), "procs": procs}
+        return {"wall": wall, "total": total, "workers_total": workers, "controller_total": total - sum(workers), "procs": procs}
 
 
 def main() -> None:
@@ -131,14 +133,14 @@ def main() -> None:
             for name, (prefix, args) in sides.items():
                 rows[name].append(_one(suite, wrapper, prefix, args))
                 r = rows[name][-1]
-                print(f"{rep} {name:10s} total {r['total']:.2f}  controller {r['controller_total']:.2f}  workers "
+                print(f"{rep} {name:10s} wall {r['wall']:.2f} total {r['total']:.2f}  controller {r['controller_total']:.2f}  workers "
                       f"{[round(w, 2) for w in r['workers_total']]}  "
                       + json.dumps({p: {k: round(v, 2) for k, v in ph.items()} for p, ph in sorted(r["procs"].items())}),
                       flush=True)
             print(f"  load {[round(x, 1) for x in os.getloadavg()]}", flush=True)
-    print("medians (CPU s)")
+    print("medians (wall and CPU s)")
     for name, rs in rows.items():
-        med = {"total": statistics.median(r["total"] for r in rs),
+        med = {"wall": statistics.median(r["wall"] for r in rs), "total": statistics.median(r["total"] for r in rs),
                "controller_total": statistics.median(r["controller_total"] for r in rs)}
         if rs[0]["workers_total"]:
             med["workers_total"] = [statistics.median(r["workers_total"][i] for r in rs if len(r["workers_total"]) > i)
