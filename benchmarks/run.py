@@ -498,7 +498,7 @@ _USER_SUITE = """
               "detection": (DetectionHead, lambda: torch.randn(1, 3, 64, 64)),
               "encoder": (TinyEncoder, lambda: torch.randint(0, 100, (1, 16)))}}
 
-    @pytest.fixture(params=[f"{{name}}-{{seed}}" for seed in (0, 1) for name in CASES])
+    @pytest.fixture(params=[f"{{name}}-{{seed}}" for seed in range({seeds}) for name in CASES])
     def case(request):
         return request.param
 
@@ -567,7 +567,7 @@ def goal_u1(reps: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         suite = Path(d)
         shutil.copy(REPO / "examples" / "models.py", suite / "models.py")
-        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET)))
+        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET, seeds=2)))
         (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
         cold_wall, (cold,) = _user_run(suite)  # fills the export cache (pytest's cache dir in the suite)
         extra_wall, extra_cpu, modules = [], [], []
@@ -619,6 +619,39 @@ def goal_u1(reps: int) -> None:
            "the line above)", b2 / b0, "info", True, n0_s=round(b0, 1), n2_s=round(b2, 1), n0_cpu_s=round(bc0, 1),
            n2_cpu_s=round(bc2, 1), xdist_extra_cpu_s=round(bc2 - bc0, 2), plugin_run_extra_cpu_s=round(cpu2 - cpu0, 2),
            best_possible_now=round(bc2 / bc0 / capacity, 2))
+    _u1_sizes(reps)
+
+
+def _u1_sizes(reps: int) -> None:
+    """How -n 2 / -n 0 moves with the suite's size: 8, 16 and 32 marked tests (each with its plain twin),
+    with and without the plugin, on a warm cache (the issue's bar holds "with 8 or more marked tests")."""
+    import shutil
+
+    with tempfile.TemporaryDirectory() as d:
+        suite = Path(d)  # one suite, grown: each size reuses the exports of the smaller ones
+        shutil.copy(REPO / "examples" / "models.py", suite / "models.py")
+        (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
+        for seeds in (2, 4, 8):
+            (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET, seeds=seeds)))
+            _user_run(suite, "-n", "2")  # fills the export cache (two processes export the new models)
+            sides = {"n0": (), "n2": ("-n", "2"), "n0_bare": ("-p", "no:npucheck"),
+                     "n2_bare": ("-p", "no:npucheck", "-n", "2")}
+            walls: dict[str, list[float]] = {k: [] for k in sides}
+            cpus: dict[str, list[float]] = {k: [] for k in sides}
+            for _ in range(max(1, reps // 2)):
+                for name, extra in sides.items():
+                    c = _cpu_children()
+                    wall, _ = _user_run(suite, *extra)
+                    cpus[name].append(_cpu_children() - c)
+                    walls[name].append(wall)
+            w = {k: statistics.median(v) for k, v in walls.items()}
+            c = {k: statistics.median(v) for k, v in cpus.items()}
+            record("u1", f"warm cache, {4 * seeds} marked + {4 * seeds} plain tests: wall -n 2 / -n 0 (info: the "
+                   "suite's size)", w["n2"] / w["n0"], "info", True, cpu_ratio=round(c["n2"] / c["n0"], 2),
+                   n0_s=round(w["n0"], 1), n2_s=round(w["n2"], 1), n0_cpu_s=round(c["n0"], 1),
+                   n2_cpu_s=round(c["n2"], 1), bare_wall_ratio=round(w["n2_bare"] / w["n0_bare"], 2),
+                   bare_cpu_ratio=round(c["n2_bare"] / c["n0_bare"], 2), bare_n0_cpu_s=round(c["n0_bare"], 1),
+                   bare_n2_cpu_s=round(c["n2_bare"], 1), loadavg=[round(x, 1) for x in os.getloadavg()])
 
 
 def goal_u3(reps: int) -> None:
@@ -629,7 +662,7 @@ def goal_u3(reps: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         suite = Path(d)
         shutil.copy(REPO / "examples" / "models.py", suite / "models.py")
-        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET)))
+        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET, seeds=2)))
         (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
         _user_run(suite, "-k", "resnet-0")  # one cached export, as in a warm run
         runs: dict[str, list[tuple[float, float]]] = {"with": [], "without": []}
@@ -751,7 +784,7 @@ def goal_u2(reps: int) -> None:
     with tempfile.TemporaryDirectory() as d:
         suite = Path(d)
         shutil.copy(REPO / "examples" / "models.py", suite / "models.py")
-        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET)))
+        (suite / "test_user.py").write_text(textwrap.dedent(_USER_SUITE.format(target=TARGET, seeds=2)))
         (suite / "conftest.py").write_text(textwrap.dedent(_USER_CONFTEST))
         (suite / "export.py").write_text(textwrap.dedent(_USER_EXPORT))
         env = {"PYTHONPATH": str(suite)}

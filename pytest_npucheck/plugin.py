@@ -109,6 +109,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   type="bool", default=True)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """In a pytest-xdist worker, before any conftest or test module imports torch: OpenMP threads
+    that wait without spinning (``xdist_workers``: two workers on two cores otherwise burn CPU
+    spinning on each other; the results are the same)."""
+    import os
+
+    from .xdist_workers import worker_environment
+
+    os.environ.update(worker_environment(os.environ))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
