@@ -182,6 +182,16 @@ def _conv_channel_split(graph: Any) -> list[str]:
             and rule_not_conv_channel_split(n, {"axes": [2, 3]}, graph) is not None]
 
 
+def _scaled_softmax_off_last_axis(graph: Any) -> list[str]:
+    """GroupViT's group assignment: a Softmax along an axis other than the last of a Mul by a rank-0 constant
+    (read by nothing else): onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 and v68 fp16) fails to finalise the graph
+    (QNN_COMMON_ERROR_MEM_ALLOC; rule ``not_scaled_softmax_off_last_axis``). Returns the Softmaxes."""
+    from ..rules.context import rule_not_scaled_softmax_off_last_axis
+
+    return [n.name for n in graph.nodes if not n.graph and n.op_type == "Softmax"
+            and rule_not_scaled_softmax_off_last_axis(n, {}, graph) is not None]
+
+
 #: (toolchain, pattern id, finder, what the compiler does): a finder returns the nodes of a graph
 #: that explain the rejection; the first pattern that finds nodes explains it.
 REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
@@ -209,6 +219,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("qnn", "conv_channel_split", _conv_channel_split,
      "a Conv's (N, C, H, W) result with a unit plane dim reshaped to (N, a, C / a, H, W) (SKNet's selective-kernel "
      "attention) fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
+    ("qnn", "scaled_softmax_off_last_axis", _scaled_softmax_off_last_axis,
+     "a Softmax along an axis other than the last of a Mul by a rank-0 constant (GroupViT's group assignment) "
+     "fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
 ]
 
 #: patterns that explain a compile that never ends: a ``timeout`` they explain is a rejection

@@ -1135,6 +1135,38 @@ def rule_not_conv_channel_split(node: NodeFact, params: Mapping[str, Any], graph
             "plane last (the QNN graph fails to finalize: QNN_COMMON_ERROR_MEM_ALLOC)")
 
 
+@rule("not_scaled_softmax_off_last_axis", "context", local=False)
+def rule_not_scaled_softmax_off_last_axis(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is not a Softmax along an axis other than the last whose input is a Mul, read by nothing else, by a
+    rank-0 constant: the compiler cannot finalize that graph (onnxruntime-qnn folds the scale into the Softmax).
+
+    GroupViT's group assignment scales its attention logits and takes the Softmax over the queries (axis -2).
+    The last axis, a Div by the constant, a Mul by a (1,) or per-channel constant, a Mul another node also
+    reads, or no Mul pass."""
+    if node.op_type != "Softmax" or not node.inputs:
+        return None
+    info = graph.tensor(node.inputs[0])
+    if info is None or info.shape is None:
+        return None
+    rank = len(info.shape)
+    axis = node.attrs.get("axis")
+    if not isinstance(axis, int):
+        axis = -1 if node.opset >= 13 else 1
+    if rank == 0 or not -rank <= axis < rank or axis % rank == rank - 1:
+        return None
+    mul = _producer(graph, node.inputs[0])
+    if mul is None or mul.op_type != "Mul" or len(mul.inputs) != 2:
+        return None
+    if len(graph.consumers.get(mul.outputs[0], [])) != 1:
+        return None  # the scale stays a Mul when another node reads its result
+    for name in mul.inputs:
+        scale = graph.tensor(name)
+        if scale is not None and scale.value is not None and scale.shape == ():
+            return (f"it takes the Softmax along axis {axis} (not the last of rank {rank}) of Mul '{mul.name}' by "
+                    "a rank-0 constant (the QNN graph fails to finalize: QNN_COMMON_ERROR_MEM_ALLOC)")
+    return None
+
+
 @rule("behind_heads_transpose", "context", local=False)
 def rule_behind_heads_transpose(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input 0 is computed by a rank-4 Transpose (0, 1, 3, 2) whose result's dim 2 is a multiple of

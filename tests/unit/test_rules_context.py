@@ -1220,3 +1220,34 @@ def test_rank6_sum_plane(s, const_bias, want):
     assert got is None if want is None else want in got
     view = next(n for n in facts.nodes if n.name == "pre_view")  # rank 4 -> rank 6: not judged
     assert RULES["rank6_sum_plane"].check(view, {"multiple_of": 8}, facts) is None
+
+
+def _scaled_softmax(shape, axis, scale_shape=(), op="Mul", scale_first=False, fanout=False, opset=17):
+    scale = numpy_helper.from_array(np.full(scale_shape, 0.17, np.float32), "s")
+    nodes = [helper.make_node(op, ["s", "x"] if scale_first else ["x", "s"], ["a"], name="scale"),
+             helper.make_node("Softmax", ["a"], ["y"], name="sm", **({} if axis is None else {"axis": axis}))]
+    outs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if fanout:
+        nodes.append(helper.make_node("Relu", ["a"], ["z"], name="relu"))
+        outs.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, None))
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))], outs,
+                          [scale])
+    return facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)]))
+
+
+@pytest.mark.parametrize("shape,axis,kw,fails", [
+    # as onnxruntime-qnn 2.7.0 placed them on HTP v73 and v68 (session 19, notes/qmem.md): MEM_ALLOC or built
+    ([1, 64, 4], -2, {}, True), ([1, 64, 4], 1, {}, True), ([64, 4], 0, {}, True), ([1, 2, 64, 4], 1, {}, True),
+    ([1, 2, 64, 4], -3, {}, True), ([1, 1, 4], -2, {}, True), ([1, 64, 4], -2, {"scale_first": True}, True),
+    ([1, 64, 4], -1, {}, False), ([1, 64, 4], 2, {}, False), ([1, 64, 4], None, {}, False),
+    ([1, 64, 4], -2, {"op": "Div"}, False), ([1, 64, 4], -2, {"scale_shape": (4,)}, False),
+    ([1, 64, 4], -2, {"scale_shape": (64, 1)}, False), ([1, 64, 4], -2, {"scale_shape": (1,)}, False),
+    ([1, 64, 4], -2, {"scale_shape": (1, 1, 1)}, False), ([1, 64, 4], -2, {"fanout": True}, False),
+])
+def test_not_scaled_softmax_off_last_axis(shape, axis, kw, fails):
+    facts = _scaled_softmax(shape, axis, **kw)
+    [sm] = [n for n in facts.nodes if n.op_type == "Softmax"]
+    msg = RULES["not_scaled_softmax_off_last_axis"].check(sm, {}, facts)
+    assert (msg is not None) == fails
+    if fails:
+        assert "of Mul 'scale' by a rank-0 constant" in msg and "QNN_COMMON_ERROR_MEM_ALLOC" in msg

@@ -92,6 +92,15 @@ def test_rejection_patterns_name_the_node(save):
                                                                                              ["split"])
     assert zoo_score.explain_rejection("qnn", sk_attention(2), "Failed to finalize")[0] == "unexplained"
 
+    def group_assign(axis: int):  # GroupViT's group assignment: scaled logits, Softmax over the queries
+        return _graph(save, [helper.make_node("Mul", ["x", "scale"], ["a"], name="mul"),
+                             helper.make_node("Softmax", ["a"], ["y"], name="assign", axis=axis)],
+                      [("x", [1, 64, 4])], [const("scale", 0.17)])
+
+    assert zoo_score.explain_rejection("qnn", group_assign(-2), "Failed to finalize")[:2] == (
+        "scaled_softmax_off_last_axis", ["assign"])
+    assert zoo_score.explain_rejection("qnn", group_assign(-1), "Failed to finalize")[0] == "unexplained"
+
 
 def test_constant_query_attention_with_any_number_of_queries(save):
     def attention(queries: int, learned: bool):
