@@ -373,6 +373,7 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
     from pytest_npucheck.probe.models_cnn_shapes import QNN_FAMILIES as cnn_shape_families
     from pytest_npucheck.probe.models_sequence_shapes import QNN_FAMILIES as sequence_shape_families
     from pytest_npucheck.probe.models_conv_channel_split import QNN_FAMILIES as conv_split_families
+    from pytest_npucheck.probe.models_scaled_softmax import QNN_FAMILIES as scaled_softmax_families
 
     col = Collector()
     for fam in (gather_families + rejection_families + einsum_families + datadep_families
@@ -380,7 +381,7 @@ def extra_probes(select: Sequence[str] | None = None) -> list[Probe]:
                 + int64_families + unroll_families + noop_layout_families
                 + cpu_transpose_families + contraction_families + cumsum_families
                 + dead_families + reshape_fusion_families + cnn_shape_families + sequence_shape_families
-                + conv_split_families):
+                + conv_split_families + scaled_softmax_families):
         fam(col)
     out += col.probes
     if select:

@@ -121,7 +121,15 @@ def op_rules(arch: int, version: str = "2.51.0") -> dict[str, dict[str, Any]]:
                "'Failed to finalize QNN graph ... QNN_COMMON_ERROR_MEM_ALLOC', the session is not created (timm "
                "SKNet's selective-kernel attention); a plane without such a unit dim, a rank-4 target or a "
                "pooling's result build (q.Reshape.ctx=conv_split.*)")]
+    # 2.51.0: a Softmax off the last axis of a Mul by a rank-0 constant fails to finalize (both archs)
+    scaled_softmax = [] if _vkey(version) < (2, 51) else [
+        C("not_scaled_softmax_off_last_axis", [r"q\.Softmax\.ctx=scaled\."], "unsupported",
+          note="a Softmax along an axis other than the last whose input is a Mul (read by nothing else) by a "
+               "rank-0 constant: 'Failed to finalize QNN graph ... QNN_COMMON_ERROR_MEM_ALLOC', the session is not "
+               "created (GroupViT's group assignment, Softmax over the queries); the last axis, a Div, a (1,) or "
+               "per-channel scale or no scale build (q.Softmax.ctx=scaled.*)")]
     rules: dict[str, dict[str, Any]] = {
+        "Softmax": E("npu", *scaled_softmax),
         # -- element-wise ops whose rank-5 form the backend rejects -------------------------
         "Tanh": E("npu", rank4("Tanh")),
         "Sqrt": E("npu", rank4("Sqrt")),
