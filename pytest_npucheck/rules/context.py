@@ -1286,9 +1286,11 @@ def _unit_tiling(graph: GraphFacts, concat: NodeFact) -> Optional[str]:
             return f"Slice '{p.name}' is not a step-1 Slice of one constant axis"
         a = axis[0] % rank
         n = shape[a]
-        if not isinstance(n, int) or starts[0] % n != i or ends[0] != i + 1 or len(parts) != n:
+        if not isinstance(n, int) or starts[0] % n != i or ends[0] != i + 1:
             return (f"the Slices do not tile axis {a} in pieces of one (Slice '{p.name}': "
                     f"[{starts[0]}:{ends[0]}] of {n})")
+        if len(parts) != n:
+            return f"the {len(parts)} Slices of one row each do not cover the {n} rows of axis {a}"
         if _sole_reader(graph, p.outputs[0]) is not concat:
             return f"Concat '{concat.name}' is not the only reader of Slice '{p.name}'"
         axes.add(a)
