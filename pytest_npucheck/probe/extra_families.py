@@ -70,6 +70,7 @@ from pytest_npucheck.probe import (
     models_slice_pairs,
     models_kv_repeat_inputs,
     models_split_concat,
+    models_int_unsqueeze_cast,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -125,6 +126,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_slice_pairs.FAMILIES,
     *models_kv_repeat_inputs.FAMILIES,
     *models_split_concat.FAMILIES,
+    *models_int_unsqueeze_cast.FAMILIES,
 ]
 
 
