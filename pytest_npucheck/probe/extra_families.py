@@ -69,6 +69,8 @@ from pytest_npucheck.probe import (
     models_token_unroll,
     models_slice_pairs,
     models_kv_repeat_inputs,
+    models_split_concat,
+    models_int_unsqueeze_cast,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -123,6 +125,8 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_token_unroll.FAMILIES,
     *models_slice_pairs.FAMILIES,
     *models_kv_repeat_inputs.FAMILIES,
+    *models_split_concat.FAMILIES,
+    *models_int_unsqueeze_cast.FAMILIES,
 ]
 
 

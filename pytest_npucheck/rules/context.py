@@ -1293,3 +1293,57 @@ def rule_rank6_sum_plane(node: NodeFact, params: Mapping[str, Any], graph: Graph
                 f"lays it out with a ({d4}, {d5}) plane of {d4 * d5} elements, not a multiple of {step}, and runs "
                 "the Reshape back to rank 4 on the CPU")
     return None
+
+
+def _unit_tiling(graph: GraphFacts, concat: NodeFact) -> Optional[str]:
+    """None when ``concat`` joins, in order, Slices of one tensor that tile one of its axes in pieces of one
+    (starts 0, 1, ..., n - 1 of an axis of static length n, step 1), each read only by ``concat``, on the
+    next axis; else why not."""
+    if concat.op_type != "Concat" or len(concat.inputs) < 2:
+        return "it is not a Concat of two or more tensors"
+    parts = [_producer(graph, name) if name else None for name in concat.inputs]
+    if any(p is None or p.op_type != "Slice" or len(p.inputs) < 4 for p in parts):
+        return f"an input of Concat '{concat.name}' is not computed by a Slice with constant axes"
+    if len({p.inputs[0] for p in parts}) != 1 or len({p.name for p in parts}) != len(parts):
+        return f"the Slices read by Concat '{concat.name}' do not slice one tensor once each"
+    shape = _shape(graph, parts[0].inputs[0])
+    if shape is None:
+        return "the sliced tensor's shape is unknown"
+    rank = len(shape)
+    axes = set()
+    for i, p in enumerate(parts):
+        axis, starts, ends = (_const_ints(graph, p.inputs[k]) for k in (3, 1, 2))
+        steps = _const_ints(graph, p.inputs[4]) if len(p.inputs) > 4 and p.inputs[4] else (1,)
+        if axis is None or starts is None or ends is None or steps is None or len(axis) != 1 or steps != (1,):
+            return f"Slice '{p.name}' is not a step-1 Slice of one constant axis"
+        a = axis[0] % rank
+        n = shape[a]
+        if not isinstance(n, int) or starts[0] % n != i or ends[0] != i + 1:
+            return (f"the Slices do not tile axis {a} in pieces of one (Slice '{p.name}': "
+                    f"[{starts[0]}:{ends[0]}] of {n})")
+        if len(parts) != n:
+            return f"the {len(parts)} Slices of one row each do not cover the {n} rows of axis {a}"
+        if _sole_reader(graph, p.outputs[0]) is not concat:
+            return f"Concat '{concat.name}' is not the only reader of Slice '{p.name}'"
+        axes.add(a)
+    if len(axes) != 1:
+        return "the Slices cut different axes"
+    axis = concat.attrs.get("axis")
+    if not isinstance(axis, int) or axis % rank != axes.pop() + 1:
+        return f"Concat '{concat.name}' does not join on the axis after the one sliced"
+    return None
+
+
+@rule("unit_split_concat", "context", local=False, words=_words)
+def rule_unit_split_concat(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
+    """it is a Slice, or the Concat, of Slices that tile one axis of a static tensor in pieces of one and are concatenated, in order, on the next axis: the compiler rewrites them into one Split (replace_parallel_slice_by_split) and the Split and Concat into one Reshape (replace_split_concat_by_reshape) merged with the Concat's readers; when the Concat's result is a graph output that Reshape is a row of its own named after the first Slice."""  # noqa: E501
+    if node.op_type == "Concat":
+        return _unit_tiling(graph, node)
+    reader = _sole_reader(graph, node.outputs[0]) if node.op_type == "Slice" and node.outputs and node.outputs[0] else None
+    if reader is None or reader.op_type != "Concat":
+        return "it is not a Slice read only by a Concat"
+    why = _unit_tiling(graph, reader)
+    if why is None and reader.inputs[0] == node.outputs[0] and _is_graph_output(graph, reader.outputs[0]):
+        return (f"the Concat '{reader.name}' is a graph output: the integer Reshape the compiler makes of the "
+                "Slices and the Concat stays a CPU row, named after the first Slice")
+    return why

@@ -1310,3 +1310,30 @@ def test_rknn_slice_pair_judged_as_the_merged_slice(catalog):
     assert firsts == {"cpu": 9, "npu": 2}
     v = verdicts(catalog, RKNN, _slice_pair([1, 4, 4, 16], (1, 1, 1), (2, 0, 2)))  # a crop in front of a stride
     assert "has steps [2]: the compiler merges the two into one Slice" in v["focus_slice"][1]
+
+
+def test_rknn_unit_split_concat_is_one_npu_reshape(catalog):
+    """Every x.Slice.ctx=split_concat probe: integer Slices tiling an axis in pieces of one and their Concat on
+    the next axis are npu as recorded (one Reshape); pieces of two, overlapping or partial Slices and their Concat
+    are cpu (the recorded CPU rows; the one Slice of each the compiler merged away is a self-check entry)."""
+    from pytest_npucheck.probe.models_split_concat import CASES, _split_concat
+
+    recorded = _recorded_rknn_extra()
+    seen = {"npu": 0, "cpu": 0}
+    for label, rows, slices in CASES:
+        for width in (8, 128):
+            pid = "x.Slice.ctx=split_concat.%s.w%d.i64.r3" % (label, width)
+            v = verdicts(catalog, RKNN, _split_concat(rows, slices, width))
+            names = ["focus_slice%d" % i for i in range(len(slices))] + ["focus_concat"]
+            placed = recorded[pid]["placement"]
+            want = "npu" if label.startswith("tile.") and label.endswith(".e1") else "cpu"
+            for name in names:
+                assert v[name][0] == want, (pid, name, v[name][1])
+                if placed[name] == "cpu":  # every CPU row the compiler kept, the table calls cpu
+                    assert v[name][0] == "cpu", (pid, name)
+            assert all(placed[n] == "npu" for n in names) == (want == "npu"), pid
+            seen[want] += 1
+            if want == "cpu":
+                why = "do not cover the 3 rows of axis 1" if label.startswith("part.") else "do not tile axis 1 in pieces of one"
+                assert why in v["focus_concat"][1] and why in v["focus_slice0"][1], (pid, v["focus_concat"])
+    assert seen == {"npu": 6, "cpu": 6}

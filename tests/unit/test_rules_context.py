@@ -1251,3 +1251,47 @@ def test_not_scaled_softmax_off_last_axis(shape, axis, kw, fails):
     assert (msg is not None) == fails
     if fails:
         assert "of Mul 'scale' by a rank-0 constant" in msg and "QNN_COMMON_ERROR_MEM_ALLOC" in msg
+
+
+def test_unit_split_concat_sees_slices_tiling_an_axis_joined_on_the_next():
+    """Three one-row Slices of a (1, 3, 8) tensor joined on axis 2 pass (one Reshape); joined out of order, on
+    axis 0, with a Slice read elsewhere too, or leaving a row out, they fail; as the graph output the first
+    Slice fails (the Reshape's row is named after it) and the others and the Concat pass."""
+    rule = {"rule": "any_of", "params": {"constraints": [
+        {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
+        {"rule": "unit_split_concat", "params": {}}]}, "else": "cpu"}  # as the RKNN table writes it
+
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    def graph(order=(0, 1, 2), axis=2, rows=3, shared=False, output=False):
+        inits = [ints("a", [1]), ints("st", [1])] + [ints("b%d" % i, [i]) for i in range(4)]
+        nodes = [helper.make_node("Slice", ["x", "b%d" % i, "b%d" % (i + 1), "a", "st"], ["s%d" % i], name="slice%d" % i)
+                 for i in range(rows)]
+        nodes.append(helper.make_node("Concat", ["s%d" % i for i in order], ["c"], name="concat", axis=axis))
+        outs = [helper.make_tensor_value_info("c", TensorProto.INT64, None)]
+        if not output:
+            nodes.append(helper.make_node("Cast", ["c"], ["y"], name="cast", to=TensorProto.FLOAT))
+            outs = [_vi("y", None)]
+        if shared:
+            nodes.append(helper.make_node("Cast", ["s1"], ["z"], name="other", to=TensorProto.FLOAT))
+            outs.append(_vi("z", None))
+        x = helper.make_tensor_value_info("x", TensorProto.INT64, [1, 3, 8])
+        m = _graph(nodes, [x], outs, inits)
+        t = _table([rule], op="Slice")
+        t.ops["ai.onnx:Concat"] = t.ops["ai.onnx:Slice"]
+        [r] = check_graph(facts_from_model(m), [t])
+        return {n.name: (n.verdict, _reasons(n)) for n in r.nodes}
+
+    got = graph()
+    assert [got[n][0] for n in ("slice0", "slice1", "slice2", "concat")] == ["npu"] * 4
+    for kw, why in (({"order": (1, 0, 2)}, "do not tile axis 1 in pieces of one"),
+                    ({"axis": 0}, "does not join on the axis after the one sliced"),
+                    ({"shared": True}, "is not the only reader of Slice 'slice1'"),
+                    ({"rows": 2, "order": (0, 1)}, "the 2 Slices of one row each do not cover the 3 rows of axis 1")):
+        got = graph(**kw)
+        assert got["concat"][0] == "cpu" and why in got["concat"][1], (kw, got["concat"])
+    got = graph(output=True)
+    assert got["slice0"][0] == "cpu" and "is a graph output" in got["slice0"][1]
+    assert [got[n][0] for n in ("slice1", "slice2", "concat")] == ["npu"] * 3
+    assert not is_local("unit_split_concat", {})

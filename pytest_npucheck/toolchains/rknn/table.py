@@ -339,6 +339,25 @@ _INT_READERS_NOTE = ("; so does one of rank below 4 read only by int64 Expand, T
                      "a TopK, a Div, 10 and 16 indices; the reader's relayout 'Reshape <result>_rs' is its glue), "
                      "while as the indices of a Gather it is a CPU Reshape of its own")
 
+def _int_unit_split_concat(probes: Sequence[str]) -> dict[str, Any]:
+    """The generic dtype rule of Slice and Concat (both are excepted from it): integer data runs on the CPU
+    unless the op is a Slice, or the Concat, of Slices tiling one axis in pieces of one, concatenated in
+    order on the next axis, which the compiler turns into one NPU Reshape."""
+    return C("any_of", list(probes) + [r"x\.Slice\.ctx=split_concat\.", r"x\.Pad\.ctx=block_mask\.t16"],
+             constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
+                                                       "allowed": ["float32", "float16", "bool"]}},
+                          {"rule": "unit_split_concat", "params": {}}],
+             note="integer (int64/int32) data runs on the CPU, except Slices that tile one axis of a static "
+                  "tensor in pieces of one and the Concat joining them in order on the next axis: the "
+                  "compiler makes one Split of the Slices (replace_parallel_slice_by_split) and one Reshape of "
+                  "the Split and Concat (replace_split_concat_by_reshape), an int64 Reshape on the NPU (LongT5's "
+                  "block mask with one block: (1, 3, blk) sliced [0:1], [1:2], [2:3] and joined on axis 2; "
+                  "x.Slice.ctx=split_concat.tile.*, x.Pad.ctx=block_mask.t16.*). Pieces of two, overlapping "
+                  "Slices (LongT5 with two or more blocks) or Slices covering part of the axis ran on the CPU "
+                  "(x.Slice.ctx=split_concat.{tile.p2.e2,overlap,part}.*; the generic integer rule excepts Slice "
+                  "and Concat)")
+
+
 # --------------------------------------------------------------------------------------------
 # the op rules (RKNN 2.5.0, rk3588, fp16 build)
 # --------------------------------------------------------------------------------------------
@@ -997,7 +1016,8 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                         "A pixel shuffle written as Reshape -> rank-6 Transpose -> Reshape was "
                         "fused into an NPU ConvTranspose (errata); torch exports PixelShuffle "
                         "as DepthToSpace."),
-    "Concat": E("npu", probes=[r"pattern\.focus", r"pattern\.fpn"]),
+    "Concat": E("npu", _int_unit_split_concat([r"Concat\.axis=0\.i64", r"Concat\..*\.i32"]),
+                probes=[r"pattern\.focus", r"pattern\.fpn"]),
     "Split": E("npu", C("any_of", [r"x\.Split\.ctx=qkv_heads\."], "unsupported",
                         constraints=[{"rule": "producer_not", "params": {"index": 0, "chain": ["Reshape", "Gemm"]}},
                                      {"rule": "feeds_not", "params": {"path": ["MatMul", "Softmax", "MatMul"],
@@ -1015,6 +1035,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
     "Slice": E("npu",
                C("const_input", [r"Slice\.starts=dyn"], "unsupported", index=[1, 2, 3, 4],
                  note="non-constant starts/ends/axes/steps make build() fail"),
+               _int_unit_split_concat([r"Slice\..*\.i32"]),
                C("any_of", [r"Slice\.axis=\w+\.step=(2|3)\.f32\.r[234]",
                             r"Slice\.axes=2_3\.step=2", r"Slice\.axis=1\.step=m1\.f32\.r4",
                             r"ctx\.Slice", r"x\.Slice\.ctx=s2d\.", r"x\.Slice\.ctx=(two_slices|slice_pair)\."],
@@ -1263,7 +1284,8 @@ GENERIC = [
 ]
 GENERIC[1]["except_ops"] = ["ai.onnx:Cast", "ai.onnx:Shape", "ai.onnx:Size", "ai.onnx:Pad",
                             "ai.onnx:ConstantOfShape", "ai.onnx:Range", "ai.onnx:NonZero",
-                            "ai.onnx:Div", "ai.onnx:MatMul", "ai.onnx:Transpose"] \
+                            "ai.onnx:Div", "ai.onnx:MatMul", "ai.onnx:Transpose", "ai.onnx:Slice",
+                            "ai.onnx:Concat"] \
     + ["ai.onnx:" + op for op in _MERGED_LAYOUT]
 
 def _gelu_nodes(mul2_reads_mul_at: int) -> list[dict[str, Any]]:
