@@ -15,7 +15,19 @@ The names below are the public ones; ``from pytest_npucheck.graph import X`` imp
 """
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker and an editor see: the names, from their modules
+    from .build import clear_caches, facts_from_model, load_graph
+    from .facts import (DEFAULT_DOMAIN, DTYPE_SIZES, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo,
+                        dtype_name, iter_main_nodes, tensor_bytes)
+    from .frozen import frozen_new
+    from .gc_pause import paused_gc
+    from .location import SourceLocation, format_location
+    from .ops import CONTROL_FLOW, IDENTITY_OPS, NONDETERMINISTIC, NOT_FOLDED, SEQUENCE_OUTPUT, SHAPE_OPS
+    from .protobuf import Kept, load_model_proto
+    from .schema import op_schema
+    from .view import GraphView
 
 # Each public name is imported from its module on first use (PEP 562), not when the package is: a
 # process that needs one light module (the report's ``location`` formatting, which the pytest
