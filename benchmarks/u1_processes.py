@@ -7,7 +7,8 @@ marked tests and as many plain ones) on a warm export cache, ``-n 0`` and ``-n 2
 without it (bare pytest-xdist), alternately, and prints for each process its CPU seconds at conftest
 import ("start"), over collection, over the tests, from ``pytest_sessionfinish`` to ``atexit``, and in
 all (xdist's workers run under ``/usr/bin/time`` through ``--tx 2*popen//python=WRAPPER``, so their
-exit is counted; the controller's total is the run's less its workers'). ``--before DIR``: a side run
+exit is counted; the controller's total is the run's less its workers'; "own" is the controller's RUSAGE_SELF alone and
+"orphans" what remains: the isolated children the workers left unreaped at exit). ``--before DIR``: a side run
 with DIR first on ``PYTHONPATH`` (a ``git archive`` of another commit's ``pytest_npucheck`` and
 ``op_support_tables``), to compare two versions of the plugin in one run. The environment passes
 through: ``OMP_NUM_THREADS=1 python benchmarks/u1_processes.py`` measures without torch's OpenMP pool.
@@ -58,6 +59,8 @@ def pytest_sessionfinish(session):
 
 def _at_exit():
     PHASES["atexit"] = _c()
+    s = _r.getrusage(_r.RUSAGE_SELF)
+    PHASES["self"] = s.ru_utime + s.ru_stime  # this process alone, without any child
     name = os.environ.get("PYTEST_XDIST_WORKER", "main")
     with open(os.path.join(os.environ["BENCH_OUT"], f"phases-{name}-{os.getpid()}.json"), "w") as fh:
         json.dump(PHASES, fh)
@@ -100,7 +103,17 @@ def _one(suite: Path, wrapper: Path, prefix: list[str], args: list[str]) -> dict
                 "tests": p["finished"] - p.get("collected", p["start"]), "to_atexit": p["atexit"] - p["finished"]}
         workers = sorted(sum(map(float, line.split())) for line in times.read_text().splitlines()) \
             if times.exists() else []
-        return {"wall": wall, "total": total, "workers_total": workers, "controller_total": total - sum(workers), "procs": procs}
+        # the controller's own CPU (its RUSAGE_SELF at exit); what is left of the run's CPU once the
+        # workers and the controller are taken off is the isolated children the workers killed and
+        # left unreaped at their exit (charged to this harness, the subreaper), not the controller's
+        ctl = [json.loads(f.read_text()).get("self") for f in Path(out).glob("phases-main-*.json")] if workers else []
+        own = ctl[0] if ctl and ctl[0] is not None else None
+        out_row = {"wall": wall, "total": total, "workers_total": workers, "controller_total": total - sum(workers),
+                   "procs": procs}
+        if own is not None:
+            out_row["controller_self"] = own
+            out_row["orphans"] = total - sum(workers) - own
+        return out_row
 
 
 def main() -> None:
@@ -133,7 +146,8 @@ def main() -> None:
             for name, (prefix, args) in sides.items():
                 rows[name].append(_one(suite, wrapper, prefix, args))
                 r = rows[name][-1]
-                print(f"{rep} {name:10s} wall {r['wall']:.2f} total {r['total']:.2f}  controller {r['controller_total']:.2f}  workers "
+                own = (f" (own {r['controller_self']:.2f}, orphans {r['orphans']:.2f})" if "controller_self" in r else "")
+                print(f"{rep} {name:10s} wall {r['wall']:.2f} total {r['total']:.2f}  controller {r['controller_total']:.2f}{own}  workers "
                       f"{[round(w, 2) for w in r['workers_total']]}  "
                       + json.dumps({p: {k: round(v, 2) for k, v in ph.items()} for p, ph in sorted(r["procs"].items())}),
                       flush=True)
@@ -142,6 +156,9 @@ def main() -> None:
     for name, rs in rows.items():
         med = {"wall": statistics.median(r["wall"] for r in rs), "total": statistics.median(r["total"] for r in rs),
                "controller_total": statistics.median(r["controller_total"] for r in rs)}
+        for key in ("controller_self", "orphans"):
+            if all(key in r for r in rs):
+                med[key] = statistics.median(r[key] for r in rs)
         if rs[0]["workers_total"]:
             med["workers_total"] = [statistics.median(r["workers_total"][i] for r in rs if len(r["workers_total"]) > i)
                                     for i in range(len(rs[0]["workers_total"]))]

@@ -125,9 +125,9 @@ def report_spec(value: str) -> tuple[str, str]:
 def project_version(rootdir: Path) -> str:
     """The version of the project under test (pyproject's static [project] version), else the plugin's."""
     try:
-        import tomllib
+        with open(rootdir / "pyproject.toml", "rb") as fh:  # no pyproject: no TOML parser to import
+            import tomllib
 
-        with open(rootdir / "pyproject.toml", "rb") as fh:
             version = tomllib.load(fh).get("project", {}).get("version")
         if isinstance(version, str) and version.strip():
             return version.strip()

@@ -14,16 +14,49 @@
 The names below are the public ones; ``from pytest_npucheck.graph import X`` imports them.
 """
 
-from .build import clear_caches, facts_from_model, load_graph
-from .facts import (DEFAULT_DOMAIN, DTYPE_SIZES, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo,
-                    dtype_name, iter_main_nodes, tensor_bytes)
-from .frozen import frozen_new
-from .gc_pause import paused_gc
-from .location import SourceLocation, format_location
-from .ops import CONTROL_FLOW, IDENTITY_OPS, NONDETERMINISTIC, NOT_FOLDED, SEQUENCE_OUTPUT, SHAPE_OPS
-from .protobuf import Kept, load_model_proto
-from .schema import op_schema
-from .view import GraphView
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what a type checker and an editor see: the names, from their modules
+    from .build import clear_caches, facts_from_model, load_graph
+    from .facts import (DEFAULT_DOMAIN, DTYPE_SIZES, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo,
+                        dtype_name, iter_main_nodes, tensor_bytes)
+    from .frozen import frozen_new
+    from .gc_pause import paused_gc
+    from .location import SourceLocation, format_location
+    from .ops import CONTROL_FLOW, IDENTITY_OPS, NONDETERMINISTIC, NOT_FOLDED, SEQUENCE_OUTPUT, SHAPE_OPS
+    from .protobuf import Kept, load_model_proto
+    from .schema import op_schema
+    from .view import GraphView
+
+# Each public name is imported from its module on first use (PEP 562), not when the package is: a
+# process that needs one light module (the report's ``location`` formatting, which the pytest
+# controller imports) does not pay for the graph builder, the constant folder and the propagation
+# (~25-60 ms), and ``from pytest_npucheck.graph import X`` imports X's module only.
+_SOURCES = {
+    "clear_caches": "build", "facts_from_model": "build", "load_graph": "build",
+    "DEFAULT_DOMAIN": "facts", "DTYPE_SIZES": "facts", "DYNAMIC_DIM": "facts", "SMALL_CONSTANT": "facts",
+    "GraphFacts": "facts", "NodeFact": "facts", "TensorInfo": "facts", "dtype_name": "facts",
+    "iter_main_nodes": "facts", "tensor_bytes": "facts",
+    "frozen_new": "frozen", "paused_gc": "gc_pause", "SourceLocation": "location", "format_location": "location",
+    "CONTROL_FLOW": "ops", "IDENTITY_OPS": "ops", "NONDETERMINISTIC": "ops", "NOT_FOLDED": "ops",
+    "SEQUENCE_OUTPUT": "ops", "SHAPE_OPS": "ops",
+    "Kept": "protobuf", "load_model_proto": "protobuf", "op_schema": "schema", "GraphView": "view",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _SOURCES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SOURCES))
+
 
 __all__ = [
     "CONTROL_FLOW", "DEFAULT_DOMAIN", "DTYPE_SIZES", "DYNAMIC_DIM", "GraphFacts", "GraphView", "IDENTITY_OPS", "Kept",

@@ -344,6 +344,20 @@ def test_plugin_import_is_light():
     assert out == ""
 
 
+def test_the_report_modules_a_controller_imports_leave_the_graph_builder_out():
+    """An xdist controller checks nothing: the terminal summary formats locations with
+    ``graph.location`` and must not load the graph builder, the folder and the propagation with it
+    (the package imports its names on first use); a name taken from the package loads its module."""
+    code = ("import sys, pytest_npucheck.plugin, pytest_npucheck.reporter, pytest_npucheck.report.terminal, "
+            "pytest_npucheck.report.text\n"
+            "print(','.join(sorted(m for m in sys.modules if m.startswith('pytest_npucheck.graph.'))))\n"
+            "from pytest_npucheck.graph import load_graph\n"
+            "print(load_graph.__module__, 'pytest_npucheck.graph.propagate' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "pytest_npucheck.graph.frozen,pytest_npucheck.graph.gc_pause,pytest_npucheck.graph.location"
+    assert out[1] == "pytest_npucheck.graph.build True"
+
+
 def test_export_opset_defaults_to_what_every_target_accepts(pytester, tmp_path):
     import shutil
 

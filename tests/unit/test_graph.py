@@ -248,3 +248,17 @@ def test_fast_folding_matches_onnx_reference(op, args, attrs):
     [expected] = ReferenceEvaluator(model).run(None, dict(zip(names, args)))
     assert fast[0].dtype == expected.dtype and fast[0].shape == expected.shape
     np.testing.assert_array_equal(fast[0], expected)
+
+
+def test_the_package_names_are_the_modules_objects_and_an_unknown_name_is_an_attribute_error():
+    import importlib
+
+    import pytest_npucheck.graph as graph
+
+    assert set(graph._SOURCES) == set(graph.__all__)
+    for name, module in graph._SOURCES.items():
+        assert getattr(graph, name) is getattr(importlib.import_module(f"pytest_npucheck.graph.{module}"), name)
+    assert set(graph.__all__) <= set(dir(graph))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        graph.nope  # noqa: B018
+    assert not hasattr(graph, "_nope")
