@@ -171,6 +171,45 @@ def _tile_transpose_perm(graph: Any) -> list[str]:
             and rule_tile_transpose_perm(n, params, graph) is not None]
 
 
+#: ops whose output shape can follow the values of an input (split sizes, indices, a shape, a count)
+_SHAPE_FROM_VALUES = frozenset({"Split", "NonZero", "Compress", "Unique", "TopK", "Slice", "Reshape", "Expand", "Tile",
+                                "Range", "ConstantOfShape", "Pad", "Resize", "OneHot"})
+
+#: of those, the ones whose first input decides the output's shape (the others' first input is the data)
+_VALUES_IN_FIRST = frozenset({"NonZero", "Unique", "Range", "ConstantOfShape"})
+
+
+def _run_time_shape(graph: Any) -> list[str]:
+    """Where a shape starts to depend on run-time values in a model whose inputs are static: a node
+    (a Split by sizes computed from the data, a NonZero, ...) whose inputs all have static shapes and
+    whose output's shape has a dim the checker cannot fix (symbolic, or unknown), the values that decide it
+    computed in the model (not a graph input). JetMoE's MoE routing
+    (dynamo export: ``Split(tokens, sizes counted from the router's TopK)`` -> one Gemm per expert)
+    is this form. rknn-toolkit2 2.5.0 cannot build it: fold_constant raises or folds the split away
+    ("argument of type 'NoneType' is not iterable", "All outputs ... are constants"), its shape
+    inference gets invalid dimensions, a NonZero "need to be constant" (ad-hoc models split by a count
+    of positive rows -> MatMul | Relu | graph output, NonZero -> Gather: all fail; the same Split by
+    constant sizes builds). Returns those nodes."""
+    if any(graph.tensor(t) is None or not graph.tensor(t).static
+           for t in graph.inputs if t not in graph.initializers):
+        return []  # dynamic inputs: the shapes vary anyway (the static_shape rule's case)
+    fed = set(graph.inputs) - set(graph.initializers)
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type not in _SHAPE_FROM_VALUES:
+            continue
+        ins = [graph.tensor(t) for t in n.inputs if t]
+        if any(i is None or not i.static for i in ins):
+            continue
+        deciding = n.inputs if n.op_type in _VALUES_IN_FIRST else n.inputs[1:]
+        if any(t in fed for t in deciding):
+            continue  # sizes given as a graph input: computed by no node of the model (an empty tensor's case)
+        outs = [graph.tensor(t) for t in n.outputs if t]
+        if any(o is None or not o.static for o in outs):
+            out.append(n.name)
+    return out
+
+
 def _conv_channel_split(graph: Any) -> list[str]:
     """SKNet's selective-kernel attention: a Reshape of a Conv's (N, C, H, W) result, H or W of 1, to a rank-5
     (N, a, C / a, H, W): onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 fp16) fails to finalise the graph
@@ -203,6 +242,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "tile_transpose_perm", _tile_transpose_perm,
      "a Transpose (0, 3, 1, 4, 2) of the Expand of a Reshape of a sliced logit (BoTNet's relative-position "
      "logits): rknn-toolkit2 2.5.0's rewrite reduce_tp_in_mesh_forward raises"),
+    ("rknn", "run_time_shape", _run_time_shape,
+     "a shape that follows run-time values in a model with static inputs (a Split by sizes computed from the "
+     "data, a NonZero): rknn-toolkit2 2.5.0's build fails (fold_constant or its shape inference raises)"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
