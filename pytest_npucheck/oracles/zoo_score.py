@@ -210,6 +210,26 @@ def _run_time_shape(graph: Any) -> list[str]:
     return out
 
 
+def _conv1d_same_pad(graph: Any) -> list[str]:
+    """A 1-D Conv (rank-3 input) padded by ``auto_pad`` SAME_UPPER or SAME_LOWER (LASR's Conformer depthwise
+    conv, kernel 32): rknn-toolkit2 2.5.0 turns it into a 2-D Conv and its build fails, how depends on the
+    context (ONNX Runtime refuses "both 'auto_pad' and 'pads'" in fold_constant; in LASR a KeyError after
+    seperate_large_kernel_conv and unsqueeze_to_4d_transpose). Ad-hoc family (Relu -> Conv1d, kernels 1, 3, 5,
+    7, 15, 16, 17, 31, 32, 33, group 1 and depthwise, then BatchNormalization or Relu): every SAME_* fails,
+    VALID and the same padding as explicit pads build, a rank-4 (1, 7) SAME_UPPER Conv builds; LASR with its
+    Conv's auto_pad written as pads (15, 16) builds. Returns the Convs."""
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type != "Conv" or str(n.attrs.get("auto_pad", "NOTSET")) not in ("SAME_UPPER", "SAME_LOWER"):
+            continue
+        x = graph.tensor(n.inputs[0]) if n.inputs else None
+        kernel = n.attrs.get("kernel_shape")
+        rank = len(x.shape) if x is not None and x.shape is not None else (len(kernel) + 2 if kernel else None)
+        if rank == 3:
+            out.append(n.name)
+    return out
+
+
 def _conv_channel_split(graph: Any) -> list[str]:
     """SKNet's selective-kernel attention: a Reshape of a Conv's (N, C, H, W) result, H or W of 1, to a rank-5
     (N, a, C / a, H, W): onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 fp16) fails to finalise the graph
@@ -245,6 +265,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "run_time_shape", _run_time_shape,
      "a shape that follows run-time values in a model with static inputs (a Split by sizes computed from the "
      "data, a NonZero): rknn-toolkit2 2.5.0's build fails (fold_constant or its shape inference raises)"),
+    ("rknn", "conv1d_same_pad", _conv1d_same_pad,
+     "a 1-D Conv (rank-3 input) padded by auto_pad SAME_UPPER or SAME_LOWER: rknn-toolkit2 2.5.0 makes it a 2-D "
+     "Conv and its build fails (explicit pads or VALID build)"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),

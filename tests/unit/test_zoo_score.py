@@ -172,6 +172,28 @@ def test_a_shape_from_run_time_values_explains_rknns_rejection(save):
                                                                                        ["where_positive"])
 
 
+def test_a_1d_conv_padded_by_auto_pad_same_explains_rknns_rejection(save):
+    """LASR's Conformer depthwise conv (kernel 32, auto_pad SAME_UPPER) on a rank-3 input."""
+    def conv(auto_pad: str, rank: int = 3, kernel: int = 32):
+        shape, k = ([1, 32, 29], [kernel]) if rank == 3 else ([1, 32, 1, 29], [1, kernel])
+        w = np.ones([32, 1] + k, "float32")
+        attrs = {"auto_pad": auto_pad} if auto_pad else {"pads": [15, 16] if rank == 3 else [0, 15, 0, 16]}
+        return _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                             helper.make_node("Conv", ["r", "w"], ["y"], name="depthwise_conv", group=32,
+                                              kernel_shape=k, **attrs)],
+                      [("x", shape)], [const("w", w)])
+
+    for auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pid, nodes, text = zoo_score.explain_rejection("rknn", conv(auto_pad), "'/m/Mul_output_0_slice_conv_rs'")
+        assert (pid, nodes) == ("conv1d_same_pad", ["depthwise_conv"]) and "auto_pad" in text
+    assert zoo_score.explain_rejection("rknn", conv("SAME_UPPER", kernel=3), "boom")[0] == "conv1d_same_pad"
+    # explicit pads, VALID, and a 2-D Conv padded SAME build: not the pattern
+    assert zoo_score.explain_rejection("rknn", conv(""), "boom")[0] == "unexplained"
+    assert zoo_score.explain_rejection("rknn", conv("VALID"), "boom")[0] == "unexplained"
+    assert zoo_score.explain_rejection("rknn", conv("SAME_UPPER", rank=4), "boom")[0] == "unexplained"
+    assert zoo_score.explain_rejection("qnn", conv("SAME_UPPER"), "boom")[0] == "unexplained"
+
+
 def test_rejection_from_rknns_rule_trace_and_unknown_attributes(save):
     g = _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
                       helper.make_node("Softmax", ["r"], ["y"], name="node_sm")], [("x", [1, 4])])
