@@ -69,6 +69,7 @@ from pytest_npucheck.probe import (
     models_token_unroll,
     models_slice_pairs,
     models_kv_repeat_inputs,
+    models_conv1d_pad,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -123,6 +124,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_token_unroll.FAMILIES,
     *models_slice_pairs.FAMILIES,
     *models_kv_repeat_inputs.FAMILIES,
+    *models_conv1d_pad.FAMILIES,
 ]
 
 
