@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["HANG_PATTERNS", "REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
+__all__ = ["FALLBACK_PATTERNS", "HANG_PATTERNS", "REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
            "normalise_reason", "score_model", "summarise"]
 
 _POSITIVE = {"cpu", "unsupported"}
@@ -262,9 +262,6 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "tile_transpose_perm", _tile_transpose_perm,
      "a Transpose (0, 3, 1, 4, 2) of the Expand of a Reshape of a sliced logit (BoTNet's relative-position "
      "logits): rknn-toolkit2 2.5.0's rewrite reduce_tp_in_mesh_forward raises"),
-    ("rknn", "run_time_shape", _run_time_shape,
-     "a shape that follows run-time values in a model with static inputs (a Split by sizes computed from the "
-     "data, a NonZero): rknn-toolkit2 2.5.0's build fails (fold_constant or its shape inference raises)"),
     ("rknn", "conv1d_same_pad", _conv1d_same_pad,
      "a 1-D Conv (rank-3 input) padded by auto_pad SAME_UPPER or SAME_LOWER: rknn-toolkit2 2.5.0 makes it a 2-D "
      "Conv and its build fails (explicit pads or VALID build)"),
@@ -274,6 +271,14 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("qnn", "conv_channel_split", _conv_channel_split,
      "a Conv's (N, C, H, W) result with a unit plane dim reshaped to (N, a, C / a, H, W) (SKNet's selective-kernel "
      "attention) fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
+]
+
+#: patterns tried last, when neither :data:`REJECTION_PATTERNS` nor the compiler's own messages explain a
+#: rejection: a wide form several more specific explanations share (an empty tensor, a fuse rule's trace)
+FALLBACK_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
+    ("rknn", "run_time_shape", _run_time_shape,
+     "a shape that follows run-time values in a model with static inputs (a Split by sizes computed from the "
+     "data, a NonZero): rknn-toolkit2 2.5.0's build fails (fold_constant or its shape inference raises)"),
 ]
 
 #: patterns that explain a compile that never ends: a ``timeout`` they explain is a rejection
@@ -292,7 +297,8 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     ``empty_tensor``, its producer named: the toolchain's ``zoo`` hook); an attribute the toolkit's ONNX checker does not
     know (``unknown_attribute:<op>.<attr>``); nodes named in the message; a message that is only a
     quoted tensor name (a KeyError of the compiler on a tensor it lost) names the node that
-    produces it, or else the nodes that read it (``tensor_in_message:<ops>``); else ``("unexplained",
+    produces it, or else the nodes that read it (``tensor_in_message:<ops>``); a pattern of
+    :data:`FALLBACK_PATTERNS`; else ``("unexplained",
     [], message head)``. The patterns of :data:`HANG_PATTERNS` explain a compile that ran out of
     its time budget (``timed_out``) only."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
@@ -331,6 +337,11 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
             return (f"tensor_in_message:{ops}", [n.name for n in readers][:5],
                     f"the compiler lost the tensor {name}, {role} of {', '.join(n.name for n in readers[:3])} "
                     "(a KeyError on its name)")
+    for tc, pid, finder, text in FALLBACK_PATTERNS:
+        if tc == toolchain and not timed_out:
+            found = finder(graph)
+            if found:
+                return pid, found, text
     return "unexplained", [], _message_head(message)
 
 
@@ -391,7 +402,8 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
                             "hang": timed_out and pid in HANG_PATTERNS}
         return rec
     # a rejection pattern that matches a model the compiler builds is too wide: counted in the summary
-    rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS if tc == toolchain and finder(graph)]
+    rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS + FALLBACK_PATTERNS
+                           if tc == toolchain and finder(graph)]
     zoo = _zoo(toolchain)
     if zoo is not None:
         placement, real, fields = zoo.placement(Path(onnx_path), real, log)
