@@ -170,6 +170,9 @@ def test_a_shape_from_run_time_values_explains_rknns_rejection(save):
                      [("x", [16])], [const("zero", np.float32(0)), const("m1", [-1], "int64")])
     assert zoo_score.explain_rejection("rknn", nonzero, "need to be constant")[:2] == ("run_time_shape",
                                                                                        ["where_positive"])
+    # a fallback: the compiler's own message naming a node explains it first
+    assert zoo_score.explain_rejection("rknn", nonzero, "The input 0 of NonZero('where_positive') need to be "
+                                       "constant")[:2] == ("named_in_message", ["where_positive"])
 
 
 def test_a_1d_conv_padded_by_auto_pad_same_explains_rknns_rejection(save):
