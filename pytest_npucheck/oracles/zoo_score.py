@@ -25,7 +25,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-__all__ = ["HANG_PATTERNS", "REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
+__all__ = ["FALLBACK_PATTERNS", "HANG_PATTERNS", "REJECTION_PATTERNS", "explain_rejection", "known_classes", "markdown", "new_classes_markdown",
            "normalise_reason", "score_model", "summarise"]
 
 _POSITIVE = {"cpu", "unsupported"}
@@ -171,6 +171,65 @@ def _tile_transpose_perm(graph: Any) -> list[str]:
             and rule_tile_transpose_perm(n, params, graph) is not None]
 
 
+#: ops whose output shape can follow the values of an input (split sizes, indices, a shape, a count)
+_SHAPE_FROM_VALUES = frozenset({"Split", "NonZero", "Compress", "Unique", "TopK", "Slice", "Reshape", "Expand", "Tile",
+                                "Range", "ConstantOfShape", "Pad", "Resize", "OneHot"})
+
+#: of those, the ones whose first input decides the output's shape (the others' first input is the data)
+_VALUES_IN_FIRST = frozenset({"NonZero", "Unique", "Range", "ConstantOfShape"})
+
+
+def _run_time_shape(graph: Any) -> list[str]:
+    """Where a shape starts to depend on run-time values in a model whose inputs are static: a node
+    (a Split by sizes computed from the data, a NonZero, ...) whose inputs all have static shapes and
+    whose output's shape has a dim the checker cannot fix (symbolic, or unknown), the values that decide it
+    computed in the model (not a graph input). JetMoE's MoE routing
+    (dynamo export: ``Split(tokens, sizes counted from the router's TopK)`` -> one Gemm per expert)
+    is this form. rknn-toolkit2 2.5.0 cannot build it: fold_constant raises or folds the split away
+    ("argument of type 'NoneType' is not iterable", "All outputs ... are constants"), its shape
+    inference gets invalid dimensions, a NonZero "need to be constant" (ad-hoc models split by a count
+    of positive rows -> MatMul | Relu | graph output, NonZero -> Gather: all fail; the same Split by
+    constant sizes builds). Returns those nodes."""
+    if any(graph.tensor(t) is None or not graph.tensor(t).static
+           for t in graph.inputs if t not in graph.initializers):
+        return []  # dynamic inputs: the shapes vary anyway (the static_shape rule's case)
+    fed = set(graph.inputs) - set(graph.initializers)
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type not in _SHAPE_FROM_VALUES:
+            continue
+        ins = [graph.tensor(t) for t in n.inputs if t]
+        if any(i is None or not i.static for i in ins):
+            continue
+        deciding = n.inputs if n.op_type in _VALUES_IN_FIRST else n.inputs[1:]
+        if any(t in fed for t in deciding):
+            continue  # sizes given as a graph input: computed by no node of the model (an empty tensor's case)
+        outs = [graph.tensor(t) for t in n.outputs if t]
+        if any(o is None or not o.static for o in outs):
+            out.append(n.name)
+    return out
+
+
+def _conv1d_same_pad(graph: Any) -> list[str]:
+    """A 1-D Conv (rank-3 input) padded by ``auto_pad`` SAME_UPPER or SAME_LOWER (LASR's Conformer depthwise
+    conv, kernel 32): rknn-toolkit2 2.5.0 turns it into a 2-D Conv and its build fails, how depends on the
+    context (ONNX Runtime refuses "both 'auto_pad' and 'pads'" in fold_constant; in LASR a KeyError after
+    seperate_large_kernel_conv and unsqueeze_to_4d_transpose). Ad-hoc family (Relu -> Conv1d, kernels 1, 3, 5,
+    7, 15, 16, 17, 31, 32, 33, group 1 and depthwise, then BatchNormalization or Relu): every SAME_* fails,
+    VALID and the same padding as explicit pads build, a rank-4 (1, 7) SAME_UPPER Conv builds; LASR with its
+    Conv's auto_pad written as pads (15, 16) builds. Returns the Convs."""
+    out = []
+    for n in graph.nodes:
+        if n.graph or n.op_type != "Conv" or str(n.attrs.get("auto_pad", "NOTSET")) not in ("SAME_UPPER", "SAME_LOWER"):
+            continue
+        x = graph.tensor(n.inputs[0]) if n.inputs else None
+        kernel = n.attrs.get("kernel_shape")
+        rank = len(x.shape) if x is not None and x.shape is not None else (len(kernel) + 2 if kernel else None)
+        if rank == 3:
+            out.append(n.name)
+    return out
+
+
 def _conv_channel_split(graph: Any) -> list[str]:
     """SKNet's selective-kernel attention: a Reshape of a Conv's (N, C, H, W) result, H or W of 1, to a rank-5
     (N, a, C / a, H, W): onnxruntime-qnn 2.7.0 (QNN 2.51, HTP v73 fp16) fails to finalise the graph
@@ -213,6 +272,9 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("rknn", "tile_transpose_perm", _tile_transpose_perm,
      "a Transpose (0, 3, 1, 4, 2) of the Expand of a Reshape of a sliced logit (BoTNet's relative-position "
      "logits): rknn-toolkit2 2.5.0's rewrite reduce_tp_in_mesh_forward raises"),
+    ("rknn", "conv1d_same_pad", _conv1d_same_pad,
+     "a 1-D Conv (rank-3 input) padded by auto_pad SAME_UPPER or SAME_LOWER: rknn-toolkit2 2.5.0 makes it a 2-D "
+     "Conv and its build fails (explicit pads or VALID build)"),
     ("qnn", "rmsnorm_sqrt_reciprocal", _rmsnorm_sqrt_reciprocal,
      "an RMSNorm with torch.rsqrt exported as Sqrt -> Reciprocal and the weight as the first "
      "input of its last Mul fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
@@ -222,6 +284,14 @@ REJECTION_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
     ("qnn", "scaled_softmax_off_last_axis", _scaled_softmax_off_last_axis,
      "a Softmax along an axis other than the last of a Mul by a rank-0 constant (GroupViT's group assignment) "
      "fails QNN graph finalisation (QNN_COMMON_ERROR_MEM_ALLOC)"),
+]
+
+#: patterns tried last, when neither :data:`REJECTION_PATTERNS` nor the compiler's own messages explain a
+#: rejection: a wide form several more specific explanations share (an empty tensor, a fuse rule's trace)
+FALLBACK_PATTERNS: list[tuple[str, str, Callable[[Any], list[str]], str]] = [
+    ("rknn", "run_time_shape", _run_time_shape,
+     "a shape that follows run-time values in a model with static inputs (a Split by sizes computed from the "
+     "data, a NonZero): rknn-toolkit2 2.5.0's build fails (fold_constant or its shape inference raises)"),
 ]
 
 #: patterns that explain a compile that never ends: a ``timeout`` they explain is a rejection
@@ -240,7 +310,8 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
     ``empty_tensor``, its producer named: the toolchain's ``zoo`` hook); an attribute the toolkit's ONNX checker does not
     know (``unknown_attribute:<op>.<attr>``); nodes named in the message; a message that is only a
     quoted tensor name (a KeyError of the compiler on a tensor it lost) names the node that
-    produces it, or else the nodes that read it (``tensor_in_message:<ops>``); else ``("unexplained",
+    produces it, or else the nodes that read it (``tensor_in_message:<ops>``); a pattern of
+    :data:`FALLBACK_PATTERNS`; else ``("unexplained",
     [], message head)``. The patterns of :data:`HANG_PATTERNS` explain a compile that ran out of
     its time budget (``timed_out``) only."""
     if "ShapeInferenceError" in (message or "") or "[ONNXRuntimeError] : 1 : FAIL : Load model" in (message or ""):
@@ -279,6 +350,11 @@ def explain_rejection(toolchain: str, graph: Any, message: str, log: Optional[st
             return (f"tensor_in_message:{ops}", [n.name for n in readers][:5],
                     f"the compiler lost the tensor {name}, {role} of {', '.join(n.name for n in readers[:3])} "
                     "(a KeyError on its name)")
+    for tc, pid, finder, text in FALLBACK_PATTERNS:
+        if tc == toolchain and not timed_out:
+            found = finder(graph)
+            if found:
+                return pid, found, text
     return "unexplained", [], _message_head(message)
 
 
@@ -339,7 +415,8 @@ def score_model(onnx_path: Path, table: Any, real: Mapping[str, Any], log: Optio
                             "hang": timed_out and pid in HANG_PATTERNS}
         return rec
     # a rejection pattern that matches a model the compiler builds is too wide: counted in the summary
-    rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS if tc == toolchain and finder(graph)]
+    rec["pattern_hits"] = [pid for tc, pid, finder, _ in REJECTION_PATTERNS + FALLBACK_PATTERNS
+                           if tc == toolchain and finder(graph)]
     zoo = _zoo(toolchain)
     if zoo is not None:
         placement, real, fields = zoo.placement(Path(onnx_path), real, log)

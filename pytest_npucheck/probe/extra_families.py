@@ -71,6 +71,7 @@ from pytest_npucheck.probe import (
     models_kv_repeat_inputs,
     models_split_concat,
     models_int_unsqueeze_cast,
+    models_conv1d_pad,
 )
 from pytest_npucheck.probe.builder import Collector, Probe, reset_rng
 
@@ -127,6 +128,7 @@ FAMILIES: list[Callable[[Collector], None]] = [
     *models_kv_repeat_inputs.FAMILIES,
     *models_split_concat.FAMILIES,
     *models_int_unsqueeze_cast.FAMILIES,
+    *models_conv1d_pad.FAMILIES,
 ]
 
 

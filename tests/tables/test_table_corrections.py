@@ -1337,3 +1337,26 @@ def test_rknn_unit_split_concat_is_one_npu_reshape(catalog):
                 why = "do not cover the 3 rows of axis 1" if label.startswith("part.") else "do not tile axis 1 in pieces of one"
                 assert why in v["focus_concat"][1] and why in v["focus_slice0"][1], (pid, v["focus_concat"])
     assert seen == {"npu": 6, "cpu": 6}
+
+
+def test_rknn_1d_conv_padded_by_auto_pad_same_is_rejected_as_the_compiler_did(catalog):
+    """Every probe of conv1d_pad_extra: the table calls the model unsupported exactly where build() failed
+    (a rank-3 Conv with auto_pad SAME_UPPER/SAME_LOWER; LASR's Conformer conv), on the Conv the probe focuses."""
+    from pytest_npucheck.probe.extra_families import build_extra_probes
+
+    prefix = "x.Conv.ctx=pad1d."
+    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
+    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
+                if p["id"].startswith(prefix)}
+    probes = build_extra_probes([prefix])
+    assert len(probes) == len(recorded) == 18
+    assert sorted(set(recorded.values())) == ["build_failed", "ok"]
+    for probe in probes:
+        failed = recorded[probe.id] == "build_failed"
+        assert failed == (".same_" in probe.id and probe.id.endswith(".r3")), probe.id
+        res = match(facts_from_model(probe.model), catalog.table(RKNN))
+        [focus] = [n for n in res.nodes if n.name == probe.focus[0]]
+        assert (focus.verdict == "unsupported") == failed, (probe.id, recorded[probe.id], focus.verdict)
+        assert (res.verdict == "unsupported") == failed, probe.id
+        if failed:
+            assert any("auto_pad" in r.message for r in focus.reasons)

@@ -145,6 +145,67 @@ def test_botnets_tiled_height_logits_explain_rknns_reduce_tp_in_mesh(save):
     assert zoo_score.explain_rejection("rknn", width, "3 is not in list")[0] == "unexplained"
 
 
+def test_a_shape_from_run_time_values_explains_rknns_rejection(save):
+    """JetMoE's expert routing (dynamo): rows split by sizes counted from the data, one MatMul each."""
+    def split_by(sizes_from_data: bool, x_shape=(16, 32)):
+        count = [helper.make_node("Slice", ["x", "s0", "s1", "ax1"], ["c0"], name="first_col"),
+                 helper.make_node("Greater", ["c0", "zero"], ["pos"], name="positive"),
+                 helper.make_node("Cast", ["pos"], ["posi"], name="to_int", to=7),
+                 helper.make_node("ReduceSum", ["posi", "axes"], ["k0"], name="count", keepdims=0),
+                 helper.make_node("Reshape", ["k0", "one"], ["k"], name="as_1d"),
+                 helper.make_node("Sub", ["n", "k"], ["rest"], name="rest"),
+                 helper.make_node("Concat", ["k", "rest"], ["sizes"], name="sizes", axis=0)]
+        nodes = (count if sizes_from_data else []) + [
+            helper.make_node("Split", ["x", "sizes" if sizes_from_data else "csizes"], ["a", "b"], name="route", axis=0),
+            helper.make_node("MatMul", ["a", "w"], ["ya"], name="expert0"),
+            helper.make_node("MatMul", ["b", "w"], ["yb"], name="expert1"),
+            helper.make_node("Concat", ["ya", "yb"], ["y"], name="cat", axis=0)]
+        inits = [const("s0", [0], "int64"), const("s1", [1], "int64"), const("ax1", [1], "int64"),
+                 const("zero", np.float32(0)), const("axes", [0, 1], "int64"), const("one", [1], "int64"),
+                 const("n", [16], "int64"), const("csizes", [5, 11], "int64"), const("w", np.ones((32, 8), "float32"))]
+        return _graph(save, nodes, [("x", list(x_shape))], inits)
+
+    pid, nodes, text = zoo_score.explain_rejection("rknn", split_by(True), "argument of type 'NoneType' is not iterable")
+    assert (pid, nodes) == ("run_time_shape", ["route"]) and "Split" in text
+    assert zoo_score.explain_rejection("qnn", split_by(True), "boom")[0] == "unexplained"
+    # split by constant sizes: static shapes throughout, it builds
+    assert zoo_score.explain_rejection("rknn", split_by(False), "boom")[0] == "unexplained"
+    # a dynamic graph input (the static_shape rule's case, not a run-time origin)
+    assert zoo_score.explain_rejection("rknn", split_by(True, ("n", 32)), "boom")[0] == "unexplained"
+    nonzero = _graph(save, [helper.make_node("Greater", ["x", "zero"], ["pos"], name="positive"),
+                            helper.make_node("NonZero", ["pos"], ["nz"], name="where_positive"),
+                            helper.make_node("Reshape", ["nz", "m1"], ["idx"], name="flat"),
+                            helper.make_node("Gather", ["x", "idx"], ["y"], name="pick", axis=0)],
+                     [("x", [16])], [const("zero", np.float32(0)), const("m1", [-1], "int64")])
+    assert zoo_score.explain_rejection("rknn", nonzero, "need to be constant")[:2] == ("run_time_shape",
+                                                                                       ["where_positive"])
+    # a fallback: the compiler's own message naming a node explains it first
+    assert zoo_score.explain_rejection("rknn", nonzero, "The input 0 of NonZero('where_positive') need to be "
+                                       "constant")[:2] == ("named_in_message", ["where_positive"])
+
+
+def test_a_1d_conv_padded_by_auto_pad_same_explains_rknns_rejection(save):
+    """LASR's Conformer depthwise conv (kernel 32, auto_pad SAME_UPPER) on a rank-3 input."""
+    def conv(auto_pad: str, rank: int = 3, kernel: int = 32):
+        shape, k = ([1, 32, 29], [kernel]) if rank == 3 else ([1, 32, 1, 29], [1, kernel])
+        w = np.ones([32, 1] + k, "float32")
+        attrs = {"auto_pad": auto_pad} if auto_pad else {"pads": [15, 16] if rank == 3 else [0, 15, 0, 16]}
+        return _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                             helper.make_node("Conv", ["r", "w"], ["y"], name="depthwise_conv", group=32,
+                                              kernel_shape=k, **attrs)],
+                      [("x", shape)], [const("w", w)])
+
+    for auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pid, nodes, text = zoo_score.explain_rejection("rknn", conv(auto_pad), "'/m/Mul_output_0_slice_conv_rs'")
+        assert (pid, nodes) == ("conv1d_same_pad", ["depthwise_conv"]) and "auto_pad" in text
+    assert zoo_score.explain_rejection("rknn", conv("SAME_UPPER", kernel=3), "boom")[0] == "conv1d_same_pad"
+    # explicit pads, VALID, and a 2-D Conv padded SAME build: not the pattern
+    assert zoo_score.explain_rejection("rknn", conv(""), "boom")[0] == "unexplained"
+    assert zoo_score.explain_rejection("rknn", conv("VALID"), "boom")[0] == "unexplained"
+    assert zoo_score.explain_rejection("rknn", conv("SAME_UPPER", rank=4), "boom")[0] == "unexplained"
+    assert zoo_score.explain_rejection("qnn", conv("SAME_UPPER"), "boom")[0] == "unexplained"
+
+
 def test_rejection_from_rknns_rule_trace_and_unknown_attributes(save):
     g = _graph(save, [helper.make_node("Relu", ["x"], ["r"], name="relu"),
                       helper.make_node("Softmax", ["r"], ["y"], name="node_sm")], [("x", [1, 4])])

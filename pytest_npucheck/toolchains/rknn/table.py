@@ -605,7 +605,16 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                        "forms are listed: an unlisted form is predicted CPU"),
                 note="the probed equations were lowered to NPU MatMul/Transpose/Mul."),
     # -- convolution -------------------------------------------------------------------------------
-    "Conv": E("npu", probes=[r"pattern\.conv_", r"opset\.\d+\.conv", r"x\.Conv\.ctx=dual_head\."],
+    "Conv": E("npu",
+              C("any_of", [r"x\.Conv\.ctx=pad1d\."], "unsupported",
+                constraints=[{"rule": "rank", "params": {"tensor": "input", "index": 0, "min": 4}},
+                             {"rule": "attr_not_in", "params": {"attr": "auto_pad", "values": ["SAME_UPPER", "SAME_LOWER"]}}],
+                note="a 1-D Conv (rank-3 input) padded by auto_pad SAME_UPPER or SAME_LOWER makes build() fail: "
+                     "rknn-toolkit2 2.5.0 makes it a 2-D Conv and keeps the auto_pad beside the pads it adds (ONNX "
+                     "Runtime refuses 'both auto_pad and pads' in fold_constant; a kernel-32 one is cut by "
+                     "seperate_large_kernel_conv first; LASR's Conformer conv). The same padding as explicit pads, "
+                     "VALID, and a rank-4 SAME_UPPER Conv build (x.Conv.ctx=pad1d.*)"),
+              probes=[r"pattern\.conv_", r"opset\.\d+\.conv", r"x\.Conv\.ctx=dual_head\."],
               note="the published RK3588 limits (kernel <= 31, stride <= 7, pads <= 15, "
                    "dilation <= 31; doc 2.3.2 sec. 3.2.5) are not placement limits in 2.5.0: "
                    "kernel 32, stride 8, pads 16 and dilation 32 compile to several NPU ops "
