@@ -29,8 +29,10 @@ def _seen(pytester: pytest.Pytester) -> dict[str, set[str]]:
 
 @pytest.mark.without_xdist(reason="it compares a plain run with -n 2 runs itself")
 def test_workers_wait_passively_unless_told(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    # this test itself may run in an xdist worker of the suite: its runs must not inherit the worker's
+    # identity (a plain run would read as a worker) nor the policy the suite's own plugin set
+    for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):
+        monkeypatch.delenv(name, raising=False)
     pytester.makepyfile(test_env=SUITE)
 
     pytester.runpytest_subprocess("-p", "no:randomly").assert_outcomes(passed=4)
