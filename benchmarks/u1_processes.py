@@ -70,17 +70,7 @@ _atexit.register(_at_exit)
 """
 
 
-def _cpu_children() -> float:
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
-
-
-def _reap() -> None:
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            return
+from u4_whole import _cpu_children, _reap  # noqa: E402 - the CPU of reaped children, and reaping every child
 
 
 def _one(suite: Path, wrapper: Path, prefix: list[str], args: list[str]) -> dict:
