@@ -141,36 +141,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _end_process(status: int) -> None:
-    """End the process with ``status`` as the interpreter's exit would, without tearing its heap down.
+    """End the process with ``status`` once the exit functions ran and the streams are flushed, without
+    the interpreter's teardown of the facts, models and tables (0.15-0.36 CPU-s after a check of the
+    26k-node encoder), or return where that could differ from an ordinary exit
+    (``process_exit.end_without_teardown``)."""
+    from .process_exit import end_without_teardown
 
-    What a normal exit does after the command is done: the ``atexit`` functions, flushing stdout and
-    stderr, then freeing every object (the graph facts of each checked file, the parsed model, the
-    tables, every module): 0.15-0.25 CPU-s after a check of the 26k-node encoder (docs/performance.md,
-    sixth pass), for memory the operating system takes back anyway. Here the exit functions run and
-    the streams are flushed, then ``os._exit``. Returns (the caller exits the ordinary way) when that
-    could differ from a normal exit: another thread still runs (the interpreter would wait for it), a
-    tracer or profiler is set (``python -m cProfile`` writes its figures after the program returns), a
-    stream cannot be flushed (the interpreter reports it), or this Python has no
-    ``atexit._run_exitfuncs``."""
-    import atexit
-    import threading
-
-    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
-    if run_exitfuncs is None or not isinstance(status, int) or threading.active_count() > 1 \
-            or sys.gettrace() is not None or sys.getprofile() is not None:
-        return
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):  # a closed, broken or missing stream: the ordinary exit, as before
-        return
-    run_exitfuncs()
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except (OSError, ValueError, AttributeError):
-        return
-    os._exit(status)
+    end_without_teardown(status)
 
 
 def _main(argv: Optional[Sequence[str]]) -> int:

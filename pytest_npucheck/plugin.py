@@ -104,6 +104,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   "variable NPUCHECK_EXPORT_CACHE_DIR", default="")
     parser.addini("npu_isolate", "run exports, shape inference and ONNX Runtime in child processes", type="bool",
                   default=True)
+    parser.addini("npu_worker_fast_exit", "a pytest-xdist worker that ran marked tests ends, once its exit functions "
+                  "ran, without the interpreter's teardown (torch's: ~0.6 CPU-s a worker, which the controller waits "
+                  "for)", type="bool", default=True)
     parser.addini("npu_seed_rng", "seed Python's, NumPy's and torch's global RNGs from the test id before each "
                   "marked test, so random weights and inputs are the same in every run and under xdist",
                   type="bool", default=True)
@@ -119,6 +122,21 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     from .xdist_workers import worker_environment
 
     os.environ.update(worker_environment(os.environ))
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> Any:
+    """In a pytest-xdist worker that ran marked tests: once pytest is done with the session (the
+    controller has the worker's results, unconfigure and its cleanups ran), end the process after its
+    exit functions, without tearing torch, ONNX and the checks' objects down (``xdist_workers``)."""
+    status = yield
+    settings = config.stash.get(_SETTINGS, None)
+    if settings is not None and settings.is_worker and settings.worker_fast_exit \
+            and marked_ids(config)["selected"]:
+        from .xdist_workers import end_worker
+
+        end_worker()
+    return status
 
 
 def pytest_configure(config: pytest.Config) -> None:

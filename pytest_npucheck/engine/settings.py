@@ -21,7 +21,8 @@ REPORT_FORMATS = ("json", "md", "html")
 ORACLE_MODES = ("off", "report", "strict")
 #: the export cache's directory when the ini key npu_export_cache_dir is not set (relative to where pytest runs)
 EXPORT_CACHE_ENV = "NPUCHECK_EXPORT_CACHE_DIR"
-BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng")
+BOOL_INI = ("npu_baseline_strict", "npu_numerics", "npu_golden", "npu_isolate", "npu_seed_rng",
+            "npu_worker_fast_exit")
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class Settings:
     isolate: bool
     timeout: Optional[float]
     memory_mb: Optional[int]
+    worker_fast_exit: bool = True  # ini npu_worker_fast_exit: an xdist worker ends without the interpreter's teardown
 
     def numerics_on(self, spec: CheckSpec) -> bool:
         if self.numerics_off:
@@ -272,6 +274,7 @@ def resolve(option: Callable[[str], Any], ini: Callable[[str], Any], *, invocati
         seed_rng=bool(ini("npu_seed_rng")), model_fixture=ini("npu_model_fixture") or "model",
         inputs_fixture=ini("npu_inputs_fixture") or "example_inputs",
         isolate=not option("npu_no_isolate") and bool(ini("npu_isolate")), timeout=timeout, memory_mb=memory,
+        worker_fast_exit=bool(ini("npu_worker_fast_exit")),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_npucheck import xdist_workers
 from pytest_npucheck.xdist_workers import PASSIVE, WAIT_POLICY, worker_count, worker_environment
 
 WORKER = {"PYTEST_XDIST_WORKER": "gw1", "PYTEST_XDIST_WORKER_COUNT": "2"}
@@ -36,3 +37,26 @@ def test_a_worker_of_two_or_more_waits_passively():
 ])
 def test_nothing_is_set_outside_workers_or_over_a_choice(environ):
     assert worker_environment(environ) == {}
+
+
+def test_a_worker_ends_with_status_0_after_its_exit_functions(monkeypatch):
+    """``end_worker``: in a worker, the exit functions, then ``os._exit(0)`` (what the worker script's
+    ordinary end gives); outside a worker, or with a tracer set, it returns and the exit is ordinary."""
+    import atexit
+    import os
+    import sys
+
+    events = []
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: events.append("exit functions"))
+    monkeypatch.setattr(os, "_exit", lambda status: events.append(("os._exit", status)))
+    monkeypatch.setattr(sys, "gettrace", lambda: None)  # under coverage the test itself runs traced
+    worker = {"PYTEST_XDIST_WORKER": "gw1", "PYTEST_XDIST_WORKER_COUNT": "2"}
+
+    xdist_workers.end_worker({})
+    assert events == []
+    xdist_workers.end_worker(worker)
+    assert events == ["exit functions", ("os._exit", 0)]
+    events.clear()
+    monkeypatch.setattr(sys, "gettrace", lambda: (lambda *a: None))
+    xdist_workers.end_worker(worker)
+    assert events == []
