@@ -401,7 +401,8 @@ def test_bad_release_and_bool_ini_values_are_usage_errors_naming_the_setting(sui
     r = suite.runpytest("--npu-release=abc")
     assert r.ret == pytest.ExitCode.USAGE_ERROR
     assert "--npu-release: cannot read a version from 'abc'" in r.stderr.str() and "test_m" not in r.stdout.str()
-    for key, value in (("npu_numerics", "nah"), ("npu_baseline_strict", "maybe"), ("npu_seed_rng", "sometimes")):
+    for key, value in (("npu_numerics", "nah"), ("npu_baseline_strict", "maybe"), ("npu_seed_rng", "sometimes"),
+                       ("npu_worker_fast_exit", "often")):
         suite.makeini(f"[pytest]\naddopts = --npu-tables={TOY_TABLES} -p no:cacheprovider\n{key} = {value}\n")
         r = suite.runpytest()
         assert r.ret == pytest.ExitCode.USAGE_ERROR, (key, r.stdout.str())

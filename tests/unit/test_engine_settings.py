@@ -17,7 +17,8 @@ INI_DEFAULTS = {"npu_targets": [], "npu_model_fixture": "model", "npu_inputs_fix
                 "npu_baseline": [], "npu_baseline_strict": False, "npu_numerics": True, "npu_golden": False,
                 "npu_golden_dir": [], "npu_golden_max_mb": "", "npu_budgets": [], "npu_release": "",
                 "npu_oracle": "off", "npu_timeout": "", "npu_memory_limit": "", "npu_keep_onnx": "",
-                "npu_export_cache_dir": "", "npu_isolate": True, "npu_seed_rng": True}
+                "npu_export_cache_dir": "", "npu_isolate": True, "npu_seed_rng": True,
+                "npu_worker_fast_exit": True}
 
 
 def resolve(tmp_path: Path, options=None, ini=None) -> st.Settings:
