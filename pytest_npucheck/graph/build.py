@@ -91,7 +91,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     g = inferred.graph
     inputs = tuple(i.name for i in g.input if i.name not in builder.initializers)
     dynamic_rank: frozenset[str] = frozenset()
-    if not static or any(n.graph for n in builder.nodes):
+    if not static or builder.nested:
         dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs)
     return GraphFacts(
         path=path,
@@ -120,6 +120,8 @@ def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inp
     dynamic. Returns the names of dynamic tensors of unknown rank (GraphFacts.dynamic_rank)."""
     runtime = set(inputs)  # tensors whose values are known only at run time
     varying = {n for n in inputs if (t := tensors.get(n)) is not None and not t.static}  # shapes that vary
+    if not varying and _every_output_static(nodes, tensors):
+        return frozenset()  # nothing can vary (see _every_output_static): the walk below would change nothing
     for node in nodes:
         outs = node.outputs
         if node.graph:
@@ -151,6 +153,25 @@ def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inp
                 varying.add(o)
                 _as_dynamic(tensors, o)
     return frozenset(n for n in varying if (t := tensors.get(n)) is None or t.shape is None)
+
+
+def _every_output_static(nodes: Sequence[NodeFact], tensors: Mapping[str, TensorInfo]) -> bool:
+    """Whether every node is in the main graph and every output it names has a static TensorInfo.
+
+    Then, with no graph input of varying shape, ``_mark_dynamic`` marks nothing: a tensor becomes
+    varying only as the output of a node inside a body, or of a node whose output is not static;
+    the run-time values it tracks matter only through those. Asking this is one lookup per
+    output, against the walk's set operations per node (a model whose data-propagating
+    inference left shapes unknown that ``propagate.refine`` then found: every layer of
+    ``encoder_26k``)."""
+    get = tensors.get
+    for node in nodes:
+        if node.graph:
+            return False
+        for o in node.outputs:
+            if o and ((t := get(o)) is None or not t.static):
+                return False
+    return True
 
 
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
@@ -265,6 +286,7 @@ class _Builder:
         self.nodes: list[NodeFact] = []
         self.tensors: dict[str, TensorInfo] = {}
         self.initializers: set[str] = set()
+        self.nested = False  # whether a node inside an If/Loop/Scan body was read (any(n.graph for n in nodes))
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
@@ -517,6 +539,8 @@ class _Builder:
             attrs, explicit, defaults = self._attributes(op_type, attributes, domain, opset, bodies)
         index = len(self.nodes)
         name = node.name or f"{op_type}_{index}"
+        if prefix:
+            self.nested = True
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
             self._constant_node(outputs[0], attributes, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
