@@ -18,7 +18,7 @@ from .facts import _DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, Gr
 from .fold import _fold_small_constants, _small_initializers
 from .frozen import frozen_new
 from .gc_pause import paused_gc
-from .location import _source
+from .location import METADATA_PREFIX, SourceLocation, _module_location, _source
 from .location import clear_caches as clear_location_caches
 from .ops import CONTROL_FLOW, SHAPE_FROM_DATA, SHAPE_FROM_VALUES
 from .propagate import refine
@@ -71,6 +71,10 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
     folded = _fold_small_constants(inferred, opsets, small, rows)
     builder = _Builder(opsets, onnx, small, folded, types)
+    if isinstance(attributes, Kept) and attributes.serialized is not None:
+        # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
+        # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
+        builder.metadata = METADATA_PREFIX in attributes.serialized
     builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
     static = builder.fully_inferred()
     if not static:
@@ -286,6 +290,9 @@ class _Builder:
         self.nodes: list[NodeFact] = []
         self.tensors: dict[str, TensorInfo] = {}
         self.initializers: set[str] = set()
+        # whether a node may hold the exporter's metadata (a source location); False when the
+        # model's bytes are known to hold neither key ``location._source`` reads
+        self.metadata = True
         self.nested = False  # whether a node inside an If/Loop/Scan body was read (any(n.graph for n in nodes))
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
@@ -474,7 +481,10 @@ class _Builder:
         which adds only its own (index, name, inputs, outputs, source). A node with a body goes
         through ``_node`` (its body's nodes follow it)."""
         nodes, opsets, templates, attr_cache = self.nodes, self.opsets, self._templates, self._attr_cache
-        append, new, source = nodes.append, object.__new__, _source
+        append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
+        # without the exporter's metadata a node's source is its scope name's module: the location
+        # of a name's part before its last "/" (``location._source``), looked up once per part
+        modules: dict[str, Optional[SourceLocation]] = {}
         for node, op_type, domain, inputs, outputs, attributes in rows:
             domain = domain or DEFAULT_DOMAIN
             parts: Optional[list[Any]] = []
@@ -499,17 +509,30 @@ class _Builder:
                 if known is None:
                     known = attr_cache[key] = self._attributes(op_type, attributes, domain, opset, [])
                 attrs, explicit, defaults = known
+                # every field, the node's own last (set below: a dict's keys keep their places)
                 template = templates[signature] = dict(
                     op_type=op_type, domain=domain, attrs=attrs, explicit_attrs=explicit, defaults=defaults, graph="",
-                    opset=opset, subgraphs=(), key=f"{domain}:{op_type}")
+                    opset=opset, subgraphs=(), key=f"{domain}:{op_type}", index=0, name="", inputs=(), outputs=(),
+                    source=None)
             index = len(nodes)
             name = node.name or f"{op_type}_{index}"
             if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
                 self._constant_node(outputs[0], attributes, "")
+            if metadata or name[:1] != "/" or name[-1:] == "/":
+                where = source(node, name)
+            else:  # location._source's rule for a scope name (/layer1/conv1/Conv -> layer1.conv1)
+                head = name[:name.rfind("/")]
+                where = modules.get(head)
+                if where is None:
+                    where = modules[head] = _module_location(head.lstrip("/").replace("/", "."))
             fact = new(NodeFact)  # frozen_new(NodeFact, ...) inlined
             fields = fact.__dict__
             fields.update(template)
-            fields.update(index=index, name=name, inputs=inputs, outputs=outputs, source=source(node, name))
+            fields["index"] = index
+            fields["name"] = name
+            fields["inputs"] = inputs
+            fields["outputs"] = outputs
+            fields["source"] = where
             append(fact)
 
     def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
