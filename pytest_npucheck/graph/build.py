@@ -68,14 +68,19 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
         if inferred is not model and any(r[1] in CONTROL_FLOW for r in rows):
             rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
+    raw: Optional[list[tuple[str, bytes, Any]]] = None
+    if decoded is None:  # (name, serialized TypeProto, ValueInfoProto) of the value_infos, then outputs
+        # read here, not in the walk: folding looks up the shapes Shape nodes read by these names
+        raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in inferred.graph.value_info[:] + inferred.graph.output[:]]
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
-    folded = _fold_small_constants(inferred, opsets, small, rows)
+    folded = _fold_small_constants(inferred, opsets, small, rows,
+                                   value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
     builder = _Builder(opsets, onnx, small, folded, types)
     if isinstance(attributes, Kept) and attributes.serialized is not None:
         # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
         # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
         builder.metadata = METADATA_PREFIX in attributes.serialized
-    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
+    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded, raw=raw)
     static = builder.fully_inferred()
     if not static:
         # shapes downstream of folded values (pads, shape arithmetic) are known to the compiler: one
@@ -425,10 +430,12 @@ class _Builder:
         return defaults
 
     def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None,
-                   value_infos: Optional[list[tuple[str, Any]]] = None) -> None:
+                   value_infos: Optional[list[tuple[str, Any]]] = None,
+                   raw: Optional[list[tuple[str, bytes, Any]]] = None) -> None:
         """The facts of a graph's initializers, inputs, values and nodes. ``rows``: its nodes as
         ``_read_nodes`` gives them; ``value_infos``: (name, decoded type) of its value_infos and
-        outputs, in order, as ``_already_inferred`` decoded them."""
+        outputs, in order, as ``_already_inferred`` decoded them; else ``raw``: (name, serialized
+        TypeProto, ValueInfoProto) of each, if the caller read them."""
         for init in graph.initializer:
             self.initializers.add(init.name)
             self._const(init.name, init, prefix)
@@ -438,7 +445,8 @@ class _Builder:
         static = self.static if prefix == "" else None
         if value_infos is None:  # each type decoded once per distinct TypeProto (self._decode, inlined)
             types, decode = self._types, self._decode_type
-            raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in graph.value_info[:] + graph.output[:]]
+            if raw is None:
+                raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in graph.value_info[:] + graph.output[:]]
             if prefix == "":
                 self.raw_types = raw  # for propagate.refine, which decodes the same bytes its own way
             value_infos = []
@@ -452,6 +460,9 @@ class _Builder:
             # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
             # (never constants) so far, so _typed's check for a constant is not needed
             tensors, new = self.tensors, object.__new__
+            # the fields of a TensorInfo but its name, once per decoded type (a few hundred for
+            # 26,000 values): value_infos holds every type alive through the loop, so ids key them
+            fields_of: dict[int, dict[str, Any]] = {}
             for name, typ in value_infos:
                 if typ[2]:
                     static.add(name)
@@ -460,8 +471,14 @@ class _Builder:
                 if typ is _NOT_A_TENSOR:
                     tensors.setdefault(name, TensorInfo(name, None, None))
                     continue
-                info = new(TensorInfo)  # as _typed makes it
-                info.__dict__.update(name=name, dtype=typ[0], shape=typ[1], const=False, value=None, static=typ[3])
+                fields = fields_of.get(id(typ))
+                if fields is None:  # as _typed makes them, the name first (a dict's keys keep their places)
+                    fields = fields_of[id(typ)] = dict(name="", dtype=typ[0], shape=typ[1], const=False, value=None,
+                                                       static=typ[3])
+                info = new(TensorInfo)
+                own = info.__dict__
+                own.update(fields)
+                own["name"] = name
                 tensors[name] = info
         else:
             for name, typ in value_infos:
