@@ -400,15 +400,24 @@ class _Builder:
         """Node outputs the compiler computes at build time: their values are known. An array is
         often the value of many outputs (folding makes equal values one array): read once."""
         array_parts, tensors, new = self._array_parts, self.tensors, object.__new__
+        # a TensorInfo's fields but its name, once per (array, dtype the output had): ``folded``
+        # holds the arrays alive through the loop, so their ids key it
+        fields_of: dict[tuple[int, Optional[str]], dict[str, Any]] = {}
         for name, arr in folded.items():
-            parts = array_parts.get(id(arr))
-            if parts is None or parts[0] is not arr:
-                parts = array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
-                                                tuple(arr.reshape(-1).tolist()))
             old = tensors.get(name)
-            info = new(TensorInfo)  # frozen_new(TensorInfo, ...) inlined
-            info.__dict__.update(name=name, dtype=(old.dtype if old else None) or parts[1], shape=parts[2],
-                                 const=False, value=parts[3], static=True)
+            dtype = old.dtype if old else None
+            fields = fields_of.get((id(arr), dtype))
+            if fields is None:
+                parts = array_parts.get(id(arr))
+                if parts is None or parts[0] is not arr:
+                    parts = array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
+                                                    tuple(arr.reshape(-1).tolist()))
+                fields = fields_of[id(arr), dtype] = dict(name="", dtype=dtype or parts[1], shape=parts[2],
+                                                          const=False, value=parts[3], static=True)
+            info = new(TensorInfo)  # frozen_new(TensorInfo, ...) inlined, the name first (as before)
+            own = info.__dict__
+            own.update(fields)
+            own["name"] = name
             tensors[name] = info
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
