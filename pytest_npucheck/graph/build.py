@@ -71,7 +71,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     raw: Optional[list[tuple[str, bytes, Any]]] = None
     if decoded is None:  # (name, serialized TypeProto, ValueInfoProto) of the value_infos, then outputs
         # read here, not in the walk: folding looks up the shapes Shape nodes read by these names
-        raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in inferred.graph.value_info[:] + inferred.graph.output[:]]
+        g = inferred.graph
+        raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in g.value_info[:] + g.output[:]]
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
     folded = _fold_small_constants(inferred, opsets, small, rows,
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
