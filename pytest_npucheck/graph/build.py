@@ -18,7 +18,7 @@ from .facts import _DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, Gr
 from .fold import _fold_small_constants, _small_initializers
 from .frozen import frozen_new
 from .gc_pause import paused_gc
-from .location import _source
+from .location import METADATA_PREFIX, SourceLocation, _module_location, _source
 from .location import clear_caches as clear_location_caches
 from .ops import CONTROL_FLOW, SHAPE_FROM_DATA, SHAPE_FROM_VALUES
 from .propagate import refine
@@ -68,10 +68,20 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
         if inferred is not model and any(r[1] in CONTROL_FLOW for r in rows):
             rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
+    raw: Optional[list[tuple[str, bytes, Any]]] = None
+    if decoded is None:  # (name, serialized TypeProto, ValueInfoProto) of the value_infos, then outputs
+        # read here, not in the walk: folding looks up the shapes Shape nodes read by these names
+        g = inferred.graph
+        raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in g.value_info[:] + g.output[:]]
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
-    folded = _fold_small_constants(inferred, opsets, small, rows)
+    folded = _fold_small_constants(inferred, opsets, small, rows,
+                                   value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
     builder = _Builder(opsets, onnx, small, folded, types)
-    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded)
+    if isinstance(attributes, Kept) and attributes.serialized is not None:
+        # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
+        # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
+        builder.metadata = METADATA_PREFIX in attributes.serialized
+    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded, raw=raw)
     static = builder.fully_inferred()
     if not static:
         # shapes downstream of folded values (pads, shape arithmetic) are known to the compiler: one
@@ -91,7 +101,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     g = inferred.graph
     inputs = tuple(i.name for i in g.input if i.name not in builder.initializers)
     dynamic_rank: frozenset[str] = frozenset()
-    if not static or any(n.graph for n in builder.nodes):
+    if not static or builder.nested:
         dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs)
     return GraphFacts(
         path=path,
@@ -120,6 +130,8 @@ def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inp
     dynamic. Returns the names of dynamic tensors of unknown rank (GraphFacts.dynamic_rank)."""
     runtime = set(inputs)  # tensors whose values are known only at run time
     varying = {n for n in inputs if (t := tensors.get(n)) is not None and not t.static}  # shapes that vary
+    if not varying and _every_output_static(nodes, tensors):
+        return frozenset()  # nothing can vary (see _every_output_static): the walk below would change nothing
     for node in nodes:
         outs = node.outputs
         if node.graph:
@@ -151,6 +163,25 @@ def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inp
                 varying.add(o)
                 _as_dynamic(tensors, o)
     return frozenset(n for n in varying if (t := tensors.get(n)) is None or t.shape is None)
+
+
+def _every_output_static(nodes: Sequence[NodeFact], tensors: Mapping[str, TensorInfo]) -> bool:
+    """Whether every node is in the main graph and every output it names has a static TensorInfo.
+
+    Then, with no graph input of varying shape, ``_mark_dynamic`` marks nothing: a tensor becomes
+    varying only as the output of a node inside a body, or of a node whose output is not static;
+    the run-time values it tracks matter only through those. Asking this is one lookup per
+    output, against the walk's set operations per node (a model whose data-propagating
+    inference left shapes unknown that ``propagate.refine`` then found: every layer of
+    ``encoder_26k``)."""
+    get = tensors.get
+    for node in nodes:
+        if node.graph:
+            return False
+        for o in node.outputs:
+            if o and ((t := get(o)) is None or not t.static):
+                return False
+    return True
 
 
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
@@ -265,6 +296,10 @@ class _Builder:
         self.nodes: list[NodeFact] = []
         self.tensors: dict[str, TensorInfo] = {}
         self.initializers: set[str] = set()
+        # whether a node may hold the exporter's metadata (a source location); False when the
+        # model's bytes are known to hold neither key ``location._source`` reads
+        self.metadata = True
+        self.nested = False  # whether a node inside an If/Loop/Scan body was read (any(n.graph for n in nodes))
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
@@ -366,15 +401,24 @@ class _Builder:
         """Node outputs the compiler computes at build time: their values are known. An array is
         often the value of many outputs (folding makes equal values one array): read once."""
         array_parts, tensors, new = self._array_parts, self.tensors, object.__new__
+        # a TensorInfo's fields but its name, once per (array, dtype the output had): ``folded``
+        # holds the arrays alive through the loop, so their ids key it
+        fields_of: dict[tuple[int, Optional[str]], dict[str, Any]] = {}
         for name, arr in folded.items():
-            parts = array_parts.get(id(arr))
-            if parts is None or parts[0] is not arr:
-                parts = array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
-                                                tuple(arr.reshape(-1).tolist()))
             old = tensors.get(name)
-            info = new(TensorInfo)  # frozen_new(TensorInfo, ...) inlined
-            info.__dict__.update(name=name, dtype=(old.dtype if old else None) or parts[1], shape=parts[2],
-                                 const=False, value=parts[3], static=True)
+            dtype = old.dtype if old else None
+            fields = fields_of.get((id(arr), dtype))
+            if fields is None:
+                parts = array_parts.get(id(arr))
+                if parts is None or parts[0] is not arr:
+                    parts = array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
+                                                    tuple(arr.reshape(-1).tolist()))
+                fields = fields_of[id(arr), dtype] = dict(name="", dtype=dtype or parts[1], shape=parts[2],
+                                                          const=False, value=parts[3], static=True)
+            info = new(TensorInfo)  # frozen_new(TensorInfo, ...) inlined, the name first (as before)
+            own = info.__dict__
+            own.update(fields)
+            own["name"] = name
             tensors[name] = info
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
@@ -396,10 +440,12 @@ class _Builder:
         return defaults
 
     def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None,
-                   value_infos: Optional[list[tuple[str, Any]]] = None) -> None:
+                   value_infos: Optional[list[tuple[str, Any]]] = None,
+                   raw: Optional[list[tuple[str, bytes, Any]]] = None) -> None:
         """The facts of a graph's initializers, inputs, values and nodes. ``rows``: its nodes as
         ``_read_nodes`` gives them; ``value_infos``: (name, decoded type) of its value_infos and
-        outputs, in order, as ``_already_inferred`` decoded them."""
+        outputs, in order, as ``_already_inferred`` decoded them; else ``raw``: (name, serialized
+        TypeProto, ValueInfoProto) of each, if the caller read them."""
         for init in graph.initializer:
             self.initializers.add(init.name)
             self._const(init.name, init, prefix)
@@ -409,7 +455,8 @@ class _Builder:
         static = self.static if prefix == "" else None
         if value_infos is None:  # each type decoded once per distinct TypeProto (self._decode, inlined)
             types, decode = self._types, self._decode_type
-            raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in graph.value_info[:] + graph.output[:]]
+            if raw is None:
+                raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in graph.value_info[:] + graph.output[:]]
             if prefix == "":
                 self.raw_types = raw  # for propagate.refine, which decodes the same bytes its own way
             value_infos = []
@@ -423,6 +470,9 @@ class _Builder:
             # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
             # (never constants) so far, so _typed's check for a constant is not needed
             tensors, new = self.tensors, object.__new__
+            # the fields of a TensorInfo but its name, once per decoded type (a few hundred for
+            # 26,000 values): value_infos holds every type alive through the loop, so ids key them
+            fields_of: dict[int, dict[str, Any]] = {}
             for name, typ in value_infos:
                 if typ[2]:
                     static.add(name)
@@ -431,8 +481,14 @@ class _Builder:
                 if typ is _NOT_A_TENSOR:
                     tensors.setdefault(name, TensorInfo(name, None, None))
                     continue
-                info = new(TensorInfo)  # as _typed makes it
-                info.__dict__.update(name=name, dtype=typ[0], shape=typ[1], const=False, value=None, static=typ[3])
+                fields = fields_of.get(id(typ))
+                if fields is None:  # as _typed makes them, the name first (a dict's keys keep their places)
+                    fields = fields_of[id(typ)] = dict(name="", dtype=typ[0], shape=typ[1], const=False, value=None,
+                                                       static=typ[3])
+                info = new(TensorInfo)
+                own = info.__dict__
+                own.update(fields)
+                own["name"] = name
                 tensors[name] = info
         else:
             for name, typ in value_infos:
@@ -452,7 +508,10 @@ class _Builder:
         which adds only its own (index, name, inputs, outputs, source). A node with a body goes
         through ``_node`` (its body's nodes follow it)."""
         nodes, opsets, templates, attr_cache = self.nodes, self.opsets, self._templates, self._attr_cache
-        append, new, source = nodes.append, object.__new__, _source
+        append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
+        # without the exporter's metadata a node's source is its scope name's module: the location
+        # of a name's part before its last "/" (``location._source``), looked up once per part
+        modules: dict[str, Optional[SourceLocation]] = {}
         for node, op_type, domain, inputs, outputs, attributes in rows:
             domain = domain or DEFAULT_DOMAIN
             parts: Optional[list[Any]] = []
@@ -477,17 +536,30 @@ class _Builder:
                 if known is None:
                     known = attr_cache[key] = self._attributes(op_type, attributes, domain, opset, [])
                 attrs, explicit, defaults = known
+                # every field, the node's own last (set below: a dict's keys keep their places)
                 template = templates[signature] = dict(
                     op_type=op_type, domain=domain, attrs=attrs, explicit_attrs=explicit, defaults=defaults, graph="",
-                    opset=opset, subgraphs=(), key=f"{domain}:{op_type}")
+                    opset=opset, subgraphs=(), key=f"{domain}:{op_type}", index=0, name="", inputs=(), outputs=(),
+                    source=None)
             index = len(nodes)
             name = node.name or f"{op_type}_{index}"
             if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
                 self._constant_node(outputs[0], attributes, "")
+            if metadata or name[:1] != "/" or name[-1:] == "/":
+                where = source(node, name)
+            else:  # location._source's rule for a scope name (/layer1/conv1/Conv -> layer1.conv1)
+                head = name[:name.rfind("/")]
+                where = modules.get(head)
+                if where is None:
+                    where = modules[head] = _module_location(head.lstrip("/").replace("/", "."))
             fact = new(NodeFact)  # frozen_new(NodeFact, ...) inlined
             fields = fact.__dict__
             fields.update(template)
-            fields.update(index=index, name=name, inputs=inputs, outputs=outputs, source=source(node, name))
+            fields["index"] = index
+            fields["name"] = name
+            fields["inputs"] = inputs
+            fields["outputs"] = outputs
+            fields["source"] = where
             append(fact)
 
     def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
@@ -517,6 +589,8 @@ class _Builder:
             attrs, explicit, defaults = self._attributes(op_type, attributes, domain, opset, bodies)
         index = len(self.nodes)
         name = node.name or f"{op_type}_{index}"
+        if prefix:
+            self.nested = True
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
             self._constant_node(outputs[0], attributes, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()

@@ -7,7 +7,7 @@ large initializers and external data are never read.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from .facts import _RAW_ITEMSIZE, DEFAULT_DOMAIN, SMALL_CONSTANT
 from .ops import NOT_FOLDED
@@ -56,13 +56,15 @@ _PLAIN_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6
 
 def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
                           rows: Optional[list[tuple[Any, ...]]] = None,
+                          value_infos: Optional[Sequence[tuple[str, Any, Any]]] = None,
                           ) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
     ONNX's reference implementation; initializers larger than SMALL_CONSTANT elements and external
     data are never read (``small``: the values of the small initializers). Returns {tensor name:
-    numpy array} for node outputs only.
+    numpy array} for node outputs only. ``value_infos``: (name, anything, ValueInfoProto) of each of
+    the graph's value_infos, in order, if the caller read their names already.
     """
     import numpy as np
     from onnx import helper
@@ -71,12 +73,24 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # only the shapes Shape/Size nodes read: walking every value_info's dims costs more than the rest
     nodes = rows if rows is not None else _read_nodes(model.graph)  # each protobuf field read once
     wanted = {r[3][0] for r in nodes if r[1] in ("Shape", "Size") and r[3]}
-    for vi in (model.graph.input[:] + model.graph.value_info[:]) if wanted else ():
-        if vi.name not in wanted:
-            continue
+
+    def static_shape(name: str, vi: Any) -> None:
         tt = vi.type.tensor_type
         if tt.HasField("shape") and all(d.HasField("dim_value") and d.dim_value >= 0 for d in tt.shape.dim):
-            shapes[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+            shapes[name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+
+    if wanted:
+        for vi in model.graph.input:
+            if vi.name in wanted:
+                static_shape(vi.name, vi)
+        if value_infos is None:
+            for vi in model.graph.value_info[:]:
+                if vi.name in wanted:
+                    static_shape(vi.name, vi)
+        else:  # the names read already: one set lookup each
+            for name, _, vi in value_infos:
+                if name in wanted:
+                    static_shape(name, vi)
     out: dict[str, Any] = {}
     ndarray = np.ndarray
     opset_list = [helper.make_opsetid("" if d == DEFAULT_DOMAIN else d, v) for d, v in opsets.items() if v]
@@ -84,7 +98,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # are made one array (``_Values``), and a node is evaluated once per op, attributes and input arrays
     values_of = _Values(np)
     known: dict[str, Any] = {name: values_of.one(value) for name, value in small.items()}
-    evaluated: dict[tuple[Any, ...], Optional[list[Any]]] = {}
+    evaluated: dict[tuple[Any, ...], Optional[list[Any]]] = {}  # key: None (nothing), or the outputs' values kept
     constants: dict[bytes, Any] = {}  # a Constant's one attribute, serialized: its value (values_of's array)
     for node, op, domain, inputs, outputs, attributes in nodes:
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
@@ -124,11 +138,26 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                     break
             else:
                 key = (op, tuple([a.SerializeToString() for a in attributes]),
-                       tuple([id(known[i]) if i else None for i in inputs]))
+                       tuple(map(id, map(known.__getitem__, inputs))) if "" not in inputs
+                       else tuple([id(known[i]) if i else None for i in inputs]))
                 if key in evaluated:
-                    values = evaluated[key]
+                    kept = evaluated[key]
                 else:
-                    values = evaluated[key] = _evaluate(node, known, opset_list)
+                    # each output's array as it is kept (values_of's), or None when it is not (too
+                    # large, not computed): every node asking this again takes them as they are; a
+                    # value that is not an array is sized per node, as below
+                    values = _evaluate(node, known, opset_list)
+                    kept = evaluated[key] = None if values is None else [
+                        value if type(value) is not ndarray else
+                        values_of.one(value) if value.size <= SMALL_CONSTANT else None for value in values]
+                for name, value in zip(outputs, kept or ()):
+                    if name and value is not None:
+                        if type(value) is not ndarray:
+                            if np.size(value) > SMALL_CONSTANT:
+                                continue
+                            value = values_of.one(value)
+                        known[name] = out[name] = value
+                continue
         if values is None:
             continue
         for name, value in zip(outputs, values):

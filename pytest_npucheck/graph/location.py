@@ -43,6 +43,10 @@ _LIBRARY_FRAME = re.compile(r"[/\\\\](torch|onnxscript|torchvision)[/\\\\]")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
+# the keys of the exporter's metadata _source reads begin with this (as bytes: how a model holds them)
+METADATA_PREFIX = b"pkg.torch.onnx."
+
+
 def _source(node: Any, name: str) -> Optional[SourceLocation]:
     props = node.metadata_props
     if props:

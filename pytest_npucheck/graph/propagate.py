@@ -19,6 +19,7 @@ No weights are read.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any, Mapping, Optional
 
 from .facts import SMALL_CONSTANT
@@ -185,11 +186,10 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         types[vi.name] = decode(vi.type.SerializeToString())
     if raw_types is not None:  # the graph walk serialized each value_info's type already
         decoded = codec.decoded
-        for name, raw, vi in raw_types:
-            typ = decoded.get(raw)
-            if typ is None:
-                typ = decoded[raw] = _decode(vi.type)
-            types[name] = typ
+        for _name, raw, vi in raw_types:  # each distinct type decoded once; then the names typed in C
+            if raw not in decoded:
+                decoded[raw] = _decode(vi.type)
+        types.update(zip(map(itemgetter(0), raw_types), map(decoded.__getitem__, map(itemgetter(1), raw_types))))
     for init in graph.initializer:
         types[init.name] = (init.data_type, tuple(init.dims[:]))
     changed: set[str] = set()
@@ -202,17 +202,17 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
     constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
     array_types: dict[int, tuple[Any, Type]] = {}  # folding makes equal values one array: typed once
-    # and merged once per (array's type, type so far): both are shared objects (one decoded type per
+    # and merged once per (array, type so far): both are shared objects (one decoded type per
     # distinct TypeProto), kept alive in the memo so that their ids key it
-    merges: dict[tuple[int, int], tuple[Type, Optional[Type], Optional[Type]]] = {}
+    merges: dict[tuple[int, int], tuple[Any, Optional[Type], Optional[Type]]] = {}
     for name, arr in folded.items():
-        known_type = array_types.get(id(arr))
-        if known_type is None or known_type[0] is not arr:
-            known_type = array_types[id(arr)] = (arr, _type_of(arr))
-        new_type, old_type = known_type[1], types.get(name)
-        merged = merges.get((id(new_type), id(old_type)))
-        if merged is None or merged[0] is not new_type or merged[1] is not old_type:
-            merged = merges[id(new_type), id(old_type)] = (new_type, old_type, _merge(new_type, old_type))
+        old_type = types.get(name)
+        merged = merges.get((id(arr), id(old_type)))
+        if merged is None or merged[0] is not arr or merged[1] is not old_type:
+            known_type = array_types.get(id(arr))
+            if known_type is None or known_type[0] is not arr:
+                known_type = array_types[id(arr)] = (arr, _type_of(arr))
+            merged = merges[id(arr), id(old_type)] = (arr, old_type, _merge(known_type[1], old_type))
         typ = merged[2]
         if typ is not None:
             types[name] = better[name] = typ
@@ -277,8 +277,13 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 types[outputs[0]] = better[outputs[0]] = _type_of(value)
                 changed.add(outputs[0])
             continue
-        if all((not o) or _static(types.get(o)) for o in outputs) or any(a.type in (5, 10) for a in _attributes):
-            continue  # static already, or a node with a body (GRAPH/GRAPHS attributes)
+        for o in outputs:  # all((not o) or _static(types.get(o)) for o in outputs), without a generator
+            if o and not _static(types.get(o)):
+                break
+        else:
+            continue  # static already (most nodes visited: an input's value was folded, its shape was known)
+        if any(a.type in (5, 10) for a in _attributes):
+            continue  # a node with a body (GRAPH/GRAPHS attributes)
         quick = quick_type(op, node, inputs, types) if default and len(outputs) == 1 else None
         if quick is not None:
             typ = _merge(quick, types.get(outputs[0]))

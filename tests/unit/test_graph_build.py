@@ -63,3 +63,34 @@ def test_a_node_with_a_body_is_followed_by_its_body_and_the_graph_goes_on():
     assert r0.attrs is r1.attrs and r0.graph == r1.graph == "" and r0.subgraphs == r1.subgraphs == ()
     assert facts.nodes[3].subgraphs == ("if/else_branch", "if/then_branch") and inner.op_type == "Relu"
     assert facts.producer["z"] == 6 and facts.consumers["b"] == [6]
+
+
+class _InputsUnread:
+    """A NodeFact whose inputs must not be read (only ``_mark_dynamic``'s walk reads them)."""
+
+    def __init__(self, fact: object) -> None:
+        self._fact = fact
+
+    def __getattr__(self, name: str) -> object:
+        if name == "inputs":
+            raise AssertionError("the walk ran")
+        return getattr(self._fact, name)
+
+
+def test_mark_dynamic_leaves_a_graph_of_static_outputs_without_its_walk():
+    from pytest_npucheck.graph.build import _every_output_static, _mark_dynamic
+
+    facts = facts_from_model(_softmaxes(1, 1, 1))
+    tensors = dict(facts.tensors)
+    assert _every_output_static(facts.nodes, tensors)
+    wrapped = [_InputsUnread(n) for n in facts.nodes]
+    assert _mark_dynamic(wrapped, tensors, facts.inputs) == frozenset() and tensors == facts.tensors
+    # an output without a static shape, or a varying graph input: the walk runs and says the same as before
+    model = _softmaxes(1, 1, 1)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+    dynamic = facts_from_model(model)
+    assert not _every_output_static(dynamic.nodes, dynamic.tensors)
+    assert dynamic.tensors["y2"].shape == ("batch", 3)  # symbolic dims pass through, as before
+    missing = dict(facts.tensors)
+    del missing["y1"]
+    assert not _every_output_static(facts.nodes, missing)

@@ -108,3 +108,33 @@ def test_constants_differing_in_value_or_dtype_are_read_apart(monkeypatch):
     facts = facts_from_model(model)
     assert [facts.tensors[f"c{k}"].dtype for k in range(4)] == ["int64", "int64", "float32", "int32"]
     assert [facts.tensors[f"c{k}"].value for k in range(4)] == [(1, 2), (1, 3), (1.0,), (bits,)]
+
+
+def test_a_repeated_evaluation_hands_out_the_arrays_kept_the_first_time(monkeypatch):
+    made: list = []
+    one = fold._Values.one
+
+    def counted(self, value):
+        made.append(value)
+        return one(self, value)
+
+    monkeypatch.setattr(fold._Values, "one", counted)
+    model = _layers([([1, 2], [3, 4])] * 3)
+    small = fold._small_initializers(model.graph)
+    out = fold._fold_small_constants(model, {"ai.onnx": 17}, small)
+    # the initializers, then layer 0's two results: layers 1 and 2 take layer 0's arrays as they are
+    assert len(made) == len(small) + 2
+    assert out["s0"] is out["s1"] is out["s2"] and out["m0"] is out["m2"]
+    assert [out[f"m{k}"].tolist() for k in range(3)] == [[8, 12]] * 3
+
+
+def test_shapes_read_by_shape_nodes_come_from_the_names_the_caller_read():
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Shape", ["r"], ["s"])]
+    model = make_model(nodes, [("x", [2, 3])], ["s"])
+    model.graph.value_info.append(helper.make_tensor_value_info("r", 1, [2, 3]))
+    expected = fold._fold_small_constants(model, {"ai.onnx": 17}, {})
+    vi = model.graph.value_info[0]
+    given = fold._fold_small_constants(model, {"ai.onnx": 17}, {}, value_infos=[("r", None, vi)])
+    assert expected["s"].tolist() == given["s"].tolist() == [2, 3]
+    # the names given are the ones looked up (the ValueInfoProto's own name is not read again)
+    assert "s" not in fold._fold_small_constants(model, {"ai.onnx": 17}, {}, value_infos=[("other", None, vi)])

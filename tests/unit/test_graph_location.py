@@ -64,3 +64,35 @@ def test_a_torchscript_scope_name_gives_the_module():
     node = helper.make_node("Relu", ["x"], ["y"], name="/layer1/conv1/Relu")
     src = facts_from_model(make_model([node], [("x", (1, 4))], ["y"])).nodes[0].source
     assert src == SourceLocation(module="layer1.conv1") and format_location(src) == "layer1.conv1"
+
+
+@pytest.mark.parametrize("name", ["/layer1/conv1/Relu", "/Relu", "//x/Relu", "/a//b/Relu", "/a/b/", "/", "Relu_7",
+                                  "layer1/Relu"])
+def test_a_scope_name_gives_the_same_module_with_or_without_the_metadata_read(name):
+    from pytest_npucheck.graph import Kept
+    from pytest_npucheck.graph.location import _source
+
+    def facts(kept):
+        node = helper.make_node("Relu", ["x"], ["y"], name=name)
+        return facts_from_model(make_model([node], [("x", (1, 4))], ["y"]), attributes=kept).nodes[0].source
+
+    kept = Kept()
+    kept.serialized = b"a model whose bytes hold no metadata key"
+    expected = _source(helper.make_node("Relu", ["x"], ["y"], name=name), name)
+    assert facts(kept) == facts(None) == expected
+
+
+def test_the_metadata_is_not_read_when_the_models_bytes_hold_none_of_its_keys():
+    from pytest_npucheck.graph import Kept
+
+    node = helper.make_node("Relu", ["x"], ["y"], name="/block/Relu")
+    node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value="['', 'layer1', 'relu_3']")
+    model = make_model([node], [("x", (1, 4))], ["y"])
+    assert facts_from_model(model).nodes[0].source.module == "layer1"
+    # the bytes the facts were read from are the model's (load_model_proto's Kept): a parsed model
+    # holding a key its bytes do not hold is made up here, to show that the nodes were not asked
+    kept = Kept()
+    kept.serialized = model.SerializeToString().replace(b"pkg.torch.onnx.", b"pkg.other.onnx.")
+    assert facts_from_model(model, attributes=kept).nodes[0].source.module == "block"
+    kept.serialized = model.SerializeToString()
+    assert facts_from_model(model, attributes=kept).nodes[0].source.module == "layer1"
