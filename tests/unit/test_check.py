@@ -82,3 +82,43 @@ def test_a_pre_inferred_result_for_other_bytes_is_not_used(save):
         facts = check._facts_or_model_error(path)
     assert [n.op_type for n in facts.nodes] == ["Relu", "Reshape"] and facts.tensors["y"].shape == (2, 2)
     assert not build._PRE_INFERRED
+
+
+def _relu_sin_typed():
+    """_relu_sin with every node output typed and static in the file (as the dynamo exporter writes)."""
+    from onnx import TensorProto
+
+    model = _relu_sin()
+    model.graph.value_info.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 4]))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]))
+    return model
+
+
+def test_the_child_infers_no_shapes_the_facts_would_not_use(save, monkeypatch):
+    """A file that types every node output statically gets no shape inference in the facts
+    (graph.build._already_inferred), so the isolated child runs none either: nothing to contain,
+    a pass to save. A file with one value untyped is inferred as before, and the facts are the same
+    with and without isolation."""
+    from onnx import shape_inference
+
+    from pytest_npucheck import check, isolate
+
+    typed, untyped = save(_relu_sin_typed()), save(_reshaped())
+    calls: list[int] = []
+    original = shape_inference.infer_shapes
+    monkeypatch.setattr(shape_inference, "infer_shapes", lambda *a, **k: calls.append(1) or original(*a, **k))
+    assert check._native_steps(typed) is None and calls == []
+    digest, inferred = check._native_steps(untyped)
+    assert calls == [1] and inferred
+    monkeypatch.undo()
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        for path in (typed, untyped):
+            facts = check._isolated_facts(path)
+            reference = check._facts_or_model_error(path)
+            assert facts.nodes == reference.nodes and facts.tensors == reference.tensors
+            assert facts.shape_inference_error is None
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert check._isolated_facts(typed).tensors["r"].shape == (1, 4)
