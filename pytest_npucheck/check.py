@@ -39,6 +39,11 @@ def _isolated_facts(path: Path) -> GraphFacts:
 
     import onnx  # noqa: F401
 
+    from .graph.schema import op_schema
+
+    # ONNX builds its operator-schema registry on the first lookup (~14 ms): built here, the child's
+    # shape inference inherits it, and the facts of this process look schemas up anyway
+    op_schema("Relu", 1, "")
     inferred = isolate.call("onnx.shape_inference", _native_steps, path)
     if inferred is None:
         return _facts_or_model_error(path)
@@ -74,17 +79,14 @@ def _native_steps(path: Path) -> Optional[tuple[bytes, bytes]]:
 
 
 def _inference_unused(model: Any, kept: Any) -> bool:
-    """Whether the facts of ``model`` will skip shape inference: the file gives every node output a
-    dtype and a static shape (``graph.build._already_inferred``; the dynamo exporter writes them), so
-    inferring in the child only to be discarded costs a pass (0.034 CPU-s for the 992-node
-    ``bert_1k``). A file without value_info is answered at once; any error answers False (the pass
-    runs as before, and the facts report what is wrong with the file)."""
-    if not model.graph.value_info:  # what _already_inferred answers first, without reading the nodes
-        return False
+    """Whether the facts of ``model`` will skip shape inference (``graph.build.skips_inference``), so
+    that inferring in the child only to be discarded would cost a pass (0.034 CPU-s for the 992-node
+    ``bert_1k``). Any error answers False (the pass runs as before, and the facts report what is
+    wrong with the file)."""
     try:
-        from .graph.build import _already_inferred, _read_nodes
+        from .graph.build import skips_inference
 
-        return _already_inferred(model.graph, _read_nodes(model.graph, kept), {}, None)
+        return skips_inference(model, kept)
     except Exception:  # noqa: BLE001 - a malformed file: the facts' own reading says how
         return False
 

@@ -191,6 +191,16 @@ def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
                              shape=tuple(DYNAMIC_DIM if d is None else d for d in t.shape))
 
 
+def skips_inference(model: Any, attributes: Optional[list[tuple[Any, ...]]] = None) -> bool:
+    """Whether the facts of ``model`` will skip ONNX shape inference (``_already_inferred``: the file
+    gives every node output a dtype and a static shape, as the dynamo exporter writes them), asked
+    before the facts are built (the isolated child, ``check._native_steps``, runs the pass only when
+    the facts would use it). A file without value_info is answered at once."""
+    if not model.graph.value_info:  # what _already_inferred answers first, without reading the nodes
+        return False
+    return _already_inferred(model.graph, _read_nodes(model.graph, attributes), {}, None)
+
+
 def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
                       types: dict[bytes, Any], decoded: Optional[list[tuple[str, Any]]] = None) -> bool:
     """Whether the file itself gives every node output of ``graph`` a dtype and a static shape.
