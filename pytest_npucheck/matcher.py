@@ -259,7 +259,9 @@ def _before_rewrites_reasons(node: NodeFact, table: Table, view: GraphView) -> l
 
 def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> TargetResult:
     pre = pre if pre is not None else run_prepasses(graph, table)
-    view = GraphView(graph, pre)
+    view = pre.view  # made by the pre-passes once every constant was folded, if they needed it
+    if view is None or view.graph is not graph:
+        view = GraphView(graph, pre)
     whole = _table_basis(table)
     judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
     results = []
