@@ -47,13 +47,17 @@ def _passes_on(graph: GraphFacts, node: NodeFact) -> bool:
 
 def _producer(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
     """The node computing ``tensor``, looking through nodes the pre-passes removed."""
+    pre = getattr(graph, "pre", None)
+    folded = pre.folded if pre is not None else ()
+    producer, nodes = graph.producer, graph.nodes
     seen = 0
     while tensor and seen < 64:
-        index = graph.producer.get(tensor)
+        index = producer.get(tensor)
         if index is None:
             return None
-        node = graph.nodes[index]
-        if _passes_on(graph, node) and node.inputs:
+        node = nodes[index]
+        # _passes_on(graph, node), its first test inlined: most producers were not removed
+        if node.index in folded and _passes_on(graph, node) and node.inputs:
             tensor, seen = node.inputs[0], seen + 1
             continue
         return node
@@ -62,9 +66,13 @@ def _producer(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
 
 def _consumers(graph: GraphFacts, tensor: str, _depth: int = 0) -> Iterator[NodeFact]:
     """Nodes reading ``tensor``, looking through nodes the pre-passes removed."""
+    pre = getattr(graph, "pre", None)
+    folded = pre.folded if pre is not None else ()
+    nodes = graph.nodes
     for index in graph.consumers.get(tensor, ()):
-        node = graph.nodes[index]
-        if _passes_on(graph, node) and _depth < 64:
+        node = nodes[index]
+        # _passes_on(graph, node), its first test inlined: most readers were not removed
+        if node.index in folded and _passes_on(graph, node) and _depth < 64:
             for out in node.outputs[:1]:
                 yield from _consumers(graph, out, _depth + 1)
         else:

@@ -39,6 +39,11 @@ class Rule:
     # matcher then shares one verdict between nodes whose constants differ); a new rule reads them
     reads_values: bool = True
 
+    def __post_init__(self) -> None:
+        # ``check`` is the rule's function itself on each instance (the method below is what a type
+        # checker sees): one Python frame less per rule call, ~50,000 calls in a check of issue 29's encoder
+        object.__setattr__(self, "check", self.fn)
+
     def check(self, node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
         return self.fn(node, params, graph)
 
