@@ -140,14 +140,18 @@ class _Memo:
     An ``any_of`` that mixes local and context alternatives passes as soon as one alternative
     passes, whatever the order: the memo records per signature whether one of its local
     alternatives passes, and only when none does is the whole ``any_of`` judged for the node (so
-    its message, which lists every alternative, is rendered exactly as without the memo).
+    its message, which lists every alternative, is rendered exactly as without the memo). Likewise a
+    context rule whose own facts settle it (``rules.Rule.settled``: a Transpose by another perm, a
+    Reshape that is no rank-6 view) is asked that once per signature and run only on the nodes of
+    the signatures it does not settle.
     """
 
     __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
-        # signature whose local constraints all pass -> per mixed any_of: does a local alternative pass
+        # signature whose local constraints all pass -> per per-node constraint: does it pass whatever
+        # the neighbours (see the class's docstring)
         self.clean: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
@@ -227,13 +231,18 @@ class _Memo:
         elif _check_constraints(node, local, view):
             return judge_node(node, self.table, view)  # a local reason: everything per node, in table order
         else:
-            flags = self.clean[sig] = tuple([any(r.check(node, p, view) is None for r, p in subs) for subs in mixed])
+            # per per-node constraint: settled for this signature (a local alternative of its any_of
+            # passes, or its rule's own facts say it passes: Rule.settled)
+            passes = [any(r.check(node, p, view) is None for r, p in subs) for subs in mixed]
+            flags = self.clean[sig] = tuple([
+                (j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view))
+                for c, rule, j in per_node])
         if not per_node:
             return "npu", []
         reasons = []
-        for c, rule, j in per_node:
-            if j >= 0 and flags[j]:
-                continue  # a local alternative of this any_of passes: so does the any_of
+        for (c, rule, j), settled in zip(per_node, flags):
+            if settled:
+                continue  # passes on every node with this signature
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
                 reasons.append(_reason(c, rule.category, message, source))
@@ -310,11 +319,19 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         else:
             verdict, reasons = judge(node)
             reasons = tuple(reasons)
-        result = new(NodeResult)  # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table)
-        result.__dict__.update(
-            index=i, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
-            reasons=reasons, graph=node.graph, source=node.source, fused_into=fused_into,
-        )
+        # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__, each field stored in the
+        # instance's dict in field order (a call and a keyword dict less than an update; one per node per table)
+        result = new(NodeResult)
+        fields = result.__dict__
+        fields["index"] = i
+        fields["name"] = node.name
+        fields["op_type"] = node.op_type
+        fields["domain"] = node.domain
+        fields["verdict"] = verdict
+        fields["reasons"] = reasons
+        fields["graph"] = node.graph
+        fields["source"] = node.source
+        fields["fused_into"] = fused_into
         append(result)
     issues = []
     if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:

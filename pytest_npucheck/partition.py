@@ -203,8 +203,10 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
         read.update(n.inputs)
         if n.op_type in _MAC_OPS:
             macs = node_macs(n, view)
-        else:  # node_macs of the other ops, inlined (one per output element; most nodes of a graph)
-            macs = _numel(tensor(outputs[0]) if outputs and outputs[0] else None) or 0
+        else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
+            info = tensor(outputs[0]) if outputs and outputs[0] else None
+            macs = math.prod(info.shape) if info is not None and info.static and (  # type: ignore[arg-type]
+                not info.const or _sized(info)) else 0
         macs_total += macs
         if verdict == "npu":
             device[i] = NPU

@@ -7,7 +7,7 @@ target. Which passes run, and in which order, is listed per table (``prepasses``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -692,7 +692,9 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
             if src is not None and src.static and node.inputs[0] not in pre.shapes:
                 value = _shape_value(node, src)
                 for out in node.outputs:
-                    const[out] = replace(tensors.get(out) or TensorInfo(out, "int64", None), const=True, value=value)
+                    base = tensors.get(out) or TensorInfo(out, "int64", None)
+                    t = const[out] = _new(TensorInfo)  # replace(base, const=True, value=value) without the frozen __init__
+                    t.__dict__.update(name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=value)
                 folded[node.index] = f"{op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
         if not constants or op_type in NONDETERMINISTIC or op_type in SEQUENCE_OUTPUT:
@@ -762,6 +764,8 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
     """``view``: the graph with the constants folded so far, which a pattern node's constraints read as
     the rules do (made here when not given)."""
     anchors: dict[str, Sequence[NodeFact]] = {}  # op key -> its nodes in graph order: each pattern visits its own
+    reader_ops: dict[int, set[str]] = {}  # anchor index -> the op keys of the nodes reading its outputs
+    all_nodes, consumers = graph.nodes, graph.consumers
     if view is None:
         view = GraphView(graph, pre)
     for pattern in patterns:
@@ -776,13 +780,16 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
         # that op cannot match (most anchors: a MatMul that feeds an Add)
         step2 = plan[1][1] if len(plan[1]) > 1 else None
         second = step2[1] if step2 is not None and plan[0][0] in step2[2] else None
-        all_nodes, consumers = graph.nodes, graph.consumers
         for node in nodes:
             if node.index in pre.folded or node.index in pre.fused:
                 continue
-            if second is not None and not any(all_nodes[i].key == second for out in node.outputs
-                                              for i in consumers.get(out, ())):
-                continue
+            if second is not None:
+                read_by = reader_ops.get(node.index)
+                if read_by is None:  # once per anchor, whichever of the patterns anchored at its op asks first
+                    read_by = reader_ops[node.index] = {all_nodes[i].key for out in node.outputs
+                                                        for i in consumers.get(out, ())}
+                if second not in read_by:
+                    continue
             if not _meets(view, plan[2].get(plan[0][0], ()), node):
                 continue
             match = _match_from(graph, pre, plan, node, view)
