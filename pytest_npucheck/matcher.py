@@ -282,6 +282,9 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     absorbed, fused = pre.absorbed, pre.fused
     # the ops with a before_rewrites constraint: only their folded or fused nodes are judged again
     rewritten = frozenset(k for k, e in table.ops.items() if any(c.before_rewrites for c in e.constraints))
+    # their op types: tested first, so that a folded node of another op never computes its key (NodeFact.key,
+    # made on first use: most folded nodes, a Constant or an Identity, are never asked it otherwise)
+    rewritten_ops = frozenset(k.rpartition(":")[2] for k in rewritten)
     for node in graph.nodes:
         i = node.index
         fused_into = None
@@ -298,7 +301,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                 if reasons is None:
                     reasons = shared[why] = (Reason("prepass", why, "folded", "prepass", *whole),)
                 verdict = "folded"
-            if rewritten and node.key in rewritten:
+            if node.op_type in rewritten_ops and node.key in rewritten:
                 rejected = _before_rewrites_reasons(node, table, view)
                 if rejected:
                     verdict, reasons = "unsupported", (*rejected, *reasons)
@@ -312,7 +315,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                 verdict, what = "cpu", "but the compiler leaves this node on the CPU"
             reasons = () if verdict == "npu" else (Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict,
                                                           "op", source_basis(pattern.source), pattern.source),)
-            if rewritten and verdict in ("folded", "npu", "cpu") and node.key in rewritten:
+            if node.op_type in rewritten_ops and verdict in ("folded", "npu", "cpu") and node.key in rewritten:
                 rejected = _before_rewrites_reasons(node, table, view)
                 if rejected:
                     verdict, reasons = "unsupported", (*rejected, *reasons)
