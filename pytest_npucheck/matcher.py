@@ -282,8 +282,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     absorbed, fused = pre.absorbed, pre.fused
     # the ops with a before_rewrites constraint: only their folded or fused nodes are judged again
     rewritten = frozenset(k for k, e in table.ops.items() if any(c.before_rewrites for c in e.constraints))
-    # their op types: tested first, so that a folded node of another op never computes its key (NodeFact.key,
-    # made on first use: most folded nodes, a Constant or an Identity, are never asked it otherwise)
+    # their op types, tested first: a folded node of another op (most of them, Constants and Identities)
+    # is let through by one lookup of its op type
     rewritten_ops = frozenset(k.rpartition(":")[2] for k in rewritten)
     for node in graph.nodes:
         i = node.index
