@@ -243,20 +243,25 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
             for inp in n.inputs:
                 if inp:
                     consumers.setdefault(inp, []).append(n.index)
-        sources = [(out, n.index, device[n.index]) for n in live for out in n.outputs if out]
         position = {i: k for k, i in enumerate(order)}
-        for tensor_name, src, src_dev in sources:
-            other = [c for c in consumers.get(tensor_name, []) if device[c] != src_dev]
-            if not other:
-                continue
-            size = tensor_bytes(tensor(tensor_name))
-            if size is None:
-                part.unknown_bytes += 1
-            first = min(other, key=lambda c: position.get(c, 0))
-            t = Transition(tensor_name, names[src], names[first], f"{src_dev}->{device[first]}", size)
-            part.transitions.append(t)
-            for end in [src] + other:
-                per_node.setdefault(end, []).append(t)
+        for n in live:  # each live node's outputs, in order (no list of every (output, node, device) first)
+            src = n.index
+            src_dev = device[src]
+            for tensor_name in n.outputs:
+                readers = consumers.get(tensor_name) if tensor_name else None
+                if not readers:
+                    continue
+                other = [c for c in readers if device[c] != src_dev]
+                if not other:
+                    continue
+                size = tensor_bytes(tensor(tensor_name))
+                if size is None:
+                    part.unknown_bytes += 1
+                first = min(other, key=lambda c: position.get(c, 0))
+                t = Transition(tensor_name, names[src], names[first], f"{src_dev}->{device[first]}", size)
+                part.transitions.append(t)
+                for end in [src] + other:
+                    per_node.setdefault(end, []).append(t)
     # impact of each fallback: what it runs on the CPU plus the copies it causes
     for n, verdict, macs in cpu:
         ts = per_node.get(n.index, [])
