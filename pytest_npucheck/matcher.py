@@ -140,14 +140,18 @@ class _Memo:
     An ``any_of`` that mixes local and context alternatives passes as soon as one alternative
     passes, whatever the order: the memo records per signature whether one of its local
     alternatives passes, and only when none does is the whole ``any_of`` judged for the node (so
-    its message, which lists every alternative, is rendered exactly as without the memo).
+    its message, which lists every alternative, is rendered exactly as without the memo). Likewise a
+    context rule whose own facts settle it (``rules.Rule.settled``: a Transpose by another perm, a
+    Reshape that is no rank-6 view) is asked that once per signature and run only on the nodes of
+    the signatures it does not settle.
     """
 
     __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
-        # signature whose local constraints all pass -> per mixed any_of: does a local alternative pass
+        # signature whose local constraints all pass -> per per-node constraint: does it pass whatever
+        # the neighbours (see the class's docstring)
         self.clean: dict[tuple[Any, ...], tuple[bool, ...]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
@@ -157,8 +161,9 @@ class _Memo:
         self.dynamic_rank = bool(view.graph.dynamic_rank)
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
-        """(local constraints, per-node constraints with their mixed any_of index or -1, the local
-        alternatives of each mixed any_of, whether the key holds values, the opset range)."""
+        """(local constraints, per-node constraints as (constraint, its rule, its mixed any_of index or
+        -1), the local alternatives of each mixed any_of, whether the key holds values, the opset range,
+        the op entry's source)."""
         if key in self.plans:
             return self.plans[key]
         entry = self.table.ops.get(key)
@@ -174,21 +179,23 @@ class _Memo:
                 subs = [s for s in c.params.get("constraints", ()) if is_local(s["rule"], s.get("params", {}))] \
                     if c.rule == "any_of" else []
                 if subs:
-                    per_node.append((c, len(mixed)))
+                    per_node.append((c, RULES[c.rule], len(mixed)))
                     mixed.append(tuple((RULES[s["rule"]], s.get("params", {})) for s in subs))
                 else:
-                    per_node.append((c, -1))
+                    per_node.append((c, RULES[c.rule], -1))
             values = any(_reads_values(c.rule, c.params) for c in local) or any(
                 _reads_values(r.id, p) for subs in mixed for r, p in subs)
-            plan = (local, tuple(per_node), tuple(mixed), values, entry.opset)
+            plan = (local, tuple(per_node), tuple(mixed), values, entry.opset, entry.source)
         self.plans[key] = plan
         return plan
 
     def judge(self, node: NodeFact) -> tuple[str, list[Reason]]:
-        plan = self._plan(node.key)
+        plan = self.plans.get(node.key, _NO_PLAN)
+        if plan is _NO_PLAN:
+            plan = self._plan(node.key)
         if plan is None:
             return judge_node(node, self.table, self.view)
-        local, per_node, mixed, values, opset = plan
+        local, per_node, mixed, values, opset, source = plan
         if opset is not None and not opset[0] <= node.opset <= opset[1]:
             return judge_node(node, self.table, self.view)
         view = self.view
@@ -224,20 +231,25 @@ class _Memo:
         elif _check_constraints(node, local, view):
             return judge_node(node, self.table, view)  # a local reason: everything per node, in table order
         else:
-            flags = self.clean[sig] = tuple([any(r.check(node, p, view) is None for r, p in subs) for subs in mixed])
+            # per per-node constraint: settled for this signature (a local alternative of its any_of
+            # passes, or its rule's own facts say it passes: Rule.settled)
+            passes = [any(r.check(node, p, view) is None for r, p in subs) for subs in mixed]
+            flags = self.clean[sig] = tuple([
+                (j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view))
+                for c, rule, j in per_node])
         if not per_node:
             return "npu", []
-        entry = self.table.ops.get(node.key)
-        source = entry.source if entry is not None else None
         reasons = []
-        for c, j in per_node:
-            if j >= 0 and flags[j]:
-                continue  # a local alternative of this any_of passes: so does the any_of
-            rule = RULES[c.rule]
+        for (c, rule, j), settled in zip(per_node, flags):
+            if settled:
+                continue  # passes on every node with this signature
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
                 reasons.append(_reason(c, rule.category, message, source))
-        return _worst([r.verdict for r in reasons]), reasons
+        return (_worst([r.verdict for r in reasons]), reasons) if reasons else ("npu", reasons)
+
+
+_NO_PLAN = object()  # an op key the memo has not planned yet
 
 
 def _before_rewrites_reasons(node: NodeFact, table: Table, view: GraphView) -> list[Reason]:
@@ -259,18 +271,26 @@ def _before_rewrites_reasons(node: NodeFact, table: Table, view: GraphView) -> l
 
 def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> TargetResult:
     pre = pre if pre is not None else run_prepasses(graph, table)
-    view = GraphView(graph, pre)
+    view = pre.view  # made by the pre-passes once every constant was folded, if they needed it
+    if view is None or view.graph is not graph:
+        view = GraphView(graph, pre)
     whole = _table_basis(table)
     judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
     results = []
+    append, new = results.append, object.__new__
     folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
+    absorbed, fused = pre.absorbed, pre.fused
     # the ops with a before_rewrites constraint: only their folded or fused nodes are judged again
     rewritten = frozenset(k for k, e in table.ops.items() if any(c.before_rewrites for c in e.constraints))
+    # their op types, tested first: a folded node of another op (most of them, Constants and Identities)
+    # is let through by one lookup of its op type
+    rewritten_ops = frozenset(k.rpartition(":")[2] for k in rewritten)
     for node in graph.nodes:
+        i = node.index
         fused_into = None
-        if node.index in folded:
-            why = folded[node.index]
-            into = pre.absorbed.get(node.index)
+        why = folded.get(i)
+        if why is not None:
+            into = absorbed.get(i)
             if into is not None and into < len(results) and results[into].verdict in ("cpu", "unsupported"):
                 # fused into a node that leaves the NPU (a BatchNorm into a Conv whose shape is dynamic):
                 # the fused op runs where that node runs
@@ -281,29 +301,35 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                 if reasons is None:
                     reasons = shared[why] = (Reason("prepass", why, "folded", "prepass", *whole),)
                 verdict = "folded"
-        elif node.index in pre.fused:
-            pattern, anchor = pre.fused[node.index]
+            if node.op_type in rewritten_ops and node.key in rewritten:
+                rejected = _before_rewrites_reasons(node, table, view)
+                if rejected:
+                    verdict, reasons = "unsupported", (*rejected, *reasons)
+        elif i in fused:
+            pattern, anchor = fused[i]
             fused_into = f"{pattern.fused_op} ({pattern.name}, anchored at {graph.nodes[anchor].name})"
             verdict = pattern.status
             what = "which runs on the CPU" if verdict == "cpu" else "which the compiler rejects (no CPU fallback)"
             note = f" ({pattern.description})" if pattern.description else ""
-            if verdict == "npu" and node.index in pre.fused_cpu:
+            if verdict == "npu" and i in pre.fused_cpu:
                 verdict, what = "cpu", "but the compiler leaves this node on the CPU"
-            reasons = [] if verdict == "npu" else [Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict,
-                                                          "op", source_basis(pattern.source), pattern.source)]
+            reasons = () if verdict == "npu" else (Reason("pattern", f"fused into {fused_into}, {what}{note}", verdict,
+                                                          "op", source_basis(pattern.source), pattern.source),)
+            if node.op_type in rewritten_ops and verdict in ("folded", "npu", "cpu") and node.key in rewritten:
+                rejected = _before_rewrites_reasons(node, table, view)
+                if rejected:
+                    verdict, reasons = "unsupported", (*rejected, *reasons)
         else:
             verdict, reasons = judge(node)
-        if node.key in rewritten and verdict in ("folded", "npu", "cpu") and (
-                node.index in folded or node.index in pre.fused):
-            rejected = _before_rewrites_reasons(node, table, view)
-            if rejected:
-                verdict, reasons = "unsupported", [*rejected, *reasons]
-        result = object.__new__(NodeResult)  # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table)
+            reasons = tuple(reasons)
+        # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table). One
+        # update, not a store per field: the report's to_json reads the fields of such a dict ~20 % faster
+        result = new(NodeResult)
         result.__dict__.update(
-            index=node.index, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
-            reasons=tuple(reasons), graph=node.graph, source=node.source, fused_into=fused_into,
+            index=i, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
+            reasons=reasons, graph=node.graph, source=node.source, fused_into=fused_into,
         )
-        results.append(result)
+        append(result)
     issues = []
     if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:
         lo, hi = table.ir_version

@@ -170,49 +170,70 @@ class Partition:
 def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None) -> Partition:
     """Replay the runtime's partitioning of the main graph under the given verdicts."""
     view = view if view is not None else graph
-    by_index = {r.index: r for r in results}
-    device: dict[int, Optional[str]] = {}
+    tensor = view.tensor
+    device: dict[int, str] = {}  # live node index -> its device (a folded node is not live)
     names: dict[int, str] = {}
     live: list[NodeFact] = []
+    cpu: list[tuple[NodeFact, str, int]] = []  # the fallbacks: (node, verdict, MACs)
     producer: dict[str, int] = {}
-    devices: set[str] = set()
+    read: set[str] = set()  # what the live nodes visited so far read
+    late_read = False  # a live node produced a tensor that a node visited before it read
     ordered, last = True, -1  # live in index order (graph.build numbers the nodes in order: no sort needed)
-    for n in graph.nodes:  # the main graph's judged nodes, in one pass (9,000 in a large transformer)
-        r = by_index.get(n.index)
+    nodes_npu = macs_total = macs_npu = 0
+    # the main graph's judged nodes in one pass (26,394 in issue 29's encoder): device, the order check
+    # and each node's MACs
+    for n, r in _with_results(graph.nodes, results):
         if r is None or n.graph:
+            continue
+        verdict = r.verdict
+        if verdict == "folded":
             continue
         i = n.index
         names[i] = n.name
-        verdict = r.verdict
-        d = device[i] = None if verdict == "folded" else NPU if verdict == "npu" else CPU
-        if d is not None:
-            live.append(n)
-            devices.add(d)
-            if i <= last:
-                ordered = False
-            last = i
-            for out in n.outputs:
-                if out:
-                    producer[out] = i
-    part = Partition()
+        live.append(n)
+        if i <= last:
+            ordered = False
+        last = i
+        outputs = n.outputs
+        for out in outputs:
+            if out:
+                producer[out] = i
+                if out in read:
+                    late_read = True
+        read.update(n.inputs)
+        if n.op_type in _MAC_OPS:
+            macs = node_macs(n, view)
+        else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
+            info = tensor(outputs[0]) if outputs and outputs[0] else None
+            macs = math.prod(info.shape) if info is not None and info.static and (  # type: ignore[arg-type]
+                not info.const or _sized(info)) else 0
+        macs_total += macs
+        if verdict == "npu":
+            device[i] = NPU
+            nodes_npu += 1
+            macs_npu += macs
+        else:
+            device[i] = CPU
+            cpu.append((n, verdict, macs))
+    part = Partition(macs_total=macs_total, macs_npu=macs_npu, nodes_total=len(live), nodes_npu=nodes_npu)
     preds: dict[int, set[int]] = {}
     succs: dict[int, set[int]] = {}
-    if len(devices) <= 1 and _in_topological_order(live, producer):
+    if (not cpu or not nodes_npu) and _topological(live, producer, ordered, late_read):
         # one device (every verdict npu, the usual passing model, or every one cpu): the greedy walk
         # (_greedy_order) would visit the nodes in index order, and nothing crosses between devices
         if live:
-            part.segments.append((device[live[0].index], [names[n.index] for n in  # type: ignore[arg-type]
+            part.segments.append((device[live[0].index], [names[n.index] for n in
                                                           (live if ordered else sorted(live, key=_index))]))
         mixed = False
     else:
         mixed = True
-        order = _greedy_order(live, device, producer, preds, succs)
+        order = _greedy_order(live, device, producer, preds, succs)  # type: ignore[arg-type]
         for i in order:
             d = device[i]
             if part.segments and part.segments[-1][0] == d:
                 part.segments[-1][1].append(names[i])
             else:
-                part.segments.append((d, [names[i]]))  # type: ignore[arg-type]
+                part.segments.append((d, [names[i]]))
     # crossings: each tensor produced on one device and read on the other (model inputs and outputs
     # are copied in any case and do not count)
     per_node: dict[int, list[Transition]] = {}
@@ -222,49 +243,49 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
             for inp in n.inputs:
                 if inp:
                     consumers.setdefault(inp, []).append(n.index)
-        sources = [(out, n.index, device[n.index]) for n in live for out in n.outputs if out]
         position = {i: k for k, i in enumerate(order)}
-        for tensor, src, src_dev in sources:
-            other = [c for c in consumers.get(tensor, []) if device[c] != src_dev]
-            if not other:
-                continue
-            size = tensor_bytes(view.tensor(tensor))
-            if size is None:
-                part.unknown_bytes += 1
-            first = min(other, key=lambda c: position.get(c, 0))
-            t = Transition(tensor, names[src], names[first], f"{src_dev}->{device[first]}", size)
-            part.transitions.append(t)
-            for end in [src] + other:
-                per_node.setdefault(end, []).append(t)
-    # MACs and node shares
-    macs_of: dict[int, int] = {}
-    tensor = view.tensor
-    for n in live:
-        if n.op_type in _MAC_OPS:
-            macs = node_macs(n, view)
-        else:  # node_macs of the other ops, inlined (one per output element; most nodes of a graph)
-            macs = _numel(tensor(n.outputs[0]) if n.outputs and n.outputs[0] else None) or 0
-        macs_of[n.index] = macs
-        part.macs_total += macs
-        part.nodes_total += 1
-        if device[n.index] == NPU:
-            part.macs_npu += macs
-            part.nodes_npu += 1
+        for n in live:  # each live node's outputs, in order (no list of every (output, node, device) first)
+            src = n.index
+            src_dev = device[src]
+            for tensor_name in n.outputs:
+                readers = consumers.get(tensor_name) if tensor_name else None
+                if not readers:
+                    continue
+                other = [c for c in readers if device[c] != src_dev]
+                if not other:
+                    continue
+                size = tensor_bytes(tensor(tensor_name))
+                if size is None:
+                    part.unknown_bytes += 1
+                first = min(other, key=lambda c: position.get(c, 0))
+                t = Transition(tensor_name, names[src], names[first], f"{src_dev}->{device[first]}", size)
+                part.transitions.append(t)
+                for end in [src] + other:
+                    per_node.setdefault(end, []).append(t)
     # impact of each fallback: what it runs on the CPU plus the copies it causes
-    for n in live:
-        r = by_index[n.index]
-        if device[n.index] != CPU:
-            continue
+    for n, verdict, macs in cpu:
         ts = per_node.get(n.index, [])
         nbytes = sum(t.bytes or 0 for t in ts)
         npu_before = any(device.get(p) == NPU for p in preds.get(n.index, ()))
         npu_after = any(device.get(s) == NPU for s in succs.get(n.index, ()))
         splits = npu_before and npu_after
-        macs = macs_of[n.index]
-        score = len(ts) * 1.0 + nbytes / 1e6 + macs / 1e7 + (2.0 if splits else 0.0) + (100.0 if r.verdict == "unsupported" else 0.0)
-        part.impacts.append(Impact(n.name, n.op_type, r.verdict, macs, len(ts), nbytes, splits, score))
+        score = len(ts) * 1.0 + nbytes / 1e6 + macs / 1e7 + (2.0 if splits else 0.0) + (100.0 if verdict == "unsupported" else 0.0)
+        part.impacts.append(Impact(n.name, n.op_type, verdict, macs, len(ts), nbytes, splits, score))
     part.impacts.sort(key=lambda i: (-i.score, i.node))
     return part
+
+
+def _with_results(nodes: Sequence[NodeFact], results: Sequence[NodeResult]) -> Iterable[tuple[NodeFact, Optional[NodeResult]]]:
+    """(node, its result or None) for every node. The matcher's results are one per node in graph
+    order: paired as they are, without a map from index to result (checked, one comparison a node)."""
+    if len(results) == len(nodes):
+        for n, r in zip(nodes, results):
+            if n.index != r.index:
+                break
+        else:
+            return zip(nodes, results)
+    by_index = {r.index: r for r in results}
+    return [(n, by_index.get(n.index)) for n in nodes]
 
 
 def _index(node: NodeFact) -> int:
@@ -279,6 +300,13 @@ def _in_topological_order(live: Sequence[NodeFact], producer: dict[str, int]) ->
             if p is not None and p > n.index:
                 return False
     return True
+
+
+def _topological(live: Sequence[NodeFact], producer: dict[str, int], ordered: bool, late_read: bool) -> bool:
+    """Whether the live nodes are in topological order (:func:`_in_topological_order`). When they
+    were visited in index order, that is known from the visit: no live node produced a tensor that a
+    node visited before it read (``late_read``)."""
+    return not late_read if ordered else _in_topological_order(live, producer)
 
 
 def _greedy_order(live: Sequence[NodeFact], device: dict[int, Optional[str]], producer: dict[str, int],

@@ -7,8 +7,9 @@ target. Which passes run, and in which order, is listed per table (``prepasses``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import chain
+from operator import attrgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SEQUENCE_OUTPUT, SHAPE_OPS, GraphFacts, GraphView, NodeFact,
@@ -16,6 +17,7 @@ from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SEQUENCE_OUTPUT, SHAPE_OPS, 
 from .tables import Constraint, OpEntry, Pattern, Table
 
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
+_new = object.__new__
 
 
 @dataclass
@@ -36,6 +38,9 @@ class PrepassResult:
     # node index -> the index of the identical node it was merged into (merge_identical_nodes): its readers
     # read that node's outputs
     merged: dict[int, int] = field(default_factory=dict)
+    # the graph as the rules see it once every constant is folded (made before fuse_patterns, which
+    # folds none): the pattern constraints and then the matcher read it, one merge of the tensors
+    view: Optional[GraphView] = field(default=None, compare=False, repr=False)
 
 
 def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
@@ -67,7 +72,9 @@ def run_prepasses(graph: GraphFacts, table: Table) -> PrepassResult:
     if "fuse_conv_bn" in passes:
         _fuse_conv_bn(graph, pre)
     if "fuse_patterns" in passes and table.patterns:
-        _fuse_patterns(graph, pre, table.patterns)
+        # the passes above made every constant there is; fuse_patterns folds none (the view stays valid)
+        pre.view = GraphView(graph, pre)
+        _fuse_patterns(graph, pre, table.patterns, pre.view)
     return pre
 
 
@@ -82,8 +89,17 @@ def _main_nodes(graph: GraphFacts, ops: Iterable[str]) -> Sequence[NodeFact]:
     return sorted(chain.from_iterable(lists), key=_node_index)
 
 
-def _node_index(node: NodeFact) -> int:
-    return node.index
+_node_index = attrgetter("index")  # a node's index (the sort key of _main_nodes, without a Python call a node)
+
+
+def _nodes_of(graph: GraphFacts, ops: Iterable[str]) -> Sequence[NodeFact]:
+    """Every node of the given op types, subgraph bodies' included, in graph order: what a pre-pass
+    that judges only those ops visits. A graph without bodies (every node in ``main_nodes_by_op``)
+    has them from that index; one with bodies is scanned."""
+    if sum(map(len, graph.main_nodes_by_op.values())) == len(graph.nodes):
+        return _main_nodes(graph, ops)
+    ops = frozenset(ops)
+    return [n for n in graph.nodes if n.op_type in ops]
 
 
 def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
@@ -158,7 +174,7 @@ _INT32_MAX = 2 ** 31 - 1
 
 def _const_ints(graph: GraphFacts, pre: PrepassResult, name: str) -> Optional[tuple[int, ...]]:
     """The value of a constant integer tensor (an initializer, a Constant or a folded shape), else None."""
-    info = pre.const.get(name) or graph.tensor(name)
+    info = pre.const.get(name) or graph.tensors.get(name)
     if info is None or not info.const or info.value is None:
         return None
     try:
@@ -416,8 +432,8 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bo
             continue
         neutral, positions = spec
         for k in positions:
-            info = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
-            other = graph.tensor(node.inputs[1 - k])
+            info = pre.const.get(node.inputs[k]) or graph.tensors.get(node.inputs[k])
+            other = graph.tensors.get(node.inputs[1 - k])
             if info is None or not info.const or info.value is None or len(info.value) != 1 \
                     or info.value[0] != neutral or info.shape is None or other is None or other.shape is None \
                     or len(info.shape) > len(other.shape):
@@ -435,8 +451,8 @@ def _constant_offset(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> b
             or len(node.inputs) != 2 or not node.outputs:
         return False
     for k in ((0, 1) if node.op_type == "Add" else (1,)):
-        c = pre.const.get(node.inputs[k]) or graph.tensor(node.inputs[k])
-        x = graph.tensor(node.inputs[1 - k])
+        c = pre.const.get(node.inputs[k]) or graph.tensors.get(node.inputs[k])
+        x = graph.tensors.get(node.inputs[1 - k])
         if c is not None and c.const and c.value is not None and len(c.value) == 1 and x is not None \
                 and not x.const and x.dtype in _INTEGER:
             return True
@@ -510,7 +526,7 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
         if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
                 or not node.inputs or not node.inputs[0] or not node.outputs or node.outputs[0] in outputs:
             continue
-        src, out = graph.tensor(node.inputs[0]), graph.tensor(node.outputs[0])
+        src, out = graph.tensors.get(node.inputs[0]), graph.tensors.get(node.outputs[0])
         if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
             continue
         if node.op_type == "Slice" and not _forward_steps(graph, pre, node):
@@ -628,7 +644,7 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult, identity: bool = 
     """``identity``: Identity/Dropout and integer Casts to their own dtype (``eliminate_identity``);
     ``any_cast``: every Cast to its input's own dtype (``eliminate_same_type_casts``)."""
     outputs = set(graph.outputs)
-    for node in graph.nodes:
+    for node in _nodes_of(graph, _PASS_THROUGH):  # Identity, Dropout and Cast: the only ops it removes
         if (identity and node.op_type in IDENTITY_OPS
                 or node.op_type == "Cast" and (identity or any_cast) and _same_type_cast(graph, node, any_cast)) \
                 and node.domain == "ai.onnx":
@@ -645,9 +661,10 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult, identity: bool = 
             info = (pre.const.get(src) or graph.tensors.get(src)) if src else None
             if info is not None and info.const and node.outputs and node.outputs[0]:
                 out = node.outputs[0]
-                # replace(info, name=out) without the frozen __init__ (798 Identities in bert_9k, per table)
-                pre.const[out] = frozen_new(TensorInfo, name=out, dtype=info.dtype, shape=info.shape, const=info.const,
-                                      value=info.value)
+                # replace(info, name=out) without the frozen __init__ (frozen_new inlined: 3,591 Identities in
+                # issue 29's encoder, per table)
+                t = pre.const[out] = _new(TensorInfo)
+                t.__dict__.update(name=out, dtype=info.dtype, shape=info.shape, const=info.const, value=info.value)
 
 
 def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
@@ -663,7 +680,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 out = node.outputs[0]
                 if info is not None and info.const and out not in const:
                     base = tensors.get(out) or info
-                    const[out] = frozen_new(TensorInfo, name=out, dtype=base.dtype, shape=base.shape, const=True,
+                    t = const[out] = _new(TensorInfo)  # frozen_new inlined (one per Identity of a constant)
+                    t.__dict__.update(name=out, dtype=base.dtype, shape=base.shape, const=True,
                                       value=base.value if base.value is not None else info.value)
             continue
         if node.domain != "ai.onnx" or node.subgraphs:
@@ -674,7 +692,9 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
             if src is not None and src.static and node.inputs[0] not in pre.shapes:
                 value = _shape_value(node, src)
                 for out in node.outputs:
-                    const[out] = replace(tensors.get(out) or TensorInfo(out, "int64", None), const=True, value=value)
+                    base = tensors.get(out) or TensorInfo(out, "int64", None)
+                    t = const[out] = _new(TensorInfo)  # replace(base, const=True, value=value) without the frozen __init__
+                    t.__dict__.update(name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=value)
                 folded[node.index] = f"{op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
         if not constants or op_type in NONDETERMINISTIC or op_type in SEQUENCE_OUTPUT:
@@ -697,8 +717,11 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
         for out in node.outputs:
             if out:
                 base = tensors.get(out) or TensorInfo(out, None, None)
-                const[out] = base if base.const else frozen_new(  # without the frozen __init__ (per table)
-                    TensorInfo, name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=base.value)
+                if base.const:
+                    const[out] = base
+                else:  # frozen_new inlined: without the frozen __init__ and the call (a Constant's output, per table)
+                    t = const[out] = _new(TensorInfo)
+                    t.__dict__.update(name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=base.value)
         why = "constant" if op_type == "Constant" else "all inputs are constant"
         folded[node.index] = f"{why}: folded at compile time"
 
@@ -719,7 +742,7 @@ def _shape_value(node: NodeFact, src: TensorInfo) -> tuple[Any, ...]:
 
 
 def _fuse_conv_bn(graph: GraphFacts, pre: PrepassResult) -> None:
-    for node in graph.nodes:
+    for node in _nodes_of(graph, ("BatchNormalization",)):
         if node.op_type != "BatchNormalization" or node.index in pre.folded or not node.inputs:
             continue
         prod = graph.producer.get(node.inputs[0])
@@ -736,14 +759,20 @@ def _fuse_conv_bn(graph: GraphFacts, pre: PrepassResult) -> None:
         pre.absorbed[node.index] = conv.index
 
 
-def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pattern]) -> None:
-    anchors: dict[str, list[NodeFact]] = {}  # op key -> nodes in graph order: each pattern visits its own
-    for node in graph.nodes:
-        anchors.setdefault(node.key, []).append(node)
-    # a pattern node's constraints read the graph as the rules do: with the constants folded so far
-    view: Any = GraphView(graph, pre) if any(p.node_constraints for p in patterns) else graph
+def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pattern],
+                   view: Optional[GraphView] = None) -> None:
+    """``view``: the graph with the constants folded so far, which a pattern node's constraints read as
+    the rules do (made here when not given)."""
+    anchors: dict[str, Sequence[NodeFact]] = {}  # op key -> its nodes in graph order: each pattern visits its own
+    reader_ops: dict[int, set[str]] = {}  # anchor index -> the op keys of the nodes reading its outputs
+    all_nodes, consumers = graph.nodes, graph.consumers
+    if view is None:
+        view = GraphView(graph, pre)
     for pattern in patterns:
-        nodes = anchors.get(pattern.nodes[0][1])
+        key = pattern.nodes[0][1]
+        nodes = anchors.get(key)
+        if nodes is None:  # the nodes of the anchor's op type (from the index), of the anchor's domain
+            nodes = anchors[key] = [n for n in _nodes_of(graph, (key.rpartition(":")[2],)) if n.key == key]
         if not nodes:
             continue
         plan = _plan(pattern)
@@ -751,13 +780,16 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
         # that op cannot match (most anchors: a MatMul that feeds an Add)
         step2 = plan[1][1] if len(plan[1]) > 1 else None
         second = step2[1] if step2 is not None and plan[0][0] in step2[2] else None
-        all_nodes, consumers = graph.nodes, graph.consumers
         for node in nodes:
             if node.index in pre.folded or node.index in pre.fused:
                 continue
-            if second is not None and not any(all_nodes[i].key == second for out in node.outputs
-                                              for i in consumers.get(out, ())):
-                continue
+            if second is not None:
+                read_by = reader_ops.get(node.index)
+                if read_by is None:  # once per anchor, whichever of the patterns anchored at its op asks first
+                    read_by = reader_ops[node.index] = {all_nodes[i].key for out in node.outputs
+                                                        for i in consumers.get(out, ())}
+                if second not in read_by:
+                    continue
             if not _meets(view, plan[2].get(plan[0][0], ()), node):
                 continue
             match = _match_from(graph, pre, plan, node, view)

@@ -47,13 +47,17 @@ def _passes_on(graph: GraphFacts, node: NodeFact) -> bool:
 
 def _producer(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
     """The node computing ``tensor``, looking through nodes the pre-passes removed."""
+    pre = getattr(graph, "pre", None)
+    folded = pre.folded if pre is not None else ()
+    producer, nodes = graph.producer, graph.nodes
     seen = 0
     while tensor and seen < 64:
-        index = graph.producer.get(tensor)
+        index = producer.get(tensor)
         if index is None:
             return None
-        node = graph.nodes[index]
-        if _passes_on(graph, node) and node.inputs:
+        node = nodes[index]
+        # _passes_on(graph, node), its first test inlined: most producers were not removed
+        if node.index in folded and _passes_on(graph, node) and node.inputs:
             tensor, seen = node.inputs[0], seen + 1
             continue
         return node
@@ -62,9 +66,13 @@ def _producer(graph: GraphFacts, tensor: str) -> Optional[NodeFact]:
 
 def _consumers(graph: GraphFacts, tensor: str, _depth: int = 0) -> Iterator[NodeFact]:
     """Nodes reading ``tensor``, looking through nodes the pre-passes removed."""
+    pre = getattr(graph, "pre", None)
+    folded = pre.folded if pre is not None else ()
+    nodes = graph.nodes
     for index in graph.consumers.get(tensor, ()):
-        node = graph.nodes[index]
-        if _passes_on(graph, node) and _depth < 64:
+        node = nodes[index]
+        # _passes_on(graph, node), its first test inlined: most readers were not removed
+        if node.index in folded and _passes_on(graph, node) and _depth < 64:
             for out in node.outputs[:1]:
                 yield from _consumers(graph, out, _depth + 1)
         else:
@@ -644,7 +652,12 @@ def _flattened_map(graph: GraphFacts, node: NodeFact) -> Optional[tuple[int, int
     return (h, w) if tuple(out.shape) == (n, c, h * w) else None
 
 
-@rule("concat_flatten_plane", "context", local=False, words=_words)
+def _not_a_flattened_map(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> bool:
+    """concat_flatten_plane's ``settled``: the node is no flattening of a static rank-4 map (its own shapes)."""
+    return _flattened_map(graph, node) is None
+
+
+@rule("concat_flatten_plane", "context", local=False, words=_words, settled=_not_a_flattened_map)
 def rule_concat_flatten_plane(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """a flattening of an (N, C, H, W) map to (N, C, H * W) read by a Concat of such flattenings on the last
     axis keeps its map's width as the Concat's row, or holds a multiple of {multiple_of} elements.
@@ -827,18 +840,25 @@ def _feature_scale(graph: GraphFacts, mul: NodeFact, features: int) -> Optional[
     return None
 
 
-@rule("gemm_scale_fold", "context", local=False, words=_words)
+def _no_kn_weight(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> bool:
+    """gemm_scale_fold's ``settled``: no constant [K, N] weight (N != K) read untransposed (its own attributes
+    and input 1)."""
+    if len(node.inputs) < 2 or int(node.attrs.get("transB", 0) or 0) or int(node.attrs.get("transA", 0) or 0):
+        return True
+    weight = graph.tensor(node.inputs[1])
+    if weight is None or not weight.const or weight.shape is None or len(weight.shape) != 2:
+        return True
+    k, n = weight.shape
+    return not isinstance(k, int) or not isinstance(n, int) or k == n
+
+
+@rule("gemm_scale_fold", "context", local=False, words=_words, settled=_no_kn_weight)
 def rule_gemm_scale_fold(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """a Gemm with its weight stored [K, N] (transB=0, N != K) must not read a Mul by a per-feature [K] constant
     (the compiler folds that scale into the weight along the wrong axis and build() fails)."""
-    if node.graph or len(node.inputs) < 2 or int(node.attrs.get("transB", 0) or 0) or int(node.attrs.get("transA", 0) or 0):
+    if node.graph or _no_kn_weight(node, params, graph):
         return None
-    weight = graph.tensor(node.inputs[1])
-    if weight is None or not weight.const or weight.shape is None or len(weight.shape) != 2:
-        return None
-    k, n = weight.shape
-    if not isinstance(k, int) or not isinstance(n, int) or k == n:
-        return None
+    k, n = graph.tensor(node.inputs[1]).shape  # type: ignore[union-attr]
     mul = _producer(graph, node.inputs[0])
     if mul is None or mul.op_type != "Mul":
         return None
@@ -853,12 +873,7 @@ def _linear_head(graph: GraphFacts, node: Optional[NodeFact]) -> Optional[tuple[
     """``(source, result)`` of a linear layer by a constant weight: ``Gemm(a, W[, b])`` or ``MatMul(a, W)`` with
     its bias ``Add`` of a constant when it has one. ``source`` is ``a``, or the input of a BatchNormalization
     computing ``a`` (the compiler folds that BN into the layer); else None."""
-    if node is None or node.graph or node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
-        return None
-    if node.op_type == "Gemm" and int(node.attrs.get("transA", 0) or 0):
-        return None
-    weight = graph.tensor(node.inputs[1])
-    if weight is None or not weight.const:
+    if node is None or node.graph or _no_linear_weight(node, {}, graph):
         return None
     result = node.outputs[0]
     readers = list(_consumers(graph, result))
@@ -874,7 +889,18 @@ def _linear_head(graph: GraphFacts, node: Optional[NodeFact]) -> Optional[tuple[
     return source, result
 
 
-@rule("linear_pair_add", "context", local=False, words=_words)
+def _no_linear_weight(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> bool:
+    """linear_pair_add's ``settled`` (and _linear_head's first test): not a Gemm (transA=0) or MatMul reading a
+    constant weight as its input 1 (its own op, attributes and input 1)."""
+    if node.op_type not in ("Gemm", "MatMul") or len(node.inputs) < 2:
+        return True
+    if node.op_type == "Gemm" and int(node.attrs.get("transA", 0) or 0):
+        return True
+    weight = graph.tensor(node.inputs[1])
+    return weight is None or not weight.const
+
+
+@rule("linear_pair_add", "context", local=False, words=_words, settled=_no_linear_weight)
 def rule_linear_pair_add(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result (a layer by a constant weight) is not added to the result of another Gemm/MatMul by a constant
     weight reading the same input (two linear heads of one input summed, as a distilled classifier's
@@ -918,14 +944,20 @@ def _tile_words(params: Mapping[str, Any]) -> dict[str, str]:
             "sources_text": fmt_set(params.get("sources", ())), "through_text": fmt_set(params.get("through", ()))}
 
 
-@rule("tile_transpose_perm", "context", local=False, words=_tile_words)
+def _other_perm(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> bool:
+    """tile_transpose_perm's ``settled``: its perm is none of ``perms``, or it has no input (its own attributes)."""
+    perm = [int(a) for a in (node.attrs.get("perm") or [])]
+    return perm not in [list(p) for p in params.get("perms", ())] or not node.inputs
+
+
+@rule("tile_transpose_perm", "context", local=False, words=_tile_words, settled=_other_perm)
 def rule_tile_transpose_perm(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """a Transpose by {perms_text} does not read an Expand that broadcasts a unit dim of a Reshape, with a
     leading dim above 1, of a {sources_text} (a Slice of the last axis; through {through_text}): BoTNet's tiled
     relative-position logits; the compiler's rewrite reduce_tp_in_mesh_forward fails (build() raises)."""
-    perm = [int(a) for a in (node.attrs.get("perm") or [])]
-    if node.graph or perm not in [list(p) for p in params.get("perms", ())] or not node.inputs:
+    if node.graph or _other_perm(node, params, graph):
         return None
+    perm = [int(a) for a in (node.attrs.get("perm") or [])]
     expand = _producer(graph, node.inputs[0])
     if expand is None or expand.op_type != "Expand" or not expand.inputs:
         return None
@@ -1269,17 +1301,24 @@ def rule_splits_heads_for_attention(node: NodeFact, params: Mapping[str, Any], g
     return _heads_split_path(graph, out)
 
 
-@rule("rank6_sum_plane", "context", local=False)
+def _no_rank6_view(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> bool:
+    """rank6_sum_plane's ``settled``: input 0 and output 0 are not a known rank 6 and rank 4 (its own shapes)."""
+    src = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
+    dst = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
+    return src is None or src.shape is None or dst is None or dst.shape is None or len(src.shape) != 6 \
+        or len(dst.shape) != 4
+
+
+@rule("rank6_sum_plane", "context", local=False, settled=_no_rank6_view)
 def rule_rank6_sum_plane(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """a rank-6 input 0 that an Add of two computed operands makes, viewed as rank 4, holds a multiple of
     {multiple_of} elements in its last two dims: the compiler lays the sum out as (N, the middle dims, d4, d5)
     and runs the Reshape back to rank 4 as a Reshape of that (d4, d5) plane (MViTv2's decomposed relative
     position bias, attn.view(B, h, qh, qw, kh, kw) + rel_h + rel_w)."""
-    src = graph.tensor(node.inputs[0]) if node.inputs and node.inputs[0] else None
-    dst = graph.tensor(node.outputs[0]) if node.outputs and node.outputs[0] else None
     # only a known rank-6 -> rank-4 view is judged: any other Reshape passes (the plane rules judge rank 4)
-    if src is None or src.shape is None or dst is None or dst.shape is None or len(src.shape) != 6 or len(dst.shape) != 4:
+    if _no_rank6_view(node, params, graph):
         return None
+    src = graph.tensor(node.inputs[0])
     add = _producer(graph, node.inputs[0])
     if add is None or add.op_type != "Add" or len(add.inputs) != 2 or any(
             not i or _producer(graph, i) is None for i in add.inputs):

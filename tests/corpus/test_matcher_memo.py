@@ -233,3 +233,18 @@ def test_context_alternative_of_a_real_table_on_a_real_export(corpus, export_cac
     cpu = [n for n in pads if n["verdict"] == "cpu"]
     assert len(cpu) == 4
     assert all("InstanceNormalization" in n["reasons"][0]["message"] for n in cpu)
+
+
+def test_a_context_rule_its_own_facts_settle_is_asked_once_per_signature(stack, memo_switch, monkeypatch):
+    """tile_transpose_perm on the Adds (no perm among its perms: Rule.settled) passes on every Add: with the
+    memo it is settled per signature and never run; without the memo it runs on every Add. A rule the
+    node's facts do not settle (a Transpose perm it names) still runs per node."""
+    calls = _counting_rule(monkeypatch, "tile_transpose_perm")
+    base = Catalog.discover().table(TARGET)
+    table = _with_constraint(base, "ai.onnx:Add", Constraint("tile_transpose_perm", {
+        "perms": [[0, 2, 1]], "sources": ["Slice"], "through": []}, "unsupported"))
+    result, _ = memo_switch(stack, table, memo=True)
+    assert calls["n"] == 0
+    assert result == memo_switch(stack, table, memo=False)[0]
+    assert calls["n"] >= LAYERS
+    assert RULES["tile_transpose_perm"].settled is not None and not RULES["tile_transpose_perm"].local

@@ -1295,3 +1295,51 @@ def test_unit_split_concat_sees_slices_tiling_an_axis_joined_on_the_next():
     assert got["slice0"][0] == "cpu" and "is a graph output" in got["slice0"][1]
     assert [got[n][0] for n in ("slice1", "slice2", "concat")] == ["npu"] * 3
     assert not is_local("unit_split_concat", {})
+
+
+# -- Rule.settled: what a context rule's own node facts settle ----------------------------------------
+
+
+def _bundled_params(rule_id):
+    """Every params dict the bundled tables give ``rule_id`` (inside any_of too)."""
+    found = []
+
+    def visit(constraints):
+        for c in constraints:
+            rule, params = (c.rule, c.params) if hasattr(c, "rule") else (c["rule"], c.get("params", {}))
+            if rule == rule_id and params not in found:
+                found.append(params)
+            visit(params.get("constraints", ()))
+
+    for row in CATALOG.listing():
+        if "error" in row:
+            continue
+        table = CATALOG.table(row["target"])
+        visit(table.generic_constraints)
+        for entry in table.ops.values():
+            visit(entry.constraints)
+    return found
+
+
+def test_a_rule_settled_by_its_nodes_own_facts_passes(probe_index):
+    """Rule.settled lets the matcher skip a context rule on every node of a signature: wherever it says
+    so, on every probe model's nodes and with every params the bundled tables give, the rule passes."""
+    from pytest_npucheck.graph import facts_from_model
+
+    settled = {k: r for k, r in RULES.items() if r.settled is not None}
+    assert set(settled) == {"concat_flatten_plane", "gemm_scale_fold", "linear_pair_add", "tile_transpose_perm",
+                            "rank6_sum_plane"}
+    params = {k: _bundled_params(k) or [{}] for k in settled}
+    seen = {k: set() for k in settled}
+    for probe in probe_index.values():
+        if probe.op not in ("Reshape", "Transpose", "Gemm", "MatMul", "Concat", "Add"):
+            continue
+        facts = facts_from_model(probe.model)
+        for node in facts.nodes:
+            for k, rule in settled.items():
+                for p in params[k]:
+                    says = rule.settled(node, p, facts)
+                    seen[k].add(says)
+                    if says:
+                        assert rule.check(node, p, facts) is None, (k, probe.id, node.name, p)
+    assert all(s == {True, False} for s in seen.values()), seen
