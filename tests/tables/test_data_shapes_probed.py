@@ -15,7 +15,7 @@ from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_data_dependent_shape import NONZERO, _nonzero
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +26,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("label,src,tail", NONZERO)
 def test_table_reproduces_the_recorded_placement_of_every_node(catalog, arch, label, src, tail):
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-             if p["id"] == f"q.NonZero.ctx=datadep.{label}.f32.r2"]
+    rec = qnn_extra_record(arch, f"q.NonZero.ctx=datadep.{label}.f32.r2")
     assert rec["status"] == "ok" and rec["placement"]["focus_nonzero"] == "cpu"
     res = match(facts_from_model(_nonzero(src, tail).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}"))
     got = {n.name: n for n in res.nodes}

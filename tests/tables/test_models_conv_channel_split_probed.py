@@ -5,16 +5,14 @@ without such a dim, a rank-4 or rank-6 target, another layout or another produce
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_conv_channel_split import SPLITS, _split
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +24,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("label", list(SPLITS))
 def test_table_predicts_which_channel_splits_fail_to_finalize(catalog, arch, label):
     pid = f"q.Reshape.ctx=conv_split.{label}.f32.r{len(SPLITS[label][3])}"
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    rec = qnn_extra_record(arch, pid)
     result = match(facts_from_model(_split(label).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}"))
     got = {n.name: n.verdict for n in result.nodes}
     if rec["status"] == "session_failed":

@@ -4,16 +4,14 @@ rule nonempty): they reproduce the recorded placement of the empty_extra probes
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_empty_tensors import EMPTY, _empty
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +22,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("label,op,start", EMPTY, ids=[e[0] for e in EMPTY])
 def test_table_reproduces_the_recorded_placement(catalog, arch, label, op, start):
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-             if p["id"] == f"q.{op}.ctx=empty.{label}.f32.r4"]
+    rec = qnn_extra_record(arch, f"q.{op}.ctx=empty.{label}.f32.r4")
     result = match(facts_from_model(_empty(label, op, start).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}"))
     got = {n.name: n for n in result.nodes}
     if rec["status"] == "session_failed":  # 'Failed to compose Qnn graph': the node that reads the empty tensor

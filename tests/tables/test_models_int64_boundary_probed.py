@@ -6,17 +6,16 @@ leaves the NPU only as a graph output (cast_int64_readers_extra)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_int64_boundary import (BOUNDARY, CAST_READERS, ONEHOT_VALUES, PAD_DTYPES, _cast_readers,
                                                          _onehot, _pad, _router)
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
+
 LEAVES = {"cpu", "unsupported"}
 
 
@@ -25,16 +24,10 @@ def catalog() -> Catalog:
     return Catalog.discover()
 
 
-def _recorded(arch: str, pid: str) -> dict:
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
-    return rec
-
-
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("dtype", ONEHOT_VALUES)
 def test_onehot_values_placement(catalog, arch, dtype):
-    rec = _recorded(arch, f"q.OneHot.ctx=values.{dtype}.i64.r2")
+    rec = qnn_extra_record(arch, f"q.OneHot.ctx=values.{dtype}.i64.r2")
     got = {n.name: n for n in match(facts_from_model(_onehot(dtype).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
     assert {k: got[k].verdict for k in rec["placement"]} == rec["placement"]
     if dtype == "int64":
@@ -46,7 +39,7 @@ def test_onehot_values_placement(catalog, arch, dtype):
 @pytest.mark.parametrize("label,onehot,transpose,gather", [b for b in BOUNDARY if b[0] not in ("router", "input")],
                          ids=[b[0] for b in BOUNDARY if b[0] not in ("router", "input")])
 def test_router_nodes_that_leave_the_npu(catalog, arch, label, onehot, transpose, gather):
-    rec = _recorded(arch, f"q.Transpose.ctx=int64_boundary.{label}.i64.r3")
+    rec = qnn_extra_record(arch, f"q.Transpose.ctx=int64_boundary.{label}.i64.r3")
     assert rec["status"] == "ok"
     got = {n.name: n.verdict for n in match(facts_from_model(_router(onehot, transpose, gather).build()),
                                             catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
@@ -56,7 +49,7 @@ def test_router_nodes_that_leave_the_npu(catalog, arch, label, onehot, transpose
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("dtype,to", PAD_DTYPES, ids=[d for d, _ in PAD_DTYPES])
 def test_pad_by_data_dtype(catalog, arch, dtype, to):
-    rec = _recorded(arch, f"q.Pad.ctx=dtype.{dtype}.r2")
+    rec = qnn_extra_record(arch, f"q.Pad.ctx=dtype.{dtype}.r2")
     got = {n.name: n for n in match(facts_from_model(_pad(dtype, to).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
     # the Cast in front (folded away for float32) runs on the NPU although a CPU Pad reads its int64 result
     assert {k: got[k].verdict for k in ("focus_pad", "post_cast")} == {k: rec["placement"][k] for k in ("focus_pad", "post_cast")}
@@ -68,7 +61,7 @@ def test_pad_by_data_dtype(catalog, arch, dtype, to):
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("label,source,output", CAST_READERS, ids=[c[0] for c in CAST_READERS])
 def test_cast_to_int64_leaves_the_npu_only_as_a_graph_output(catalog, arch, label, source, output):
-    rec = _recorded(arch, f"q.Cast.ctx=int64_readers.{label}.r3")
+    rec = qnn_extra_record(arch, f"q.Cast.ctx=int64_readers.{label}.r3")
     got = {n.name: n for n in match(facts_from_model(_cast_readers(source, output).build()),
                                     catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
     assert {k: got[k].verdict for k in rec["placement"]} == rec["placement"]

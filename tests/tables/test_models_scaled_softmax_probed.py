@@ -5,16 +5,14 @@ the last axis, a Div, a (1,), (1, 1, 1) or per-channel scale, a Mul another node
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_scaled_softmax import FORMS, _form
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
 
 
 @pytest.fixture(scope="module")
@@ -26,8 +24,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("label", list(FORMS))
 def test_table_predicts_which_scaled_softmaxes_fail_to_finalize(catalog, arch, label):
     pid = f"q.Softmax.ctx=scaled.{label}.f32.r{len(FORMS[label][0])}"
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    rec = qnn_extra_record(arch, pid)
     result = match(facts_from_model(_form(label).build()), catalog.table(f"qnn@2.51.0/htp-v{arch}"))
     got = {n.name: n.verdict for n in result.nodes}
     if rec["status"] == "session_failed":

@@ -4,16 +4,14 @@ placed by onnxruntime-qnn 2.7.0 on HTP v73 and v68)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_scatter_index import SCATTER, _scatter
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +22,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("label,lead,const", SCATTER, ids=[s[0] for s in SCATTER])
 def test_table_reproduces_the_recorded_placement(catalog, arch, label, lead, const):
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-             if p["id"] == f"q.ScatterND.ctx=index.{label}.f32.r5"]
+    rec = qnn_extra_record(arch, f"q.ScatterND.ctx=index.{label}.f32.r5")
     got = {n.name: n for n in match(facts_from_model(_scatter(lead, const).build()),
                                     catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
     assert {k: got[k].verdict for k in rec["placement"]} == rec["placement"]

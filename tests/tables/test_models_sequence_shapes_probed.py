@@ -5,16 +5,15 @@ onnxruntime eliminates (the placement map calls it folded since the adapter know
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_sequence_shapes import SOURCES, TAILS, _model
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
+
 CASES = [(source, tail) for source in SOURCES for tail in TAILS if not (tail == "reshape" and source == "nonzero")]
 
 
@@ -24,8 +23,7 @@ def catalog() -> Catalog:
 
 
 def _record(arch: str, pid: str) -> dict:
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    rec = qnn_extra_record(arch, pid)
     assert rec["status"] == "ok"
     return rec
 

@@ -4,16 +4,14 @@ an element-wise op on the CPU (pytest_npucheck/probe/models_unroll.py, HTP v73 a
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.probe.models_unroll import UNROLL, _unroll
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
 
 
 @pytest.fixture(scope="module")
@@ -24,9 +22,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("label,side,channels,blocks", UNROLL, ids=[u[0] for u in UNROLL])
 def test_table_reproduces_the_recorded_placement(catalog, arch, label, side, channels, blocks):
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-             if p["id"] == f"q.Transpose.ctx=unroll.{label}.f32.r6"]
+    rec = qnn_extra_record(arch, f"q.Transpose.ctx=unroll.{label}.f32.r6")
     result = match(facts_from_model(_unroll(side, channels, blocks, label.endswith(".relu")).build()),
                    catalog.table(f"qnn@2.51.0/htp-v{arch}"))
     if rec["status"] == "session_failed":

@@ -7,8 +7,6 @@ models_noop_layout.py, models_reshape_fusion.py)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
@@ -25,9 +23,10 @@ from pytest_npucheck.probe.models_gather_index import GATHER_UNIT_AXIS, _gather_
 from pytest_npucheck.probe.models_noop_layout import NOOP_LAYOUTS, _expand_merge, _noop_layout
 from pytest_npucheck.probe.models_reshape_fusion import FORMS, _fusion
 from pytest_npucheck.probe.models_cnn_shapes import CNN_SHAPES, _cnn
-from pytest_npucheck.tables import Catalog, bundled_tables_dir
+from pytest_npucheck.tables import Catalog
 
-ROOT = bundled_tables_dir().parent
+from .recorded import qnn_extra_record
+
 CASES = [(f"q.{'Shape' if kind == 'shape' else 'Relu'}.ctx=duplicate.{kind}.f32.r3", _pair, (kind,))
          for kind in ("shape", "relu", "relu_output", "relu_cast")]
 CASES += [(f"q.Shape.ctx=partial.{label}.f32.r3", _partial_shape, (read, which)) for label, read, which in PARTIAL_SHAPE]
@@ -70,8 +69,7 @@ def catalog() -> Catalog:
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("pid,build,args", CASES, ids=[c[0] for c in CASES])
 def test_table_reproduces_every_node_of_the_probe(catalog, arch, pid, build, args):
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    rec = qnn_extra_record(arch, pid)
     table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
     assert {"merge_identical_nodes", "eliminate_noop_arithmetic", "eliminate_same_type_casts",
             "eliminate_noop_expand_slice", "eliminate_unused_nodes", "fuse_reshape_target"} <= set(table.prepasses)
@@ -89,8 +87,7 @@ def test_a_rank6_gather_result_runs_on_the_npu_only_when_transposes_read_it(cata
     # the Gather (and the Transpose) as placed; the Reshape after a CPU rank-6 Gather also runs on the CPU, which
     # the tables record as a known disagreement (a rank-6 tensor crossing into the CPU partition)
     pid = f"q.Gather.ctx=rank6.{label}.f32.r5"
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
+    rec = qnn_extra_record(arch, pid)
     got = {n.name: n.verdict for n in match(facts_from_model(_gather_unit_axis(shape, axis, idx, transpose).build()),
                                             catalog.table(f"qnn@2.51.0/htp-v{arch}")).nodes}
     assert {k: got[k] for k in rec["focus"]} == {k: rec["placement"][k] for k in rec["focus"]}

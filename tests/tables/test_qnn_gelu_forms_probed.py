@@ -16,6 +16,8 @@ from pytest_npucheck.matcher import match
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
 from pytest_npucheck.toolchains.qnn.probe import extra_probes
 
+from .recorded import qnn_extra_record
+
 ROOT = bundled_tables_dir().parent
 FORMS = [f"q.pattern.gelu_erf.{first}.{form}.f32.r3" for first in ("div", "mul")
          for form in ("x_half_first", "x_half_first.swapped", "no_half")]
@@ -31,16 +33,10 @@ def models() -> dict:
     return {p.id: p.model for p in extra_probes(FORMS)}
 
 
-def _recorded(arch: str, pid: str) -> dict:
-    path = ROOT / "probes" / "qnn" / "2.51.0" / f"htp-v{arch}.fp16.extra.results.json"
-    [rec] = [p for p in json.loads(path.read_text(encoding="utf-8"))["probes"] if p["id"] == pid]
-    return rec
-
-
 @pytest.mark.parametrize("arch", ["73", "68"])
 @pytest.mark.parametrize("pid", FORMS)
 def test_gelu_form_placement(catalog, models, arch, pid):
-    rec = _recorded(arch, pid)
+    rec = qnn_extra_record(arch, pid)
     table = catalog.table(f"qnn@2.51.0/htp-v{arch}")
     got = {n.name: n.verdict for n in match(facts_from_model(models[pid]), table).nodes}
     others = {k for k in rec["placement"] if k != "gelu_erf"}
