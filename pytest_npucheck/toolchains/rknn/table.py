@@ -138,6 +138,8 @@ _MASK_CHAIN_NOTE = ("; a chain of layout ops after that op (TorchScript's paddin
 #: an integer layout op whose input another op computed and whose result only embedding Gathers read as
 #: their indices: 'Reshape INT64 NPU' (x.{Reshape,Unsqueeze,Squeeze}.ctx=gather_ids.*)
 _GATHER_IDS = {"rule": "computed_indices", "params": {"ops": ["Gather"]}}
+#: the generic integer rule as an alternative of an any_of: float or bool data passes (GENERIC[1])
+_FLOAT_DATA = {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}}
 
 _GATHER_IDS_NOTE = ("; in front of the indices of an embedding Gather (its only readers) it runs on the NPU (row "
                     "'Reshape INT64 NPU') when another op computed its input (an int64 Add, Mul, CumSum, a Cast "
@@ -313,7 +315,7 @@ def _int_layout(probes: Sequence[str], cast_probes: Sequence[str] = (), reader_p
     when only the integer ops of _INT_RELAYOUT_READERS (and Shape) read it; with ``gather_ids`` also when
     another op computed its input and only Gathers read its result, as their indices."""
     alternatives: list[dict[str, Any]] = [
-        {"rule": "dtype", "params": {"tensor": "input", "index": 0, "allowed": ["float32", "float16", "bool"]}},
+        _FLOAT_DATA,
         {"rule": "feeds_only", "params": {"ops": _MERGED_LAYOUT}}]
     if cast_probes:
         alternatives.append({"rule": "feeds_only", "params": {"ops": ["Cast"], "max_rank": 3}})
@@ -344,8 +346,7 @@ def _int_unit_split_concat(probes: Sequence[str]) -> dict[str, Any]:
     unless the op is a Slice, or the Concat, of Slices tiling one axis in pieces of one, concatenated in
     order on the next axis, which the compiler turns into one NPU Reshape."""
     return C("any_of", list(probes) + [r"x\.Slice\.ctx=split_concat\.", r"x\.Pad\.ctx=block_mask\.t16"],
-             constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                       "allowed": ["float32", "float16", "bool"]}},
+             constraints=[_FLOAT_DATA,
                           {"rule": "unit_split_concat", "params": {}}],
              note="integer (int64/int32) data runs on the CPU, except Slices that tile one axis of a static "
                   "tensor in pieces of one and the Concat joining them in order on the next axis: the "
@@ -755,8 +756,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                     "that holds whole windows; x.Pad.ctx=one_axis.c*.none); three axes of (1, 4, 4, 8, 8), or axis 1 "
                     "of a batch of 2, ran on the CPU"),
              C("any_of", [r"x\.Pad\.ctx=one_axis\.[\w.]+\.i64", r"x\.Pad\.ctx=block_mask\."],
-               constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                         "allowed": ["float32", "float16", "bool"]}},
+               constraints=[_FLOAT_DATA,
                             {"rule": "pad_not_channel_axis", "params": {}}],
                note="integer (int64) data pads on the NPU unless the channel axis is padded (axis 0 at rank 2, "
                     "axis 1 at rank 3 and 4: the compiler's (N, C, 1, W) layout), into a Cast or as the graph "
@@ -999,8 +999,7 @@ OP_SPECS: dict[str, dict[str, Any]] = {
                           "with perm 1, 0, 2) stay on the NPU"),
                    C("any_of", [r"Transpose\.perm=1_0\.i64", r"Transpose\..*\.i32",
                                 r"x\.Transpose\.ctx=int_layout\."],
-                     constraints=[{"rule": "dtype", "params": {"tensor": "input", "index": 0,
-                                                               "allowed": ["float32", "float16", "bool"]}},
+                     constraints=[_FLOAT_DATA,
                                   {"rule": "transpose_blocks", "params": {"max": 1}},
                                   {"rule": "feeds_only", "params": {"ops": ["Cast"]}}],
                      note="integer (int64/int32) data runs on the CPU, except a Transpose that moves only "
