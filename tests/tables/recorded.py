@@ -26,3 +26,11 @@ def qnn_extra_record(arch: str, pid: str, version: str = "2.51.0") -> dict:
     ValueError unless the file holds exactly one. A copy: a test may change it."""
     [rec] = _qnn_extra(version, arch).get(pid, [])
     return copy.deepcopy(rec)
+
+
+@functools.lru_cache(maxsize=None)
+def rknn_extra_records(soc: str = "rk3588", version: str = "2.5.0") -> dict[str, dict]:
+    """probe id -> record of the RKNN extra probe results of ``soc`` (6 MB for rk3588: parsed once per
+    process). Shared by every caller: read it, do not change it."""
+    path = ROOT / "probes" / "rknn" / version / f"{soc}.extra.results.json"
+    return {p["id"]: p for p in json.loads(path.read_text(encoding="utf-8"))["probes"]}

@@ -9,13 +9,14 @@ each erratum.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from pytest_npucheck.graph import facts_from_model
 from pytest_npucheck.matcher import match
 from pytest_npucheck.tables import Catalog, bundled_tables_dir
+
+from .recorded import rknn_extra_records
 
 RKNN = "rknn@2.5.0/rk3588"
 QNN_TARGETS = ["qnn@2.51.0/htp-v73", "qnn@2.51.0/htp-v68"]
@@ -823,13 +824,10 @@ def test_rknn_pad_of_the_channel_axis_end(catalog, shape, axis, side, amount, wa
 def test_rknn_pad_channel_tail_matches_every_recorded_probe(catalog):
     """Every rank-2/3 x.Pad.ctx=* probe of models_pad_axes.py the toolkit compiled is predicted as it
     placed it; the rank-4 ones the table leaves on the NPU are exactly the CPU ones its erratum lists."""
-    from pathlib import Path
-
     from pytest_npucheck.probe.extra_families import build_extra_probes
 
-    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
     prefixes = ["x.Pad.ctx=side.", "x.Pad.ctx=channel_tail.", "x.Pad.ctx=channels_last."]
-    recorded = {r["id"]: r["verdict"] for r in json.loads(results.read_text())["probes"]
+    recorded = {r["id"]: r["verdict"] for r in rknn_extra_records().values()
                 if r["id"].startswith(tuple(prefixes))}
     probes = build_extra_probes(prefixes)
     assert len(probes) == len(recorded) == 48
@@ -860,9 +858,7 @@ def test_rknn_and_with_an_all_true_constant_operand(catalog, label, want):
     assert verdict == want, why
     if want == "cpu":
         assert "is a constant of all True" in why
-    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
-                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
-    recorded = next(r for r in results["probes"] if r["id"] == "x.And.ctx=const_input.%s.bool.r4" % label)
+    recorded = rknn_extra_records()["x.And.ctx=const_input.%s.bool.r4" % label]
     assert recorded["placement"]["focus_and"] == want
 
 
@@ -885,9 +881,7 @@ def test_rknn_parallel_casts_merge_into_the_first(catalog, label, cpu, merged):
     got = verdicts(catalog, RKNN, _int_arith(form, reader))
     assert sorted(n for n in got if n.startswith("focus_op") and got[n][0] == "cpu") == cpu, got
     assert all(got[n][0] == "folded" and "merged into the first" in got[n][1] for n in merged), got
-    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
-                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
-    recorded = next(r for r in results["probes"] if r["id"] == "x.Cast.ctx=int_arith.%s.i64.r2" % label)
+    recorded = rknn_extra_records()["x.Cast.ctx=int_arith.%s.i64.r2" % label]
     assert sorted(n for n, p in recorded["placement"].items() if n.startswith("focus_op") and p == "cpu") == cpu
 
 
@@ -904,9 +898,7 @@ def test_rknn_integer_transpose_of_unit_axes_or_before_a_cast(catalog, label):
 
     _, op, producer, reader = next(rec for rec in INT_LAYOUT if rec[0] == label)
     verdict, why = verdicts(catalog, RKNN, _int_layout(op, producer, reader))["focus_layout"]
-    results = json.loads((__import__("pathlib").Path(__file__).resolve().parents[2]
-                          / "probes/rknn/2.5.0/rk3588.extra.results.json").read_text())
-    recorded = next(r for r in results["probes"] if r["id"] == "x.Transpose.ctx=int_layout.%s.i64.r2" % label)
+    recorded = rknn_extra_records()["x.Transpose.ctx=int_layout.%s.i64.r2" % label]
     assert verdict == recorded["placement"]["focus_layout"] == ("cpu" if label.endswith("rows.input.gather_idx")
                                                                   else "npu"), why
     if verdict == "cpu":
@@ -916,11 +908,8 @@ def test_rknn_integer_transpose_of_unit_axes_or_before_a_cast(catalog, label):
 
 def _recorded_focus(prefixes: list[str]) -> dict[str, tuple[str, str]]:
     """probe id -> (focus node, placement the toolkit recorded) for the extra probes with these prefixes."""
-    from pathlib import Path
-
-    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
     out = {}
-    for r in json.loads(results.read_text())["probes"]:
+    for r in rknn_extra_records().values():
         if r["id"].startswith(tuple(prefixes)):
             focus = r["focus"] if isinstance(r["focus"], list) else eval(r["focus"])  # noqa: S307 (recorded repr)
             placement = r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"])  # noqa: S307
@@ -976,20 +965,13 @@ def test_rknn_flattened_maps_into_a_concat_match_every_recorded_probe(catalog):
 
 
 def _recorded_placements(prefixes: list[str]) -> dict[str, dict[str, str]]:
-    from pathlib import Path
-
-    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
     return {r["id"]: (r["placement"] if isinstance(r["placement"], dict) else eval(r["placement"]))  # noqa: S307
-            for r in json.loads(results.read_text())["probes"] if r["id"].startswith(tuple(prefixes))}
+            for r in rknn_extra_records().values() if r["id"].startswith(tuple(prefixes))}
 
 
 def _recorded_gemm_scale_probes() -> dict[str, str]:
     """The compiler's status of each x.Gemm.ctx=input_scale.* probe (rknn-toolkit2 2.5.0 rk3588, recorded)."""
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
-    probes = json.loads(path.read_text(encoding="utf-8"))["probes"]
-    return {p["id"]: p["status"] for p in probes if p["id"].startswith("x.Gemm.ctx=input_scale.")}
+    return {p["id"]: p["status"] for p in rknn_extra_records().values() if p["id"].startswith("x.Gemm.ctx=input_scale.")}
 
 
 def test_rknn_gemm_behind_a_per_feature_mul_is_rejected_as_the_compiler_did(catalog):
@@ -1012,10 +994,7 @@ def test_rknn_gemm_behind_a_per_feature_mul_is_rejected_as_the_compiler_did(cata
 # -- RKNN 2.5.0 / rk3588: AveragePool ceil_mode=1, and a Flatten producing the graph output ---------
 
 def _recorded_vision_heads(prefix: str) -> dict[str, str]:
-    from pathlib import Path
-
-    results = Path(__file__).resolve().parents[2] / "probes/rknn/2.5.0/rk3588.extra.results.json"
-    return {r["id"]: r["verdict"] for r in json.loads(results.read_text())["probes"] if r["id"].startswith(prefix)}
+    return {r["id"]: r["verdict"] for r in rknn_extra_records().values() if r["id"].startswith(prefix)}
 
 
 @pytest.mark.parametrize("prefix,focus,count", [
@@ -1088,14 +1067,10 @@ def test_rknn_reduce_over_the_batch_axis_matches_every_recorded_probe(catalog, o
 def test_rknn_two_linear_heads_of_one_input_added_are_rejected_as_the_compiler_did(catalog):
     """Every probe of dual_head_extra: the table calls the model unsupported exactly where build() failed
     (rknn-toolkit2 2.5.0's fuse_conv_conv_add), on the head the probe focuses."""
-    from pathlib import Path
-
     from pytest_npucheck.probe.extra_families import build_extra_probes
 
     prefixes = ("x.Gemm.ctx=dual_head.", "x.MatMul.ctx=dual_head.", "x.Conv.ctx=dual_head.")
-    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
-    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-                if p["id"].startswith(prefixes)}
+    recorded = {p["id"]: p["status"] for p in rknn_extra_records().values() if p["id"].startswith(prefixes)}
     probes = build_extra_probes(list(prefixes))
     assert len(probes) == len(recorded) == 20
     assert sorted(set(recorded.values())) == ["build_failed", "ok"]
@@ -1112,14 +1087,10 @@ def test_rknn_two_linear_heads_of_one_input_added_are_rejected_as_the_compiler_d
 def test_rknn_botnets_tiled_height_logits_are_rejected_as_the_compiler_did(catalog):
     """Every probe of rel_pos_tile_extra: the table calls the model unsupported exactly where build() failed
     (rknn-toolkit2 2.5.0's reduce_tp_in_mesh_forward)."""
-    from pathlib import Path
-
     from pytest_npucheck.probe.extra_families import build_extra_probes
 
     prefix = "x.Transpose.ctx=rel_pos_tile."
-    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
-    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-                if p["id"].startswith(prefix)}
+    recorded = {p["id"]: p["status"] for p in rknn_extra_records().values() if p["id"].startswith(prefix)}
     probes = build_extra_probes([prefix])
     assert len(probes) == len(recorded) == 21
     assert sorted(recorded.values()).count("build_failed") == 9
@@ -1201,10 +1172,6 @@ def test_rknn_window_merge_reshape_by_plane(catalog, w, n, c, direction, want):
 
 # -- RKNN 2.5.0 / rk3588: an Unsqueeze making the updates of a ScatterElements -----------------------
 
-def _recorded_rknn_extra() -> dict[str, dict]:
-    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
-    return {p["id"]: p for p in json.loads(path.read_text())["probes"]}
-
 
 def test_rknn_scatter_updates_unsqueeze_by_last_axis(catalog):
     """Every probe of the family: the table's verdict is the placement rknn-toolkit2 2.5.0 recorded (CPU only
@@ -1212,7 +1179,7 @@ def test_rknn_scatter_updates_unsqueeze_by_last_axis(catalog):
     any input unsqueezed to rank 5; MiniCPM-OCR's (1, 32, 1, 64) -> (1, 32, 1, 1, 64) on the NPU)."""
     from pytest_npucheck.probe.models_scatter_updates import PRODUCERS, SCATTER_UPDATES, _scatter_updates
 
-    recorded = _recorded_rknn_extra()
+    recorded = rknn_extra_records()
     seen = {"cpu": 0, "npu": 0}
     for label, shape, axis in SCATTER_UPDATES:
         for pre in PRODUCERS:
@@ -1233,7 +1200,7 @@ def test_rknn_gather_ids_layout_op_by_its_producer(catalog):
     another op computed the ids, CPU when the layout op reads a graph input; Kosmos-2.5's position ids)."""
     from pytest_npucheck.probe.models_gather_ids import GATHER_IDS_OPS, LENGTHS, PRODUCERS, _gather_ids
 
-    recorded = _recorded_rknn_extra()
+    recorded = rknn_extra_records()
     seen = {"cpu": 0, "npu": 0}
     for label, op, in_shape, out_shape in GATHER_IDS_OPS:
         for producer in PRODUCERS:
@@ -1259,7 +1226,7 @@ def test_rknn_window_unroll_first_block_runs_as_exwindow(catalog):
     rank-6 blocks, NPU in 6 of the probes and CPU in 4, stay cpu."""
     from pytest_npucheck.probe.models_token_unroll import SOURCES, UNROLL, UNROLL_ONE, _token_unroll
 
-    recorded = _recorded_rknn_extra()
+    recorded = rknn_extra_records()
     cases = [(label, side, ch, blocks, 2, 1) for label, side, ch, blocks in UNROLL]
     cases += [(label, side, ch, 1, k, n) for label, side, ch, k, n in UNROLL_ONE]
     later = {"cpu": 0, "npu": 0}
@@ -1297,7 +1264,7 @@ def test_rknn_slice_pair_judged_as_the_merged_slice(catalog):
         gb.output(gb.node("Relu", [x], name="post_relu"))
         return gb
 
-    recorded = _recorded_rknn_extra()
+    recorded = rknn_extra_records()
     cases = [("two_slices." + label, shape, first, second, shared) for label, shape, first, second, shared in TWO_SLICES]
     cases += [("slice_pair." + label, shape, first, second, False) for label, shape, first, second in SLICE_PAIRS]
     firsts = {"cpu": 0, "npu": 0}
@@ -1318,7 +1285,7 @@ def test_rknn_unit_split_concat_is_one_npu_reshape(catalog):
     are cpu (the recorded CPU rows; the one Slice of each the compiler merged away is a self-check entry)."""
     from pytest_npucheck.probe.models_split_concat import CASES, _split_concat
 
-    recorded = _recorded_rknn_extra()
+    recorded = rknn_extra_records()
     seen = {"npu": 0, "cpu": 0}
     for label, rows, slices in CASES:
         for width in (8, 128):
@@ -1345,9 +1312,7 @@ def test_rknn_1d_conv_padded_by_auto_pad_same_is_rejected_as_the_compiler_did(ca
     from pytest_npucheck.probe.extra_families import build_extra_probes
 
     prefix = "x.Conv.ctx=pad1d."
-    path = Path(__file__).resolve().parents[2] / "probes" / "rknn" / "2.5.0" / "rk3588.extra.results.json"
-    recorded = {p["id"]: p["status"] for p in json.loads(path.read_text(encoding="utf-8"))["probes"]
-                if p["id"].startswith(prefix)}
+    recorded = {p["id"]: p["status"] for p in rknn_extra_records().values() if p["id"].startswith(prefix)}
     probes = build_extra_probes([prefix])
     assert len(probes) == len(recorded) == 18
     assert sorted(set(recorded.values())) == ["build_failed", "ok"]
