@@ -477,17 +477,7 @@ def rule_feeds_only(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts
 
 def _reads_as_data(graph: GraphFacts, reader: NodeFact, tensor: str) -> bool:
     """``reader`` reads ``tensor`` (or what an eliminated node passes on of it) as its input 0 only."""
-    feeds = {tensor}
-    stack = [tensor]
-    while stack:  # the names the tensor goes by behind eliminated identities
-        t = stack.pop()
-        for index in graph.consumers.get(t, ()):
-            n = graph.nodes[index]
-            if _passes_on(graph, n):
-                for o in n.outputs[:1]:
-                    if o and o not in feeds:
-                        feeds.add(o)
-                        stack.append(o)
+    feeds = _names_of(graph, tensor)
     return bool(reader.inputs) and reader.inputs[0] in feeds and not any(i in feeds for i in reader.inputs[1:])
 
 
