@@ -26,9 +26,10 @@ def _isolated_facts(path: Path) -> GraphFacts:
 
     onnx's parser and shape inference are C++ that crashes and hangs on some models: the child
     parses the file and runs the same shape inference first, so a crash or a hang fails this check
-    only. The facts themselves are built here: a child could build them too, but sending them back
-    (and the child's copy-on-write page faults) cost more than the parse and inference repeated
-    in-process (scripts/isolation_overhead.py)."""
+    only; when the pass ran, its result is the one model this process reads (the file is not
+    parsed again here). The facts themselves are built here: a child could build them too, but
+    sending them back (and the child's copy-on-write page faults) cost more than the parse and
+    inference repeated in-process (scripts/isolation_overhead.py)."""
     from . import isolate
 
     if not isolate.settings().enabled:
@@ -47,10 +48,9 @@ def _isolated_facts(path: Path) -> GraphFacts:
     inferred = isolate.call("onnx.shape_inference", _native_steps, path)
     if inferred is None:
         return _facts_or_model_error(path)
-    from .graph.build import pre_inferred
-
-    with pre_inferred(*inferred):  # the child's pass, on the same bytes: the facts do not run it again
-        return _facts_or_model_error(path)
+    # the child read the file with every check of load_model_proto and returned its pass's result:
+    # the facts read that one model (the file is not parsed again here)
+    return _facts_or_model_error(path, inferred=inferred[1])
 
 
 def _native_steps(path: Path) -> Optional[tuple[bytes, bytes]]:
@@ -112,15 +112,23 @@ def _model_errors(path: Path) -> Iterator[None]:
                          f"{str(exc)[:500]}{where}") from None
 
 
-def _facts_or_model_error(path: Path) -> GraphFacts:
+def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None) -> GraphFacts:
     """``graph.load_graph``, with the errors of a malformed file as ModelError (``_model_errors``),
-    then the checks that the model is one a runtime would load (``validity.py``)."""
+    then the checks that the model is one a runtime would load (``validity.py``). ``inferred``: what
+    shape inference returned for the file in the isolated child (``_native_steps``), which read it
+    with the same checks: the facts and the checks read that model, and the file is not read here."""
     from . import graph, validity
 
     with _model_errors(path):
-        kept = graph.Kept()
-        model = graph.load_model_proto(path, weights=False, keep=kept)
-        facts = graph.facts_from_model(model, str(path), kept)
+        if inferred is None:
+            kept = graph.Kept()
+            model = graph.load_model_proto(path, weights=False, keep=kept)
+            facts = graph.facts_from_model(model, str(path), kept)
+        else:
+            from .graph.build import from_inferred
+
+            model, kept = from_inferred(inferred)
+            facts = graph.facts_from_model(model, str(path), kept, inferred=True)
     _check_versions(path, facts)
     with _model_errors(path):
         validity.check_model(model, facts, path)

@@ -71,6 +71,28 @@ def test_the_isolated_childs_shape_inference_is_the_one_the_facts_use(save, monk
     assert facts.tensors["y"].shape == (2, 2)
 
 
+def test_the_file_is_parsed_once_when_the_child_inferred_its_shapes(save, monkeypatch):
+    """The child read the file with every check and returned its shape inference's result: this
+    process reads its facts from that model and does not parse the file again; the facts are those
+    of an in-process read."""
+    from pytest_npucheck import check, graph, isolate
+
+    path = save(_reshaped())
+    reference = check._facts_or_model_error(path)
+    reads: list[object] = []
+    original = graph.load_model_proto
+    monkeypatch.setattr(graph, "load_model_proto", lambda *a, **k: reads.append(a[0]) or original(*a, **k))
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert reads == []  # the child's read is not seen here
+    assert facts.nodes == reference.nodes and facts.tensors == reference.tensors
+    assert (facts.producer, facts.consumers, facts.inputs, facts.outputs, facts.initializers) == (
+        reference.producer, reference.consumers, reference.inputs, reference.outputs, reference.initializers)
+
+
 def test_a_pre_inferred_result_for_other_bytes_is_not_used(save):
     """The child's result is matched to the exact bytes it inferred: other bytes are inferred afresh."""
     from pytest_npucheck import check
