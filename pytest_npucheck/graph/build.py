@@ -22,7 +22,7 @@ from .location import METADATA_PREFIX, SourceLocation, _module_location, _source
 from .location import clear_caches as clear_location_caches
 from .ops import CONTROL_FLOW, SHAPE_FROM_DATA, SHAPE_FROM_VALUES
 from .propagate import refine
-from .protobuf import Kept, _read_nodes, load_model_proto
+from .protobuf import Kept, _read_nodes, is_types_serialized, load_model_proto, parse_types_serialized
 from .schema import _added_later, _attr_value, op_schema
 
 _GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for unknown dims
@@ -52,7 +52,8 @@ def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[li
 
 def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
     """The model and the ``Kept`` for ``facts_from_model(..., inferred=True)`` from the bytes shape
-    inference returned for a file (``infer_serialized``), parsed as ``_infer`` parses them.
+    inference returned for a file (``infer_serialized``), the value_infos' types left as bytes
+    (``protobuf.parse_types_serialized``: the facts read those bytes, not the messages).
 
     The isolated child (``check._native_steps``) reads the file with every check of
     ``load_model_proto`` and infers its shapes; the inferred model holds every node, initializer
@@ -60,11 +61,9 @@ def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
     parses the graph once instead of twice (the file, then the child's result: ~20 ms and 5,400
     page faults on ``encoder_26k``). The bytes also answer ``Kept.serialized``'s question (whether
     any node may hold the exporter's metadata)."""
-    import onnx
-
     kept = Kept()
     kept.serialized = serialized
-    return onnx.load_from_string(serialized), kept
+    return parse_types_serialized(serialized), kept
 
 
 def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None,
@@ -93,7 +92,11 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     if decoded is None:  # (name, serialized TypeProto, ValueInfoProto) of the value_infos, then outputs
         # read here, not in the walk: folding looks up the shapes Shape nodes read by these names
         g = inferred.graph
-        raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in g.value_info[:] + g.output[:]]
+        if is_types_serialized(inferred):
+            raw = _value_infos_serialized(g.value_info[:], onnx)
+            raw += [(vi.name, vi.type.SerializeToString(), vi) for vi in g.output[:]]
+        else:
+            raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in g.value_info[:] + g.output[:]]
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
     folded = _fold_small_constants(inferred, opsets, small, rows,
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
@@ -140,6 +143,22 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
 
 
 _SHAPE_FROM_VALUES, _SHAPE_FROM_DATA = SHAPE_FROM_VALUES, SHAPE_FROM_DATA
+
+
+def _value_infos_serialized(value_infos: Sequence[Any], onnx: Any) -> list[tuple[str, bytes, Any]]:
+    """(name, serialized TypeProto, ValueInfoProto) of value_infos whose ``type`` is its bytes
+    (``protobuf.parse_types_serialized``). The ValueInfoProto, which the readers of these rows
+    ask only for its type (to decode each distinct type once, or a Shape node's input shape),
+    is one per distinct type, holding it and no name."""
+    standing: dict[bytes, Any] = {}
+    rows = []
+    for vi in value_infos:
+        key = vi.type
+        stand_in = standing.get(key)
+        if stand_in is None:
+            stand_in = standing[key] = onnx.ValueInfoProto(type=onnx.TypeProto.FromString(key))
+        rows.append((vi.name, key, stand_in))
+    return rows
 
 
 def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inputs: Sequence[str]) -> frozenset[str]:

@@ -94,3 +94,45 @@ def test_mark_dynamic_leaves_a_graph_of_static_outputs_without_its_walk():
     missing = dict(facts.tensors)
     del missing["y1"]
     assert not _every_output_static(facts.nodes, missing)
+
+
+def _inferred_bytes():
+    """A model after shape inference (value_infos of two distinct types), as the isolated child returns it."""
+    from pytest_npucheck.graph.build import infer_serialized
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, 2])
+    model = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                        helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape"),
+                        helper.make_node("Shape", ["r"], ["s"], name="shape_of"),
+                        helper.make_node("Cast", ["s"], ["f"], name="cast", to=TensorProto.FLOAT)],
+                       [("x", (1, 4))], ["y", "f"])
+    model.graph.initializer.append(shape)
+    return infer_serialized(model.SerializeToString())
+
+
+def test_the_childs_model_is_read_with_the_value_infos_types_as_bytes():
+    """``parse_types_serialized`` leaves each value_info's type as its wire bytes and every other
+    field as onnx parses it; the facts read from it equal those of the model onnx parses."""
+    import onnx
+
+    from pytest_npucheck.graph import Kept
+    from pytest_npucheck.graph.build import from_inferred
+    from pytest_npucheck.graph.protobuf import is_types_serialized, parse_types_serialized
+
+    data = _inferred_bytes()
+    whole = onnx.load_from_string(data)
+    lite = parse_types_serialized(data)
+    assert is_types_serialized(lite) and not is_types_serialized(whole)
+    assert [vi.name for vi in lite.graph.value_info] == [vi.name for vi in whole.graph.value_info]
+    assert isinstance(lite.graph.value_info[0].type, bytes)
+    types = [onnx.TypeProto.FromString(vi.type) for vi in lite.graph.value_info]
+    assert types == [vi.type for vi in whole.graph.value_info]
+    assert list(lite.graph.node) == list(whole.graph.node) and list(lite.graph.output) == list(whole.graph.output)
+    assert (lite.ir_version, list(lite.opset_import)) == (whole.ir_version, list(whole.opset_import))
+    model, kept = from_inferred(data)
+    facts = facts_from_model(model, "m.onnx", kept, inferred=True)
+    plain = Kept()
+    plain.serialized = data
+    reference = facts_from_model(whole, "m.onnx", plain, inferred=True)
+    assert facts.nodes == reference.nodes and list(facts.tensors.items()) == list(reference.tensors.items())
+    assert facts.tensors["s"].value == (1, 4) and facts.tensors["y"].shape == (2, 2)
