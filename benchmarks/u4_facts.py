@@ -32,7 +32,7 @@ import models  # noqa: E402
 TARGET = "rknn@2.5.0/rk3588"
 _WRAPPER = r'''
 import json, os, resource, sys, time
-from pytest_npucheck import check, cli, validity
+from pytest_npucheck import check, cli, graph, validity
 from pytest_npucheck.graph import build
 S = {}
 def wrap(owner, name, label):
@@ -48,16 +48,17 @@ def wrap(owner, name, label):
     setattr(owner, name, run)
 B = build._Builder
 for owner, name, label in (
-        (build, "_read_nodes", "read nodes"), (build, "_infer", "parse the child's result"),
+        (graph, "load_model_proto", "read the file (load_model_proto)"), (build, "_read_nodes", "read nodes"), (build, "_infer", "parse the child's result"),
+        (build, "from_inferred", "parse the child's result"),
         (build, "_fold_small_constants", "fold"), (B, "walk_graph", "walk (all)"), (B, "_main_nodes", "  of it: NodeFacts"),
         (build, "refine", "refine"), (B, "folded_values", "folded values"), (build, "_mark_dynamic", "mark dynamic"),
         (build, "GraphFacts", "GraphFacts (producers, consumers)"), (validity, "check_model", "validity")):
     wrap(owner, name, label)
 whole = check._facts_or_model_error
-def phase(path):
+def phase(path, **given):
     a, t = resource.getrusage(resource.RUSAGE_SELF), time.process_time()
     try:
-        return whole(path)
+        return whole(path, **given)
     finally:
         b = resource.getrusage(resource.RUSAGE_SELF)
         S["facts + validity"] = time.process_time() - t
@@ -71,7 +72,7 @@ except SystemExit:
 with open(os.environ["NPUCHECK_U4_FACTS"], "w") as fh:
     json.dump(S, fh)
 '''
-ORDER = ("read nodes", "parse the child's result", "fold", "walk (all)", "  of it: NodeFacts", "refine", "folded values",
+ORDER = ("read the file (load_model_proto)", "read nodes", "parse the child's result", "fold", "walk (all)", "  of it: NodeFacts", "refine", "folded values",
          "mark dynamic", "GraphFacts (producers, consumers)", "validity", "facts + validity", "  of it: system CPU",
          "  minor page faults")
 

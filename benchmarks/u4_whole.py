@@ -37,8 +37,8 @@ def mark(k): T[k] = time.process_time()
 import onnx; mark("import_onnx")
 from pytest_npucheck import check, cli; mark("import_npucheck")
 facts, graph = check._facts_or_model_error, check.check_graph
-def timed_facts(p):
-    mark("child_done"); r = facts(p); mark("facts"); return r
+def timed_facts(p, **given):
+    mark("child_done"); r = facts(p, **given); mark("facts"); return r
 def timed_graph(*a):
     r = graph(*a); mark("match"); return r
 check._facts_or_model_error, check.check_graph = timed_facts, timed_graph
