@@ -22,7 +22,8 @@ from .location import METADATA_PREFIX, SourceLocation, _module_location, _source
 from .location import clear_caches as clear_location_caches
 from .ops import CONTROL_FLOW, SHAPE_FROM_DATA, SHAPE_FROM_VALUES
 from .propagate import refine
-from .protobuf import Kept, _read_nodes, is_types_serialized, load_model_proto, parse_types_serialized
+from .protobuf import (Kept, _read_nodes, _read_nodes_serialized, is_types_serialized, load_model_proto,
+                       parse_types_serialized)
 from .schema import _added_later, _attr_value, op_schema
 
 _GENERATED_DIM = re.compile(r"^unk__\d+$")  # names shape inference invents for unknown dims
@@ -76,7 +77,9 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         opsets[imp.domain or DEFAULT_DOMAIN] = int(imp.version)
     if DEFAULT_DOMAIN not in opsets:
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
-    rows = _read_nodes(model.graph, attributes)  # each node's protobuf fields decoded once, for folding and facts
+    # each node's protobuf fields decoded once, for folding and facts
+    shared = is_types_serialized(model)  # the child's model: nodes of equal attributes share them
+    rows = _read_nodes_serialized(model.graph) if shared else _read_nodes(model.graph, attributes)
     types: dict[bytes, Any] = {}
     decoded: Optional[list[tuple[str, Any]]] = []
     if was_inferred:  # the child's result (from_inferred): the file's own types did not make the pass moot
@@ -101,6 +104,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     folded = _fold_small_constants(inferred, opsets, small, rows,
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
     builder = _Builder(opsets, onnx, small, folded, types)
+    builder.shared_attributes = shared
     if isinstance(attributes, Kept) and attributes.serialized is not None:
         # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
         # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
@@ -350,6 +354,8 @@ class _Builder:
         # model's bytes are known to hold neither key ``location._source`` reads
         self.metadata = True
         self.nested = False  # whether a node inside an If/Loop/Scan body was read (any(n.graph for n in nodes))
+        # whether main-graph nodes with equal attributes share one tuple of them (_read_nodes_serialized)
+        self.shared_attributes = False
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
@@ -562,22 +568,30 @@ class _Builder:
         # without the exporter's metadata a node's source is its scope name's module: the location
         # of a name's part before its last "/" (``location._source``), looked up once per part
         modules: dict[str, Optional[SourceLocation]] = {}
+        # the key parts of an attributes tuple shared by nodes (shared_attributes), by its id: the
+        # rows hold each tuple alive through the loop
+        shared: Optional[dict[int, tuple[Any, ...]]] = {} if self.shared_attributes else None
         for node, op_type, domain, inputs, outputs, attributes in rows:
             domain = domain or DEFAULT_DOMAIN
-            parts: Optional[list[Any]] = []
-            for a in attributes:  # as _node keys its attribute cache
-                kind = a.type
-                if kind == 4:  # AttributeProto.TENSOR: decoded as "<tensor>" whatever it holds
-                    parts.append(a.name)  # type: ignore[union-attr]
-                elif kind in _GRAPH_TYPES:
-                    parts = None
-                    break
-                else:
-                    parts.append(a.SerializeToString())  # type: ignore[union-attr]
-            if parts is None:
-                self._node(node, op_type, domain, inputs, outputs, "", attributes)
-                continue
-            signature = (op_type, domain, tuple(parts))
+            known_parts = shared.get(id(attributes)) if shared is not None else None
+            if known_parts is None:
+                parts: Optional[list[Any]] = []
+                for a in attributes:  # as _node keys its attribute cache
+                    kind = a.type
+                    if kind == 4:  # AttributeProto.TENSOR: decoded as "<tensor>" whatever it holds
+                        parts.append(a.name)  # type: ignore[union-attr]
+                    elif kind in _GRAPH_TYPES:
+                        parts = None
+                        break
+                    else:
+                        parts.append(a.SerializeToString())  # type: ignore[union-attr]
+                if parts is None:
+                    self._node(node, op_type, domain, inputs, outputs, "", attributes)
+                    continue
+                known_parts = tuple(parts)
+                if shared is not None:
+                    shared[id(attributes)] = known_parts
+            signature = (op_type, domain, known_parts)
             template = templates.get(signature)
             if template is None:
                 opset = opsets.get(domain, 0)

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 from .facts import _RAW_ITEMSIZE, DEFAULT_DOMAIN, SMALL_CONSTANT
 from .ops import NOT_FOLDED
-from .protobuf import _check_raw_size, _read_nodes
+from .protobuf import _check_raw_size, _read_nodes, as_node_proto
 
 
 def _small_initializers(graph: Any, path: object = "<memory>", light: bool = False) -> dict[str, Any]:
@@ -286,6 +286,7 @@ def _fast_eval(node: Any, args: list[Any]) -> Optional[list[Any]]:
 
 
 def _evaluate(node: Any, known: Mapping[str, Any], opset_list: list[Any]) -> Optional[list[Any]]:
+    node = as_node_proto(node)  # its attributes and its place in a graph of its own are read
     try:
         fast = _fast_eval(node, [known[i] for i in node.input if i])
     except Exception:

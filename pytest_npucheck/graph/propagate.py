@@ -131,16 +131,18 @@ _BROADCAST = frozenset({"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", 
 _BROADCAST_BOOL = frozenset({"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
 
 
-def quick_type(op: str, node: Any, inputs: tuple[str, ...], types: Mapping[str, Type]) -> Optional[Type]:
+def quick_type(op: str, attributes: tuple[Any, ...], outputs: tuple[str, ...], inputs: tuple[str, ...],
+               types: Mapping[str, Type]) -> Optional[Type]:
     """Output 0's type of the commonest ops when every input is static, without a call into ONNX
-    (most nodes after a lost shape are elementwise: the walk re-types each of them); None: ask ONNX."""
+    (most nodes after a lost shape are elementwise: the walk re-types each of them); None: ask ONNX.
+    ``attributes``, ``outputs``, ``inputs``: the node's, as its row holds them."""
     args = [types.get(i) for i in inputs if i]
     if not args or not all(_static(a) for a in args):
         return None
-    if op in _SAME and len(node.output) == 1:
+    if op in _SAME and len(outputs) == 1:
         return args[0]
     if op == "Cast":
-        to = next((a.i for a in node.attribute if a.name == "to"), 0)
+        to = next((a.i for a in attributes if a.name == "to"), 0)
         return (to, args[0][1]) if to else None
     if op in _BROADCAST or op in _BROADCAST_BOOL or op == "Where":
         shapes = [a[1] for a in args]
@@ -266,7 +268,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             if op == "Size":
                 value = np.array(int(np.prod(dims)), dtype=np.int64)
             else:
-                attrs = {a.name: a.i for a in node.attribute}
+                attrs = {a.name: a.i for a in _attributes}
                 r = len(dims)
                 start, end = attrs.get("start", 0), attrs.get("end", r)
                 start = min(max(start + r if start < 0 else start, 0), r)
@@ -284,7 +286,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             continue  # static already (most nodes visited: an input's value was folded, its shape was known)
         if any(a.type in (5, 10) for a in _attributes):
             continue  # a node with a body (GRAPH/GRAPHS attributes)
-        quick = quick_type(op, node, inputs, types) if default and len(outputs) == 1 else None
+        quick = quick_type(op, _attributes, outputs, inputs, types) if default and len(outputs) == 1 else None
         if quick is not None:
             typ = _merge(quick, types.get(outputs[0]))
             if typ is not None:

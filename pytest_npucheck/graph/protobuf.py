@@ -335,16 +335,17 @@ _LITE_MODEL: list[Any] = []  # [the message class, or None when it could not be 
 
 
 def parse_types_serialized(serialized: bytes) -> Any:
-    """``serialized`` (a ModelProto) parsed with the main graph's value_infos' ``type`` left as the
-    bytes of its TypeProto: ``graph.value_info[i].type`` is ``bytes``; every other field is onnx's
-    own message, as ``onnx.load_from_string`` parses it.
+    """``serialized`` (a ModelProto) parsed with the main graph's value_infos' ``type`` and its
+    nodes' ``attribute`` left as the bytes of each TypeProto and AttributeProto: ``graph.value_info[i].type``
+    is ``bytes``, ``graph.node[i].attribute`` a list of ``bytes``; every other field is onnx's own
+    message, as ``onnx.load_from_string`` parses it (the nodes are read by ``_read_nodes_serialized``).
 
     Shape inference adds a value_info per node output (26,393 on ``encoder_26k``) and the facts read
-    each one's name and the bytes of its type (to decode each distinct type once: a few hundred).
-    Parsed as a message, each type is a wrapper object and a ``SerializeToString`` call; declared
-    ``bytes``, it is the wire bytes as they are (a message field and a bytes field have the same
-    encoding), half the CPU of that read (~10 ms). Falls back to ``onnx.load_from_string`` when
-    protobuf cannot make the message type."""
+    each one's name and the bytes of its type (to decode each distinct type once: a few hundred);
+    a node's attributes are keyed by their bytes (the layers of a model repeat them). Parsed as
+    messages, each is a wrapper object and a ``SerializeToString`` call; declared ``bytes``, it is
+    the wire bytes as they are (a message field and a bytes field have the same encoding). Falls
+    back to ``onnx.load_from_string`` when protobuf cannot make the message type."""
     import onnx
 
     if not _LITE_MODEL:
@@ -359,9 +360,10 @@ def is_types_serialized(model: Any) -> bool:
 
 
 def _lite_model_class(onnx: Any) -> Any:
-    """ModelProto, GraphProto and ValueInfoProto copied from onnx's descriptors into a file of their
-    own, with ValueInfoProto.type a ``bytes`` field and the copies referring to each other (every
-    other message field keeps onnx's type); None if protobuf refuses it."""
+    """ModelProto, GraphProto, NodeProto and ValueInfoProto copied from onnx's descriptors into a file
+    of their own, with ValueInfoProto.type and NodeProto.attribute ``bytes`` fields and the copies
+    referring to each other (every other message field keeps onnx's type: a node's body graph, read
+    from its AttributeProto, is onnx's GraphProto); None if protobuf refuses it."""
     try:
         from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -371,20 +373,49 @@ def _lite_model_class(onnx: Any) -> Any:
         lite = descriptor_pb2.FileDescriptorProto(name="pytest_npucheck/onnx_types_serialized.proto",
                                                   package="pytest_npucheck.lite", syntax=whole.syntax or "proto2")
         lite.dependency.append(source.name)
-        ours = {"ValueInfoProto", "GraphProto", "ModelProto"}
+        ours = {"NodeProto", "ValueInfoProto", "GraphProto", "ModelProto"}
         for message in whole.message_type:
             if message.name not in ours:
                 continue
             copy = lite.message_type.add()
             copy.CopyFrom(message)
             for f in copy.field:
-                if message.name == "ValueInfoProto" and f.name == "type":
+                if (message.name, f.name) in (("ValueInfoProto", "type"), ("NodeProto", "attribute")):
                     f.type = f.TYPE_BYTES
                     f.ClearField("type_name")
-                elif (message.name, f.name) in (("GraphProto", "value_info"), ("ModelProto", "graph")):
+                elif (message.name, f.name) in (("GraphProto", "value_info"), ("GraphProto", "node"),
+                                                ("ModelProto", "graph")):
                     f.type_name = f".pytest_npucheck.lite.{f.type_name.rsplit('.', 1)[-1]}"
         pool = descriptor_pool.Default()
         pool.Add(lite)
         return message_factory.GetMessageClass(pool.FindMessageTypeByName("pytest_npucheck.lite.ModelProto"))
     except Exception:  # noqa: BLE001 - another protobuf: read the model as onnx does
         return None
+
+
+def _read_nodes_serialized(graph: Any) -> list[tuple[Any, ...]]:
+    """``_read_nodes`` of a graph parsed by ``parse_types_serialized`` (each node's attributes are
+    bytes): the rows hold each node's attributes parsed as AttributeProtos once per distinct
+    attribute bytes, the same tuple for every node that repeats them (each layer of a stack). The
+    node of a row is the lite message: its fields but ``attribute`` are onnx's, and its bytes
+    (``SerializeToString``) are a NodeProto's; ``as_node_proto`` makes onnx's message of it."""
+    from onnx import AttributeProto
+
+    parse = AttributeProto.FromString
+    parsed: dict[tuple[bytes, ...], tuple[Any, ...]] = {(): ()}
+    rows = []
+    append = rows.append
+    for n in graph.node:
+        raw = tuple(n.attribute[:])
+        attributes = parsed.get(raw)
+        if attributes is None:
+            attributes = parsed[raw] = tuple(map(parse, raw))
+        append((n, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:]), attributes))
+    return rows
+
+
+def as_node_proto(node: Any) -> Any:
+    """onnx's NodeProto of a node row's message (``_read_nodes_serialized``'s lite node, or a NodeProto)."""
+    from onnx import NodeProto
+
+    return node if isinstance(node, NodeProto) else NodeProto.FromString(node.SerializeToString())

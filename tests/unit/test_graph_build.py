@@ -110,14 +110,15 @@ def _inferred_bytes():
     return infer_serialized(model.SerializeToString())
 
 
-def test_the_childs_model_is_read_with_the_value_infos_types_as_bytes():
-    """``parse_types_serialized`` leaves each value_info's type as its wire bytes and every other
-    field as onnx parses it; the facts read from it equal those of the model onnx parses."""
+def test_the_childs_model_is_read_with_types_and_attributes_as_bytes():
+    """``parse_types_serialized`` leaves each value_info's type and each node's attributes as their
+    wire bytes and every other field as onnx parses it; the facts read from it equal those of the
+    model onnx parses."""
     import onnx
 
     from pytest_npucheck.graph import Kept
     from pytest_npucheck.graph.build import from_inferred
-    from pytest_npucheck.graph.protobuf import is_types_serialized, parse_types_serialized
+    from pytest_npucheck.graph.protobuf import as_node_proto, is_types_serialized, parse_types_serialized
 
     data = _inferred_bytes()
     whole = onnx.load_from_string(data)
@@ -127,7 +128,9 @@ def test_the_childs_model_is_read_with_the_value_infos_types_as_bytes():
     assert isinstance(lite.graph.value_info[0].type, bytes)
     types = [onnx.TypeProto.FromString(vi.type) for vi in lite.graph.value_info]
     assert types == [vi.type for vi in whole.graph.value_info]
-    assert list(lite.graph.node) == list(whole.graph.node) and list(lite.graph.output) == list(whole.graph.output)
+    assert isinstance(lite.graph.node[3].attribute[0], bytes)  # Cast's "to"
+    assert [as_node_proto(n) for n in lite.graph.node] == list(whole.graph.node)
+    assert list(lite.graph.output) == list(whole.graph.output)
     assert (lite.ir_version, list(lite.opset_import)) == (whole.ir_version, list(whole.opset_import))
     model, kept = from_inferred(data)
     facts = facts_from_model(model, "m.onnx", kept, inferred=True)

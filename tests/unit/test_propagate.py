@@ -216,9 +216,9 @@ def test_the_quick_types_are_onnx_inference_s():
         types = {n: (e, s) for n, (e, s) in zip(names, ins)}
         in_types = {n: helper.make_tensor_type_proto(e, list(s)) for n, (e, s) in types.items()}
         onnx_says = shape_inference.infer_node_outputs(defs.get_schema(op, 17), node, in_types)["o"]
-        assert quick_type(op, node, tuple(names), types) == _decode(onnx_says), op
+        assert quick_type(op, tuple(node.attribute), ("o",), tuple(names), types) == _decode(onnx_says), op
     # a broadcast that does not fit is left to ONNX
-    assert quick_type("Add", helper.make_node("Add", ["a", "b"], ["o"]), ("a", "b"),
+    assert quick_type("Add", (), ("o",), ("a", "b"),
                       {"a": (TensorProto.FLOAT, (2, 3)), "b": (TensorProto.FLOAT, (4,))}) is None
 
 
