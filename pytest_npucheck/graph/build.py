@@ -143,6 +143,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         producer_name=f"{model.producer_name} {model.producer_version}".strip(),
         shape_inference_error=error,
         dynamic_rank=dynamic_rank,
+        producer=builder.producer,
+        consumers=builder.consumers,
     )
 
 
@@ -348,6 +350,10 @@ class _Builder:
         self.folded = folded  # arrays of main-graph node outputs constant folding computed (Constant nodes)
         self.static: set[str] = set()  # main-graph value_info/outputs with a dtype and static shape
         self.nodes: list[NodeFact] = []
+        # GraphFacts.producer and .consumers, filled as each node is added (in node order, as
+        # GraphFacts.__post_init__ would make them): the loop that makes the nodes has their names
+        self.producer: dict[str, int] = {}
+        self.consumers: dict[str, list[int]] = {}
         self.tensors: dict[str, TensorInfo] = {}
         self.initializers: set[str] = set()
         # whether a node may hold the exporter's metadata (a source location); False when the
@@ -565,6 +571,7 @@ class _Builder:
         through ``_node`` (its body's nodes follow it)."""
         nodes, opsets, templates, attr_cache = self.nodes, self.opsets, self._templates, self._attr_cache
         append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
+        producer, consumers = self.producer, self.consumers
         # without the exporter's metadata a node's source is its scope name's module: the location
         # of a name's part before its last "/" (``location._source``), looked up once per part
         modules: dict[str, Optional[SourceLocation]] = {}
@@ -625,6 +632,16 @@ class _Builder:
             fields["outputs"] = outputs
             fields["source"] = where
             append(fact)
+            for o in outputs:
+                if o:
+                    producer[o] = index
+            for i in inputs:
+                if i:
+                    readers = consumers.get(i)
+                    if readers is None:
+                        consumers[i] = [index]
+                    else:
+                        readers.append(index)
 
     def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
               prefix: str, attributes: tuple[Any, ...]) -> None:
@@ -666,8 +683,22 @@ class _Builder:
             source=_source(node, name), opset=opset, subgraphs=sub_names, key=f"{domain}:{op_type}",
         )
         self.nodes.append(fact)
+        self._link(index, inputs, outputs)
         for (label, body), sub in zip(bodies, sub_names):
             self.walk_graph(body, sub)
+
+    def _link(self, index: int, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> None:
+        """The node at ``index`` in ``producer`` and ``consumers`` (``_main_nodes`` inlines it)."""
+        for o in outputs:
+            if o:
+                self.producer[o] = index
+        for i in inputs:
+            if i:
+                readers = self.consumers.get(i)
+                if readers is None:
+                    self.consumers[i] = [index]
+                else:
+                    readers.append(index)
 
     def _attributes(self, op_type: str, attributes: tuple[Any, ...], domain: str, opset: int,
                     bodies: list[tuple[str, Any]]) -> tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]:

@@ -134,7 +134,8 @@ class GraphFacts:
                      and lost.isdisjoint(n.inputs))
 
     def __post_init__(self) -> None:
-        if not self.producer:
+        # made here unless the caller made them (graph.build fills them as it adds each node)
+        if not self.producer and not self.consumers:
             producer, consumers = self.producer, self.consumers
             for node in self.nodes:
                 index = node.index

@@ -65,6 +65,32 @@ def test_a_node_with_a_body_is_followed_by_its_body_and_the_graph_goes_on():
     assert facts.producer["z"] == 6 and facts.consumers["b"] == [6]
 
 
+def test_the_walk_makes_the_producer_and_consumer_maps_as_graph_facts_would(monkeypatch):
+    """graph.build fills GraphFacts.producer and .consumers as it adds each node (a body's nodes
+    included), in the order GraphFacts.__post_init__ makes them from the nodes."""
+    from pytest_npucheck.graph import GraphFacts, facts
+
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="inner"),
+                              helper.make_node("Add", ["t", "a"], ["u"], name="inner_add")], "then", [],
+                             [helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r0"),
+             helper.make_node("ReduceMax", ["x"], ["m"], name="max", keepdims=0),
+             helper.make_node("Cast", ["m"], ["c"], name="cast", to=TensorProto.BOOL),
+             helper.make_node("If", ["c"], ["b"], name="if", then_branch=then, else_branch=then),
+             helper.make_node("Add", ["b", "a"], ["z"], name="add"),
+             helper.make_node("Relu", ["x"], ["", "w"], name="odd")]
+    given: list[bool] = []
+    made = facts.GraphFacts.__post_init__
+    monkeypatch.setattr(facts.GraphFacts, "__post_init__", lambda self: given.append(bool(self.producer)) or made(self))
+    built = facts_from_model(make_model(nodes, [("x", [2, 3])], ["z", "a"]))
+    assert given == [True]  # made by the walk, not by __post_init__
+    fields = {k: getattr(built, k) for k in GraphFacts.__dataclass_fields__ if k not in ("producer", "consumers")}
+    again = GraphFacts(**fields)
+    assert list(built.producer.items()) == list(again.producer.items())
+    assert list(built.consumers.items()) == list(again.consumers.items())
+    assert built.consumers["a"] == [5, 7, 8] and built.consumers["x"] == [0, 1, 4, 6, 9] and built.producer["w"] == 9
+
+
 class _InputsUnread:
     """A NodeFact whose inputs must not be read (only ``_mark_dynamic``'s walk reads them)."""
 
