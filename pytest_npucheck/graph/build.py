@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+from operator import attrgetter
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from .facts import _DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo, dtype_name
 from .fold import _fold_small_constants, _small_initializers
@@ -130,7 +131,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     inputs = tuple(i.name for i in g.input if i.name not in builder.initializers)
     dynamic_rank: frozenset[str] = frozenset()
     if not static or builder.nested:
-        dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs)
+        dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs,
+                                     None if builder.nested else builder.producer)
     return GraphFacts(
         path=path,
         opsets=opsets,
@@ -167,16 +169,20 @@ def _value_infos_serialized(value_infos: Sequence[Any], onnx: Any) -> list[tuple
     return rows
 
 
-def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inputs: Sequence[str]) -> frozenset[str]:
+def _mark_dynamic(nodes: Sequence[NodeFact], tensors: dict[str, TensorInfo], inputs: Sequence[str],
+                  produced: Optional[Iterable[str]] = None) -> frozenset[str]:
     """Tell dynamic dims from dims the checker could not work out: an unknown dim of a tensor whose
     shape depends on a graph input with dynamic dims, or on run-time values (NonZero's output, a
     Reshape to a shape computed from the data), becomes DYNAMIC_DIM; the other unknown dims stay
     None. Values are run-time when they come from a graph input (not from its shape) and were not
     folded. Tensors inside If/Loop/Scan bodies run per branch or iteration: their unknown dims are
-    dynamic. Returns the names of dynamic tensors of unknown rank (GraphFacts.dynamic_rank)."""
+    dynamic. Returns the names of dynamic tensors of unknown rank (GraphFacts.dynamic_rank).
+    ``produced``: every output the nodes name but "" (GraphFacts.producer's keys), when every node
+    is in the main graph (the builder's ``nested`` is False)."""
     runtime = set(inputs)  # tensors whose values are known only at run time
     varying = {n for n in inputs if (t := tensors.get(n)) is not None and not t.static}  # shapes that vary
-    if not varying and _every_output_static(nodes, tensors):
+    if not varying and (_every_output_static(nodes, tensors) if produced is None
+                        else _all_static(produced, tensors)):
         return frozenset()  # nothing can vary (see _every_output_static): the walk below would change nothing
     for node in nodes:
         outs = node.outputs
@@ -228,6 +234,18 @@ def _every_output_static(nodes: Sequence[NodeFact], tensors: Mapping[str, Tensor
             if o and ((t := get(o)) is None or not t.static):
                 return False
     return True
+
+
+def _all_static(names: Iterable[str], tensors: Mapping[str, TensorInfo]) -> bool:
+    """``_every_output_static`` of main-graph nodes given the names of their outputs (``produced``):
+    one pass over the names in C, not a loop over the nodes and their outputs."""
+    try:
+        return all(map(_STATIC, map(tensors.__getitem__, names)))
+    except KeyError:  # an output no TensorInfo describes
+        return False
+
+
+_STATIC = attrgetter("static")
 
 
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:

@@ -104,22 +104,25 @@ class _InputsUnread:
 
 
 def test_mark_dynamic_leaves_a_graph_of_static_outputs_without_its_walk():
-    from pytest_npucheck.graph.build import _every_output_static, _mark_dynamic
+    from pytest_npucheck.graph.build import _all_static, _every_output_static, _mark_dynamic
 
     facts = facts_from_model(_softmaxes(1, 1, 1))
     tensors = dict(facts.tensors)
-    assert _every_output_static(facts.nodes, tensors)
+    assert _every_output_static(facts.nodes, tensors) and _all_static(facts.producer, tensors)
     wrapped = [_InputsUnread(n) for n in facts.nodes]
     assert _mark_dynamic(wrapped, tensors, facts.inputs) == frozenset() and tensors == facts.tensors
+    # the outputs' names given (GraphFacts.producer's keys): the same answer without the nodes' loop
+    assert _mark_dynamic(wrapped, tensors, facts.inputs, facts.producer) == frozenset() and tensors == facts.tensors
     # an output without a static shape, or a varying graph input: the walk runs and says the same as before
     model = _softmaxes(1, 1, 1)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     dynamic = facts_from_model(model)
     assert not _every_output_static(dynamic.nodes, dynamic.tensors)
+    assert not _all_static(dynamic.producer, dynamic.tensors)
     assert dynamic.tensors["y2"].shape == ("batch", 3)  # symbolic dims pass through, as before
     missing = dict(facts.tensors)
     del missing["y1"]
-    assert not _every_output_static(facts.nodes, missing)
+    assert not _every_output_static(facts.nodes, missing) and not _all_static(facts.producer, missing)
 
 
 def _inferred_bytes():
