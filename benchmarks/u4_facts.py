@@ -49,7 +49,7 @@ def wrap(owner, name, label):
 B = build._Builder
 for owner, name, label in (
         (graph, "load_model_proto", "read the file (load_model_proto)"), (build, "_read_nodes", "read nodes"), (build, "_infer", "parse the child's result"),
-        (build, "from_inferred", "parse the child's result"),
+        (build, "from_inferred", "parse the child's result"), (build, "_read_nodes_serialized", "read nodes"),
         (build, "_fold_small_constants", "fold"), (B, "walk_graph", "walk (all)"), (B, "_main_nodes", "  of it: NodeFacts"),
         (build, "refine", "refine"), (B, "folded_values", "folded values"), (build, "_mark_dynamic", "mark dynamic"),
         (build, "GraphFacts", "GraphFacts (producers, consumers)"), (validity, "check_model", "validity")):
