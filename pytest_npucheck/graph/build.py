@@ -54,8 +54,9 @@ def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[li
 
 def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
     """The model and the ``Kept`` for ``facts_from_model(..., inferred=True)`` from the bytes shape
-    inference returned for a file (``infer_serialized``), the value_infos' types left as bytes
-    (``protobuf.parse_types_serialized``: the facts read those bytes, not the messages).
+    inference returned for a file (``infer_serialized``), the value_infos' types and the nodes'
+    attributes left as bytes (``protobuf.parse_types_serialized``: the facts key by those bytes
+    and decode each distinct one once).
 
     The isolated child (``check._native_steps``) reads the file with every check of
     ``load_model_proto`` and infers its shapes; the inferred model holds every node, initializer
