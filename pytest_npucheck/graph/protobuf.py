@@ -387,7 +387,10 @@ def _lite_model_class(onnx: Any) -> Any:
                                                 ("ModelProto", "graph")):
                     f.type_name = f".pytest_npucheck.lite.{f.type_name.rsplit('.', 1)[-1]}"
         pool = descriptor_pool.Default()
-        pool.Add(lite)
+        try:  # made by an earlier import of this module (a reload): the pool keeps one file per name
+            pool.FindFileByName(lite.name)
+        except KeyError:
+            pool.Add(lite)
         return message_factory.GetMessageClass(pool.FindMessageTypeByName("pytest_npucheck.lite.ModelProto"))
     except Exception:  # noqa: BLE001 - another protobuf: read the model as onnx does
         return None

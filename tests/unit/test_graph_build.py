@@ -147,12 +147,14 @@ def test_the_childs_model_is_read_with_types_and_attributes_as_bytes():
 
     from pytest_npucheck.graph import Kept
     from pytest_npucheck.graph.build import from_inferred
+    from pytest_npucheck.graph import protobuf
     from pytest_npucheck.graph.protobuf import as_node_proto, is_types_serialized, parse_types_serialized
 
     data = _inferred_bytes()
     whole = onnx.load_from_string(data)
     lite = parse_types_serialized(data)
     assert is_types_serialized(lite) and not is_types_serialized(whole)
+    assert protobuf._lite_model_class(onnx) is type(lite)  # made again (a reload of the module): the same type
     assert [vi.name for vi in lite.graph.value_info] == [vi.name for vi in whole.graph.value_info]
     assert isinstance(lite.graph.value_info[0].type, bytes)
     types = [onnx.TypeProto.FromString(vi.type) for vi in lite.graph.value_info]
