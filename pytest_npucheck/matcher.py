@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from .graph import GraphFacts, GraphView, NodeFact, paused_gc
-from .partition import partition
+from .partition import node_macs, partition
 from .prepass import PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult, source_basis
 from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
@@ -148,19 +148,23 @@ class _Memo:
     the signatures it does not settle.
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank", "macs")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
-        # signature whose local constraints all pass -> the per-node constraints it does not settle
-        # (``_unsettled``: see the class's docstring)
-        self.clean: dict[tuple[Any, ...], tuple[tuple[Any, ...], ...]] = {}
+        # signature whose local constraints all pass -> (the per-node constraints it does not settle
+        # (``_unsettled``: see the class's docstring), the MACs of its nodes)
+        self.clean: dict[tuple[Any, ...], tuple[tuple[tuple[Any, ...], ...], int]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
         self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.build shares one dict between the
         # nodes of one op with the same attributes (every layer of a stack)
         self.hits = 0
         self.dynamic_rank = bool(view.graph.dynamic_rank)
+        # node index -> its MACs (partition.node_macs), for the nodes judged through a signature: the
+        # MACs read only what the signature holds (the op, its attributes, its tensors' shapes and
+        # constness), so they are computed once per signature and handed to the partition
+        self.macs: dict[int, int] = {}
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
         """(local constraints, per-node constraints as (constraint, its rule, its mixed any_of index or
@@ -232,10 +236,13 @@ class _Memo:
             return judge_node(node, self.table, view)
         if todo is not None:
             self.hits += 1
+            todo, self.macs[node.index] = todo  # (the constraints left, the MACs)
         elif _check_constraints(node, local, view):
             return judge_node(node, self.table, view)  # a local reason: everything per node, in table order
         else:
-            todo = self.clean[sig] = _unsettled(node, per_node, mixed, view)
+            todo, macs = _unsettled(node, per_node, mixed, view), node_macs(node, view)
+            self.clean[sig] = todo, macs
+            self.macs[node.index] = macs
         if not todo:
             return "npu", []
         reasons = []
@@ -295,7 +302,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     if view is None or view.graph is not graph:
         view = GraphView(graph, pre)
     whole = _table_basis(table)
-    judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
+    memo = _Memo(table, view) if MEMO else None
+    judge = memo.judge if memo is not None else (lambda node: judge_node(node, table, view))
     results = []
     append, new = results.append, object.__new__
     folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
@@ -385,7 +393,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                      "rules that need the missing shapes report them as unknown")
     return TargetResult(
         target=table.target, table=table.header(), model=model_info(graph), nodes=tuple(results),
-        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view),
+        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view, memo.macs if memo is not None else None),
     )
 
 

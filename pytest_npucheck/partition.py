@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .graph import GraphFacts, NodeFact, TensorInfo, tensor_bytes
 from .result import NodeResult
@@ -167,10 +167,14 @@ class Partition:
         }
 
 
-def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None) -> Partition:
-    """Replay the runtime's partitioning of the main graph under the given verdicts."""
+def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None,
+              known_macs: Optional[Mapping[int, int]] = None) -> Partition:
+    """Replay the runtime's partitioning of the main graph under the given verdicts. ``known_macs``:
+    {node index: its MACs} (``node_macs`` on ``view``) for the nodes whose MACs the caller already
+    has (the matcher: once per signature); the others' are computed here."""
     view = view if view is not None else graph
     tensor = view.tensor
+    known = known_macs if known_macs is not None else {}
     device: dict[int, str] = {}  # live node index -> its device (a folded node is not live)
     names: dict[int, str] = {}
     live: list[NodeFact] = []
@@ -201,7 +205,10 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
                 if out in read:
                     late_read = True
         read.update(n.inputs)
-        if n.op_type in _MAC_OPS:
+        macs = known.get(i)
+        if macs is not None:
+            pass
+        elif n.op_type in _MAC_OPS:
             macs = node_macs(n, view)
         else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
             info = tensor(outputs[0]) if outputs and outputs[0] else None

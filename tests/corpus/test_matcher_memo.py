@@ -274,3 +274,26 @@ def test_mixed_any_of_runs_its_failing_local_alternatives_once_per_signature(sta
     assert len(flagged) == 1  # the last shift Add makes the graph output
     # the Adds of the LAYERS blocks have a few signatures (bias, residual, shift): each runs it once
     assert 0 < with_memo <= len(judged) // 2
+
+
+def test_macs_are_computed_once_per_signature(stack, memo_switch, monkeypatch):
+    """The partition's MACs of a node judged through its signature are the signature's (partition.node_macs
+    once per signature): the same partition as without the memo, node_macs asked of fewer MAC-op nodes."""
+    from pytest_npucheck import partition
+
+    calls = {"n": 0}
+    real = partition.node_macs
+
+    def counting(node, view):
+        calls["n"] += node.op_type in partition._MAC_OPS
+        return real(node, view)
+
+    monkeypatch.setattr(partition, "node_macs", counting)
+    monkeypatch.setattr(matcher, "node_macs", counting)
+    table = Catalog.discover().table(TARGET)
+    result, _ = memo_switch(stack, table, memo=True)
+    with_memo, calls["n"] = calls["n"], 0
+    without, _ = memo_switch(stack, table, memo=False)
+    assert result["partition"] == without["partition"] and result["partition"]["macs"] > 0
+    assert calls["n"] >= 2 * LAYERS  # without the memo: each Linear and each LayerNorm of every block
+    assert with_memo <= calls["n"] // 2

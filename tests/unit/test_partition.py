@@ -76,3 +76,22 @@ def test_folded_nodes_do_not_split(judge):
              helper.make_node("Relu", ["b"], ["y"], name="r2")]
     _, p = part_of(judge, make_model(nodes, [("x", (1, 4))], ["y"]))
     assert p.npu_subgraphs == 1 and not p.transitions
+
+
+def test_known_macs_are_taken_as_given():
+    """partition(known_macs=...): the caller's MACs of a node (the matcher's, once per signature) are used
+    as they are; the nodes it has none for are computed."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.partition import partition
+    from pytest_npucheck.result import NodeResult
+
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    erf = helper.make_node("Erf", ["c"], ["y"], name="erf")
+    facts = facts_from_model(make_model([conv, erf], [("x", (1, 3, 8, 8))], ["y"],
+                                        [const("w", np.ones((4, 3, 3, 3))), const("b", np.zeros(4))]))
+    results = [NodeResult(n.index, n.name, n.op_type, n.domain, "npu") for n in facts.nodes]
+    conv_macs, erf_macs = 4 * 8 * 8 * 3 * 3 * 3, 4 * 8 * 8
+    assert partition(facts, results).macs_total == conv_macs + erf_macs
+    [conv_index] = [n.index for n in facts.nodes if n.name == "conv"]
+    given = partition(facts, results, None, {conv_index: 7})
+    assert (given.macs_total, given.macs_npu) == (7 + erf_macs, 7 + erf_macs)
