@@ -306,6 +306,10 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     judge = memo.judge if memo is not None else (lambda node: judge_node(node, table, view))
     results = []
     append, new = results.append, object.__new__
+    # what the partition replays, collected here (no second pass over the nodes there): the main graph's
+    # nodes that stay, in graph order, with their verdicts and their signature's MACs (None: computed there)
+    placed: list[tuple[NodeFact, str, Optional[int]]] = []
+    place, macs_of = placed.append, (memo.macs if memo is not None else {}).get
     folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
     absorbed, fused = pre.absorbed, pre.fused
     # the ops with a before_rewrites constraint: only their folded or fused nodes are judged again
@@ -358,6 +362,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             reasons=reasons, graph=node.graph, source=node.source, fused_into=fused_into,
         )
         append(result)
+        if verdict != "folded" and not node.graph:
+            place((node, verdict, macs_of(i)))
     issues = []
     if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:
         lo, hi = table.ir_version
@@ -393,7 +399,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                      "rules that need the missing shapes report them as unknown")
     return TargetResult(
         target=table.target, table=table.header(), model=model_info(graph), nodes=tuple(results),
-        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view, memo.macs if memo is not None else None),
+        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view, placed),
     )
 
 

@@ -78,9 +78,9 @@ def test_folded_nodes_do_not_split(judge):
     assert p.npu_subgraphs == 1 and not p.transitions
 
 
-def test_known_macs_are_taken_as_given():
-    """partition(known_macs=...): the caller's MACs of a node (the matcher's, once per signature) are used
-    as they are; the nodes it has none for are computed."""
+def test_placed_nodes_and_their_macs_are_taken_as_given():
+    """partition(placed=...): the caller's live nodes, verdicts and MACs (the matcher's, collected as it
+    judges, the MACs once per signature) are used as they are; a node's MACs given as None are computed."""
     from pytest_npucheck.graph import facts_from_model
     from pytest_npucheck.partition import partition
     from pytest_npucheck.result import NodeResult
@@ -92,6 +92,7 @@ def test_known_macs_are_taken_as_given():
     results = [NodeResult(n.index, n.name, n.op_type, n.domain, "npu") for n in facts.nodes]
     conv_macs, erf_macs = 4 * 8 * 8 * 3 * 3 * 3, 4 * 8 * 8
     assert partition(facts, results).macs_total == conv_macs + erf_macs
-    [conv_index] = [n.index for n in facts.nodes if n.name == "conv"]
-    given = partition(facts, results, None, {conv_index: 7})
-    assert (given.macs_total, given.macs_npu) == (7 + erf_macs, 7 + erf_macs)
+    [c, e] = [n for n in facts.nodes if n.name in ("conv", "erf")]
+    given = partition(facts, results, None, [(c, "npu", 7), (e, "cpu", None)])
+    assert (given.macs_total, given.macs_npu, given.nodes_npu) == (7 + erf_macs, 7, 1)
+    assert [i.node for i in given.impacts] == ["erf"]  # the verdicts given, not the results'
