@@ -202,14 +202,13 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
                 if out in read:
                     late_read = True
         read.update(n.inputs)
-        if macs is not None:
-            pass
-        elif n.op_type in _MAC_OPS:
-            macs = node_macs(n, view)
-        else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
-            info = tensor(outputs[0]) if outputs and outputs[0] else None
-            macs = math.prod(info.shape) if info is not None and info.static and (  # type: ignore[arg-type]
-                not info.const or _sized(info)) else 0
+        if macs is None:  # not given by the caller
+            if n.op_type in _MAC_OPS:
+                macs = node_macs(n, view)
+            else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
+                info = tensor(outputs[0]) if outputs and outputs[0] else None
+                macs = math.prod(info.shape) if info is not None and info.static and (  # type: ignore[arg-type]
+                    not info.const or _sized(info)) else 0
         macs_total += macs
         if verdict == "npu":
             device[i] = NPU
@@ -278,7 +277,8 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
     return part
 
 
-def _placed(nodes: Sequence[NodeFact], results: Sequence[NodeResult]) -> list[tuple[NodeFact, str, Optional[int]]]:
+def _placed(nodes: Sequence[NodeFact], results: Sequence[NodeResult],
+            ) -> list[tuple[NodeFact, str, Optional[int]]]:
     """(node, verdict, None) of the main graph's nodes that are not folded, in graph order. The
     matcher's results are one per node in graph order: paired as they are, without a map from index
     to result (checked, one comparison a node)."""
