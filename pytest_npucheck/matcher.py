@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from .graph import GraphFacts, GraphView, NodeFact, paused_gc
-from .partition import partition
+from .partition import node_macs, partition
 from .prepass import PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, Reason, TargetResult, source_basis
 from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
@@ -139,31 +139,37 @@ class _Memo:
 
     An ``any_of`` that mixes local and context alternatives passes as soon as one alternative
     passes, whatever the order: the memo records per signature whether one of its local
-    alternatives passes, and only when none does is the whole ``any_of`` judged for the node (so
-    its message, which lists every alternative, is rendered exactly as without the memo). Likewise a
+    alternatives passes; when none does, a node of that signature runs only the context
+    alternatives (the local ones fail on each of its nodes), and only when none of those passes is
+    the whole ``any_of`` judged for the node (so its message, which lists every alternative, is
+    rendered exactly as without the memo). Likewise a
     context rule whose own facts settle it (``rules.Rule.settled``: a Transpose by another perm, a
     Reshape that is no rank-6 view) is asked that once per signature and run only on the nodes of
     the signatures it does not settle.
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank", "macs")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
-        # signature whose local constraints all pass -> per per-node constraint: does it pass whatever
-        # the neighbours (see the class's docstring)
-        self.clean: dict[tuple[Any, ...], tuple[bool, ...]] = {}
+        # signature whose local constraints all pass -> (the per-node constraints it does not settle
+        # (``_unsettled``: see the class's docstring), the MACs of its nodes)
+        self.clean: dict[tuple[Any, ...], tuple[tuple[tuple[Any, ...], ...], int]] = {}
         self.plans: dict[str, Optional[tuple[Any, ...]]] = {}  # op key -> None (judged alone) or a plan
         self.defaults: dict[int, str] = {}  # id(schema defaults) -> repr (the dicts live as long as the graph)
         self.attrs: dict[int, str] = {}  # id(attributes) -> repr: graph.build shares one dict between the
         # nodes of one op with the same attributes (every layer of a stack)
         self.hits = 0
         self.dynamic_rank = bool(view.graph.dynamic_rank)
+        # node index -> its MACs (partition.node_macs), for the nodes judged through a signature: the
+        # MACs read only what the signature holds (the op, its attributes, its tensors' shapes and
+        # constness), so they are computed once per signature and handed to the partition
+        self.macs: dict[int, int] = {}
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
         """(local constraints, per-node constraints as (constraint, its rule, its mixed any_of index or
-        -1), the local alternatives of each mixed any_of, whether the key holds values, the opset range,
-        the op entry's source)."""
+        -1), the (local, context) alternatives of each mixed any_of, whether the key holds values, the
+        opset range, the op entry's source)."""
         if key in self.plans:
             return self.plans[key]
         entry = self.table.ops.get(key)
@@ -180,11 +186,13 @@ class _Memo:
                     if c.rule == "any_of" else []
                 if subs:
                     per_node.append((c, RULES[c.rule], len(mixed)))
-                    mixed.append(tuple((RULES[s["rule"]], s.get("params", {})) for s in subs))
+                    mixed.append((tuple((RULES[s["rule"]], s.get("params", {})) for s in subs),
+                                  tuple((RULES[s["rule"]], s.get("params", {})) for s in c.params["constraints"]
+                                        if not is_local(s["rule"], s.get("params", {})))))
                 else:
                     per_node.append((c, RULES[c.rule], -1))
             values = any(_reads_values(c.rule, c.params) for c in local) or any(
-                _reads_values(r.id, p) for subs in mixed for r, p in subs)
+                _reads_values(r.id, p) for subs, _ in mixed for r, p in subs)
             plan = (local, tuple(per_node), tuple(mixed), values, entry.opset, entry.source)
         self.plans[key] = plan
         return plan
@@ -223,30 +231,49 @@ class _Memo:
             return judge_node(node, self.table, view)  # a rank unknown to the checker or dynamic: not in the key
         sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
         try:
-            flags = self.clean.get(sig)
+            todo = self.clean.get(sig)
         except TypeError:  # a fact that cannot be hashed (not built by graph.build): judge this node alone
             return judge_node(node, self.table, view)
-        if flags is not None:
+        if todo is not None:
             self.hits += 1
+            todo, self.macs[node.index] = todo  # (the constraints left, the MACs)
         elif _check_constraints(node, local, view):
             return judge_node(node, self.table, view)  # a local reason: everything per node, in table order
         else:
-            # per per-node constraint: settled for this signature (a local alternative of its any_of
-            # passes, or its rule's own facts say it passes: Rule.settled)
-            passes = [any(r.check(node, p, view) is None for r, p in subs) for subs in mixed]
-            flags = self.clean[sig] = tuple([
-                (j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view))
-                for c, rule, j in per_node])
-        if not per_node:
+            todo, macs = _unsettled(node, per_node, mixed, view), node_macs(node, view)
+            self.clean[sig] = todo, macs
+            self.macs[node.index] = macs
+        if not todo:
             return "npu", []
         reasons = []
-        for (c, rule, j), settled in zip(per_node, flags):
-            if settled:
-                continue  # passes on every node with this signature
+        for c, rule, context in todo:
+            if context is not None:
+                # a mixed any_of none of whose local alternatives passes on this signature: it passes
+                # as soon as one of its context alternatives does (the local ones are not run again);
+                # else the whole any_of runs, for its message
+                for r, p in context:
+                    if r.check(node, p, view) is None:  # type: ignore[arg-type]
+                        break
+                else:
+                    message = rule.check(node, c.params, view)  # type: ignore[arg-type]
+                    if message:
+                        reasons.append(_reason(c, rule.category, message, source))
+                continue
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
                 reasons.append(_reason(c, rule.category, message, source))
         return (_worst([r.verdict for r in reasons]), reasons) if reasons else ("npu", reasons)
+
+
+def _unsettled(node: NodeFact, per_node: tuple[Any, ...], mixed: tuple[Any, ...],
+               view: GraphView) -> tuple[tuple[Any, ...], ...]:
+    """The per-node constraints a signature leaves to check on each of its nodes, in table order, as
+    (constraint, its rule, the context alternatives of a mixed any_of or None): the others pass on
+    every node with the signature of ``node`` (a local alternative of the any_of passes, or the rule's
+    own facts say it passes: ``Rule.settled``). Asked once per signature, on its first node."""
+    passes = [any(r.check(node, p, view) is None for r, p in local) for local, _ in mixed]
+    return tuple([(c, rule, mixed[j][1] if j >= 0 else None) for c, rule, j in per_node
+                  if not ((j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view)))])
 
 
 _NO_PLAN = object()  # an op key the memo has not planned yet
@@ -275,9 +302,14 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     if view is None or view.graph is not graph:
         view = GraphView(graph, pre)
     whole = _table_basis(table)
-    judge = _Memo(table, view).judge if MEMO else (lambda node: judge_node(node, table, view))
+    memo = _Memo(table, view) if MEMO else None
+    judge = memo.judge if memo is not None else (lambda node: judge_node(node, table, view))
     results = []
     append, new = results.append, object.__new__
+    # what the partition replays, collected here (no second pass over the nodes there): the main graph's
+    # nodes that stay, in graph order, with their verdicts and their signature's MACs (None: computed there)
+    placed: list[tuple[NodeFact, str, Optional[int]]] = []
+    place, macs_of = placed.append, (memo.macs if memo is not None else {}).get
     folded, shared = pre.folded, {}  # a folded node's reasons, shared by the nodes with the same message
     absorbed, fused = pre.absorbed, pre.fused
     # the ops with a before_rewrites constraint: only their folded or fused nodes are judged again
@@ -330,6 +362,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             reasons=reasons, graph=node.graph, source=node.source, fused_into=fused_into,
         )
         append(result)
+        if verdict != "folded" and not node.graph:
+            place((node, verdict, macs_of(i)))
     issues = []
     if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:
         lo, hi = table.ir_version
@@ -365,7 +399,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                      "rules that need the missing shapes report them as unknown")
     return TargetResult(
         target=table.target, table=table.header(), model=model_info(graph), nodes=tuple(results),
-        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view),
+        model_issues=tuple(issues), notes=tuple(notes), partition=partition(graph, results, view, placed),
     )
 
 

@@ -167,10 +167,16 @@ class Partition:
         }
 
 
-def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None) -> Partition:
-    """Replay the runtime's partitioning of the main graph under the given verdicts."""
+def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None,
+              placed: Optional[Sequence[tuple[NodeFact, str, Optional[int]]]] = None) -> Partition:
+    """Replay the runtime's partitioning of the main graph under the given verdicts. ``placed``: the
+    main graph's nodes that are not folded, in graph order, as (node, verdict, its MACs or None), when
+    the caller has them (the matcher collects them as it judges, with each signature's MACs:
+    ``node_macs`` on ``view``); else they are taken from ``results``, and every MACs computed here."""
     view = view if view is not None else graph
     tensor = view.tensor
+    if placed is None:
+        placed = _placed(graph.nodes, results)
     device: dict[int, str] = {}  # live node index -> its device (a folded node is not live)
     names: dict[int, str] = {}
     live: list[NodeFact] = []
@@ -180,14 +186,9 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
     late_read = False  # a live node produced a tensor that a node visited before it read
     ordered, last = True, -1  # live in index order (graph.build numbers the nodes in order: no sort needed)
     nodes_npu = macs_total = macs_npu = 0
-    # the main graph's judged nodes in one pass (26,394 in issue 29's encoder): device, the order check
-    # and each node's MACs
-    for n, r in _with_results(graph.nodes, results):
-        if r is None or n.graph:
-            continue
-        verdict = r.verdict
-        if verdict == "folded":
-            continue
+    # the main graph's live nodes in one pass (11,700 of issue 29's encoder's 26,394): device, the order
+    # check and each node's MACs
+    for n, verdict, macs in placed:
         i = n.index
         names[i] = n.name
         live.append(n)
@@ -201,12 +202,13 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
                 if out in read:
                     late_read = True
         read.update(n.inputs)
-        if n.op_type in _MAC_OPS:
-            macs = node_macs(n, view)
-        else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
-            info = tensor(outputs[0]) if outputs and outputs[0] else None
-            macs = math.prod(info.shape) if info is not None and info.static and (  # type: ignore[arg-type]
-                not info.const or _sized(info)) else 0
+        if macs is None:  # not given by the caller
+            if n.op_type in _MAC_OPS:
+                macs = node_macs(n, view)
+            else:  # node_macs of the other ops, _numel inlined (one per output element; most nodes of a graph)
+                info = tensor(outputs[0]) if outputs and outputs[0] else None
+                macs = math.prod(info.shape) if info is not None and info.static and (  # type: ignore[arg-type]
+                    not info.const or _sized(info)) else 0
         macs_total += macs
         if verdict == "npu":
             device[i] = NPU
@@ -275,17 +277,18 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
     return part
 
 
-def _with_results(nodes: Sequence[NodeFact], results: Sequence[NodeResult]) -> Iterable[tuple[NodeFact, Optional[NodeResult]]]:
-    """(node, its result or None) for every node. The matcher's results are one per node in graph
-    order: paired as they are, without a map from index to result (checked, one comparison a node)."""
-    if len(results) == len(nodes):
-        for n, r in zip(nodes, results):
-            if n.index != r.index:
-                break
-        else:
-            return zip(nodes, results)
-    by_index = {r.index: r for r in results}
-    return [(n, by_index.get(n.index)) for n in nodes]
+def _placed(nodes: Sequence[NodeFact], results: Sequence[NodeResult],
+            ) -> list[tuple[NodeFact, str, Optional[int]]]:
+    """(node, verdict, None) of the main graph's nodes that are not folded, in graph order. The
+    matcher's results are one per node in graph order: paired as they are, without a map from index
+    to result (checked, one comparison a node)."""
+    pairs: Iterable[tuple[NodeFact, Optional[NodeResult]]]
+    if len(results) == len(nodes) and all(n.index == r.index for n, r in zip(nodes, results)):
+        pairs = zip(nodes, results)
+    else:
+        by_index = {r.index: r for r in results}
+        pairs = [(n, by_index.get(n.index)) for n in nodes]
+    return [(n, r.verdict, None) for n, r in pairs if r is not None and not n.graph and r.verdict != "folded"]
 
 
 def _index(node: NodeFact) -> int:

@@ -248,3 +248,52 @@ def test_a_context_rule_its_own_facts_settle_is_asked_once_per_signature(stack, 
     assert result == memo_switch(stack, table, memo=False)[0]
     assert calls["n"] >= LAYERS
     assert RULES["tile_transpose_perm"].settled is not None and not RULES["tile_transpose_perm"].local
+
+
+def test_mixed_any_of_runs_its_failing_local_alternatives_once_per_signature(stack, memo_switch, monkeypatch):
+    """When no local alternative of a mixed any_of passes for a signature, its nodes run only the context
+    alternatives: the local ones run on the signature's first node, and again only in the whole any_of of
+    a node whose context alternatives fail too (for its message), never on every node as without the memo."""
+    alternative = {"max": 1}  # every Add has two inputs: this local alternative fails on all of them
+    calls = {"n": 0}
+    real = RULES["input_count"]
+
+    def fn(node, params, view):
+        calls["n"] += params is alternative
+        return real.fn(node, params, view)
+
+    monkeypatch.setitem(RULES, "input_count", dataclasses.replace(real, fn=fn))
+    table = _with_constraint(Catalog.discover().table(TARGET), "ai.onnx:Add", Constraint("any_of", {"constraints": [
+        {"rule": "input_count", "params": alternative}, {"rule": "not_graph_output", "params": {}}]}, "cpu"))
+    result, _ = memo_switch(stack, table, memo=True)
+    with_memo, calls["n"] = calls["n"], 0
+    assert result == memo_switch(stack, table, memo=False)[0]
+    judged = [n for n in _nodes(result, "Add") if n["verdict"] != "folded" and "fused_into" not in n]
+    assert calls["n"] == len(judged) > 2 * LAYERS - 1  # without the memo: once per Add
+    flagged = [n for n in judged if any(r["rule"] == "any_of" for r in n["reasons"])]
+    assert len(flagged) == 1  # the last shift Add makes the graph output
+    # the Adds of the LAYERS blocks have a few signatures (bias, residual, shift): each runs it once
+    assert 0 < with_memo <= len(judged) // 2
+
+
+def test_macs_are_computed_once_per_signature(stack, memo_switch, monkeypatch):
+    """The partition's MACs of a node judged through its signature are the signature's (partition.node_macs
+    once per signature): the same partition as without the memo, node_macs asked of fewer MAC-op nodes."""
+    from pytest_npucheck import partition
+
+    calls = {"n": 0}
+    real = partition.node_macs
+
+    def counting(node, view):
+        calls["n"] += node.op_type in partition._MAC_OPS
+        return real(node, view)
+
+    monkeypatch.setattr(partition, "node_macs", counting)
+    monkeypatch.setattr(matcher, "node_macs", counting)
+    table = Catalog.discover().table(TARGET)
+    result, _ = memo_switch(stack, table, memo=True)
+    with_memo, calls["n"] = calls["n"], 0
+    without, _ = memo_switch(stack, table, memo=False)
+    assert result["partition"] == without["partition"] and result["partition"]["macs"] > 0
+    assert calls["n"] >= 2 * LAYERS  # without the memo: each Linear and each LayerNorm of every block
+    assert with_memo <= calls["n"] // 2

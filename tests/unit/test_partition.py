@@ -76,3 +76,23 @@ def test_folded_nodes_do_not_split(judge):
              helper.make_node("Relu", ["b"], ["y"], name="r2")]
     _, p = part_of(judge, make_model(nodes, [("x", (1, 4))], ["y"]))
     assert p.npu_subgraphs == 1 and not p.transitions
+
+
+def test_placed_nodes_and_their_macs_are_taken_as_given():
+    """partition(placed=...): the caller's live nodes, verdicts and MACs (the matcher's, collected as it
+    judges, the MACs once per signature) are used as they are; a node's MACs given as None are computed."""
+    from pytest_npucheck.graph import facts_from_model
+    from pytest_npucheck.partition import partition
+    from pytest_npucheck.result import NodeResult
+
+    conv = helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    erf = helper.make_node("Erf", ["c"], ["y"], name="erf")
+    facts = facts_from_model(make_model([conv, erf], [("x", (1, 3, 8, 8))], ["y"],
+                                        [const("w", np.ones((4, 3, 3, 3))), const("b", np.zeros(4))]))
+    results = [NodeResult(n.index, n.name, n.op_type, n.domain, "npu") for n in facts.nodes]
+    conv_macs, erf_macs = 4 * 8 * 8 * 3 * 3 * 3, 4 * 8 * 8
+    assert partition(facts, results).macs_total == conv_macs + erf_macs
+    [c, e] = [n for n in facts.nodes if n.name in ("conv", "erf")]
+    given = partition(facts, results, None, [(c, "npu", 7), (e, "cpu", None)])
+    assert (given.macs_total, given.macs_npu, given.nodes_npu) == (7 + erf_macs, 7, 1)
+    assert [i.node for i in given.impacts] == ["erf"]  # the verdicts given, not the results'
