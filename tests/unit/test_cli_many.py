@@ -147,3 +147,16 @@ def test_files_checked_in_this_process_use_the_catalog_the_targets_were_resolved
                        "--target", "toy", "--format", "json")
     assert code == 0 and [f["targets"][0]["passed"] for f in json.loads(out)["files"]] == [True, True]
     assert discovered == [1]
+
+
+def test_a_passing_file_does_not_import_the_fix_suggestions(capsys, zoo, monkeypatch):
+    """with_fixes leaves a passing result as it is: the fixes module (recipes, rewrites) is imported
+    only when some target falls back, and then its suggestions are in the report as before."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pytest_npucheck.fixes", None)  # importing it fails from here on
+    code, out, err = run(capsys, "check", str(zoo / "a_clean.onnx"), "--target", "toy", "--format", "json")
+    assert code == 0 and json.loads(out)["files"][0]["targets"][0]["fixes"] is None, err
+    monkeypatch.undo()
+    code, out, _ = run(capsys, "check", str(zoo / "sub" / "b_reflect.onnx"), "--target", "toy", "--format", "json")
+    assert code == 1 and json.loads(out)["files"][0]["targets"][0]["fixes"] is not None
