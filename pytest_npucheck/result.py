@@ -53,6 +53,8 @@ def documentation_only(table: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Reason:
+    """Why a node gets a verdict: the rule, its message and the verdict it alone leads to."""
+
     rule: str
     message: str
     verdict: str  # the verdict this reason alone leads to
@@ -67,6 +69,8 @@ class Reason:
 
 @dataclass(frozen=True)
 class NodeResult:
+    """One node's verdict on one target, with its reasons and where the node comes from."""
+
     index: int
     name: str
     op_type: str
@@ -99,6 +103,8 @@ class NodeResult:
 
 @dataclass(frozen=True)
 class TargetResult:
+    """A model checked against one target: every node's verdict, the model's issues, the partition."""
+
     target: str
     table: Mapping[str, str]
     model: Mapping[str, Any]
