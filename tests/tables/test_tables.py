@@ -103,6 +103,13 @@ def test_manifest_skips_the_strict_reading_of_unchanged_bundled_tables_only(tmp_
     schema.write_text((root / "schema.json").read_text() + "\n")
     load_table(src, schema)
     assert strict[-1] == src and len(strict) == 3
+    # a manifest that names bytes which never passed: the strict reading still gives its clear error
+    broken = tmp_path / "broken.json"
+    broken.write_text(text[:-200])
+    monkeypatch.setattr(tables, "_prevalidated", lambda sha, schema_path: True)
+    with pytest.raises(TableError) as err:
+        load_table(broken, root / "schema.json")
+    assert str(broken) in str(err.value) and "invalid JSON" in str(err.value) and strict[-1] == broken
 
 
 def test_a_broken_or_missing_manifest_means_full_validation(tmp_path, monkeypatch):
