@@ -318,7 +318,8 @@ def _run(args: argparse.Namespace) -> int:
         catalog.table(t)
     files = cli_check.expand_inputs(args.models)
     entries = cli_check.check_many(files, args.target, args.tables, fixes=not args.no_fixes,
-                                   all_nodes=args.all_nodes, jobs=args.jobs, text=args.format != "json")
+                                   all_nodes=args.all_nodes, jobs=args.jobs, text=args.format != "json",
+                                   catalog=catalog)
     for e in entries:
         if "error" in e:
             if "traceback" in e:

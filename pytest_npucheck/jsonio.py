@@ -201,7 +201,8 @@ def dumps(data: Any) -> str:
     gc.disable()
     try:
         _emit(data, "", parts)
-        return "".join(parts) + "\n"
+        parts.append("\n")
+        return "".join(parts)  # one copy of a report's megabytes of text, not a second for the newline
     finally:
         if was_enabled:
             gc.enable()
@@ -211,8 +212,8 @@ def _emit(value: Any, indent: str, parts: list[str]) -> None:
     encode = _encode
     inner = indent + "  "
     if type(value) is EncodedList:
-        if len(value) > _LONG_LIST:  # one compact element per line: the texts as they are
-            parts.append("[\n" + inner + (",\n" + inner).join(value.texts) + "\n" + indent + "]")
+        if len(value) > _LONG_LIST:  # one compact element per line: the texts as they are, joined once
+            parts += ("[\n" + inner, (",\n" + inner).join(value.texts), "\n" + indent + "]")
         else:  # a short list prints its objects indented: from the objects
             _emit(value.objects(), indent, parts)
         return

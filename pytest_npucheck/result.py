@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any, Mapping, Optional
 
 from .graph import SourceLocation, paused_gc
 
 VERDICTS = ("npu", "cpu", "unsupported", "folded")
 SEVERITY = {"npu": 0, "folded": 0, "cpu": 1, "unsupported": 2}
+_FALLBACK = frozenset(("cpu", "unsupported"))  # the verdicts of a node that falls back
+_VERDICT = attrgetter("verdict")
 
 
 # What a reason's rule rests on: run on the real toolchain (a probe model compiled or placed by it),
@@ -49,6 +53,8 @@ def documentation_only(table: Mapping[str, Any]) -> bool:
 
 @dataclass(frozen=True)
 class Reason:
+    """Why a node gets a verdict: the rule, its message and the verdict it alone leads to."""
+
     rule: str
     message: str
     verdict: str  # the verdict this reason alone leads to
@@ -63,6 +69,8 @@ class Reason:
 
 @dataclass(frozen=True)
 class NodeResult:
+    """One node's verdict on one target, with its reasons and where the node comes from."""
+
     index: int
     name: str
     op_type: str
@@ -75,7 +83,7 @@ class NodeResult:
 
     @property
     def falls_back(self) -> bool:
-        return self.verdict in ("cpu", "unsupported")
+        return self.verdict in _FALLBACK
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -95,6 +103,8 @@ class NodeResult:
 
 @dataclass(frozen=True)
 class TargetResult:
+    """A model checked against one target: every node's verdict, the model's issues, the partition."""
+
     target: str
     table: Mapping[str, str]
     model: Mapping[str, Any]
@@ -106,9 +116,11 @@ class TargetResult:
 
     @property
     def summary(self) -> dict[str, int]:
-        counts = {v: 0 for v in VERDICTS}
-        for n in self.nodes:
-            counts[n.verdict] += 1
+        counts = dict.fromkeys(VERDICTS, 0)
+        for verdict, count in Counter(map(_VERDICT, self.nodes)).items():  # counted in C (26,394 nodes: ~1 ms)
+            if verdict not in counts:
+                raise KeyError(verdict)
+            counts[verdict] = count
         return counts
 
     def _passed_verdict(self, counts: Mapping[str, int]) -> tuple[bool, str]:
@@ -119,13 +131,15 @@ class TargetResult:
 
     @property
     def passed(self) -> bool:
-        return not self.model_issues and not any(n.falls_back for n in self.nodes)
+        # NodeResult.falls_back of every node, the verdicts gathered in C rather than a property call a node
+        return not self.model_issues and not _FALLBACK.intersection(map(_VERDICT, self.nodes))
 
     @property
     def verdict(self) -> str:
-        if self.model_issues or any(n.verdict == "unsupported" for n in self.nodes):
+        verdicts = set(map(_VERDICT, self.nodes))
+        if self.model_issues or "unsupported" in verdicts:
             return "unsupported"
-        if any(n.verdict == "cpu" for n in self.nodes):
+        if "cpu" in verdicts:
             return "cpu"
         return "npu"
 
@@ -170,19 +184,28 @@ def _nodes_text(nodes: tuple[NodeResult, ...]) -> Any:
     from json.encoder import encode_basestring  # what the C encoder writes a string with (ensure_ascii off)
 
     middles: dict[tuple[Any, ...], str] = {}
+    by_value: dict[tuple[Any, ...], str] = {}
     sources: dict[int, str] = {}
     out = jsonio.EncodedList()
     append = out.texts.append
     for n in nodes:
-        key = (n.op_type, n.domain, n.verdict, n.reasons, n.graph, n.fused_into)
+        # the reasons by identity: the matcher shares one tuple between the nodes it judged alike, and
+        # hashing a tuple of Reasons calls a Python __hash__ per reason (~3 ms for 14,700 folded nodes);
+        # a tuple seen for the first time is looked up by value, so equal tuples still share one text
+        reasons = n.reasons
+        key = (n.op_type, n.domain, n.verdict, id(reasons), n.graph, n.fused_into)
         middle = middles.get(key)
         if middle is None:
-            entry = n.to_json()
-            del entry["name"], entry["source"]
-            middle = middles[key] = jsonio.compact(entry)[1:-1]  # without its braces
+            value = (n.op_type, n.domain, n.verdict, reasons, n.graph, n.fused_into)
+            middle = by_value.get(value)
+            if middle is None:
+                entry = n.to_json()
+                del entry["name"], entry["source"]
+                middle = by_value[value] = jsonio.compact(entry)[1:-1]  # without its braces
+            middles[key] = middle
         source = n.source
         text = sources.get(id(source))
         if text is None:
             text = sources[id(source)] = jsonio.compact(source._json) if source else "null"
-        append('{"name": ' + encode_basestring(n.name) + ", " + middle + ', "source": ' + text + "}")
+        append(f'{{"name": {encode_basestring(n.name)}, {middle}, "source": {text}}}')  # one string built, not four
     return out

@@ -327,11 +327,21 @@ def pre_inferred(digest: bytes, inferred: bytes) -> Iterator[None]:
 
 
 def infer_serialized(serialized: bytes) -> bytes:
-    """What :func:`_infer`'s pass returns for ``serialized``, as bytes (exceptions as they come)."""
-    from onnx import shape_inference
+    """What :func:`_infer`'s pass returns for ``serialized``, as bytes (exceptions as they come).
 
-    return shape_inference.infer_shapes(serialized, check_type=False, strict_mode=False,
-                                        data_prop=True).SerializeToString()
+    The bytes come from onnx's C++ pass itself (the function ``onnx.shape_inference.infer_shapes``
+    calls): that wrapper parses them into a ModelProto, which would only be serialised again here
+    (~9 ms for the 26k-node encoder, in the isolated child, ``check._native_steps``); the parent
+    parses them once, as the wrapper would. Where onnx's extension module is laid out otherwise,
+    the wrapper's result is serialised as before."""
+    try:
+        from onnx.onnx_cpp2py_export import shape_inference as c_pass
+    except ImportError:  # pragma: no cover - onnx >= 1.18 has it
+        from onnx import shape_inference
+
+        return shape_inference.infer_shapes(serialized, check_type=False, strict_mode=False,
+                                            data_prop=True).SerializeToString()
+    return c_pass.infer_shapes(serialized, False, False, True)  # check_type, strict_mode, data_prop: _infer's
 
 
 def _infer(model: Any, serialized: Optional[bytes] = None) -> tuple[Any, Optional[str]]:

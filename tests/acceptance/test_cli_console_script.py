@@ -84,3 +84,31 @@ def test_a_command_ends_without_tearing_its_heap_down(tmp_path):
     returns = subprocess.run([sys.executable, "-c", "import sys\nfrom pytest_npucheck.cli import main\n"
                               f"print('status', main({args!r}))"], capture_output=True, text=True)
     assert returns.returncode == 0 and returns.stdout.endswith("\nstatus 1\n")
+
+
+_IMPORTS = """
+import json, sys
+from pytest_npucheck.cli import main
+status = main(sys.argv[1:])
+unused = ("pytest_npucheck.fixes", "traceback", "pytest_npucheck.toolchains.rknn.toolchain",
+          "pytest_npucheck.toolchains.qnn.toolchain")
+print(json.dumps({"status": status, "loaded": [m for m in unused if m in sys.modules]}))
+"""
+
+
+def test_a_passing_check_imports_no_module_it_does_not_use(tmp_path):
+    """A check whose every target passes imports neither the fix suggestions (only a fallback gets
+    them), nor the built-in toolchains' modules (the catalog asks only the plug-ins for table
+    directories), nor ``traceback`` (the isolated child formats only an exception it cannot pickle)."""
+    import onnx
+    from onnx import helper
+
+    from conftest import make_model
+
+    model = tmp_path / "relu.onnx"
+    onnx.save(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", (1, 4))], ["y"]), model)
+    r = subprocess.run([sys.executable, "-c", _IMPORTS, "--tables", str(TOY_TABLES), "check", str(model),
+                        "--target", "toy", "--format", "json"], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    last = json.loads(r.stdout.splitlines()[-1])
+    assert last == {"status": 0, "loaded": []}

@@ -142,8 +142,7 @@ def test_timeout_values_are_parsed_strictly():
 def test_static_check_contains_a_shape_inference_crash(limits, monkeypatch, tmp_path):
     """check.py computes graph facts in a child: a native crash there is one failed check."""
     from onnx import helper
-
-    from onnx import shape_inference
+    from onnx.onnx_cpp2py_export import shape_inference as c_pass  # the C++ pass, under onnx.shape_inference too
 
     from conftest import make_model
     from pytest_npucheck import check
@@ -152,7 +151,7 @@ def test_static_check_contains_a_shape_inference_crash(limits, monkeypatch, tmp_
     path = tmp_path / "m.onnx"
     path.write_bytes(make_model([helper.make_node("Relu", ["x"], ["y"])], [("x", (1, 4))], ["y"])
                      .SerializeToString())
-    monkeypatch.setattr(shape_inference, "infer_shapes", lambda *a, **k: _segfault())  # the stand-in
+    monkeypatch.setattr(c_pass, "infer_shapes", lambda *a, **k: _segfault())  # the stand-in
     with pytest.raises(IsolationError, match=r"^crash \(SIGSEGV\) during onnx.shape_inference$"):
         check.graph_facts(path)
     monkeypatch.undo()

@@ -77,6 +77,41 @@ def test_manifest_skips_only_the_schema_pass_of_unchanged_bundled_tables(tmp_pat
     assert calls == [1]
 
 
+def test_manifest_skips_the_strict_reading_of_unchanged_bundled_tables_only(tmp_path, monkeypatch):
+    """Bytes the manifest records were read strictly (duplicate keys, NaN, depth) when it was written:
+    the C parser alone reads them to the same Table. Other bytes, a full validation and a schema the
+    manifest does not name still get the strict reading and its clear error."""
+    from pytest_npucheck import tables
+
+    monkeypatch.setattr(tables, "_LOADED", {})  # no table kept by earlier tests of this process
+    strict = []
+    real = tables.parse_strict
+    monkeypatch.setattr(tables, "parse_strict", lambda path, raw: strict.append(Path(path)) or real(path, raw))
+    root = bundled_tables_dir()
+    src = root / "rknn" / "2.5.0" / "rk3588.json"
+    quick = load_table(src, root / "schema.json")
+    assert strict == []
+    assert load_table(src, root / "schema.json", full=True) == quick and strict == [src]
+    # a duplicate key: other bytes, read strictly, the error names the file and the key
+    text = src.read_text()
+    dup = tmp_path / "rk3588.json"
+    dup.write_text(text.replace('"toolchain":', '"toolchain": "rknn", "toolchain":', 1))
+    with pytest.raises(TableError) as err:
+        load_table(dup, root / "schema.json")
+    assert str(dup) in str(err.value) and "duplicate key 'toolchain'" in str(err.value) and strict[-1] == dup
+    schema = tmp_path / "schema.json"
+    schema.write_text((root / "schema.json").read_text() + "\n")
+    load_table(src, schema)
+    assert strict[-1] == src and len(strict) == 3
+    # a manifest that names bytes which never passed: the strict reading still gives its clear error
+    broken = tmp_path / "broken.json"
+    broken.write_text(text[:-200])
+    monkeypatch.setattr(tables, "_prevalidated", lambda sha, schema_path: True)
+    with pytest.raises(TableError) as err:
+        load_table(broken, root / "schema.json")
+    assert str(broken) in str(err.value) and "invalid JSON" in str(err.value) and strict[-1] == broken
+
+
 def test_a_broken_or_missing_manifest_means_full_validation(tmp_path, monkeypatch):
     from pytest_npucheck import tables
 

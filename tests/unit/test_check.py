@@ -122,14 +122,14 @@ def test_the_child_infers_no_shapes_the_facts_would_not_use(save, monkeypatch):
     (graph.build._already_inferred), so the isolated child runs none either: nothing to contain,
     a pass to save. A file with one value untyped is inferred as before, and the facts are the same
     with and without isolation."""
-    from onnx import shape_inference
+    from onnx.onnx_cpp2py_export import shape_inference as c_pass  # what onnx.shape_inference calls too
 
     from pytest_npucheck import check, isolate
 
     typed, untyped = save(_relu_sin_typed()), save(_reshaped())
     calls: list[int] = []
-    original = shape_inference.infer_shapes
-    monkeypatch.setattr(shape_inference, "infer_shapes", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = c_pass.infer_shapes
+    monkeypatch.setattr(c_pass, "infer_shapes", lambda *a, **k: calls.append(1) or original(*a, **k))
     assert check._native_steps(typed) is None and calls == []
     digest, inferred = check._native_steps(untyped)
     assert calls == [1] and inferred
@@ -144,3 +144,25 @@ def test_the_child_infers_no_shapes_the_facts_would_not_use(save, monkeypatch):
     finally:
         isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
     assert check._isolated_facts(typed).tensors["r"].shape == (1, 4)
+
+
+def test_the_child_returns_the_passes_bytes_without_parsing_them(save, monkeypatch):
+    """The isolated child sends the bytes onnx's C++ pass returned, as they came: parsing them into a
+    ModelProto (what ``onnx.shape_inference.infer_shapes`` does) only to serialise them again cost
+    the child ~9 ms on the 26k-node encoder. The bytes are those the wrapper's model serialises to."""
+    import onnx
+    from onnx import shape_inference
+
+    from pytest_npucheck import check
+
+    path = save(_reshaped())
+    expected = check._native_steps(path)
+    assert expected is not None
+    reference = shape_inference.infer_shapes(onnx.load(path), check_type=False, strict_mode=False, data_prop=True)
+
+    def no_parse(*args, **kwargs):
+        raise AssertionError("the child parsed the inferred model")
+
+    monkeypatch.setattr(onnx, "load_from_string", no_parse)
+    digest, inferred = check._native_steps(path)
+    assert (digest, inferred) == expected and inferred == reference.SerializeToString()

@@ -133,3 +133,30 @@ def test_targets_show_what_each_short_form_resolves_to(capsys):
     code, text, _ = run(capsys, "targets")
     line = text.splitlines()[[i for i, l in enumerate(text.splitlines()) if l.startswith("rknn@2.5.0/rk3588 ")][0] + 1]
     assert line.split("also written: ")[1].split(", ")[0] == "rknn"
+
+
+def test_files_checked_in_this_process_use_the_catalog_the_targets_were_resolved_with(capsys, zoo, monkeypatch):
+    """The command discovers the tables once: the files it checks in its own process (one file, or
+    --jobs 1) use that catalog and its loaded tables rather than discovering and loading them again."""
+    from pytest_npucheck.tables import Catalog
+
+    discovered = []
+    original = Catalog.discover.__func__
+    monkeypatch.setattr(Catalog, "discover", classmethod(lambda cls, *a: discovered.append(1) or original(cls, *a)))
+    code, out, _ = run(capsys, "check", str(zoo / "a_clean.onnx"), str(zoo / "c_clean.onnx"), "--jobs", "1",
+                       "--target", "toy", "--format", "json")
+    assert code == 0 and [f["targets"][0]["passed"] for f in json.loads(out)["files"]] == [True, True]
+    assert discovered == [1]
+
+
+def test_a_passing_file_does_not_import_the_fix_suggestions(capsys, zoo, monkeypatch):
+    """with_fixes leaves a passing result as it is: the fixes module (recipes, rewrites) is imported
+    only when some target falls back, and then its suggestions are in the report as before."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pytest_npucheck.fixes", None)  # importing it fails from here on
+    code, out, err = run(capsys, "check", str(zoo / "a_clean.onnx"), "--target", "toy", "--format", "json")
+    assert code == 0 and json.loads(out)["files"][0]["targets"][0]["fixes"] is None, err
+    monkeypatch.undo()
+    code, out, _ = run(capsys, "check", str(zoo / "sub" / "b_reflect.onnx"), "--target", "toy", "--format", "json")
+    assert code == 1 and json.loads(out)["files"][0]["targets"][0]["fixes"] is not None

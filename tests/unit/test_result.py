@@ -88,3 +88,52 @@ def test_every_report_carries_the_basis():
     assert "\\[probed\\]" in md and "\\[documented\\]" in md and "documentation only" in md
     page = html_report.render(doc)
     assert "[probed]" in page and "[documented]" in page and "documentation only: not checked against the toolchain" in page
+
+
+def _node(i, verdict, reasons=()):
+    from pytest_npucheck.result import NodeResult
+
+    return NodeResult(index=i, name=f"n{i}", op_type="Relu", domain="", verdict=verdict, reasons=reasons)
+
+
+def test_summary_passed_and_verdict_read_every_node():
+    """The counts, ``passed`` and ``verdict`` are gathered in C over the nodes' verdicts: the same
+    answers as one node at a time, a fallback anywhere fails the target, an unknown verdict is refused."""
+    import pytest
+
+    from pytest_npucheck.result import Reason, TargetResult
+
+    def target(*verdicts, issues=()):
+        return TargetResult("t", {}, {}, tuple(_node(i, v) for i, v in enumerate(verdicts)), model_issues=issues)
+
+    mixed = target("npu", "folded", "npu", "cpu")
+    assert mixed.summary == {"npu": 2, "cpu": 1, "unsupported": 0, "folded": 1}
+    assert list(mixed.summary) == ["npu", "cpu", "unsupported", "folded"]
+    assert (mixed.passed, mixed.verdict) == (False, "cpu")
+    assert (target("npu", "unsupported", "cpu").verdict, target("npu", "unsupported").passed) == ("unsupported", False)
+    assert (target("npu", "folded").passed, target("npu", "folded").verdict) == (True, "npu")
+    assert (target().passed, target().verdict, target().summary["npu"]) == (True, "npu", 0)
+    issue = Reason("opset", "too new", "unsupported")
+    assert (target("npu", issues=(issue,)).passed, target("npu", issues=(issue,)).verdict) == (False, "unsupported")
+    with pytest.raises(KeyError):
+        target("npu", "gpu").summary
+
+
+def test_node_texts_hash_a_shared_reasons_tuple_once(monkeypatch):
+    """``_nodes_text`` keys a node's text on its reasons tuple by identity: the matcher shares one tuple
+    between nodes judged alike, and hashing it called a Python ``Reason.__hash__`` for every node (14,700
+    folded nodes of issue 29's encoder). Equal tuples that are distinct objects still share one text, and
+    every text is the node's own compact JSON."""
+    from pytest_npucheck import jsonio
+    from pytest_npucheck.result import Reason, _nodes_text
+
+    shared = (Reason("fold", "folded into a constant", "folded"),)
+    equal = (Reason("fold", "folded into a constant", "folded"),)
+    nodes = [_node(i, "folded", shared) for i in range(50)] + [_node(50, "folded", equal), _node(51, "npu")]
+    calls: list[int] = []
+    original = Reason.__hash__
+    monkeypatch.setattr(Reason, "__hash__", lambda self: calls.append(1) or original(self))
+    texts = _nodes_text(tuple(nodes)).texts
+    assert len(calls) <= 4  # a lookup and a store per distinct tuple object, not a hash per node (52 before)
+    monkeypatch.undo()
+    assert texts == [jsonio.compact(n.to_json()) for n in nodes]

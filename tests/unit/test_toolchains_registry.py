@@ -50,6 +50,22 @@ def test_built_in_toolchains_and_an_unknown_one():
         registry.get("nope")
 
 
+def test_the_table_directories_are_read_without_importing_the_built_in_toolchains(monkeypatch):
+    """Every Catalog.discover asks for the plug-ins' table directories: the built-in toolchains ship
+    none (their tables are the bundled ones), so their modules are not imported for it."""
+    loaded = []
+    real = registry.load_hook
+    monkeypatch.setattr(registry, "load_hook", lambda ref, what: loaded.append(ref) or real(ref, what))
+    registry.reset()
+    try:
+        assert registry.table_dirs() == [] and loaded == []
+        assert all(tc.tables is None and tc.source == "built in" for name, tc in registry.registered().items()
+                   if name in registry.BUILT_IN)
+        assert loaded == list(registry.BUILT_IN.values())
+    finally:
+        registry.reset()
+
+
 def test_an_entry_point_registers_a_toolchain(acme):
     assert "acme" in registry.names()
     assert acme.source == "entry point 'acme' (acme-npu)"
