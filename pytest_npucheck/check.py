@@ -50,21 +50,20 @@ def _isolated_facts(path: Path) -> GraphFacts:
         return _facts_or_model_error(path)
     # the child read the file with every check of load_model_proto and returned its pass's result:
     # the facts read that one model (the file is not parsed again here)
-    return _facts_or_model_error(path, inferred=inferred[1])
+    return _facts_or_model_error(path, inferred=inferred)
 
 
-def _native_steps(path: Path) -> Optional[tuple[bytes, bytes]]:
+def _native_steps(path: Path) -> Optional[bytes]:
     """Parse ``path`` as graph.load_graph does (every bad-file check included) and run shape inference.
 
     Runs in the child: its exceptions become the same ModelError as in-process (``_model_errors``),
     so isolation changes where a bad file fails, never how (an OSError from a 300-character
     external-data location came back raw, a traceback and exit 1 instead of exit 2). Returns the
-    digest of the bytes inferred and the inferred model's bytes, which the parent's facts use
-    when they would run the same pass on the same bytes; None when the pass failed (the parent
+    inferred model's bytes, the one model the parent's facts then read; None when the pass failed (the parent
     runs it and reports the error) or when the parent's facts will not run it (``_inference_unused``:
     then there is no pass to contain, and none to run here)."""
     from .graph import Kept, load_model_proto
-    from .graph.build import inferred_digest, infer_serialized
+    from .graph.build import infer_serialized
 
     kept = Kept()
     with _model_errors(path):
@@ -73,7 +72,7 @@ def _native_steps(path: Path) -> Optional[tuple[bytes, bytes]]:
         return None
     data = kept.serialized if kept.serialized is not None else model.SerializeToString()
     try:
-        return inferred_digest(data), infer_serialized(data)
+        return infer_serialized(data)
     except Exception:  # noqa: BLE001 - inference errors are graph.build's to report (unknown shapes)
         return None
 

@@ -9,11 +9,10 @@ the checker could not work out (``_mark_dynamic``). External data is never loade
 
 from __future__ import annotations
 
-import contextlib
 import re
 from operator import attrgetter
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .facts import _DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo, dtype_name
 from .fold import _fold_small_constants, _small_initializers
@@ -302,30 +301,6 @@ def _already_inferred(graph: Any, rows: list[tuple[Any, ...]],
     return True
 
 
-# (digest of the bytes given to shape inference, the bytes it returned), when another process has
-# just run this same pass on the same bytes (``check._isolated_facts``: the isolated child runs it
-# first, as a guard against a crash): the result is read, not computed a second time
-_PRE_INFERRED: list[tuple[bytes, bytes]] = []
-
-
-def inferred_digest(serialized: bytes) -> bytes:
-    """The digest that matches a shape inference result to the bytes it was computed from."""
-    import hashlib
-
-    return hashlib.blake2b(serialized, digest_size=32).digest()
-
-
-@contextlib.contextmanager
-def pre_inferred(digest: bytes, inferred: bytes) -> Iterator[None]:
-    """Within the block, shape inference of the bytes with ``digest`` returns ``inferred`` (what
-    ``onnx.shape_inference``'s C++ pass returned for them, with this module's arguments)."""
-    _PRE_INFERRED.append((digest, inferred))
-    try:
-        yield
-    finally:
-        _PRE_INFERRED.remove((digest, inferred))
-
-
 def infer_serialized(serialized: bytes) -> bytes:
     """What :func:`_infer`'s pass returns for ``serialized``, as bytes (exceptions as they come).
 
@@ -350,13 +325,6 @@ def _infer(model: Any, serialized: Optional[bytes] = None) -> tuple[Any, Optiona
     from onnx import shape_inference
 
     try:
-        if _PRE_INFERRED:
-            data = model.SerializeToString() if serialized is None else serialized
-            known = dict(_PRE_INFERRED).get(inferred_digest(data))
-            if known is not None:
-                import onnx
-
-                return onnx.load_from_string(known), None  # as infer_shapes parses its C++ result
         return shape_inference.infer_shapes(model if serialized is None else serialized, check_type=False,
                                             strict_mode=False, data_prop=True), None
     except Exception as exc:  # shape inference errors leave shapes unknown, never "supported"
