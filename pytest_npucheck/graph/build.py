@@ -14,7 +14,8 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .facts import _DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo, dtype_name
+from .facts import (_DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo,
+                    dtype_name, link_node)
 from .fold import _fold_small_constants, _small_initializers
 from .frozen import frozen_new
 from .gc_pause import paused_gc
@@ -338,6 +339,23 @@ _NOT_A_TENSOR = (None, None, False, False)
 _GRAPH_TYPES = frozenset({5, 10})  # AttributeProto.GRAPH, GRAPHS
 
 
+def _attribute_key(attributes: Sequence[Any]) -> Optional[tuple[Any, ...]]:
+    """What a node's attributes are keyed by for sharing their decoding (``_Builder``'s attribute
+    cache and node templates): each attribute's bytes, but a tensor attribute's name alone (it is
+    decoded as "<tensor>" whatever it holds: Constant nodes are not keyed by their values); None when
+    one is a graph attribute (a body is never shared)."""
+    parts = []
+    for a in attributes:
+        kind = a.type
+        if kind == 4:  # AttributeProto.TENSOR
+            parts.append(a.name)
+        elif kind in _GRAPH_TYPES:
+            return None
+        else:
+            parts.append(a.SerializeToString())
+    return tuple(parts)
+
+
 class _Builder:
     def __init__(self, opsets: Mapping[str, int], onnx: Any, small: Mapping[str, Any] = {},
                  folded: Mapping[str, Any] = {}, types: Optional[dict[bytes, Any]] = None) -> None:
@@ -579,20 +597,10 @@ class _Builder:
             domain = domain or DEFAULT_DOMAIN
             known_parts = shared.get(id(attributes)) if shared is not None else None
             if known_parts is None:
-                parts: Optional[list[Any]] = []
-                for a in attributes:  # as _node keys its attribute cache
-                    kind = a.type
-                    if kind == 4:  # AttributeProto.TENSOR: decoded as "<tensor>" whatever it holds
-                        parts.append(a.name)  # type: ignore[union-attr]
-                    elif kind in _GRAPH_TYPES:
-                        parts = None
-                        break
-                    else:
-                        parts.append(a.SerializeToString())  # type: ignore[union-attr]
-                if parts is None:
+                known_parts = _attribute_key(attributes)
+                if known_parts is None:  # a graph attribute
                     self._node(node, op_type, domain, inputs, outputs, "", attributes)
                     continue
-                known_parts = tuple(parts)
                 if shared is not None:
                     shared[id(attributes)] = known_parts
             signature = (op_type, domain, known_parts)
@@ -629,7 +637,7 @@ class _Builder:
             fields["outputs"] = outputs
             fields["source"] = where
             append(fact)
-            for o in outputs:
+            for o in outputs:  # facts.link_node inlined (one call a node less)
                 if o:
                     producer[o] = index
             for i in inputs:
@@ -644,21 +652,10 @@ class _Builder:
               prefix: str, attributes: tuple[Any, ...]) -> None:
         opset = self.opsets.get(domain, 0)
         bodies: list[tuple[str, Any]] = []
-        # nodes of one op with the same attributes (every layer of a model) share the decoding; a
-        # tensor attribute is decoded as "<tensor>" whatever it holds, so only its name is keyed
-        # (Constant nodes: not their values), and a graph attribute is never shared
-        parts: Optional[list[Any]] = []
-        for a in attributes:
-            kind = a.type
-            if kind == 4:  # AttributeProto.TENSOR
-                parts.append(a.name)  # type: ignore[union-attr]
-            elif kind in _GRAPH_TYPES:
-                parts = None
-                break
-            else:
-                parts.append(a.SerializeToString())  # type: ignore[union-attr]
+        # nodes of one op with the same attributes (every layer of a model) share the decoding
+        parts = _attribute_key(attributes)
         if parts is not None:
-            key = (op_type, domain, opset, tuple(parts))
+            key = (op_type, domain, opset, parts)
             known = self._attr_cache.get(key)
             if known is None:
                 known = self._attr_cache[key] = self._attributes(op_type, attributes, domain, opset, bodies)
@@ -680,22 +677,9 @@ class _Builder:
             source=_source(node, name), opset=opset, subgraphs=sub_names, key=f"{domain}:{op_type}",
         )
         self.nodes.append(fact)
-        self._link(index, inputs, outputs)
+        link_node(self.producer, self.consumers, index, inputs, outputs)
         for (label, body), sub in zip(bodies, sub_names):
             self.walk_graph(body, sub)
-
-    def _link(self, index: int, inputs: tuple[str, ...], outputs: tuple[str, ...]) -> None:
-        """The node at ``index`` in ``producer`` and ``consumers`` (``_main_nodes`` inlines it)."""
-        for o in outputs:
-            if o:
-                self.producer[o] = index
-        for i in inputs:
-            if i:
-                readers = self.consumers.get(i)
-                if readers is None:
-                    self.consumers[i] = [index]
-                else:
-                    readers.append(index)
 
     def _attributes(self, op_type: str, attributes: tuple[Any, ...], domain: str, opset: int,
                     bodies: list[tuple[str, Any]]) -> tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]:

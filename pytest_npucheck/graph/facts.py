@@ -138,17 +138,23 @@ class GraphFacts:
         if not self.producer and not self.consumers:
             producer, consumers = self.producer, self.consumers
             for node in self.nodes:
-                index = node.index
-                for out in node.outputs:
-                    if out:
-                        producer[out] = index
-                for inp in node.inputs:
-                    if inp:
-                        readers = consumers.get(inp)
-                        if readers is None:
-                            consumers[inp] = [index]
-                        else:
-                            readers.append(index)
+                link_node(producer, consumers, node.index, node.inputs, node.outputs)
+
+
+def link_node(producer: dict[str, int], consumers: dict[str, list[int]], index: int, inputs: Sequence[str],
+              outputs: Sequence[str]) -> None:
+    """The node at ``index`` entered in GraphFacts' ``producer`` and ``consumers`` maps (an omitted
+    input or output, "", is no tensor). ``graph.build._Builder._main_nodes`` inlines it in its loop."""
+    for out in outputs:
+        if out:
+            producer[out] = index
+    for inp in inputs:
+        if inp:
+            readers = consumers.get(inp)
+            if readers is None:
+                consumers[inp] = [index]
+            else:
+                readers.append(index)
 
 
 # A dim is an int (static), a str (dynamic: a symbolic dim of a graph input, or DYNAMIC_DIM for one that
