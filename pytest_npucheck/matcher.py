@@ -247,17 +247,11 @@ class _Memo:
             return "npu", []
         reasons = []
         for c, rule, context in todo:
-            if context is not None:
-                # a mixed any_of none of whose local alternatives passes on this signature: it passes
-                # as soon as one of its context alternatives does (the local ones are not run again);
-                # else the whole any_of runs, for its message
-                for r, p in context:
-                    if r.check(node, p, view) is None:  # type: ignore[arg-type]
-                        break
-                else:
-                    message = rule.check(node, c.params, view)  # type: ignore[arg-type]
-                    if message:
-                        reasons.append(_reason(c, rule.category, message, source))
+            # a mixed any_of none of whose local alternatives passes on this signature passes as soon as
+            # one of its context alternatives does (the local ones are not run again); else the whole
+            # any_of runs, for its message
+            if context is not None and any(r.check(node, p, view) is None  # type: ignore[arg-type]
+                                           for r, p in context):
                 continue
             message = rule.check(node, c.params, view)  # type: ignore[arg-type]
             if message:
