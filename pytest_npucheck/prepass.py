@@ -8,6 +8,7 @@ target. Which passes run, and in which order, is listed per table (``prepasses``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from heapq import heapify, heappop, heappush
 from itertools import chain
 from operator import attrgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
@@ -114,25 +115,45 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     outputs = set(graph.outputs)
     groups: dict[tuple[Any, ...], list[NodeFact]] = {}
     same: dict[str, str] = {}  # output of a merged node -> the output of the first node of its set
+    # (domain, op, inputs, outputs) -> the one node with it so far, whose attributes are not yet keyed
+    # (None once a second node came): the sorted reprs of a node's attributes are made only when
+    # another node has its op and inputs, which few have (none of issue 29's encoder's 26,394 nodes)
+    alone: dict[tuple[Any, ...], Optional[NodeFact]] = {}
+    folded = pre.folded
+    # the names _value_key may key by value (an initializer, a Constant's output); any other is its name
+    valued = graph.initializers.union(o for n in _nodes_of(graph, ("Constant",)) for o in n.outputs)
     for node in graph.nodes:  # in graph order: a node's producers come before it
-        if _removed_as_its_input(graph, pre, node):
-            same[node.outputs[0]] = same.get(node.inputs[0], node.inputs[0])  # removed: its readers read its input
+        if node.index in folded:
+            if _removed_as_its_input(graph, pre, node):
+                same[node.outputs[0]] = same.get(node.inputs[0], node.inputs[0])  # removed: its readers read its input
             continue
-        if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC or node.index in pre.folded \
-                or (not node.inputs and node.op_type == "Constant") or any(o in outputs for o in node.outputs):
+        if node.graph or node.subgraphs or node.op_type in NONDETERMINISTIC \
+                or (not node.inputs and node.op_type == "Constant") or not outputs.isdisjoint(node.outputs):
             continue
+        inputs = tuple([_value_key(graph, j) if (j := same.get(i, i)) in valued else j for i in node.inputs])
+        head = (node.domain, node.op_type, inputs, len(node.outputs))
+        first = alone.get(head, node)
+        if first is node:
+            alone[head] = node
+            continue
+        if first is not None:  # the second node with this head: the first one's group made now
+            alone[head] = None
+            try:
+                groups[(*head, _attrs_key(first))] = [first]
+            except TypeError:
+                pass
         try:
-            attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
+            attrs = _attrs_key(node)
         except TypeError:
             continue
-        inputs = tuple(_value_key(graph, same.get(i, i)) for i in node.inputs)
-        members = groups.setdefault((node.domain, node.op_type, inputs, len(node.outputs), attrs), [])
+        members = groups.setdefault((*head, attrs), [])
         if members:
             for mine, theirs in zip(node.outputs, members[0].outputs):
                 if mine and theirs:
                     same[mine] = theirs
         members.append(node)
-    groups = {k: v for k, v in groups.items() if len(v) > 1}
+    # in graph order of their first node, as they would be made node by node
+    groups = {k: v for k, v in sorted(groups.items(), key=lambda kv: kv[1][0].index) if len(v) > 1}
     if not groups:
         return
     rank = _reverse_dfs_order(graph, dict(_passed_through(graph, pre)))
@@ -143,6 +164,11 @@ def _merge_identical_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
                 pre.folded[node.index] = (f"identical to {node.op_type} '{kept.name}' (same inputs and "
                                           "attributes): merged into it before placement")
                 pre.merged[node.index] = kept.index
+
+
+def _attrs_key(node: NodeFact) -> tuple[tuple[str, str], ...]:
+    """A node's attributes as _merge_identical_nodes compares them (TypeError: not comparable)."""
+    return tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
 
 
 #: target types a Cast's merge treats as one: RKNN computes float32 in float16 (x.Cast.ctx=int_arith.cast_twice.differ)
@@ -256,10 +282,13 @@ def _eliminate_unused_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
     input on (an Identity, a no-op Cast, Expand or x * 1, a BatchNormalization fused into its Conv) still
     needs its producer, unless its own readers are gone too."""
     outputs = set(graph.outputs)
+    gone = {i for i, why in pre.folded.items()  # the most frequent reason first
+            if why.endswith("folded at compile time") or why.startswith("identical to ")
+            or graph.nodes[i].op_type in SHAPE_OPS}
+    if not pre.merged and sum(map(len, graph.main_nodes_by_op.values())) == len(graph.nodes):
+        _remove_unread(graph, pre, gone, outputs)
+        return
     in_bodies = {i for n in graph.nodes if n.graph for i in n.inputs if i}  # read inside an If/Loop body
-    gone = {i for i, why in pre.folded.items()
-            if graph.nodes[i].op_type in SHAPE_OPS or why.startswith("identical to ")
-            or why.endswith("folded at compile time")}
     into = _merged_into(pre)
     changed = True
     while changed:  # once more when a node merged into a later one let an earlier one go (its twin's readers)
@@ -275,6 +304,40 @@ def _eliminate_unused_nodes(graph: GraphFacts, pre: PrepassResult) -> None:
             changed = changed or bool(pre.merged)
             if node.index not in pre.folded:
                 pre.folded[node.index] = "read only by nodes removed before placement: removed too"
+
+
+def _remove_unread(graph: GraphFacts, pre: PrepassResult, gone: set[int], outputs: set[str]) -> None:
+    """:func:`_eliminate_unused_nodes` for a graph without bodies and merged nodes, where its walk
+    from the last node to the first takes one round: only the nodes one of whose readers is gone can
+    go, so the walk visits just those, the producers of the gone nodes' inputs, highest index first
+    (the walk's order: a node's readers decided before it), instead of every node (26,394 in issue
+    29's encoder, of which none goes for onnxruntime's targets)."""
+    nodes, producer, consumers, folded = graph.nodes, graph.producer, graph.consumers, pre.folded
+    queued: set[int] = set()
+    for i in gone:
+        for name in nodes[i].inputs:
+            p = producer.get(name) if name else None
+            if p is not None and p not in gone:  # most are: a folded constant's inputs are folded constants
+                queued.add(p)
+    heap = [-p for p in queued]  # highest index first
+    heapify(heap)
+    while heap:
+        i = -heappop(heap)
+        node = nodes[i]
+        if i in gone or node.subgraphs or node.op_type in NONDETERMINISTIC or not node.outputs:
+            continue
+        readers = [c for o in node.outputs if o for c in consumers.get(o, ())]
+        if not readers or any(o in outputs for o in node.outputs if o) or any(c not in gone for c in readers):
+            continue
+        gone.add(i)
+        if i not in folded:
+            folded[i] = "read only by nodes removed before placement: removed too"
+        for name in node.inputs:
+            p = producer.get(name) if name else None
+            # a producer after it in the graph had its turn before it went (a graph not in topological order)
+            if p is not None and p < i and p not in queued:
+                queued.add(p)
+                heappush(heap, -p)
 
 
 def _view_info(graph: GraphFacts, pre: PrepassResult, name: str) -> Optional[TensorInfo]:
@@ -719,11 +782,17 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 base = tensors.get(out) or TensorInfo(out, None, None)
                 if base.const:
                     const[out] = base
-                else:  # frozen_new inlined: without the frozen __init__ and the call (a Constant's output, per table)
-                    t = const[out] = _new(TensorInfo)
-                    t.__dict__.update(name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=base.value)
-        why = "constant" if op_type == "Constant" else "all inputs are constant"
-        folded[node.index] = f"{why}: folded at compile time"
+                else:  # replace(base, const=True) without the frozen __init__ (a Constant's output, per table):
+                    t = const[out] = _new(TensorInfo)  # its fields (and cached static: same shape), const set
+                    fields = t.__dict__
+                    fields.update(base.__dict__)
+                    fields["const"] = True
+        # one string for all (11,103 folds in issue 29's encoder, per table; the matcher keys its reasons on it)
+        folded[node.index] = _FOLDED_CONSTANT if op_type == "Constant" else _FOLDED_INPUTS
+
+
+_FOLDED_CONSTANT = "constant: folded at compile time"
+_FOLDED_INPUTS = "all inputs are constant: folded at compile time"
 
 
 def _shape_value(node: NodeFact, src: TensorInfo) -> tuple[Any, ...]:
