@@ -735,6 +735,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
     """Fold constants and static shapes. ``ops``: the table's entries; a node whose entry says the
     compiler cannot evaluate it for the dtype of its input 0 (``not_folded``) stays to be judged."""
     folded, const, tensors = pre.folded, pre.const, graph.tensors
+    plans: dict[str, tuple[int, Any]] = {}  # op key -> _fold_plan
     for node in graph.nodes:  # ONNX nodes are stored in topological order
         if node.index in folded:
             if node.op_type in _PASS_THROUGH and node.inputs and node.outputs and node.outputs[0]:
@@ -747,10 +748,13 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                     t.__dict__.update(name=out, dtype=base.dtype, shape=base.shape, const=True,
                                       value=base.value if base.value is not None else info.value)
             continue
-        if node.domain != "ai.onnx" or node.subgraphs:
+        plan = plans.get(node.key)
+        if plan is None:  # what the checks below that read only the op make of it, once per op
+            plan = plans[node.key] = _fold_plan(node, constants, shapes, ops)
+        how, not_folded = plan
+        if not how or node.subgraphs:
             continue
-        op_type = node.op_type
-        if shapes and op_type in SHAPE_OPS:
+        if how & _FOLD_SHAPE:
             src = tensors.get(node.inputs[0]) if node.inputs else None
             if src is not None and src.static and node.inputs[0] not in pre.shapes:
                 value = _shape_value(node, src)
@@ -758,11 +762,11 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                     base = tensors.get(out) or TensorInfo(out, "int64", None)
                     t = const[out] = _new(TensorInfo)  # replace(base, const=True, value=value) without the frozen __init__
                     t.__dict__.update(name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=value)
-                folded[node.index] = f"{op_type} of a static shape {list(src.shape or ())} folds to a constant"
+                folded[node.index] = f"{node.op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
-        if not constants or op_type in NONDETERMINISTIC or op_type in SEQUENCE_OUTPUT:
-            continue  # a sequence is no constant tensor: judged like any node (onnxruntime's SequenceEmpty)
-        if op_type != "Constant":
+            if not how & (_FOLD_INPUTS | _FOLD_CONSTANT):
+                continue
+        if how & _FOLD_INPUTS:
             for name in node.inputs:  # _is_const of every input, inlined (run for every node of every table)
                 if name and name not in const:
                     info = tensors.get(name)
@@ -772,10 +776,9 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 name = None
             if name is not None:
                 continue
-            entry = ops.get(node.key)
-            if entry is not None and entry.not_folded and node.inputs:
+            if not_folded and node.inputs:
                 info = pre.const.get(node.inputs[0]) or tensors.get(node.inputs[0])
-                if info is not None and info.dtype in entry.not_folded:
+                if info is not None and info.dtype in not_folded:
                     continue  # the compiler's folding has no kernel for it: judged like any node
         for out in node.outputs:
             if out:
@@ -788,11 +791,28 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                     fields.update(base.__dict__)
                     fields["const"] = True
         # one string for all (11,103 folds in issue 29's encoder, per table; the matcher keys its reasons on it)
-        folded[node.index] = _FOLDED_CONSTANT if op_type == "Constant" else _FOLDED_INPUTS
+        folded[node.index] = _FOLDED_INPUTS if how & _FOLD_INPUTS else _FOLDED_CONSTANT
 
 
 _FOLDED_CONSTANT = "constant: folded at compile time"
 _FOLDED_INPUTS = "all inputs are constant: folded at compile time"
+_FOLD_SHAPE, _FOLD_INPUTS, _FOLD_CONSTANT = 1, 2, 4  # what _fold tries for a node of an op (_fold_plan)
+
+
+def _fold_plan(node: NodeFact, constants: bool, shapes: bool, ops: Mapping[str, OpEntry]) -> tuple[int, Any]:
+    """What _fold tries for the nodes of ``node``'s op (domain and type): the flags of folding a static
+    shape (a Shape or Size), folding when all inputs are constant, folding as a Constant (0: none), and
+    the dtypes of input 0 the compiler's folding has no kernel for (the table's ``not_folded``)."""
+    if node.domain != "ai.onnx":
+        return 0, None
+    op_type = node.op_type
+    how = _FOLD_SHAPE if shapes and op_type in SHAPE_OPS else 0
+    if not constants or op_type in NONDETERMINISTIC or op_type in SEQUENCE_OUTPUT:
+        return how, None  # a sequence is no constant tensor: judged like any node (onnxruntime's SequenceEmpty)
+    if op_type == "Constant":
+        return how | _FOLD_CONSTANT, None
+    entry = ops.get(node.key)
+    return how | _FOLD_INPUTS, entry.not_folded if entry is not None else None
 
 
 def _shape_value(node: NodeFact, src: TensorInfo) -> tuple[Any, ...]:
@@ -833,8 +853,9 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
     """``view``: the graph with the constants folded so far, which a pattern node's constraints read as
     the rules do (made here when not given)."""
     anchors: dict[str, Sequence[NodeFact]] = {}  # op key -> its nodes in graph order: each pattern visits its own
-    reader_ops: dict[int, set[str]] = {}  # anchor index -> the op keys of the nodes reading its outputs
-    all_nodes, consumers = graph.nodes, graph.consumers
+    # op key -> the tensors the nodes of that op read: an anchor none of whose outputs is among those
+    # of its pattern's second op is passed by (one set per op, not one per anchor: 1,500 MatMuls)
+    read_by: dict[str, set[str]] = {}
     if view is None:
         view = GraphView(graph, pre)
     for pattern in patterns:
@@ -853,11 +874,11 @@ def _fuse_patterns(graph: GraphFacts, pre: PrepassResult, patterns: Sequence[Pat
             if node.index in pre.folded or node.index in pre.fused:
                 continue
             if second is not None:
-                read_by = reader_ops.get(node.index)
-                if read_by is None:  # once per anchor, whichever of the patterns anchored at its op asks first
-                    read_by = reader_ops[node.index] = {all_nodes[i].key for out in node.outputs
-                                                        for i in consumers.get(out, ())}
-                if second not in read_by:
+                reads = read_by.get(second)
+                if reads is None:
+                    reads = read_by[second] = {name for n in _nodes_of(graph, (second.rpartition(":")[2],))
+                                               if n.key == second for name in n.inputs if name}
+                if reads.isdisjoint(node.outputs):
                     continue
             if not _meets(view, plan[2].get(plan[0][0], ()), node):
                 continue
