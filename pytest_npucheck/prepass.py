@@ -488,21 +488,23 @@ def _eliminate_noop_arithmetic(graph: GraphFacts, pre: PrepassResult, divide: bo
     (pre-pass ``eliminate_noop_add_mul``, rknn-toolkit2 2.5.0) keeps ``x / 1``: RKNN removes int64
     ``x + 0``, ``x - 0`` and ``x * 1`` (x.*.ctx=int_arith.*) but runs JetMoE's int64 ``indices / 1`` on the CPU."""
     outputs = set(graph.outputs)
+    folded, const, tensors = pre.folded, pre.const, graph.tensors
     for node in _main_nodes(graph, _NEUTRAL):
         spec = _NEUTRAL.get(node.op_type) if divide or node.op_type != "Div" else None
-        if spec is None or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
+        if spec is None or node.graph or node.domain != "ai.onnx" or node.index in folded \
                 or len(node.inputs) != 2 or not node.outputs or node.outputs[0] in outputs:
             continue
         neutral, positions = spec
         for k in positions:
-            info = pre.const.get(node.inputs[k]) or graph.tensors.get(node.inputs[k])
-            other = graph.tensors.get(node.inputs[1 - k])
+            info = const.get(node.inputs[k]) or tensors.get(node.inputs[k])
             if info is None or not info.const or info.value is None or len(info.value) != 1 \
-                    or info.value[0] != neutral or info.shape is None or other is None or other.shape is None \
-                    or len(info.shape) > len(other.shape):
+                    or info.value[0] != neutral or info.shape is None:
+                continue  # most: no one-element constant (the other input is looked up only after)
+            other = tensors.get(node.inputs[1 - k])
+            if other is None or other.shape is None or len(info.shape) > len(other.shape):
                 continue
             sign = {"Add": "+ 0", "Sub": "- 0", "Mul": "* 1", "Div": "/ 1"}[node.op_type]
-            pre.folded[node.index] = f"x {sign}: a no-op removed before placement"
+            folded[node.index] = f"x {sign}: a no-op removed before placement"
             if k == 1:  # its readers read its input 0: the context rules look through it (WavLM's bias * 1)
                 pre.passed_on.add(node.index)
             break
@@ -515,9 +517,10 @@ def _constant_offset(graph: GraphFacts, pre: PrepassResult, node: NodeFact) -> b
         return False
     for k in ((0, 1) if node.op_type == "Add" else (1,)):
         c = pre.const.get(node.inputs[k]) or graph.tensors.get(node.inputs[k])
+        if c is None or not c.const or c.value is None or len(c.value) != 1:
+            continue  # most: no one-element constant (x is looked up only after)
         x = graph.tensors.get(node.inputs[1 - k])
-        if c is not None and c.const and c.value is not None and len(c.value) == 1 and x is not None \
-                and not x.const and x.dtype in _INTEGER:
+        if x is not None and not x.const and x.dtype in _INTEGER:
             return True
     return False
 
@@ -585,13 +588,14 @@ def _eliminate_noop_layout(graph: GraphFacts, pre: PrepassResult) -> None:
     x.Slice.ctx=noop.*; ``mask[:, -T:]``, x.Slice.ctx=int_arith.slice_all.*). A node producing a graph output is kept.
     The context rules look through the removed nodes (``passed_on``)."""
     outputs = set(graph.outputs)
+    folded, tensors = pre.folded, graph.tensors
     for node in _main_nodes(graph, _NOOP_LAYOUT):
-        if node.op_type not in _NOOP_LAYOUT or node.graph or node.domain != "ai.onnx" or node.index in pre.folded \
+        if node.index in folded or node.graph or node.domain != "ai.onnx" \
                 or not node.inputs or not node.inputs[0] or not node.outputs or node.outputs[0] in outputs:
             continue
-        src, out = graph.tensors.get(node.inputs[0]), graph.tensors.get(node.outputs[0])
-        if src is None or out is None or not src.static or not out.static or src.shape != out.shape:
-            continue
+        src, out = tensors.get(node.inputs[0]), tensors.get(node.outputs[0])
+        if src is None or out is None or src.shape != out.shape or not src.static or not out.static:
+            continue  # most: another shape (compared first)
         if node.op_type == "Slice" and not _forward_steps(graph, pre, node):
             continue  # a reversing Slice keeps the shape but is no copy
         pre.folded[node.index] = f"a {node.op_type} that keeps its input's shape {list(src.shape)} is removed by the compiler"

@@ -79,3 +79,69 @@ def test_the_noop_passes_visit_the_main_graphs_nodes_of_their_ops_in_graph_order
     removed = [name[i] for i in pre.folded if name[i] not in ("zero", "one", "shape")]
     assert removed == ["mul_one", "add_zero", "mul_one_2", "reshape_same"]  # the arithmetic pass, then the layout pass
     assert "body_add" in name.values() and "body_add" not in removed
+
+
+def _facts(nodes, inputs, outputs, initializer=()):
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                          [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+                          initializer=list(initializer))
+    return facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+
+
+def test_unused_nodes_go_from_the_last_reader_back_in_one_walk():
+    """Without merged nodes the walk visits only the producers of removed nodes, highest index first
+    (prepass._remove_unread): a chain read only by a folded Shape goes whole, last node first; a node
+    with a second, kept reader stays."""
+    from pytest_npucheck.prepass import PrepassResult, _eliminate_unused_nodes
+
+    graph = _facts([helper.make_node("Relu", ["x"], ["a"], name="a"),
+                    helper.make_node("Relu", ["a"], ["b"], name="b"),
+                    helper.make_node("Shape", ["b"], ["s"], name="s"),
+                    helper.make_node("Relu", ["x"], ["c"], name="c"),
+                    helper.make_node("Shape", ["c"], ["t"], name="t"),
+                    helper.make_node("Neg", ["c"], ["y"], name="neg")],
+                   [("x", [2, 3])], ["y", "s", "t"])
+    pre = PrepassResult(folded={2: "Shape of a static shape [2, 3] folds to a constant",
+                                4: "Shape of a static shape [2, 3] folds to a constant"})
+    _eliminate_unused_nodes(graph, pre)
+    assert list(pre.folded) == [2, 4, 1, 0]  # b then a; c is read by the Neg too
+    assert pre.folded[1] == pre.folded[0] == "read only by nodes removed before placement: removed too"
+
+
+def test_fold_plan_reads_only_the_op():
+    from pytest_npucheck.prepass import _FOLD_CONSTANT, _FOLD_INPUTS, _FOLD_SHAPE, _fold_plan
+    from pytest_npucheck.tables import OpEntry
+
+    graph = _facts([helper.make_node("Shape", ["x"], ["s"], name="s"),
+                    helper.make_node("Constant", [], ["k"], name="k",
+                                     value=helper.make_tensor("v", TensorProto.INT64, [1], [1])),
+                    helper.make_node("NonZero", ["x"], ["nz"], name="nz"),
+                    helper.make_node("RandomNormal", [], ["r"], name="r", shape=[2])],
+                   [("x", [2, 3])], ["s", "k", "nz", "r"])
+    shape, constant, nonzero, random = graph.nodes
+    assert _fold_plan(shape, True, True, {}) == (_FOLD_SHAPE | _FOLD_INPUTS, None)
+    assert _fold_plan(shape, False, True, {}) == (_FOLD_SHAPE, None)
+    assert _fold_plan(shape, True, False, {}) == (_FOLD_INPUTS, None)
+    assert _fold_plan(constant, True, True, {}) == (_FOLD_CONSTANT, None)
+    assert _fold_plan(constant, False, True, {}) == (0, None)
+    assert _fold_plan(random, True, True, {}) == (0, None)
+    entry = OpEntry.__new__(OpEntry)
+    object.__setattr__(entry, "not_folded", frozenset({"float32"}))
+    assert _fold_plan(nonzero, True, True, {"ai.onnx:NonZero": entry}) == (_FOLD_INPUTS, frozenset({"float32"}))
+
+
+def test_identical_nodes_are_told_apart_by_their_attributes():
+    """Nodes with one op and the same inputs merge only when their attributes are equal too (the
+    attributes are keyed once a second node has the op and inputs): the third Transpose merges into
+    the first, the second, of another perm, stays."""
+    from pytest_npucheck.prepass import PrepassResult, _merge_identical_nodes
+
+    graph = _facts([helper.make_node("Transpose", ["x"], ["a"], name="a", perm=[1, 0]),
+                    helper.make_node("Transpose", ["x"], ["b"], name="b", perm=[0, 1]),
+                    helper.make_node("Transpose", ["x"], ["c"], name="c", perm=[1, 0]),
+                    helper.make_node("Add", ["a", "b"], ["ab"], name="ab"),
+                    helper.make_node("Add", ["ab", "c"], ["y"], name="y")],
+                   [("x", [2, 2])], ["y"])
+    pre = PrepassResult()
+    _merge_identical_nodes(graph, pre)
+    assert set(pre.merged.items()) in ({(2, 0)}, {(0, 2)}) and 1 not in pre.folded
