@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional
 from .graph import GraphFacts, GraphView, NodeFact, paused_gc
 from .partition import node_macs, partition
 from .prepass import PrepassResult, run_prepasses
-from .result import SEVERITY, NodeResult, Reason, TargetResult, source_basis
+from .result import SEVERITY, NodeResult, NodeResultDraft, Reason, TargetResult, source_basis
 from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
 from .tables import Constraint, Table
 
@@ -299,7 +299,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     memo = _Memo(table, view) if MEMO else None
     judge = memo.judge if memo is not None else (lambda node: judge_node(node, table, view))
     results = []
-    append, new = results.append, object.__new__
+    append, new, draft = results.append, object.__new__, NodeResultDraft
     # what the partition replays, collected here (no second pass over the nodes there): the main graph's
     # nodes that stay, in graph order, with their verdicts and their signature's MACs (None: computed there)
     placed: list[tuple[NodeFact, str, Optional[int]]] = []
@@ -348,13 +348,13 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         else:
             verdict, reasons = judge(node)
             reasons = tuple(reasons)
-        # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table). One
-        # update, not a store per field: the report's to_json reads the fields of such a dict ~20 % faster
-        result = new(NodeResult)
-        result.__dict__.update(
-            index=i, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
-            reasons=reasons, graph=node.graph, source=node.source, fused_into=fused_into,
-        )
+        # the NodeResult built as a draft (result.NodeResultDraft: one per node per table, without the
+        # frozen __init__), then made the NodeResult it lays out
+        result = new(draft)
+        result.index, result.name, result.op_type, result.domain = i, node.name, node.op_type, node.domain
+        result.verdict, result.reasons, result.graph = verdict, reasons, node.graph
+        result.source, result.fused_into = node.source, fused_into
+        result.__class__ = NodeResult
         append(result)
         if verdict != "folded" and not node.graph:
             place((node, verdict, macs_of(i)))
