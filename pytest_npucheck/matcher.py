@@ -145,10 +145,12 @@ class _Memo:
     rendered exactly as without the memo). Likewise a
     context rule whose own facts settle it (``rules.Rule.settled``: a Transpose by another perm, a
     Reshape that is no rank-6 view) is asked that once per signature and run only on the nodes of
-    the signatures it does not settle.
+    the signatures it does not settle. A context rule that cannot fail in this graph at all
+    (``rules.Rule.needs``: a producer_pass on Where in a graph without a Where) is left out of the
+    op's plan: no node is asked it.
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank", "macs")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank", "macs", "ops")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
@@ -165,6 +167,7 @@ class _Memo:
         # MACs read only what the signature holds (the op, its attributes, its tensors' shapes and
         # constness), so they are computed once per signature and handed to the partition
         self.macs: dict[int, int] = {}
+        self.ops: Optional[frozenset[str]] = None  # the graph's op types (_ops), made when a plan first asks
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
         """(local constraints, per-node constraints as (constraint, its rule, its mixed any_of index or
@@ -180,8 +183,8 @@ class _Memo:
             local = tuple(c for c in applicable if is_local(c.rule, c.params))
             per_node, mixed = [], []
             for c in applicable:
-                if is_local(c.rule, c.params):
-                    continue
+                if is_local(c.rule, c.params) or _passes_in(c.rule, c.params, self._ops()):
+                    continue  # a context rule that passes on every node of this graph is not asked of any
                 subs = [s for s in c.params.get("constraints", ()) if is_local(s["rule"], s.get("params", {}))] \
                     if c.rule == "any_of" else []
                 if subs:
@@ -196,6 +199,15 @@ class _Memo:
             plan = (local, tuple(per_node), tuple(mixed), values, entry.opset, entry.source)
         self.plans[key] = plan
         return plan
+
+    def _ops(self) -> frozenset[str]:
+        """The op types of every node of the graph (subgraph bodies included), once per graph."""
+        if self.ops is None:
+            graph = self.view.graph
+            by_op = graph.main_nodes_by_op  # made by the pre-passes: every node unless the graph has bodies
+            self.ops = frozenset(by_op) if sum(map(len, by_op.values())) == len(graph.nodes) else frozenset(
+                {n.op_type for n in graph.nodes})
+        return self.ops
 
     def judge(self, node: NodeFact) -> tuple[str, list[Reason]]:
         plan = self.plans.get(node.key, _NO_PLAN)
@@ -257,6 +269,16 @@ class _Memo:
             if message:
                 reasons.append(_reason(c, rule.category, message, source))
         return (_worst([r.verdict for r in reasons]), reasons) if reasons else ("npu", reasons)
+
+
+def _passes_in(rule_id: str, params: Mapping[str, Any], ops: frozenset[str]) -> bool:
+    """Whether a context constraint passes on every node of a graph whose nodes have the op types
+    ``ops``: its rule fails only with a node of each of its ``needs`` sets (``rules.Rule.needs``) and
+    the graph has none of one of them; an ``any_of`` passes when one of its alternatives does."""
+    if rule_id == "any_of":
+        return any(_passes_in(s["rule"], s.get("params", {}), ops) for s in params.get("constraints", ()))
+    rule = RULES.get(rule_id)
+    return rule is not None and rule.needs is not None and any(ops.isdisjoint(need) for need in rule.needs(params))
 
 
 def _unsettled(node: NodeFact, per_node: tuple[Any, ...], mixed: tuple[Any, ...],
