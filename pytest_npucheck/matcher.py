@@ -223,25 +223,22 @@ class _Memo:
         # per input and output position what a local rule may read of its tensor: dtype, shape, constness
         # and, if a rule of the op reads values, the values; "" for an omitted one, None for one the
         # graph knows nothing of (inlined: one call less per tensor)
+        # (inputs and outputs in one tuple, the number of inputs in the key: one comprehension a node, not two)
         if values:
-            ins = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
-                         for n in node.inputs])
-            outs = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
-                          for n in node.outputs])
+            ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
+                         for n in node.inputs + node.outputs])
         else:
-            ins = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
-                         for n in node.inputs])
-            outs = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
-                          for n in node.outputs])
+            ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
+                         for n in node.inputs + node.outputs])
         d = self.defaults.get(id(node.defaults))
         if d is None:
             d = self.defaults[id(node.defaults)] = repr(node.defaults)
         a = self.attrs.get(id(node.attrs))
         if a is None:
             a = self.attrs[id(node.attrs)] = repr(node.attrs)
-        if self.dynamic_rank and any(x and x[1] is None for x in ins + outs):
+        if self.dynamic_rank and any(x and x[1] is None for x in ios):
             return judge_node(node, self.table, view)  # a rank unknown to the checker or dynamic: not in the key
-        sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
+        sig = (node.key, node.opset, a, node.explicit_attrs, d, len(node.inputs), ios)
         try:
             todo = self.clean.get(sig)
         except TypeError:  # a fact that cannot be hashed (not built by graph.build): judge this node alone
