@@ -7,7 +7,7 @@ from typing import Any, Mapping, Optional
 from .graph import GraphFacts, GraphView, NodeFact, paused_gc
 from .partition import node_macs, partition
 from .prepass import PrepassResult, run_prepasses
-from .result import SEVERITY, NodeResult, Reason, TargetResult, source_basis
+from .result import SEVERITY, NodeResult, NodeResultDraft, Reason, TargetResult, source_basis
 from .rules import RULES, SHAPE_UNKNOWN, ShapeUnknown, is_local
 from .tables import Constraint, Table
 
@@ -145,10 +145,12 @@ class _Memo:
     rendered exactly as without the memo). Likewise a
     context rule whose own facts settle it (``rules.Rule.settled``: a Transpose by another perm, a
     Reshape that is no rank-6 view) is asked that once per signature and run only on the nodes of
-    the signatures it does not settle.
+    the signatures it does not settle. A context rule that cannot fail in this graph at all
+    (``rules.Rule.needs``: a producer_pass on Where in a graph without a Where) is left out of the
+    op's plan: no node is asked it.
     """
 
-    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank", "macs")
+    __slots__ = ("table", "view", "clean", "plans", "defaults", "attrs", "hits", "dynamic_rank", "macs", "ops")
 
     def __init__(self, table: Table, view: GraphView) -> None:
         self.table, self.view = table, view
@@ -165,6 +167,7 @@ class _Memo:
         # MACs read only what the signature holds (the op, its attributes, its tensors' shapes and
         # constness), so they are computed once per signature and handed to the partition
         self.macs: dict[int, int] = {}
+        self.ops: Optional[frozenset[str]] = None  # the graph's op types (_ops), made when a plan first asks
 
     def _plan(self, key: str) -> Optional[tuple[Any, ...]]:
         """(local constraints, per-node constraints as (constraint, its rule, its mixed any_of index or
@@ -180,8 +183,8 @@ class _Memo:
             local = tuple(c for c in applicable if is_local(c.rule, c.params))
             per_node, mixed = [], []
             for c in applicable:
-                if is_local(c.rule, c.params):
-                    continue
+                if is_local(c.rule, c.params) or _passes_in(c.rule, c.params, self._ops()):
+                    continue  # a context rule that passes on every node of this graph is not asked of any
                 subs = [s for s in c.params.get("constraints", ()) if is_local(s["rule"], s.get("params", {}))] \
                     if c.rule == "any_of" else []
                 if subs:
@@ -197,6 +200,15 @@ class _Memo:
         self.plans[key] = plan
         return plan
 
+    def _ops(self) -> frozenset[str]:
+        """The op types of every node of the graph (subgraph bodies included), once per graph."""
+        if self.ops is None:
+            graph = self.view.graph
+            by_op = graph.main_nodes_by_op  # made by the pre-passes: every node unless the graph has bodies
+            self.ops = frozenset(by_op) if sum(map(len, by_op.values())) == len(graph.nodes) else frozenset(
+                {n.op_type for n in graph.nodes})
+        return self.ops
+
     def judge(self, node: NodeFact) -> tuple[str, list[Reason]]:
         plan = self.plans.get(node.key, _NO_PLAN)
         if plan is _NO_PLAN:
@@ -211,25 +223,22 @@ class _Memo:
         # per input and output position what a local rule may read of its tensor: dtype, shape, constness
         # and, if a rule of the op reads values, the values; "" for an omitted one, None for one the
         # graph knows nothing of (inlined: one call less per tensor)
+        # (inputs and outputs in one tuple, the number of inputs in the key: one comprehension a node, not two)
         if values:
-            ins = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
-                         for n in node.inputs])
-            outs = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
-                          for n in node.outputs])
+            ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
+                         for n in node.inputs + node.outputs])
         else:
-            ins = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
-                         for n in node.inputs])
-            outs = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
-                          for n in node.outputs])
+            ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
+                         for n in node.inputs + node.outputs])
         d = self.defaults.get(id(node.defaults))
         if d is None:
             d = self.defaults[id(node.defaults)] = repr(node.defaults)
         a = self.attrs.get(id(node.attrs))
         if a is None:
             a = self.attrs[id(node.attrs)] = repr(node.attrs)
-        if self.dynamic_rank and any(x and x[1] is None for x in ins + outs):
+        if self.dynamic_rank and any(x and x[1] is None for x in ios):
             return judge_node(node, self.table, view)  # a rank unknown to the checker or dynamic: not in the key
-        sig = (node.key, node.opset, a, node.explicit_attrs, d, ins, outs)
+        sig = (node.key, node.opset, a, node.explicit_attrs, d, len(node.inputs), ios)
         try:
             todo = self.clean.get(sig)
         except TypeError:  # a fact that cannot be hashed (not built by graph.build): judge this node alone
@@ -257,6 +266,16 @@ class _Memo:
             if message:
                 reasons.append(_reason(c, rule.category, message, source))
         return (_worst([r.verdict for r in reasons]), reasons) if reasons else ("npu", reasons)
+
+
+def _passes_in(rule_id: str, params: Mapping[str, Any], ops: frozenset[str]) -> bool:
+    """Whether a context constraint passes on every node of a graph whose nodes have the op types
+    ``ops``: its rule fails only with a node of each of its ``needs`` sets (``rules.Rule.needs``) and
+    the graph has none of one of them; an ``any_of`` passes when one of its alternatives does."""
+    if rule_id == "any_of":
+        return any(_passes_in(s["rule"], s.get("params", {}), ops) for s in params.get("constraints", ()))
+    rule = RULES.get(rule_id)
+    return rule is not None and rule.needs is not None and any(ops.isdisjoint(need) for need in rule.needs(params))
 
 
 def _unsettled(node: NodeFact, per_node: tuple[Any, ...], mixed: tuple[Any, ...],
@@ -299,7 +318,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     memo = _Memo(table, view) if MEMO else None
     judge = memo.judge if memo is not None else (lambda node: judge_node(node, table, view))
     results = []
-    append, new = results.append, object.__new__
+    append, new, draft = results.append, object.__new__, NodeResultDraft
     # what the partition replays, collected here (no second pass over the nodes there): the main graph's
     # nodes that stay, in graph order, with their verdicts and their signature's MACs (None: computed there)
     placed: list[tuple[NodeFact, str, Optional[int]]] = []
@@ -348,13 +367,13 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         else:
             verdict, reasons = judge(node)
             reasons = tuple(reasons)
-        # graph.frozen_new(NodeResult, ...) inlined: without the frozen __init__ (one per node per table). One
-        # update, not a store per field: the report's to_json reads the fields of such a dict ~20 % faster
-        result = new(NodeResult)
-        result.__dict__.update(
-            index=i, name=node.name, op_type=node.op_type, domain=node.domain, verdict=verdict,
-            reasons=reasons, graph=node.graph, source=node.source, fused_into=fused_into,
-        )
+        # the NodeResult built as a draft (result.NodeResultDraft: one per node per table, without the
+        # frozen __init__), then made the NodeResult it lays out
+        result = new(draft)
+        result.index, result.name, result.op_type, result.domain = i, node.name, node.op_type, node.domain
+        result.verdict, result.reasons, result.graph = verdict, reasons, node.graph
+        result.source, result.fused_into = node.source, fused_into
+        result.__class__ = NodeResult
         append(result)
         if verdict != "folded" and not node.graph:
             place((node, verdict, macs_of(i)))

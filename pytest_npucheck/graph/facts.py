@@ -127,6 +127,13 @@ class GraphFacts:
         """Names of the main-graph nodes where the checker lost a shape: an output of unknown rank or
         with a dim it could not work out (None), while every input's shape is known (a dim that
         depends on a dynamic input or on run-time values is known to be dynamic: DYNAMIC_DIM)."""
+        # most graphs lose no shape: asked first of the distinct shapes (a few dozen in a stack of layers,
+        # hashed in C) rather than of every dim of every tensor, it spares the scan of every node below
+        try:
+            if not any(s is None or None in s for s in {t.shape for t in self.tensors.values()}):
+                return ()
+        except TypeError:  # a shape that is no tuple (facts not built by graph.build): the scan below
+            pass
         # the tensors the checker lost a shape of, once (asked of every node's inputs and outputs)
         lost = {name for name, t in self.tensors.items() if t.shape is None or None in t.shape}
         lost.discard("")  # an omitted input or output

@@ -100,7 +100,12 @@ def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: Grap
     return None
 
 
-@rule("producer_not", "context", local=False, words=_words)
+def _chain_ops(params: Mapping[str, Any]) -> tuple[frozenset[str], ...]:
+    """producer_not's ``needs``: a producer of each step of its chain (it fails only on a whole chain)."""
+    return tuple(frozenset([s] if isinstance(s, str) else s) for s in params["chain"])
+
+
+@rule("producer_not", "context", local=False, words=_words, needs=_chain_ops)
 def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input {index} is not computed by {chain_text}{exclusive_text}.
 
@@ -156,7 +161,13 @@ def rule_producer_is(node: NodeFact, params: Mapping[str, Any], graph: GraphFact
         s if isinstance(s, str) else "|".join(s) for s in params["chain"])
 
 
-@rule("feeds_not", "context", local=False, words=_words)
+def _path_ops(params: Mapping[str, Any]) -> tuple[frozenset[str], ...]:
+    """feeds_not's ``needs``: a reader of each step of its path that names its ops (a "*" step takes any op)."""
+    steps = [frozenset([s] if isinstance(s, str) else s) for s in params["path"]]
+    return tuple(step for step in steps if "*" not in step)
+
+
+@rule("feeds_not", "context", local=False, words=_words, needs=_path_ops)
 def rule_feeds_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result does not feed {path_text}{from_node_text}."""
     if params.get("from_node") and not _computed(graph, node):
@@ -414,7 +425,12 @@ def rule_consumers_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphF
     return None
 
 
-@rule("producer_pass", "context", local=False, words=_words, inner=_judged_by)
+def _producer_ops(params: Mapping[str, Any]) -> tuple[frozenset[str], ...]:
+    """producer_pass's ``needs``: a producer of one of its ``ops`` (the only nodes it judges)."""
+    return (frozenset(params["ops"]),)
+
+
+@rule("producer_pass", "context", local=False, words=_words, inner=_judged_by, needs=_producer_ops)
 def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """when input {index} is computed by {ops_text}, that node meets: {constraint_text}."""
     index = int(params.get("index", 0))

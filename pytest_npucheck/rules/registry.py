@@ -20,6 +20,7 @@ WordsFn = Callable[[Mapping[str, Any]], Mapping[str, str]]  # params -> extra fo
 PartsFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]  # params -> (rule id, params)
 InnerFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Any]]]  # params -> (path in params, constraint)
 SettledFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], bool]  # (node, params, graph) -> passes for sure
+NeedsFn = Callable[[Mapping[str, Any]], tuple[frozenset[str], ...]]  # params -> op sets it can only fail with
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,11 @@ class Rule:
     # returns None first thing when it holds, and the matcher asks it once per signature
     # (``matcher._Memo``) instead of running the rule on every node
     settled: Optional[SettledFn] = None
+    # a context rule's op sets, from its params, that it can only fail with: it fails on no node of a
+    # graph that has no node of one of these sets (a Softmax's producer_pass on Where, in a graph
+    # without a Where). The matcher asks it once per graph and op (``matcher._Memo``) and drops the
+    # constraints that pass on every node, instead of walking the neighbours of each node for them
+    needs: Optional[NeedsFn] = None
 
     def __post_init__(self) -> None:
         # ``check`` is the rule's function itself on each instance (the method below is what a type
@@ -91,12 +97,12 @@ RULES: dict[str, Rule] = {}
 
 def rule(rule_id: str, category: str, local: bool = True, words: Optional[WordsFn] = None,
          parts: Optional[PartsFn] = None, inner: Optional[InnerFn] = None, reads_values: bool = True,
-         settled: Optional[SettledFn] = None) -> Callable[[RuleFn], RuleFn]:
+         settled: Optional[SettledFn] = None, needs: Optional[NeedsFn] = None) -> Callable[[RuleFn], RuleFn]:
     """Register the decorated function as the rule ``rule_id`` (see ``Rule`` for the hooks)."""
     def register(fn: RuleFn) -> RuleFn:
         if rule_id in RULES:
             raise RuntimeError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, inner, reads_values, settled)
+        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, inner, reads_values, settled, needs)
         return fn
 
     return register

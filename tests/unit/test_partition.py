@@ -96,3 +96,20 @@ def test_placed_nodes_and_their_macs_are_taken_as_given():
     given = partition(facts, results, None, [(c, "npu", 7), (e, "cpu", None)])
     assert (given.macs_total, given.macs_npu, given.nodes_npu) == (7 + erf_macs, 7, 1)
     assert [i.node for i in given.impacts] == ["erf"]  # the verdicts given, not the results'
+
+
+def test_a_live_node_reading_a_later_live_nodes_result_is_a_late_read():
+    """partition._late_read: asked of the graph's readers of each live result, only live readers that
+    come before the producer count (a removed node reading it, or the producer itself, does not)."""
+    from pytest_npucheck.graph.facts import NodeFact
+    from pytest_npucheck.partition import _late_read, _producers
+
+    def node(i, inputs, outputs):
+        return NodeFact(i, f"n{i}", "Relu", "ai.onnx", tuple(inputs), tuple(outputs), {}, frozenset(), {})
+
+    nodes = [node(0, ["b"], ["a"]), node(1, ["x"], ["b"]), node(2, ["a", "a"], ["c"])]
+    consumers = {"b": [0], "x": [1], "a": [2, 2]}
+    assert _late_read(nodes, consumers, {0: "npu", 1: "npu", 2: "npu"})  # node 0 reads b, made by node 1
+    assert not _late_read(nodes[1:], consumers, {1: "npu", 2: "npu"})  # node 0 is not live (folded)
+    assert not _late_read([node(0, ["x"], ["x"])], {"x": [0]}, {0: "npu"})  # its own result
+    assert _producers(nodes) == {"a": 0, "b": 1, "c": 2}

@@ -137,3 +137,23 @@ def test_node_texts_hash_a_shared_reasons_tuple_once(monkeypatch):
     assert len(calls) <= 4  # a lookup and a store per distinct tuple object, not a hash per node (52 before)
     monkeypatch.undo()
     assert texts == [jsonio.compact(n.to_json()) for n in nodes]
+
+
+def test_the_matcher_s_node_results_are_frozen_node_results_like_any_other():
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    from pytest_npucheck.result import NodeResult
+
+    result = _result("rknn@2.5.0/rk3588")
+    node = result.nodes[0]
+    assert type(node) is NodeResult
+    same = NodeResult(node.index, node.name, node.op_type, node.domain, node.verdict, node.reasons, node.graph,
+                      node.source, node.fused_into)
+    assert node == same and hash(node) == hash(same)
+    assert pickle.loads(pickle.dumps(node)) == node  # results travel from the isolated child as a pickle
+    assert dataclasses.replace(node, verdict="cpu").verdict == "cpu"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        node.verdict = "cpu"  # type: ignore[misc]

@@ -1343,3 +1343,61 @@ def test_a_rule_settled_by_its_nodes_own_facts_passes(probe_index):
                     if says:
                         assert rule.check(node, p, facts) is None, (k, probe.id, node.name, p)
     assert all(s == {True, False} for s in seen.values()), seen
+
+
+# -- Rule.needs: the ops without which a context rule cannot fail --------------------------------------
+
+
+def test_a_rule_whose_needed_ops_the_graph_lacks_passes_on_every_node(probe_index):
+    """Rule.needs lets the matcher leave a context rule out of a graph that has no node of one of the op
+    sets it names: on every probe model, with every params the bundled tables give, a rule that says
+    so passes on every node, and the needed ops are those of the params."""
+    needing = {k: r for k, r in RULES.items() if r.needs is not None}
+    assert set(needing) == {"producer_not", "producer_pass", "feeds_not"}
+    assert RULES["producer_not"].needs({"chain": ["Gemm", ["GRU", "LSTM"]]}) == (
+        frozenset({"Gemm"}), frozenset({"GRU", "LSTM"}))
+    assert RULES["feeds_not"].needs({"path": ["*", "Softmax"]}) == (frozenset({"Softmax"}),)
+    assert RULES["producer_pass"].needs({"ops": ["Cast", "Equal"]}) == (frozenset({"Cast", "Equal"}),)
+    params = {k: _bundled_params(k) for k in needing}
+    lacking = 0
+    for probe in probe_index.values():
+        facts = facts_from_model(probe.model)
+        ops = {n.op_type for n in facts.nodes}
+        for k, rule in needing.items():
+            for p in params[k]:
+                if any(ops.isdisjoint(need) for need in rule.needs(p)):
+                    lacking += 1
+                    assert all(rule.check(n, p, facts) is None for n in facts.nodes), (k, probe.id, p)
+    assert lacking
+
+
+def test_the_matcher_leaves_out_a_context_rule_the_graph_cannot_fail():
+    """A Softmax's producer_pass on Where is not in the plan of a graph without a Where (nor an any_of one
+    of whose alternatives it is); with a Where it is, and the verdicts are those of judging every node."""
+    from pytest_npucheck import matcher
+    from pytest_npucheck.graph import GraphView
+    from pytest_npucheck.prepass import run_prepasses
+
+    table = CATALOG.table("rknn@2.5.0/rk3588")
+
+    def plan_rules(nodes, inputs):
+        facts = facts_from_model(_graph(nodes, inputs, [_vi("y", [1, 4, 8, 8])]))
+        memo = matcher._Memo(table, GraphView(facts, run_prepasses(facts, table)))
+        return [c.rule for c, _, _ in memo._plan("ai.onnx:Softmax")[1]], facts
+
+    plain, facts = plan_rules([helper.make_node("Softmax", ["x"], ["y"], name="s", axis=-1)], [_vi("x", [1, 4, 8, 8])])
+    assert "producer_pass" not in plain
+    assert matcher._passes_in("any_of", {"constraints": [{"rule": "dtype", "params": {}},
+                                                         {"rule": "producer_pass", "params": {"ops": ["Where"]}}]},
+                              frozenset({"Softmax"}))
+    masked, facts = plan_rules([helper.make_node("Where", ["c", "x", "x"], ["w"], name="w"),
+                                helper.make_node("Softmax", ["w"], ["y"], name="s", axis=-1)],
+                               [_vi("x", [1, 4, 8, 8]), helper.make_tensor_value_info("c", TensorProto.BOOL, [1, 4, 8, 8])])
+    assert "producer_pass" in masked
+    memo = check_graph(facts, [table])[0]
+    matcher.MEMO = False
+    try:
+        alone = check_graph(facts, [table])[0]
+    finally:
+        matcher.MEMO = True
+    assert [(n.verdict, n.reasons) for n in memo.nodes] == [(n.verdict, n.reasons) for n in alone.nodes]
