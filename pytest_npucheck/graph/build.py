@@ -81,7 +81,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     # each node's protobuf fields decoded once, for folding and facts
     shared = is_types_serialized(model)  # the child's model: nodes of equal attributes share them
-    rows = _read_nodes_serialized(model.graph) if shared else _read_nodes(model.graph, attributes)
+    names: Optional[list[str]] = [] if shared else None  # the nodes' names, read with the rest of a node
+    rows = _read_nodes_serialized(model.graph, names) if shared else _read_nodes(model.graph, attributes)
     types: dict[bytes, Any] = {}
     decoded: Optional[list[tuple[str, Any]]] = []
     if was_inferred:  # the child's result (from_inferred): the file's own types did not make the pass moot
@@ -92,7 +93,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         decoded = None
         inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
         if inferred is not model and any(r[1] in CONTROL_FLOW for r in rows):
-            rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
+            rows, names = _read_nodes(inferred.graph), None  # the pass typed the values inside the bodies
     raw: Optional[list[tuple[str, bytes, Any]]] = None
     if decoded is None:  # (name, serialized TypeProto, ValueInfoProto) of the value_infos, then outputs
         # read here, not in the walk: folding looks up the shapes Shape nodes read by these names
@@ -107,6 +108,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.shared_attributes = shared
+    builder.names = names
     if isinstance(attributes, Kept) and attributes.serialized is not None:
         # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
         # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
@@ -248,6 +250,7 @@ def _all_static(names: Iterable[str], tensors: Mapping[str, TensorInfo]) -> bool
 
 _STATIC = attrgetter("static")
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_NAME = attrgetter("name")
 
 
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
@@ -378,6 +381,8 @@ class _Builder:
         self.nested = False  # whether a node inside an If/Loop/Scan body was read (any(n.graph for n in nodes))
         # whether main-graph nodes with equal attributes share one tuple of them (_read_nodes_serialized)
         self.shared_attributes = False
+        # the main graph's nodes' names, in order, if the caller read them with the rows (``_main_nodes``)
+        self.names: Optional[list[str]] = None
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
@@ -601,7 +606,9 @@ class _Builder:
         # tuples alive through the loop, so their ids key them
         constants: dict[tuple[int, bool], dict[str, Any]] = {}
         tensors, folded = self.tensors, self.folded
-        for node, op_type, domain, inputs, outputs, attributes in rows:
+        # each node's name as read with its row, else read here
+        names = self.names if self.names is not None and len(self.names) == len(rows) else map(_NAME, map(_FIRST, rows))
+        for (node, op_type, domain, inputs, outputs, attributes), given_name in zip(rows, names):
             domain = domain or DEFAULT_DOMAIN
             known_parts = shared.get(id(attributes)) if shared is not None else None
             if known_parts is None:
@@ -626,7 +633,7 @@ class _Builder:
                     opset=opset, subgraphs=(), key=f"{domain}:{op_type}", index=0, name="", inputs=(), outputs=(),
                     source=None)
             index = len(nodes)
-            name = node.name or f"{op_type}_{index}"
+            name = given_name or f"{op_type}_{index}"
             if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
                 out = outputs[0]
                 memo = (id(attributes), out in folded)
