@@ -648,7 +648,11 @@ class _Builder:
                     own.update(made)
                     own["name"] = out
                     tensors[out] = info
-            if metadata or name[:1] != "/" or name[-1:] == "/":
+            if not metadata and name[:1] != "/":
+                # what location._source answers for a name that is no scope, without the exporter's
+                # metadata: nothing (its node's message, long out of the caches, is not read)
+                where = None
+            elif metadata or name[-1:] == "/":
                 where = source(node, name)
             else:  # location._source's rule for a scope name (/layer1/conv1/Conv -> layer1.conv1)
                 head = name[:name.rfind("/")]
