@@ -648,9 +648,10 @@ class _Builder:
                     own.update(made)
                     own["name"] = out
                     tensors[out] = info
-            if not metadata and name[:1] != "/":
+            if not metadata and name[:1] != "/" and type(name) is str:
                 # what location._source answers for a name that is no scope, without the exporter's
-                # metadata: nothing (its node's message, long out of the caches, is not read)
+                # metadata: nothing (its node's message, long out of the caches, is not read). A
+                # name protobuf could not decode (bytes) goes there as before, to fail as it did
                 where = None
             elif metadata or name[-1:] == "/":
                 where = source(node, name)
