@@ -10,7 +10,7 @@ the checker could not work out (``_mark_dynamic``). External data is never loade
 from __future__ import annotations
 
 import re
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -81,7 +81,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     # each node's protobuf fields decoded once, for folding and facts
     shared = is_types_serialized(model)  # the child's model: nodes of equal attributes share them
-    rows = _read_nodes_serialized(model.graph) if shared else _read_nodes(model.graph, attributes)
+    names: Optional[list[str]] = [] if shared else None  # the nodes' names, read with the rest of a node
+    rows = _read_nodes_serialized(model.graph, names) if shared else _read_nodes(model.graph, attributes)
     types: dict[bytes, Any] = {}
     decoded: Optional[list[tuple[str, Any]]] = []
     if was_inferred:  # the child's result (from_inferred): the file's own types did not make the pass moot
@@ -92,7 +93,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         decoded = None
         inferred, error = _infer(model, attributes.serialized if isinstance(attributes, Kept) else None)
         if inferred is not model and any(r[1] in CONTROL_FLOW for r in rows):
-            rows = _read_nodes(inferred.graph)  # the pass typed the values inside the bodies
+            rows, names = _read_nodes(inferred.graph), None  # the pass typed the values inside the bodies
     raw: Optional[list[tuple[str, bytes, Any]]] = None
     if decoded is None:  # (name, serialized TypeProto, ValueInfoProto) of the value_infos, then outputs
         # read here, not in the walk: folding looks up the shapes Shape nodes read by these names
@@ -107,6 +108,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.shared_attributes = shared
+    builder.names = names
     if isinstance(attributes, Kept) and attributes.serialized is not None:
         # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
         # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
@@ -247,6 +249,8 @@ def _all_static(names: Iterable[str], tensors: Mapping[str, TensorInfo]) -> bool
 
 
 _STATIC = attrgetter("static")
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_NAME = attrgetter("name")
 
 
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
@@ -377,6 +381,8 @@ class _Builder:
         self.nested = False  # whether a node inside an If/Loop/Scan body was read (any(n.graph for n in nodes))
         # whether main-graph nodes with equal attributes share one tuple of them (_read_nodes_serialized)
         self.shared_attributes = False
+        # the main graph's nodes' names, in order, if the caller read them with the rows (``_main_nodes``)
+        self.names: Optional[list[str]] = None
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
@@ -517,7 +523,7 @@ class _Builder:
         return defaults
 
     def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None,
-                   value_infos: Optional[list[tuple[str, Any]]] = None,
+                   value_infos: Optional[Iterable[tuple[str, Any]]] = None,
                    raw: Optional[list[tuple[str, bytes, Any]]] = None) -> None:
         """The facts of a graph's initializers, inputs, values and nodes. ``rows``: its nodes as
         ``_read_nodes`` gives them; ``value_infos``: (name, decoded type) of its value_infos and
@@ -536,12 +542,12 @@ class _Builder:
                 raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in graph.value_info[:] + graph.output[:]]
             if prefix == "":
                 self.raw_types = raw  # for propagate.refine, which decodes the same bytes its own way
-            value_infos = []
-            for name, key, vi in raw:
-                typ = types.get(key)
-                if typ is None:
-                    typ = types[key] = decode(vi.type)
-                value_infos.append((name, typ))
+            # each distinct type decoded first (a few hundred for 26,000 values); then the (name, type)
+            # pairs are made in C as the loops below read them, not kept in a list of their own
+            for key, vi in dict(zip(map(_SECOND, raw), map(_THIRD, raw))).items():
+                if key not in types:
+                    types[key] = decode(vi.type)
+            value_infos = zip(map(_FIRST, raw), map(types.__getitem__, map(_SECOND, raw)))
         initializers, typed = self.initializers, self._typed
         if static is not None:
             # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
@@ -593,7 +599,16 @@ class _Builder:
         # the key parts of an attributes tuple shared by nodes (shared_attributes), by its id: the
         # rows hold each tuple alive through the loop
         shared: Optional[dict[int, tuple[Any, ...]]] = {} if self.shared_attributes else None
-        for node, op_type, domain, inputs, outputs, attributes in rows:
+        # a Constant output's TensorInfo fields but its name, by (id of the attributes tuple, whether
+        # folding computed the output): what ``_constant_node`` makes depends on nothing else, and the
+        # Constant nodes of a stack of layers repeat a few attribute tuples (15 for the 6,303 Constant
+        # nodes of ``encoder_26k``), each decoded once instead of once per node. The rows hold the
+        # tuples alive through the loop, so their ids key them
+        constants: dict[tuple[int, bool], dict[str, Any]] = {}
+        tensors, folded = self.tensors, self.folded
+        # each node's name as read with its row, else read here
+        names = self.names if self.names is not None and len(self.names) == len(rows) else map(_NAME, map(_FIRST, rows))
+        for (node, op_type, domain, inputs, outputs, attributes), given_name in zip(rows, names):
             domain = domain or DEFAULT_DOMAIN
             known_parts = shared.get(id(attributes)) if shared is not None else None
             if known_parts is None:
@@ -618,10 +633,27 @@ class _Builder:
                     opset=opset, subgraphs=(), key=f"{domain}:{op_type}", index=0, name="", inputs=(), outputs=(),
                     source=None)
             index = len(nodes)
-            name = node.name or f"{op_type}_{index}"
+            name = given_name or f"{op_type}_{index}"
             if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
-                self._constant_node(outputs[0], attributes, "")
-            if metadata or name[:1] != "/" or name[-1:] == "/":
+                out = outputs[0]
+                memo = (id(attributes), out in folded)
+                made = constants.get(memo)
+                if made is None:
+                    self._constant_node(out, attributes, "")
+                    # its fields as made, before any reader could add a cached one (TensorInfo.static)
+                    constants[memo] = dict(tensors[out].__dict__)
+                else:  # frozen_new(TensorInfo, ...) inlined, the name first (as _constant_node makes it)
+                    info = new(TensorInfo)
+                    own = info.__dict__
+                    own.update(made)
+                    own["name"] = out
+                    tensors[out] = info
+            if not metadata and name[:1] != "/" and type(name) is str:
+                # what location._source answers for a name that is no scope, without the exporter's
+                # metadata: nothing (its node's message, long out of the caches, is not read). A
+                # name protobuf could not decode (bytes) goes there as before, to fail as it did
+                where = None
+            elif metadata or name[-1:] == "/":
                 where = source(node, name)
             else:  # location._source's rule for a scope name (/layer1/conv1/Conv -> layer1.conv1)
                 head = name[:name.rfind("/")]

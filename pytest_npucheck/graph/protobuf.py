@@ -396,24 +396,38 @@ def _lite_model_class(onnx: Any) -> Any:
         return None
 
 
-def _read_nodes_serialized(graph: Any) -> list[tuple[Any, ...]]:
+def _read_nodes_serialized(graph: Any, names: Optional[list[str]] = None) -> list[tuple[Any, ...]]:
     """``_read_nodes`` of a graph parsed by ``parse_types_serialized`` (each node's attributes are
     bytes): the rows hold each node's attributes parsed as AttributeProtos once per distinct
     attribute bytes, the same tuple for every node that repeats them (each layer of a stack). The
     node of a row is the lite message: its fields but ``attribute`` are onnx's, and its bytes
-    (``SerializeToString``) are a NodeProto's; ``as_node_proto`` makes onnx's message of it."""
+    (``SerializeToString``) are a NodeProto's; ``as_node_proto`` makes onnx's message of it.
+
+    ``names``: gets each node's name, in order. Read here, while the loop has the node's message
+    at hand, a name costs a seventh of what it costs read later by the graph walk, when the
+    message has long left the CPU's caches (16 ms over the 26,394 nodes of ``encoder_26k``)."""
     from onnx import AttributeProto
 
     parse = AttributeProto.FromString
     parsed: dict[tuple[bytes, ...], tuple[Any, ...]] = {(): ()}
-    rows = []
+    rows: list[tuple[Any, ...]] = []
     append = rows.append
-    for n in graph.node:
+    if names is None:
+        for n in graph.node:
+            raw = tuple(n.attribute[:])
+            attributes = parsed.get(raw)
+            if attributes is None:
+                attributes = parsed[raw] = tuple(map(parse, raw))
+            append((n, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:]), attributes))
+        return rows
+    name = names.append
+    for n in graph.node:  # the loop above, with the names
         raw = tuple(n.attribute[:])
         attributes = parsed.get(raw)
         if attributes is None:
             attributes = parsed[raw] = tuple(map(parse, raw))
         append((n, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:]), attributes))
+        name(n.name)
     return rows
 
 

@@ -170,3 +170,26 @@ def test_the_childs_model_is_read_with_types_and_attributes_as_bytes():
     reference = facts_from_model(whole, "m.onnx", plain, inferred=True)
     assert facts.nodes == reference.nodes and list(facts.tensors.items()) == list(reference.tensors.items())
     assert facts.tensors["s"].value == (1, 4) and facts.tensors["y"].shape == (2, 2)
+
+
+def test_the_childs_model_names_and_sources_its_nodes_as_the_file_does():
+    """Read from the child's model (the names read with the rows, no exporter's metadata in its
+    bytes), a node keeps its name, or gets one from its op and index, and its source is the module
+    of a scope name, else none: as read from the model onnx parses."""
+    import onnx
+
+    from pytest_npucheck.graph import Kept
+    from pytest_npucheck.graph.build import from_inferred, infer_serialized
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="/enc/layer0/Relu"),
+             helper.make_node("Relu", ["a"], ["b"], name="plain"),
+             helper.make_node("Relu", ["b"], ["c"]),
+             helper.make_node("Relu", ["c"], ["d"], name="/enc/")]
+    data = infer_serialized(make_model(nodes, [("x", [2, 3])], ["d"]).SerializeToString())
+    model, kept = from_inferred(data)
+    facts = facts_from_model(model, "m.onnx", kept, inferred=True)
+    assert [n.name for n in facts.nodes] == ["/enc/layer0/Relu", "plain", "Relu_2", "/enc/"]
+    assert [n.source and n.source.module for n in facts.nodes] == ["enc.layer0", None, None, ""]
+    plain = Kept()
+    plain.serialized = data
+    assert facts.nodes == facts_from_model(onnx.load_from_string(data), "m.onnx", plain, inferred=True).nodes
