@@ -61,14 +61,21 @@ class _Types:
     def __init__(self) -> None:
         self.decoded: dict[bytes, Type] = {}
         self.encoded: dict[Type, bytes] = {}
+        # one object per distinct decoded type: the inference names each unknown dim apart
+        # ("unk__12"), so the 300 layers of a stack have ~900 distinct TypeProtos but ~30 distinct
+        # types, and ``refine`` merges the type of a folded value once per (array, type object)
+        self.interned: dict[Type, Type] = {}
 
     def decode(self, raw: bytes) -> Type:
         typ = self.decoded.get(raw)
         if typ is None:
             from onnx import TypeProto
 
-            typ = self.decoded[raw] = _decode(TypeProto.FromString(raw))
+            typ = self.decoded[raw] = self.intern(_decode(TypeProto.FromString(raw)))
         return typ
+
+    def intern(self, typ: Type) -> Type:
+        return self.interned.setdefault(typ, typ)
 
     def encode(self, typ: Type) -> bytes:
         raw = self.encoded.get(typ)
@@ -136,6 +143,8 @@ def quick_type(op: str, attributes: tuple[Any, ...], outputs: tuple[str, ...], i
     """Output 0's type of the commonest ops when every input is static, without a call into ONNX
     (most nodes after a lost shape are elementwise: the walk re-types each of them); None: ask ONNX.
     ``attributes``, ``outputs``, ``inputs``: the node's, as its row holds them."""
+    if not (op in _SAME or op == "Cast" or op in _BROADCAST or op in _BROADCAST_BOOL or op == "Where"):
+        return None  # asked first: most nodes the walk infers are shape ops (Reshape, Gather, Transpose)
     args = [types.get(i) for i in inputs if i]
     if not args or not all(_static(a) for a in args):
         return None
@@ -187,10 +196,10 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     for vi in graph.input[:] if raw_types is not None else graph.input[:] + graph.value_info[:] + graph.output[:]:
         types[vi.name] = decode(vi.type.SerializeToString())
     if raw_types is not None:  # the graph walk serialized each value_info's type already
-        decoded = codec.decoded
+        decoded, intern = codec.decoded, codec.intern
         for _name, raw, vi in raw_types:  # each distinct type decoded once; then the names typed in C
             if raw not in decoded:
-                decoded[raw] = _decode(vi.type)
+                decoded[raw] = intern(_decode(vi.type))
         types.update(zip(map(itemgetter(0), raw_types), map(decoded.__getitem__, map(itemgetter(1), raw_types))))
     for init in graph.initializer:
         types[init.name] = (init.data_type, tuple(init.dims[:]))
