@@ -201,8 +201,9 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             if raw not in decoded:
                 decoded[raw] = intern(_decode(vi.type))
         types.update(zip(map(itemgetter(0), raw_types), map(decoded.__getitem__, map(itemgetter(1), raw_types))))
+    intern = codec.intern  # every type put in ``types`` is interned: the inference memo below keys by their ids
     for init in graph.initializer:
-        types[init.name] = (init.data_type, tuple(init.dims[:]))
+        types[init.name] = intern((init.data_type, tuple(init.dims[:])))
     changed: set[str] = set()
     if everything:
         changed.update(vi.name for vi in graph.input)
@@ -223,7 +224,8 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
             known_type = array_types.get(id(arr))
             if known_type is None or known_type[0] is not arr:
                 known_type = array_types[id(arr)] = (arr, _type_of(arr))
-            merged = merges[id(arr), id(old_type)] = (arr, old_type, _merge(known_type[1], old_type))
+            typ = _merge(known_type[1], old_type)
+            merged = merges[id(arr), id(old_type)] = (arr, old_type, None if typ is None else codec.intern(typ))
         typ = merged[2]
         if typ is not None:
             types[name] = better[name] = typ
@@ -237,6 +239,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     inferences: dict[tuple[Any, ...], tuple[tuple[Any, ...], Optional[tuple[Optional[bytes], ...]]]] = {}
     changed.discard("")  # an omitted input is never news: any(i and i in changed ...) is then isdisjoint
     isdisjoint = changed.isdisjoint
+    types_get = types.get
     for node, op, domain, inputs, outputs, _attributes in rows:
         if isdisjoint(inputs):  # run for every node: one C call
             continue
@@ -266,7 +269,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                     value = np.asarray(value)
                     typ = _merge(_type_of(value), types.get(name))
                     if typ is not None:
-                        types[name] = better[name] = typ
+                        types[name] = better[name] = intern(typ)
                     if value.size <= SMALL_CONSTANT:
                         known[name] = new_values[name] = value
                     changed.add(name)
@@ -285,7 +288,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 value = np.array(dims[start:end], dtype=np.int64)
             if outputs and outputs[0]:
                 known[outputs[0]] = new_values[outputs[0]] = value
-                types[outputs[0]] = better[outputs[0]] = _type_of(value)
+                types[outputs[0]] = better[outputs[0]] = intern(_type_of(value))
                 changed.add(outputs[0])
             continue
         for o in outputs:  # all((not o) or _static(types.get(o)) for o in outputs), without a generator
@@ -299,22 +302,22 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         if quick is not None:
             typ = _merge(quick, types.get(outputs[0]))
             if typ is not None:
-                types[outputs[0]] = better[outputs[0]] = typ
+                types[outputs[0]] = better[outputs[0]] = intern(typ)
                 changed.add(outputs[0])
             continue
         schema = op_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
         if schema is None:  # an op without a schema (a custom domain): nothing to infer
             continue
-        in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
         # what ONNX's inference of a node sees, but for names: its op, attributes, and per input
-        # position the type and the value (an array by identity: folding makes equal values one);
-        # every layer of a stack asks the same question, which is answered once
+        # position the type and the value (both by identity: types are interned, and folding makes
+        # equal values one array); every layer of a stack asks the same question, answered once
         values = tuple(known.get(i) if i else None for i in inputs)
         signature = (op, domain, tuple([a.SerializeToString() for a in _attributes]),
-                     tuple(in_types.get(i) if i else None for i in inputs), tuple(map(id, values)),
+                     tuple([id(types_get(i)) if i else 0 for i in inputs]), tuple(map(id, values)),
                      tuple(not o for o in outputs))
         answer = inferences.get(signature)
         if answer is None:
+            in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
             data = {}
             for i in inputs:
                 if i and i in known:
@@ -334,6 +337,6 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         for name, raw in zip(outputs, answer[1]):
             typ = _merge(codec.decode(raw), types.get(name)) if raw is not None else None
             if typ is not None:
-                types[name] = better[name] = typ
+                types[name] = better[name] = intern(typ)
                 changed.add(name)
     return better, new_values
