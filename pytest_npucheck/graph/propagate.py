@@ -19,6 +19,7 @@ No weights are read.
 
 from __future__ import annotations
 
+from itertools import compress
 from operator import itemgetter
 from typing import Any, Mapping, Optional
 
@@ -213,12 +214,20 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     # a Constant node's value is known to ONNX's inference already: only values folded from other
     # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
     constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
+    changed.update(folded.keys() - constants)
+    # a static type is never made better (_merge keeps known dims), so only the folded values whose
+    # type is not static are merged with the type of their value: every type in ``types`` is one
+    # of the codec's interned objects, told apart by id in C (encoder_26k: 2,400 of 12,900 names)
+    open_types = {id(typ) for typ in codec.interned if not _static(typ)}
+    open_types.add(id(None))  # no type at all
     array_types: dict[int, tuple[Any, Type]] = {}  # folding makes equal values one array: typed once
-    # and merged once per (array, type so far): both are shared objects (one decoded type per
-    # distinct TypeProto), kept alive in the memo so that their ids key it
+    # and merged once per (array, type so far): both are shared objects (one interned type per
+    # distinct type), kept alive in the memo so that their ids key it
     merges: dict[tuple[int, int], tuple[Any, Optional[Type], Optional[Type]]] = {}
-    for name, arr in folded.items():
-        old_type = types.get(name)
+    types_get = types.get
+    for name in compress(folded, map(open_types.__contains__, map(id, map(types_get, folded)))):
+        arr = folded[name]
+        old_type = types_get(name)
         merged = merges.get((id(arr), id(old_type)))
         if merged is None or merged[0] is not arr or merged[1] is not old_type:
             known_type = array_types.get(id(arr))
@@ -230,8 +239,6 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         if typ is not None:
             types[name] = better[name] = typ
             changed.add(name)
-        elif name not in constants:
-            changed.add(name)
     new_values: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
     opset_map = {"" if d == default_domain else d: v for d, v in opsets.items() if v}
@@ -239,7 +246,6 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     inferences: dict[tuple[Any, ...], tuple[tuple[Any, ...], Optional[tuple[Optional[bytes], ...]]]] = {}
     changed.discard("")  # an omitted input is never news: any(i and i in changed ...) is then isdisjoint
     isdisjoint = changed.isdisjoint
-    types_get = types.get
     for node, op, domain, inputs, outputs, _attributes in rows:
         if isdisjoint(inputs):  # run for every node: one C call
             continue
