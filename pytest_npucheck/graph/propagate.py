@@ -66,6 +66,7 @@ class _Types:
         # ("unk__12"), so the 300 layers of a stack have ~900 distinct TypeProtos but ~30 distinct
         # types, and ``refine`` merges the type of a folded value once per (array, type object)
         self.interned: dict[Type, Type] = {}
+        self.static: set[int] = set()  # the ids of the interned types that are static (_static)
 
     def decode(self, raw: bytes) -> Type:
         typ = self.decoded.get(raw)
@@ -76,7 +77,10 @@ class _Types:
         return typ
 
     def intern(self, typ: Type) -> Type:
-        return self.interned.setdefault(typ, typ)
+        one = self.interned.setdefault(typ, typ)
+        if one is typ and _static(typ):
+            self.static.add(id(typ))
+        return one
 
     def encode(self, typ: Type) -> bytes:
         raw = self.encoded.get(typ)
@@ -246,6 +250,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     inferences: dict[tuple[Any, ...], tuple[tuple[Any, ...], Optional[tuple[Optional[bytes], ...]]]] = {}
     changed.discard("")  # an omitted input is never news: any(i and i in changed ...) is then isdisjoint
     isdisjoint = changed.isdisjoint
+    static_ids = codec.static
     for node, op, domain, inputs, outputs, _attributes in rows:
         if isdisjoint(inputs):  # run for every node: one C call
             continue
@@ -297,8 +302,8 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 types[outputs[0]] = better[outputs[0]] = intern(_type_of(value))
                 changed.add(outputs[0])
             continue
-        for o in outputs:  # all((not o) or _static(types.get(o)) for o in outputs), without a generator
-            if o and not _static(types.get(o)):
+        for o in outputs:  # all((not o) or _static(types.get(o)) for o in outputs), by the interned type's id
+            if o and id(types_get(o)) not in static_ids:
                 break
         else:
             continue  # static already (most nodes visited: an input's value was folded, its shape was known)
