@@ -251,6 +251,8 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     changed.discard("")  # an omitted input is never news: any(i and i in changed ...) is then isdisjoint
     isdisjoint = changed.isdisjoint
     static_ids = codec.static
+    by_attributes: dict[int, tuple[Any, bool, tuple[bytes, ...]]] = {}
+    output_merges: dict[tuple[int, int], Optional[Type]] = {}  # by the ids of interned types
     for node, op, domain, inputs, outputs, _attributes in rows:
         if isdisjoint(inputs):  # run for every node: one C call
             continue
@@ -307,7 +309,13 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 break
         else:
             continue  # static already (most nodes visited: an input's value was folded, its shape was known)
-        if any(a.type in (5, 10) for a in _attributes):
+        # (whether it has a body, its attributes serialized) once per attributes tuple: the child's
+        # model gives the nodes of equal attributes one tuple, which ``rows`` keeps alive
+        held = by_attributes.get(id(_attributes))
+        if held is None or held[0] is not _attributes:
+            held = by_attributes[id(_attributes)] = (_attributes, any(a.type in (5, 10) for a in _attributes),
+                                                     tuple([a.SerializeToString() for a in _attributes]))
+        if held[1]:
             continue  # a node with a body (GRAPH/GRAPHS attributes)
         quick = quick_type(op, _attributes, outputs, inputs, types) if default and len(outputs) == 1 else None
         if quick is not None:
@@ -323,7 +331,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         # position the type and the value (both by identity: types are interned, and folding makes
         # equal values one array); every layer of a stack asks the same question, answered once
         values = tuple(known.get(i) if i else None for i in inputs)
-        signature = (op, domain, tuple([a.SerializeToString() for a in _attributes]),
+        signature = (op, domain, held[2],
                      tuple([id(types_get(i)) if i else 0 for i in inputs]), tuple(map(id, values)),
                      tuple(not o for o in outputs))
         answer = inferences.get(signature)
@@ -346,7 +354,14 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         if answer[1] is None:
             continue
         for name, raw in zip(outputs, answer[1]):
-            typ = _merge(codec.decode(raw), types.get(name)) if raw is not None else None
+            if raw is None:
+                continue
+            new, old = codec.decode(raw), types_get(name)  # interned both: merged once per pair
+            pair = (id(new), id(old))
+            if pair in output_merges:
+                typ = output_merges[pair]
+            else:
+                typ = output_merges[pair] = _merge(new, old)
             if typ is not None:
                 types[name] = better[name] = intern(typ)
                 changed.add(name)
