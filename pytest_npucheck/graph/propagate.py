@@ -19,6 +19,7 @@ No weights are read.
 
 from __future__ import annotations
 
+from itertools import compress
 from operator import itemgetter
 from typing import Any, Mapping, Optional
 
@@ -61,14 +62,25 @@ class _Types:
     def __init__(self) -> None:
         self.decoded: dict[bytes, Type] = {}
         self.encoded: dict[Type, bytes] = {}
+        # one object per distinct decoded type: the inference names each unknown dim apart
+        # ("unk__12"), so the 300 layers of a stack have ~900 distinct TypeProtos but ~30 distinct
+        # types, and ``refine`` merges the type of a folded value once per (array, type object)
+        self.interned: dict[Type, Type] = {}
+        self.static: set[int] = set()  # the ids of the interned types that are static (_static)
 
     def decode(self, raw: bytes) -> Type:
         typ = self.decoded.get(raw)
         if typ is None:
             from onnx import TypeProto
 
-            typ = self.decoded[raw] = _decode(TypeProto.FromString(raw))
+            typ = self.decoded[raw] = self.intern(_decode(TypeProto.FromString(raw)))
         return typ
+
+    def intern(self, typ: Type) -> Type:
+        one = self.interned.setdefault(typ, typ)
+        if one is typ and _static(typ):
+            self.static.add(id(typ))
+        return one
 
     def encode(self, typ: Type) -> bytes:
         raw = self.encoded.get(typ)
@@ -136,6 +148,8 @@ def quick_type(op: str, attributes: tuple[Any, ...], outputs: tuple[str, ...], i
     """Output 0's type of the commonest ops when every input is static, without a call into ONNX
     (most nodes after a lost shape are elementwise: the walk re-types each of them); None: ask ONNX.
     ``attributes``, ``outputs``, ``inputs``: the node's, as its row holds them."""
+    if not (op in _SAME or op == "Cast" or op in _BROADCAST or op in _BROADCAST_BOOL or op == "Where"):
+        return None  # asked first: most nodes the walk infers are shape ops (Reshape, Gather, Transpose)
     args = [types.get(i) for i in inputs if i]
     if not args or not all(_static(a) for a in args):
         return None
@@ -187,13 +201,14 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     for vi in graph.input[:] if raw_types is not None else graph.input[:] + graph.value_info[:] + graph.output[:]:
         types[vi.name] = decode(vi.type.SerializeToString())
     if raw_types is not None:  # the graph walk serialized each value_info's type already
-        decoded = codec.decoded
+        decoded, intern = codec.decoded, codec.intern
         for _name, raw, vi in raw_types:  # each distinct type decoded once; then the names typed in C
             if raw not in decoded:
-                decoded[raw] = _decode(vi.type)
+                decoded[raw] = intern(_decode(vi.type))
         types.update(zip(map(itemgetter(0), raw_types), map(decoded.__getitem__, map(itemgetter(1), raw_types))))
+    intern = codec.intern  # every type put in ``types`` is interned: the inference memo below keys by their ids
     for init in graph.initializer:
-        types[init.name] = (init.data_type, tuple(init.dims[:]))
+        types[init.name] = intern((init.data_type, tuple(init.dims[:])))
     changed: set[str] = set()
     if everything:
         changed.update(vi.name for vi in graph.input)
@@ -203,23 +218,30 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     # a Constant node's value is known to ONNX's inference already: only values folded from other
     # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
     constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
+    changed.update(folded.keys() - constants)
+    # a static type is never made better (_merge keeps known dims), so only the folded values whose
+    # type is not static are merged with the type of their value: every type in ``types`` is one
+    # of the codec's interned objects, told apart by id in C (encoder_26k: 2,400 of 12,900 names)
+    open_types = {id(typ) for typ in codec.interned if not _static(typ)}
+    open_types.add(id(None))  # no type at all
     array_types: dict[int, tuple[Any, Type]] = {}  # folding makes equal values one array: typed once
-    # and merged once per (array, type so far): both are shared objects (one decoded type per
-    # distinct TypeProto), kept alive in the memo so that their ids key it
+    # and merged once per (array, type so far): both are shared objects (one interned type per
+    # distinct type), kept alive in the memo so that their ids key it
     merges: dict[tuple[int, int], tuple[Any, Optional[Type], Optional[Type]]] = {}
-    for name, arr in folded.items():
-        old_type = types.get(name)
+    types_get = types.get
+    for name in compress(folded, map(open_types.__contains__, map(id, map(types_get, folded)))):
+        arr = folded[name]
+        old_type = types_get(name)
         merged = merges.get((id(arr), id(old_type)))
         if merged is None or merged[0] is not arr or merged[1] is not old_type:
             known_type = array_types.get(id(arr))
             if known_type is None or known_type[0] is not arr:
                 known_type = array_types[id(arr)] = (arr, _type_of(arr))
-            merged = merges[id(arr), id(old_type)] = (arr, old_type, _merge(known_type[1], old_type))
+            typ = _merge(known_type[1], old_type)
+            merged = merges[id(arr), id(old_type)] = (arr, old_type, None if typ is None else codec.intern(typ))
         typ = merged[2]
         if typ is not None:
             types[name] = better[name] = typ
-            changed.add(name)
-        elif name not in constants:
             changed.add(name)
     new_values: dict[str, Any] = {}
     opset_list = [helper.make_opsetid("" if d == default_domain else d, v) for d, v in opsets.items() if v]
@@ -228,6 +250,9 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     inferences: dict[tuple[Any, ...], tuple[tuple[Any, ...], Optional[tuple[Optional[bytes], ...]]]] = {}
     changed.discard("")  # an omitted input is never news: any(i and i in changed ...) is then isdisjoint
     isdisjoint = changed.isdisjoint
+    static_ids = codec.static
+    by_attributes: dict[int, tuple[Any, bool, tuple[bytes, ...]]] = {}
+    output_merges: dict[tuple[int, int], Optional[Type]] = {}  # by the ids of interned types
     for node, op, domain, inputs, outputs, _attributes in rows:
         if isdisjoint(inputs):  # run for every node: one C call
             continue
@@ -257,7 +282,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                     value = np.asarray(value)
                     typ = _merge(_type_of(value), types.get(name))
                     if typ is not None:
-                        types[name] = better[name] = typ
+                        types[name] = better[name] = intern(typ)
                     if value.size <= SMALL_CONSTANT:
                         known[name] = new_values[name] = value
                     changed.add(name)
@@ -276,36 +301,42 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 value = np.array(dims[start:end], dtype=np.int64)
             if outputs and outputs[0]:
                 known[outputs[0]] = new_values[outputs[0]] = value
-                types[outputs[0]] = better[outputs[0]] = _type_of(value)
+                types[outputs[0]] = better[outputs[0]] = intern(_type_of(value))
                 changed.add(outputs[0])
             continue
-        for o in outputs:  # all((not o) or _static(types.get(o)) for o in outputs), without a generator
-            if o and not _static(types.get(o)):
+        for o in outputs:  # all((not o) or _static(types.get(o)) for o in outputs), by the interned type's id
+            if o and id(types_get(o)) not in static_ids:
                 break
         else:
             continue  # static already (most nodes visited: an input's value was folded, its shape was known)
-        if any(a.type in (5, 10) for a in _attributes):
+        # (whether it has a body, its attributes serialized) once per attributes tuple: the child's
+        # model gives the nodes of equal attributes one tuple, which ``rows`` keeps alive
+        held = by_attributes.get(id(_attributes))
+        if held is None or held[0] is not _attributes:
+            held = by_attributes[id(_attributes)] = (_attributes, any(a.type in (5, 10) for a in _attributes),
+                                                     tuple([a.SerializeToString() for a in _attributes]))
+        if held[1]:
             continue  # a node with a body (GRAPH/GRAPHS attributes)
         quick = quick_type(op, _attributes, outputs, inputs, types) if default and len(outputs) == 1 else None
         if quick is not None:
             typ = _merge(quick, types.get(outputs[0]))
             if typ is not None:
-                types[outputs[0]] = better[outputs[0]] = typ
+                types[outputs[0]] = better[outputs[0]] = intern(typ)
                 changed.add(outputs[0])
             continue
         schema = op_schema(op, opsets.get(domain or default_domain, 0), "" if default else domain)
         if schema is None:  # an op without a schema (a custom domain): nothing to infer
             continue
-        in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
         # what ONNX's inference of a node sees, but for names: its op, attributes, and per input
-        # position the type and the value (an array by identity: folding makes equal values one);
-        # every layer of a stack asks the same question, which is answered once
+        # position the type and the value (both by identity: types are interned, and folding makes
+        # equal values one array); every layer of a stack asks the same question, answered once
         values = tuple(known.get(i) if i else None for i in inputs)
-        signature = (op, domain, tuple([a.SerializeToString() for a in _attributes]),
-                     tuple(in_types.get(i) if i else None for i in inputs), tuple(map(id, values)),
+        signature = (op, domain, held[2],
+                     tuple([id(types_get(i)) if i else 0 for i in inputs]), tuple(map(id, values)),
                      tuple(not o for o in outputs))
         answer = inferences.get(signature)
         if answer is None:
+            in_types = {i: codec.encode(types[i]) for i in inputs if i and i in types}
             data = {}
             for i in inputs:
                 if i and i in known:
@@ -323,8 +354,15 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
         if answer[1] is None:
             continue
         for name, raw in zip(outputs, answer[1]):
-            typ = _merge(codec.decode(raw), types.get(name)) if raw is not None else None
+            if raw is None:
+                continue
+            new, old = codec.decode(raw), types_get(name)  # interned both: merged once per pair
+            pair = (id(new), id(old))
+            if pair in output_merges:
+                typ = output_merges[pair]
+            else:
+                typ = output_merges[pair] = _merge(new, old)
             if typ is not None:
-                types[name] = better[name] = typ
+                types[name] = better[name] = intern(typ)
                 changed.add(name)
     return better, new_values

@@ -138,3 +138,20 @@ def test_shapes_read_by_shape_nodes_come_from_the_names_the_caller_read():
     assert expected["s"].tolist() == given["s"].tolist() == [2, 3]
     # the names given are the ones looked up (the ValueInfoProto's own name is not read again)
     assert "s" not in fold._fold_small_constants(model, {"ai.onnx": 17}, {}, value_infos=[("other", None, vi)])
+
+
+def test_a_value_info_shared_by_several_names_gives_each_its_shape():
+    """The child's model gives one ValueInfoProto per distinct type to every name of that type
+    (build._value_infos_serialized): each is read once, and each Shape node gets its input's dims."""
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("Shape", [x], [f"{x}_shape"]) for x in ("a", "b", "c")]
+    model = make_model(nodes, [("a", (2, 3)), ("b", (2, 3)), ("c", (5,))], ["a_shape", "b_shape", "c_shape"])
+    wide = helper.make_tensor_value_info("", TensorProto.FLOAT, [2, 3])
+    narrow = helper.make_tensor_value_info("", TensorProto.FLOAT, [5])
+    dynamic = helper.make_tensor_value_info("", TensorProto.FLOAT, ["n"])
+    infos = [("a", b"", wide), ("b", b"", wide), ("c", b"", narrow), ("d", b"", dynamic)]
+    del model.graph.input[:]  # the shapes come from the value_infos given
+    out = fold._fold_small_constants(model, {"ai.onnx": 17}, {}, value_infos=infos)
+    assert out["a_shape"].tolist() == [2, 3] and out["b_shape"].tolist() == [2, 3]
+    assert out["c_shape"].tolist() == [5]

@@ -112,3 +112,26 @@ def test_each_node_signature_is_checked_not_only_the_first_of_an_op(tmp_path, ca
     code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
     err = capsys.readouterr().err
     assert code == 2 and "node 'sm_float' (Softmax)" in err and "axis" in err, err
+
+
+def test_the_checker_s_refusal_is_told_before_an_earlier_node_s_axis(tmp_path, capsys):
+    """Both are looked at in one pass over the nodes, but the checker's verdict comes first, as when
+    the axes were a pass of their own: the first node's axis is out of range, the second node has an
+    attribute its operator does not have, and the message names the second."""
+    first = helper.make_node("Softmax", ["x"], ["h"], name="sm", axis=7)
+    second = helper.make_node("Relu", ["h"], ["y"], name="r", foo=1)
+    path = tmp_path / "both.onnx"
+    onnx.save(make_model([first, second], [("x", (1, 3, 4, 4))], ["y"]), path)
+    code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
+    err = capsys.readouterr().err
+    assert code == 2 and "node 'r' (Relu)" in err and "axis=7" not in err, err
+
+
+def test_the_first_node_with_an_axis_out_of_range_is_named(tmp_path, capsys):
+    first = helper.make_node("Softmax", ["x"], ["h"], name="sm1", axis=5)
+    second = helper.make_node("Softmax", ["h"], ["y"], name="sm2", axis=6)
+    path = tmp_path / "axes.onnx"
+    onnx.save(make_model([first, second], [("x", (1, 3, 4, 4))], ["y"]), path)
+    code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
+    err = capsys.readouterr().err
+    assert code == 2 and "node 'sm1' (Softmax)" in err and "axis=5" in err and "sm2" not in err, err
