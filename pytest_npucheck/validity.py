@@ -51,43 +51,18 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> Optional[str]:
 
     The checker looks at the operator, its attribute names and types and its input and output
     counts, never at values: one node of each such signature is checked (a 9,000-node model has a
-    few dozen), the rest would give the same answer. The axes are looked at in the same pass over
-    the nodes (each node's fields are read while it is at hand: a second pass over 26,394 nodes
-    cost ~7 ms), their error kept until the checker has passed every node."""
+    few dozen), the rest would give the same answer. Facts that list the first node of each key
+    the checker's signature depends on (``GraphFacts.first_of_signatures``) have those looked at
+    alone (``_firsts_checked``), else every node (``_every_node_checked``). The axis error is
+    kept until the checker has passed every node."""
     from onnx import checker
 
     protos = model.graph.node
-    seen: set[tuple[Any, ...]] = set()
-    # graph.build shares one attributes dict (and one set of explicit names) between the nodes of an
-    # op with the same attributes: their kinds are read once per pair (ids: the facts keep them alive)
-    kinds: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
-    checked: list[int] = []  # the position among main-graph nodes of the first node of each signature
-    axis_error: Optional[str] = None
-    position = -1
-    for fact in facts.nodes:
-        attrs = fact.explicit_attrs
-        if attrs and axis_error is None and "axis" in attrs:
-            axis_error = _axis_error(fact, facts, path)
-        if fact.graph:
-            continue
-        position += 1
-        if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
-            continue  # ONNX Runtime makes Constants initializers on load: it loads one with an extra attribute
-        domain = "" if fact.domain == "ai.onnx" else fact.domain
-        kind: Optional[tuple[tuple[str, str], ...]] = ()
-        if attrs:
-            kind = kinds.get((id(fact.attrs), id(attrs)))
-            if kind is None:
-                kind = kinds[id(fact.attrs), id(attrs)] = tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs))
-        signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs), kind)
-        if signature in seen:  # checked, or skipped for want of a schema (op, domain and opset are in it)
-            continue
-        seen.add(signature)
-        if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
-            continue
-        checked.append(position)
-    if position + 1 != len(protos):  # pragma: no cover - the facts list every main-graph node in order
-        return axis_error
+    firsts = facts.first_of_signatures
+    if firsts is not None and len(facts.nodes) == len(protos):
+        checked, axis_error = _firsts_checked(facts, firsts, path)
+    else:
+        checked, axis_error = _every_node_checked(facts, path, len(protos))
     if not checked:
         return axis_error
     ctx = checker.C.CheckerContext()
@@ -105,6 +80,96 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> Optional[str]:
             raise ModelError(f"{path}: node {node.name or '(unnamed)'!r} ({node.op_type}): {reason}; "
                              f"{_REFUSED}") from None
     return axis_error
+
+
+def _signature(fact: Any, kinds: dict[tuple[int, int], tuple[tuple[str, str], ...]]) -> Optional[tuple[Any, ...]]:
+    """What the checker looks at in a main-graph node (op, domain, opset, input and output counts,
+    attribute names and kinds), or None for a node it is not asked about (a body, a Constant).
+    graph.build shares one attributes dict (and one set of explicit names) between the nodes of an
+    op with the same attributes: ``kinds`` holds their kinds by the pair's ids (the facts keep them alive)."""
+    if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
+        return None  # ONNX Runtime makes Constants initializers on load: it loads one with an extra attribute
+    domain = "" if fact.domain == "ai.onnx" else fact.domain
+    attrs = fact.explicit_attrs
+    kind: Optional[tuple[tuple[str, str], ...]] = ()
+    if attrs:
+        kind = kinds.get((id(fact.attrs), id(attrs)))
+        if kind is None:
+            kind = kinds[id(fact.attrs), id(attrs)] = tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs))
+    return (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs), kind)
+
+
+def _new_signature(fact: Any, signature: Optional[tuple[Any, ...]], seen: set[tuple[Any, ...]]) -> bool:
+    """Whether the checker is to be asked about this node: the first of its signature, with a schema."""
+    if signature is None or signature in seen:  # checked, or skipped for want of a schema (op, domain
+        return False  # and opset are in it)
+    seen.add(signature)
+    return bool(fact.opset) and _schema(fact.op_type, fact.opset, signature[1]) is not None
+
+
+def _firsts_checked(facts: GraphFacts, firsts: tuple[int, ...], path: object) -> tuple[list[int], Optional[str]]:
+    """``_check_nodes``' nodes to check and first axis error for facts whose nodes are all in the
+    main graph, from ``GraphFacts.first_of_signatures``: the first node of each checker signature
+    is the first of one of those keys (a few dozen of 26,394 nodes on ``encoder_26k``), and only
+    the nodes of the ops with an explicit ``axis`` are read for the axis check."""
+    nodes = facts.nodes
+    seen: set[tuple[Any, ...]] = set()
+    kinds: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
+    checked = [i for i in firsts if _new_signature(nodes[i], _signature(nodes[i], kinds), seen)]
+    ops = {nodes[i].op_type for i in firsts if "axis" in nodes[i].explicit_attrs}
+    if not ops:
+        return checked, None
+    # the first node in graph order whose axis is out of range: the first of each op's, then the earliest
+    by_op = facts.main_nodes_by_op  # the pre-passes read it too (cached on the facts)
+    errors = [(n.index, error) for n in (_first_axis_node(facts, by_op.get(op, ()), path) for op in ops)
+              if n is not None for error in (_axis_error(n, facts, path),)]
+    return checked, min(errors)[1] if errors else None
+
+
+def _first_axis_node(facts: GraphFacts, nodes: Any, path: object) -> Optional[Any]:
+    """The first of ``nodes`` with an explicit ``axis`` out of range, or None."""
+    for node in nodes:
+        if "axis" in node.explicit_attrs and _axis_error(node, facts, path) is not None:
+            return node
+    return None
+
+
+def _every_node_checked(facts: GraphFacts, path: object, count: int) -> tuple[list[int], Optional[str]]:
+    """``_check_nodes``' nodes to check (their positions among main-graph nodes) and first axis
+    error, from one pass over every node (none to check when the facts do not hold ``count``
+    main-graph nodes). The axes are looked at in the same pass (each node's fields are read while
+    it is at hand: a second pass over 26,394 nodes cost ~7 ms); ``_signature`` and
+    ``_new_signature`` are inlined (two calls a node less)."""
+    seen: set[tuple[Any, ...]] = set()
+    kinds: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
+    checked: list[int] = []  # the position among main-graph nodes of the first node of each signature
+    axis_error: Optional[str] = None
+    position = -1
+    for fact in facts.nodes:
+        attrs = fact.explicit_attrs
+        if attrs and axis_error is None and "axis" in attrs:
+            axis_error = _axis_error(fact, facts, path)
+        if fact.graph:
+            continue
+        position += 1
+        if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
+            continue
+        domain = "" if fact.domain == "ai.onnx" else fact.domain
+        kind: Optional[tuple[tuple[str, str], ...]] = ()
+        if attrs:
+            kind = kinds.get((id(fact.attrs), id(attrs)))
+            if kind is None:
+                kind = kinds[id(fact.attrs), id(attrs)] = tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs))
+        signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs), kind)
+        if signature in seen:
+            continue
+        seen.add(signature)
+        if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
+            continue
+        checked.append(position)
+    if position + 1 != count:  # pragma: no cover - the facts list every main-graph node in order
+        return [], axis_error
+    return checked, axis_error
 
 
 def _kind(value: Any) -> str:

@@ -150,6 +150,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         dynamic_rank=dynamic_rank,
         producer=builder.producer,
         consumers=builder.consumers,
+        # when every node went through _main_nodes: one per checker signature (validity)
+        first_of_signatures=None if builder.nested or builder.firsts is None else tuple(builder.firsts),
     )
 
 
@@ -386,7 +388,10 @@ class _Builder:
         self._schema_cache: dict[tuple[str, str, int], Optional[dict[str, Any]]] = {}
         self._types: dict[bytes, Any] = {} if types is None else types
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
+        # (and input count, whether one is omitted, output count: validity's checker gives the same
+        # answer for all the nodes of one such key, so it checks the first of each, listed in ``firsts``)
         self._templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.firsts: Optional[list[int]] = []  # the index of the first main-graph node of each template, in order
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
         self._array_parts: dict[int, tuple[Any, Optional[str], tuple[int, ...], tuple[Any, ...]]] = {}  # folded_values
         # (name, serialized TypeProto, ValueInfoProto) of the main graph's value_infos and outputs,
@@ -590,7 +595,7 @@ class _Builder:
         with their defaults, the key) made once per signature and copied into each node's fact,
         which adds only its own (index, name, inputs, outputs, source). A node with a body goes
         through ``_node`` (its body's nodes follow it)."""
-        nodes, opsets, templates, attr_cache = self.nodes, self.opsets, self._templates, self._attr_cache
+        nodes, opsets, templates, attr_cache, firsts = self.nodes, self.opsets, self._templates, self._attr_cache, self.firsts
         append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
         producer, consumers = self.producer, self.consumers
         # without the exporter's metadata a node's source is its scope name's module: the location
@@ -614,13 +619,15 @@ class _Builder:
             if known_parts is None:
                 known_parts = _attribute_key(attributes)
                 if known_parts is None:  # a graph attribute
+                    self.firsts = None  # a node of no template: first_of_signatures unknown
                     self._node(node, op_type, domain, inputs, outputs, "", attributes)
                     continue
                 if shared is not None:
                     shared[id(attributes)] = known_parts
-            signature = (op_type, domain, known_parts)
+            signature = (op_type, domain, known_parts, len(inputs), "" in inputs, len(outputs))
             template = templates.get(signature)
             if template is None:
+                firsts.append(len(nodes))
                 opset = opsets.get(domain, 0)
                 key = (op_type, domain, opset, signature[2])
                 known = attr_cache.get(key)

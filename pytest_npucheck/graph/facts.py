@@ -109,6 +109,11 @@ class GraphFacts:
     # tensors of unknown rank (shape None) whose shape depends on a dynamic input or on run-time
     # values; any other unknown rank is one the checker could not work out (see DYNAMIC_DIM)
     dynamic_rank: frozenset[str] = frozenset()
+    # when every node is in the main graph: the index of the first node of each (op, domain,
+    # attributes, input count, whether an input is omitted, output count), in order. A node's
+    # opset, attribute names and kinds and counts are those of the first of its key (what
+    # validity's checker looks at). None: unknown (facts not made by graph.build's walk, or with bodies)
+    first_of_signatures: Optional[tuple[int, ...]] = field(default=None, compare=False, repr=False)
 
     @cached
     def main_nodes_by_op(self) -> dict[str, list[NodeFact]]:

@@ -135,3 +135,60 @@ def test_the_first_node_with_an_axis_out_of_range_is_named(tmp_path, capsys):
     code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
     err = capsys.readouterr().err
     assert code == 2 and "node 'sm1' (Softmax)" in err and "axis=5" in err and "sm2" not in err, err
+
+
+def test_the_earliest_axis_out_of_range_is_named_whatever_its_op(tmp_path, capsys):
+    """The axes are read op by op (the facts' nodes by op): of a Gather and a later Softmax whose
+    axes are both out of range, behind a valid Softmax, the Gather is named."""
+    nodes = [helper.make_node("Softmax", ["x"], ["h"], name="sm_ok", axis=1),
+             helper.make_node("Gather", ["h", "i"], ["g"], name="ga_bad", axis=9),
+             helper.make_node("Softmax", ["g"], ["y"], name="sm_bad", axis=8)]
+    index = numpy_helper.from_array(np.array([0], dtype=np.int64), "i")
+    path = tmp_path / "axes_ops.onnx"
+    onnx.save(make_model(nodes, [("x", (1, 3, 4, 4))], ["y"], [index]), path)
+    code = main(["check", str(path), "--target", "rknn@2.5.0/rk3588", "--no-fixes"])
+    err = capsys.readouterr().err
+    assert code == 2 and "node 'ga_bad' (Gather)" in err and "axis=9" in err and "sm_bad" not in err, err
+
+
+def _facts_of(model):
+    from pytest_npucheck.graph import facts_from_model
+
+    return facts_from_model(model)
+
+
+def test_the_first_node_of_each_key_checks_what_every_node_would():
+    """``first_of_signatures`` (the first node of each op, attributes and input/output counts) gives
+    the nodes to check and the axis error a pass over every node gives: Concats of two and three
+    inputs, a Clip with an omitted input, and equal nodes repeated."""
+    from pytest_npucheck import validity
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r1"),
+             helper.make_node("Relu", ["a"], ["b"], name="r2"),
+             helper.make_node("Concat", ["a", "b"], ["c2"], name="c2", axis=1),
+             helper.make_node("Concat", ["a", "b", "a"], ["c3"], name="c3", axis=1),
+             helper.make_node("Concat", ["b", "a", "b"], ["c3b"], name="c3b", axis=1),
+             helper.make_node("Clip", ["c3", "", "m"], ["k"], name="clip_max"),
+             helper.make_node("Clip", ["c3b", "m", "m"], ["k2"], name="clip_both"),
+             helper.make_node("Softmax", ["k"], ["s"], name="sm", axis=-1),
+             helper.make_node("Softmax", ["k2"], ["y"], name="sm_bad", axis=4)]
+    top = numpy_helper.from_array(np.array(6.0, dtype=np.float32), "m")
+    model = make_model(nodes, [("x", (1, 3))], ["y"], [top])
+    facts = _facts_of(model)
+    assert facts.first_of_signatures == (0, 2, 3, 5, 6, 7, 8)  # the two Softmax axes: two keys, one signature
+    sparse = validity._firsts_checked(facts, facts.first_of_signatures, "p")
+    assert sparse == validity._every_node_checked(facts, "p", len(nodes))
+    assert sparse[0] == [0, 2, 3, 5, 6, 7] and "'sm_bad'" in sparse[1]
+
+
+def test_facts_with_a_body_list_no_first_nodes_and_are_checked_node_by_node():
+    """A graph with an If body has no ``first_of_signatures`` (its positions among main-graph
+    nodes are not its indices): validity reads every node, as for facts made by other paths."""
+    branch = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 3])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 3])])
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True), "c")),
+             helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)]
+    facts = _facts_of(make_model(nodes, [("x", (1, 3))], ["y"]))
+    assert facts.first_of_signatures is None
