@@ -216,7 +216,8 @@ def partition(graph: GraphFacts, results: Sequence[NodeResult], view: Any = None
     producer: Optional[dict[str, int]] = None
     one_device, late_read = not cpu or not nodes_npu, False
     if one_device:
-        late_read = ordered and _late_read(live, graph.consumers, device)
+        # a graph in topological order (GraphFacts.topological) has no live node read a later one's result
+        late_read = ordered and not getattr(graph, "topological", None) and _late_read(live, graph.consumers, device)
         if not ordered:
             producer = _producers(live)
     if one_device and _topological(live, producer or {}, ordered, late_read):

@@ -152,6 +152,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         consumers=builder.consumers,
         # when every node went through _main_nodes: one per checker signature (validity)
         first_of_signatures=None if builder.nested or builder.firsts is None else tuple(builder.firsts),
+        topological=None if builder.nested or builder.firsts is None else not builder.read_early,
     )
 
 
@@ -391,6 +392,7 @@ class _Builder:
         # (and input count, whether one is omitted, output count: validity's checker gives the same
         # answer for all the nodes of one such key, so it checks the first of each, listed in ``firsts``)
         self._templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.read_early = False  # whether a main-graph node reads a tensor a later node computes (_main_nodes)
         self.firsts: Optional[list[int]] = []  # the index of the first main-graph node of each template, in order
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
         self._array_parts: dict[int, tuple[Any, Optional[str], tuple[int, ...], tuple[Any, ...]]] = {}  # folded_values
@@ -679,6 +681,8 @@ class _Builder:
             for o in outputs:  # facts.link_node inlined (one call a node less)
                 if o:
                     producer[o] = index
+                    if o in consumers:  # an earlier node reads it: the nodes are not in topological order
+                        self.read_early = True
             for i in inputs:
                 if i:
                     readers = consumers.get(i)

@@ -114,6 +114,9 @@ class GraphFacts:
     # opset, attribute names and kinds and counts are those of the first of its key (what
     # validity's checker looks at). None: unknown (facts not made by graph.build's walk, or with bodies)
     first_of_signatures: Optional[tuple[int, ...]] = field(default=None, compare=False, repr=False)
+    # when every node is in the main graph: whether no node reads a tensor that a later node
+    # computes (ONNX stores nodes in topological order; the build's linking tells). None: unknown
+    topological: Optional[bool] = field(default=None, compare=False, repr=False)
 
     @cached
     def main_nodes_by_op(self) -> dict[str, list[NodeFact]]:

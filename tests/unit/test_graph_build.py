@@ -193,3 +193,20 @@ def test_the_childs_model_names_and_sources_its_nodes_as_the_file_does():
     plain = Kept()
     plain.serialized = data
     assert facts.nodes == facts_from_model(onnx.load_from_string(data), "m.onnx", plain, inferred=True).nodes
+
+
+def test_the_walk_tells_whether_the_nodes_are_in_topological_order():
+    """GraphFacts.topological: True when no node reads what a later node computes, False when one
+    does (a file whose nodes are out of order), None with a body (not told)."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    relu = helper.make_node("Relu", ["x"], ["a"], name="r")
+    neg = helper.make_node("Neg", ["a"], ["y"], name="n")
+    assert facts_from_model(make_model([relu, neg], [("x", (1, 3))], ["y"])).topological is True
+    assert facts_from_model(make_model([neg, relu], [("x", (1, 3))], ["y"])).topological is False
+    body = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "b", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 3])])
+    flag = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True), "c"))
+    branch = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
+    assert facts_from_model(make_model([flag, branch], [("x", (1, 3))], ["y"])).topological is None

@@ -113,3 +113,11 @@ def test_a_live_node_reading_a_later_live_nodes_result_is_a_late_read():
     assert not _late_read(nodes[1:], consumers, {1: "npu", 2: "npu"})  # node 0 is not live (folded)
     assert not _late_read([node(0, ["x"], ["x"])], {"x": [0]}, {0: "npu"})  # its own result
     assert _producers(nodes) == {"a": 0, "b": 1, "c": 2}
+
+
+def test_a_graph_out_of_topological_order_keeps_its_reads_in_order(judge):
+    """A file whose nodes are out of order (GraphFacts.topological False: _late_read is asked) is
+    partitioned in an order where each node follows what it reads."""
+    nodes = [helper.make_node("Relu", ["a"], ["y"], name="r2"), helper.make_node("Relu", ["x"], ["a"], name="r1")]
+    _, p = part_of(judge, make_model(nodes, [("x", (1, 4))], ["y"]))
+    assert [(d, n) for d, n in p.segments] == [("npu", ["r1", "r2"])]
