@@ -104,8 +104,10 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         else:
             raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in g.value_info[:] + g.output[:]]
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
+    constant_outputs: set[str] = set()
     folded = _fold_small_constants(inferred, opsets, small, rows,
-                                   value_infos=None if raw is None else raw[:len(inferred.graph.value_info)])
+                                   value_infos=None if raw is None else raw[:len(inferred.graph.value_info)],
+                                   constant_outputs=constant_outputs)
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.shared_attributes = shared
     builder.names = names
@@ -122,7 +124,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         known = dict(small)
         known.update(folded)
         better, more = refine(inferred.graph, rows, opsets, int(model.ir_version), known, folded,
-                              everything=error is not None, raw_types=builder.raw_types)
+                              everything=error is not None, raw_types=builder.raw_types,
+                              constant_outputs=constant_outputs)
         for name, tp in better.items():
             builder.refine_type(name, tp)
         folded = {**folded, **more}

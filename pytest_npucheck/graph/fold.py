@@ -57,14 +57,16 @@ _PLAIN_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6
 def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
                           rows: Optional[list[tuple[Any, ...]]] = None,
                           value_infos: Optional[Sequence[tuple[str, Any, Any]]] = None,
-                          ) -> dict[str, Any]:
+                          constant_outputs: Optional[set[str]] = None) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
     ONNX's reference implementation; initializers larger than SMALL_CONSTANT elements and external
     data are never read (``small``: the values of the small initializers). Returns {tensor name:
     numpy array} for node outputs only. ``value_infos``: (name, anything, ValueInfoProto) of each of
-    the graph's value_infos, in order, if the caller read their names already.
+    the graph's value_infos, in order, if the caller read their names already. ``constant_outputs``:
+    a set given is filled with the outputs of every Constant node (of any domain), as the loop
+    over the nodes meets them (``propagate.refine`` asks which folded values are news).
     """
     import numpy as np
     from onnx import helper
@@ -117,8 +119,11 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # gives the nodes of equal attributes one tuple (encoder_26k: 26 among 22,000 nodes), which
     # ``nodes`` keeps alive; each is serialized once (a 6,303 Constants' values are 15 tuples)
     serialized: dict[int, tuple[Any, tuple[bytes, ...]]] = {}
+    outputs_of_constants = constant_outputs if constant_outputs is not None else set()
     for node, op, domain, inputs, outputs, attributes in nodes:
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
+            if op == "Constant":
+                outputs_of_constants.update(outputs)
             continue
         values: Optional[list[Any]] = None
         if op in ("Shape", "Size") and inputs and inputs[0] in shapes:
@@ -133,6 +138,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 end = min(max(end + r if end < 0 else end, 0), r)
                 values = [np.array(dims[start:end], dtype=np.int64)]
         elif op == "Constant":
+            outputs_of_constants.update(outputs)
             # one Constant per layer holds each value: a value is read once per attribute bytes, and
             # the nodes that repeat them get that one array (values_of.one gave it to the first)
             ckey = None

@@ -181,7 +181,7 @@ def _type_of(arr: Any) -> Type:
 def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], ir_version: int,
            known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
            default_domain: str = "ai.onnx", raw_types: Optional[list[tuple[str, bytes, Any]]] = None,
-           ) -> tuple[dict[str, Type], dict[str, Any]]:
+           constant_outputs: Optional[set[str]] = None) -> tuple[dict[str, Type], dict[str, Any]]:
     """((elem type, dims) of every main-graph value this walk typed better, values it folded).
 
     ``graph``: the inferred GraphProto; ``rows``: its nodes as ``protobuf._read_nodes`` gives them;
@@ -190,6 +190,8 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     ``everything``: visit every node (the first inference failed as a whole and typed nothing).
     ``raw_types``: (name, serialized TypeProto, ValueInfoProto) of the graph's value_infos and
     outputs, in order, if the caller serialized them already (``build._Builder.raw_types``).
+    ``constant_outputs``: the outputs of every Constant node in ``rows``, if the caller has them
+    (``fold._fold_small_constants`` collects them).
     """
     import numpy as np
     from onnx import helper, numpy_helper
@@ -217,7 +219,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     better: dict[str, Type] = {}
     # a Constant node's value is known to ONNX's inference already: only values folded from other
     # nodes are news to the nodes that read them (a graph with a dynamic batch folds few of those)
-    constants = {o for r in rows if r[1] == "Constant" for o in r[4]}
+    constants = constant_outputs if constant_outputs is not None else {o for r in rows if r[1] == "Constant" for o in r[4]}
     changed.update(folded.keys() - constants)
     # a static type is never made better (_merge keeps known dims), so only the folded values whose
     # type is not static are merged with the type of their value: every type in ``types`` is one

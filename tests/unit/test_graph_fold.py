@@ -155,3 +155,21 @@ def test_a_value_info_shared_by_several_names_gives_each_its_shape():
     out = fold._fold_small_constants(model, {"ai.onnx": 17}, {}, value_infos=infos)
     assert out["a_shape"].tolist() == [2, 3] and out["b_shape"].tolist() == [2, 3]
     assert out["c_shape"].tolist() == [5]
+
+
+def test_the_outputs_of_every_constant_node_are_collected_for_refine():
+    """``constant_outputs``: every Constant node's outputs, of the default domain or another (the
+    set propagate.refine built from the rows before), folded or not."""
+    from onnx import numpy_helper
+
+    one = numpy_helper.from_array(np.array([1], dtype=np.int64), "v")
+    big = numpy_helper.from_array(np.zeros(100, dtype=np.float32), "v")
+    nodes = [helper.make_node("Constant", [], ["a"], value=one),
+             helper.make_node("Constant", [], ["b"], value=big),
+             helper.make_node("Constant", [], ["c"], domain="custom.x"),
+             helper.make_node("Add", ["a", "a"], ["d"])]
+    model = make_model(nodes, [("x", (1,))], ["d"])
+    model.opset_import.append(helper.make_opsetid("custom.x", 1))
+    seen: set[str] = set()
+    out = fold._fold_small_constants(model, {"ai.onnx": 17, "custom.x": 1}, {}, constant_outputs=seen)
+    assert seen == {"a", "b", "c"} and "d" in out
