@@ -125,7 +125,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         known.update(folded)
         better, more = refine(inferred.graph, rows, opsets, int(model.ir_version), known, folded,
                               everything=error is not None, raw_types=builder.raw_types,
-                              constant_outputs=constant_outputs)
+                              constant_outputs=constant_outputs,
+                              decoded=None if builder.raw_types is None else _elem_and_dims(builder._types))
         for name, tp in better.items():
             builder.refine_type(name, tp)
         folded = {**folded, **more}
@@ -344,6 +345,26 @@ def _infer(model: Any, serialized: Optional[bytes] = None) -> tuple[Any, Optiona
 
 
 _NOT_A_TENSOR = (None, None, False, False)
+_ELEM_TYPES = {name: code for code, name in _DTYPE_NAMES.items()}
+
+
+def _elem_and_dims(types: Mapping[bytes, Any]) -> dict[bytes, tuple[int, Optional[tuple[Any, ...]]]]:
+    """``propagate.refine``'s (elem type, dims) of each serialized TypeProto the walk decoded
+    (``_Builder._decode_type``: the same fields, read once), but those of no known dtype (not a
+    tensor, or an elem type the facts do not name), which refine decodes itself. A dim
+    ``_GENERATED_DIM`` keeps is unknown to refine if it starts with "unk__" (refine's rule)."""
+    by_type: dict[Any, tuple[int, Optional[tuple[Any, ...]]]] = {}  # a few dozen distinct types
+    out = {}
+    for raw, typ in types.items():
+        if typ[0] is None:
+            continue
+        made = by_type.get(typ)
+        if made is None:
+            shape = typ[1]
+            made = by_type[typ] = (_ELEM_TYPES[typ[0]], None if shape is None else tuple(
+                None if type(d) is str and d.startswith("unk__") else d for d in shape))
+        out[raw] = made
+    return out
 
 
 _GRAPH_TYPES = frozenset({5, 10})  # AttributeProto.GRAPH, GRAPHS

@@ -181,7 +181,8 @@ def _type_of(arr: Any) -> Type:
 def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], ir_version: int,
            known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
            default_domain: str = "ai.onnx", raw_types: Optional[list[tuple[str, bytes, Any]]] = None,
-           constant_outputs: Optional[set[str]] = None) -> tuple[dict[str, Type], dict[str, Any]]:
+           constant_outputs: Optional[set[str]] = None, decoded: Optional[Mapping[bytes, Type]] = None,
+           ) -> tuple[dict[str, Type], dict[str, Any]]:
     """((elem type, dims) of every main-graph value this walk typed better, values it folded).
 
     ``graph``: the inferred GraphProto; ``rows``: its nodes as ``protobuf._read_nodes`` gives them;
@@ -191,7 +192,8 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     ``raw_types``: (name, serialized TypeProto, ValueInfoProto) of the graph's value_infos and
     outputs, in order, if the caller serialized them already (``build._Builder.raw_types``).
     ``constant_outputs``: the outputs of every Constant node in ``rows``, if the caller has them
-    (``fold._fold_small_constants`` collects them).
+    (``fold._fold_small_constants`` collects them). ``decoded``: the types of serialized
+    TypeProtos of ``raw_types`` the caller decoded already (``build._elem_and_dims``).
     """
     import numpy as np
     from onnx import helper, numpy_helper
@@ -203,11 +205,16 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     for vi in graph.input[:] if raw_types is not None else graph.input[:] + graph.value_info[:] + graph.output[:]:
         types[vi.name] = decode(vi.type.SerializeToString())
     if raw_types is not None:  # the graph walk serialized each value_info's type already
-        decoded, intern = codec.decoded, codec.intern
-        for _name, raw, vi in raw_types:  # each distinct type decoded once; then the names typed in C
-            if raw not in decoded:
-                decoded[raw] = intern(_decode(vi.type))
-        types.update(zip(map(itemgetter(0), raw_types), map(decoded.__getitem__, map(itemgetter(1), raw_types))))
+        known_types, intern = codec.decoded, codec.intern
+        for raw, typ in (decoded or {}).items():  # a few hundred distinct types, instead of 26,000 rows
+            known_types[raw] = intern(typ)
+        try:  # the names typed in C
+            types.update(zip(map(itemgetter(0), raw_types), map(known_types.__getitem__, map(itemgetter(1), raw_types))))
+        except KeyError:  # a type not decoded yet
+            for _name, raw, vi in raw_types:  # each distinct type decoded once
+                if raw not in known_types:
+                    known_types[raw] = intern(_decode(vi.type))
+            types.update(zip(map(itemgetter(0), raw_types), map(known_types.__getitem__, map(itemgetter(1), raw_types))))
     intern = codec.intern  # every type put in ``types`` is interned: the inference memo below keys by their ids
     for init in graph.initializer:
         types[init.name] = intern((init.data_type, tuple(init.dims[:])))

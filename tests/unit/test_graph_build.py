@@ -210,3 +210,26 @@ def test_the_walk_tells_whether_the_nodes_are_in_topological_order():
     flag = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True), "c"))
     branch = helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=body)
     assert facts_from_model(make_model([flag, branch], [("x", (1, 3))], ["y"])).topological is None
+
+
+def test_the_walk_s_decoded_types_are_refine_s_where_it_hands_them_on():
+    """build._elem_and_dims gives propagate.refine the (elem type, dims) its own decoding gives for
+    each TypeProto the walk decoded, and leaves out those of no dtype (refine decodes them)."""
+    from pytest_npucheck.graph import build, propagate
+
+    def tensor(elem, dims):
+        return helper.make_tensor_type_proto(elem, dims)
+
+    protos = [tensor(TensorProto.FLOAT, [1, "batch", None]), tensor(TensorProto.INT64, ["unk__12", "unk__x", 3]),
+              tensor(TensorProto.BOOL, None), tensor(TensorProto.FLOAT16, []), tensor(0, [2]),
+              helper.make_sequence_type_proto(tensor(TensorProto.FLOAT, [1]))]
+    negative = tensor(TensorProto.FLOAT, [4])
+    negative.tensor_type.shape.dim[0].dim_value = -1
+    protos.append(negative)
+    walked = {p.SerializeToString(): build._Builder._decode_type(p) for p in protos}
+    handed = build._elem_and_dims(walked)
+    assert len(handed) == 5  # elem type 0 and the sequence: refine's to decode
+    for p in protos:
+        raw = p.SerializeToString()
+        if raw in handed:
+            assert handed[raw] == propagate._decode(p)
