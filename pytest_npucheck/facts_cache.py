@@ -168,6 +168,7 @@ def to_json(facts: GraphFacts) -> dict[str, Any]:
         "producer_name": facts.producer_name,
         "shape_inference_error": facts.shape_inference_error,
         "dynamic_rank": sorted(facts.dynamic_rank),
+        "topological": facts.topological,
         "defaults": defaults,
         "sources": sources,
         "nodes": nodes,
@@ -201,6 +202,9 @@ def from_json(doc: dict[str, Any], path: Optional[str] = None) -> GraphFacts:
         producer_name=doc["producer_name"],
         shape_inference_error=doc["shape_inference_error"],
         dynamic_rank=frozenset(doc["dynamic_rank"]),
+        # partition's order check; a document of before it: None (unknown). first_of_signatures is
+        # not stored: validity looks only at facts just computed
+        topological=doc.get("topological"),
     )
 
 

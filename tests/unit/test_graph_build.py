@@ -203,8 +203,16 @@ def test_the_walk_tells_whether_the_nodes_are_in_topological_order():
 
     relu = helper.make_node("Relu", ["x"], ["a"], name="r")
     neg = helper.make_node("Neg", ["a"], ["y"], name="n")
-    assert facts_from_model(make_model([relu, neg], [("x", (1, 3))], ["y"])).topological is True
-    assert facts_from_model(make_model([neg, relu], [("x", (1, 3))], ["y"])).topological is False
+    from pytest_npucheck import facts_cache
+
+    ordered = facts_from_model(make_model([relu, neg], [("x", (1, 3))], ["y"]))
+    unordered = facts_from_model(make_model([neg, relu], [("x", (1, 3))], ["y"]))
+    assert (ordered.topological, unordered.topological) == (True, False)
+    # kept by the facts cache; a document without it gives None (unknown)
+    assert [facts_cache.from_json(facts_cache.to_json(f)).topological for f in (ordered, unordered)] == [True, False]
+    old = facts_cache.to_json(ordered)
+    del old["topological"]
+    assert facts_cache.from_json(old).topological is None
     body = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "b", [],
                              [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 3])])
     flag = helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(True), "c"))
