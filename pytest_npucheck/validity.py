@@ -121,16 +121,17 @@ def _firsts_checked(facts: GraphFacts, firsts: tuple[int, ...], path: object) ->
         return checked, None
     # the first node in graph order whose axis is out of range: the first of each op's, then the earliest
     by_op = facts.main_nodes_by_op  # the pre-passes read it too (cached on the facts)
-    errors = [(n.index, error) for n in (_first_axis_node(facts, by_op.get(op, ()), path) for op in ops)
-              if n is not None for error in (_axis_error(n, facts, path),)]
+    errors = [e for e in (_first_axis_error(facts, by_op.get(op, ()), path) for op in ops) if e is not None]
     return checked, min(errors)[1] if errors else None
 
 
-def _first_axis_node(facts: GraphFacts, nodes: Any, path: object) -> Optional[Any]:
-    """The first of ``nodes`` with an explicit ``axis`` out of range, or None."""
+def _first_axis_error(facts: GraphFacts, nodes: Any, path: object) -> Optional[tuple[int, str]]:
+    """(index, ``_axis_error``) of the first of ``nodes`` with an explicit ``axis`` out of range, or None."""
     for node in nodes:
-        if "axis" in node.explicit_attrs and _axis_error(node, facts, path) is not None:
-            return node
+        if "axis" in node.explicit_attrs:
+            error = _axis_error(node, facts, path)
+            if error is not None:
+                return node.index, error
     return None
 
 
@@ -138,35 +139,21 @@ def _every_node_checked(facts: GraphFacts, path: object, count: int) -> tuple[li
     """``_check_nodes``' nodes to check (their positions among main-graph nodes) and first axis
     error, from one pass over every node (none to check when the facts do not hold ``count``
     main-graph nodes). The axes are looked at in the same pass (each node's fields are read while
-    it is at hand: a second pass over 26,394 nodes cost ~7 ms); ``_signature`` and
-    ``_new_signature`` are inlined (two calls a node less)."""
+    it is at hand). Facts with ``first_of_signatures`` (every graph without bodies that graph.build
+    made) take ``_firsts_checked`` instead."""
     seen: set[tuple[Any, ...]] = set()
     kinds: dict[tuple[int, int], tuple[tuple[str, str], ...]] = {}
     checked: list[int] = []  # the position among main-graph nodes of the first node of each signature
     axis_error: Optional[str] = None
     position = -1
     for fact in facts.nodes:
-        attrs = fact.explicit_attrs
-        if attrs and axis_error is None and "axis" in attrs:
+        if axis_error is None and "axis" in fact.explicit_attrs:
             axis_error = _axis_error(fact, facts, path)
         if fact.graph:
             continue
         position += 1
-        if fact.subgraphs or (fact.op_type == "Constant" and fact.domain in ("", "ai.onnx")):
-            continue
-        domain = "" if fact.domain == "ai.onnx" else fact.domain
-        kind: Optional[tuple[tuple[str, str], ...]] = ()
-        if attrs:
-            kind = kinds.get((id(fact.attrs), id(attrs)))
-            if kind is None:
-                kind = kinds[id(fact.attrs), id(attrs)] = tuple(sorted((k, _kind(fact.attrs.get(k))) for k in attrs))
-        signature = (fact.op_type, domain, fact.opset, len(fact.inputs), "" in fact.inputs, len(fact.outputs), kind)
-        if signature in seen:
-            continue
-        seen.add(signature)
-        if not fact.opset or _schema(fact.op_type, fact.opset, domain) is None:
-            continue
-        checked.append(position)
+        if _new_signature(fact, _signature(fact, kinds), seen):
+            checked.append(position)
     if position + 1 != count:  # pragma: no cover - the facts list every main-graph node in order
         return [], axis_error
     return checked, axis_error

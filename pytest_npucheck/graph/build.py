@@ -81,8 +81,12 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
     # each node's protobuf fields decoded once, for folding and facts
     shared = is_types_serialized(model)  # the child's model: nodes of equal attributes share them
-    names: Optional[list[str]] = [] if shared else None  # the nodes' names, read with the rest of a node
-    rows = _read_nodes_serialized(model.graph, names) if shared else _read_nodes(model.graph, attributes)
+    names: Optional[list[str]] = None  # the nodes' names, read with the rest of a node (the child's model)
+    if shared:
+        names = []
+        rows = _read_nodes_serialized(model.graph, names)
+    else:
+        rows = _read_nodes(model.graph, attributes)
     types: dict[bytes, Any] = {}
     decoded: Optional[list[tuple[str, Any]]] = []
     if was_inferred:  # the child's result (from_inferred): the file's own types did not make the pass moot

@@ -396,7 +396,7 @@ def _lite_model_class(onnx: Any) -> Any:
         return None
 
 
-def _read_nodes_serialized(graph: Any, names: Optional[list[str]] = None) -> list[tuple[Any, ...]]:
+def _read_nodes_serialized(graph: Any, names: list[str]) -> list[tuple[Any, ...]]:
     """``_read_nodes`` of a graph parsed by ``parse_types_serialized`` (each node's attributes are
     bytes): the rows hold each node's attributes parsed as AttributeProtos once per distinct
     attribute bytes, the same tuple for every node that repeats them (each layer of a stack). The
@@ -411,17 +411,8 @@ def _read_nodes_serialized(graph: Any, names: Optional[list[str]] = None) -> lis
     parse = AttributeProto.FromString
     parsed: dict[tuple[bytes, ...], tuple[Any, ...]] = {(): ()}
     rows: list[tuple[Any, ...]] = []
-    append = rows.append
-    if names is None:
-        for n in graph.node:
-            raw = tuple(n.attribute[:])
-            attributes = parsed.get(raw)
-            if attributes is None:
-                attributes = parsed[raw] = tuple(map(parse, raw))
-            append((n, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:]), attributes))
-        return rows
-    name = names.append
-    for n in graph.node:  # the loop above, with the names
+    append, name = rows.append, names.append
+    for n in graph.node:
         raw = tuple(n.attribute[:])
         attributes = parsed.get(raw)
         if attributes is None:
