@@ -14,8 +14,8 @@ from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from .facts import (_DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo,
-                    dtype_name, link_node)
+from .facts import (_DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, NodeFactDraft,
+                    TensorInfo, dtype_name, link_node)
 from .fold import _fold_small_constants, _small_initializers
 from .frozen import frozen_new
 from .gc_pause import paused_gc
@@ -419,7 +419,8 @@ class _Builder:
         # the NodeFact fields shared by the main graph's nodes of one (op, domain, attribute bytes)
         # (and input count, whether one is omitted, output count: validity's checker gives the same
         # answer for all the nodes of one such key, so it checks the first of each, listed in ``firsts``)
-        self._templates: dict[tuple[Any, ...], dict[str, Any]] = {}
+        # (as a tuple: op_type, domain, attrs, explicit_attrs, defaults, graph, opset, subgraphs, key)
+        self._templates: dict[tuple[Any, ...], tuple[Any, ...]] = {}
         self.read_early = False  # whether a main-graph node reads a tensor a later node computes (_main_nodes)
         self.firsts: Optional[list[int]] = []  # the index of the first main-graph node of each template, in order
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
@@ -627,6 +628,7 @@ class _Builder:
         through ``_node`` (its body's nodes follow it)."""
         nodes, opsets, templates, attr_cache, firsts = self.nodes, self.opsets, self._templates, self._attr_cache, self.firsts
         append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
+        draft, made_fact = NodeFactDraft, NodeFact
         producer, consumers = self.producer, self.consumers
         # without the exporter's metadata a node's source is its scope name's module: the location
         # of a name's part before its last "/" (``location._source``), looked up once per part
@@ -664,11 +666,9 @@ class _Builder:
                 if known is None:
                     known = attr_cache[key] = self._attributes(op_type, attributes, domain, opset, [])
                 attrs, explicit, defaults = known
-                # every field, the node's own last (set below: a dict's keys keep their places)
-                template = templates[signature] = dict(
-                    op_type=op_type, domain=domain, attrs=attrs, explicit_attrs=explicit, defaults=defaults, graph="",
-                    opset=opset, subgraphs=(), key=f"{domain}:{op_type}", index=0, name="", inputs=(), outputs=(),
-                    source=None)
+                # every field but the node's own (set below), and the key
+                template = templates[signature] = (op_type, domain, attrs, explicit, defaults, "", opset, (),
+                                                   f"{domain}:{op_type}")
             index = len(nodes)
             name = given_name or f"{op_type}_{index}"
             if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
@@ -697,14 +697,13 @@ class _Builder:
                 where = modules.get(head)
                 if where is None:
                     where = modules[head] = _module_location(head.lstrip("/").replace("/", "."))
-            fact = new(NodeFact)  # frozen_new(NodeFact, ...) inlined
-            fields = fact.__dict__
-            fields.update(template)
-            fields["index"] = index
-            fields["name"] = name
-            fields["inputs"] = inputs
-            fields["outputs"] = outputs
-            fields["source"] = where
+            # the NodeFact filled as a draft (plain slot stores, no frozen __init__), then made the NodeFact
+            # it lays out (facts.NodeFactDraft)
+            fact = new(draft)
+            (fact.op_type, fact.domain, fact.attrs, fact.explicit_attrs, fact.defaults, fact.graph, fact.opset,
+             fact.subgraphs, fact.key) = template
+            fact.index, fact.name, fact.inputs, fact.outputs, fact.source = index, name, inputs, outputs, where
+            fact.__class__ = made_fact
             append(fact)
             for o in outputs:  # facts.link_node inlined (one call a node less)
                 if o:
@@ -740,13 +739,8 @@ class _Builder:
         if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
             self._constant_node(outputs[0], attributes, prefix)
         sub_names = tuple(f"{name}/{label}" for label, _ in bodies) if bodies else ()
-        fact = object.__new__(NodeFact)  # frozen_new(NodeFact, ...) inlined, with NodeFact.key
-        fact.__dict__.update(
-            index=index, name=name, op_type=op_type, domain=domain,
-            inputs=inputs, outputs=outputs, attrs=attrs,
-            explicit_attrs=explicit, defaults=defaults, graph=prefix,
-            source=_source(node, name), opset=opset, subgraphs=sub_names, key=f"{domain}:{op_type}",
-        )
+        fact = NodeFact(index, name, op_type, domain, inputs, outputs, attrs, explicit, defaults, prefix,
+                        _source(node, name), opset, sub_names)
         self.nodes.append(fact)
         link_node(self.producer, self.consumers, index, inputs, outputs)
         for (label, body), sub in zip(bodies, sub_names):
