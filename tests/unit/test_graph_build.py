@@ -241,3 +241,28 @@ def test_the_walk_s_decoded_types_are_refine_s_where_it_hands_them_on():
         raw = p.SerializeToString()
         if raw in handed:
             assert handed[raw] == propagate._decode(p)
+
+
+def test_built_node_facts_are_slotted_node_facts_equal_to_constructed_ones():
+    """The walk fills a NodeFactDraft per node and turns it into a NodeFact: no ``__dict__``, frozen,
+    equal to the NodeFact the constructor makes of the same fields, the key kept through a copy,
+    a pickle and ``dataclasses.replace``."""
+    import copy
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    from pytest_npucheck.graph import NodeFact
+
+    facts = facts_from_model(_softmaxes(1, 2))
+    for node in facts.nodes:
+        assert type(node) is NodeFact and not hasattr(node, "__dict__")
+        made = NodeFact(**{f.name: getattr(node, f.name) for f in dataclasses.fields(NodeFact)})
+        assert made == node and made.key == node.key == "ai.onnx:Softmax"
+        for again in (copy.copy(node), copy.deepcopy(node), pickle.loads(pickle.dumps(node))):
+            assert again == node and again.key == node.key
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            node.index = 5  # type: ignore[misc]
+    assert dataclasses.replace(facts.nodes[0], op_type="LogSoftmax").key == "ai.onnx:LogSoftmax"
+    assert "key" not in {f.name for f in dataclasses.fields(NodeFact)}  # no field: not compared, not in the cache
