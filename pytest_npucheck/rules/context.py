@@ -109,10 +109,11 @@ def _sparse(graph: GraphFacts, params: Mapping[str, Any], make: Any) -> Optional
     memo = graph.__dict__.get("_sparse")
     if memo is None:
         memo = graph.__dict__["_sparse"] = {}
-    found = memo.get((make, id(params)))
-    if found is None or found[0] is not params:  # the params object kept: its id is not reused meanwhile
-        found = memo[(make, id(params))] = (params, make(graph, params))
-    return found[1]
+    found = memo.get(id(params))  # (a table's params object is one rule's: keyed by it alone, checked)
+    if found is None or found[0] is not params or found[1] is not make:
+        # the params object kept: its id is not reused while the view lives
+        found = memo[id(params)] = (params, make, make(graph, params))
+    return found[2]
 
 
 def _nodes_by_op(graph: GraphFacts) -> Optional[dict[str, list[NodeFact]]]:
@@ -1004,8 +1005,11 @@ def _shared_sources(graph: GraphFacts, params: Mapping[str, Any]) -> Optional[se
     """linear_pair_add's sparse test: the Gemms and MatMuls whose source (``_linear_head``'s: input 0, or
     the input of a BatchNormalization computing it) another Gemm or MatMul has too. The rule fails only
     on a linear layer added to another one of its own source."""
+    if "_shared_sources" in graph.__dict__:  # the same for every params (it reads none)
+        return graph.__dict__["_shared_sources"]  # type: ignore[no-any-return]
     by_op = _nodes_by_op(graph)
     if by_op is None:
+        graph.__dict__["_shared_sources"] = None
         return None
     pre = getattr(graph, "pre", None)
     folded = pre.folded if pre is not None else ()
@@ -1023,7 +1027,8 @@ def _shared_sources(graph: GraphFacts, params: Mapping[str, Any]) -> Optional[se
                 if bn is not None and bn.op_type == "BatchNormalization" and bn.inputs:
                     source = bn.inputs[0]
             layers.setdefault(source, []).append(node.index)
-    return {i for same in layers.values() if len(same) > 1 for i in same}
+    shared = graph.__dict__["_shared_sources"] = {i for same in layers.values() if len(same) > 1 for i in same}
+    return shared
 
 
 @rule("linear_pair_add", "context", local=False, words=_words, settled=_no_linear_weight)
