@@ -9,7 +9,9 @@ Every rule reads the graph as the toolchain sees it after its pre-passes (``Grap
 nodes the pre-passes removed (an eliminated Identity, a folded constant) are looked through.
 Like the other rules, each returns ``None`` when the node passes, else a message naming the
 neighbour that decides. They are registered with ``local=False``: their verdict is never reused
-between nodes that merely look alike; their docstrings' format keys come from ``_words``.
+between nodes that merely look alike; their docstrings' format keys come from ``_words``. A few of
+them first ask a sparse test made once per graph view (see "sparse tests" below): a node it leaves
+out passes without its walk.
 """
 
 from __future__ import annotations
