@@ -9,7 +9,9 @@ Every rule reads the graph as the toolchain sees it after its pre-passes (``Grap
 nodes the pre-passes removed (an eliminated Identity, a folded constant) are looked through.
 Like the other rules, each returns ``None`` when the node passes, else a message naming the
 neighbour that decides. They are registered with ``local=False``: their verdict is never reused
-between nodes that merely look alike; their docstrings' format keys come from ``_words``.
+between nodes that merely look alike; their docstrings' format keys come from ``_words``. A few of
+them first ask a sparse test made once per graph view (see "sparse tests" below): a node it leaves
+out passes without its walk.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from ..graph import IDENTITY_OPS as _LOOK_THROUGH  # what the pre-pass eliminate_identity removes
-from ..graph import GraphFacts, NodeFact
+from ..graph import GraphFacts, GraphView, NodeFact
 from .registry import RULES, ShapeUnknown, fmt_set, rule
 
 
@@ -87,6 +89,89 @@ def _is_graph_output(graph: GraphFacts, tensor: str) -> bool:
                for n in (graph.nodes[i] for i in graph.consumers.get(tensor, ())))
 
 
+# -- sparse tests: which nodes a rule can fail on, found once per graph from the few nodes it needs ------
+#
+# A rule that walks from every node to a rare neighbour (a Reshape's producer_pass on a Cast or Equal,
+# its producer_not on a Gemm) costs a walk per node, though on most graphs the neighbour is nowhere
+# near. Its sparse test walks the other way once: from the nodes of the ops the rule needs, to the
+# tensors and nodes the rule could reach them from. A node outside that set passes (None) without
+# the walk; a node inside it runs the whole rule, so every message is made exactly as before. The
+# set may hold more than the rule would fail on (it ignores the step limits), never less.
+
+#: False: no sparse test is made, every node runs the whole rule (the tests compare the two)
+SPARSE = True
+
+
+def _sparse(graph: GraphFacts, params: Mapping[str, Any], make: Any) -> Optional[Any]:
+    """``make(graph, params)``, the rule's sparse test for these params, once per graph view and params
+    (None: no test, run the whole rule). Only a ``GraphView`` keeps one: it is made once the pre-passes
+    folded every constant, so what the rules read of it (nodes, maps, ``pre.folded``) no longer changes."""
+    if type(graph) is not GraphView or not SPARSE:
+        return None
+    memo = graph.__dict__.get("_sparse")
+    if memo is None:
+        memo = graph.__dict__["_sparse"] = {}
+    found = memo.get(id(params))  # (a table's params object is one rule's: keyed by it alone, checked)
+    if found is None or found[0] is not params or found[1] is not make:
+        # the params object kept: its id is not reused while the view lives
+        found = memo[id(params)] = (params, make, make(graph, params))
+    return found[2]
+
+
+def _nodes_by_op(graph: GraphFacts) -> Optional[dict[str, list[NodeFact]]]:
+    """Every node by op type, or None when the graph has bodies (``main_nodes_by_op`` leaves them out)."""
+    by_op = graph.main_nodes_by_op
+    return by_op if sum(map(len, by_op.values())) == len(graph.nodes) else None
+
+
+def _fed_from(graph: GraphFacts, ops: Any, through: Any, any_input: bool) -> Optional[set[str]]:
+    """The tensors from which a producer walk can reach a node of ``ops``: ``_producer``, then on from
+    input 0 (any input with ``any_input``) of each ``through`` op. Walked forward from the nodes of
+    ``ops``, through the readers that are ``through`` ops or that the pre-passes removed and pass their
+    input 0 on (what ``_producer`` looks through), with no step limit."""
+    memo = graph.__dict__.setdefault("_fed_from", {})  # one set per walk, whatever params ask for it
+    key = (ops, through, any_input)
+    if key in memo:
+        return memo[key]  # type: ignore[no-any-return]
+    by_op = _nodes_by_op(graph)
+    if by_op is None:
+        memo[key] = None
+        return None
+    pre = getattr(graph, "pre", None)
+    folded = pre.folded if pre is not None else ()
+    nodes, consumers = graph.nodes, graph.consumers
+    reach: set[str] = set()
+    memo[key] = reach
+    stack = [out for op in ops for n in by_op.get(op, ()) for out in n.outputs if out]
+    while stack:
+        tensor = stack.pop()
+        if tensor in reach:
+            continue
+        reach.add(tensor)
+        for index in consumers.get(tensor, ()):
+            q = nodes[index]
+            if not (q.op_type in through or (index in folded and _passes_on(graph, q))):
+                continue
+            if any_input or (q.inputs and q.inputs[0] == tensor):
+                stack.extend(out for out in q.outputs if out)
+    return reach
+
+
+def _producer_pass_reach(graph: GraphFacts, params: Mapping[str, Any]) -> Optional[set[str]]:
+    """producer_pass's sparse test: the inputs it can find a producer of its ``ops`` behind."""
+    return _fed_from(graph, frozenset(params["ops"]), frozenset(params.get("skip", ())), False)
+
+
+def _producer_not_reach(graph: GraphFacts, params: Mapping[str, Any]) -> Optional[set[str]]:
+    """producer_not's sparse test: the inputs it can find the chain's first step behind (with
+    ``computed_input`` the walk may go on from any input of a skipped op)."""
+    first = params["chain"][0] if params["chain"] else None
+    if first is None:
+        return None
+    return _fed_from(graph, frozenset([first] if isinstance(first, str) else first),
+                     frozenset(params.get("skip") or ()), bool(params.get("computed_input")))
+
+
 @rule("not_graph_output", "context", local=False, words=_words)
 def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result is not a graph output{from_node_text}."""
@@ -112,14 +197,23 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     The chain is walked through input 0 of each producer; with ``computed_input``, through the first
     input another node computes when input 0 is a constant or a graph input. At most ``max_skip``
     (default 8) ``skip`` ops in a row are looked through."""
+    return _chain_behind(node, params, graph, params.get("exclusive"))
+
+
+def _chain_behind(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts, exclusive: Any) -> Optional[str]:
+    """producer_not's verdict, ``exclusive`` given apart from the params (producer_is asks it without):
+    the params object is the one the table holds, so its sparse test is made once."""
     index = int(params.get("index", 0))
-    chain: Sequence[Any] = params["chain"]
-    skip = params.get("skip") or ()
-    max_skip = int(params.get("max_skip", 8))
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
     tensor = node.inputs[index]
-    if params.get("exclusive") and sum(1 for _ in _consumers(graph, tensor)) != 1:
+    reach = _sparse(graph, params, _producer_not_reach)
+    if reach is not None and tensor not in reach:
+        return None  # no producer of the chain's first step behind this input
+    chain: Sequence[Any] = params["chain"]
+    skip = params.get("skip") or ()
+    max_skip = int(params.get("max_skip", 8))
+    if exclusive and sum(1 for _ in _consumers(graph, tensor)) != 1:
         return None  # another node also reads the input: the compiler does not merge them
     path = []  # the producers, formatted only when the whole chain matches
     step_no = skipped = 0
@@ -149,7 +243,7 @@ def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
 @rule("producer_is", "context", local=False, words=_words)
 def rule_producer_is(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input {index} is computed by {chain_text}."""
-    if rule_producer_not(node, {**params, "exclusive": False}, graph) is not None:
+    if _chain_behind(node, params, graph, False) is not None:
         return None  # the chain matched
     index = int(params.get("index", 0))
     if index >= len(node.inputs) or not node.inputs[index]:
@@ -436,6 +530,9 @@ def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFa
     index = int(params.get("index", 0))
     if index >= len(node.inputs) or not node.inputs[index]:
         return None
+    reach = _sparse(graph, params, _producer_pass_reach)
+    if reach is not None and node.inputs[index] not in reach:
+        return None  # no producer of its ops behind this input
     ops, skip = frozenset(params["ops"]), frozenset(params.get("skip", ()))
     producer = _producer(graph, node.inputs[index])
     steps = 0
@@ -906,12 +1003,45 @@ def _no_linear_weight(node: NodeFact, params: Mapping[str, Any], graph: GraphFac
     return weight is None or not weight.const
 
 
+def _shared_sources(graph: GraphFacts, params: Mapping[str, Any]) -> Optional[set[int]]:
+    """linear_pair_add's sparse test: the Gemms and MatMuls whose source (``_linear_head``'s: input 0, or
+    the input of a BatchNormalization computing it) another Gemm or MatMul has too. The rule fails only
+    on a linear layer added to another one of its own source."""
+    if "_shared_sources" in graph.__dict__:  # the same for every params (it reads none)
+        return graph.__dict__["_shared_sources"]  # type: ignore[no-any-return]
+    by_op = _nodes_by_op(graph)
+    if by_op is None:
+        graph.__dict__["_shared_sources"] = None
+        return None
+    pre = getattr(graph, "pre", None)
+    folded = pre.folded if pre is not None else ()
+    nodes, producer = graph.nodes, graph.producer
+    layers: dict[str, list[int]] = {}
+    for op in ("Gemm", "MatMul"):
+        for node in by_op.get(op, ()):
+            if not node.inputs:
+                continue
+            source = node.inputs[0]
+            index = producer.get(source)
+            # _linear_head's BatchNormalization, asked only where it can be (most inputs: a node not removed)
+            if index is not None and (index in folded or nodes[index].op_type == "BatchNormalization"):
+                bn = _producer(graph, source)
+                if bn is not None and bn.op_type == "BatchNormalization" and bn.inputs:
+                    source = bn.inputs[0]
+            layers.setdefault(source, []).append(node.index)
+    shared = graph.__dict__["_shared_sources"] = {i for same in layers.values() if len(same) > 1 for i in same}
+    return shared
+
+
 @rule("linear_pair_add", "context", local=False, words=_words, settled=_no_linear_weight)
 def rule_linear_pair_add(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result (a layer by a constant weight) is not added to the result of another Gemm/MatMul by a constant
     weight reading the same input (two linear heads of one input summed, as a distilled classifier's
     ``(head(x) + head_dist(x)) / 2``: the compiler turns both into 1x1 Convs and its rewrite fuse_conv_conv_add
     fails)."""
+    shared = _sparse(graph, params, _shared_sources)
+    if shared is not None and node.index not in shared:
+        return None  # no other linear layer reads its source
     mine = _linear_head(graph, node)
     if mine is None:
         return None

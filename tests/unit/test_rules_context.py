@@ -1401,3 +1401,123 @@ def test_the_matcher_leaves_out_a_context_rule_the_graph_cannot_fail():
     finally:
         matcher.MEMO = True
     assert [(n.verdict, n.reasons) for n in memo.nodes] == [(n.verdict, n.reasons) for n in alone.nodes]
+
+
+# -- sparse tests: the nodes a context rule can fail on, found once per graph view ---------------------
+
+
+def _view(model, table="rknn@2.5.0/rk3588"):
+    """The graph view the matcher judges ``model`` on (the pre-passes of ``table`` run)."""
+    from pytest_npucheck.graph import GraphView
+    from pytest_npucheck.prepass import run_prepasses
+
+    facts = facts_from_model(model)
+    pre = run_prepasses(facts, CATALOG.table(table))
+    return pre.view if pre.view is not None else GraphView(facts, pre)
+
+
+def _both(rule_id, params, model):
+    """{node name: verdict} of ``rule_id`` on every node of ``model``'s view, with the sparse test and without."""
+    from pytest_npucheck.rules import context
+
+    view = _view(model)
+    sparse = {n.name: RULES[rule_id].check(n, params, view) for n in view.nodes}
+    context.SPARSE = False
+    try:
+        whole = {n.name: RULES[rule_id].check(n, params, view) for n in view.nodes}
+    finally:
+        context.SPARSE = True
+    return sparse, whole
+
+
+def test_sparse_tests_agree_with_the_whole_rules_on_every_probe_model(probe_index):
+    """producer_pass, producer_not, producer_is and linear_pair_add skip their walk on a node outside their
+    sparse test: on every probe model's view, with every params the bundled tables give, each node's verdict
+    and message are those of the whole rule, and the tests leave out some nodes."""
+    from pytest_npucheck.rules import context
+
+    ids = ("producer_pass", "producer_not", "producer_is", "linear_pair_add")
+    params = {k: _bundled_params(k) or [{}] for k in ids}
+    skipped = dict.fromkeys(ids, 0)
+    for probe in probe_index.values():
+        view = _view(probe.model)
+        for k in ids:
+            for p in params[k]:
+                sparse = [RULES[k].check(n, p, view) for n in view.nodes]
+                context.SPARSE = False
+                try:
+                    whole = [RULES[k].check(n, p, view) for n in view.nodes]
+                finally:
+                    context.SPARSE = True
+                assert sparse == whole, (k, probe.id, p)
+        made = [(make, r) for _, make, r in view.__dict__.get("_sparse", {}).values() if r is not None]
+        skipped["linear_pair_add"] += any(make is context._shared_sources and len(r) < sum(
+            n.op_type in ("Gemm", "MatMul") for n in view.nodes) for make, r in made)
+        skipped["producer_pass"] += any(make is context._producer_pass_reach for make, _ in made)
+        skipped["producer_not"] += any(make is context._producer_not_reach for make, _ in made)
+    assert all(skipped[k] for k in ("producer_pass", "producer_not", "linear_pair_add")), skipped
+
+
+def test_producer_pass_sparse_test_finds_the_producer_behind_skip_ops_and_an_eliminated_identity():
+    """Two Reshapes that look alike but for what computes their input: behind a Cast (directly, through a
+    Gather it skips, through an Identity the pre-passes remove) the rule runs and fails; behind a Transpose,
+    or a Cast it may not skip to (a Relu between), it passes, as without the sparse test."""
+    params = {"index": 0, "ops": ["Cast"], "skip": ["Gather"],
+              "constraint": {"rule": "rank", "params": {"tensor": "input", "index": 0, "max": 1}}}
+    shape = helper.make_tensor_value_info("s", TensorProto.INT64, [2])
+    idx = helper.make_tensor_value_info("i", TensorProto.INT64, [2])
+    nodes = [helper.make_node("Cast", ["x"], ["c"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Reshape", ["c", "s"], ["r1"], name="direct"),
+             helper.make_node("Gather", ["c", "i"], ["g"], name="gather", axis=0),
+             helper.make_node("Reshape", ["g", "s"], ["r2"], name="behind_gather"),
+             helper.make_node("Identity", ["c"], ["id"], name="identity"),
+             helper.make_node("Reshape", ["id", "s"], ["r3"], name="behind_identity"),
+             helper.make_node("Relu", ["c"], ["relu"], name="relu"),
+             helper.make_node("Reshape", ["relu", "s"], ["r4"], name="behind_relu"),
+             helper.make_node("Transpose", ["x"], ["t"], name="transpose", perm=[1, 0]),
+             helper.make_node("Reshape", ["t", "s"], ["r5"], name="behind_transpose")]
+    model = _graph(nodes, [_vi("x", [4, 4]), shape, idx], [_vi(f"r{k}", None) for k in range(1, 6)])
+    sparse, whole = _both("producer_pass", params, model)
+    assert sparse == whole
+    assert all(sparse[n] is not None for n in ("direct", "behind_gather", "behind_identity"))
+    assert sparse["behind_relu"] is None and sparse["behind_transpose"] is None
+
+
+def test_producer_not_sparse_test_follows_a_computed_input_behind_a_skipped_op():
+    """With ``computed_input`` the walk goes on from the computed input of a skipped op whose input 0 is a
+    weight (Mul(w, x)): the sparse test follows every input there, and the Reshape behind the Gemm fails as
+    without it; without ``computed_input`` it passes both ways."""
+    w = numpy_helper.from_array(np.ones((1, 8), np.float32), "w")
+    gw = numpy_helper.from_array(np.ones((8, 8), np.float32), "gw")
+    shape = numpy_helper.from_array(np.array([8], np.int64), "s")
+    nodes = [helper.make_node("Gemm", ["x", "gw"], ["g"], name="gemm"),
+             helper.make_node("Mul", ["w", "g"], ["m"], name="scale"),
+             helper.make_node("Reshape", ["m", "s"], ["r"], name="reshape"),
+             helper.make_node("Reshape", ["x", "s"], ["r0"], name="of_input")]
+    model = _graph(nodes, [_vi("x", [1, 8])], [_vi("r", None), _vi("r0", None)], [w, gw, shape])
+    walked = {"index": 0, "chain": ["Gemm"], "skip": ["Mul"], "computed_input": True}
+    sparse, whole = _both("producer_not", walked, model)
+    assert sparse == whole and sparse["reshape"] is not None and sparse["of_input"] is None
+    sparse, whole = _both("producer_not", {**walked, "computed_input": False}, model)
+    assert sparse == whole and sparse["reshape"] is None
+    sparse, whole = _both("producer_is", walked, model)  # producer_is asks the same walk: it passes where it fails
+    assert sparse == whole and sparse["reshape"] is None and sparse["of_input"] is not None
+
+
+def test_linear_pair_add_sparse_test_sees_a_source_behind_a_batchnorm():
+    """Two Gemms by constant weights of one input added: one reads the input directly, the other through a
+    BatchNormalization (its source is the input too); both fail, as without the sparse test. A third Gemm of
+    another input, added to the sum, passes."""
+    inits = [numpy_helper.from_array(np.ones((16, 32), np.float32), n) for n in ("w0", "w1", "w2")]
+    inits += [numpy_helper.from_array(np.ones(32, np.float32), n) for n in ("s", "o", "mu", "var")]
+    nodes = [helper.make_node("BatchNormalization", ["x", "s", "o", "mu", "var"], ["bn"], name="bn"),
+             helper.make_node("Gemm", ["x", "w0"], ["y0"], name="head0", transB=1),
+             helper.make_node("Gemm", ["bn", "w1"], ["y1"], name="head1", transB=1),
+             helper.make_node("Add", ["y0", "y1"], ["y"], name="sum"),
+             helper.make_node("Gemm", ["x2", "w2"], ["y2"], name="other", transB=1),
+             helper.make_node("Add", ["y", "y2"], ["z"], name="plus")]
+    model = _graph(nodes, [_vi("x", [1, 32]), _vi("x2", [1, 32])], [_vi("z", None)], inits)
+    sparse, whole = _both("linear_pair_add", {}, model)
+    assert sparse == whole
+    assert sparse["head0"] is not None and "head1" in sparse["head0"] and sparse["head1"] is not None
+    assert sparse["other"] is None
