@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Literal, Optional, Sequence, overload
 
 from . import facts_cache
 from .graph import GraphFacts
@@ -54,13 +54,13 @@ def _isolated_facts(path: Path) -> GraphFacts:
         # stand only if they give every tensor a static shape, else the pass runs again with it
         facts = _facts_or_model_error(path, inferred=inferred, confirm=True)
         if facts is not None:
-            return facts  # type: ignore[no-any-return]
+            return facts
         inferred = isolate.call("onnx.shape_inference", _native_steps, path)
         if inferred is None:
-            return _facts_or_model_error(path)  # type: ignore[no-any-return]
+            return _facts_or_model_error(path)
     # the child read the file with every check of load_model_proto and returned its pass's result:
     # the facts read that one model (the file is not parsed again here)
-    return _facts_or_model_error(path, inferred=inferred)  # type: ignore[no-any-return]
+    return _facts_or_model_error(path, inferred=inferred)
 
 
 def _native_steps(path: Path, data_prop: bool = True) -> Optional[bytes]:
@@ -134,7 +134,17 @@ def _model_errors(path: Path) -> Iterator[None]:
                          f"{str(exc)[:500]}{where}") from None
 
 
-def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: bool = False) -> Any:
+@overload
+def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: Literal[False] = False) -> GraphFacts:
+    ...
+
+
+@overload
+def _facts_or_model_error(path: Path, inferred: bytes, confirm: Literal[True]) -> Optional[GraphFacts]:
+    ...
+
+
+def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: bool = False) -> Optional[GraphFacts]:
     """``graph.load_graph``, with the errors of a malformed file as ModelError (``_model_errors``),
     then the checks that the model is one a runtime would load (``validity.py``). ``inferred``: what
     shape inference returned for the file in the isolated child (``_native_steps``), which read it
@@ -148,7 +158,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
         from .graph.build import from_inferred
 
         try:
-            model, kept = from_inferred(inferred)  # type: ignore[arg-type]
+            model, kept = from_inferred(inferred)  # type: ignore[arg-type]  # bytes with confirm (overloads)
             facts = graph.facts_from_model(model, str(path), kept, inferred=True)
         except Exception:  # noqa: BLE001 - a malformed file fails as before, after the full pass
             return None
