@@ -153,3 +153,89 @@ def test_the_child_returns_the_passes_bytes_without_parsing_them(save, monkeypat
     monkeypatch.setattr(onnx, "load_from_string", no_parse)
     inferred = check._native_steps(path)
     assert inferred == expected and inferred == reference.SerializeToString()
+
+
+def _shape_arithmetic(x_shape):
+    """x -> Shape -> Gather 0 -> Unsqueeze -> Concat with [-1] -> Reshape x: the target shape is
+    computed, so ONNX's pass knows the Reshape's first dim only with data propagation."""
+    from onnx import TensorProto
+
+    from conftest import const
+
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Constant", [], ["i0"], name="i0",
+                              value=helper.make_tensor("i0", TensorProto.INT64, [], [0])),
+             helper.make_node("Gather", ["s", "i0"], ["g"], name="gather", axis=0),
+             helper.make_node("Unsqueeze", ["g", "axes"], ["u"], name="unsqueeze"),
+             helper.make_node("Concat", ["u", "rest"], ["c"], name="concat", axis=0),
+             helper.make_node("Reshape", ["x", "c"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    return make_model(nodes, [("x", x_shape)], ["y"],
+                      initializers=[const("axes", [0], "int64"), const("rest", [-1], "int64")])
+
+
+def _range_of_data():
+    """Static inputs, and still a dim only the data gives: Range(0, ReduceMax(x)) -> Shape ->
+    Concat with [4] -> Reshape z. Data propagation carries the unknown dim on and finds the 4."""
+    from onnx import TensorProto
+
+    from conftest import const
+
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], name="max", keepdims=0),
+             helper.make_node("Range", ["zero", "m", "one"], ["r"], name="range"),
+             helper.make_node("Shape", ["r"], ["s"], name="shape"),
+             helper.make_node("Concat", ["s", "four"], ["c"], name="concat", axis=0),
+             helper.make_node("Reshape", ["z", "c"], ["y"], name="reshape")]
+    model = make_model(nodes, [("x", (5,))], ["y"], dtype=TensorProto.INT64,
+                       initializers=[const("zero", 0, "int64"), const("one", 1, "int64"),
+                                     const("four", [4], "int64")])
+    model.graph.input.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [8]))
+    return model
+
+
+@pytest.mark.parametrize("case", ["static", "dynamic", "range"])
+def test_the_child_leaves_data_propagation_out_only_where_the_facts_stay_the_same(save, case):
+    """The child infers without data propagation where graph.build.propagation_may_be_moot holds,
+    and the facts are kept only if every shape in them is static; else the pass runs again with
+    it. Whichever way, the facts are those of the pass with data propagation (in this process)."""
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import DYNAMIC_DIM as DYNAMIC
+
+    model = {"static": lambda: _shape_arithmetic((2, 3, 4)), "dynamic": lambda: _shape_arithmetic(("N", 3, 4)),
+             "range": _range_of_data}[case]()
+    path = save(model)
+    passed = check._native_pass(path)
+    assert passed is not None and passed[1] == (case == "dynamic")  # propagated: only with a dynamic input
+    reference = check._facts_or_model_error(path)  # in this process: with data propagation
+    quick = check._facts_or_model_error(path, inferred=passed[0], confirm=True)
+    assert (quick is not None) == (case == "static")  # the range's unknown dim sends it back
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    for got in (facts, quick) if quick is not None else (facts,):
+        assert got.nodes == reference.nodes and list(got.tensors.items()) == list(reference.tensors.items())
+        assert (got.shape_inference_error, got.dynamic_rank) == (reference.shape_inference_error,
+                                                                 reference.dynamic_rank)
+    derived = {"static": (2, 12), "dynamic": ("N", DYNAMIC), "range": (DYNAMIC, 4)}[case]
+    shape = facts.tensors["r" if case != "range" else "y"].shape
+    assert shape == derived, shape
+
+
+def test_all_static_asks_every_tensor():
+    from pytest_npucheck import check
+    from pytest_npucheck.graph import TensorInfo
+
+    class Facts:
+        shape_inference_error = None
+        dynamic_rank = frozenset()
+        tensors = {"a": TensorInfo("a", "float32", (1, 2)), "b": TensorInfo("b", "float32", ())}
+
+    assert check._all_static(Facts())  # type: ignore[arg-type]
+    for shape in (None, (1, "N"), (1, None)):
+        Facts.tensors = {"a": TensorInfo("a", "float32", (1, 2)), "b": TensorInfo("b", "float32", shape)}
+        assert not check._all_static(Facts())  # type: ignore[arg-type]
+    Facts.tensors = {"a": TensorInfo("a", "float32", (1, 2))}
+    Facts.shape_inference_error = "ShapeInferenceError: x"
+    assert not check._all_static(Facts())  # type: ignore[arg-type]

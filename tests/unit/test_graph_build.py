@@ -266,3 +266,34 @@ def test_built_node_facts_are_slotted_node_facts_equal_to_constructed_ones():
             node.index = 5  # type: ignore[misc]
     assert dataclasses.replace(facts.nodes[0], op_type="LogSoftmax").key == "ai.onnx:LogSoftmax"
     assert "key" not in {f.name for f in dataclasses.fields(NodeFact)}  # no field: not compared, not in the cache
+
+
+def test_propagation_may_be_moot_only_for_static_inputs_without_functions_foreign_ops_or_data_shapes():
+    """graph.build.propagation_may_be_moot: the child's first half of the test for leaving data
+    propagation out (the facts confirm the rest, check._all_static). Any dynamic input, local
+    function, other domain, control flow or op whose shape comes from its data answers False."""
+    from onnx import FunctionProto
+
+    from pytest_npucheck.graph.build import propagation_may_be_moot
+
+    def moot(model):
+        return propagation_may_be_moot(model, model.SerializeToString())
+
+    relu = [helper.make_node("Relu", ["x"], ["y"], name="relu")]
+    assert moot(make_model(relu, [("x", (1, 4))], ["y"]))
+    assert not moot(make_model(relu, [("x", ("N", 4))], ["y"]))
+    assert not moot(make_model(relu, [("x", (1, None))], ["y"]))
+    assert not moot(make_model(relu, [("x", None)], ["y"]))
+    nonzero = make_model([helper.make_node("NonZero", ["x"], ["y"], name="nz")], [("x", (1, 4))], ["y"])
+    assert not moot(nonzero)
+    foreign = make_model(relu, [("x", (1, 4))], ["y"])
+    foreign.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    assert not moot(foreign)
+    with_function = make_model(relu, [("x", (1, 4))], ["y"])
+    with_function.functions.append(FunctionProto(name="f", domain="local"))
+    assert not moot(with_function)
+    body = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "body", [],
+                             [helper.make_tensor_value_info("o", TensorProto.FLOAT, None)])
+    branch = make_model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=body, else_branch=body)],
+                        [("c", ())], ["y"], dtype=TensorProto.BOOL)
+    assert not moot(branch)
