@@ -57,7 +57,8 @@ _PLAIN_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6
 def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
                           rows: Optional[list[tuple[Any, ...]]] = None,
                           value_infos: Optional[Sequence[tuple[str, Any, Any]]] = None,
-                          constant_outputs: Optional[set[str]] = None) -> dict[str, Any]:
+                          constant_outputs: Optional[set[str]] = None,
+                          foldable: Optional[list[int]] = None) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
@@ -67,6 +68,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     the graph's value_infos, in order, if the caller read their names already. ``constant_outputs``:
     a set given is filled with the outputs of every Constant node (of any domain), as the loop
     over the nodes meets them (``propagate.refine`` asks which folded values are news).
+    ``foldable``: a list given is filled with the positions, in order, of the nodes a pre-pass's
+    folding may fold (:func:`_may_fold`'s rule).
     """
     import numpy as np
     from onnx import helper
@@ -120,12 +123,27 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # ``nodes`` keeps alive; each is serialized once (a 6,303 Constants' values are 15 tuples)
     serialized: dict[int, tuple[Any, tuple[bytes, ...]]] = {}
     outputs_of_constants = constant_outputs if constant_outputs is not None else set()
+    # the pre-passes' folding (prepass._fold) folds what its tables make constant, whatever its size
+    # or whether it can be evaluated here: the nodes it may fold are found by names alone. ``constish``
+    # holds every name that may be a constant to it (an initializer, a Constant's output, an output of
+    # a node it may fold), ``may`` those nodes' positions: a node it may fold is a default-domain
+    # Shape, Size or Constant, one of no inputs, one whose every input is in ``constish``, or an
+    # Identity, Dropout or Cast whose input 0 is (eliminate_identity passes a constant on). What is
+    # evaluated here is a part of that: ``known`` holds no name ``constish`` lacks
+    may = foldable if foldable is not None else []
+    constish = {init.name for init in model.graph.initializer}
+    position = -1
     for node, op, domain, inputs, outputs, attributes in nodes:
+        position += 1
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
             if op == "Constant":
                 outputs_of_constants.update(outputs)
+                constish.update(outputs)  # another domain's Constant: no node to fold, but a name that may be one
             continue
         values: Optional[list[Any]] = None
+        if op == "Constant" or op in ("Shape", "Size") or not inputs:
+            may.append(position)
+            constish.update(outputs)
         if op in ("Shape", "Size") and inputs and inputs[0] in shapes:
             dims = shapes[inputs[0]]
             if op == "Size":
@@ -158,12 +176,22 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                     constants[ckey] = known[outputs[0]] = out[outputs[0]] = values_of.one(value)
                 continue
         elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
+            may.append(position)
+            constish.update(outputs)
             values = [known[inputs[0]]]
         elif inputs:
             for i in inputs:  # all((not i) or i in known for i in inputs), without a generator per node
                 if i and i not in known:
+                    # most nodes stop here, at a name that is no constant at all (one more lookup)
+                    if (i in constish or op == "Dropout") and op not in ("Shape", "Size") \
+                            and _may_fold(op, inputs, constish):
+                        may.append(position)
+                        constish.update(outputs)
                     break
             else:
+                if op not in ("Shape", "Size"):
+                    may.append(position)
+                    constish.update(outputs)
                 held = serialized.get(id(attributes))
                 if held is None or held[0] is not attributes:
                     held = serialized[id(attributes)] = (attributes, tuple([a.SerializeToString() for a in attributes]))
@@ -194,6 +222,19 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             if name and value is not None and (value.size if type(value) is ndarray else np.size(value)) <= SMALL_CONSTANT:
                 known[name] = out[name] = values_of.one(value)
     return out
+
+
+def _may_fold(op: str, inputs: Sequence[str], constish: set[str]) -> bool:
+    """Whether a default-domain node of ``op`` (no Shape, Size or Constant) with ``inputs`` may be
+    folded by the pre-passes, ``constish`` holding every name that may be a constant to them: all
+    its inputs may be constants, or it passes on its input 0 (an Identity, Dropout or Cast, which
+    eliminate_identity may remove) and that may be one."""
+    for i in inputs:
+        if i and i not in constish:
+            break
+    else:
+        return True
+    return op in ("Identity", "Dropout", "Cast") and bool(inputs[0]) and inputs[0] in constish
 
 
 class _Values:
