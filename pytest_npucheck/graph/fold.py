@@ -134,6 +134,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     may = foldable if foldable is not None else []
     extra = {init.name for init in model.graph.initializer}
     position = -1
+    whatever = _FOLDED_WHATEVER
     for node, op, domain, inputs, outputs, attributes in nodes:
         position += 1
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
@@ -180,9 +181,14 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
         elif inputs:
             for i in inputs:  # all((not i) or i in known for i in inputs), without a generator per node
                 if i and i not in known:
-                    # most nodes stop here, at a name that is no constant at all (one more lookup)
-                    if (i in extra or i in outputs_of_constants or op in _FOLDED_WHATEVER) and (
-                            op in ("Shape", "Size") or _may_fold(op, inputs, (known, outputs_of_constants, extra))):
+                    # most nodes stop here, at a name that is no constant at all (two more lookups)
+                    if i in outputs_of_constants or i in extra:
+                        # one input (an Identity of a large weight): it is that one
+                        if len(inputs) == 1 or _may_fold(op, inputs, (known, outputs_of_constants, extra)):
+                            may.append(position)
+                            extra.update(outputs)
+                    elif op in whatever and (op == "Shape" or op == "Size" or _may_fold(
+                            op, inputs, (known, outputs_of_constants, extra))):
                         may.append(position)
                         extra.update(outputs)
                     break
