@@ -109,9 +109,10 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
             raw = [(vi.name, vi.type.SerializeToString(), vi) for vi in g.value_info[:] + g.output[:]]
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
     constant_outputs: set[str] = set()
+    foldable: list[int] = []
     folded = _fold_small_constants(inferred, opsets, small, rows,
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)],
-                                   constant_outputs=constant_outputs)
+                                   constant_outputs=constant_outputs, foldable=foldable)
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.shared_attributes = shared
     builder.names = names
@@ -161,6 +162,8 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         # when every node went through _main_nodes: one per checker signature (validity)
         first_of_signatures=None if builder.nested or builder.firsts is None else tuple(builder.firsts),
         topological=None if builder.nested or builder.firsts is None else not builder.read_early,
+        # positions in ``rows``, which are the nodes' indices when every node is in the main graph
+        foldable=None if builder.nested or len(builder.nodes) != len(rows) else tuple(foldable),
     )
 
 

@@ -148,6 +148,10 @@ class GraphFacts:
     # when every node is in the main graph: whether no node reads a tensor that a later node
     # computes (ONNX stores nodes in topological order; the build's linking tells). None: unknown
     topological: Optional[bool] = field(default=None, compare=False, repr=False)
+    # when every node is in the main graph: the indices, in order, of the nodes the pre-passes'
+    # folding may fold (graph.fold finds them by names alone: a superset, which prepass._fold visits
+    # instead of every node when ``topological``). None: unknown (the fold visits every node)
+    foldable: Optional[tuple[int, ...]] = field(default=None, compare=False, repr=False)
 
     @cached
     def main_nodes_by_op(self) -> dict[str, list[NodeFact]]:

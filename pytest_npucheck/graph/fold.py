@@ -7,7 +7,7 @@ large initializers and external data are never read.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Container, Mapping, Optional, Sequence
 
 from .facts import _RAW_ITEMSIZE, DEFAULT_DOMAIN, SMALL_CONSTANT
 from .ops import NOT_FOLDED
@@ -57,7 +57,8 @@ _PLAIN_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6
 def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[str, Any],
                           rows: Optional[list[tuple[Any, ...]]] = None,
                           value_infos: Optional[Sequence[tuple[str, Any, Any]]] = None,
-                          constant_outputs: Optional[set[str]] = None) -> dict[str, Any]:
+                          constant_outputs: Optional[set[str]] = None,
+                          foldable: Optional[list[int]] = None) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
@@ -67,6 +68,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     the graph's value_infos, in order, if the caller read their names already. ``constant_outputs``:
     a set given is filled with the outputs of every Constant node (of any domain), as the loop
     over the nodes meets them (``propagate.refine`` asks which folded values are news).
+    ``foldable``: a list given is filled with the positions, in order, of the nodes a pre-pass's
+    folding may fold (:func:`_may_fold`'s rule).
     """
     import numpy as np
     from onnx import helper
@@ -120,13 +123,27 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # ``nodes`` keeps alive; each is serialized once (a 6,303 Constants' values are 15 tuples)
     serialized: dict[int, tuple[Any, tuple[bytes, ...]]] = {}
     outputs_of_constants = constant_outputs if constant_outputs is not None else set()
+    # the pre-passes' folding (prepass._fold) folds what its tables make constant, whatever its size
+    # or whether it can be evaluated here: the nodes it may fold are found by names alone. A name that
+    # may be a constant to it is an initializer, a Constant's output or an output of a node it may
+    # fold: one in ``known``, ``outputs_of_constants`` or, for the few in neither (a large
+    # initializer, a value not evaluated here), ``extra``. ``may``: those nodes' positions. A node it
+    # may fold is a default-domain Shape, Size or Constant, one of no inputs, one whose every input may
+    # be a constant, or an Identity, Dropout or Cast whose input 0 may be one (eliminate_identity
+    # passes a constant on)
+    may = foldable if foldable is not None else []
+    extra = {init.name for init in model.graph.initializer}
+    position = -1
+    whatever = _FOLDED_WHATEVER
     for node, op, domain, inputs, outputs, attributes in nodes:
+        position += 1
         if op in NOT_FOLDED or domain not in ("", DEFAULT_DOMAIN):
-            if op == "Constant":
+            if op == "Constant":  # another domain's: no node to fold, but its outputs may be constants
                 outputs_of_constants.update(outputs)
             continue
         values: Optional[list[Any]] = None
         if op in ("Shape", "Size") and inputs and inputs[0] in shapes:
+            may.append(position)
             dims = shapes[inputs[0]]
             if op == "Size":
                 values = [np.array(int(np.prod(dims)), dtype=np.int64)]
@@ -138,6 +155,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 end = min(max(end + r if end < 0 else end, 0), r)
                 values = [np.array(dims[start:end], dtype=np.int64)]
         elif op == "Constant":
+            may.append(position)
             outputs_of_constants.update(outputs)
             # one Constant per layer holds each value: a value is read once per attribute bytes, and
             # the nodes that repeat them get that one array (values_of.one gave it to the first)
@@ -158,12 +176,24 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                     constants[ckey] = known[outputs[0]] = out[outputs[0]] = values_of.one(value)
                 continue
         elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
+            may.append(position)
             values = [known[inputs[0]]]
         elif inputs:
             for i in inputs:  # all((not i) or i in known for i in inputs), without a generator per node
                 if i and i not in known:
+                    # most nodes stop here, at a name that is no constant at all (two more lookups)
+                    if i in outputs_of_constants or i in extra:
+                        # one input (an Identity of a large weight): it is that one
+                        if len(inputs) == 1 or _may_fold(op, inputs, (known, outputs_of_constants, extra)):
+                            may.append(position)
+                            extra.update(outputs)
+                    elif op in whatever and (op == "Shape" or op == "Size" or _may_fold(
+                            op, inputs, (known, outputs_of_constants, extra))):
+                        may.append(position)
+                        extra.update(outputs)
                     break
             else:
+                may.append(position)
                 held = serialized.get(id(attributes))
                 if held is None or held[0] is not attributes:
                     held = serialized[id(attributes)] = (attributes, tuple([a.SerializeToString() for a in attributes]))
@@ -180,20 +210,54 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                     kept = evaluated[key] = None if values is None else [
                         value if type(value) is not ndarray else
                         values_of.one(value) if value.size <= SMALL_CONSTANT else None for value in values]
+                if kept is None or len(kept) < len(outputs):
+                    extra.update(outputs)  # outputs without a value here
                 for name, value in zip(outputs, kept or ()):
                     if name and value is not None:
                         if type(value) is not ndarray:
                             if np.size(value) > SMALL_CONSTANT:
+                                extra.add(name)
                                 continue
                             value = values_of.one(value)
                         known[name] = out[name] = value
+                    else:
+                        extra.add(name)
                 continue
-        if values is None:
-            continue
+            continue  # an input without a value here
+        else:  # no inputs: a constant to the pre-passes' folding, which nothing here evaluates
+            may.append(position)
+        # a node that may fold (a Shape, Size, Constant, Identity, one without inputs): its outputs
+        # without a value here are in ``extra``
+        if values is None or len(values) < len(outputs):
+            extra.update(outputs)
+            if values is None:
+                continue
         for name, value in zip(outputs, values):
             if name and value is not None and (value.size if type(value) is ndarray else np.size(value)) <= SMALL_CONSTANT:
                 known[name] = out[name] = values_of.one(value)
+            else:
+                extra.add(name)
     return out
+
+
+# ops a node of which may be folded by the pre-passes although an input is no constant: a Shape or Size
+# (of a static shape), a Dropout (removed as an identity: it passes its input 0 on)
+_FOLDED_WHATEVER = frozenset({"Shape", "Size", "Dropout"})
+
+
+def _may_fold(op: str, inputs: Sequence[str], constish: tuple[Container[str], Container[str], Container[str]]) -> bool:
+    """Whether a default-domain node of ``op`` (no Shape, Size or Constant) with ``inputs`` may be
+    folded by the pre-passes, ``constish`` holding between them every name that may be a constant to
+    them: all its inputs may be constants, or it passes on its input 0 (an Identity, Dropout or Cast,
+    which eliminate_identity may remove) and that may be one."""
+    known, constant, extra = constish
+    for i in inputs:
+        if i and i not in known and i not in constant and i not in extra:
+            break
+    else:
+        return True
+    i = inputs[0]
+    return op in ("Identity", "Dropout", "Cast") and bool(i) and (i in known or i in constant or i in extra)
 
 
 class _Values:

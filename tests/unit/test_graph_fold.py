@@ -173,3 +173,40 @@ def test_the_outputs_of_every_constant_node_are_collected_for_refine():
     seen: set[str] = set()
     out = fold._fold_small_constants(model, {"ai.onnx": 17, "custom.x": 1}, {}, constant_outputs=seen)
     assert seen == {"a", "b", "c"} and "d" in out
+
+
+def test_the_nodes_the_pre_passes_may_fold_are_found_by_names():
+    """``foldable``: the positions of the nodes prepass._fold may fold, whatever is evaluated here: a
+    Constant (of the default domain), a Shape, a node without inputs, one reading only names that may
+    be constants (a large initializer: no value here), an Identity, Cast or Dropout passing one on
+    (a Dropout's ratio computed); not a node reading the graph input, nor another domain's node."""
+    big = const("w", np.zeros((40, 40), dtype=np.float32))
+    nodes = [helper.make_node("Constant", [], ["k"], value=const("v", [2], "int64")),        # 0
+             helper.make_node("Transpose", ["w"], ["wt"]),                                     # 1: large
+             helper.make_node("Relu", ["x"], ["r"]),                                           # 2: no
+             helper.make_node("Shape", ["r"], ["s"]),                                          # 3
+             helper.make_node("Mul", ["wt", "k"], ["m"]),                                      # 4
+             helper.make_node("Add", ["r", "k"], ["a"]),                                       # 5: no
+             helper.make_node("Neg", ["r"], ["ratio"]),                                        # 6: no
+             helper.make_node("Dropout", ["m", "ratio"], ["d"]),                               # 7
+             helper.make_node("Cast", ["d"], ["c"], to=1),                                     # 8
+             helper.make_node("Identity", ["s"], ["i"]),                                       # 9
+             helper.make_node("Mystery", ["k"], ["q"], domain="custom.x"),                     # 10: no
+             helper.make_node("Identity", ["q"], ["iq"]),                                      # 11: no
+             helper.make_node("ConstantOfShape", [], ["z"])]                                   # 12
+    model = make_model(nodes, [("x", (2, 3))], ["a", "c", "i", "iq", "z"], [big])
+    model.opset_import.append(helper.make_opsetid("custom.x", 1))
+    may: list[int] = []
+    fold._fold_small_constants(model, {"ai.onnx": 17, "custom.x": 1}, fold._small_initializers(model.graph),
+                               foldable=may)
+    assert may == [0, 1, 3, 4, 7, 8, 9, 12]
+
+
+def test_facts_publish_the_foldable_nodes_only_without_bodies():
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Relu", ["x"], ["y"])]
+    assert facts_from_model(make_model(nodes, [("x", (2, 3))], ["s", "y"])).foldable == (0,)
+    body = helper.make_graph([helper.make_node("Identity", ["x"], ["o"])], "b", [],
+                             [helper.make_tensor_value_info("o", 1, None)])
+    branch = [helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=body)]
+    facts = facts_from_model(make_model(branch, [("x", (2, 3)), ("cond", ())], ["y"]))
+    assert facts.foldable is None
