@@ -763,7 +763,8 @@ class _Builder:
                     # folding decoded this tensor already: folded_values() gives the output its shape and
                     # value from that array once the walk is done; until then it is a constant of this dtype
                     t = a.t
-                    self.tensors[out] = tensor_info(out, _DTYPE_NAMES.get(t.data_type), tuple(t.dims[:]), True)
+                    self.tensors[out] = tensor_info(out, _DTYPE_NAMES.get(t.data_type), tuple(t.dims[:]), True, None,
+                                                    True)  # dims: ints
                     return
                 self._const(out, a.t)
                 return

@@ -10,6 +10,7 @@ makes them; nothing changes them afterwards.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .frozen import cached
@@ -68,7 +69,7 @@ class TensorInfo(_Static):
 
     def __post_init__(self) -> None:
         shape = self.shape
-        object.__setattr__(self, "static", shape is not None and all(isinstance(d, int) for d in shape))
+        object.__setattr__(self, "static", shape is not None and all(map(isinstance, shape, _INT)))
 
     def __getstate__(self) -> list[Any]:  # the fields (a copy or a pickle works out static again)
         return [self.name, self.dtype, self.shape, self.const, self.value]
@@ -105,12 +106,13 @@ def tensor_info(name: str, dtype: Optional[str], shape: Optional[tuple[Any, ...]
     else worked out from ``shape``."""
     t = _new(TensorInfoDraft)
     t.name, t.dtype, t.shape, t.const, t.value = name, dtype, shape, const, value
-    t.static = (shape is not None and all(isinstance(d, int) for d in shape)) if static is None else static
+    t.static = (shape is not None and all(map(isinstance, shape, _INT))) if static is None else static
     t.__class__ = TensorInfo  # type: ignore[assignment]
     return t  # type: ignore[return-value]
 
 
 _new = object.__new__
+_INT = repeat(int)  # all(map(isinstance, shape, _INT)): every dim an int, without a generator per shape
 
 
 class _Keyed:
