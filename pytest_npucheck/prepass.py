@@ -747,7 +747,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 out = node.outputs[0]
                 if info is not None and info.const and out not in const:
                     base = tensors.get(out) or info
-                    const[out] = tensor_info(out, base.dtype, base.shape, True, base.value if base.value is not None else info.value, base.static)
+                    const[out] = tensor_info(out, base.dtype, base.shape, True,
+                                             base.value if base.value is not None else info.value, base.static)
             continue
         plan = plans.get(node.key)
         if plan is None:  # what the checks below that read only the op make of it, once per op
@@ -761,7 +762,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 value = _shape_value(node, src)
                 for out in node.outputs:
                     base = tensors.get(out) or TensorInfo(out, "int64", None)
-                    const[out] = tensor_info(base.name, base.dtype, base.shape, True, value, base.static)  # replace(base, const=True, value=value)
+                    # replace(base, const=True, value=value) without the frozen __init__
+                    const[out] = tensor_info(base.name, base.dtype, base.shape, True, value, base.static)
                 folded[node.index] = f"{node.op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
             if not how & (_FOLD_INPUTS | _FOLD_CONSTANT):
@@ -785,7 +787,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 base = tensors.get(out) or TensorInfo(out, None, None)
                 if base.const:
                     const[out] = base
-                else:  # replace(base, const=True) without the frozen __init__ (a Constant's output, per table):
+                else:  # replace(base, const=True) without the frozen __init__ (a Constant's output, per table)
                     const[out] = tensor_info(base.name, base.dtype, base.shape, True, base.value, base.static)
         # one string for all (11,103 folds in issue 29's encoder, per table; the matcher keys its reasons on it)
         folded[node.index] = _FOLDED_INPUTS if how & _FOLD_INPUTS else _FOLDED_CONSTANT

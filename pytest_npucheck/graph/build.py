@@ -493,7 +493,8 @@ class _Builder:
                 value = tuple(arr.reshape(-1).tolist())
             except Exception:
                 value = None
-        self.tensors[name] = tensor_info(name, _DTYPE_NAMES.get(tensor.data_type), dims, True, value, True)  # dims: ints
+        # static: dims are ints
+        self.tensors[name] = tensor_info(name, _DTYPE_NAMES.get(tensor.data_type), dims, True, value, True)
 
     def fully_inferred(self) -> bool:
         """Whether shape inference gave every main-graph node output a dtype and a static shape."""
@@ -513,7 +514,8 @@ class _Builder:
     def folded_values(self, folded: Mapping[str, Any]) -> None:
         """Node outputs the compiler computes at build time: their values are known. An array is
         often the value of many outputs (folding makes equal values one array): read once."""
-        array_parts, tensors, new, draft, made = self._array_parts, self.tensors, object.__new__, TensorInfoDraft, TensorInfo
+        array_parts, tensors, new = self._array_parts, self.tensors, object.__new__
+        draft, made = TensorInfoDraft, TensorInfo
         # a TensorInfo's fields but its name (dtype, shape, const, value, static), once per (array,
         # dtype the output had): ``folded`` holds the arrays alive through the loop, so their ids key it
         fields_of: dict[tuple[int, Optional[str]], tuple[Any, ...]] = {}
@@ -591,7 +593,8 @@ class _Builder:
                     tensors.setdefault(name, TensorInfo(name, None, None))
                     continue
                 info = new(draft)  # as _typed makes it (facts.tensor_info inlined)
-                info.name, info.dtype, info.shape, info.const, info.value, info.static = name, typ[0], typ[1], False, None, typ[3]
+                info.name, info.dtype, info.shape, info.const, info.value = name, typ[0], typ[1], False, None
+                info.static = typ[3]
                 info.__class__ = made
                 tensors[name] = info
         else:
