@@ -14,7 +14,7 @@ from operator import attrgetter
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SEQUENCE_OUTPUT, SHAPE_OPS, GraphFacts, GraphView, NodeFact,
-                    TensorInfo, dtype_name, frozen_new)
+                    TensorInfo, dtype_name, frozen_new, tensor_info)
 from .tables import Constraint, OpEntry, Pattern, Table
 
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
@@ -728,10 +728,9 @@ def _eliminate_identity(graph: GraphFacts, pre: PrepassResult, identity: bool = 
             info = (pre.const.get(src) or graph.tensors.get(src)) if src else None
             if info is not None and info.const and node.outputs and node.outputs[0]:
                 out = node.outputs[0]
-                # replace(info, name=out) without the frozen __init__ (frozen_new inlined: 3,591 Identities in
+                # replace(info, name=out) without the frozen __init__ (tensor_info: 3,591 Identities in
                 # issue 29's encoder, per table)
-                t = pre.const[out] = _new(TensorInfo)
-                t.__dict__.update(name=out, dtype=info.dtype, shape=info.shape, const=info.const, value=info.value)
+                pre.const[out] = tensor_info(out, info.dtype, info.shape, info.const, info.value, info.static)
 
 
 def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
@@ -757,9 +756,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 out = node.outputs[0]
                 if info is not None and info.const and out not in const:
                     base = tensors.get(out) or info
-                    t = const[out] = _new(TensorInfo)  # frozen_new inlined (one per Identity of a constant)
-                    t.__dict__.update(name=out, dtype=base.dtype, shape=base.shape, const=True,
-                                      value=base.value if base.value is not None else info.value)
+                    const[out] = tensor_info(out, base.dtype, base.shape, True,
+                                             base.value if base.value is not None else info.value, base.static)
             continue
         plan = plans.get(node.key)
         if plan is None:  # what the checks below that read only the op make of it, once per op
@@ -773,8 +771,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 value = _shape_value(node, src)
                 for out in node.outputs:
                     base = tensors.get(out) or TensorInfo(out, "int64", None)
-                    t = const[out] = _new(TensorInfo)  # replace(base, const=True, value=value) without the frozen __init__
-                    t.__dict__.update(name=base.name, dtype=base.dtype, shape=base.shape, const=True, value=value)
+                    # replace(base, const=True, value=value) without the frozen __init__
+                    const[out] = tensor_info(base.name, base.dtype, base.shape, True, value, base.static)
                 folded[node.index] = f"{node.op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
             if not how & (_FOLD_INPUTS | _FOLD_CONSTANT):
@@ -798,11 +796,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 base = tensors.get(out) or TensorInfo(out, None, None)
                 if base.const:
                     const[out] = base
-                else:  # replace(base, const=True) without the frozen __init__ (a Constant's output, per table):
-                    t = const[out] = _new(TensorInfo)  # its fields (and cached static: same shape), const set
-                    fields = t.__dict__
-                    fields.update(base.__dict__)
-                    fields["const"] = True
+                else:  # replace(base, const=True) without the frozen __init__ (a Constant's output, per table)
+                    const[out] = tensor_info(base.name, base.dtype, base.shape, True, base.value, base.static)
         # one string for all (11,103 folds in issue 29's encoder, per table; the matcher keys its reasons on it)
         folded[node.index] = _FOLDED_INPUTS if how & _FOLD_INPUTS else _FOLDED_CONSTANT
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what a type checker and an editor see: the names, from their modules
     from .build import clear_caches, facts_from_model, load_graph
     from .facts import (DEFAULT_DOMAIN, DTYPE_SIZES, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, TensorInfo,
-                        dtype_name, iter_main_nodes, tensor_bytes)
+                        dtype_name, iter_main_nodes, tensor_bytes, tensor_info)
     from .frozen import frozen_new
     from .gc_pause import paused_gc
     from .location import SourceLocation, format_location
@@ -37,7 +37,7 @@ _SOURCES = {
     "clear_caches": "build", "facts_from_model": "build", "load_graph": "build",
     "DEFAULT_DOMAIN": "facts", "DTYPE_SIZES": "facts", "DYNAMIC_DIM": "facts", "SMALL_CONSTANT": "facts",
     "GraphFacts": "facts", "NodeFact": "facts", "TensorInfo": "facts", "dtype_name": "facts",
-    "iter_main_nodes": "facts", "tensor_bytes": "facts",
+    "iter_main_nodes": "facts", "tensor_bytes": "facts", "tensor_info": "facts",
     "frozen_new": "frozen", "paused_gc": "gc_pause", "SourceLocation": "location", "format_location": "location",
     "CONTROL_FLOW": "ops", "IDENTITY_OPS": "ops", "NONDETERMINISTIC": "ops", "NOT_FOLDED": "ops",
     "SEQUENCE_OUTPUT": "ops", "SHAPE_OPS": "ops",
@@ -63,5 +63,5 @@ __all__ = [
     "NONDETERMINISTIC", "NOT_FOLDED", "NodeFact", "SEQUENCE_OUTPUT", "SHAPE_OPS", "SMALL_CONSTANT", "SourceLocation",
     "TensorInfo",
     "clear_caches", "dtype_name", "facts_from_model", "format_location", "frozen_new", "iter_main_nodes",
-    "load_graph", "load_model_proto", "op_schema", "paused_gc", "tensor_bytes",
+    "load_graph", "load_model_proto", "op_schema", "paused_gc", "tensor_bytes", "tensor_info",
 ]

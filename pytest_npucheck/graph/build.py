@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from .facts import (_DTYPE_NAMES, DEFAULT_DOMAIN, DYNAMIC_DIM, SMALL_CONSTANT, GraphFacts, NodeFact, NodeFactDraft,
-                    TensorInfo, dtype_name, link_node)
+                    TensorInfo, TensorInfoDraft, dtype_name, link_node, tensor_info)
 from .fold import _fold_small_constants, _small_initializers
-from .frozen import frozen_new
 from .gc_pause import paused_gc
 from .location import METADATA_PREFIX, SourceLocation, _module_location, _source
 from .location import clear_caches as clear_location_caches
@@ -270,8 +269,8 @@ _NAME = attrgetter("name")
 def _as_dynamic(tensors: dict[str, TensorInfo], name: str) -> None:
     t = tensors.get(name)
     if t is not None and t.shape is not None and None in t.shape:
-        tensors[name] = frozen_new(TensorInfo, name=name, dtype=t.dtype, const=t.const, value=t.value, static=False,
-                             shape=tuple(DYNAMIC_DIM if d is None else d for d in t.shape))
+        tensors[name] = tensor_info(name, t.dtype, tuple(DYNAMIC_DIM if d is None else d for d in t.shape), t.const,
+                                    t.value, False)
 
 
 def skips_inference(model: Any, attributes: Optional[list[tuple[Any, ...]]] = None) -> bool:
@@ -499,10 +498,8 @@ class _Builder:
         old = self.tensors.get(name)
         if old is not None and old.const:
             return
-        # frozen_new(TensorInfo, ...) inlined, with TensorInfo.static known from the decoded type
-        info = object.__new__(TensorInfo)
-        info.__dict__.update(name=name, dtype=typ[0], shape=typ[1], const=False, value=None, static=typ[3])
-        self.tensors[name] = info
+        # TensorInfo.static known from the decoded type
+        self.tensors[name] = tensor_info(name, typ[0], typ[1], False, None, typ[3])
 
     @staticmethod
     def _decode_type(t: Any) -> Any:
@@ -544,10 +541,8 @@ class _Builder:
                 value = tuple(arr.reshape(-1).tolist())
             except Exception:
                 value = None
-        info = object.__new__(TensorInfo)  # frozen_new(TensorInfo, ...) inlined (one per initializer)
-        info.__dict__.update(name=name, dtype=_DTYPE_NAMES.get(tensor.data_type), shape=dims, const=True, value=value,
-                             static=True)  # dims: ints
-        self.tensors[name] = info
+        # static: dims are ints
+        self.tensors[name] = tensor_info(name, _DTYPE_NAMES.get(tensor.data_type), dims, True, value, True)
 
     def fully_inferred(self) -> bool:
         """Whether shape inference gave every main-graph node output a dtype and a static shape."""
@@ -568,9 +563,10 @@ class _Builder:
         """Node outputs the compiler computes at build time: their values are known. An array is
         often the value of many outputs (folding makes equal values one array): read once."""
         array_parts, tensors, new = self._array_parts, self.tensors, object.__new__
-        # a TensorInfo's fields but its name, once per (array, dtype the output had): ``folded``
-        # holds the arrays alive through the loop, so their ids key it
-        fields_of: dict[tuple[int, Optional[str]], dict[str, Any]] = {}
+        draft, made = TensorInfoDraft, TensorInfo
+        # a TensorInfo's fields but its name (dtype, shape, const, value, static), once per (array,
+        # dtype the output had): ``folded`` holds the arrays alive through the loop, so their ids key it
+        fields_of: dict[tuple[int, Optional[str]], tuple[Any, ...]] = {}
         for name, arr in folded.items():
             old = tensors.get(name)
             dtype = old.dtype if old else None
@@ -580,12 +576,11 @@ class _Builder:
                 if parts is None or parts[0] is not arr:
                     parts = array_parts[id(arr)] = (arr, _np_dtype_name(arr), tuple(map(int, arr.shape)),
                                                     tuple(arr.reshape(-1).tolist()))
-                fields = fields_of[id(arr), dtype] = dict(name="", dtype=dtype or parts[1], shape=parts[2],
-                                                          const=False, value=parts[3], static=True)
-            info = new(TensorInfo)  # frozen_new(TensorInfo, ...) inlined, the name first (as before)
-            own = info.__dict__
-            own.update(fields)
-            own["name"] = name
+                fields = fields_of[id(arr), dtype] = (dtype or parts[1], parts[2], False, parts[3], True)
+            info = new(draft)  # facts.tensor_info inlined
+            info.name = name
+            info.dtype, info.shape, info.const, info.value, info.static = fields
+            info.__class__ = made
             tensors[name] = info
 
     def _schema_defaults(self, op_type: str, domain: str, opset: int) -> Optional[dict[str, Any]]:
@@ -636,10 +631,7 @@ class _Builder:
         if static is not None:
             # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
             # (never constants) so far, so _typed's check for a constant is not needed
-            tensors, new = self.tensors, object.__new__
-            # the fields of a TensorInfo but its name, once per decoded type (a few hundred for
-            # 26,000 values): value_infos holds every type alive through the loop, so ids key them
-            fields_of: dict[int, dict[str, Any]] = {}
+            tensors, new, draft, made = self.tensors, object.__new__, TensorInfoDraft, TensorInfo
             for name, typ in value_infos:
                 if typ[2]:
                     static.add(name)
@@ -648,14 +640,10 @@ class _Builder:
                 if typ is _NOT_A_TENSOR:
                     tensors.setdefault(name, TensorInfo(name, None, None))
                     continue
-                fields = fields_of.get(id(typ))
-                if fields is None:  # as _typed makes them, the name first (a dict's keys keep their places)
-                    fields = fields_of[id(typ)] = dict(name="", dtype=typ[0], shape=typ[1], const=False, value=None,
-                                                       static=typ[3])
-                info = new(TensorInfo)
-                own = info.__dict__
-                own.update(fields)
-                own["name"] = name
+                info = new(draft)  # as _typed makes it (facts.tensor_info inlined)
+                info.name, info.dtype, info.shape, info.const, info.value = name, typ[0], typ[1], False, None
+                info.static = typ[3]
+                info.__class__ = made
                 tensors[name] = info
         else:
             for name, typ in value_infos:
@@ -689,7 +677,9 @@ class _Builder:
         # Constant nodes of a stack of layers repeat a few attribute tuples (15 for the 6,303 Constant
         # nodes of ``encoder_26k``), each decoded once instead of once per node. The rows hold the
         # tuples alive through the loop, so their ids key them
-        constants: dict[tuple[int, bool], dict[str, Any]] = {}
+        # (dtype, shape, const, value, static)
+        constants: dict[tuple[int, bool], tuple[Any, ...]] = {}
+        info_draft, made_info = TensorInfoDraft, TensorInfo
         tensors, folded = self.tensors, self.folded
         # each node's name as read with its row, else read here
         names = self.names if self.names is not None and len(self.names) == len(rows) else map(_NAME, map(_FIRST, rows))
@@ -725,13 +715,13 @@ class _Builder:
                 made = constants.get(memo)
                 if made is None:
                     self._constant_node(out, attributes, "")
-                    # its fields as made, before any reader could add a cached one (TensorInfo.static)
-                    constants[memo] = dict(tensors[out].__dict__)
-                else:  # frozen_new(TensorInfo, ...) inlined, the name first (as _constant_node makes it)
-                    info = new(TensorInfo)
-                    own = info.__dict__
-                    own.update(made)
-                    own["name"] = out
+                    t = tensors[out]
+                    constants[memo] = (t.dtype, t.shape, t.const, t.value, t.static)
+                else:  # facts.tensor_info inlined (as _constant_node makes it)
+                    info = new(info_draft)
+                    info.name = out
+                    info.dtype, info.shape, info.const, info.value, info.static = made
+                    info.__class__ = made_info
                     tensors[out] = info
             if not metadata and name[:1] != "/" and type(name) is str:
                 # what location._source answers for a name that is no scope, without the exporter's
@@ -824,10 +814,8 @@ class _Builder:
                     # folding decoded this tensor already: folded_values() gives the output its shape and
                     # value from that array once the walk is done; until then it is a constant of this dtype
                     t = a.t
-                    info = object.__new__(TensorInfo)  # frozen_new(TensorInfo, ...) inlined (a third of the nodes)
-                    info.__dict__.update(name=out, dtype=_DTYPE_NAMES.get(t.data_type), shape=tuple(t.dims[:]),
-                                         const=True, value=None)
-                    self.tensors[out] = info
+                    self.tensors[out] = tensor_info(out, _DTYPE_NAMES.get(t.data_type), tuple(t.dims[:]), True, None,
+                                                    True)  # dims: ints
                     return
                 self._const(out, a.t)
                 return

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from .facts import GraphFacts, NodeFact, TensorInfo
-from .frozen import frozen_new as _new
+from .facts import GraphFacts, NodeFact, TensorInfo, tensor_info
 from .ops import SHAPE_FROM_DATA as _SHAPE_FROM_DATA, SHAPE_FROM_VALUES as _SHAPE_FROM_VALUES
 from .schema import op_schema
 
@@ -99,7 +98,7 @@ def data_dependent_shapes(graph: GraphFacts, unfolded: set[int], seeds: Mapping[
     for name, shape in dims.items():
         info = graph.tensor(name)
         if info is not None:
-            out[name] = _new(TensorInfo, name=name, dtype=info.dtype, shape=shape, const=False, value=None)
+            out[name] = tensor_info(name, info.dtype, shape)
     return out
 
 
@@ -180,5 +179,5 @@ def refined_shapes(graph: GraphFacts, refined: Mapping[str, TensorInfo],
                 continue
             dims[o] = tuple(got)
             reached.add(o)
-            out[o] = _new(TensorInfo, name=o, dtype=info.dtype, shape=tuple(got), const=False, value=None)
+            out[o] = tensor_info(o, info.dtype, tuple(got), False, None, True)  # every dim an int (above)
     return out

@@ -10,6 +10,7 @@ makes them; nothing changes them afterwards.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, Iterator, Mapping, Optional, Sequence
 
 from .frozen import cached
@@ -45,9 +46,17 @@ def dtype_name(elem_type: int) -> Optional[str]:
     return _DTYPE_NAMES.get(elem_type)
 
 
-@dataclass(frozen=True)
-class TensorInfo:
-    """What is known statically about one tensor."""
+class _Static:
+    """The slot of ``TensorInfo.static``, which is no field (not compared, not a constructor argument)."""
+
+    __slots__ = ("static",)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorInfo(_Static):
+    """What is known statically about one tensor. Slotted, as ``NodeFact`` is: a graph of 26,000
+    tensors (and the ~15,000 the pre-passes make per table) would otherwise give each one a
+    ``__dict__`` of its own. ``tensor_info`` makes one without the frozen ``__init__``."""
 
     name: str
     dtype: Optional[str]
@@ -55,9 +64,20 @@ class TensorInfo:
     const: bool = False
     value: Optional[tuple[Any, ...]] = None  # flattened values of a small constant
 
-    @cached
-    def static(self) -> bool:  # asked by several rules and the partition for most tensors
-        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+    # static: every dim known (an int); asked by several rules and the partition for most tensors,
+    # so set once, when the info is made
+
+    def __post_init__(self) -> None:
+        shape = self.shape
+        object.__setattr__(self, "static", shape is not None and all(map(isinstance, shape, _INT)))
+
+    def __getstate__(self) -> list[Any]:  # the fields (a copy or a pickle works out static again)
+        return [self.name, self.dtype, self.shape, self.const, self.value]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        for name, value in zip(_TENSOR_FIELDS, state):
+            object.__setattr__(self, name, value)
+        TensorInfo.__post_init__(self)
 
     @property
     def symbolic_dims(self) -> list[str]:
@@ -65,6 +85,34 @@ class TensorInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "shape": None if self.shape is None else list(self.shape)}
+
+
+_TENSOR_FIELDS = tuple(TensorInfo.__dataclass_fields__)
+
+
+class TensorInfoDraft(_Static):
+    """A TensorInfo being filled: the same slots, without the frozen ``__setattr__``
+    (``tensor_info``, and the build's loops, which set each slot and turn the draft into the
+    TensorInfo it lays out)."""
+
+    __slots__ = TensorInfo.__slots__  # type: ignore[attr-defined]
+
+
+def tensor_info(name: str, dtype: Optional[str], shape: Optional[tuple[Any, ...]], const: bool = False,
+                value: Optional[tuple[Any, ...]] = None, static: Optional[bool] = None) -> TensorInfo:
+    """``TensorInfo(name, dtype, shape, const, value)`` without the frozen ``__init__`` (one
+    ``object.__setattr__`` call per field): for the loops that make one per node or tensor.
+    ``static``: ``TensorInfo.static`` when the caller knows it (the same shape as a known info's),
+    else worked out from ``shape``."""
+    t = _new(TensorInfoDraft)
+    t.name, t.dtype, t.shape, t.const, t.value = name, dtype, shape, const, value
+    t.static = (shape is not None and all(map(isinstance, shape, _INT))) if static is None else static
+    t.__class__ = TensorInfo  # type: ignore[assignment]
+    return t  # type: ignore[return-value]
+
+
+_new = object.__new__
+_INT = repeat(int)  # all(map(isinstance, shape, _INT)): every dim an int, without a generator per shape
 
 
 class _Keyed:

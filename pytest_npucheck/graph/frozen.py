@@ -1,7 +1,8 @@
 """Frozen dataclasses built and cached without their generated ``__init__`` / ``__setattr__``.
 
 The facts (and the results the matcher builds from them) are frozen dataclasses made by the
-thousand; these two helpers are the one place that writes a frozen instance's ``__dict__``.
+thousand; these two helpers are the one place that writes a frozen instance's ``__dict__`` (the
+slotted ones, which have none, are made by ``facts.tensor_info`` and ``graph.build``'s drafts).
 """
 
 from __future__ import annotations
@@ -28,7 +29,11 @@ def frozen_new(cls: Any, **fields: Any) -> Any:
     """``cls(**fields)`` for a frozen dataclass given every field, without its generated __init__,
     which sets each field through object.__setattr__ (a third of the cost of reading a node).
     The loops that build one object per node or tensor inline it (``object.__new__`` and an update
-    of ``__dict__``): the call and its keyword dict cost a third of the building."""
+    of ``__dict__``): the call and its keyword dict cost a third of the building. A slotted class
+    (``TensorInfo``, ``NodeFact``: no ``__dict__``, and slots besides its fields that its
+    ``__post_init__`` sets) is made by its constructor; ``facts.tensor_info`` is their fast path."""
+    if "__slots__" in cls.__dict__:
+        return cls(**fields)
     obj = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj

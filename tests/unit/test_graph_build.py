@@ -297,3 +297,45 @@ def test_propagation_may_be_moot_only_for_static_inputs_without_functions_foreig
     branch = make_model([helper.make_node("If", ["c"], ["y"], name="if", then_branch=body, else_branch=body)],
                         [("c", ())], ["y"], dtype=TensorProto.BOOL)
     assert not moot(branch)
+
+
+def test_built_tensor_infos_are_slotted_tensor_infos_equal_to_constructed_ones():
+    """Every TensorInfo the walk makes (graph input, initializer, inferred values, Constant outputs,
+    the second Constant of the same attributes from the first one's fields) is a slotted
+    TensorInfo equal to the one the constructor makes of its fields, with the same ``static``,
+    kept through a copy, a pickle, ``dataclasses.replace`` and the facts cache."""
+    import copy
+    import dataclasses
+    import pickle
+
+    import numpy as np
+    import pytest
+
+    from pytest_npucheck import facts_cache
+    from pytest_npucheck.graph import TensorInfo
+
+    value = helper.make_tensor("c", TensorProto.FLOAT, [3], [1.0, 2.0, 3.0])
+    nodes = [helper.make_node("Constant", [], ["k0"], name="/a/Constant", value=value),
+             helper.make_node("Constant", [], ["k1"], name="/b/Constant", value=value),
+             helper.make_node("Add", ["x", "k0"], ["s0"], name="/a/Add"),
+             helper.make_node("Add", ["s0", "w"], ["s1"], name="/b/Add"),
+             helper.make_node("Mul", ["s1", "k1"], ["y"], name="/b/Mul")]
+    w = helper.make_tensor("w", TensorProto.FLOAT, [3], np.ones(3, np.float32).tolist())
+    facts = facts_from_model(make_model(nodes, [("x", ["n", 3])], ["y"], initializers=[w]))
+    assert {"x", "w", "k0", "k1", "s0", "s1", "y"} <= set(facts.tensors)
+    for name, info in facts.tensors.items():
+        assert type(info) is TensorInfo and not hasattr(info, "__dict__"), name
+        made = TensorInfo(**{f.name: getattr(info, f.name) for f in dataclasses.fields(TensorInfo)})
+        assert made == info and hash(made) == hash(info) and repr(made) == repr(info)
+        assert made.static == info.static == (info.shape is not None and all(isinstance(d, int) for d in info.shape))
+        for again in (copy.copy(info), copy.deepcopy(info), pickle.loads(pickle.dumps(info))):
+            assert again == info and again.static == info.static
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            info.const = True  # type: ignore[misc]
+    assert facts.tensors["k0"].value == facts.tensors["k1"].value == (1.0, 2.0, 3.0)
+    assert not facts.tensors["x"].static and facts.tensors["w"].static
+    assert dataclasses.replace(facts.tensors["w"], shape=("n",)).static is False
+    assert "static" not in {f.name for f in dataclasses.fields(TensorInfo)}  # no field: not compared, not in the cache
+    back = facts_cache.from_json(facts_cache.to_json(facts))
+    assert back.tensors == facts.tensors
+    assert {n: t.static for n, t in back.tensors.items()} == {n: t.static for n, t in facts.tensors.items()}
