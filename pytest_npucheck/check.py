@@ -185,16 +185,13 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
 def _all_static(facts: GraphFacts) -> bool:
     """Whether every tensor of ``facts`` has a static shape and the pass reported no error: then
     data propagation could have added nothing (it only makes unknown dims known, and here every
-    dim is known). The dims' types are gathered in C, not tested tensor by tensor (~30,000 tensors
-    in the 26k-node encoder)."""
-    from itertools import chain
+    dim is known). Read from each TensorInfo's ``static``, set when the info was made, in C
+    (~30,000 tensors in the 26k-node encoder)."""
+    from operator import attrgetter
 
     if facts.shape_inference_error is not None or facts.dynamic_rank:
         return False
-    shapes = [t.shape for t in facts.tensors.values()]
-    if None in shapes:
-        return False
-    return set(map(type, chain.from_iterable(shapes))) <= {int}
+    return all(map(attrgetter("static"), facts.tensors.values()))
 
 
 def _check_versions(path: Path, facts: GraphFacts) -> None:
