@@ -144,7 +144,7 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     if not static or builder.nested:
         dynamic_rank = _mark_dynamic(builder.nodes, builder.tensors, inputs,
                                      None if builder.nested else builder.producer)
-    return GraphFacts(
+    facts = GraphFacts(
         path=path,
         opsets=opsets,
         ir_version=int(model.ir_version),
@@ -164,6 +164,12 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         # positions in ``rows``, which are the nodes' indices when every node is in the main graph
         foldable=None if builder.nested or len(builder.nodes) != len(rows) else tuple(foldable),
     )
+    if not builder.nested and builder.firsts is not None:
+        # every node went through _main_nodes, which filled the index as it added them: what the
+        # cached property would make in a second loop over the 26k nodes (its first readers are
+        # validity and the pre-passes)
+        facts.__dict__["main_nodes_by_op"] = builder.by_op
+    return facts
 
 
 _SHAPE_FROM_VALUES, _SHAPE_FROM_DATA = SHAPE_FROM_VALUES, SHAPE_FROM_DATA
@@ -467,7 +473,11 @@ class _Builder:
         # (and input count, whether one is omitted, output count: validity's checker gives the same
         # answer for all the nodes of one such key, so it checks the first of each, listed in ``firsts``)
         # (as a tuple: op_type, domain, attrs, explicit_attrs, defaults, graph, opset, subgraphs, key)
-        self._templates: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        # each paired with the list in ``by_op`` its nodes go to
+        self._templates: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
+        # GraphFacts.main_nodes_by_op, filled as _main_nodes adds each node (an op's list is made at
+        # its first node, which is the first of a template): valid only while ``firsts`` is a list
+        self.by_op: dict[str, list[NodeFact]] = {}
         self.read_early = False  # whether a main-graph node reads a tensor a later node computes (_main_nodes)
         self.firsts: Optional[list[int]] = []  # the index of the first main-graph node of each template, in order
         self._attr_cache: dict[tuple[Any, ...], tuple[dict[str, Any], frozenset[str], Mapping[str, Any]]] = {}
@@ -665,7 +675,7 @@ class _Builder:
         nodes, opsets, templates, attr_cache, firsts = self.nodes, self.opsets, self._templates, self._attr_cache, self.firsts
         append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
         draft, made_fact = NodeFactDraft, NodeFact
-        producer, consumers = self.producer, self.consumers
+        producer, consumers, by_op = self.producer, self.consumers, self.by_op
         # without the exporter's metadata a node's source is its scope name's module: the location
         # of a name's part before its last "/" (``location._source``), looked up once per part
         modules: dict[str, Optional[SourceLocation]] = {}
@@ -705,8 +715,12 @@ class _Builder:
                     known = attr_cache[key] = self._attributes(op_type, attributes, domain, opset, [])
                 attrs, explicit, defaults = known
                 # every field but the node's own (set below), and the key
-                template = templates[signature] = (op_type, domain, attrs, explicit, defaults, "", opset, (),
-                                                   f"{domain}:{op_type}")
+                ops = by_op.get(op_type)
+                if ops is None:
+                    ops = by_op[op_type] = []
+                template = templates[signature] = ((op_type, domain, attrs, explicit, defaults, "", opset, (),
+                                                    f"{domain}:{op_type}"), ops.append)
+            fields, to_op = template
             index = len(nodes)
             name = given_name or f"{op_type}_{index}"
             if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
@@ -739,10 +753,11 @@ class _Builder:
             # it lays out (facts.NodeFactDraft)
             fact = new(draft)
             (fact.op_type, fact.domain, fact.attrs, fact.explicit_attrs, fact.defaults, fact.graph, fact.opset,
-             fact.subgraphs, fact.key) = template
+             fact.subgraphs, fact.key) = fields
             fact.index, fact.name, fact.inputs, fact.outputs, fact.source = index, name, inputs, outputs, where
             fact.__class__ = made_fact
             append(fact)
+            to_op(fact)
             for o in outputs:  # facts.link_node inlined (one call a node less)
                 if o:
                     producer[o] = index
