@@ -642,11 +642,6 @@ class _Builder:
             # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
             # (never constants) so far, so _typed's check for a constant is not needed
             tensors, new, draft, made = self.tensors, object.__new__, TensorInfoDraft, TensorInfo
-            # a value folding computed gets its TensorInfo from folded_values once the walk is done
-            # (half the values of a stack of layers: shape arithmetic): until then it holds one shared
-            # stand-in per decoded type, which gives refine_type and folded_values what they read of
-            # it (``const``, ``dtype``), not an object of its own made to be dropped
-            folded, stand_ins = self.folded, {}
             for name, typ in value_infos:
                 if typ[2]:
                     static.add(name)
@@ -654,12 +649,6 @@ class _Builder:
                     continue
                 if typ is _NOT_A_TENSOR:
                     tensors.setdefault(name, TensorInfo(name, None, None))
-                    continue
-                if name in folded:
-                    info = stand_ins.get(id(typ))  # ``types`` holds each decoded type alive
-                    if info is None:
-                        info = stand_ins[id(typ)] = tensor_info(name, typ[0], typ[1], False, None, typ[3])
-                    tensors[name] = info
                     continue
                 info = new(draft)  # as _typed makes it (facts.tensor_info inlined)
                 info.name, info.dtype, info.shape, info.const, info.value = name, typ[0], typ[1], False, None
