@@ -339,3 +339,33 @@ def test_built_tensor_infos_are_slotted_tensor_infos_equal_to_constructed_ones()
     back = facts_cache.from_json(facts_cache.to_json(facts))
     assert back.tensors == facts.tensors
     assert {n: t.static for n, t in back.tensors.items()} == {n: t.static for n, t in facts.tensors.items()}
+
+
+def test_the_walk_fills_main_nodes_by_op_as_the_cached_property_would():
+    """graph.build hands GraphFacts.main_nodes_by_op the index it filled as it added each node
+    (ops in the order of their first node, each op's nodes in graph order, the very NodeFacts);
+    a graph with a body leaves it to the cached property (its body's nodes are left out)."""
+    from pytest_npucheck.graph.facts import GraphFacts
+
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r0"),
+             helper.make_node("Softmax", ["a"], ["b"], name="s0", axis=1),
+             helper.make_node("Relu", ["b"], ["c"], name="r1"),
+             helper.make_node("Softmax", ["c"], ["d"], name="s1", axis=0),
+             helper.make_node("Relu", ["d"], ["y"], name="r2")]
+    facts = facts_from_model(make_model(nodes, [("x", [2, 3])], ["y"]))
+    published = facts.__dict__["main_nodes_by_op"]
+    made = GraphFacts.main_nodes_by_op.func(facts)
+    assert list(published) == list(made) == ["Relu", "Softmax"]
+    assert [[n.name for n in v] for v in published.values()] == [["r0", "r1", "r2"], ["s0", "s1"]]
+    assert all(a is b for op in made for a, b in zip(published[op], made[op]))
+    assert facts.main_nodes_by_op is published
+    # with a body: not published, made by the property from the main graph's nodes
+    then = helper.make_graph([helper.make_node("Relu", ["x"], ["t"], name="inner")], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 3])])
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m"], name="max", keepdims=0),
+             helper.make_node("Cast", ["m"], ["c"], name="cast", to=TensorProto.BOOL),
+             helper.make_node("If", ["c"], ["b"], name="if", then_branch=then, else_branch=then),
+             helper.make_node("Relu", ["b"], ["z"], name="r1")]
+    nested = facts_from_model(make_model(nodes, [("x", [2, 3])], ["z"]))
+    assert "main_nodes_by_op" not in nested.__dict__
+    assert [n.name for n in nested.main_nodes_by_op["Relu"]] == ["r1"]
