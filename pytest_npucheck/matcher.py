@@ -300,7 +300,7 @@ def _unsettled(node: NodeFact, per_node: tuple[Any, ...], mixed: tuple[Any, ...]
     29's encoder, most of them passed so); None: no test, the rule is asked."""
     passes = [any(r.check(node, p, view) is None for r, p in local) for local, _ in mixed]
     return tuple([(c, rule, mixed[j][1] if j >= 0 else None,
-                   _gates(mixed[j][1], view) if j >= 0 else _gates(((rule, c.params),), view)) for c, rule, j in per_node
+                   _gates(mixed[j][1] if j >= 0 else ((rule, c.params),), view)) for c, rule, j in per_node
                   if not ((j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view)))])
 
 
