@@ -255,7 +255,16 @@ class _Memo:
         if not todo:
             return "npu", []
         reasons = []
-        for c, rule, context in todo:
+        for c, rule, context, gates in todo:
+            if gates is not None:  # the rule's sparse tests (Rule.sparse): one that leaves the node out passes it
+                inputs = node.inputs
+                for pos, names in gates:
+                    if (node.index not in names) if pos < 0 else (pos >= len(inputs) or inputs[pos] not in names):
+                        break
+                else:
+                    gates = None
+                if gates is not None:
+                    continue
             # a mixed any_of none of whose local alternatives passes on this signature passes as soon as
             # one of its context alternatives does (the local ones are not run again); else the whole
             # any_of runs, for its message
@@ -281,12 +290,26 @@ def _passes_in(rule_id: str, params: Mapping[str, Any], ops: frozenset[str]) -> 
 def _unsettled(node: NodeFact, per_node: tuple[Any, ...], mixed: tuple[Any, ...],
                view: GraphView) -> tuple[tuple[Any, ...], ...]:
     """The per-node constraints a signature leaves to check on each of its nodes, in table order, as
-    (constraint, its rule, the context alternatives of a mixed any_of or None): the others pass on
-    every node with the signature of ``node`` (a local alternative of the any_of passes, or the rule's
-    own facts say it passes: ``Rule.settled``). Asked once per signature, on its first node."""
+    (constraint, its rule, the context alternatives of a mixed any_of or None, its gates): the others
+    pass on every node with the signature of ``node`` (a local alternative of the any_of passes, or the
+    rule's own facts say it passes: ``Rule.settled``). Asked once per signature, on its first node.
+
+    The gates are the rule's sparse tests (``Rule.sparse``; of the context alternatives, for a mixed
+    any_of), fetched here once per signature: a node one of them leaves out passes the constraint, which
+    ``judge`` then tells with a set lookup instead of calling the rule (6,900 calls in a check of issue
+    29's encoder, most of them passed so); None: no test, the rule is asked."""
     passes = [any(r.check(node, p, view) is None for r, p in local) for local, _ in mixed]
-    return tuple([(c, rule, mixed[j][1] if j >= 0 else None) for c, rule, j in per_node
+    return tuple([(c, rule, mixed[j][1] if j >= 0 else None,
+                   _gates(mixed[j][1] if j >= 0 else ((rule, c.params),), view)) for c, rule, j in per_node
                   if not ((j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view)))])
+
+
+def _gates(rules: tuple[tuple[Any, Mapping[str, Any]], ...], view: GraphView) -> Optional[tuple[tuple[int, Any], ...]]:
+    """The sparse test (``Rule.sparse``) of the first of alternatives (rule, params) any one of which
+    passing passes the constraint, or None. Only the first: it is asked of every node, so its set is made
+    anyway; a later one's only when a node gets that far (see ``rules.node._any_of_gate``)."""
+    rule, params = rules[0] if rules else (None, None)
+    return rule.sparse(params, view) if rule is not None and rule.sparse is not None else None
 
 
 _NO_PLAN = object()  # an op key the memo has not planned yet

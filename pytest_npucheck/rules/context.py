@@ -172,6 +172,26 @@ def _producer_not_reach(graph: GraphFacts, params: Mapping[str, Any]) -> Optiona
                      frozenset(params.get("skip") or ()), bool(params.get("computed_input")))
 
 
+def _input_gate(make: Any) -> Any:
+    """``Rule.sparse`` of a rule that passes when its input ``index`` is missing, empty or not in its
+    sparse test's set of tensors (``make``, as ``_sparse`` asks it)."""
+    def gate(params: Mapping[str, Any], graph: GraphFacts) -> Optional[tuple[tuple[int, Any], ...]]:
+        found = _sparse(graph, params, make)
+        return None if found is None else ((int(params.get("index", 0)), found),)
+    return gate
+
+
+def _producer_not_gate(params: Mapping[str, Any], graph: GraphFacts) -> Optional[tuple[tuple[int, Any], ...]]:
+    """producer_not's ``Rule.sparse`` (none for an empty chain, which has no sparse test)."""
+    return _input_gate(_producer_not_reach)(params, graph) if params.get("chain") else None
+
+
+def _shared_gate(params: Mapping[str, Any], graph: GraphFacts) -> Optional[tuple[tuple[int, Any], ...]]:
+    """linear_pair_add's ``Rule.sparse``: the node's index among those of ``_shared_sources``."""
+    found = _sparse(graph, params, _shared_sources)
+    return None if found is None else ((-1, found),)
+
+
 @rule("not_graph_output", "context", local=False, words=_words)
 def rule_not_graph_output(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result is not a graph output{from_node_text}."""
@@ -190,7 +210,7 @@ def _chain_ops(params: Mapping[str, Any]) -> tuple[frozenset[str], ...]:
     return tuple(frozenset([s] if isinstance(s, str) else s) for s in params["chain"])
 
 
-@rule("producer_not", "context", local=False, words=_words, needs=_chain_ops)
+@rule("producer_not", "context", local=False, words=_words, needs=_chain_ops, sparse=_producer_not_gate)
 def rule_producer_not(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """input {index} is not computed by {chain_text}{exclusive_text}.
 
@@ -524,7 +544,8 @@ def _producer_ops(params: Mapping[str, Any]) -> tuple[frozenset[str], ...]:
     return (frozenset(params["ops"]),)
 
 
-@rule("producer_pass", "context", local=False, words=_words, inner=_judged_by, needs=_producer_ops)
+@rule("producer_pass", "context", local=False, words=_words, inner=_judged_by, needs=_producer_ops,
+      sparse=_input_gate(_producer_pass_reach))
 def rule_producer_pass(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """when input {index} is computed by {ops_text}, that node meets: {constraint_text}."""
     index = int(params.get("index", 0))
@@ -1033,7 +1054,7 @@ def _shared_sources(graph: GraphFacts, params: Mapping[str, Any]) -> Optional[se
     return shared
 
 
-@rule("linear_pair_add", "context", local=False, words=_words, settled=_no_linear_weight)
+@rule("linear_pair_add", "context", local=False, words=_words, settled=_no_linear_weight, sparse=_shared_gate)
 def rule_linear_pair_add(node: NodeFact, params: Mapping[str, Any], graph: GraphFacts) -> Optional[str]:
     """its result (a layer by a constant weight) is not added to the result of another Gemm/MatMul by a constant
     weight reading the same input (two linear heads of one input summed, as a distilled classifier's

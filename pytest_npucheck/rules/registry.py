@@ -21,6 +21,8 @@ PartsFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Mapping[str, Any]]]]
 InnerFn = Callable[[Mapping[str, Any]], Iterable[tuple[str, Any]]]  # params -> (path in params, constraint)
 SettledFn = Callable[[NodeFact, Mapping[str, Any], GraphFacts], bool]  # (node, params, graph) -> passes for sure
 NeedsFn = Callable[[Mapping[str, Any]], tuple[frozenset[str], ...]]  # params -> op sets it can only fail with
+# (params, graph) -> None or the (position, names) pairs of a rule's sparse test (``Rule.sparse``)
+SparseFn = Callable[[Mapping[str, Any], GraphFacts], Optional[tuple[tuple[int, Any], ...]]]
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,12 @@ class Rule:
     # without a Where). The matcher asks it once per graph and op (``matcher._Memo``) and drops the
     # constraints that pass on every node, instead of walking the neighbours of each node for them
     needs: Optional[NeedsFn] = None
+    # a context rule's sparse test (rules.context), handed to the matcher so that it can pass a node
+    # with one set lookup instead of a call of the rule: None (no test for these params and this
+    # graph) or (position, names) pairs, each enough for the rule to pass: position >= 0 when the
+    # node's input at that position is missing, empty or not among the names, -1 when the node's
+    # index is not among them. The matcher fetches it once per signature (``matcher._Memo``)
+    sparse: Optional[SparseFn] = None
 
     def __post_init__(self) -> None:
         # ``check`` is the rule's function itself on each instance (the method below is what a type
@@ -97,12 +105,13 @@ RULES: dict[str, Rule] = {}
 
 def rule(rule_id: str, category: str, local: bool = True, words: Optional[WordsFn] = None,
          parts: Optional[PartsFn] = None, inner: Optional[InnerFn] = None, reads_values: bool = True,
-         settled: Optional[SettledFn] = None, needs: Optional[NeedsFn] = None) -> Callable[[RuleFn], RuleFn]:
+         settled: Optional[SettledFn] = None, needs: Optional[NeedsFn] = None,
+         sparse: Optional[SparseFn] = None) -> Callable[[RuleFn], RuleFn]:
     """Register the decorated function as the rule ``rule_id`` (see ``Rule`` for the hooks)."""
     def register(fn: RuleFn) -> RuleFn:
         if rule_id in RULES:
             raise RuntimeError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, inner, reads_values, settled, needs)
+        RULES[rule_id] = Rule(rule_id, fn, category, local, words, parts, inner, reads_values, settled, needs, sparse)
         return fn
 
     return register

@@ -1521,3 +1521,58 @@ def test_linear_pair_add_sparse_test_sees_a_source_behind_a_batchnorm():
     assert sparse == whole
     assert sparse["head0"] is not None and "head1" in sparse["head0"] and sparse["head1"] is not None
     assert sparse["other"] is None
+
+
+# -- Rule.sparse: the sparse tests the matcher asks once per signature --------------------------------
+
+
+def _left_out(gates, node):
+    """Whether one of a rule's (position, names) gates leaves ``node`` out (the rule then passes)."""
+    return any((node.index not in names) if pos < 0 else (pos >= len(node.inputs) or node.inputs[pos] not in names)
+               for pos, names in gates)
+
+
+def test_a_node_a_rules_sparse_gate_leaves_out_passes_on_every_probe_model(probe_index):
+    """Rule.sparse hands the matcher a rule's sparse test as (position, names) gates: on every probe model's
+    view, with every params the bundled tables give (any_of's too), a node one of them leaves out passes the
+    rule, some nodes are left out, and with SPARSE off there is no gate."""
+    from pytest_npucheck.rules import context
+
+    gated = {k: r for k, r in RULES.items() if r.sparse is not None}
+    assert set(gated) == {"producer_pass", "producer_not", "linear_pair_add", "any_of"}
+    params = {k: _bundled_params(k) for k in gated}
+    left_out = dict.fromkeys(gated, 0)
+    for probe in probe_index.values():
+        view = _view(probe.model)
+        for k, rule in gated.items():
+            for p in params[k]:
+                gates = rule.sparse(p, view)
+                for node in view.nodes if gates else ():
+                    if _left_out(gates, node):
+                        left_out[k] += 1
+                        assert rule.check(node, p, view) is None, (k, probe.id, node.name, p)
+                context.SPARSE = False
+                try:
+                    assert rule.sparse(p, view) is None, (k, p)
+                finally:
+                    context.SPARSE = True
+    assert all(left_out.values()), left_out
+
+
+def test_any_of_and_the_matcher_take_the_first_alternatives_gate_only():
+    """An any_of passes when any alternative does, but only its first alternative's set is made for
+    every node: a later one's gate would make a set no node may need (``rules.node._any_of_gate``,
+    ``matcher._gates``)."""
+    from pytest_npucheck import matcher
+
+    view = _view(_graph([helper.make_node("Cast", ["x"], ["c"], name="cast", to=TensorProto.FLOAT),
+                         helper.make_node("Reshape", ["c", "s"], ["r"], name="r")],
+                        [_vi("x", [2, 4]), helper.make_tensor_value_info("s", TensorProto.INT64, [1])], [_vi("r", [8])]))
+    cast = {"ops": ["Cast"], "constraint": {"rule": "rank", "params": {"max": 1}}}
+    rank = {"rule": "rank", "params": {"max": 1}}
+    first = RULES["any_of"].sparse({"constraints": [{"rule": "producer_pass", "params": cast}, rank]}, view)
+    assert first == ((0, {"c"}),)
+    assert RULES["any_of"].sparse({"constraints": [rank, {"rule": "producer_pass", "params": cast}]}, view) is None
+    assert matcher._gates(((RULES["producer_pass"], cast), (RULES["rank"], rank["params"])), view) == first
+    assert matcher._gates(((RULES["rank"], rank["params"]), (RULES["producer_pass"], cast)), view) is None
+    assert matcher._gates((), view) is None
