@@ -18,7 +18,6 @@ from .graph import (IDENTITY_OPS, NONDETERMINISTIC, SEQUENCE_OUTPUT, SHAPE_OPS, 
 from .tables import Constraint, OpEntry, Pattern, Table
 
 _PASS_THROUGH = IDENTITY_OPS | {"Cast"}  # ops eliminate_identity removes (a Cast only to its input's dtype)
-_new = object.__new__
 
 
 @dataclass
