@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import glob
 import os
+import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -50,6 +51,25 @@ def expand_inputs(inputs: Sequence[str]) -> list[Path]:
     return unique
 
 
+def quiet_blas_import() -> None:
+    """Import numpy (which onnx imports) with OpenBLAS limited to this thread, unless numpy is
+    imported already or the user chose OpenBLAS's thread count (``OPENBLAS_NUM_THREADS``).
+
+    OpenBLAS starts a worker thread per further core when numpy loads, and each one spins on the
+    CPU for a while (about 0.1 s) before it sleeps. A check never gives it work: its numpy
+    calls are small, and no matrix product it makes is worth a second thread. The spinning alone
+    was 0.05-0.08 CPU-s of a whole `npucheck check` (issue 29, goal u4). OpenBLAS reads the
+    variable once, when numpy loads it, so the variable is set around the import only: the
+    processes this one starts get the environment they got before."""
+    if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
+        return
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    try:
+        import numpy  # noqa: F401
+    finally:
+        del os.environ["OPENBLAS_NUM_THREADS"]
+
+
 def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixes: bool,
               all_nodes: bool, text: bool = True, nodes_text: bool = False,
               catalog: Optional[Any] = None) -> dict[str, Any]:
@@ -61,6 +81,7 @@ def check_one(path: str, targets: Sequence[str], table_dirs: Sequence[str], fixe
     else one is discovered here."""
     entry: dict[str, Any] = {"path": path, "targets": []}
     try:
+        quiet_blas_import()  # before onnx: a check leaves OpenBLAS's threads idle (and spinning)
         from .check import check_file
 
         if catalog is None:
