@@ -4,11 +4,13 @@ staged file to one call (issue 28 item 5). Separate processes, so not in tests/u
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
 
+import pytest
 from onnx import helper
 
 from conftest import REPO, TOY_TABLES, const, make_model
@@ -82,3 +84,26 @@ def test_a_dead_worker_is_exit_3_for_its_file_and_the_others_keep_their_verdicts
     assert doc["files"][2]["error"]["kind"] == "internal" and "terminated abruptly" in doc["files"][2]["error"]["message"]
     assert [[t["passed"] for t in f["targets"]] for f in doc["files"]] == [[True], [False], [], [False]]
     assert "internal error" in err and "c.onnx" in err
+
+
+_BLAS_PROBE = """
+import json, os, sys
+from pytest_npucheck.cli_check import quiet_blas_import
+quiet_blas_import()
+import numpy
+tasks = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else None
+print(json.dumps({"numpy": "numpy" in sys.modules, "env": os.environ.get("OPENBLAS_NUM_THREADS"), "tasks": tasks}))
+"""
+
+
+@pytest.mark.parametrize("given", [None, "2"])
+def test_numpy_is_imported_without_blas_threads_and_the_environment_is_left_as_it_was(given):
+    # a fresh interpreter: this one imported numpy long ago, where quiet_blas_import does nothing
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given is not None:
+        env["OPENBLAS_NUM_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", _BLAS_PROBE], env=env, capture_output=True, text=True, check=True)
+    seen = json.loads(out.stdout)
+    assert seen["numpy"] and seen["env"] == given
+    if given is None and seen["tasks"] is not None:
+        assert seen["tasks"] == 1  # no OpenBLAS worker thread started

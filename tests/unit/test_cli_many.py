@@ -160,3 +160,14 @@ def test_a_passing_file_does_not_import_the_fix_suggestions(capsys, zoo, monkeyp
     monkeypatch.undo()
     code, out, _ = run(capsys, "check", str(zoo / "sub" / "b_reflect.onnx"), "--target", "toy", "--format", "json")
     assert code == 1 and json.loads(out)["files"][0]["targets"][0]["fixes"] is not None
+
+
+
+def test_quiet_blas_import_leaves_a_process_that_has_numpy_alone(monkeypatch):
+    import os
+
+    from pytest_npucheck.cli_check import quiet_blas_import
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    quiet_blas_import()  # numpy is imported in this process (onnx): nothing to set
+    assert "OPENBLAS_NUM_THREADS" not in os.environ
