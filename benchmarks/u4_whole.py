@@ -11,6 +11,8 @@ minus the parent's CPU at the exit functions minus the child's. Without SIDE arg
 the code this Python imports; with them, each ``SIDE=DIR`` runs with ``PYTHONPATH=DIR`` (e.g. a
 ``git archive`` of another commit; the processes run in an empty directory, since ``python -c`` puts
 the working directory before ``PYTHONPATH``). Prints the median of the N runs of each phase per side.
+Where the side has ``cli_check.quiet_blas_import``, the wrapper calls it before ``import onnx``, as the
+check does before it imports onnx (numpy's import, and that module's, count in "import onnx").
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ _WRAPPER = r'''
 import atexit, json, os, resource, sys, time
 T = {"start": time.process_time()}
 def mark(k): T[k] = time.process_time()
+try:  # numpy as the console script's check imports it (before onnx, OpenBLAS on one thread), where it does
+    from pytest_npucheck.cli_check import quiet_blas_import
+except ImportError:
+    pass
+else:
+    quiet_blas_import()
 import onnx; mark("import_onnx")
 from pytest_npucheck import check, cli; mark("import_npucheck")
 facts, graph = check._facts_or_model_error, check.check_graph
