@@ -56,9 +56,10 @@ def quiet_blas_import() -> None:
     imported already or the user chose OpenBLAS's thread count (``OPENBLAS_NUM_THREADS``).
 
     OpenBLAS starts a worker thread per further core when numpy loads, and each one spins on the
-    CPU for a while (about 0.1 s) before it sleeps. A check never gives it work: its numpy
-    calls are small, and no matrix product it makes is worth a second thread. The spinning alone
-    was 0.05-0.08 CPU-s of a whole `npucheck check` (issue 29, goal u4). OpenBLAS reads the
+    CPU for a while (about 0.1 s) before it sleeps. A check never gives it work: it makes no
+    matrix product, only small element-wise numpy calls, which OpenBLAS does not run. The spinning
+    alone was 0.03-0.08 CPU-s of a whole `npucheck check` (issue 29, goal u4), the most of it on an
+    idle machine, where the thread gets a core of its own. OpenBLAS reads the
     variable once, when numpy loads it, so the variable is set around the import only: the
     processes this one starts get the environment they got before."""
     if "numpy" in sys.modules or "OPENBLAS_NUM_THREADS" in os.environ:
