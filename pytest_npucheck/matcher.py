@@ -321,7 +321,8 @@ def _gates(rules: tuple[tuple[Any, Mapping[str, Any]], ...], view: GraphView) ->
 _NO_PLAN = object()  # an op key the memo has not planned yet
 
 
-def _needed(todo: tuple[tuple[Any, ...], ...], view: GraphView, held: dict[int, Any]) -> Optional[set[int]]:
+def _needed(todo: tuple[tuple[Any, ...], ...], view: GraphView,
+            held: dict[tuple[tuple[int, int], ...], set[int]]) -> Optional[set[int]]:
     """The indices of the nodes on which ``_Memo.rest`` asks a rule of the constraints left ``todo``
     (``_unsettled``'s), or None (every node): a constraint is asked of a node only when each of its
     gates (``Rule.sparse``: node indices, or the names an input position may read) holds the node, and
@@ -330,8 +331,10 @@ def _needed(todo: tuple[tuple[Any, ...], ...], view: GraphView, held: dict[int, 
     nodes all of them hold, shared between the signatures whose constraints have the same gates."""
     need: set[int] = set()
     for _c, _rule, _context, gates in todo:
-        if not gates:
-            return None  # a rule asked of every node (no sparse test, or one with no gate)
+        if not gates or any(pos >= 0 and "" in names for pos, names in gates):
+            # a rule asked of every node (no sparse test, or one with no gate), or a gate that holds an
+            # omitted input, whose nodes ``consumers`` does not list
+            return None
         key = tuple([(pos, id(names)) for pos, names in gates])  # the gates' sets outlive the loop
         found = held.get(key)
         if found is None:
@@ -341,8 +344,8 @@ def _needed(todo: tuple[tuple[Any, ...], ...], view: GraphView, held: dict[int, 
 
 
 def _held(gates: tuple[tuple[int, Any], ...], view: GraphView) -> set[int]:
-    """The nodes each of the (one or more) gates holds, found from the gates' own sets (a gate of names: their
-    readers at its position, from ``consumers``), not by testing every node."""
+    """The nodes each of the (one or more) gates holds, found from the gates' own sets (a gate of
+    names: their readers at its position, from ``consumers``), not by testing every node."""
     nodes, consumers = view.nodes, view.consumers
     found: Optional[set[int]] = None
     for pos, names in gates:
@@ -445,8 +448,8 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             if plan is not None and plan is not _NO_PLAN and ((opset := plan[4]) is None
                                                               or opset[0] <= node.opset <= opset[1]):
                 if plan[3]:
-                    ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
-                                 for n in node.inputs + node.outputs])
+                    ios = tuple(["" if not n else None if (t := tensor(n)) is None
+                                 else (t.dtype, t.shape, t.const, t.value) for n in node.inputs + node.outputs])
                 else:
                     ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
                                  for n in node.inputs + node.outputs])

@@ -42,6 +42,8 @@ def test_needed_is_the_union_over_the_constraints_or_none_when_one_has_no_gate()
     assert len(held) == 2  # each gate's nodes found once, kept for the next signature
     assert matcher._needed(((None, None, None, ((0, {"a"}),)), (None, None, None, None)), VIEW, held) is None
     assert matcher._needed(((None, None, None, ()),), VIEW, held) is None
+    # an omitted input ("") is nobody's reading in consumers: a gate holding it leaves every node asked
+    assert matcher._needed(((None, None, None, ((0, {"", "a"}),)),), VIEW, held) is None
 
 
 def test_needed_holds_every_node_on_which_rest_would_ask_a_rule():
