@@ -254,6 +254,12 @@ class _Memo:
             self.macs[node.index] = macs
         if not todo:
             return "npu", []
+        return self.rest(node, todo)
+
+    def rest(self, node: NodeFact, todo: tuple[tuple[Any, ...], ...]) -> tuple[str, list[Reason]]:
+        """Verdict and reasons of a node whose signature's local constraints all pass: its per-node
+        constraints left (``_unsettled``), in table order."""
+        view, source = self.view, self.plans[node.key][5]  # type: ignore[index]
         reasons = []
         for c, rule, context, gates in todo:
             if gates is not None:  # the rule's sparse tests (Rule.sparse): one that leaves the node out passes it
@@ -315,6 +321,40 @@ def _gates(rules: tuple[tuple[Any, Mapping[str, Any]], ...], view: GraphView) ->
 _NO_PLAN = object()  # an op key the memo has not planned yet
 
 
+def _needed(todo: tuple[tuple[Any, ...], ...], view: GraphView,
+            held: dict[tuple[tuple[int, int], ...], set[int]]) -> Optional[set[int]]:
+    """The indices of the nodes on which ``_Memo.rest`` asks a rule of the constraints left ``todo``
+    (``_unsettled``'s), or None (every node): a constraint is asked of a node only when each of its
+    gates (``Rule.sparse``: node indices, or the names an input position may read) holds the node, and
+    every other node passes them all, its verdict "npu" without a call (most of the 5,700 such nodes
+    of issue 29's encoder: Reshapes, MatMuls, Gemms). ``held``: the gates' (position, id(set)) -> the
+    nodes all of them hold, shared between the signatures whose constraints have the same gates."""
+    need: set[int] = set()
+    for _c, _rule, _context, gates in todo:
+        if not gates or any(pos >= 0 and "" in names for pos, names in gates):
+            # a rule asked of every node (no sparse test, or one with no gate), or a gate that holds an
+            # omitted input, whose nodes ``consumers`` does not list
+            return None
+        key = tuple([(pos, id(names)) for pos, names in gates])  # the gates' sets outlive the loop
+        found = held.get(key)
+        if found is None:
+            found = held[key] = _held(gates, view)
+        need |= found
+    return need
+
+
+def _held(gates: tuple[tuple[int, Any], ...], view: GraphView) -> set[int]:
+    """The nodes each of the (one or more) gates holds, found from the gates' own sets (a gate of
+    names: their readers at its position, from ``consumers``), not by testing every node."""
+    nodes, consumers = view.nodes, view.consumers
+    found: Optional[set[int]] = None
+    for pos, names in gates:
+        mine = set(names) if pos < 0 else {i for name in names for i in consumers.get(name, ())
+                                           if pos < len(inputs := nodes[i].inputs) and inputs[pos] == name}
+        found = mine if found is None else found & mine
+    return found  # type: ignore[return-value]  (gates: never empty)
+
+
 def _before_rewrites_reasons(node: NodeFact, table: Table, view: GraphView) -> list[Reason]:
     """The failing ``before_rewrites`` constraints of a node the pre-passes fold or fuse: the compiler
     checks them, or fails on them, before or while it rewrites the graph (RKNN: BatchNormalization's
@@ -353,9 +393,19 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
     # their op types, tested first: a folded node of another op (most of them, Constants and Identities)
     # is let through by one lookup of its op type
     rewritten_ops = frozenset(k.rpartition(":")[2] for k in rewritten)
+    # what the inlined memo reads (see the loop's judging branch)
+    inline = memo is not None
+    if memo is not None:
+        plans, clean_get, reprs_get, attrs_get = memo.plans, memo.clean.get, memo.defaults.get, memo.attrs.get
+        tensor, dynamic_rank, rest = view.tensor, memo.dynamic_rank, memo.rest
+        # id(a signature's constraints left) -> the nodes some of them is asked of (_needed); the
+        # tuples live in memo.clean as long as this loop
+        needs: dict[int, Optional[set[int]]] = {}
+        held: dict[tuple[tuple[int, int], ...], set[int]] = {}  # gates -> _held's (see _needed)
+        needed = needs.get
     for node in graph.nodes:
         i = node.index
-        fused_into = None
+        fused_into = macs = None
         why = folded.get(i)
         if why is not None:
             into = absorbed.get(i)
@@ -387,9 +437,46 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
                 rejected = _before_rewrites_reasons(node, table, view)
                 if rejected:
                     verdict, reasons = "unsupported", (*rejected, *reasons)
+        elif inline:
+            # the memo's judge (_Memo.judge) inlined for its most frequent case, a node whose signature
+            # was seen with all its local constraints passing (all but 29 of issue 29's encoder's 11,700
+            # judged nodes): no call for the key, its MACs handed on directly, and only a node with
+            # per-node constraints left asks the memo (``rest``). Any other node (its signature's first,
+            # a local reason, an opset outside the entry's range) is judged by the memo as before
+            plan = plans.get(node.key, _NO_PLAN)
+            todo = None
+            if plan is not None and plan is not _NO_PLAN and ((opset := plan[4]) is None
+                                                              or opset[0] <= node.opset <= opset[1]):
+                if plan[3]:
+                    ios = tuple(["" if not n else None if (t := tensor(n)) is None
+                                 else (t.dtype, t.shape, t.const, t.value) for n in node.inputs + node.outputs])
+                else:
+                    ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
+                                 for n in node.inputs + node.outputs])
+                d, a = reprs_get(id(node.defaults)), attrs_get(id(node.attrs))
+                if d is not None and a is not None and not (dynamic_rank and any(x and x[1] is None for x in ios)):
+                    try:
+                        todo = clean_get((node.key, node.opset, a, node.explicit_attrs, d, len(node.inputs), ios))
+                    except TypeError:
+                        pass
+            if todo is not None:
+                memo.hits += 1  # type: ignore[union-attr]
+                todo, macs = todo
+                if todo and (need := needed(id(todo), _NO_PLAN)) is _NO_PLAN:
+                    need = needs[id(todo)] = _needed(todo, view, held)
+                if todo and (need is None or i in need):
+                    verdict, reasons = rest(node, todo)
+                    reasons = tuple(reasons)
+                else:  # no constraint left, or the sparse tests of every one left leave the node out
+                    verdict, reasons = "npu", ()
+            else:
+                verdict, reasons = judge(node)
+                reasons = tuple(reasons)
+                macs = macs_of(i)
         else:
             verdict, reasons = judge(node)
             reasons = tuple(reasons)
+            macs = macs_of(i)
         # the NodeResult built as a draft (result.NodeResultDraft: one per node per table, without the
         # frozen __init__), then made the NodeResult it lays out
         result = new(draft)
@@ -399,7 +486,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
         result.__class__ = NodeResult
         append(result)
         if verdict != "folded" and not node.graph:
-            place((node, verdict, macs_of(i)))
+            place((node, verdict, macs))
     issues = []
     if table.ir_version is not None and not table.ir_version[0] <= graph.ir_version <= table.ir_version[1]:
         lo, hi = table.ir_version
