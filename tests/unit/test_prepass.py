@@ -181,3 +181,32 @@ def test_fold_visits_the_foldable_nodes_with_the_full_loops_result():
         names = {graph.nodes[i].name for i in sparse.folded}
         assert names >= {"wi", "wt"} and "mm" not in names, target
         assert target.startswith("cann") or names >= {"s", "t"}, target  # cann folds no shapes
+
+
+def test_constants_of_one_content_share_one_info_and_a_negative_zero_keeps_its_own():
+    """_fold makes one const info per (dtype, shape, value) (PrepassResult.const), keyed by the value's
+    identity: two Constants of 0.0 share theirs, one of -0.0 (equal to 0.0, and of the same hash) does
+    not, and an Identity of a weight passes the weight's own info on."""
+    from pytest_npucheck.prepass import run_prepasses
+
+    def const(name, value):
+        return helper.make_node("Constant", [], [name], name=f"make_{name}",
+                                value=helper.make_tensor(f"v_{name}", TensorProto.FLOAT, [1], [value]))
+
+    nodes = [const("a", 0.0), const("b", 0.0), const("c", -0.0),
+             helper.make_node("Identity", ["w"], ["w2"], name="id_w"),
+             helper.make_node("Add", ["x", "a"], ["xa"], name="add_a"),
+             helper.make_node("Add", ["xa", "b"], ["xb"], name="add_b"),
+             helper.make_node("Add", ["xb", "c"], ["xc"], name="add_c"),
+             helper.make_node("Mul", ["xc", "w2"], ["y"], name="mul_w")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                          initializer=[helper.make_tensor("w", TensorProto.FLOAT, [4], [1.0, 2.0, 3.0, 4.0])])
+    graph = facts_from_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    pre = run_prepasses(graph, Catalog.discover().table("rknn@2.5.0/rk3588"))
+    a, b, c = pre.const["a"], pre.const["b"], pre.const["c"]
+    assert a.const and c.const and a.value == (0.0,) and str(c.value) == "(-0.0,)"
+    if graph.tensors["a"].value is graph.tensors["b"].value:  # the facts share equal values
+        assert a is b
+    assert c is not a
+    assert pre.const["w2"] is graph.tensors["w"]
