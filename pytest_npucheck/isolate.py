@@ -194,6 +194,36 @@ class _Mapped:
         return (_Mapped, (self.offset, self.size))
 
 
+def _mmap() -> Any:
+    import mmap
+
+    return mmap
+
+
+_MAPPED_BYTES: list[Any] = []
+
+
+def _mapped_bytes_class() -> Any:
+    """:class:`MappedBytes`, made on first use (``mmap`` is imported only where results are mapped)."""
+    if not _MAPPED_BYTES:
+        class MappedBytes(_mmap().mmap):  # type: ignore[misc, name-defined]
+            """A read-only mapping of a value the child wrote, where ``bytes`` was returned.
+
+            ``x in m`` searches it as ``x in bytes`` does (an mmap's own ``in`` compares ``x`` with
+            each byte, one at a time, so a bytes ``x`` is never found); the parser takes
+            ``memoryview(m)``."""
+
+            __slots__ = ()
+
+            def __contains__(self, item: Any) -> bool:
+                if isinstance(item, int):
+                    item = bytes([item])
+                return self.find(item) != -1
+
+        _MAPPED_BYTES.append(MappedBytes)
+    return _MAPPED_BYTES[0]
+
+
 def _memory_file() -> Optional[int]:
     """A memory file (Linux ``memfd_create``) for the child's large values, or None where there is none."""
     try:
@@ -227,13 +257,13 @@ def _write_mapped(fd: int, value: Any) -> Any:  # pragma: no cover - runs in the
 
 
 def _read_mapped(fd: int, value: Any) -> Any:
-    """``_write_mapped`` undone in this process: each ``_Mapped`` place becomes a read-only mmap."""
-    import mmap
+    """``_write_mapped`` undone in this process: each ``_Mapped`` place becomes a read-only
+    :class:`MappedBytes`."""
 
     def get(item: Any) -> Any:
         if type(item) is not _Mapped:
             return item
-        return mmap.mmap(fd, item.size, access=mmap.ACCESS_READ, offset=item.offset)
+        return _mapped_bytes_class()(fd, item.size, access=_mmap().ACCESS_READ, offset=item.offset)
 
     if type(value) is tuple:
         return tuple(map(get, value))
