@@ -263,7 +263,17 @@ def _read_mapped(fd: int, value: Any) -> Any:
     def get(item: Any) -> Any:
         if type(item) is not _Mapped:
             return item
-        return _mapped_bytes_class()(fd, item.size, access=_mmap().ACCESS_READ, offset=item.offset)
+        try:
+            return _mapped_bytes_class()(fd, item.size, access=_mmap().ACCESS_READ, offset=item.offset)
+        except (OSError, ValueError):  # no room to map it: the bytes, read as the pipe would have sent them
+            parts, at, end = [], item.offset, item.offset + item.size
+            while at < end:
+                part = os.pread(fd, end - at, at)
+                if not part:
+                    raise
+                parts.append(part)
+                at += len(part)
+            return b"".join(parts)
 
     if type(value) is tuple:
         return tuple(map(get, value))

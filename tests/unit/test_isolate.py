@@ -142,3 +142,21 @@ def test_mapped_values_are_written_at_page_boundaries_and_read_back():
         assert isolate._read_mapped(fd, isolate._write_mapped(fd, values[2]))[:] == values[2]
     finally:
         os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_value_that_cannot_be_mapped_is_read_as_bytes(monkeypatch):
+    """Where the mapping fails (no address space left), the value comes back as the bytes it was."""
+    fd = isolate._memory_file()
+    assert fd is not None
+    try:
+        value = os.urandom(isolate._MAPPED_MIN * 2 + 5)
+        places = isolate._write_mapped(fd, (b"x", value))
+
+        def refuse(*args, **kwargs):
+            raise OSError(12, "Cannot allocate memory")
+
+        monkeypatch.setattr(isolate, "_mapped_bytes_class", lambda: refuse)
+        assert isolate._read_mapped(fd, places) == (b"x", value)
+    finally:
+        os.close(fd)
