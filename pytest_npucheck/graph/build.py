@@ -51,7 +51,7 @@ def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[li
         return _facts_from_model(model, path, attributes, inferred)
 
 
-def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
+def from_inferred(serialized: Any) -> tuple[Any, Kept]:
     """The model and the ``Kept`` for ``facts_from_model(..., inferred=True)`` from the bytes shape
     inference returned for a file (``infer_serialized``), the value_infos' types and the nodes'
     attributes left as bytes (``protobuf.parse_types_serialized``: the facts key by those bytes
@@ -62,10 +62,14 @@ def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
     and graph field of what it read, plus the value_infos. Reading the nodes from it, this process
     parses the graph once instead of twice (the file, then the child's result: ~20 ms and 5,400
     page faults on ``encoder_26k``). The bytes also answer ``Kept.serialized``'s question (whether
-    any node may hold the exporter's metadata)."""
+    any node may hold the exporter's metadata).
+
+    ``serialized`` may also be the read-only ``mmap`` the child's bytes came back as
+    (``isolate.call_mapped``): it answers the metadata question (``in``) as bytes do, and the parse
+    reads it through a memoryview."""
     kept = Kept()
     kept.serialized = serialized
-    return parse_types_serialized(serialized), kept
+    return parse_types_serialized(serialized if type(serialized) is bytes else memoryview(serialized)), kept
 
 
 def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None,

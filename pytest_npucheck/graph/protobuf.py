@@ -334,7 +334,7 @@ def _read_nodes(graph: Any, attributes: Optional[list[tuple[Any, ...]]] = None) 
 _LITE_MODEL: list[Any] = []  # [the message class, or None when it could not be made]
 
 
-def parse_types_serialized(serialized: bytes) -> Any:
+def parse_types_serialized(serialized: Any) -> Any:
     """``serialized`` (a ModelProto) parsed with the main graph's value_infos' ``type`` and its
     nodes' ``attribute`` left as the bytes of each TypeProto and AttributeProto: ``graph.value_info[i].type``
     is ``bytes``, ``graph.node[i].attribute`` a list of ``bytes``; every other field is onnx's own
@@ -345,13 +345,16 @@ def parse_types_serialized(serialized: bytes) -> Any:
     a node's attributes are keyed by their bytes (the layers of a model repeat them). Parsed as
     messages, each is a wrapper object and a ``SerializeToString`` call; declared ``bytes``, it is
     the wire bytes as they are (a message field and a bytes field have the same encoding). Falls
-    back to ``onnx.load_from_string`` when protobuf cannot make the message type."""
+    back to ``onnx.load_from_string`` when protobuf cannot make the message type. ``serialized``:
+    bytes, or a buffer such as a memoryview (the parser copies what it keeps)."""
     import onnx
 
     if not _LITE_MODEL:
         _LITE_MODEL.append(_lite_model_class(onnx))
     cls = _LITE_MODEL[0]
-    return onnx.load_from_string(serialized) if cls is None else cls.FromString(serialized)
+    if cls is None:
+        return onnx.load_from_string(serialized if type(serialized) is bytes else bytes(serialized))
+    return cls.FromString(serialized)
 
 
 def is_types_serialized(model: Any) -> bool:

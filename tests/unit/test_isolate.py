@@ -95,3 +95,68 @@ def test_a_result_of_megabytes_comes_back_from_the_child_intact():
         assert isolate.call("export", lambda: (b"digest", data[::-1])) == (b"digest", data[::-1])
     finally:
         isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="isolation needs os.fork")
+def test_call_mapped_hands_large_bytes_back_mapped_and_the_rest_as_they_are():
+    """``call_mapped``: a bytes of at least ``_MAPPED_MIN`` (the value, or an item of a tuple) comes
+    back as a read-only mapping holding the same bytes, which answers ``in`` as bytes do; smaller
+    bytes and other values come back as ``call`` returns them; in-process, the value itself."""
+    big = os.urandom(isolate._MAPPED_MIN) + b"pkg.torch.onnx.x" + os.urandom(5000)
+    other = os.urandom(3 * isolate._MAPPED_MIN + 1)
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        mapped, small, number, second = isolate.call_mapped("onnx.shape_inference", lambda: (big, b"tiny", 7, other))
+        alone = isolate.call_mapped("onnx.shape_inference", lambda: big)
+        assert isolate.call_mapped("onnx.shape_inference", lambda: [big]) == [big]  # only a tuple's items
+        assert isolate.call_mapped("onnx.shape_inference", lambda: None) is None
+        isolate.configure(enabled=False)
+        assert isolate.call_mapped("onnx.shape_inference", lambda: (big, 1)) == (big, 1)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert (small, number) == (b"tiny", 7)
+    for value, expected in ((mapped, big), (second, other), (alone, big)):
+        if sys.platform.startswith("linux"):
+            assert type(value) is not bytes
+        assert len(value) == len(expected) and value[:] == expected and memoryview(value).tobytes() == expected
+    assert b"pkg.torch.onnx." in mapped and b"not in there" not in mapped
+    assert mapped[5] in mapped and (b"pkg.torch.onnx." in big) == (b"pkg.torch.onnx." in mapped)
+    with pytest.raises(TypeError):
+        mapped[0] = 1  # type: ignore[index]  # read-only
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_mapped_values_are_written_at_page_boundaries_and_read_back():
+    """``_write_mapped`` and ``_read_mapped`` in one process: each large bytes at a page boundary."""
+    import mmap
+
+    fd = isolate._memory_file()
+    assert fd is not None
+    try:
+        values = (os.urandom(isolate._MAPPED_MIN + 3), "text", os.urandom(isolate._MAPPED_MIN), b"small")
+        places = isolate._write_mapped(fd, values)
+        assert [type(p).__name__ for p in places] == ["_Mapped", "str", "_Mapped", "bytes"]
+        assert places[0].offset == 0 and places[2].offset % mmap.PAGESIZE == 0 and places[2].offset > 0
+        back = isolate._read_mapped(fd, places)
+        assert [bytes(v[:]) if not isinstance(v, str) else v for v in back] == list(values)
+        assert isolate._read_mapped(fd, isolate._write_mapped(fd, values[2]))[:] == values[2]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create"), reason="memory files are Linux's")
+def test_a_value_that_cannot_be_mapped_is_read_as_bytes(monkeypatch):
+    """Where the mapping fails (no address space left), the value comes back as the bytes it was."""
+    fd = isolate._memory_file()
+    assert fd is not None
+    try:
+        value = os.urandom(isolate._MAPPED_MIN * 2 + 5)
+        places = isolate._write_mapped(fd, (b"x", value))
+
+        def refuse(*args, **kwargs):
+            raise OSError(12, "Cannot allocate memory")
+
+        monkeypatch.setattr(isolate, "_mapped_bytes_class", lambda: refuse)
+        assert isolate._read_mapped(fd, places) == (b"x", value)
+    finally:
+        os.close(fd)
