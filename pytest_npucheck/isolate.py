@@ -280,9 +280,117 @@ def _read_mapped(fd: int, value: Any) -> Any:
     return get(value)
 
 
+def start(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Pending":
+    """:func:`call` in two halves: the child is started now, and :meth:`Pending.collect` receives its
+    result (or raises) later, so that this process can work while the child runs. The timeout counts
+    from now. A caller that raises before it collects must :meth:`Pending.cancel` (kills the child).
+
+    With isolation off, ``fn`` runs in this process when the result is collected."""
+    s = _settings
+    if not s.enabled:
+        return Pending(step, fn, args, kwargs)
+    return _start_child(s, step, fn, args, kwargs)
+
+
+def start_mapped(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Pending":
+    """:func:`start` with :func:`call_mapped`'s handling of large bytes in the result."""
+    s = _settings
+    if not s.enabled:
+        return Pending(step, fn, args, kwargs)
+    return _start_child(s, step, fn, args, kwargs, mapped=True)
+
+
+class Pending:
+    """A step started by :func:`start`: ``collect()`` waits for its result, ``cancel()`` kills it.
+
+    In-process (isolation off), it holds the function and its arguments, and ``collect`` calls it."""
+
+    def __init__(self, step: str, fn: Optional[Callable[..., Any]] = None, args: tuple[Any, ...] = (),
+                 kwargs: Optional[dict[str, Any]] = None) -> None:
+        self.step = step
+        self._call: Optional[tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = (
+            None if fn is None else (fn, args, kwargs or {}))
+        self._pid = 0  # the child, until it is collected or cancelled
+        self._read_fd = -1
+        self._memory_fd: Optional[int] = None
+        self._deadline: Optional[float] = None
+        self._timeout: Optional[float] = None
+        self._limit_mb: Optional[int] = None
+
+    def collect(self) -> Any:
+        """The step's result, as :func:`call` returns it (or its exception, as ``call`` raises it)."""
+        if self._call is not None:  # in-process
+            fn, args, kwargs = self._call
+            self._call = None
+            return fn(*args, **kwargs)
+        if not self._pid:
+            raise RuntimeError(f"{self.step}: the result was collected already, or the step was cancelled")
+        return self._receive()
+
+    def cancel(self) -> None:
+        """Kill the child (and its process group) if it has not been collected; no-op otherwise."""
+        self._call = None
+        pid, self._pid = self._pid, 0
+        if not pid:
+            return
+        os.close(self._read_fd)
+        _kill_group(pid)
+        _ZOMBIES.append(pid)  # killed; reaped without waiting for the kernel to free its memory
+        _reap_zombies()
+        if self._memory_fd is not None:
+            os.close(self._memory_fd)
+            self._memory_fd = None
+
+    def _receive(self) -> Any:
+        import pickle  # imported by _start_child
+
+        pid, self._pid = self._pid, 0
+        read_fd, memory_fd, step, limit_mb = self._read_fd, self._memory_fd, self.step, self._limit_mb
+        self._memory_fd = None
+        payload, timed_out, status = None, False, 0
+        try:
+            payload, timed_out = _receive(read_fd, self._deadline)
+        finally:
+            os.close(read_fd)
+            _kill_group(pid)
+            if payload is None:
+                status = _reap(pid)  # how it died is the message
+            else:
+                _ZOMBIES.append(pid)  # killed; reaped without waiting for the kernel to free its memory
+            _reap_zombies()
+            if memory_fd is not None and payload is None:
+                os.close(memory_fd)
+        if timed_out:
+            raise IsolationError(f"{step} timed out after {self._timeout:g} s (child process killed)",
+                                 kind="timeout", step=step)
+        if payload is None:
+            raise _death(step, status, limit_mb)
+        try:
+            ok, value, cause = pickle.loads(payload)
+            if ok and memory_fd is not None:
+                value = _read_mapped(memory_fd, value)
+        finally:
+            if memory_fd is not None:
+                os.close(memory_fd)  # the mappings keep the file's pages
+        if ok:
+            return value
+        if isinstance(value, MemoryError) or isinstance(cause, MemoryError):
+            # the allocation that hit RLIMIT_AS failed (a wrapper may have caught and re-raised it)
+            raise IsolationError(f"{step} killed: memory limit exceeded ({limit_mb} MiB above the parent's size)",
+                                 kind="memory", step=step) from None
+        if cause is not None:
+            raise value from cause  # the chain the child saw (tracebacks stay in the child)
+        raise value
+
+
 def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any, ...],
                    kwargs: dict[str, Any], mapped: bool = False) -> T:
-    import pickle  # here, not at module level: the plugin imports this module in every pytest run
+    return _start_child(s, step, fn, args, kwargs, mapped).collect()  # type: ignore[no-any-return]
+
+
+def _start_child(s: Settings, step: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any], mapped: bool = False) -> Pending:
+    import pickle  # noqa: F401 - here, not at module level (the plugin imports this module in every pytest run); before the fork, for the child
 
     limit_mb = budget_mb(s)
     for stream in (sys.stdout, sys.stderr):
@@ -297,6 +405,7 @@ def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any
         import mmap  # noqa: F401 - imported before the fork: the child writes at page boundaries, this process maps
 
         memory_fd = _memory_file()
+    deadline = None if s.timeout is None else time.monotonic() + s.timeout
     read_fd, write_fd = os.pipe()
     _widen_pipe(write_fd)
     try:
@@ -316,41 +425,10 @@ def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any
         os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race
     except OSError:
         pass
-    deadline = None if s.timeout is None else time.monotonic() + s.timeout
-    payload, timed_out, status = None, False, 0
-    try:
-        payload, timed_out = _receive(read_fd, deadline)
-    finally:
-        os.close(read_fd)
-        _kill_group(pid)
-        if payload is None:
-            status = _reap(pid)  # how it died is the message
-        else:
-            _ZOMBIES.append(pid)  # killed; reaped without waiting for the kernel to free its memory
-        _reap_zombies()
-        if memory_fd is not None and payload is None:
-            os.close(memory_fd)
-    if timed_out:
-        raise IsolationError(f"{step} timed out after {s.timeout:g} s (child process killed)",
-                             kind="timeout", step=step)
-    if payload is None:
-        raise _death(step, status, limit_mb)
-    try:
-        ok, value, cause = pickle.loads(payload)
-        if ok and memory_fd is not None:
-            value = _read_mapped(memory_fd, value)
-    finally:
-        if memory_fd is not None:
-            os.close(memory_fd)  # the mappings keep the file's pages
-    if ok:
-        return value  # type: ignore[no-any-return]
-    if isinstance(value, MemoryError) or isinstance(cause, MemoryError):
-        # the allocation that hit RLIMIT_AS failed (a wrapper may have caught and re-raised it)
-        raise IsolationError(f"{step} killed: memory limit exceeded ({limit_mb} MiB above the parent's size)",
-                             kind="memory", step=step) from None
-    if cause is not None:
-        raise value from cause  # the chain the child saw (tracebacks stay in the child)
-    raise value
+    pending = Pending(step)
+    pending._pid, pending._read_fd, pending._memory_fd = pid, read_fd, memory_fd
+    pending._deadline, pending._timeout, pending._limit_mb = deadline, s.timeout, limit_mb
+    return pending
 
 
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size: what any process may ask for

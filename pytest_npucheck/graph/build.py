@@ -42,13 +42,16 @@ def load_graph(path: Path) -> GraphFacts:
 
 
 def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[list[tuple[Any, ...]]] = None,
-                     inferred: bool = False) -> GraphFacts:
+                     inferred: bool = False,
+                     nodes: Optional[tuple[list[tuple[Any, ...]], list[str]]] = None) -> GraphFacts:
     """Graph facts of a parsed model. ``attributes``: the attributes of each main-graph node as a
     tuple, in node order, if the caller has them (``load_model_proto(keep=...)``); a ``Kept`` also
     gives shape inference the model's bytes. ``inferred``: ``model`` is what shape inference returned
-    for the file (``from_inferred``): its nodes are the file's, and the pass is not run again."""
+    for the file (``from_inferred``): its nodes are the file's, and the pass is not run again.
+    ``nodes``: with ``inferred``, the rows and names of its main-graph nodes, already read from the
+    bytes the pass read (``protobuf.nodes_serialized``); used when they are as many as its nodes."""
     with paused_gc():
-        return _facts_from_model(model, path, attributes, inferred)
+        return _facts_from_model(model, path, attributes, inferred, nodes)
 
 
 def from_inferred(serialized: Any) -> tuple[Any, Kept]:
@@ -73,7 +76,8 @@ def from_inferred(serialized: Any) -> tuple[Any, Kept]:
 
 
 def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None,
-                      was_inferred: bool = False) -> GraphFacts:
+                      was_inferred: bool = False,
+                      nodes: Optional[tuple[list[tuple[Any, ...]], list[str]]] = None) -> GraphFacts:
     import onnx
     from onnx import shape_inference
 
@@ -85,7 +89,9 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     # each node's protobuf fields decoded once, for folding and facts
     shared = is_types_serialized(model)  # the child's model: nodes of equal attributes share them
     names: Optional[list[str]] = None  # the nodes' names, read with the rest of a node (the child's model)
-    if shared:
+    if shared and was_inferred and nodes is not None and len(nodes[0]) == len(model.graph.node):
+        rows, names = list(nodes[0]), nodes[1]  # read while the isolated child ran (a list of this call's own)
+    elif shared:
         names = []
         rows = _read_nodes_serialized(model.graph, names)
     else:
