@@ -479,13 +479,16 @@ def _receive(fd: int, deadline: Optional[float]) -> tuple[Optional[bytearray], b
         if payload is not None and got >= len(payload):
             return payload, False
         wait = None if deadline is None else deadline - time.monotonic()
-        if wait is not None and wait <= 0:
-            return None, True
+        late = wait is not None and wait <= 0
         try:
-            ready, _, _ = select.select([fd], [], [], wait)
+            # past the deadline, what the child has sent (or its end) is still read: a caller that
+            # collects late (``Pending``) gets the result or the death that came in time
+            ready, _, _ = select.select([fd], [], [], 0.0 if late else wait)
         except InterruptedError:  # pragma: no cover - PEP 475 retries select
             continue
         if not ready:
+            if late:
+                return None, True
             continue
         if view is None:
             chunk = os.read(fd, _HEADER.size - len(head))

@@ -160,3 +160,101 @@ def test_a_value_that_cannot_be_mapped_is_read_as_bytes(monkeypatch):
         assert isolate._read_mapped(fd, places) == (b"x", value)
     finally:
         os.close(fd)
+
+
+def _restore(before: isolate.Settings) -> None:
+    isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` was reaped (waited for until the kernel has it, at most ~30 s)."""
+    for _ in range(3000):
+        isolate._reap_zombies()
+        if pid not in isolate._ZOMBIES:
+            break
+        time.sleep(0.01)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="isolation needs os.fork")
+def test_start_then_collect_is_call_in_two_halves():
+    """``start`` forks at once and ``collect`` receives what ``call`` would return (mapped with
+    ``start_mapped``), or raises what it would raise; a result is collected once."""
+    big = os.urandom(isolate._MAPPED_MIN * 2)
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        plain = isolate.start("export", lambda: (b"digest", 7))
+        mapped = isolate.start_mapped("onnx.shape_inference", lambda: (big, True))
+        failing = isolate.start("export", lambda: int("x"))
+        work = sum(range(10_000))  # this process works while the children run
+        assert plain.collect() == (b"digest", 7)
+        value, flag = mapped.collect()
+        assert value[:] == big and flag is True
+        with pytest.raises(ValueError, match="invalid literal"):
+            failing.collect()
+        with pytest.raises(RuntimeError, match="collected already"):
+            plain.collect()
+        plain.cancel()  # after collect: nothing to do
+    finally:
+        _restore(before)
+    assert work == 49_995_000
+
+
+def test_start_without_isolation_runs_the_function_when_collected():
+    calls: list[int] = []
+    before = isolate.configure(enabled=False)
+    try:
+        pending = isolate.start_mapped("onnx.shape_inference", lambda x: calls.append(x) or x * 2, 21)
+        assert calls == []
+        assert pending.collect() == 42 and calls == [21]
+        cancelled = isolate.start("export", calls.append, 1)
+        cancelled.cancel()
+        with pytest.raises(RuntimeError):
+            cancelled.collect()
+    finally:
+        _restore(before)
+    assert calls == [21]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="isolation needs os.fork")
+def test_cancel_kills_the_child_and_reaps_it():
+    """A caller that fails before it collects cancels: the child is killed (its whole group) and
+    reaped, its pipe and memory file closed."""
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        pending = isolate.start_mapped("onnx.shape_inference", time.sleep, 60)
+        pid, read_fd, memory_fd = pending._pid, pending._read_fd, pending._memory_fd
+        assert pid > 0
+        pending.cancel()
+        pending.cancel()  # twice: no-op
+    finally:
+        _restore(before)
+    assert _gone(pid)
+    for fd in (read_fd, memory_fd):
+        if fd is not None:
+            with pytest.raises(OSError):
+                os.fstat(fd)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="isolation needs os.fork")
+def test_the_timeout_counts_from_the_start_and_a_crash_is_reported_at_collect():
+    """The time this process spends before it collects counts against the child's timeout; a child
+    that died meanwhile is reported as ``call`` reports it."""
+    import signal
+
+    before = isolate.configure(enabled=True, timeout=0.5)
+    try:
+        hanging = isolate.start("onnx.shape_inference", time.sleep, 60)
+        crashing = isolate.start("onnx.shape_inference", lambda: os.kill(os.getpid(), signal.SIGSEGV))
+        time.sleep(0.6)  # past the deadline before collecting
+        with pytest.raises(isolate.IsolationError, match="timed out after 0.5 s") as timed:
+            hanging.collect()
+        with pytest.raises(isolate.IsolationError, match=r"crash \(SIGSEGV\) during onnx.shape_inference"):
+            crashing.collect()
+    finally:
+        _restore(before)
+    assert timed.value.kind == "timeout"
