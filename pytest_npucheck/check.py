@@ -46,13 +46,15 @@ def _isolated_facts(path: Path) -> GraphFacts:
     # shape inference inherits it, and the facts of this process look schemas up anyway
     op_schema("Relu", 1, "")
     from .graph.gc_pause import paused_gc
-    from .graph.protobuf import nodes_serialized, read_without_weights
+    from .graph.build import nodes_ahead
+    from .graph.protobuf import read_without_weights
 
     # The file's bytes without its weights, cut here before the fork (the child's first step, which
     # it then skips): while the child infers (~0.13 s of wall time on the 26k-node encoder), this
-    # process reads the nodes of those bytes, which are the nodes of the child's result, instead of
-    # waiting for it and then reading them. None (a malformed file, nothing to cut): the child reads
-    # the file as before, and the facts read the nodes of its result.
+    # process reads the nodes of those bytes, which are the nodes of the child's result, and makes
+    # their facts (graph.build.nodes_ahead), instead of waiting for it and then doing so. None (a
+    # malformed file, nothing to cut): the child reads the file as before, and the facts read the
+    # nodes of its result.
     light = read_without_weights(path)
     # the inferred model (5.2 MB for the 26k-node encoder) comes back mapped, not copied twice
     pending = isolate.start_mapped("onnx.shape_inference", _native_pass, path, None, light)
@@ -60,7 +62,7 @@ def _isolated_facts(path: Path) -> GraphFacts:
         nodes = None
         if light is not None:
             with paused_gc():
-                nodes = nodes_serialized(light)  # None on any error: the child's reading says what is wrong
+                nodes = nodes_ahead(light)  # None on any error: the child's reading says what is wrong
         passed = pending.collect()
     except BaseException:
         pending.cancel()  # this process failed first (an interrupt): no child outlives it
@@ -175,8 +177,8 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
     with the same checks: the facts and the checks read that model, and the file is not read here.
     ``confirm``: ``inferred`` came from a pass without data propagation (``_native_pass``); None
     unless those facts give every tensor a static shape (``_all_static``), asked before anything
-    may fail on them. ``nodes``: the rows and names of the nodes of the bytes the child inferred,
-    read while it ran (``protobuf.nodes_serialized``), or None."""
+    may fail on them. ``nodes``: the nodes of the bytes the child inferred, read while it ran
+    (``graph.build.nodes_ahead``), or None."""
     from . import graph, validity
 
     if confirm:

@@ -449,20 +449,19 @@ def _read_nodes_serialized(graph: Any, names: list[str],
     return rows
 
 
-def nodes_serialized(serialized: bytes) -> Optional[tuple[list[tuple[Any, ...]], list[str]]]:
+def nodes_serialized(serialized: bytes) -> Optional[tuple[list[tuple[Any, ...]], list[str], Any]]:
     """(rows, names) of ``_read_nodes_serialized`` of the main graph of ``serialized`` (a model's
-    bytes), or None when a node has a graph attribute (If, Loop, Scan: shape inference types the
-    values of the bodies, so the inferred model's nodes are not these) or the bytes parse as no
-    model.
+    bytes) and the model they were read from (``parse_types_serialized``), or None when a node has a graph attribute (If, Loop, Scan: shape inference types the
+    values of the bodies, so the inferred model's nodes are not these), the bytes parse as no
+    model, or they hold value_infos (an exporter that writes every shape: the child runs no pass,
+    ``build.skips_inference``, and this process reads the file itself, so rows read here would be
+    wasted).
 
     Read by ``check._isolated_facts`` from the bytes the isolated child runs shape inference on,
-    while the child runs: the inferred model's main-graph nodes are those bytes' nodes (the pass
-    adds value_infos and the outputs' types and leaves the nodes as they are), so the facts take
-    these rows instead of reading the nodes of the child's result after the wait (~40 ms of
-    ``encoder_26k``'s 26,394 nodes)."""
+    while the child runs (``build.nodes_ahead``)."""
     try:
         model = parse_types_serialized(serialized)
-        if not is_types_serialized(model):
+        if not is_types_serialized(model) or len(model.graph.value_info):
             return None
         names: list[str] = []
         parsed: dict[tuple[bytes, ...], tuple[Any, ...]] = {}
@@ -472,7 +471,7 @@ def nodes_serialized(serialized: bytes) -> Optional[tuple[list[tuple[Any, ...]],
                 return None
     except Exception:  # noqa: BLE001 - what is wrong is the child's to say, reading the same bytes
         return None
-    return rows, names
+    return rows, names, model
 
 
 def as_node_proto(node: Any) -> Any:
