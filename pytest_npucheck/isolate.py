@@ -18,6 +18,11 @@ function in a forked child instead:
 * a death by signal, a timeout or a memory-limit failure becomes an :class:`IsolationError` that
   says what happened during which step ("crash (SIGSEGV) during onnx.shape_inference ...").
 
+:func:`start` is :func:`call` in two halves: it starts the child and returns a :class:`Pending`
+whose ``collect()`` receives the result later (the timeout counts from the start), so that this
+process can work while the child runs (``check._isolated_facts`` reads the nodes meanwhile);
+``cancel()`` kills a child whose caller failed first.
+
 The result travels as a pickle, and only ever from this module's own forked child, which ran the
 package's own code: no byte of an input file is unpickled.
 
