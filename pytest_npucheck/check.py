@@ -67,8 +67,8 @@ def _isolated_facts(path: Path) -> GraphFacts:
     except BaseException:
         pending.cancel()  # this process failed first (an interrupt): no child outlives it
         raise
-    if passed is None:
-        return _facts_or_model_error(path)
+    if passed is None:  # no pass to read (the file gives every shape): the facts read the bytes cut above
+        return _facts_or_model_error(path, light=light)
     inferred, propagated = passed
     if not propagated:
         # the child left data propagation out (graph.build.propagation_may_be_moot): these facts
@@ -160,17 +160,18 @@ def _model_errors(path: Path) -> Iterator[None]:
 
 @overload
 def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: Literal[False] = False,
-                          nodes: Any = None) -> GraphFacts:
+                          nodes: Any = None, light: Optional[bytes] = None) -> GraphFacts:
     ...
 
 
 @overload
-def _facts_or_model_error(path: Path, inferred: bytes, confirm: Literal[True], nodes: Any = None) -> Optional[GraphFacts]:
+def _facts_or_model_error(path: Path, inferred: bytes, confirm: Literal[True], nodes: Any = None,
+                          light: Optional[bytes] = None) -> Optional[GraphFacts]:
     ...
 
 
 def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: bool = False,
-                          nodes: Any = None) -> Optional[GraphFacts]:
+                          nodes: Any = None, light: Optional[bytes] = None) -> Optional[GraphFacts]:
     """``graph.load_graph``, with the errors of a malformed file as ModelError (``_model_errors``),
     then the checks that the model is one a runtime would load (``validity.py``). ``inferred``: what
     shape inference returned for the file in the isolated child (``_native_steps``), which read it
@@ -178,7 +179,8 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
     ``confirm``: ``inferred`` came from a pass without data propagation (``_native_pass``); None
     unless those facts give every tensor a static shape (``_all_static``), asked before anything
     may fail on them. ``nodes``: the nodes of the bytes the child inferred, read while it ran
-    (``graph.build.nodes_ahead``), or None."""
+    (``graph.build.nodes_ahead``), or None. ``light``: without ``inferred``, the file's bytes
+    without its weights, cut already (``protobuf.read_without_weights``)."""
     from . import graph, validity
 
     if confirm:
@@ -196,7 +198,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
             pass  # built above
         elif inferred is None:
             kept = graph.Kept()
-            model = graph.load_model_proto(path, weights=False, keep=kept)
+            model = graph.load_model_proto(path, weights=False, keep=kept, light=light)
             facts = graph.facts_from_model(model, str(path), kept)
         else:
             from .graph.build import from_inferred

@@ -321,3 +321,29 @@ def test_a_bad_weight_fails_the_same_way_when_the_parent_cuts_first(save):
     finally:
         isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
     assert str(isolated.value) == str(in_process.value) and "raw_data size" in str(isolated.value)
+
+
+def test_a_file_that_gives_every_shape_is_cut_once_in_this_process(save, monkeypatch):
+    """The child runs no pass for a file that types every value (the dynamo exporter's): this
+    process reads the file itself, from the bytes it cut before the fork (not cut a second time)."""
+    from onnx import TensorProto
+
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import protobuf
+
+    model = _weighted()
+    for name, shape in (("r", [1, 64]), ("m", [1, 64])):
+        model.graph.value_info.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8]))
+    path = save(model)
+    reference = check._facts_or_model_error(path)
+    cuts: list[object] = []
+    original = protobuf._without_weights
+    monkeypatch.setattr(protobuf, "_without_weights", lambda *a: cuts.append(a) or original(*a))
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert len(cuts) == 1 and facts == reference and list(facts.tensors) == list(reference.tensors)
