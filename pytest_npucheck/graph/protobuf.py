@@ -118,10 +118,17 @@ def read_without_weights(path: Path, quiet: bool = True) -> Optional[bytes]:
     """``_without_weights`` of the file at ``path`` (mapped, not read), or None when there is nothing
     to leave out or the file is read the ordinary way (malformed). ``quiet``: None also for a
     ModelError or a file that cannot be read (the caller asks ahead of the checks, which will say
-    what is wrong: ``check._isolated_facts``, before it starts the child)."""
+    what is wrong: ``check._isolated_facts``, before it starts the child); and None, without opening
+    it, for what is not a regular file that holds bytes (opening a FIFO would wait for a writer:
+    ``load_model_proto`` refuses it before it opens anything)."""
     import mmap
+    import stat
 
     try:
+        if quiet:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+                return None
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             try:
                 return _without_weights(buf, path)

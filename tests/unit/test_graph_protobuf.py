@@ -26,6 +26,13 @@ def test_read_without_weights_is_the_cut_of_the_file_or_none(save, tmp_path):
     with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         assert protobuf.read_without_weights(path) == protobuf._without_weights(buf, path)
     assert protobuf.read_without_weights(tmp_path / "missing.onnx") is None  # quiet: the checks say why
+    import os
+
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.onnx")
+        assert protobuf.read_without_weights(tmp_path / "fifo.onnx") is None  # not opened: no writer to wait for
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert protobuf.read_without_weights(tmp_path / "empty.onnx") is None
     with pytest.raises(OSError):
         protobuf.read_without_weights(tmp_path / "missing.onnx", quiet=False)
     bad = _weighted()
