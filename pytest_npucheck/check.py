@@ -45,25 +45,46 @@ def _isolated_facts(path: Path) -> GraphFacts:
     # ONNX builds its operator-schema registry on the first lookup (~14 ms): built here, the child's
     # shape inference inherits it, and the facts of this process look schemas up anyway
     op_schema("Relu", 1, "")
-    passed = isolate.call("onnx.shape_inference", _native_pass, path)
-    if passed is None:
-        return _facts_or_model_error(path)
+    from .graph.gc_pause import paused_gc
+    from .graph.build import nodes_ahead
+    from .graph.protobuf import read_without_weights
+
+    # The file's bytes without its weights, cut here before the fork (the child's first step, which
+    # it then skips): while the child infers (~0.13 s of wall time on the 26k-node encoder), this
+    # process reads the nodes of those bytes, which are the nodes of the child's result, and makes
+    # their facts (graph.build.nodes_ahead), instead of waiting for it and then doing so. None (a
+    # malformed file, nothing to cut): the child reads the file as before, and the facts read the
+    # nodes of its result.
+    light = read_without_weights(path)
+    # the inferred model (5.2 MB for the 26k-node encoder) comes back mapped, not copied twice
+    pending = isolate.start_mapped("onnx.shape_inference", _native_pass, path, None, light)
+    try:
+        nodes = None
+        if light is not None:
+            with paused_gc():
+                nodes = nodes_ahead(light)  # None on any error: the child's reading says what is wrong
+        passed = pending.collect()
+    except BaseException:
+        pending.cancel()  # this process failed first (an interrupt): no child outlives it
+        raise
+    if passed is None:  # no pass to read (the file gives every shape): the facts read the bytes cut above
+        return _facts_or_model_error(path, light=light)
     inferred, propagated = passed
     if not propagated:
         # the child left data propagation out (graph.build.propagation_may_be_moot): these facts
         # stand only if they give every tensor a static shape, else the pass runs again with it
-        facts = _facts_or_model_error(path, inferred=inferred, confirm=True)
+        facts = _facts_or_model_error(path, inferred=inferred, confirm=True, nodes=nodes)
         if facts is not None:
             return facts
-        inferred = isolate.call("onnx.shape_inference", _native_steps, path)
+        inferred = isolate.call_mapped("onnx.shape_inference", _native_steps, path, True, light)
         if inferred is None:
             return _facts_or_model_error(path)
     # the child read the file with every check of load_model_proto and returned its pass's result:
     # the facts read that one model (the file is not parsed again here)
-    return _facts_or_model_error(path, inferred=inferred)
+    return _facts_or_model_error(path, inferred=inferred, nodes=nodes)
 
 
-def _native_steps(path: Path, data_prop: bool = True) -> Optional[bytes]:
+def _native_steps(path: Path, data_prop: bool = True, light: Optional[bytes] = None) -> Optional[bytes]:
     """Parse ``path`` as graph.load_graph does (every bad-file check included) and run shape inference.
 
     Runs in the child: its exceptions become the same ModelError as in-process (``_model_errors``),
@@ -72,20 +93,23 @@ def _native_steps(path: Path, data_prop: bool = True) -> Optional[bytes]:
     inferred model's bytes, the one model the parent's facts then read; None when the pass failed (the parent
     runs it and reports the error) or when the parent's facts will not run it (``_inference_unused``:
     then there is no pass to contain, and none to run here)."""
-    passed = _native_pass(path, data_prop)
+    passed = _native_pass(path, data_prop, light)
     return None if passed is None else passed[0]
 
 
-def _native_pass(path: Path, data_prop: Optional[bool] = None) -> Optional[tuple[bytes, bool]]:
+def _native_pass(path: Path, data_prop: Optional[bool] = None,
+                 light: Optional[bytes] = None) -> Optional[tuple[bytes, bool]]:
     """``_native_steps``'s bytes and whether its pass ran with data propagation. ``data_prop`` None:
     without it where ``graph.build.propagation_may_be_moot`` says it may add nothing (the 26k-node
-    encoder: 25-55 ms of the child's CPU); the parent then confirms that on the facts."""
+    encoder: 25-55 ms of the child's CPU); the parent then confirms that on the facts. ``light``:
+    the file's bytes without its weights, cut by the parent before the fork
+    (``protobuf.read_without_weights``; ``load_model_proto``'s ``light``)."""
     from .graph import Kept, load_model_proto
     from .graph.build import infer_serialized, propagation_may_be_moot
 
     kept = Kept()
     with _model_errors(path):
-        model = load_model_proto(path, weights=False, keep=kept)  # without large weight values
+        model = load_model_proto(path, weights=False, keep=kept, light=light)  # without large weight values
     if _inference_unused(model, kept):
         return None
     data = kept.serialized if kept.serialized is not None else model.SerializeToString()
@@ -135,23 +159,28 @@ def _model_errors(path: Path) -> Iterator[None]:
 
 
 @overload
-def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: Literal[False] = False) -> GraphFacts:
+def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: Literal[False] = False,
+                          nodes: Any = None, light: Optional[bytes] = None) -> GraphFacts:
     ...
 
 
 @overload
-def _facts_or_model_error(path: Path, inferred: bytes, confirm: Literal[True]) -> Optional[GraphFacts]:
+def _facts_or_model_error(path: Path, inferred: bytes, confirm: Literal[True], nodes: Any = None,
+                          light: Optional[bytes] = None) -> Optional[GraphFacts]:
     ...
 
 
-def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: bool = False) -> Optional[GraphFacts]:
+def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm: bool = False,
+                          nodes: Any = None, light: Optional[bytes] = None) -> Optional[GraphFacts]:
     """``graph.load_graph``, with the errors of a malformed file as ModelError (``_model_errors``),
     then the checks that the model is one a runtime would load (``validity.py``). ``inferred``: what
     shape inference returned for the file in the isolated child (``_native_steps``), which read it
     with the same checks: the facts and the checks read that model, and the file is not read here.
     ``confirm``: ``inferred`` came from a pass without data propagation (``_native_pass``); None
     unless those facts give every tensor a static shape (``_all_static``), asked before anything
-    may fail on them."""
+    may fail on them. ``nodes``: the nodes of the bytes the child inferred, read while it ran
+    (``graph.build.nodes_ahead``), or None. ``light``: without ``inferred``, the file's bytes
+    without its weights, cut already (``protobuf.read_without_weights``)."""
     from . import graph, validity
 
     if confirm:
@@ -159,7 +188,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
 
         try:
             model, kept = from_inferred(inferred)  # type: ignore[arg-type]  # bytes with confirm (overloads)
-            facts = graph.facts_from_model(model, str(path), kept, inferred=True)
+            facts = graph.facts_from_model(model, str(path), kept, inferred=True, nodes=nodes)
         except Exception:  # noqa: BLE001 - a malformed file fails as before, after the full pass
             return None
         if not _all_static(facts):
@@ -169,13 +198,13 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
             pass  # built above
         elif inferred is None:
             kept = graph.Kept()
-            model = graph.load_model_proto(path, weights=False, keep=kept)
+            model = graph.load_model_proto(path, weights=False, keep=kept, light=light)
             facts = graph.facts_from_model(model, str(path), kept)
         else:
             from .graph.build import from_inferred
 
             model, kept = from_inferred(inferred)
-            facts = graph.facts_from_model(model, str(path), kept, inferred=True)
+            facts = graph.facts_from_model(model, str(path), kept, inferred=True, nodes=nodes)
     _check_versions(path, facts)
     with _model_errors(path):
         validity.check_model(model, facts, path)

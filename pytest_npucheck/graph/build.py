@@ -42,16 +42,19 @@ def load_graph(path: Path) -> GraphFacts:
 
 
 def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[list[tuple[Any, ...]]] = None,
-                     inferred: bool = False) -> GraphFacts:
+                     inferred: bool = False,
+                     nodes: Optional["NodesAhead"] = None) -> GraphFacts:
     """Graph facts of a parsed model. ``attributes``: the attributes of each main-graph node as a
     tuple, in node order, if the caller has them (``load_model_proto(keep=...)``); a ``Kept`` also
     gives shape inference the model's bytes. ``inferred``: ``model`` is what shape inference returned
-    for the file (``from_inferred``): its nodes are the file's, and the pass is not run again."""
+    for the file (``from_inferred``): its nodes are the file's, and the pass is not run again.
+    ``nodes``: with ``inferred``, its main-graph nodes, already read from the bytes the pass read
+    (``nodes_ahead``); used when they are as many as its nodes."""
     with paused_gc():
-        return _facts_from_model(model, path, attributes, inferred)
+        return _facts_from_model(model, path, attributes, inferred, nodes)
 
 
-def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
+def from_inferred(serialized: Any) -> tuple[Any, Kept]:
     """The model and the ``Kept`` for ``facts_from_model(..., inferred=True)`` from the bytes shape
     inference returned for a file (``infer_serialized``), the value_infos' types and the nodes'
     attributes left as bytes (``protobuf.parse_types_serialized``: the facts key by those bytes
@@ -62,26 +65,31 @@ def from_inferred(serialized: bytes) -> tuple[Any, Kept]:
     and graph field of what it read, plus the value_infos. Reading the nodes from it, this process
     parses the graph once instead of twice (the file, then the child's result: ~20 ms and 5,400
     page faults on ``encoder_26k``). The bytes also answer ``Kept.serialized``'s question (whether
-    any node may hold the exporter's metadata)."""
+    any node may hold the exporter's metadata).
+
+    ``serialized`` may also be the read-only ``mmap`` the child's bytes came back as
+    (``isolate.call_mapped``): it answers the metadata question (``in``) as bytes do, and the parse
+    reads it through a memoryview."""
     kept = Kept()
     kept.serialized = serialized
-    return parse_types_serialized(serialized), kept
+    return parse_types_serialized(serialized if type(serialized) is bytes else memoryview(serialized)), kept
 
 
 def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None,
-                      was_inferred: bool = False) -> GraphFacts:
+                      was_inferred: bool = False,
+                      nodes: Optional["NodesAhead"] = None) -> GraphFacts:
     import onnx
     from onnx import shape_inference
 
-    opsets: dict[str, int] = {}
-    for imp in model.opset_import:
-        opsets[imp.domain or DEFAULT_DOMAIN] = int(imp.version)
-    if DEFAULT_DOMAIN not in opsets:
-        opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
+    opsets = _opsets(model)
     # each node's protobuf fields decoded once, for folding and facts
     shared = is_types_serialized(model)  # the child's model: nodes of equal attributes share them
     names: Optional[list[str]] = None  # the nodes' names, read with the rest of a node (the child's model)
-    if shared:
+    given = None  # the nodes read while the isolated child ran
+    if shared and was_inferred and nodes is not None and len(nodes.rows) == len(model.graph.node):
+        given = nodes
+        rows, names = list(nodes.rows), nodes.names  # a list of this call's own
+    elif shared:
         names = []
         rows = _read_nodes_serialized(model.graph, names)
     else:
@@ -119,7 +127,13 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         # a protobuf string is stored verbatim: bytes without the keys' common prefix hold no node
         # with the exporter's metadata (TorchScript exports: their nodes' sources are their names)
         builder.metadata = METADATA_PREFIX in attributes.serialized
-    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded, raw=raw)
+    ahead = None
+    if (given is not None and given.builder is not None and given.opsets == opsets
+            and given.builder.metadata == builder.metadata):
+        # their NodeFacts too, made with the same opsets and the same answer on the metadata: the
+        # facts take its lists, once (a second build, ``check``'s confirmed pass, makes its own)
+        ahead, given.builder = (given.builder, given.deferred), None
+    builder.walk_graph(inferred.graph, prefix="", rows=rows, value_infos=decoded, raw=raw, ahead=ahead)
     static = builder.fully_inferred()
     if not static:
         # shapes downstream of folded values (pads, shape arithmetic) are known to the compiler: one
@@ -170,6 +184,69 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         # validity and the pre-passes)
         facts.__dict__["main_nodes_by_op"] = builder.by_op
     return facts
+
+
+def _opsets(model: Any) -> dict[str, int]:
+    """The opset of each domain the model imports (the default domain's: 1 before IR 3, else 0 if not imported)."""
+    opsets: dict[str, int] = {}
+    for imp in model.opset_import:
+        opsets[imp.domain or DEFAULT_DOMAIN] = int(imp.version)
+    if DEFAULT_DOMAIN not in opsets:
+        opsets[DEFAULT_DOMAIN] = 1 if model.ir_version < 3 else 0
+    return opsets
+
+
+class NodesAhead:
+    """The main-graph nodes of the bytes the isolated child runs shape inference on, read by
+    ``nodes_ahead`` while it runs: ``rows`` and ``names`` (``protobuf.nodes_serialized``), and
+    their NodeFacts, producers and consumers as ``_Builder._main_nodes`` makes them (``builder``,
+    None when that failed), the Constant outputs left for after folding (``deferred``)."""
+
+    __slots__ = ("rows", "names", "opsets", "builder", "deferred")
+
+    def __init__(self, rows: list[tuple[Any, ...]], names: list[str]) -> None:
+        self.rows, self.names = rows, names
+        self.opsets: dict[str, int] = {}
+        self.builder: Optional[_Builder] = None
+        self.deferred: list[tuple[str, Any]] = []
+
+
+def nodes_ahead(serialized: bytes) -> Optional[NodesAhead]:
+    """The main-graph nodes of ``serialized`` (a model's bytes, without control flow) and their
+    NodeFacts, for ``facts_from_model(..., inferred=True, nodes=...)`` of what shape inference
+    returns for those bytes; None when they cannot be read here (the facts then read the nodes of
+    the inferred model, and say what is wrong with it).
+
+    ``check._isolated_facts`` asks this while the isolated child infers (~0.13 s of wall time on
+    the 26k-node encoder, which this process spent waiting): the pass adds value_infos and the
+    outputs' types and leaves the main graph's nodes as they are, so the nodes' rows (~40 ms) and
+    facts (~50 ms) do not wait for its result. What a NodeFact holds depends on the node, the
+    opsets, the schemas and whether the bytes may hold the exporter's metadata (asked again of the
+    inferred bytes: the facts use these NodeFacts only with the same answer); a Constant's output
+    also depends on folding, which reads the inferred shapes: those TensorInfos are made after."""
+    from .protobuf import nodes_serialized
+
+    read = nodes_serialized(serialized)
+    if read is None:
+        return None
+    rows, names, model = read
+    ahead = NodesAhead(rows, names)
+    try:
+        import onnx
+
+        opsets = _opsets(model)
+        builder = _Builder(opsets, onnx)
+        builder.shared_attributes = True
+        builder.names = names
+        builder.metadata = METADATA_PREFIX in serialized
+        deferred: list[tuple[str, Any]] = []
+        builder._main_nodes(rows, deferred)
+    except Exception:  # noqa: BLE001 - the walk after the child's result makes them, and fails as it fails
+        return ahead
+    if builder.nested or builder.firsts is None:  # a node went through _node (cannot be: no graph attribute)
+        return ahead
+    ahead.opsets, ahead.builder, ahead.deferred = opsets, builder, deferred
+    return ahead
 
 
 _SHAPE_FROM_VALUES, _SHAPE_FROM_DATA = SHAPE_FROM_VALUES, SHAPE_FROM_DATA
@@ -613,11 +690,13 @@ class _Builder:
 
     def walk_graph(self, graph: Any, prefix: str, rows: Optional[list[tuple[Any, ...]]] = None,
                    value_infos: Optional[Iterable[tuple[str, Any]]] = None,
-                   raw: Optional[list[tuple[str, bytes, Any]]] = None) -> None:
+                   raw: Optional[list[tuple[str, bytes, Any]]] = None,
+                   ahead: Optional[tuple["_Builder", list[tuple[str, Any]]]] = None) -> None:
         """The facts of a graph's initializers, inputs, values and nodes. ``rows``: its nodes as
         ``_read_nodes`` gives them; ``value_infos``: (name, decoded type) of its value_infos and
         outputs, in order, as ``_already_inferred`` decoded them; else ``raw``: (name, serialized
-        TypeProto, ValueInfoProto) of each, if the caller read them."""
+        TypeProto, ValueInfoProto) of each, if the caller read them. ``ahead``: the main graph's
+        NodeFacts already made from ``rows`` (``nodes_ahead``) and its deferred Constant outputs."""
         for init in graph.initializer:
             self.initializers.add(init.name)
             self._const(init.name, init, prefix)
@@ -661,17 +740,22 @@ class _Builder:
                     typed(name, typ, static)
         rows = rows if rows is not None else _read_nodes(graph)
         if prefix == "":
-            self._main_nodes(rows)
+            if ahead is not None:
+                self._adopt(*ahead)
+            else:
+                self._main_nodes(rows)
             return
         for node, op_type, domain, inputs, outputs, attributes in rows:
             self._node(node, op_type, domain or DEFAULT_DOMAIN, inputs, outputs, prefix, attributes)
 
-    def _main_nodes(self, rows: list[tuple[Any, ...]]) -> None:
+    def _main_nodes(self, rows: list[tuple[Any, ...]], deferred: Optional[list[tuple[str, Any]]] = None) -> None:
         """The NodeFacts of the main graph's nodes: what ``_node`` makes, with the fields that
         depend only on a node's signature (op, domain, attribute bytes: the opset, the attributes
         with their defaults, the key) made once per signature and copied into each node's fact,
         which adds only its own (index, name, inputs, outputs, source). A node with a body goes
-        through ``_node`` (its body's nodes follow it)."""
+        through ``_node`` (its body's nodes follow it). ``deferred``: gets (output, attributes) of
+        each Constant node, whose output's TensorInfo ``_constant_outputs`` makes later, instead of
+        this loop (``nodes_ahead``: before folding, which it depends on, has run)."""
         nodes, opsets, templates, attr_cache, firsts = self.nodes, self.opsets, self._templates, self._attr_cache, self.firsts
         append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
         draft, made_fact = NodeFactDraft, NodeFact
@@ -723,7 +807,9 @@ class _Builder:
             fields, to_op = template
             index = len(nodes)
             name = given_name or f"{op_type}_{index}"
-            if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
+            if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs and deferred is not None:
+                deferred.append((outputs[0], attributes))
+            elif op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
                 out = outputs[0]
                 memo = (id(attributes), out in folded)
                 made = constants.get(memo)
@@ -770,6 +856,33 @@ class _Builder:
                         consumers[i] = [index]
                     else:
                         readers.append(index)
+
+    def _constant_outputs(self, deferred: list[tuple[str, Any]]) -> None:
+        """The TensorInfos of the Constant outputs ``_main_nodes`` deferred, in node order, as its
+        loop makes them (each distinct attributes tuple and folding's answer decoded once). The
+        loop writes no other tensor, so the tensors come out as it would have left them."""
+        tensors, folded, new, info_draft, made_info = self.tensors, self.folded, object.__new__, TensorInfoDraft, TensorInfo
+        constants: dict[tuple[int, bool], tuple[Any, ...]] = {}
+        for out, attributes in deferred:
+            memo = (id(attributes), out in folded)
+            made = constants.get(memo)
+            if made is None:
+                self._constant_node(out, attributes, "")
+                t = tensors[out]
+                constants[memo] = (t.dtype, t.shape, t.const, t.value, t.static)
+            else:  # facts.tensor_info inlined (as _constant_node makes it)
+                info = new(info_draft)
+                info.name = out
+                info.dtype, info.shape, info.const, info.value, info.static = made
+                info.__class__ = made_info
+                tensors[out] = info
+
+    def _adopt(self, ahead: "_Builder", deferred: list[tuple[str, Any]]) -> None:
+        """The main graph's nodes as ``ahead`` made them (``nodes_ahead``), then their Constant outputs."""
+        self.nodes, self.producer, self.consumers, self.by_op = ahead.nodes, ahead.producer, ahead.consumers, ahead.by_op
+        self.firsts, self.read_early, self._templates = ahead.firsts, ahead.read_early, ahead._templates
+        self._attr_cache, self._schema_cache = ahead._attr_cache, ahead._schema_cache
+        self._constant_outputs(deferred)
 
     def _node(self, node: Any, op_type: str, domain: str, inputs: tuple[str, ...], outputs: tuple[str, ...],
               prefix: str, attributes: tuple[Any, ...]) -> None:

@@ -40,7 +40,8 @@ _LFS = b"version https://git-lfs.github.com/spec/"
 _LOCATION = b"location"  # the key of StringStringEntryProto that names an external data file
 
 
-def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]] = None) -> Any:
+def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]] = None,
+                     light: Optional[bytes] = None) -> Any:
     """Read an ONNX file without its external data; every failure names the file.
 
     ``weights=False`` also leaves out the values of initializers of more than SMALL_CONSTANT
@@ -48,7 +49,10 @@ def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]]
     or rewriting the model. ``keep``: gets the attributes of each main-graph node as a tuple, read
     by the external-data check (``safety.check_external_data``) and reused by the facts; and, when
     the weights were left out, the serialized model without them (``keep.serialized``) for shape
-    inference, which would otherwise serialize the parsed model again.
+    inference, which would otherwise serialize the parsed model again. ``light``: with
+    ``weights=False``, what ``read_without_weights`` returned for this file, read by the process
+    that started this one (``check._isolated_facts``): it is parsed instead of the file's bytes
+    being cut again (the same bytes, so the same model; every other check runs as without it).
     """
     import onnx  # lazy: heavy
     from google.protobuf.message import DecodeError
@@ -69,7 +73,7 @@ def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]]
     try:
         model = None
         if not weights:
-            model = _load_without_weights(path, onnx, keep)
+            model = _load_without_weights(path, onnx, keep, light)
         if model is None:
             model = onnx.load(os.fspath(path), load_external_data=False)
     except ModelError:  # a bad initializer found while leaving out the weights
@@ -92,25 +96,48 @@ def load_model_proto(path: Path, weights: bool = True, keep: Optional[list[Any]]
     return model
 
 
-def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = None) -> Any:
+def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = None,
+                          light: Optional[bytes] = None) -> Any:
     """The model without its large initializer values, or None to read it the ordinary way.
 
     The file is mapped, not read: the pages that hold the weights are never touched (CPU time of
     reading bert_9k's 39 MB: 19 ms, against 63 ms to read and parse it whole and clear the values).
+    ``light``: those bytes, already cut (``read_without_weights``).
     """
-    import mmap
-
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        try:
-            light = _without_weights(buf, path)
-        except (ValueError, IndexError):
-            return None
+    if light is None:
+        light = read_without_weights(path, quiet=False)
     if light is None:
         return None
     if isinstance(keep, Kept):
         keep.serialized = light
         keep.references = _LOCATION in light
     return onnx.ModelProto.FromString(light)
+
+
+def read_without_weights(path: Path, quiet: bool = True) -> Optional[bytes]:
+    """``_without_weights`` of the file at ``path`` (mapped, not read), or None when there is nothing
+    to leave out or the file is read the ordinary way (malformed). ``quiet``: None also for a
+    ModelError or a file that cannot be read (the caller asks ahead of the checks, which will say
+    what is wrong: ``check._isolated_facts``, before it starts the child); and None, without opening
+    it, for what is not a regular file that holds bytes (opening a FIFO would wait for a writer:
+    ``load_model_proto`` refuses it before it opens anything)."""
+    import mmap
+    import stat
+
+    try:
+        if quiet:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+                return None
+        with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+            try:
+                return _without_weights(buf, path)
+            except (ValueError, IndexError):
+                return None
+    except Exception:  # noqa: BLE001 - see quiet
+        if quiet:
+            return None
+        raise
 
 
 class Kept(list):  # type: ignore[type-arg]
@@ -334,7 +361,7 @@ def _read_nodes(graph: Any, attributes: Optional[list[tuple[Any, ...]]] = None) 
 _LITE_MODEL: list[Any] = []  # [the message class, or None when it could not be made]
 
 
-def parse_types_serialized(serialized: bytes) -> Any:
+def parse_types_serialized(serialized: Any) -> Any:
     """``serialized`` (a ModelProto) parsed with the main graph's value_infos' ``type`` and its
     nodes' ``attribute`` left as the bytes of each TypeProto and AttributeProto: ``graph.value_info[i].type``
     is ``bytes``, ``graph.node[i].attribute`` a list of ``bytes``; every other field is onnx's own
@@ -345,13 +372,16 @@ def parse_types_serialized(serialized: bytes) -> Any:
     a node's attributes are keyed by their bytes (the layers of a model repeat them). Parsed as
     messages, each is a wrapper object and a ``SerializeToString`` call; declared ``bytes``, it is
     the wire bytes as they are (a message field and a bytes field have the same encoding). Falls
-    back to ``onnx.load_from_string`` when protobuf cannot make the message type."""
+    back to ``onnx.load_from_string`` when protobuf cannot make the message type. ``serialized``:
+    bytes, or a buffer such as a memoryview (the parser copies what it keeps)."""
     import onnx
 
     if not _LITE_MODEL:
         _LITE_MODEL.append(_lite_model_class(onnx))
     cls = _LITE_MODEL[0]
-    return onnx.load_from_string(serialized) if cls is None else cls.FromString(serialized)
+    if cls is None:
+        return onnx.load_from_string(serialized if type(serialized) is bytes else bytes(serialized))
+    return cls.FromString(serialized)
 
 
 def is_types_serialized(model: Any) -> bool:
@@ -396,7 +426,8 @@ def _lite_model_class(onnx: Any) -> Any:
         return None
 
 
-def _read_nodes_serialized(graph: Any, names: list[str]) -> list[tuple[Any, ...]]:
+def _read_nodes_serialized(graph: Any, names: list[str],
+                           parsed: Optional[dict[tuple[bytes, ...], tuple[Any, ...]]] = None) -> list[tuple[Any, ...]]:
     """``_read_nodes`` of a graph parsed by ``parse_types_serialized`` (each node's attributes are
     bytes): the rows hold each node's attributes parsed as AttributeProtos once per distinct
     attribute bytes, the same tuple for every node that repeats them (each layer of a stack). The
@@ -405,11 +436,14 @@ def _read_nodes_serialized(graph: Any, names: list[str]) -> list[tuple[Any, ...]
 
     ``names``: gets each node's name, in order. Read here, while the loop has the node's message
     at hand, a name costs a seventh of what it costs read later by the graph walk, when the
-    message has long left the CPU's caches (16 ms over the 26,394 nodes of ``encoder_26k``)."""
+    message has long left the CPU's caches (16 ms over the 26,394 nodes of ``encoder_26k``).
+    ``parsed``: gets each distinct attributes tuple, by its bytes."""
     from onnx import AttributeProto
 
     parse = AttributeProto.FromString
-    parsed: dict[tuple[bytes, ...], tuple[Any, ...]] = {(): ()}
+    if parsed is None:
+        parsed = {}
+    parsed[()] = ()
     rows: list[tuple[Any, ...]] = []
     append, name = rows.append, names.append
     for n in graph.node:
@@ -420,6 +454,31 @@ def _read_nodes_serialized(graph: Any, names: list[str]) -> list[tuple[Any, ...]
         append((n, n.op_type, n.domain, tuple(n.input[:]), tuple(n.output[:]), attributes))
         name(n.name)
     return rows
+
+
+def nodes_serialized(serialized: bytes) -> Optional[tuple[list[tuple[Any, ...]], list[str], Any]]:
+    """(rows, names) of ``_read_nodes_serialized`` of the main graph of ``serialized`` (a model's
+    bytes) and the model they were read from (``parse_types_serialized``), or None when a node has a graph attribute (If, Loop, Scan: shape inference types the
+    values of the bodies, so the inferred model's nodes are not these), the bytes parse as no
+    model, or they hold value_infos (an exporter that writes every shape: the child runs no pass,
+    ``build.skips_inference``, and this process reads the file itself, so rows read here would be
+    wasted).
+
+    Read by ``check._isolated_facts`` from the bytes the isolated child runs shape inference on,
+    while the child runs (``build.nodes_ahead``)."""
+    try:
+        model = parse_types_serialized(serialized)
+        if not is_types_serialized(model) or len(model.graph.value_info):
+            return None
+        names: list[str] = []
+        parsed: dict[tuple[bytes, ...], tuple[Any, ...]] = {}
+        rows = _read_nodes_serialized(model.graph, names, parsed)
+        for attributes in parsed.values():  # each distinct tuple once (the rows share them)
+            if any(a.type in (5, 10) for a in attributes):  # AttributeProto.GRAPH, GRAPHS
+                return None
+    except Exception:  # noqa: BLE001 - what is wrong is the child's to say, reading the same bytes
+        return None
+    return rows, names, model
 
 
 def as_node_proto(node: Any) -> Any:

@@ -239,3 +239,111 @@ def test_all_static_asks_every_tensor():
     Facts.tensors = {"a": TensorInfo("a", "float32", (1, 2))}
     Facts.shape_inference_error = "ShapeInferenceError: x"
     assert not check._all_static(Facts())  # type: ignore[arg-type]
+
+
+def _weighted():
+    """Relu -> MatMul by a 64x64 weight (more than SMALL_CONSTANT elements: left out of the read)
+    -> Reshape by a constant; shapes only inference gives."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    weight = numpy_helper.from_array(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), "w")
+    shape = helper.make_tensor("shape", 7, [2], [8, 8])  # INT64
+    return make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                       helper.make_node("MatMul", ["r", "w"], ["m"], name="mm"),
+                       helper.make_node("Reshape", ["m", "shape"], ["y"], name="reshape")],
+                      [("x", (1, 64))], ["y"], initializers=[weight, shape])
+
+
+def test_the_nodes_are_read_from_the_cut_bytes_while_the_child_infers(save, monkeypatch):
+    """The parent cuts the weights out before the fork and the child infers those bytes; the parent
+    reads their nodes meanwhile, and the facts take them instead of the nodes of the child's result
+    (never read): the facts are those of an in-process read, field by field."""
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import build, protobuf
+
+    path = save(_weighted())
+    reference = check._facts_or_model_error(path)
+    light = protobuf.read_without_weights(path)
+    assert light is not None and len(light) < path.stat().st_size
+    late_reads: list[object] = []
+    original = build._read_nodes_serialized
+    monkeypatch.setattr(build, "_read_nodes_serialized", lambda *a: late_reads.append(a) or original(*a))
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert late_reads == []
+    assert facts == reference and list(facts.tensors) == list(reference.tensors)
+    assert facts.nodes == reference.nodes and facts.tensors["y"].shape == (8, 8)
+    assert (facts.producer, facts.consumers, facts.first_of_signatures, facts.foldable) == (
+        reference.producer, reference.consumers, reference.first_of_signatures, reference.foldable)
+
+
+def test_an_interrupt_while_the_child_infers_kills_the_child(save, monkeypatch):
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import protobuf
+
+    started: list[isolate.Pending] = []
+    original = isolate.start_mapped
+    monkeypatch.setattr(isolate, "start_mapped", lambda *a, **k: started.append(original(*a, **k)) or started[-1])
+
+    def interrupted(data):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(protobuf, "nodes_serialized", interrupted)
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            check._isolated_facts(save(_weighted()))
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert len(started) == 1 and started[0]._pid == 0  # cancelled: killed and left to be reaped
+
+
+def test_a_bad_weight_fails_the_same_way_when_the_parent_cuts_first(save):
+    """A weight whose raw data does not hold its dims: the parent's cut gives up quietly, and the
+    child's reading of the file raises the ModelError an in-process read raises."""
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import protobuf
+
+    model = _weighted()
+    model.graph.initializer[0].raw_data = model.graph.initializer[0].raw_data[:-4]
+    path = save(model)
+    assert protobuf.read_without_weights(path) is None
+    with pytest.raises(ModelError) as in_process:
+        check._facts_or_model_error(path)
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        with pytest.raises(ModelError) as isolated:
+            check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert str(isolated.value) == str(in_process.value) and "raw_data size" in str(isolated.value)
+
+
+def test_a_file_that_gives_every_shape_is_cut_once_in_this_process(save, monkeypatch):
+    """The child runs no pass for a file that types every value (the dynamo exporter's): this
+    process reads the file itself, from the bytes it cut before the fork (not cut a second time)."""
+    from onnx import TensorProto
+
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import protobuf
+
+    model = _weighted()
+    for name, shape in (("r", [1, 64]), ("m", [1, 64])):
+        model.graph.value_info.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 8]))
+    path = save(model)
+    reference = check._facts_or_model_error(path)
+    cuts: list[object] = []
+    original = protobuf._without_weights
+    monkeypatch.setattr(protobuf, "_without_weights", lambda *a: cuts.append(a) or original(*a))
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert len(cuts) == 1 and facts == reference and list(facts.tensors) == list(reference.tensors)

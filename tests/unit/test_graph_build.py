@@ -172,6 +172,28 @@ def test_the_childs_model_is_read_with_types_and_attributes_as_bytes():
     assert facts.tensors["s"].value == (1, 4) and facts.tensors["y"].shape == (2, 2)
 
 
+def test_the_childs_model_is_read_alike_from_a_mapping_of_its_bytes():
+    """``from_inferred`` of the read-only mapping ``isolate.call_mapped`` returns: the same model and
+    facts as from the bytes, the mapping kept to answer the metadata question."""
+    import mmap
+
+    from pytest_npucheck.graph.build import from_inferred
+    from pytest_npucheck.graph.protobuf import parse_types_serialized
+
+    data = _inferred_bytes()
+    with mmap.mmap(-1, len(data)) as buf:
+        buf.write(data)
+        model, kept = from_inferred(buf)
+        assert kept.serialized is buf
+        assert model == parse_types_serialized(data)
+        assert parse_types_serialized(memoryview(data)) == model
+        reference_model, reference_kept = from_inferred(data)
+        facts = facts_from_model(model, "m.onnx", kept, inferred=True)
+        reference = facts_from_model(reference_model, "m.onnx", reference_kept, inferred=True)
+        assert facts.nodes == reference.nodes and list(facts.tensors.items()) == list(reference.tensors.items())
+        del model, kept, facts
+
+
 def test_the_childs_model_names_and_sources_its_nodes_as_the_file_does():
     """Read from the child's model (the names read with the rows, no exporter's metadata in its
     bytes), a node keeps its name, or gets one from its op and index, and its source is the module

@@ -1,0 +1,103 @@
+"""graph.protobuf: the cut read the parent does before the isolated child starts, and the nodes of those bytes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import make_model
+
+from pytest_npucheck.errors import ModelError
+from pytest_npucheck.graph import Kept, protobuf
+
+
+def _weighted(extra=()):
+    weight = numpy_helper.from_array(np.ones((32, 32), dtype=np.float32), "w")
+    return make_model([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                       helper.make_node("Relu", ["m"], ["y"], name="relu"), *extra],
+                      [("x", (1, 32))], ["y"], initializers=[weight])
+
+
+def test_read_without_weights_is_the_cut_of_the_file_or_none(save, tmp_path):
+    import mmap
+
+    path = save(_weighted())
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        assert protobuf.read_without_weights(path) == protobuf._without_weights(buf, path)
+    assert protobuf.read_without_weights(tmp_path / "missing.onnx") is None  # quiet: the checks say why
+    import os
+
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.onnx")
+        assert protobuf.read_without_weights(tmp_path / "fifo.onnx") is None  # not opened: no writer to wait for
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert protobuf.read_without_weights(tmp_path / "empty.onnx") is None
+    with pytest.raises(OSError):
+        protobuf.read_without_weights(tmp_path / "missing.onnx", quiet=False)
+    bad = _weighted()
+    bad.graph.initializer[0].raw_data = bad.graph.initializer[0].raw_data[:-4]
+    bad_path = save(bad)
+    assert protobuf.read_without_weights(bad_path) is None
+    with pytest.raises(ModelError, match="raw_data size"):
+        protobuf.read_without_weights(bad_path, quiet=False)
+
+
+def test_load_model_proto_parses_the_bytes_it_is_given_as_it_would_cut_them(save):
+    path = save(_weighted())
+    plain, given = Kept(), Kept()
+    model = protobuf.load_model_proto(path, weights=False, keep=plain)
+    light = protobuf.read_without_weights(path)
+    again = protobuf.load_model_proto(path, weights=False, keep=given, light=light)
+    assert again == model and given.serialized is light and given.references == plain.references
+
+
+def test_nodes_serialized_are_the_rows_of_the_bytes_and_none_for_bodies_or_garbage():
+    model = _weighted()
+    data = model.SerializeToString()
+    rows, names, parsed = protobuf.nodes_serialized(data)
+    assert protobuf.is_types_serialized(parsed) and len(parsed.graph.node) == 2
+    expected_names: list[str] = []
+    expected = protobuf._read_nodes_serialized(protobuf.parse_types_serialized(data).graph, expected_names)
+    assert [r[1:] for r in rows] == [r[1:] for r in expected] and names == expected_names == ["mm", "relu"]
+    body = helper.make_graph([helper.make_node("Identity", ["y"], ["z"])], "body", [],
+                             [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)])
+    branchy = _weighted([helper.make_node("If", ["c"], ["o"], then_branch=body, else_branch=body)])
+    assert protobuf.nodes_serialized(branchy.SerializeToString()) is None
+    assert protobuf.nodes_serialized(b"\xff\xff\xff garbage") is None
+    typed = _weighted()
+    typed.graph.value_info.append(helper.make_tensor_value_info("m", TensorProto.FLOAT, [1, 32]))
+    assert protobuf.nodes_serialized(typed.SerializeToString()) is None  # the child may run no pass
+
+
+def test_facts_take_the_nodes_read_ahead_only_when_they_are_as_many_as_the_nodes():
+    """``build.nodes_ahead``: the rows and NodeFacts of the bytes before inference, which the facts
+    of the inferred model take (once) instead of reading its nodes: the same facts, field by field
+    and in the same order; rows of another count are not taken."""
+    from onnx import shape_inference
+
+    from pytest_npucheck.graph import build
+
+    const = helper.make_node("Constant", [], ["c"], name="c0",
+                             value=numpy_helper.from_array(np.ones((1, 32), dtype=np.float32)))
+    model = _weighted([const, helper.make_node("Add", ["y", "c"], ["z"], name="add")])
+    model.graph.output.append(helper.make_empty_tensor_value_info("z"))
+    inferred = shape_inference.infer_shapes(model).SerializeToString()
+
+    def facts(nodes=None):
+        m, kept = build.from_inferred(inferred)
+        return build.facts_from_model(m, "<memory>", kept, inferred=True, nodes=nodes)
+
+    reference = facts()
+    ahead = build.nodes_ahead(model.SerializeToString())
+    assert ahead is not None and ahead.builder is not None and [d[0] for d in ahead.deferred] == ["c"]
+    taken = facts(ahead)
+    assert ahead.builder is None  # taken once
+    again = facts(ahead)  # the rows alone
+    for got in (taken, again):
+        assert got == reference and list(got.tensors) == list(reference.tensors)
+        assert (got.producer, got.consumers, got.first_of_signatures, got.main_nodes_by_op) == (
+            reference.producer, reference.consumers, reference.first_of_signatures, reference.main_nodes_by_op)
+    short = build.nodes_ahead(model.SerializeToString())
+    short.rows = short.rows[:1]
+    assert facts(short) == reference and short.builder is not None  # not taken
