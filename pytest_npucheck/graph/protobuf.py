@@ -114,13 +114,22 @@ def _load_without_weights(path: Path, onnx: Any, keep: Optional[list[Any]] = Non
     return onnx.ModelProto.FromString(light)
 
 
+# How many graph fields (nodes, initializers) the quiet cut scans before it gives up: it runs in the
+# parent before the isolated child starts, so no timeout covers it, and a crafted file of tiny fields
+# would hold the scan for ~0.5 us a field (a 2 GB file of empty nodes: minutes). 4 million is ~2 s
+# and more fields than any model of the zoos holds; beyond it the child cuts the file as before,
+# under the isolation's timeout.
+QUIET_FIELDS = 4_000_000
+
+
 def read_without_weights(path: Path, quiet: bool = True) -> Optional[bytes]:
     """``_without_weights`` of the file at ``path`` (mapped, not read), or None when there is nothing
     to leave out or the file is read the ordinary way (malformed). ``quiet``: None also for a
     ModelError or a file that cannot be read (the caller asks ahead of the checks, which will say
-    what is wrong: ``check._isolated_facts``, before it starts the child); and None, without opening
+    what is wrong: ``check._isolated_facts``, before it starts the child); None, without opening
     it, for what is not a regular file that holds bytes (opening a FIFO would wait for a writer:
-    ``load_model_proto`` refuses it before it opens anything)."""
+    ``load_model_proto`` refuses it before it opens anything); and None for a graph of more than
+    ``QUIET_FIELDS`` fields (no timeout covers this scan)."""
     import mmap
     import stat
 
@@ -131,7 +140,7 @@ def read_without_weights(path: Path, quiet: bool = True) -> Optional[bytes]:
                 return None
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             try:
-                return _without_weights(buf, path)
+                return _without_weights(buf, path, QUIET_FIELDS if quiet else None)
             except (ValueError, IndexError):
                 return None
     except Exception:  # noqa: BLE001 - see quiet
@@ -268,7 +277,7 @@ def _tensor_parts(buf: Any, start: int, end: int) -> tuple[int, list[Any], int, 
     return numel, kept, dtype, raw if raw and not external else -1
 
 
-def _without_weights(buf: Any, path: object = "<memory>") -> Optional[bytes]:
+def _without_weights(buf: Any, path: object = "<memory>", max_fields: Optional[int] = None) -> Optional[bytes]:
     """The serialized model minus the values of main-graph initializers of more than SMALL_CONSTANT
     elements (their name, dtype and dims stay), or None when there is nothing to leave out. The raw
     data of each initializer left out must hold its dims x dtype, else ModelError (naming ``path``).
@@ -281,6 +290,7 @@ def _without_weights(buf: Any, path: object = "<memory>") -> Optional[bytes]:
     value_infos: most of the fields of a dynamo export) and copies the rest as it is. Protobuf writes
     a message's fields in number order, so no initializer follows; one that does in a file written
     otherwise keeps its values, which the facts do not read either (only the saving is lost).
+    ``max_fields``: ValueError after that many graph fields (``read_without_weights``' quiet cut).
     """
     graphs = [(f, s, e) for num, f, s, e in _fields(buf, 0, len(buf)) if num == _MODEL_GRAPH]
     if len(graphs) != 1 or buf[graphs[0][0]] & 7 != 2:
@@ -290,7 +300,11 @@ def _without_weights(buf: Any, path: object = "<memory>") -> Optional[bytes]:
     kept = gstart  # start of the run of graph bytes copied as they are
     dropped = 0
     pos, least = gstart, 8 * SMALL_CONSTANT
+    left = -1 if max_fields is None else max_fields  # fields the scan may still read (-1: no bound)
     while pos < gend:  # _fields(buf, gstart, gend), inlined: one pass over every node and initializer
+        if not left:
+            raise ValueError(f"more than {max_fields} graph fields")
+        left -= 1
         fstart = pos
         key = buf[pos]
         if key < 0x80:

@@ -43,6 +43,19 @@ def test_read_without_weights_is_the_cut_of_the_file_or_none(save, tmp_path):
         protobuf.read_without_weights(bad_path, quiet=False)
 
 
+def test_the_quiet_cut_gives_up_past_its_field_budget_and_the_checked_cut_does_not(save, monkeypatch):
+    """The quiet cut runs before the isolated child, under no timeout: a graph of more fields than
+    QUIET_FIELDS is left to the child (None), while the child's own cut reads it whole."""
+    path = save(_weighted(extra=[helper.make_node("Identity", ["y"], [f"i{k}"]) for k in range(5)]))
+    whole = protobuf.read_without_weights(path)
+    assert whole is not None
+    monkeypatch.setattr(protobuf, "QUIET_FIELDS", 6)  # fewer than the 7 nodes
+    assert protobuf.read_without_weights(path) is None
+    assert protobuf.read_without_weights(path, quiet=False) == whole
+    monkeypatch.setattr(protobuf, "QUIET_FIELDS", 20)  # the nodes, the name, the initializer and the next field
+    assert protobuf.read_without_weights(path) == whole
+
+
 def test_load_model_proto_parses_the_bytes_it_is_given_as_it_would_cut_them(save):
     path = save(_weighted())
     plain, given = Kept(), Kept()
