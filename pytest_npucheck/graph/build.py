@@ -753,9 +753,11 @@ class _Builder:
         depend only on a node's signature (op, domain, attribute bytes: the opset, the attributes
         with their defaults, the key) made once per signature and copied into each node's fact,
         which adds only its own (index, name, inputs, outputs, source). A node with a body goes
-        through ``_node`` (its body's nodes follow it). ``deferred``: gets (output, attributes) of
-        each Constant node, whose output's TensorInfo ``_constant_outputs`` makes later, instead of
-        this loop (``nodes_ahead``: before folding, which it depends on, has run)."""
+        through ``_node`` (its body's nodes follow it). The Constant nodes' outputs get their
+        TensorInfos from ``_constant_outputs``, at the end of the loop and before a node with a body
+        (whose walk adds tensors), so the tensors come out in node order; ``deferred`` given: it gets
+        those (output, attributes) instead, for later (``nodes_ahead``: before folding, which the
+        TensorInfos depend on, has run)."""
         nodes, opsets, templates, attr_cache, firsts = self.nodes, self.opsets, self._templates, self._attr_cache, self.firsts
         append, new, source, metadata = nodes.append, object.__new__, _source, self.metadata
         draft, made_fact = NodeFactDraft, NodeFact
@@ -766,15 +768,8 @@ class _Builder:
         # the key parts of an attributes tuple shared by nodes (shared_attributes), by its id: the
         # rows hold each tuple alive through the loop
         shared: Optional[dict[int, tuple[Any, ...]]] = {} if self.shared_attributes else None
-        # a Constant output's TensorInfo fields but its name, by (id of the attributes tuple, whether
-        # folding computed the output): what ``_constant_node`` makes depends on nothing else, and the
-        # Constant nodes of a stack of layers repeat a few attribute tuples (15 for the 6,303 Constant
-        # nodes of ``encoder_26k``), each decoded once instead of once per node. The rows hold the
-        # tuples alive through the loop, so their ids key them
-        # (dtype, shape, const, value, static)
-        constants: dict[tuple[int, bool], tuple[Any, ...]] = {}
-        info_draft, made_info = TensorInfoDraft, TensorInfo
-        tensors, folded = self.tensors, self.folded
+        own = deferred is None  # the Constant outputs are this loop's to type (else the caller's)
+        constant_outputs: list[tuple[str, Any]] = [] if deferred is None else deferred
         # each node's name as read with its row, else read here
         names = self.names if self.names is not None and len(self.names) == len(rows) else map(_NAME, map(_FIRST, rows))
         for (node, op_type, domain, inputs, outputs, attributes), given_name in zip(rows, names):
@@ -784,6 +779,9 @@ class _Builder:
                 known_parts = _attribute_key(attributes)
                 if known_parts is None:  # a graph attribute
                     self.firsts = None  # a node of no template: first_of_signatures unknown
+                    if own and constant_outputs:  # typed before the body's tensors, as they come
+                        self._constant_outputs(constant_outputs)
+                        constant_outputs.clear()
                     self._node(node, op_type, domain, inputs, outputs, "", attributes)
                     continue
                 if shared is not None:
@@ -807,22 +805,8 @@ class _Builder:
             fields, to_op = template
             index = len(nodes)
             name = given_name or f"{op_type}_{index}"
-            if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs and deferred is not None:
-                deferred.append((outputs[0], attributes))
-            elif op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
-                out = outputs[0]
-                memo = (id(attributes), out in folded)
-                made = constants.get(memo)
-                if made is None:
-                    self._constant_node(out, attributes, "")
-                    t = tensors[out]
-                    constants[memo] = (t.dtype, t.shape, t.const, t.value, t.static)
-                else:  # facts.tensor_info inlined (as _constant_node makes it)
-                    info = new(info_draft)
-                    info.name = out
-                    info.dtype, info.shape, info.const, info.value, info.static = made
-                    info.__class__ = made_info
-                    tensors[out] = info
+            if op_type == "Constant" and domain == DEFAULT_DOMAIN and outputs:
+                constant_outputs.append((outputs[0], attributes))
             if not metadata and name[:1] != "/" and type(name) is str:
                 # what location._source answers for a name that is no scope, without the exporter's
                 # metadata: nothing (its node's message, long out of the caches, is not read). A
@@ -856,12 +840,18 @@ class _Builder:
                         consumers[i] = [index]
                     else:
                         readers.append(index)
+        if own:
+            self._constant_outputs(constant_outputs)
 
     def _constant_outputs(self, deferred: list[tuple[str, Any]]) -> None:
-        """The TensorInfos of the Constant outputs ``_main_nodes`` deferred, in node order, as its
-        loop makes them (each distinct attributes tuple and folding's answer decoded once). The
-        loop writes no other tensor, so the tensors come out as it would have left them."""
+        """The TensorInfos of the Constant outputs ``_main_nodes`` gathered, (output, attributes) in
+        node order. The rows hold the attributes tuples alive, so their ids key them."""
         tensors, folded, new, info_draft, made_info = self.tensors, self.folded, object.__new__, TensorInfoDraft, TensorInfo
+        # a Constant output's TensorInfo fields but its name, by (id of the attributes tuple, whether
+        # folding computed the output): what ``_constant_node`` makes depends on nothing else, and the
+        # Constant nodes of a stack of layers repeat a few attribute tuples (15 for the 6,303 Constant
+        # nodes of ``encoder_26k``), each decoded once instead of once per node
+        # (dtype, shape, const, value, static)
         constants: dict[tuple[int, bool], tuple[Any, ...]] = {}
         for out, attributes in deferred:
             memo = (id(attributes), out in folded)
