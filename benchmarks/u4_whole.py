@@ -65,7 +65,7 @@ atexit.register(report)
 sys.argv = ["npucheck"] + sys.argv[1:]
 sys.exit(cli.main())
 '''
-PHASES = ("interpreter start", "import onnx", "the package's imports", "start-up (argparse, tables, fork, wait)",
+PHASES = ("interpreter start", "import onnx", "the package's imports", "start-up (argparse, tables, fork) + nodes read while the child infers",
           "facts + validity", "match (pre-passes, rules, partition)", "report (fixes, to_json, text, write)",
           "isolated child", "teardown and exit", "whole process")
 
