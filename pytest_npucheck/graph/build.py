@@ -117,9 +117,10 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
     small = _small_initializers(inferred.graph, path, light=isinstance(attributes, Kept))
     constant_outputs: set[str] = set()
     foldable: list[int] = []
+    unkept: list[int] = []
     folded = _fold_small_constants(inferred, opsets, small, rows,
                                    value_infos=None if raw is None else raw[:len(inferred.graph.value_info)],
-                                   constant_outputs=constant_outputs, foldable=foldable)
+                                   constant_outputs=constant_outputs, foldable=foldable, unkept=unkept)
     builder = _Builder(opsets, onnx, small, folded, types)
     builder.shared_attributes = shared
     builder.names = names
@@ -141,10 +142,21 @@ def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any
         # then: a walk cannot improve on static shapes)
         known = dict(small)
         known.update(folded)
+        # the rows refine may act on, when the walk can name them: the nodes are the main graph's
+        # rows in topological order (producer: a node's position by its output), their types came
+        # through the walk's serialized value_infos (``open_types``), and no output is made twice
+        # or omitted (then ``producer`` names every node's every output)
+        visit = None
+        if (not builder.nested and builder.firsts is not None and not builder.read_early
+                and builder.raw_types is not None and len(builder.nodes) == len(rows)
+                and len(builder.producer) == sum(map(len, map(itemgetter(4), rows)))):
+            shape_ops = [f.index for op in ("Shape", "Size") for f in builder.by_op.get(op, ())]
+            visit = (builder.producer, builder.open_types, unkept + shape_ops)
         better, more = refine(inferred.graph, rows, opsets, int(model.ir_version), known, folded,
                               everything=error is not None, raw_types=builder.raw_types,
                               constant_outputs=constant_outputs,
-                              decoded=None if builder.raw_types is None else _elem_and_dims(builder._types))
+                              decoded=None if builder.raw_types is None else _elem_and_dims(builder._types),
+                              visit=visit)
         for name, tp in better.items():
             builder.refine_type(name, tp)
         folded = {**folded, **more}
@@ -562,6 +574,10 @@ class _Builder:
         # (name, serialized TypeProto, ValueInfoProto) of the main graph's value_infos and outputs,
         # in order, when the walk serialized them (for propagate.refine)
         self.raw_types: Optional[list[tuple[str, bytes, Any]]] = None
+        # the main graph's value_infos and outputs whose type is not static (or no tensor's), in
+        # order, repeats kept: with the names no value_info types, the values ``propagate.refine``
+        # may type better (every other type is static, and a static type is never made better)
+        self.open_types: list[str] = []
 
     # tensors
     def _decode(self, t: Any) -> Any:
@@ -721,9 +737,12 @@ class _Builder:
             # the main graph: its tensors hold the initializers (skipped here) and the graph inputs
             # (never constants) so far, so _typed's check for a constant is not needed
             tensors, new, draft, made = self.tensors, object.__new__, TensorInfoDraft, TensorInfo
+            opened = self.open_types.append
             for name, typ in value_infos:
                 if typ[2]:
                     static.add(name)
+                else:
+                    opened(name)
                 if name in initializers:
                     continue
                 if typ is _NOT_A_TENSOR:

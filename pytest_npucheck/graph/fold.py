@@ -58,7 +58,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                           rows: Optional[list[tuple[Any, ...]]] = None,
                           value_infos: Optional[Sequence[tuple[str, Any, Any]]] = None,
                           constant_outputs: Optional[set[str]] = None,
-                          foldable: Optional[list[int]] = None) -> dict[str, Any]:
+                          foldable: Optional[list[int]] = None,
+                          unkept: Optional[list[int]] = None) -> dict[str, Any]:
     """Values of small tensors the compiler computes at build time (shape arithmetic, pads, scales).
 
     Only nodes of the default domain whose inputs are all known small values are evaluated, with
@@ -69,7 +70,11 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     a set given is filled with the outputs of every Constant node (of any domain), as the loop
     over the nodes meets them (``propagate.refine`` asks which folded values are news).
     ``foldable``: a list given is filled with the positions, in order, of the nodes a pre-pass's
-    folding may fold (:func:`_may_fold`'s rule).
+    folding may fold (:func:`_may_fold`'s rule). ``unkept``: a list given is filled with the
+    positions of the nodes whose inputs all had a value here but an output of which did not get one
+    (too large, not computed), perhaps more than once: the only nodes ``propagate.refine`` may
+    evaluate before it finds a value of its own (every other node with all its inputs known had
+    its outputs kept, when the nodes are in topological order).
     """
     import numpy as np
     from onnx import helper
@@ -132,6 +137,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
     # be a constant, or an Identity, Dropout or Cast whose input 0 may be one (eliminate_identity
     # passes a constant on)
     may = foldable if foldable is not None else []
+    lost = unkept if unkept is not None else []
     extra = {init.name for init in model.graph.initializer}
     position = -1
     whatever = _FOLDED_WHATEVER
@@ -174,6 +180,8 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
             if ckey is not None and values and type(value := values[0]) is ndarray and not value.dtype.hasobject:
                 if value.size <= SMALL_CONSTANT:
                     constants[ckey] = known[outputs[0]] = out[outputs[0]] = values_of.one(value)
+                else:
+                    lost.append(position)
                 continue
         elif op == "Identity" and len(inputs) == 1 and inputs[0] and inputs[0] in known:  # as _fast_eval
             may.append(position)
@@ -212,16 +220,19 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                         values_of.one(value) if value.size <= SMALL_CONSTANT else None for value in values]
                 if kept is None or len(kept) < len(outputs):
                     extra.update(outputs)  # outputs without a value here
+                    lost.append(position)
                 for name, value in zip(outputs, kept or ()):
                     if name and value is not None:
                         if type(value) is not ndarray:
                             if np.size(value) > SMALL_CONSTANT:
                                 extra.add(name)
+                                lost.append(position)
                                 continue
                             value = values_of.one(value)
                         known[name] = out[name] = value
                     else:
                         extra.add(name)
+                        lost.append(position)
                 continue
             continue  # an input without a value here
         else:  # no inputs: a constant to the pre-passes' folding, which nothing here evaluates
@@ -230,6 +241,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
         # without a value here are in ``extra``
         if values is None or len(values) < len(outputs):
             extra.update(outputs)
+            lost.append(position)
             if values is None:
                 continue
         for name, value in zip(outputs, values):
@@ -237,6 +249,7 @@ def _fold_small_constants(model: Any, opsets: Mapping[str, int], small: Mapping[
                 known[name] = out[name] = values_of.one(value)
             else:
                 extra.add(name)
+                lost.append(position)
     return out
 
 

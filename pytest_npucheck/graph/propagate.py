@@ -19,9 +19,9 @@ No weights are read.
 
 from __future__ import annotations
 
-from itertools import compress
+from itertools import compress, filterfalse, islice
 from operator import itemgetter
-from typing import Any, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence
 
 from .facts import SMALL_CONSTANT
 from .fold import _evaluate
@@ -182,6 +182,7 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
            known: dict[str, Any], folded: Mapping[str, Any], everything: bool = False,
            default_domain: str = "ai.onnx", raw_types: Optional[list[tuple[str, bytes, Any]]] = None,
            constant_outputs: Optional[set[str]] = None, decoded: Optional[Mapping[bytes, Type]] = None,
+           visit: Optional[tuple[Mapping[str, int], Iterable[str], Iterable[int]]] = None,
            ) -> tuple[dict[str, Type], dict[str, Any]]:
     """((elem type, dims) of every main-graph value this walk typed better, values it folded).
 
@@ -194,6 +195,12 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     ``constant_outputs``: the outputs of every Constant node in ``rows``, if the caller has them
     (``fold._fold_small_constants`` collects them). ``decoded``: the types of serialized
     TypeProtos of ``raw_types`` the caller decoded already (``build._elem_and_dims``).
+    ``visit``: (producer, open names, positions), given when ``rows`` are in topological order and
+    each output name is made by one row, ``producer[name]`` being its position: the walk then visits
+    only the rows that may act (see :func:`_rows_to_visit`). ``open names``: every name of
+    ``raw_types`` whose type is not static; ``positions``: the rows whose inputs all had a value
+    when folding but an output of which did not get one (``fold``'s ``unkept``), and the Shape and
+    Size rows.
     """
     import numpy as np
     from onnx import helper, numpy_helper
@@ -262,7 +269,20 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
     static_ids = codec.static
     by_attributes: dict[int, tuple[Any, bool, tuple[bytes, ...]]] = {}
     output_merges: dict[tuple[int, int], Optional[Type]] = {}  # by the ids of interned types
-    for node, op, domain, inputs, outputs, _attributes in rows:
+    walked: Iterable[tuple[Any, ...]] = rows
+    if visit is not None and not everything:
+        producer, open_names, positions = visit
+        # the rows with an output whose type may be made better: one typed by no value_info
+        # (found in C), by a graph input or initializer, or not static in the value_infos
+        names = set(open_names)
+        names.update(filterfalse(types.__contains__, producer))
+        names.update(vi.name for vi in graph.input)
+        names.update(init.name for init in graph.initializer)
+        at = {producer.get(name) for name in names}
+        at.discard(None)
+        at.update(positions)
+        walked = _rows_to_visit(rows, sorted(at), known)
+    for node, op, domain, inputs, outputs, _attributes in walked:
         if isdisjoint(inputs):  # run for every node: one C call
             continue
         default = domain in ("", default_domain)
@@ -375,3 +395,18 @@ def refine(graph: Any, rows: list[tuple[Any, ...]], opsets: Mapping[str, int], i
                 types[name] = better[name] = intern(typ)
                 changed.add(name)
     return better, new_values
+
+
+def _rows_to_visit(rows: Sequence[tuple[Any, ...]], positions: list[int], known: Mapping[str, Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows at ``positions`` (sorted), then, from the first row after which ``known`` holds
+    more names, every later row: ``refine``'s walk over the rows that may act. A row whose
+    outputs are all static when the walk starts stays so (``_merge`` never replaces a known dim),
+    so it acts only by being evaluated or as a Shape or Size; it is evaluated only if all its
+    inputs have a value, which in topological order folding saw and so evaluated it (``fold``'s
+    ``unkept`` holds those it did not keep), until this walk finds a value of its own."""
+    size = len(known)
+    for p in positions:
+        yield rows[p]
+        if len(known) != size:  # a new value: a later row may now be evaluated
+            yield from islice(rows, p + 1, None)
+            return
