@@ -210,3 +210,18 @@ def test_facts_publish_the_foldable_nodes_only_without_bodies():
     branch = [helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=body)]
     facts = facts_from_model(make_model(branch, [("x", (2, 3)), ("cond", ())], ["y"]))
     assert facts.foldable is None
+
+
+def test_unkept_names_the_nodes_evaluated_whose_outputs_were_not_kept():
+    from onnx import TensorProto
+
+    nodes = [helper.make_node("Add", ["a0", "b0"], ["s"]),  # kept
+             helper.make_node("ConstantOfShape", ["big"], ["zeros"],  # too large to keep
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])),
+             helper.make_node("Relu", ["x"], ["r"])]  # an input without a value: not evaluated
+    model = make_model(nodes, [("x", (2,))], ["s", "zeros", "r"],
+                       [const("a0", [1], "int64"), const("b0", [2], "int64"), const("big", [64, 64, 64], "int64")])
+    unkept: list = []
+    out = fold._fold_small_constants(model, {"ai.onnx": 17}, fold._small_initializers(model.graph), unkept=unkept)
+    assert "s" in out and "zeros" not in out
+    assert set(unkept) == {1}

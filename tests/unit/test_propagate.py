@@ -258,3 +258,58 @@ def test_layers_differing_in_a_type_or_a_value_are_inferred_apart(monkeypatch):
     facts, calls = _inferred_apart(model, monkeypatch)
     assert calls == ["l0_reshape", "l1_reshape"]
     assert [facts.tensors[f"y{k}"].shape for k in range(3)] == [(2, 4, 3, 12), (4, 4, 3, 12), (2, 4, 3, 12)]
+
+
+# -- the rows the walk visits -----------------------------------------------------------------------
+
+def test_rows_to_visit_gives_the_positions_then_every_row_after_a_new_value():
+    from pytest_npucheck.graph.propagate import _rows_to_visit
+
+    rows = [("r0",), ("r1",), ("r2",), ("r3",), ("r4",), ("r5",)]
+    known: dict = {"a": 1}
+    assert list(_rows_to_visit(rows, [1, 3], known)) == [("r1",), ("r3",)]
+    seen = []
+    for row in _rows_to_visit(rows, [1, 3, 5], known):
+        seen.append(row)
+        if row == ("r1",):
+            known["b"] = 2  # the walk found a value: a row after it may now be evaluated
+    assert seen == [("r1",), ("r2",), ("r3",), ("r4",), ("r5",)]
+
+
+def _with_and_without_visit(model, monkeypatch):
+    """The facts of ``model`` with the walk's rows named (``visit``), and with every row walked."""
+    import dataclasses
+
+    from pytest_npucheck.graph import build, propagate
+
+    given = []
+
+    def spy(*args, **kwargs):
+        given.append(kwargs.get("visit") is not None)
+        return propagate.refine(*args, **kwargs)
+
+    def every_row(*args, **kwargs):
+        kwargs.pop("visit", None)
+        return propagate.refine(*args, **kwargs)
+
+    monkeypatch.setattr(build, "refine", spy)
+    named = facts_from_model(model)
+    monkeypatch.setattr(build, "refine", every_row)
+    walked = facts_from_model(model)
+    assert given == [True]
+    for field in dataclasses.fields(named):
+        a, b = getattr(named, field.name), getattr(walked, field.name)
+        assert (list(a.items()) == list(b.items())) if isinstance(a, dict) else a == b, field.name
+    return named
+
+
+def test_the_rows_named_to_the_walk_give_the_facts_of_every_row_walked(monkeypatch):
+    g = _with_and_without_visit(_two_stage_model(), monkeypatch)
+    assert g.tensor("y").shape == (4, 4, 4, 32)
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("ConstantOfShape", ["s"], ["zeros"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])),
+             helper.make_node("Div", ["s", "ones"], ["same"]),
+             helper.make_node("Reshape", ["x", "same"], ["y"], name="reshape")]
+    m = make_model(nodes, [("x", (4, 512, 512))], ["y", "zeros"], [_i64("ones", [1, 1, 1])])
+    g = _with_and_without_visit(m, monkeypatch)
+    assert g.tensor("zeros").shape == (4, 512, 512) and g.tensor("y").shape == (4, 512, 512)
