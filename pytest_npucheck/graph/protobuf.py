@@ -130,6 +130,23 @@ def read_without_weights(path: Path, quiet: bool = True) -> Optional[bytes]:
     it, for what is not a regular file that holds bytes (opening a FIFO would wait for a writer:
     ``load_model_proto`` refuses it before it opens anything); and None for a graph of more than
     ``QUIET_FIELDS`` fields (no timeout covers this scan)."""
+    return _read_cut(path, quiet, False)[0]
+
+
+def read_ahead(path: Path) -> tuple[Optional[bytes], Optional[bytes]]:
+    """(cut, ahead): ``read_without_weights(path)`` (quiet), and the bytes whose nodes are the nodes
+    shape inference will read for this file: the cut when there is one, else the file's own bytes
+    when the same scan found nothing to leave out (a model of small weights only: the child parses
+    the file, whose nodes are those bytes' nodes), else None (the quiet cases of
+    ``read_without_weights``: malformed, not a regular file, more than ``QUIET_FIELDS`` fields).
+
+    ``check._isolated_facts`` reads the nodes of ``ahead`` while the isolated child infers
+    (``build.nodes_ahead``); only ``cut`` goes to the child (``load_model_proto``'s ``light``)."""
+    return _read_cut(path, True, True)
+
+
+def _read_cut(path: Path, quiet: bool, whole: bool) -> tuple[Optional[bytes], Optional[bytes]]:
+    """``read_ahead``'s pair; ``whole`` False: the file's own bytes are not copied (None)."""
     import mmap
     import stat
 
@@ -137,15 +154,18 @@ def read_without_weights(path: Path, quiet: bool = True) -> Optional[bytes]:
         if quiet:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
-                return None
+                return None, None
         with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             try:
-                return _without_weights(buf, path, QUIET_FIELDS if quiet else None)
+                light = _without_weights(buf, path, QUIET_FIELDS if quiet else None)
             except (ValueError, IndexError):
-                return None
+                return None, None
+            if light is not None:
+                return light, light
+            return None, buf[:] if whole else None
     except Exception:  # noqa: BLE001 - see quiet
         if quiet:
-            return None
+            return None, None
         raise
 
 
