@@ -43,6 +43,29 @@ def test_read_without_weights_is_the_cut_of_the_file_or_none(save, tmp_path):
         protobuf.read_without_weights(bad_path, quiet=False)
 
 
+def test_read_ahead_is_the_cut_or_else_the_files_own_bytes(save, tmp_path, monkeypatch):
+    """``read_ahead``: (cut, cut) when there are weights to leave out; (None, the file's bytes) when
+    the scan found none (small weights only); (None, None) in read_without_weights' quiet cases."""
+    path = save(_weighted())
+    cut = protobuf.read_without_weights(path)
+    assert cut is not None and protobuf.read_ahead(path) == (cut, cut)
+    small = make_model([helper.make_node("Add", ["x", "b"], ["y"], name="add")], [("x", (1, 4))], ["y"],
+                       initializers=[numpy_helper.from_array(np.ones(4, dtype=np.float32), "b")])
+    small_path = save(small)
+    assert protobuf.read_without_weights(small_path) is None
+    assert protobuf.read_ahead(small_path) == (None, small_path.read_bytes())
+    assert protobuf.read_ahead(tmp_path / "missing.onnx") == (None, None)
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert protobuf.read_ahead(tmp_path / "empty.onnx") == (None, None)
+    (tmp_path / "garbage.onnx").write_bytes(b"\x3a\xff\xff\xff\xff\x0f")  # a graph field longer than the file
+    assert protobuf.read_ahead(tmp_path / "garbage.onnx") == (None, None)
+    bad = _weighted()
+    bad.graph.initializer[0].raw_data = bad.graph.initializer[0].raw_data[:-4]
+    assert protobuf.read_ahead(save(bad)) == (None, None)  # the child's cut says what is wrong
+    monkeypatch.setattr(protobuf, "QUIET_FIELDS", 1)  # the budget holds for the file's own bytes too
+    assert protobuf.read_ahead(small_path) == (None, None)
+
+
 def test_the_quiet_cut_gives_up_past_its_field_budget_and_the_checked_cut_does_not(save, monkeypatch):
     """The quiet cut runs before the isolated child, under no timeout: a graph of more fields than
     QUIET_FIELDS is left to the child (None), while the child's own cut reads it whole."""
