@@ -189,7 +189,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
         from .graph.build import from_inferred
 
         try:
-            model, kept = from_inferred(inferred)  # type: ignore[arg-type]  # bytes with confirm (overloads)
+            model, kept = from_inferred(inferred, nodes)  # type: ignore[arg-type]  # bytes with confirm (overloads)
             facts = graph.facts_from_model(model, str(path), kept, inferred=True, nodes=nodes)
         except Exception:  # noqa: BLE001 - a malformed file fails as before, after the full pass
             return None
@@ -205,7 +205,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
         else:
             from .graph.build import from_inferred
 
-            model, kept = from_inferred(inferred)
+            model, kept = from_inferred(inferred, nodes)
             facts = graph.facts_from_model(model, str(path), kept, inferred=True, nodes=nodes)
     _check_versions(path, facts)
     with _model_errors(path):
