@@ -47,22 +47,24 @@ def _isolated_facts(path: Path) -> GraphFacts:
     op_schema("Relu", 1, "")
     from .graph.gc_pause import paused_gc
     from .graph.build import nodes_ahead
-    from .graph.protobuf import read_without_weights
+    from .graph.protobuf import read_ahead
 
     # The file's bytes without its weights, cut here before the fork (the child's first step, which
     # it then skips): while the child infers (~0.13 s of wall time on the 26k-node encoder), this
     # process reads the nodes of those bytes, which are the nodes of the child's result, and makes
-    # their facts (graph.build.nodes_ahead), instead of waiting for it and then doing so. None (a
-    # malformed file, nothing to cut): the child reads the file as before, and the facts read the
-    # nodes of its result.
-    light = read_without_weights(path)
+    # their facts (graph.build.nodes_ahead), instead of waiting for it and then doing so. A file
+    # with nothing to cut (small weights only) has its own bytes read so (``ahead``); the child
+    # reads that file as before. None (a malformed file): the child reads the file as before, and
+    # the facts read the nodes of its result.
+    light, ahead = read_ahead(path)
     # the inferred model (5.2 MB for the 26k-node encoder) comes back mapped, not copied twice
     pending = isolate.start_mapped("onnx.shape_inference", _native_pass, path, None, light)
     try:
         nodes = None
-        if light is not None:
+        if ahead is not None:
             with paused_gc():
-                nodes = nodes_ahead(light)  # None on any error: the child's reading says what is wrong
+                nodes = nodes_ahead(ahead)  # None on any error: the child's reading says what is wrong
+            ahead = None  # the file's bytes: not kept while the facts are made
         passed = pending.collect()
     except BaseException:
         pending.cancel()  # this process failed first (an interrupt): no child outlives it
@@ -187,7 +189,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
         from .graph.build import from_inferred
 
         try:
-            model, kept = from_inferred(inferred)  # type: ignore[arg-type]  # bytes with confirm (overloads)
+            model, kept = from_inferred(inferred, nodes)  # type: ignore[arg-type]  # bytes with confirm (overloads)
             facts = graph.facts_from_model(model, str(path), kept, inferred=True, nodes=nodes)
         except Exception:  # noqa: BLE001 - a malformed file fails as before, after the full pass
             return None
@@ -203,7 +205,7 @@ def _facts_or_model_error(path: Path, inferred: Optional[bytes] = None, confirm:
         else:
             from .graph.build import from_inferred
 
-            model, kept = from_inferred(inferred)
+            model, kept = from_inferred(inferred, nodes)
             facts = graph.facts_from_model(model, str(path), kept, inferred=True, nodes=nodes)
     _check_versions(path, facts)
     with _model_errors(path):

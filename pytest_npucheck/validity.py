@@ -71,12 +71,18 @@ def _check_nodes(model: Any, facts: GraphFacts, path: object) -> Optional[str]:
     scope = checker.C.LexicalScopeContext()
     # the NodeProto of a node is read only for the first of its signature (a few dozen): iterating
     # the repeated field would make a wrapper object for each of the 26,394 nodes of encoder_26k
+    # (a node of the isolated child's result is its bytes when the facts took the nodes read while
+    # it ran: build.from_inferred)
     for position in checked:
         node = protos[position]
         try:
-            checker.C.check_node(node.SerializeToString(), ctx, scope)
+            checker.C.check_node(node if type(node) is bytes else node.SerializeToString(), ctx, scope)
         except Exception as exc:  # noqa: BLE001 - ValidationError; its text says what is wrong
             reason = str(exc).split("\n\n==> Context:")[0].strip()
+            if type(node) is bytes:
+                from onnx import NodeProto
+
+                node = NodeProto.FromString(node)
             raise ModelError(f"{path}: node {node.name or '(unnamed)'!r} ({node.op_type}): {reason}; "
                              f"{_REFUSED}") from None
     return axis_error

@@ -54,7 +54,7 @@ def facts_from_model(model: Any, path: str = "<memory>", attributes: Optional[li
         return _facts_from_model(model, path, attributes, inferred, nodes)
 
 
-def from_inferred(serialized: Any) -> tuple[Any, Kept]:
+def from_inferred(serialized: Any, nodes: Optional["NodesAhead"] = None) -> tuple[Any, Kept]:
     """The model and the ``Kept`` for ``facts_from_model(..., inferred=True)`` from the bytes shape
     inference returned for a file (``infer_serialized``), the value_infos' types and the nodes'
     attributes left as bytes (``protobuf.parse_types_serialized``: the facts key by those bytes
@@ -69,10 +69,18 @@ def from_inferred(serialized: Any) -> tuple[Any, Kept]:
 
     ``serialized`` may also be the read-only ``mmap`` the child's bytes came back as
     (``isolate.call_mapped``): it answers the metadata question (``in``) as bytes do, and the parse
-    reads it through a memoryview."""
+    reads it through a memoryview. ``nodes``: the nodes of the bytes the child inferred, read while
+    it ran (``nodes_ahead``): the facts take those when they are as many as the result's, so the
+    result's nodes are left as each one's bytes (``parse_types_serialized(nodes=False)``; parsed
+    again whole in the case the facts would read them, another count)."""
     kept = Kept()
     kept.serialized = serialized
-    return parse_types_serialized(serialized if type(serialized) is bytes else memoryview(serialized)), kept
+    data = serialized if type(serialized) is bytes else memoryview(serialized)
+    if nodes is not None:
+        model = parse_types_serialized(data, nodes=False)
+        if len(model.graph.node) == len(nodes.rows):
+            return model, kept
+    return parse_types_serialized(data), kept
 
 
 def _facts_from_model(model: Any, path: str, attributes: Optional[list[tuple[Any, ...]]] = None,

@@ -281,6 +281,37 @@ def test_the_nodes_are_read_from_the_cut_bytes_while_the_child_infers(save, monk
         reference.producer, reference.consumers, reference.first_of_signatures, reference.foldable)
 
 
+def test_a_file_with_nothing_to_cut_has_its_nodes_read_while_the_child_infers(save, monkeypatch):
+    """Small weights only: nothing is cut, the child reads the file as before (no bytes handed to
+    it), and the parent reads the nodes of the file's own bytes meanwhile: the facts are those of
+    an in-process read, and the child's result's nodes are never read."""
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import build, protobuf
+
+    shape = helper.make_tensor("shape", 7, [2], [2, 2])  # INT64
+    path = save(make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                            helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape")],
+                           [("x", (1, 4))], ["y"], initializers=[shape]))
+    assert protobuf.read_without_weights(path) is None
+    reference = check._facts_or_model_error(path)
+    handed: list[object] = []
+    original_start = isolate.start_mapped
+    monkeypatch.setattr(isolate, "start_mapped", lambda *a, **k: handed.append(a[-1]) or original_start(*a, **k))
+    late_reads: list[object] = []
+    original = build._read_nodes_serialized
+    monkeypatch.setattr(build, "_read_nodes_serialized", lambda *a: late_reads.append(a) or original(*a))
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    assert handed == [None] and late_reads == []
+    assert facts == reference and list(facts.tensors) == list(reference.tensors)
+    assert facts.nodes == reference.nodes and facts.tensors["y"].shape == (2, 2)
+    assert (facts.producer, facts.consumers, facts.first_of_signatures, facts.foldable) == (
+        reference.producer, reference.consumers, reference.first_of_signatures, reference.foldable)
+
+
 def test_an_interrupt_while_the_child_infers_kills_the_child(save, monkeypatch):
     from pytest_npucheck import check, isolate
     from pytest_npucheck.graph import protobuf

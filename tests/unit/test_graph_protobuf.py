@@ -43,6 +43,29 @@ def test_read_without_weights_is_the_cut_of_the_file_or_none(save, tmp_path):
         protobuf.read_without_weights(bad_path, quiet=False)
 
 
+def test_read_ahead_is_the_cut_or_else_the_files_own_bytes(save, tmp_path, monkeypatch):
+    """``read_ahead``: (cut, cut) when there are weights to leave out; (None, the file's bytes) when
+    the scan found none (small weights only); (None, None) in read_without_weights' quiet cases."""
+    path = save(_weighted())
+    cut = protobuf.read_without_weights(path)
+    assert cut is not None and protobuf.read_ahead(path) == (cut, cut)
+    small = make_model([helper.make_node("Add", ["x", "b"], ["y"], name="add")], [("x", (1, 4))], ["y"],
+                       initializers=[numpy_helper.from_array(np.ones(4, dtype=np.float32), "b")])
+    small_path = save(small)
+    assert protobuf.read_without_weights(small_path) is None
+    assert protobuf.read_ahead(small_path) == (None, small_path.read_bytes())
+    assert protobuf.read_ahead(tmp_path / "missing.onnx") == (None, None)
+    (tmp_path / "empty.onnx").write_bytes(b"")
+    assert protobuf.read_ahead(tmp_path / "empty.onnx") == (None, None)
+    (tmp_path / "garbage.onnx").write_bytes(b"\x3a\xff\xff\xff\xff\x0f")  # a graph field longer than the file
+    assert protobuf.read_ahead(tmp_path / "garbage.onnx") == (None, None)
+    bad = _weighted()
+    bad.graph.initializer[0].raw_data = bad.graph.initializer[0].raw_data[:-4]
+    assert protobuf.read_ahead(save(bad)) == (None, None)  # the child's cut says what is wrong
+    monkeypatch.setattr(protobuf, "QUIET_FIELDS", 1)  # the budget holds for the file's own bytes too
+    assert protobuf.read_ahead(small_path) == (None, None)
+
+
 def test_the_quiet_cut_gives_up_past_its_field_budget_and_the_checked_cut_does_not(save, monkeypatch):
     """The quiet cut runs before the isolated child, under no timeout: a graph of more fields than
     QUIET_FIELDS is left to the child (None), while the child's own cut reads it whole."""
@@ -114,3 +137,67 @@ def test_facts_take_the_nodes_read_ahead_only_when_they_are_as_many_as_the_nodes
     short = build.nodes_ahead(model.SerializeToString())
     short.rows = short.rows[:1]
     assert facts(short) == reference and short.builder is not None  # not taken
+
+
+def _inferred(model):
+    from pytest_npucheck.graph.build import infer_serialized
+
+    return infer_serialized(model.SerializeToString())
+
+
+def test_the_childs_result_is_read_without_its_nodes_when_they_were_read_ahead():
+    """``parse_types_serialized(nodes=False)``: each main-graph node is its NodeProto's bytes, the
+    rest as with nodes; ``from_inferred`` takes it with the nodes read ahead (as many as the
+    result's), and the facts and the validity checks are those of the whole parse."""
+    import onnx
+
+    from pytest_npucheck import validity
+    from pytest_npucheck.graph.build import facts_from_model, from_inferred, nodes_ahead
+
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [2, 2])
+    source = make_model([helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                         helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape"),
+                         helper.make_node("Softmax", ["y"], ["z"], name="sm", axis=1)],
+                        [("x", (1, 4))], ["z"], initializers=[shape])
+    data = _inferred(source)
+    whole = protobuf.parse_types_serialized(data)
+    nodeless = protobuf.parse_types_serialized(data, nodes=False)
+    assert protobuf.is_types_serialized(nodeless) and type(nodeless) is not type(whole)
+    assert list(nodeless.graph.node) == [n.SerializeToString() for n in whole.graph.node]
+    assert [onnx.NodeProto.FromString(n) for n in nodeless.graph.node] == [protobuf.as_node_proto(n)
+                                                                          for n in whole.graph.node]
+    assert [vi.name for vi in nodeless.graph.value_info] == [vi.name for vi in whole.graph.value_info]
+    assert [vi.type for vi in nodeless.graph.value_info] == [vi.type for vi in whole.graph.value_info]
+    assert isinstance(nodeless.graph.value_info[0].type, bytes)
+
+    reference_model, reference_kept = from_inferred(data)
+    reference = facts_from_model(reference_model, "m.onnx", reference_kept, inferred=True)
+    ahead = nodes_ahead(source.SerializeToString())
+    model, kept = from_inferred(data, ahead)
+    assert type(model) is type(nodeless)
+    facts = facts_from_model(model, "m.onnx", kept, inferred=True, nodes=ahead)
+    assert facts == reference and list(facts.tensors.items()) == list(reference.tensors.items())
+    validity.check_model(model, facts, "m.onnx")
+
+    fewer = nodes_ahead(make_model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
+                                   [("x", (1, 4))], ["y"]).SerializeToString())
+    assert type(from_inferred(data, fewer)[0]) is type(whole)  # another count: the facts read the result's nodes
+
+
+def test_a_node_the_checker_refuses_is_named_alike_from_its_bytes():
+    """validity names a refused node the same whether the result's nodes are messages or bytes."""
+    from pytest_npucheck import validity
+    from pytest_npucheck.graph.build import facts_from_model, from_inferred, nodes_ahead
+
+    weight = numpy_helper.from_array(np.ones((2, 3, 1, 1), np.float32), "w")
+    source = make_model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", foo=3)],
+                        [("x", (1, 3, 4, 4))], ["y"], initializers=[weight])
+    data = _inferred(source)
+    messages = []
+    for ahead in (None, nodes_ahead(source.SerializeToString())):
+        model, kept = from_inferred(data, ahead)
+        facts = facts_from_model(model, "m.onnx", kept, inferred=True, nodes=ahead)
+        with pytest.raises(ModelError) as refused:
+            validity.check_model(model, facts, "m.onnx")
+        messages.append(str(refused.value))
+    assert messages[0] == messages[1] and "node 'conv' (Conv)" in messages[0] and "foo" in messages[0]
