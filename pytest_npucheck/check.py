@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 from typing import Any, Iterator, Literal, Optional, Sequence, overload
 
@@ -56,6 +57,7 @@ def _isolated_facts(path: Path) -> GraphFacts:
     # with nothing to cut (small weights only) has its own bytes read so (``ahead``); the child
     # reads that file as before. None (a malformed file): the child reads the file as before, and
     # the facts read the nodes of its result.
+    before = _version(path)
     light, ahead = read_ahead(path)
     # the inferred model (5.2 MB for the 26k-node encoder) comes back mapped, not copied twice
     pending = isolate.start_mapped("onnx.shape_inference", _native_pass, path, None, light)
@@ -69,6 +71,11 @@ def _isolated_facts(path: Path) -> GraphFacts:
     except BaseException:
         pending.cancel()  # this process failed first (an interrupt): no child outlives it
         raise
+    if nodes is not None and light is None and _version(path) != before:
+        # the child read the file itself (nothing was cut to hand it), and the file changed since this
+        # process read it (a model re-exported meanwhile): the nodes of one version and the types of
+        # another must not meet in the facts, which then read the child's result alone
+        nodes = None
     if passed is None:  # no pass to read (the file gives every shape): the facts read the bytes cut above
         return _facts_or_model_error(path, light=light)
     inferred, propagated = passed
@@ -84,6 +91,16 @@ def _isolated_facts(path: Path) -> GraphFacts:
     # the child read the file with every check of load_model_proto and returned its pass's result:
     # the facts read that one model (the file is not parsed again here)
     return _facts_or_model_error(path, inferred=inferred, nodes=nodes)
+
+
+def _version(path: Path) -> Optional[tuple[int, int, int, int]]:
+    """(device, inode, size, mtime in ns) of ``path``, as the facts cache tells file versions apart;
+    None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _native_steps(path: Path, data_prop: bool = True, light: Optional[bytes] = None) -> Optional[bytes]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from onnx import helper
 
@@ -310,6 +312,40 @@ def test_a_file_with_nothing_to_cut_has_its_nodes_read_while_the_child_infers(sa
     assert facts.nodes == reference.nodes and facts.tensors["y"].shape == (2, 2)
     assert (facts.producer, facts.consumers, facts.first_of_signatures, facts.foldable) == (
         reference.producer, reference.consumers, reference.first_of_signatures, reference.foldable)
+
+
+def test_a_file_replaced_after_the_parent_read_it_gives_the_facts_of_the_child_read_alone(save, monkeypatch):
+    """Nothing cut: the child reads the file itself. Re-exported after the parent read its nodes (the
+    same node count, another op), the facts are the new file's, not its types on the old nodes."""
+    from pytest_npucheck import check, isolate
+    from pytest_npucheck.graph import protobuf
+
+    shape = helper.make_tensor("shape", 7, [2], [2, 2])  # INT64
+
+    def model(op, name):
+        return make_model([helper.make_node(op, ["x"], ["r"], name=name),
+                           helper.make_node("Reshape", ["r", "shape"], ["y"], name="reshape")],
+                          [("x", (1, 4))], ["y"], initializers=[shape])
+
+    path = save(model("Relu", "relu"))
+    newer = save(model("Sigmoid", "a_sigmoid_node"))
+    assert protobuf.read_without_weights(path) is None
+    original = protobuf.read_ahead
+
+    def read_then_replaced(p):
+        got = original(p)
+        os.replace(newer, path)  # as an exporter writes a new version: another inode
+        return got
+
+    monkeypatch.setattr(protobuf, "read_ahead", read_then_replaced)
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        facts = check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    monkeypatch.undo()
+    assert [n.op_type for n in facts.nodes] == ["Sigmoid", "Reshape"]
+    assert facts == check._facts_or_model_error(path)
 
 
 def test_an_interrupt_while_the_child_infers_kills_the_child(save, monkeypatch):
