@@ -18,6 +18,17 @@ def _relu_sin():
                        helper.make_node("Sin", ["r"], ["y"], name="sin")], [("x", (1, 4))], ["y"])
 
 
+def _isolated(path):
+    """``check._isolated_facts(path)`` with the isolation on (60 s timeout), then the settings as they were."""
+    from pytest_npucheck import check, isolate
+
+    before = isolate.configure(enabled=True, timeout=60)
+    try:
+        return check._isolated_facts(path)
+    finally:
+        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+
+
 def test_one_result_per_target_in_order(save, toy_catalog):
     path = save(_relu_sin())
     results = check_file(path, ["toy@1.1/soc-b", "toy@1.0/soc-a"], toy_catalog)
@@ -84,11 +95,7 @@ def test_the_file_is_parsed_once_when_the_child_inferred_its_shapes(save, monkey
     reads: list[object] = []
     original = graph.load_model_proto
     monkeypatch.setattr(graph, "load_model_proto", lambda *a, **k: reads.append(a[0]) or original(*a, **k))
-    before = isolate.configure(enabled=True, timeout=60)
-    try:
-        facts = check._isolated_facts(path)
-    finally:
-        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    facts = _isolated(path)
     assert reads == []  # the child's read is not seen here
     assert facts.nodes == reference.nodes and facts.tensors == reference.tensors
     assert (facts.producer, facts.consumers, facts.inputs, facts.outputs, facts.initializers) == (
@@ -211,11 +218,7 @@ def test_the_child_leaves_data_propagation_out_only_where_the_facts_stay_the_sam
     reference = check._facts_or_model_error(path)  # in this process: with data propagation
     quick = check._facts_or_model_error(path, inferred=passed[0], confirm=True)
     assert (quick is not None) == (case == "static")  # the range's unknown dim sends it back
-    before = isolate.configure(enabled=True, timeout=60)
-    try:
-        facts = check._isolated_facts(path)
-    finally:
-        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    facts = _isolated(path)
     for got in (facts, quick) if quick is not None else (facts,):
         assert got.nodes == reference.nodes and list(got.tensors.items()) == list(reference.tensors.items())
         assert (got.shape_inference_error, got.dynamic_rank) == (reference.shape_inference_error,
@@ -271,11 +274,7 @@ def test_the_nodes_are_read_from_the_cut_bytes_while_the_child_infers(save, monk
     late_reads: list[object] = []
     original = build._read_nodes_serialized
     monkeypatch.setattr(build, "_read_nodes_serialized", lambda *a: late_reads.append(a) or original(*a))
-    before = isolate.configure(enabled=True, timeout=60)
-    try:
-        facts = check._isolated_facts(path)
-    finally:
-        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    facts = _isolated(path)
     assert late_reads == []
     assert facts == reference and list(facts.tensors) == list(reference.tensors)
     assert facts.nodes == reference.nodes and facts.tensors["y"].shape == (8, 8)
@@ -302,11 +301,7 @@ def test_a_file_with_nothing_to_cut_has_its_nodes_read_while_the_child_infers(sa
     late_reads: list[object] = []
     original = build._read_nodes_serialized
     monkeypatch.setattr(build, "_read_nodes_serialized", lambda *a: late_reads.append(a) or original(*a))
-    before = isolate.configure(enabled=True, timeout=60)
-    try:
-        facts = check._isolated_facts(path)
-    finally:
-        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    facts = _isolated(path)
     assert handed == [None] and late_reads == []
     assert facts == reference and list(facts.tensors) == list(reference.tensors)
     assert facts.nodes == reference.nodes and facts.tensors["y"].shape == (2, 2)
@@ -338,11 +333,7 @@ def test_a_file_replaced_after_the_parent_read_it_gives_the_facts_of_the_child_r
         return got
 
     monkeypatch.setattr(protobuf, "read_ahead", read_then_replaced)
-    before = isolate.configure(enabled=True, timeout=60)
-    try:
-        facts = check._isolated_facts(path)
-    finally:
-        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    facts = _isolated(path)
     monkeypatch.undo()
     assert [n.op_type for n in facts.nodes] == ["Sigmoid", "Reshape"]
     assert facts == check._facts_or_model_error(path)
@@ -408,9 +399,5 @@ def test_a_file_that_gives_every_shape_is_cut_once_in_this_process(save, monkeyp
     cuts: list[object] = []
     original = protobuf._without_weights
     monkeypatch.setattr(protobuf, "_without_weights", lambda *a: cuts.append(a) or original(*a))
-    before = isolate.configure(enabled=True, timeout=60)
-    try:
-        facts = check._isolated_facts(path)
-    finally:
-        isolate.configure(enabled=before.enabled, timeout=before.timeout, memory_mb=before.memory_mb)
+    facts = _isolated(path)
     assert len(cuts) == 1 and facts == reference and list(facts.tensors) == list(reference.tensors)
