@@ -161,10 +161,7 @@ def call(step: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     message of the :class:`IsolationError` raised when the child crashes, times out or hits the
     memory limit. Exceptions raised by ``fn`` are re-raised as they are.
     """
-    s = _settings
-    if not s.enabled:
-        return fn(*args, **kwargs)
-    return _call_in_child(s, step, fn, args, kwargs)
+    return _start(step, fn, args, kwargs, False).collect()  # type: ignore[no-any-return]
 
 
 def call_mapped(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -178,10 +175,7 @@ def call_mapped(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) ->
     process read it into a buffer and unpickled it into a bytes object, two copies of fresh memory
     (~2,700 page faults, ~7 ms of CPU); mapped, its pages are shared with the memory file and
     mapped a run at a time as they are read (~80 faults, no copy)."""
-    s = _settings
-    if not s.enabled:
-        return fn(*args, **kwargs)
-    return _call_in_child(s, step, fn, args, kwargs, mapped=True)
+    return _start(step, fn, args, kwargs, True).collect()
 
 
 _MAPPED_MIN = 1 << 16  # smaller values cost less to copy than a mapping (and its page of slack)
@@ -199,19 +193,15 @@ class _Mapped:
         return (_Mapped, (self.offset, self.size))
 
 
-def _mmap() -> Any:
-    import mmap
-
-    return mmap
-
-
 _MAPPED_BYTES: list[Any] = []
 
 
 def _mapped_bytes_class() -> Any:
     """:class:`MappedBytes`, made on first use (``mmap`` is imported only where results are mapped)."""
     if not _MAPPED_BYTES:
-        class MappedBytes(_mmap().mmap):  # type: ignore[misc, name-defined]
+        import mmap
+
+        class MappedBytes(mmap.mmap):  # type: ignore[misc]
             """A read-only mapping of a value the child wrote, where ``bytes`` was returned.
 
             ``x in m`` searches it as ``x in bytes`` does (an mmap's own ``in`` compares ``x`` with
@@ -265,11 +255,13 @@ def _read_mapped(fd: int, value: Any) -> Any:
     """``_write_mapped`` undone in this process: each ``_Mapped`` place becomes a read-only
     :class:`MappedBytes`."""
 
+    import mmap
+
     def get(item: Any) -> Any:
         if type(item) is not _Mapped:
             return item
         try:
-            return _mapped_bytes_class()(fd, item.size, access=_mmap().ACCESS_READ, offset=item.offset)
+            return _mapped_bytes_class()(fd, item.size, access=mmap.ACCESS_READ, offset=item.offset)
         except (OSError, ValueError):  # no room to map it: the bytes, read as the pipe would have sent them
             parts, at, end = [], item.offset, item.offset + item.size
             while at < end:
@@ -291,18 +283,19 @@ def start(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Pend
     from now. A caller that raises before it collects must :meth:`Pending.cancel` (kills the child).
 
     With isolation off, ``fn`` runs in this process when the result is collected."""
-    s = _settings
-    if not s.enabled:
-        return Pending(step, fn, args, kwargs)
-    return _start_child(s, step, fn, args, kwargs)
+    return _start(step, fn, args, kwargs, False)
 
 
 def start_mapped(step: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> "Pending":
     """:func:`start` with :func:`call_mapped`'s handling of large bytes in the result."""
+    return _start(step, fn, args, kwargs, True)
+
+
+def _start(step: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], mapped: bool) -> "Pending":
     s = _settings
     if not s.enabled:
         return Pending(step, fn, args, kwargs)
-    return _start_child(s, step, fn, args, kwargs, mapped=True)
+    return _start_child(s, step, fn, args, kwargs, mapped)
 
 
 class Pending:
@@ -386,11 +379,6 @@ class Pending:
         if cause is not None:
             raise value from cause  # the chain the child saw (tracebacks stay in the child)
         raise value
-
-
-def _call_in_child(s: Settings, step: str, fn: Callable[..., T], args: tuple[Any, ...],
-                   kwargs: dict[str, Any], mapped: bool = False) -> T:
-    return _start_child(s, step, fn, args, kwargs, mapped).collect()  # type: ignore[no-any-return]
 
 
 def _start_child(s: Settings, step: str, fn: Callable[..., Any], args: tuple[Any, ...],
@@ -545,7 +533,7 @@ def _reap(pid: int) -> int:
 def _child(write_fd: int, limit_mb: Optional[int], fn: Callable[..., Any], args: tuple[Any, ...],
            kwargs: dict[str, Any], parent: int = 0, timeout: Optional[float] = None,
            memory_fd: Optional[int] = None) -> None:  # pragma: no cover - runs in the forked child
-    import pickle  # imported by the parent before the fork (_call_in_child)
+    import pickle  # imported by the parent before the fork (_start_child)
 
     code = 0
     try:
