@@ -748,6 +748,15 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
     # True; the info made holds the value, so its id is not reused while the dict lives. A computed
     # shape (a fresh tuple of ints per node) is keyed by itself
     twins: dict[tuple[Any, ...], TensorInfo] = {}
+
+    def const_info(name: str, base: TensorInfo, value: Any, value_key: Any) -> TensorInfo:
+        """replace(base, name=name, const=True, value=value), one per content (``twins``)."""
+        key = (base.dtype, base.shape, base.static, value_key)
+        twin = twins.get(key)
+        if twin is None:
+            twin = twins[key] = tensor_info(name, base.dtype, base.shape, True, value, base.static)
+        return twin
+
     nodes: Iterable[NodeFact] = graph.nodes
     foldable = getattr(graph, "foldable", None)
     if foldable is not None and getattr(graph, "topological", None):
@@ -766,10 +775,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 if info is not None and info.const and out not in const:
                     base = tensors.get(out) or info
                     value = base.value if base.value is not None else info.value
-                    twin = twins.get(key := (base.dtype, base.shape, base.static, id(value)))
-                    if twin is None:
-                        twin = twins[key] = tensor_info(out, base.dtype, base.shape, True, value, base.static)
-                    const[out] = twin
+                    const[out] = const_info(out, base, value, id(value))
             continue
         plan = plans.get(node.key)
         if plan is None:  # what the checks below that read only the op make of it, once per op
@@ -783,11 +789,7 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 value = _shape_value(node, src)
                 for out in node.outputs:
                     base = tensors.get(out) or TensorInfo(out, "int64", None)
-                    # replace(base, const=True, value=value), one per content
-                    twin = twins.get(key := (base.dtype, base.shape, base.static, value))
-                    if twin is None:
-                        twin = twins[key] = tensor_info(base.name, base.dtype, base.shape, True, value, base.static)
-                    const[out] = twin
+                    const[out] = const_info(base.name, base, value, value)  # a computed shape: keyed by itself
                 folded[node.index] = f"{node.op_type} of a static shape {list(src.shape or ())} folds to a constant"
                 continue
             if not how & (_FOLD_INPUTS | _FOLD_CONSTANT):
@@ -811,12 +813,8 @@ def _fold(graph: GraphFacts, pre: PrepassResult, constants: bool, shapes: bool,
                 base = tensors.get(out) or TensorInfo(out, None, None)
                 if base.const:
                     const[out] = base
-                else:  # replace(base, const=True), one per content (a Constant's output, per table)
-                    twin = twins.get(key := (base.dtype, base.shape, base.static, id(base.value)))
-                    if twin is None:
-                        twin = twins[key] = tensor_info(base.name, base.dtype, base.shape, True, base.value,
-                                                        base.static)
-                    const[out] = twin
+                else:  # a Constant's output, per table
+                    const[out] = const_info(base.name, base, base.value, id(base.value))
         # one string for all (11,103 folds in issue 29's encoder, per table; the matcher keys its reasons on it)
         folded[node.index] = _FOLDED_INPUTS if how & _FOLD_INPUTS else _FOLDED_CONSTANT
 
