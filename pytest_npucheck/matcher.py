@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
-from .graph import GraphFacts, GraphView, NodeFact, paused_gc
+from .graph import GraphFacts, GraphView, NodeFact, TensorInfo, paused_gc
 from .partition import node_macs, partition
 from .prepass import PrepassResult, run_prepasses
 from .result import SEVERITY, NodeResult, NodeResultDraft, Reason, TargetResult, source_basis
@@ -219,17 +219,7 @@ class _Memo:
         if opset is not None and not opset[0] <= node.opset <= opset[1]:
             return judge_node(node, self.table, self.view)
         view = self.view
-        tensor = view.tensor
-        # per input and output position what a local rule may read of its tensor: dtype, shape, constness
-        # and, if a rule of the op reads values, the values; "" for an omitted one, None for one the
-        # graph knows nothing of (inlined: one call less per tensor)
-        # (inputs and outputs in one tuple, the number of inputs in the key: one comprehension a node, not two)
-        if values:
-            ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
-                         for n in node.inputs + node.outputs])
-        else:
-            ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
-                         for n in node.inputs + node.outputs])
+        ios = _ios(node, values, view.tensor)
         d = self.defaults.get(id(node.defaults))
         if d is None:
             d = self.defaults[id(node.defaults)] = repr(node.defaults)
@@ -308,6 +298,19 @@ def _unsettled(node: NodeFact, per_node: tuple[Any, ...], mixed: tuple[Any, ...]
     return tuple([(c, rule, mixed[j][1] if j >= 0 else None,
                    _gates(mixed[j][1] if j >= 0 else ((rule, c.params),), view)) for c, rule, j in per_node
                   if not ((j >= 0 and passes[j]) or (rule.settled is not None and rule.settled(node, c.params, view)))])
+
+
+def _ios(node: NodeFact, values: bool, tensor: Callable[[str], Optional[TensorInfo]]) -> tuple[Any, ...]:
+    """The memo key's part from the node's tensors: per input and output position what a local rule
+    may read of its tensor, dtype, shape, constness and, if a rule of the op reads values (``values``),
+    the values; "" for an omitted one, None for one the graph knows nothing of (inputs and outputs in
+    one tuple, the number of inputs in the key: one comprehension a node, not two). Asked by
+    ``_Memo.judge`` and by its copy inlined in ``_match``, so that both make the same key."""
+    if values:
+        return tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const, t.value)
+                      for n in node.inputs + node.outputs])
+    return tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
+                  for n in node.inputs + node.outputs])
 
 
 def _gates(rules: tuple[tuple[Any, Mapping[str, Any]], ...], view: GraphView) -> Optional[tuple[tuple[int, Any], ...]]:
@@ -447,12 +450,7 @@ def _match(graph: GraphFacts, table: Table, pre: PrepassResult | None) -> Target
             todo = None
             if plan is not None and plan is not _NO_PLAN and ((opset := plan[4]) is None
                                                               or opset[0] <= node.opset <= opset[1]):
-                if plan[3]:
-                    ios = tuple(["" if not n else None if (t := tensor(n)) is None
-                                 else (t.dtype, t.shape, t.const, t.value) for n in node.inputs + node.outputs])
-                else:
-                    ios = tuple(["" if not n else None if (t := tensor(n)) is None else (t.dtype, t.shape, t.const)
-                                 for n in node.inputs + node.outputs])
+                ios = _ios(node, plan[3], tensor)
                 d, a = reprs_get(id(node.defaults)), attrs_get(id(node.attrs))
                 if d is not None and a is not None and not (dynamic_rank and any(x and x[1] is None for x in ios)):
                     try:
